@@ -1,0 +1,196 @@
+//! Inputs and outputs of the assignment engine. Their serde shape is the
+//! `shardring plan` CLI contract (camelCase; every field but shard `id` and pod
+//! `name` optional with the documented defaults).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Everything one plan needs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PlanInput {
+    /// How to plan.
+    #[serde(default)]
+    pub options: PlanOptions,
+    /// The shards of the source, in any order.
+    #[serde(default)]
+    pub shards: Vec<Shard>,
+    /// The pods of the pool, in any order.
+    #[serde(default)]
+    pub pods: Vec<Pod>,
+    /// The previous assignment: shard id -> owner (and standbys).
+    #[serde(default)]
+    pub previous: BTreeMap<String, Previous>,
+}
+
+/// Options of one plan.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PlanOptions {
+    /// Hashed with each shard id to order the candidate pods.
+    #[serde(default)]
+    pub consumer_name: String,
+    /// What the balance rule weighs.
+    #[serde(default)]
+    pub balance: Balance,
+    /// Backup pods per shard.
+    #[serde(default)]
+    pub standbys: u32,
+    /// Most shards per pod; 0 means no cap.
+    #[serde(default)]
+    pub max_shards_per_pod: u32,
+    /// Whether optional (balancing) moves are made.
+    #[serde(default)]
+    pub rebalance: Rebalance,
+}
+
+/// What the balance rule weighs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Balance {
+    /// Shard count (weighted by pod capacity).
+    #[default]
+    Count,
+    /// Each shard's share of the 128-bit hash key space.
+    HashRange,
+}
+
+/// Which moves a plan may make.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Rebalance {
+    /// Required moves and the optional moves that restore balance.
+    #[default]
+    All,
+    /// Only required moves: shards of ineligible pods, new shards, released children.
+    RequiredOnly,
+}
+
+/// Lifecycle of a shard.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ShardState {
+    /// Receiving records.
+    #[default]
+    Open,
+    /// Closed by a split or merge; still has records to read.
+    Closed,
+    /// Read to its end: it drops out of the assignment.
+    Complete,
+}
+
+/// Inclusive range of the 128-bit hash key space as decimal strings.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HashKeyRange {
+    /// First key (decimal).
+    pub start: String,
+    /// Last key, inclusive (decimal).
+    pub end: String,
+}
+
+/// One shard.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Shard {
+    /// Shard id, unique within the input.
+    pub id: String,
+    /// Its hash key range, when the source has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash_key_range: Option<HashKeyRange>,
+    /// Parent shard ids (one for a split, two for a merge).
+    #[serde(default)]
+    pub parents: Vec<String>,
+    /// Lifecycle state.
+    #[serde(default)]
+    pub state: ShardState,
+}
+
+/// One pod of the pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Pod {
+    /// Pod name, unique within the input.
+    pub name: String,
+    /// Ready (for minReadySeconds).
+    #[serde(default = "yes")]
+    pub ready: bool,
+    /// Has a deletion timestamp.
+    #[serde(default)]
+    pub terminating: bool,
+    /// Capacity weight (at least 1).
+    #[serde(default = "one")]
+    pub capacity: u32,
+    /// Zone label, used to spread standbys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    /// Node name, used to spread standbys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+}
+
+/// A shard's previous owner: a pod name, or `{owner, standbys}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Previous {
+    /// Just the owner.
+    Owner(String),
+    /// Owner and standbys.
+    Full {
+        /// The owner.
+        owner: String,
+        /// The standbys.
+        #[serde(default)]
+        standbys: Vec<String>,
+    },
+}
+
+impl Previous {
+    /// The previous owner.
+    pub fn owner(&self) -> &str {
+        match self {
+            Previous::Owner(owner) | Previous::Full { owner, .. } => owner,
+        }
+    }
+    /// The previous standbys.
+    pub fn standbys(&self) -> &[String] {
+        match self {
+            Previous::Owner(_) => &[],
+            Previous::Full { standbys, .. } => standbys,
+        }
+    }
+}
+
+/// Where one shard goes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShardAssignment {
+    /// Owner, or null for a pending or unassigned shard.
+    pub owner: Option<String>,
+    /// Backup pods, never the owner.
+    pub standbys: Vec<String>,
+}
+
+/// The result of one plan.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanOutput {
+    /// Per shard (readable and pending): owner and standbys.
+    pub assignment: BTreeMap<String, ShardAssignment>,
+    /// Shards waiting for an incomplete parent, sorted.
+    pub pending: Vec<String>,
+    /// Readable shards no eligible pod had room for, sorted.
+    pub unassigned: Vec<String>,
+    /// Shards per eligible pod.
+    pub loads: BTreeMap<String, u64>,
+    /// Shards whose owner changed from a previous owner.
+    pub moves: u64,
+}
+
+fn yes() -> bool {
+    true
+}
+fn one() -> u32 {
+    1
+}

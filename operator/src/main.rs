@@ -1,0 +1,49 @@
+//! The `shardring` binary: parses the command line and hands each subcommand
+//! to its module in `shardring::cli`.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use shardring::cli;
+
+/// shardring assigns the shards of Kinesis streams and partition queues to the
+/// pods of a consumer workload: balanced, sticky, and never two readers.
+#[derive(Debug, Parser)]
+#[command(name = "shardring", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the operator against the cluster in KUBECONFIG or in-cluster config.
+    Run(cli::run::RunArgs),
+    /// Print the CRD YAML of ShardGroup and ConsumerPool.
+    Crds(cli::crds::CrdsArgs),
+    /// Plan an assignment from a YAML or JSON scenario file.
+    Plan(cli::plan::PlanArgs),
+    /// Print ExplicitHashKey values that spread producers evenly over shards.
+    HashKeys(cli::hash_keys::HashKeysArgs),
+    /// Print the shard tree of a Kinesis stream (and its lease table).
+    Topology(cli::topology::TopologyArgs),
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => cli::run::run(args).await,
+        Command::Crds(args) => cli::crds::run(args).await,
+        Command::Plan(args) => cli::plan::run(args).await,
+        Command::HashKeys(args) => cli::hash_keys::run(args).await,
+        Command::Topology(args) => cli::topology::run(args).await,
+    };
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
