@@ -7,3 +7,4 @@ pub use shardring_crds as crds;
 pub use shardring_engine as engine;
 
 pub mod cli;
+pub mod source;

@@ -1,0 +1,72 @@
+//! Shard sources: where a ShardGroup's shards come from. A source reads the
+//! current topology (shard ids, hash key ranges, parents, open/closed) and
+//! reports failures with constant reasons; it never turns a failed read into
+//! "no shards". The controller keeps the last good topology when a read fails.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use crate::engine::Shard;
+
+/// A boxed future returned by [`ShardSource::read`], so sources can be stored
+/// as trait objects.
+pub type ReadFuture<'a> = Pin<Box<dyn Future<Output = Result<Topology, SourceError>> + Send + 'a>>;
+
+/// The shards a source reported at one moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Topology {
+    /// Every shard the source still lists (open and closed), in source order.
+    pub shards: Vec<Shard>,
+}
+
+/// A source of shards for one ShardGroup.
+pub trait ShardSource: Send + Sync {
+    /// Short description for status and `kubectl get`, e.g. `kinesis:orders`.
+    fn describe(&self) -> String;
+    /// Reads the current topology.
+    fn read(&self) -> ReadFuture<'_>;
+}
+
+/// Why a source read failed. Each variant has a constant reason string used in
+/// status conditions, Events and metrics.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SourceError {
+    /// The stream (or queue set) does not exist.
+    #[error("stream not found: {0}")]
+    StreamNotFound(String),
+    /// The operator's credentials may not read the source.
+    #[error("access denied: {0}")]
+    AccessDenied(String),
+    /// The source throttled us; the read is retried with backoff.
+    #[error("throttled: {0}")]
+    Throttled(String),
+    /// The source's configuration is invalid (waits for a spec change).
+    #[error("invalid source: {0}")]
+    Invalid(String),
+    /// Any other failure (network, 5xx, unexpected response).
+    #[error("source error: {0}")]
+    Other(String),
+}
+
+impl SourceError {
+    /// Constant condition/Event reason for this error.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            SourceError::StreamNotFound(_) => "StreamNotFound",
+            SourceError::AccessDenied(_) => "AccessDenied",
+            SourceError::Throttled(_) => "Throttled",
+            SourceError::Invalid(_) => "InvalidSource",
+            SourceError::Other(_) => "SourceError",
+        }
+    }
+
+    /// Label for the errors-by-reason metric.
+    pub fn metric_label(&self) -> &'static str {
+        self.reason()
+    }
+
+    /// Whether retrying can help (everything but an invalid spec).
+    pub fn is_transient(&self) -> bool {
+        !matches!(self, SourceError::Invalid(_))
+    }
+}
