@@ -2,7 +2,38 @@
 //! pods, the previous assignment and options to a balanced, sticky assignment.
 //! No I/O, no clocks, no randomness: the same input gives the same output on
 //! every machine and every release.
+//!
+//! The pipeline of [`plan`]: [`model`] validates and interns the input
+//! (sorting pods and shards once, so input order never matters), [`ring`]
+//! builds the hash ring, [`owners`] places owners under quotas with
+//! stickiness, [`standby`] adds backups, and `output` names the result.
+//! The separate ExplicitHashKey generator behind `shardring hash-keys`
+//! lives in `hash_keys`.
 
+pub mod error;
+pub mod hash;
+
+pub mod model;
+mod output;
+pub mod owners;
+pub mod quota;
+pub mod ring;
+pub mod standby;
 pub mod types;
 
+pub use error::PlanError;
 pub use types::*;
+
+/// Plans an assignment.
+///
+/// Unknown parent ids (absent from `input.shards`) count as complete: Kinesis
+/// trims a parent after its retention period, long after it was read.
+/// Previous entries for shards absent from the input are ignored; previous
+/// owners absent from the eligible pods make their shards required moves.
+pub fn plan(input: &PlanInput) -> Result<PlanOutput, PlanError> {
+    let model = model::Model::build(input)?;
+    let ring = ring::Ring::build(&model.pods);
+    let owners = owners::place(&model, &input.options, &ring);
+    let standbys = standby::place(&model, &input.options, &ring, &owners.owner);
+    Ok(output::build(&model, &owners, &standbys))
+}

@@ -43,6 +43,11 @@ pub struct PlanOptions {
     /// Whether optional (balancing) moves are made.
     #[serde(default)]
     pub rebalance: Rebalance,
+    /// With `rebalance: all`, the most optional (balancing) moves this plan
+    /// may make; the controller passes what is left of its move budget.
+    /// Absent means no limit. Required moves are never limited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_optional_moves: Option<u32>,
 }
 
 /// What the balance rule weighs.
@@ -184,8 +189,52 @@ pub struct PlanOutput {
     pub unassigned: Vec<String>,
     /// Shards per eligible pod.
     pub loads: BTreeMap<String, u64>,
-    /// Shards whose owner changed from a previous owner.
+    /// Shards whose owner changed from a previous owner to a new one.
     pub moves: u64,
+    /// Every move, sorted by shard id, classified for move pacing. Not part
+    /// of the `shardring plan` JSON.
+    #[serde(skip)]
+    pub move_list: Vec<ShardMove>,
+}
+
+impl PlanOutput {
+    /// Moves that had to happen (previous owner gone, not eligible, or over
+    /// `maxShardsPerPod`).
+    pub fn required_moves(&self) -> u64 {
+        self.move_list
+            .iter()
+            .filter(|m| m.kind == MoveKind::Required)
+            .count() as u64
+    }
+    /// Moves made only to restore balance.
+    pub fn optional_moves(&self) -> u64 {
+        self.move_list
+            .iter()
+            .filter(|m| m.kind == MoveKind::Optional)
+            .count() as u64
+    }
+}
+
+/// Why a shard changed owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MoveKind {
+    /// Its previous owner is gone, not ready, terminating, or over its cap.
+    Required,
+    /// Balancing: its previous owner is eligible but over its quota.
+    Optional,
+}
+
+/// One shard changing owner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardMove {
+    /// The shard.
+    pub shard: String,
+    /// Previous owner.
+    pub from: String,
+    /// New owner.
+    pub to: String,
+    /// Required or optional.
+    pub kind: MoveKind,
 }
 
 fn yes() -> bool {

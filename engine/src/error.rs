@@ -1,0 +1,42 @@
+//! Why a plan input is rejected. Every variant names the offending shard or
+//! pod so that `shardring plan` and the controller can say what to fix.
+
+use thiserror::Error;
+
+/// An input the engine refuses to plan.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum PlanError {
+    /// Two shards share an id.
+    #[error("duplicate shard id {0:?}")]
+    DuplicateShard(String),
+    /// Two pods share a name.
+    #[error("duplicate pod name {0:?}")]
+    DuplicatePod(String),
+    /// A shard id or pod name is empty.
+    #[error("empty {0} (every shard needs an id and every pod a name)")]
+    EmptyName(&'static str),
+    /// A pod's capacity weight is zero.
+    #[error("pod {0:?} has capacity 0 (capacity is a weight of at least 1)")]
+    ZeroCapacity(String),
+    /// A hash key range is not two decimal 128-bit numbers with start <= end.
+    #[error("shard {shard:?} has a bad hashKeyRange: {reason}")]
+    BadHashKeyRange {
+        /// The shard.
+        shard: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+impl PlanError {
+    /// A short constant label for metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            PlanError::DuplicateShard(_) => "duplicate_shard",
+            PlanError::DuplicatePod(_) => "duplicate_pod",
+            PlanError::EmptyName(_) => "empty_name",
+            PlanError::ZeroCapacity(_) => "zero_capacity",
+            PlanError::BadHashKeyRange { .. } => "bad_hash_key_range",
+        }
+    }
+}

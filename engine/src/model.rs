@@ -1,0 +1,263 @@
+//! Validates a [`PlanInput`] and interns it into index-based tables that the
+//! placement passes work on: pods sorted by name, shards sorted by id, every
+//! shard classified as readable, pending or complete, previous owners resolved
+//! to pod indices. Sorting once here is what makes the output independent of
+//! the input order.
+
+use crate::error::PlanError;
+use crate::hash::{self, hash_pair};
+use crate::types::{PlanInput, Previous, ShardState};
+
+/// Marker for "no pod" in index fields.
+pub const NONE: u32 = u32::MAX;
+
+/// One pod, interned.
+pub struct PodRec<'a> {
+    /// Name (unique).
+    pub name: &'a str,
+    /// Capacity weight (>= 1).
+    pub capacity: u64,
+    /// Interned zone (`NONE` when unlabelled).
+    pub zone: u32,
+    /// Interned node (`NONE` when unknown).
+    pub node: u32,
+    /// Tie-break position: `xxh3(consumerName ‖ 0 ‖ name)`.
+    pub hash: u64,
+}
+
+/// What happens to a shard in this plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// Open or closed with every parent complete: gets an owner.
+    Readable,
+    /// Waiting for an incomplete parent.
+    Pending,
+    /// Read to the end: drops out.
+    Complete,
+}
+
+/// One shard, interned.
+pub struct ShardRec<'a> {
+    /// Id (unique).
+    pub id: &'a str,
+    /// Ring position: `xxh3(consumerName ‖ 0 ‖ id)`.
+    pub hash: u64,
+    /// Share of the key space in units of 2^64 keys (hashRange mode), else 1.
+    pub weight: u64,
+    /// Lifecycle class.
+    pub class: Class,
+    /// The previous entry for this shard, if any.
+    pub previous: Option<&'a Previous>,
+    /// Previous owner as an eligible-pod index, or `NONE`.
+    pub prev_owner: u32,
+    /// Parent shard indices (only parents present in the input).
+    pub parents: Vec<u32>,
+}
+
+/// The interned input.
+pub struct Model<'a> {
+    /// Eligible pods (ready, not terminating), sorted by name.
+    pub pods: Vec<PodRec<'a>>,
+    /// Every shard, sorted by id.
+    pub shards: Vec<ShardRec<'a>>,
+    /// Number of distinct zones among eligible pods (unlabelled counts as one).
+    pub zones: usize,
+    /// Number of distinct nodes among eligible pods (unknown counts as one).
+    pub nodes: usize,
+}
+
+impl<'a> Model<'a> {
+    /// Validates and interns `input`.
+    pub fn build(input: &'a PlanInput) -> Result<Self, PlanError> {
+        let consumer = input.options.consumer_name.as_bytes();
+        let mut buf = Vec::with_capacity(128);
+
+        // Pods: validate all, keep the eligible ones, sorted by name.
+        let mut all: Vec<&crate::types::Pod> = input.pods.iter().collect();
+        all.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        for pair in all.windows(2) {
+            if pair[0].name == pair[1].name {
+                return Err(PlanError::DuplicatePod(pair[0].name.clone()));
+            }
+        }
+        let mut zone_names: Vec<&str> = Vec::new();
+        let mut node_names: Vec<&str> = Vec::new();
+        let mut pods = Vec::with_capacity(all.len());
+        for pod in all {
+            if pod.name.is_empty() {
+                return Err(PlanError::EmptyName("pod name"));
+            }
+            if pod.capacity == 0 {
+                return Err(PlanError::ZeroCapacity(pod.name.clone()));
+            }
+            if !pod.ready || pod.terminating {
+                continue;
+            }
+            pods.push(PodRec {
+                name: &pod.name,
+                capacity: u64::from(pod.capacity),
+                zone: intern(&mut zone_names, pod.zone.as_deref()),
+                node: intern(&mut node_names, pod.node.as_deref()),
+                hash: hash_pair(&mut buf, consumer, pod.name.as_bytes()),
+            });
+        }
+        let distinct = |key: fn(&PodRec<'_>) -> u32| {
+            let mut keys: Vec<u32> = pods.iter().map(key).collect();
+            keys.sort_unstable();
+            keys.dedup();
+            keys.len()
+        };
+        let zones = distinct(|p| p.zone);
+        let nodes = distinct(|p| p.node);
+
+        // Shards sorted by id; the previous map is sorted too, so a merge join
+        // resolves previous entries without per-shard map lookups.
+        let mut order: Vec<&crate::types::Shard> = input.shards.iter().collect();
+        order.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+        for pair in order.windows(2) {
+            if pair[0].id == pair[1].id {
+                return Err(PlanError::DuplicateShard(pair[0].id.clone()));
+            }
+        }
+        let ranged = input.options.balance == crate::types::Balance::HashRange;
+        let mut prev_iter = input.previous.iter().peekable();
+        let mut shards = Vec::with_capacity(order.len());
+        for shard in &order {
+            if shard.id.is_empty() {
+                return Err(PlanError::EmptyName("shard id"));
+            }
+            let weight = match &shard.hash_key_range {
+                Some(range) => {
+                    let weight = range_weight(&range.start, &range.end).map_err(|reason| {
+                        PlanError::BadHashKeyRange {
+                            shard: shard.id.clone(),
+                            reason,
+                        }
+                    })?;
+                    if ranged { weight } else { 1 }
+                }
+                // A shard without a range weighs 0 for now; hashRange mode
+                // gives it the mean weight below.
+                None => u64::from(!ranged),
+            };
+            let mut previous = None;
+            while let Some((id, entry)) = prev_iter.peek() {
+                match id.as_str().cmp(shard.id.as_str()) {
+                    std::cmp::Ordering::Less => {
+                        prev_iter.next();
+                    }
+                    std::cmp::Ordering::Equal => {
+                        previous = Some(*entry);
+                        prev_iter.next();
+                        break;
+                    }
+                    std::cmp::Ordering::Greater => break,
+                }
+            }
+            shards.push(ShardRec {
+                id: &shard.id,
+                hash: hash_pair(&mut buf, consumer, shard.id.as_bytes()),
+                weight,
+                class: Class::Readable,
+                previous,
+                prev_owner: NONE,
+                parents: Vec::new(),
+            });
+        }
+        if ranged {
+            fill_missing_weights(&mut shards);
+        }
+
+        // Lifecycle. A parent id absent from the input is treated as complete:
+        // Kinesis trims a parent after retention, long after it was read.
+        for (at, shard) in order.iter().enumerate() {
+            let class = match shard.state {
+                ShardState::Complete => Class::Complete,
+                ShardState::Open | ShardState::Closed => Class::Readable,
+            };
+            let mut parents = Vec::new();
+            let mut waiting = false;
+            for parent in &shard.parents {
+                if let Ok(p) = order.binary_search_by(|s| s.id.as_str().cmp(parent)) {
+                    parents.push(p as u32);
+                    waiting |= order[p].state != ShardState::Complete;
+                }
+            }
+            let rec = &mut shards[at];
+            rec.class = if class == Class::Readable && waiting {
+                Class::Pending
+            } else {
+                class
+            };
+            rec.parents = parents;
+        }
+
+        // Previous owners as eligible-pod indices. Owner names repeat a lot,
+        // so remember the last lookup.
+        let mut last: (&str, u32) = ("", NONE);
+        for rec in &mut shards {
+            if let Some(prev) = rec.previous {
+                let owner = prev.owner();
+                if owner != last.0 {
+                    let idx = pods
+                        .binary_search_by(|p| p.name.cmp(owner))
+                        .map_or(NONE, |i| i as u32);
+                    last = (owner, idx);
+                }
+                rec.prev_owner = last.1;
+            }
+        }
+        Ok(Model {
+            pods,
+            shards,
+            zones,
+            nodes,
+        })
+    }
+
+    /// Eligible-pod index of a pod name.
+    pub fn pod_index(&self, name: &str) -> u32 {
+        self.pods
+            .binary_search_by(|p| p.name.cmp(name))
+            .map_or(NONE, |i| i as u32)
+    }
+}
+
+fn intern<'a>(names: &mut Vec<&'a str>, name: Option<&'a str>) -> u32 {
+    let Some(name) = name else { return NONE };
+    match names.iter().position(|n| *n == name) {
+        Some(i) => i as u32,
+        None => {
+            names.push(name);
+            (names.len() - 1) as u32
+        }
+    }
+}
+
+/// Weight of an inclusive key range in units of 2^64 keys, rounded up, so the
+/// full space weighs 2^64 and the smallest range weighs 1.
+pub fn range_weight(start: &str, end: &str) -> Result<u64, String> {
+    let start = hash::parse_u128(start).map_err(|e| format!("start: {e}"))?;
+    let end = hash::parse_u128(end).map_err(|e| format!("end: {e}"))?;
+    if start > end {
+        return Err(format!("start {start} is greater than end {end}"));
+    }
+    // ceil((end - start + 1) / 2^64) = ((end - start) >> 64) + 1; the full
+    // space saturates at 2^64 - 1, one unit short, which no balance notices.
+    Ok(((end - start) >> 64) as u64).map(|hi| hi.saturating_add(1))
+}
+
+/// hashRange mode: a shard without a range weighs the mean of the ranged ones
+/// (or 1 when none has a range), so mixed inputs stay plannable.
+fn fill_missing_weights(shards: &mut [ShardRec<'_>]) {
+    let (sum, n) = shards
+        .iter()
+        .filter(|s| s.weight > 0)
+        .fold((0u128, 0u128), |(sum, n), s| {
+            (sum + u128::from(s.weight), n + 1)
+        });
+    let mean = if n == 0 { 1 } else { (sum / n).max(1) as u64 };
+    for s in shards.iter_mut().filter(|s| s.weight == 0) {
+        s.weight = mean;
+    }
+}

@@ -1,0 +1,123 @@
+//! The hash ring: every eligible pod owns [`VIRTUAL_NODES`] points; a shard
+//! starts at the first point at or after its own hash and walks clockwise to
+//! the first pod that still has room. The walk skips full pods in near
+//! constant time through a union-find "next open point" table, so placing
+//! 100,000 shards stays linear even when most pods are full.
+
+use crate::hash::{VIRTUAL_NODES, vnode_hash};
+use crate::model::PodRec;
+
+/// Sorted ring points and, per pod, where its points sit.
+pub struct Ring {
+    points: Vec<u64>,
+    owner: Vec<u32>,
+    /// Ring positions of pod `p` are `by_pod[p * V .. (p + 1) * V]`.
+    by_pod: Vec<u32>,
+}
+
+impl Ring {
+    /// Builds the ring of `pods` (eligible pods, sorted by name).
+    pub fn build(pods: &[PodRec<'_>]) -> Self {
+        let mut buf = Vec::with_capacity(64);
+        let mut nodes: Vec<(u64, u32)> = Vec::with_capacity(pods.len() * VIRTUAL_NODES as usize);
+        for (p, pod) in pods.iter().enumerate() {
+            for i in 0..VIRTUAL_NODES {
+                nodes.push((vnode_hash(&mut buf, pod.name, i), p as u32));
+            }
+        }
+        nodes.sort_unstable();
+        let mut by_pod = vec![0u32; nodes.len()];
+        let mut fill = vec![0u32; pods.len()];
+        for (at, &(_, p)) in nodes.iter().enumerate() {
+            let p = p as usize;
+            by_pod[p * VIRTUAL_NODES as usize + fill[p] as usize] = at as u32;
+            fill[p] += 1;
+        }
+        Ring {
+            points: nodes.iter().map(|n| n.0).collect(),
+            owner: nodes.iter().map(|n| n.1).collect(),
+            by_pod,
+        }
+    }
+
+    /// Number of points.
+    pub fn len(&self) -> usize {
+        self.points.len()
+    }
+
+    /// Whether the ring has no points (no eligible pods).
+    pub fn is_empty(&self) -> bool {
+        self.points.is_empty()
+    }
+
+    /// The first point at or after `hash`, wrapping around.
+    pub fn start(&self, hash: u64) -> usize {
+        let at = self.points.partition_point(|&p| p < hash);
+        if at == self.points.len() { 0 } else { at }
+    }
+
+    /// The pod owning point `at`.
+    pub fn pod_at(&self, at: usize) -> u32 {
+        self.owner[at]
+    }
+
+    fn points_of(&self, pod: u32) -> &[u32] {
+        let v = VIRTUAL_NODES as usize;
+        &self.by_pod[pod as usize * v..(pod as usize + 1) * v]
+    }
+}
+
+/// A walk over the ring that skips pods closed for having no room.
+pub struct Walker {
+    next: Vec<u32>,
+    open_pods: usize,
+    closed: Vec<bool>,
+}
+
+impl Walker {
+    /// Starts with the pods for which `open(pod)` holds.
+    pub fn new(ring: &Ring, pods: usize, open: impl Fn(u32) -> bool) -> Self {
+        let mut walker = Walker {
+            next: (0..ring.len() as u32).collect(),
+            open_pods: pods,
+            closed: vec![false; pods],
+        };
+        for p in 0..pods as u32 {
+            if !open(p) {
+                walker.close(ring, p);
+            }
+        }
+        walker
+    }
+
+    /// Takes `pod` out of every later walk.
+    pub fn close(&mut self, ring: &Ring, pod: u32) {
+        if std::mem::replace(&mut self.closed[pod as usize], true) {
+            return;
+        }
+        self.open_pods -= 1;
+        let n = self.next.len() as u32;
+        for &at in ring.points_of(pod) {
+            self.next[at as usize] = (at + 1) % n;
+        }
+    }
+
+    /// Whether `pod` is still open.
+    pub fn is_open(&self, pod: u32) -> bool {
+        !self.closed[pod as usize]
+    }
+
+    /// The first point at or after `at` whose pod is open.
+    pub fn find(&mut self, at: usize) -> Option<usize> {
+        if self.open_pods == 0 {
+            return None;
+        }
+        let mut v = at;
+        while self.next[v] as usize != v {
+            let skip = self.next[self.next[v] as usize];
+            self.next[v] = skip;
+            v = skip as usize;
+        }
+        Some(v)
+    }
+}

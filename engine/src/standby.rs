@@ -1,0 +1,138 @@
+//! Standby placement: `standbys: N` backup pods per assigned shard.
+//!
+//! A standby is never the shard's owner and never listed twice. Standby slots
+//! are spread evenly: each pod gets a quota of ⌊T/P⌋ or ⌈T/P⌉ slots (weighted
+//! by capacity) where T = assigned shards × N. Previous standbys stay while
+//! they are eligible, within quota and (when the pool spans zones) in another
+//! zone than the owner. New standbys walk the ring from a second position,
+//! `mix(shardHash)`, over pods with slots left and take the first candidate
+//! in another zone than the owner and the other standbys, else another zone
+//! than the owner, else another node; a walk inspects at most
+//! [`CANDIDATES`] pods before settling for the best seen.
+
+use crate::hash::mix;
+use crate::model::{Class, Model, NONE};
+use crate::quota::apportion;
+use crate::ring::{Ring, Walker};
+use crate::types::PlanOptions;
+
+/// Most candidate pods a standby walk inspects before taking the best seen.
+pub const CANDIDATES: usize = 64;
+
+/// Standbys per shard (indexed like `Model::shards`; empty when none).
+pub fn place(
+    model: &Model<'_>,
+    options: &PlanOptions,
+    ring: &Ring,
+    owner: &[u32],
+) -> Vec<Vec<u32>> {
+    let p = model.pods.len();
+    let k = (options.standbys as usize).min(p.saturating_sub(1));
+    if k == 0 {
+        return Vec::new();
+    }
+    let pods = &model.pods;
+    let assigned: Vec<u32> = (0..model.shards.len() as u32)
+        .filter(|&s| model.shards[s as usize].class == Class::Readable && owner[s as usize] != NONE)
+        .collect();
+    let mut chosen: Vec<Vec<u32>> = vec![Vec::new(); model.shards.len()];
+
+    // Sticky candidates: previous standbys that are eligible and not the owner.
+    let multi_zone = model.zones >= 2;
+    let keepable = |s: u32, e: u32| {
+        let o = owner[s as usize];
+        e != NONE && e != o && !(multi_zone && pods[e as usize].zone == pods[o as usize].zone)
+    };
+    let mut current = vec![0u64; p];
+    let mut previous: Vec<(u32, Vec<u32>)> = Vec::new();
+    for &s in &assigned {
+        if let Some(prev) = model.shards[s as usize].previous {
+            let list: Vec<u32> = prev
+                .standbys()
+                .iter()
+                .map(|name| model.pod_index(name))
+                .filter(|&e| keepable(s, e))
+                .collect();
+            for &e in &list {
+                current[e as usize] += 1;
+            }
+            if !list.is_empty() {
+                previous.push((s, list));
+            }
+        }
+    }
+    let weights: Vec<u64> = pods.iter().map(|p| p.capacity).collect();
+    let hashes: Vec<u64> = pods.iter().map(|p| p.hash).collect();
+    let quota = apportion((assigned.len() * k) as u64, &weights, 0, &current, &hashes);
+    let mut load = vec![0u64; p];
+    for (s, list) in previous {
+        let mine = &mut chosen[s as usize];
+        for e in list {
+            if mine.len() < k && !mine.contains(&e) && load[e as usize] < quota[e as usize] {
+                mine.push(e);
+                load[e as usize] += 1;
+            }
+        }
+    }
+
+    // New standbys, shards in ring order.
+    let mut order = assigned;
+    order.sort_unstable_by_key(|&s| (model.shards[s as usize].hash, s));
+    let mut walker = Walker::new(ring, p, |e| load[e as usize] < quota[e as usize]);
+    let zone_matters = model.zones >= 2;
+    let node_matters = model.nodes >= 2;
+    for s in order {
+        let o = owner[s as usize] as usize;
+        while chosen[s as usize].len() < k {
+            let mine = &chosen[s as usize];
+            // Lower is better; 0 is as good as the topology allows.
+            let score = |e: usize| -> u32 {
+                let zone = pods[e].zone;
+                let mut score = 0;
+                if zone_matters && zone == pods[o].zone {
+                    score += 4;
+                }
+                if zone_matters && mine.iter().any(|&m| pods[m as usize].zone == zone) {
+                    score += 2;
+                }
+                if node_matters && pods[e].node == pods[o].node {
+                    score += 1;
+                }
+                score
+            };
+            let mut best: Option<(u32, u32)> = None;
+            let mut seen = 0;
+            let mut at = walker.find(ring.start(mix(model.shards[s as usize].hash)));
+            for _ in 0..ring.len() {
+                let Some(point) = at else { break };
+                let e = ring.pod_at(point);
+                if e as usize != o && !mine.contains(&e) {
+                    let sc = score(e as usize);
+                    if best.is_none_or(|(b, _)| sc < b) {
+                        best = Some((sc, e));
+                    }
+                    seen += 1;
+                    if sc == 0 || seen >= CANDIDATES {
+                        break;
+                    }
+                }
+                at = walker.find((point + 1) % ring.len());
+            }
+            // Every pod with slots left is the owner or already chosen: take
+            // the least-loaded other pod over its quota.
+            let e = match best {
+                Some((_, e)) => e,
+                None => (0..p as u32)
+                    .filter(|&e| e as usize != o && !mine.contains(&e))
+                    .min_by_key(|&e| (load[e as usize], e))
+                    .expect("k < P leaves a candidate"),
+            };
+            chosen[s as usize].push(e);
+            load[e as usize] += 1;
+            if load[e as usize] >= quota[e as usize] {
+                walker.close(ring, e);
+            }
+        }
+    }
+    chosen
+}
