@@ -12,8 +12,13 @@ pub const ASSIGNMENT_API_VERSION: &str = "shardring.io/v1alpha1";
 pub const ASSIGNMENT_KIND: &str = "Assignment";
 /// Prefix of the per-pod annotation key; the ShardGroup name follows it.
 pub const ANNOTATION_PREFIX: &str = "assignment.shardring.io/";
-/// Key of the JSON document inside the ConfigMap.
+/// Key of the JSON document inside the ConfigMap's `data`.
 pub const CONFIGMAP_KEY: &str = "assignment.json";
+/// Key of the gzip-compressed JSON document inside the ConfigMap's
+/// `binaryData`, used instead of [`CONFIGMAP_KEY`] when the plain document is large.
+pub const CONFIGMAP_GZIP_KEY: &str = "assignment.json.gz";
+/// Suffix of the default ConfigMap name: `<shardgroup>-assignment`.
+pub const CONFIGMAP_SUFFIX: &str = "-assignment";
 
 /// The whole published assignment of one ShardGroup.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,7 +73,9 @@ pub struct PodView {
 }
 
 /// State of one shard in the published document.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub enum ShardPhase {
     /// Read by its owner.
     #[default]

@@ -5,10 +5,16 @@
 
 pub mod assignment;
 pub mod consumer_pool;
+pub mod crd;
+pub mod duration;
 pub mod shard_group;
 
-pub use assignment::{AssignmentDocument, Handoff, HashKeyRange, PodAssignment, PodView, ShardPhase, ShardRecord};
+pub use assignment::{
+    AssignmentDocument, Handoff, HashKeyRange, PodAssignment, PodView, ShardPhase, ShardRecord,
+};
 pub use consumer_pool::{ConsumerPool, ConsumerPoolSpec, ConsumerPoolStatus};
+pub use crd::{crd_files, crd_yaml};
+pub use duration::{DurationError, parse_duration};
 pub use shard_group::{ShardGroup, ShardGroupSpec, ShardGroupStatus};
 
 /// API group of every shardring resource.

@@ -1,40 +1,75 @@
 //! The `ShardGroup` custom resource: what is consumed (a Kinesis stream or a
 //! static set of partition queues), by which `ConsumerPool`, and how shards are
-//! balanced, handed over and published.
+//! balanced, handed over and published. The schema carries the CEL rules that
+//! keep invalid specs out of the API server (see `tests/cel.rs`); the typed
+//! accessors at the bottom turn validated strings into values so the controller
+//! never parses spec text itself.
+
+use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::CustomResource;
+use kube::{CustomResource, KubeSchema, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::assignment::{ANNOTATION_PREFIX, CONFIGMAP_SUFFIX};
+use crate::duration::{DurationError, parse_duration, parse_positive_duration};
+
+/// CEL: a positive Go-style duration (`30s`, `1m30s`, `250ms`).
+const POSITIVE_DURATION: &str =
+    "self.matches('^([0-9]+(ms|s|m|h))+$') && duration(self) > duration('0s')";
+/// CEL: a Go-style duration that may be zero.
+const DURATION: &str = "self.matches('^([0-9]+(ms|s|m|h))+$')";
+/// CEL: an endpoint URL.
+const ENDPOINT_URL: &str = "self.matches('^https?://[^\\\\s/]+(/.*)?$')";
+/// CEL: an AWS region name.
+const REGION: &str = "self.matches('^[a-z]{2}(-[a-z]+)+-[0-9]+$')";
+
 /// What a ShardGroup consumes and how its shards are spread over the pool's pods.
-#[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[kube(
     group = "shardring.io",
     version = "v1alpha1",
     kind = "ShardGroup",
     namespaced,
     shortname = "sg",
-    status = "ShardGroupStatus"
+    category = "shardring",
+    status = "ShardGroupStatus",
+    doc = "A ShardGroup assigns the shards of one Kinesis stream (or a static set of partition queues) to the ready pods of a ConsumerPool, balanced and sticky, and publishes the result in ConfigMap <name>-assignment and in each pod's annotation assignment.shardring.io/<name>.",
+    printcolumn(name = "Source", type_ = "string", json_path = ".status.source", description = "Where the shards come from"),
+    printcolumn(name = "Shards", type_ = "integer", json_path = ".status.shards.total", description = "Readable shards"),
+    printcolumn(name = "Pods", type_ = "integer", json_path = ".status.pods.eligible", description = "Pods that receive shards"),
+    printcolumn(name = "Load", type_ = "string", json_path = ".status.load", description = "Fewest/most shards on one pod"),
+    printcolumn(name = "Moves", type_ = "integer", json_path = ".status.movesInFlight", description = "Shards being handed over"),
+    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status", description = "Whether the assignment is published and current"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    validation = Rule::new("size(self.metadata.name) <= 63").message("ShardGroup name must be at most 63 characters: it is the name part of the pod annotation key assignment.shardring.io/<name>")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ShardGroupSpec {
     /// The ConsumerPool (same namespace) whose pods read this group's shards.
+    /// May be changed: every shard then moves to the new pool's pods through the
+    /// normal two-phase handoff.
     pub pool_ref: PoolRef,
-    /// Where the shards come from: exactly one of `kinesis` or `static`.
+    /// Where the shards come from: exactly one of `kinesis` or `static`. The
+    /// kind of source, and a Kinesis stream, cannot be changed after creation.
     pub source: ShardSource,
-    /// Optional KCL-format DynamoDB lease table used as evidence of handoff and
-    /// shard completion.
+    /// Optional KCL-format DynamoDB lease table, used as evidence that a pod has
+    /// released a shard and that a parent shard is complete.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_table: Option<LeaseTableSpec>,
-    /// Name hashed with each shard id to order candidate pods; defaults to the
-    /// ShardGroup's name.
+    /// Name hashed with each shard id to order candidate pods (1 to 253
+    /// characters); defaults to the ShardGroup's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    #[x_kube(validation = Rule::new("size(self) >= 1 && size(self) <= 253").message("consumerName must be 1 to 253 characters; omit it to use the ShardGroup's name"))]
     pub consumer_name: Option<String>,
-    /// Backup pods per shard (warm standbys), never the owner.
+    /// Backup pods per shard (warm standbys), never the owner: 0 to 5, default 0.
     #[serde(default)]
+    #[x_kube(validation = Rule::new("self <= 5").message("standbys must be between 0 and 5"))]
     pub standbys: u32,
-    /// What is balanced: shard `count` or `hashRange` (share of the key space).
+    /// What is balanced: shard `count` (default) or `hashRange` (each shard
+    /// weighs its share of the 128-bit hash key space).
     #[serde(default)]
     pub balance: BalanceMode,
     /// How shards move between pods.
@@ -49,16 +84,22 @@ pub struct ShardGroupSpec {
 }
 
 /// Reference to a ConsumerPool in the ShardGroup's namespace.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PoolRef {
     /// Name of the ConsumerPool.
+    #[schemars(length(max = 253))]
+    #[x_kube(validation = Rule::new("size(self) <= 253 && self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')").message("poolRef.name must be the name of a ConsumerPool in this namespace (lowercase letters, digits, '-' and '.')"))]
     pub name: String,
 }
 
 /// The source of shards: exactly one field is set.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("has(self.kinesis) != has(self.static)").message("set exactly one of source.kinesis or source.static"),
+    validation = Rule::new("has(self.kinesis) == has(oldSelf.kinesis)").message("the source type (kinesis or static) cannot be changed; create a new ShardGroup instead")
+)]
 pub struct ShardSource {
     /// An AWS Kinesis data stream.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -69,48 +110,79 @@ pub struct ShardSource {
 }
 
 /// A Kinesis data stream, read with ListShards.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("has(self.streamName) != has(self.streamARN)").message("set exactly one of kinesis.streamName or kinesis.streamARN"),
+    validation = Rule::new("(has(self.streamName) ? self.streamName : '') == (has(oldSelf.streamName) ? oldSelf.streamName : '') && (has(self.streamARN) ? self.streamARN : '') == (has(oldSelf.streamARN) ? oldSelf.streamARN : '')").message("the stream cannot be changed (shard ids repeat across streams, so leases and the published assignment cannot carry over); create a new ShardGroup instead")
+)]
 pub struct KinesisSource {
-    /// Stream name; set this or `streamARN`.
+    /// Stream name (1 to 128 of `a-z A-Z 0-9 _ . -`); set this or `streamARN`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 128))]
+    #[x_kube(validation = Rule::new("self.matches('^[a-zA-Z0-9_.-]{1,128}$')").message("kinesis.streamName must be 1 to 128 characters of a-z, A-Z, 0-9, '_', '.', '-'"))]
     pub stream_name: Option<String>,
-    /// Stream ARN; set this or `streamName`.
+    /// Stream ARN, `arn:aws:kinesis:<region>:<account>:stream/<name>`; set this
+    /// or `streamName`.
     #[serde(default, rename = "streamARN", skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048))]
+    #[x_kube(validation = Rule::new("size(self) <= 2048 && self.matches('^arn:aws[a-z-]*:kinesis:[a-z0-9-]+:[0-9]{12}:stream/[a-zA-Z0-9_.-]{1,128}$')").message("kinesis.streamARN must look like arn:aws:kinesis:us-east-1:123456789012:stream/my-stream"))]
     pub stream_arn: Option<String>,
-    /// AWS region; defaults to the operator's region from the default AWS chain.
+    /// AWS region, e.g. `us-east-1`; defaults to the region in the stream ARN,
+    /// else the operator's region from the default AWS chain.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = Rule::new(REGION).message("kinesis.region must be an AWS region such as us-east-1"))]
     pub region: Option<String>,
-    /// Endpoint URL override, for VPC endpoints and local emulators.
+    /// Endpoint URL override (`http://` or `https://`), for VPC endpoints and
+    /// local emulators.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048))]
+    #[x_kube(validation = Rule::new(ENDPOINT_URL).message("kinesis.endpoint must be an http:// or https:// URL"))]
     pub endpoint: Option<String>,
-    /// How often the shard list is refreshed (jittered), e.g. `30s`.
+    /// How often the shard list is refreshed (jittered): a duration of at least
+    /// 1s such as `30s` (the default) or `1m`.
     #[serde(default = "default_refresh_interval")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = Rule::new("self.matches('^([0-9]+(ms|s|m|h))+$') && duration(self) >= duration('1s')").message("kinesis.refreshInterval must be a duration of at least 1s, such as 30s or 1m"))]
     pub refresh_interval: String,
 }
 
 /// A fixed set of partitions named from a template.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StaticSource {
-    /// Number of partitions (at least 1).
+    /// Number of partitions, 1 to 100000. May be changed: new partitions are
+    /// assigned, removed ones are revoked.
+    #[x_kube(validation = Rule::new("self >= 1 && self <= 100000").message("static.count must be between 1 and 100000"))]
     pub count: u32,
-    /// Name of each partition; `{index}` is replaced by 0..count-1.
+    /// Name of each partition; `{index}` is replaced by 0..count-1 and must
+    /// appear (at most 200 characters). Default `partition-{index}`.
     #[serde(default = "default_name_template")]
+    #[schemars(length(max = 200))]
+    #[x_kube(validation = Rule::new("size(self) <= 200 && self.contains('{index}')").message("static.nameTemplate must contain {index} (replaced by 0..count-1), e.g. orders-{index}, and be at most 200 characters"))]
     pub name_template: String,
 }
 
 /// A DynamoDB lease table in the KCL format.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LeaseTableSpec {
-    /// Table name (the KCL application name by default).
+    /// Table name (the KCL application name by default): 3 to 255 of
+    /// `a-z A-Z 0-9 _ . -`.
+    #[schemars(length(max = 255))]
+    #[x_kube(validation = Rule::new("self.matches('^[a-zA-Z0-9_.-]{3,255}$')").message("leaseTable.tableName must be a DynamoDB table name: 3 to 255 characters of a-z, A-Z, 0-9, '_', '.', '-'"))]
     pub table_name: String,
     /// AWS region; defaults to the Kinesis source's region.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = Rule::new(REGION).message("leaseTable.region must be an AWS region such as us-east-1"))]
     pub region: Option<String>,
-    /// Endpoint URL override, for VPC endpoints and local emulators.
+    /// Endpoint URL override (`http://` or `https://`), for VPC endpoints and
+    /// local emulators.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048))]
+    #[x_kube(validation = Rule::new(ENDPOINT_URL).message("leaseTable.endpoint must be an http:// or https:// URL"))]
     pub endpoint: Option<String>,
 }
 
@@ -126,54 +198,80 @@ pub enum BalanceMode {
 }
 
 /// How a shard is handed from one pod to another.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HandoffSpec {
-    /// How long a revoked pod may take to stop, checkpoint and release, e.g. `60s`.
+    /// How long a revoked pod may take to stop, checkpoint and release before
+    /// the shard may go to its new owner anyway (once its lease expired): a
+    /// positive duration, default `60s`.
     #[serde(default = "default_drain_timeout")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = Rule::new(POSITIVE_DURATION).message("handoff.drainTimeout must be a positive duration such as 60s or 2m (units ms, s, m, h)"))]
     pub drain_timeout: String,
     /// Lease failover time: a lease whose counter has not changed for this
-    /// long is expired, e.g. `10s` (the KCL default).
+    /// long is expired. A positive duration, default `10s` (the KCL default).
     #[serde(default = "default_lease_failover")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = Rule::new(POSITIVE_DURATION).message("handoff.leaseFailover must be a positive duration such as 10s (units ms, s, m, h)"))]
     pub lease_failover: String,
 }
 
 impl Default for HandoffSpec {
     fn default() -> Self {
-        Self { drain_timeout: default_drain_timeout(), lease_failover: default_lease_failover() }
+        Self {
+            drain_timeout: default_drain_timeout(),
+            lease_failover: default_lease_failover(),
+        }
     }
 }
 
 /// Pacing of optional moves (balancing onto pods that just became eligible).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RebalanceSpec {
-    /// Wait this long after the last pod change before optional moves, e.g. `30s`.
+    /// Wait this long after the last pod change before optional moves, so a
+    /// rolling deploy moves each shard about once: a duration (`0s` allowed),
+    /// default `30s`.
     #[serde(default = "default_rebalance_delay")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = Rule::new(DURATION).message("rebalance.delay must be a duration such as 30s, 1m or 0s (units ms, s, m, h)"))]
     pub delay: String,
-    /// Most optional moves per `window`; unset means no limit.
+    /// Most optional moves per `window` (at least 1); unset means no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self >= 1").message("rebalance.maxMovesPerWindow must be at least 1; omit it for no limit"))]
     pub max_moves_per_window: Option<u32>,
-    /// Length of the sliding window for `maxMovesPerWindow`, e.g. `1m`.
+    /// Length of the sliding window for `maxMovesPerWindow`: a positive
+    /// duration, default `1m`.
     #[serde(default = "default_rebalance_window")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = Rule::new(POSITIVE_DURATION).message("rebalance.window must be a positive duration such as 1m (units ms, s, m, h)"))]
     pub window: String,
 }
 
 impl Default for RebalanceSpec {
     fn default() -> Self {
-        Self { delay: default_rebalance_delay(), max_moves_per_window: None, window: default_rebalance_window() }
+        Self {
+            delay: default_rebalance_delay(),
+            max_moves_per_window: None,
+            window: default_rebalance_window(),
+        }
     }
 }
 
 /// Names of the published outputs.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OutputSpec {
-    /// Pod annotation key; defaults to `assignment.shardring.io/<shardgroup>`.
+    /// Pod annotation key holding each pod's view, a qualified name such as
+    /// `example.com/shards`; defaults to `assignment.shardring.io/<shardgroup>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 317))]
+    #[x_kube(validation = Rule::new("size(self) <= 317 && self.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$')").message("output.annotationKey must be a qualified name: an optional DNS prefix and '/', then 1 to 63 of A-Z, a-z, 0-9, '-', '_', '.' starting and ending alphanumeric, e.g. example.com/shards"))]
     pub annotation_key: Option<String>,
-    /// ConfigMap name; defaults to `<shardgroup>-assignment`.
+    /// ConfigMap name (a DNS subdomain); defaults to `<shardgroup>-assignment`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    #[x_kube(validation = Rule::new("size(self) <= 253 && self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')").message("output.configMapName must be a DNS subdomain: lowercase letters, digits, '-' and '.', at most 253 characters"))]
     pub config_map_name: Option<String>,
 }
 
@@ -184,16 +282,17 @@ pub struct ShardGroupStatus {
     /// `metadata.generation` of the spec this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// Epoch of the published assignment.
+    /// Epoch of the published assignment (increases with every published change).
     #[serde(default)]
     pub epoch: u64,
-    /// Short description of the source for `kubectl get`, e.g. `kinesis:orders`.
+    /// Short description of the source for `kubectl get`, e.g. `kinesis:orders`
+    /// or `static:16`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
-    /// Shards that are readable now (open or closed, parents complete).
+    /// Shard counts.
     #[serde(default)]
     pub shards: ShardCounts,
-    /// Pods of the pool.
+    /// Pod counts of the pool.
     #[serde(default)]
     pub pods: PodCounts,
     /// Fewest and most shards on one eligible pod, as `min/max`.
@@ -208,7 +307,8 @@ pub struct ShardGroupStatus {
     /// Shards being handed over right now.
     #[serde(default)]
     pub moves_in_flight: u64,
-    /// Optional moves made within the current rebalance window (the move budget's log).
+    /// Optional moves made within the current rebalance window (the move
+    /// budget's log, RFC 3339 times).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub move_log: Vec<String>,
     /// When the topology was last read successfully (RFC 3339).
@@ -223,7 +323,7 @@ pub struct ShardGroupStatus {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ShardCounts {
-    /// Readable shards (open or closed with complete parents).
+    /// Readable shards (open, or closed with complete parents).
     #[serde(default)]
     pub total: u64,
     /// Open shards.
@@ -269,4 +369,138 @@ fn default_rebalance_delay() -> String {
 }
 fn default_rebalance_window() -> String {
     "1m".into()
+}
+
+/// A spec field whose text could not be turned into a value. The CEL rules
+/// refuse such specs at admission; this guards objects stored before a rule
+/// existed, so the controller reports them instead of guessing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("spec.{field}: {source}")]
+pub struct SpecError {
+    /// JSON path of the field below `spec`, e.g. `handoff.drainTimeout`.
+    pub field: &'static str,
+    /// What was wrong with its value.
+    pub source: DurationError,
+}
+
+fn positive(field: &'static str, text: &str) -> Result<Duration, SpecError> {
+    parse_positive_duration(text).map_err(|source| SpecError { field, source })
+}
+
+impl KinesisSource {
+    /// `refreshInterval` as a duration.
+    pub fn refresh_interval(&self) -> Result<Duration, SpecError> {
+        positive("source.kinesis.refreshInterval", &self.refresh_interval)
+    }
+
+    /// The stream name: `streamName`, else the name part of `streamARN`.
+    pub fn stream_name(&self) -> Option<&str> {
+        self.stream_name.as_deref().or_else(|| {
+            self.stream_arn
+                .as_deref()?
+                .rsplit_once(":stream/")
+                .map(|(_, name)| name)
+        })
+    }
+
+    /// The region: `region`, else the region field of `streamARN`.
+    pub fn region(&self) -> Option<&str> {
+        self.region.as_deref().or_else(|| {
+            self.stream_arn
+                .as_deref()?
+                .split(':')
+                .nth(3)
+                .filter(|r| !r.is_empty())
+        })
+    }
+}
+
+impl StaticSource {
+    /// Name of partition `index`: the template with `{index}` replaced.
+    pub fn partition_name(&self, index: u32) -> String {
+        self.name_template.replace("{index}", &index.to_string())
+    }
+
+    /// Names of all `count` partitions, in index order.
+    pub fn partition_names(&self) -> impl Iterator<Item = String> + '_ {
+        (0..self.count).map(|index| self.partition_name(index))
+    }
+}
+
+impl HandoffSpec {
+    /// `drainTimeout` as a duration.
+    pub fn drain_timeout(&self) -> Result<Duration, SpecError> {
+        positive("handoff.drainTimeout", &self.drain_timeout)
+    }
+
+    /// `leaseFailover` as a duration.
+    pub fn lease_failover(&self) -> Result<Duration, SpecError> {
+        positive("handoff.leaseFailover", &self.lease_failover)
+    }
+}
+
+impl RebalanceSpec {
+    /// `delay` as a duration (may be zero).
+    pub fn delay(&self) -> Result<Duration, SpecError> {
+        parse_duration(&self.delay).map_err(|source| SpecError {
+            field: "rebalance.delay",
+            source,
+        })
+    }
+
+    /// `window` as a duration.
+    pub fn window(&self) -> Result<Duration, SpecError> {
+        positive("rebalance.window", &self.window)
+    }
+}
+
+impl ShardSource {
+    /// Short description for the `Source` printer column: `kinesis:<stream>`
+    /// or `static:<count>`.
+    pub fn summary(&self) -> String {
+        match (&self.kinesis, &self.static_source) {
+            (Some(kinesis), _) => format!("kinesis:{}", kinesis.stream_name().unwrap_or("?")),
+            (None, Some(fixed)) => format!("static:{}", fixed.count),
+            (None, None) => "none".to_owned(),
+        }
+    }
+}
+
+impl ShardGroup {
+    /// Name of the ConfigMap holding the full document: `spec.output.configMapName`,
+    /// else `<name>-assignment`.
+    pub fn config_map_name(&self) -> String {
+        self.spec
+            .output
+            .config_map_name
+            .clone()
+            .unwrap_or_else(|| format!("{}{CONFIGMAP_SUFFIX}", self.name_any()))
+    }
+
+    /// Pod annotation key holding each pod's view: `spec.output.annotationKey`,
+    /// else `assignment.shardring.io/<name>`.
+    pub fn annotation_key(&self) -> String {
+        self.spec
+            .output
+            .annotation_key
+            .clone()
+            .unwrap_or_else(|| format!("{ANNOTATION_PREFIX}{}", self.name_any()))
+    }
+
+    /// Name hashed with each shard id: `spec.consumerName`, else the ShardGroup's name.
+    pub fn consumer_name(&self) -> String {
+        self.spec
+            .consumer_name
+            .clone()
+            .unwrap_or_else(|| self.name_any())
+    }
+
+    /// `<namespace>/<name>`, the `shardGroup` field of the published document.
+    pub fn qualified_name(&self) -> String {
+        format!(
+            "{}/{}",
+            self.namespace().unwrap_or_default(),
+            self.name_any()
+        )
+    }
 }
