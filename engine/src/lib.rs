@@ -12,7 +12,7 @@
 
 pub mod error;
 pub mod hash;
-
+pub mod hash_keys;
 pub mod model;
 mod output;
 pub mod owners;
