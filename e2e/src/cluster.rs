@@ -1,0 +1,58 @@
+//! Finding the cluster under test: the kubeconfig from `KUBECONFIG` (or
+//! `~/.kube/config`, or in-cluster config), and an API server that answers
+//! within a few seconds. Anything else means "no cluster": the tests skip and
+//! say so instead of failing on machines without one.
+
+use std::time::Duration;
+
+use kube::{Client, Config};
+
+/// How long the API server gets to answer `/version` before the cluster
+/// counts as unreachable.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The line every skipped end-to-end test prints.
+pub const SKIP_MESSAGE: &str = "SKIPPED: no Kubernetes cluster reachable through KUBECONFIG";
+
+/// Whether a cluster is available for end-to-end tests.
+pub enum Reachability {
+    /// A client for a cluster whose API server answered, with its version.
+    Reachable {
+        /// Client built from the inferred configuration.
+        client: Client,
+        /// `major.minor` and git version reported by the API server.
+        version: String,
+    },
+    /// No usable cluster, and why (printed after [`SKIP_MESSAGE`]).
+    Unreachable(String),
+}
+
+/// Infers the client configuration and asks the API server for its version,
+/// giving up after [`PROBE_TIMEOUT`].
+pub async fn connect() -> Reachability {
+    let config = match Config::infer().await {
+        Ok(config) => config,
+        Err(error) => return Reachability::Unreachable(format!("no kubeconfig: {error}")),
+    };
+    let server = config.cluster_url.to_string();
+    let client = match Client::try_from(config) {
+        Ok(client) => client,
+        Err(error) => {
+            return Reachability::Unreachable(format!(
+                "cannot build a client for {server}: {error}"
+            ));
+        }
+    };
+    match tokio::time::timeout(PROBE_TIMEOUT, client.apiserver_version()).await {
+        Ok(Ok(info)) => Reachability::Reachable {
+            client,
+            version: info.git_version,
+        },
+        Ok(Err(error)) => {
+            Reachability::Unreachable(format!("{server} did not answer /version: {error}"))
+        }
+        Err(_) => {
+            Reachability::Unreachable(format!("{server} did not answer within {PROBE_TIMEOUT:?}"))
+        }
+    }
+}

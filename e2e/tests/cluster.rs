@@ -1,0 +1,408 @@
+//! End-to-end test of the operator core against a real cluster reachable
+//! through KUBECONFIG (kind, k3d, EKS, ...): CRDs applied and Established, a
+//! ConsumerPool and a static-source ShardGroup, consumer pods that are never
+//! scheduled (a scheduling gate) but marked Ready through their status, the
+//! operator running as a child process, then the published ConfigMap, every
+//! pod's annotation and `Ready=True`; a deleted pod's shards move to the
+//! others; deleting the ShardGroup strips the annotations. Without a cluster it
+//! prints `SKIPPED: ...` and passes. See docs/e2e.md.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+use shardring_crds::{AssignmentDocument, ConsumerPool, ShardGroup};
+use shardring_e2e::cluster::SKIP_MESSAGE;
+use shardring_e2e::{
+    OperatorProcess, Probe, Reachability, assignment_document, connect, pod_view, wait_for,
+};
+
+/// Field manager of everything this test applies.
+const MANAGER: &str = "shardring-e2e";
+/// Label on the consumer pods, selected by the ConsumerPool.
+const APP_LABEL: &str = "shardring-e2e-consumer";
+/// ShardGroup under test and its static partitions.
+const GROUP: &str = "orders";
+const SHARDS: usize = 12;
+const PODS: usize = 3;
+/// Generous: a cold kind cluster and a debug build are slow.
+const TIMEOUT: Duration = Duration::from_secs(90);
+
+type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+#[tokio::test]
+async fn publishes_assignment_and_rebalances_on_a_real_cluster() {
+    let client = match connect().await {
+        Reachability::Reachable { client, version } => {
+            eprintln!("e2e: cluster reachable, Kubernetes {version}");
+            client
+        }
+        Reachability::Unreachable(reason) => {
+            // Written to stderr directly (not `eprintln!`) so the line shows
+            // even though the test harness captures output of passing tests.
+            let _ = writeln!(std::io::stderr(), "{SKIP_MESSAGE} ({reason})");
+            return;
+        }
+    };
+    let namespace = unique_namespace();
+    let result = scenario(&client, &namespace).await;
+    let cleanup = cleanup(&client, &namespace).await;
+    if let Err(error) = result {
+        panic!("e2e scenario failed in namespace {namespace}: {error}");
+    }
+    if let Err(error) = cleanup {
+        panic!("e2e cleanup of namespace {namespace} failed: {error}");
+    }
+}
+
+async fn scenario(client: &Client, namespace: &str) -> TestResult {
+    apply_crds(client).await?;
+    create_namespace(client, namespace).await?;
+    apply_pool_and_group(client, namespace).await?;
+    let mut pods: Vec<String> = (0..PODS).map(|i| format!("consumer-{i}")).collect();
+    for pod in &pods {
+        create_ready_pod(client, namespace, pod).await?;
+    }
+
+    let mut operator = OperatorProcess::start(&["run"]).await?;
+    let first = wait_for_assignment(client, namespace, &pods, &mut operator).await?;
+    wait_for_annotations(client, namespace, &pods, first.epoch).await?;
+    wait_for_ready(client, namespace).await?;
+    eprintln!(
+        "e2e: epoch {} published to {} pods",
+        first.epoch,
+        pods.len()
+    );
+
+    // One pod leaves: its shards must move to the others, nothing else.
+    let leaving = pods.pop().ok_or("no pods")?;
+    let kept: BTreeMap<String, String> = first
+        .shards
+        .iter()
+        .filter_map(|(shard, record)| record.owner.clone().map(|o| (shard.clone(), o)))
+        .collect();
+    Api::<Pod>::namespaced(client.clone(), namespace)
+        .delete(&leaving, &DeleteParams::default())
+        .await?;
+    let second = wait_for_assignment(client, namespace, &pods, &mut operator).await?;
+    if second.epoch <= first.epoch {
+        return Err(format!(
+            "epoch did not increase: {} -> {}",
+            first.epoch, second.epoch
+        )
+        .into());
+    }
+    for (shard, owner) in &kept {
+        let now = second
+            .shards
+            .get(shard)
+            .and_then(|record| record.owner.as_deref());
+        if owner != &leaving && now != Some(owner.as_str()) {
+            return Err(format!(
+                "shard {shard} moved from {owner} to {now:?} although {owner} stayed"
+            )
+            .into());
+        }
+    }
+    wait_for_annotations(client, namespace, &pods, second.epoch).await?;
+    wait_for_ready(client, namespace).await?;
+    eprintln!(
+        "e2e: after {leaving} left, epoch {} spreads {SHARDS} shards over {} pods",
+        second.epoch,
+        pods.len()
+    );
+
+    // Deleting the ShardGroup runs its finalizer: annotations are stripped.
+    let groups = Api::<ShardGroup>::namespaced(client.clone(), namespace);
+    groups.delete(GROUP, &DeleteParams::default()).await?;
+    wait_for(
+        &format!("ShardGroup {GROUP} to be deleted"),
+        TIMEOUT,
+        || async {
+            Ok::<_, kube::Error>(match groups.get_opt(GROUP).await? {
+                None => Probe::Done(()),
+                Some(group) => Probe::Pending(format!("finalizers {:?}", group.finalizers())),
+            })
+        },
+    )
+    .await?;
+    wait_for_no_annotations(client, namespace, &pods).await?;
+    operator.stop().await?;
+    Ok(())
+}
+
+/// Server-side applies both CRDs and waits until they are Established.
+async fn apply_crds(client: &Client) -> TestResult {
+    let crds = Api::<CustomResourceDefinition>::all(client.clone());
+    for crd in shardring_crds::crd::crds() {
+        let name = crd.name_any();
+        crds.patch(
+            &name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&crd),
+        )
+        .await?;
+        tokio::time::timeout(
+            TIMEOUT,
+            await_condition(crds.clone(), &name, conditions::is_crd_established()),
+        )
+        .await
+        .map_err(|_| format!("CRD {name} not Established within {TIMEOUT:?}"))??;
+    }
+    Ok(())
+}
+
+fn unique_namespace() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    format!("shardring-e2e-{:x}{:x}", std::process::id(), nanos)
+}
+
+async fn create_namespace(client: &Client, namespace: &str) -> TestResult {
+    let ns: Namespace = serde_json::from_value(json!({
+        "metadata": {"name": namespace, "labels": {"app.kubernetes.io/part-of": "shardring-e2e"}}
+    }))?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await?;
+    Ok(())
+}
+
+/// A pool selecting the test's pods (eligible as soon as Ready) and a static
+/// group of 12 partitions, rebalanced without delay.
+async fn apply_pool_and_group(client: &Client, namespace: &str) -> TestResult {
+    let pool: ConsumerPool = serde_json::from_value(json!({
+        "apiVersion": "shardring.io/v1alpha1", "kind": "ConsumerPool",
+        "metadata": {"name": "consumers", "namespace": namespace},
+        "spec": {"selector": {"matchLabels": {"app": APP_LABEL}}, "minReadySeconds": 0}
+    }))?;
+    let group: ShardGroup = serde_json::from_value(json!({
+        "apiVersion": "shardring.io/v1alpha1", "kind": "ShardGroup",
+        "metadata": {"name": GROUP, "namespace": namespace},
+        "spec": {
+            "poolRef": {"name": "consumers"},
+            "source": {"static": {"count": SHARDS, "nameTemplate": "orders-{index}"}},
+            "rebalance": {"delay": "0s"}
+        }
+    }))?;
+    let params = PatchParams::apply(MANAGER).force();
+    Api::<ConsumerPool>::namespaced(client.clone(), namespace)
+        .patch("consumers", &params, &Patch::Apply(&pool))
+        .await?;
+    Api::<ShardGroup>::namespaced(client.clone(), namespace)
+        .patch(GROUP, &params, &Patch::Apply(&group))
+        .await?;
+    Ok(())
+}
+
+/// Creates a pod the scheduler never binds (a scheduling gate), then marks it
+/// Running and Ready through the status subresource, as a kubelet would.
+async fn create_ready_pod(client: &Client, namespace: &str, name: &str) -> TestResult {
+    let pods = Api::<Pod>::namespaced(client.clone(), namespace);
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"app": APP_LABEL}},
+        "spec": {
+            "schedulingGates": [{"name": "shardring.io/e2e-never-schedule"}],
+            "containers": [{"name": "consumer", "image": "registry.k8s.io/pause:3.10"}]
+        }
+    }))?;
+    pods.create(&PostParams::default(), &pod).await?;
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let status = json!({"status": {
+        "phase": "Running",
+        "conditions": [
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
+            {"type": "Initialized", "status": "True", "lastTransitionTime": now},
+            {"type": "ContainersReady", "status": "True", "lastTransitionTime": now},
+            {"type": "Ready", "status": "True", "lastTransitionTime": now}
+        ]
+    }});
+    pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await?;
+    Ok(())
+}
+
+/// Waits until the ConfigMap holds a document in which exactly `pods` hold
+/// every shard, each shard active on exactly one of them, balanced within one.
+async fn wait_for_assignment(
+    client: &Client,
+    namespace: &str,
+    pods: &[String],
+    operator: &mut OperatorProcess,
+) -> TestResult<AssignmentDocument> {
+    let config_maps = Api::<ConfigMap>::namespaced(client.clone(), namespace);
+    let name = format!("{GROUP}-assignment");
+    let expected: BTreeSet<&str> = pods.iter().map(String::as_str).collect();
+    let what = format!("ConfigMap {name} to assign {SHARDS} shards to {pods:?}");
+    let doc = wait_for(&what, TIMEOUT, || {
+        let alive = operator.check_running();
+        let config_maps = config_maps.clone();
+        let name = name.clone();
+        let expected = expected.clone();
+        async move {
+            alive?;
+            let Some(cm) = config_maps.get_opt(&name).await? else {
+                return Ok::<_, Box<dyn std::error::Error + Send + Sync>>(Probe::Pending(
+                    "no ConfigMap".into(),
+                ));
+            };
+            let doc = assignment_document(&cm)?;
+            Ok(match check_document(&doc, &expected) {
+                Ok(()) => Probe::Done(doc),
+                Err(problem) => Probe::Pending(format!("epoch {}: {problem}", doc.epoch)),
+            })
+        }
+    })
+    .await?;
+    Ok(doc)
+}
+
+/// Every shard active on exactly one expected pod, loads within one.
+fn check_document(doc: &AssignmentDocument, expected: &BTreeSet<&str>) -> Result<(), String> {
+    let mut owners: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut loads: BTreeMap<&str, usize> = expected.iter().map(|pod| (*pod, 0)).collect();
+    for (pod, assignment) in &doc.pods {
+        if !assignment.active.is_empty() && !expected.contains(pod.as_str()) {
+            return Err(format!(
+                "pod {pod} is not in the pool but holds {:?}",
+                assignment.active
+            ));
+        }
+        if !assignment.revoking.is_empty() {
+            return Err(format!(
+                "pod {pod} is still revoking {:?}",
+                assignment.revoking
+            ));
+        }
+        for shard in &assignment.active {
+            if let Some(other) = owners.insert(shard, pod) {
+                return Err(format!("shard {shard} is active on both {other} and {pod}"));
+            }
+            *loads.entry(pod).or_default() += 1;
+        }
+    }
+    if owners.len() != SHARDS {
+        return Err(format!("{} of {SHARDS} shards active", owners.len()));
+    }
+    let (min, max) = (loads.values().min().copied(), loads.values().max().copied());
+    match (min, max) {
+        (Some(min), Some(max)) if max - min <= 1 => Ok(()),
+        _ => Err(format!("unbalanced loads {loads:?}")),
+    }
+}
+
+/// Waits until each pod's annotation carries at least `epoch` and, together,
+/// the views cover every shard exactly once.
+async fn wait_for_annotations(
+    client: &Client,
+    namespace: &str,
+    pods: &[String],
+    epoch: u64,
+) -> TestResult {
+    let api = Api::<Pod>::namespaced(client.clone(), namespace);
+    wait_for(
+        &format!("annotations at epoch >= {epoch} on {pods:?}"),
+        TIMEOUT,
+        || async {
+            let mut active = BTreeSet::new();
+            for name in pods {
+                let pod = api.get(name).await?;
+                match pod_view(&pod, GROUP)? {
+                    Some(view) if view.epoch >= epoch => active.extend(view.active),
+                    Some(view) => {
+                        return Ok(Probe::Pending(format!("{name} at epoch {}", view.epoch)));
+                    }
+                    None => return Ok(Probe::Pending(format!("{name} has no annotation"))),
+                }
+            }
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>(if active.len() == SHARDS {
+                Probe::Done(())
+            } else {
+                Probe::Pending(format!("views cover {} of {SHARDS} shards", active.len()))
+            })
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// Waits for the ShardGroup's `Ready` condition to be `True` for its current generation.
+async fn wait_for_ready(client: &Client, namespace: &str) -> TestResult {
+    let api = Api::<ShardGroup>::namespaced(client.clone(), namespace);
+    wait_for(
+        &format!("ShardGroup {GROUP} Ready=True"),
+        TIMEOUT,
+        || async {
+            let group = api.get(GROUP).await?;
+            let status = group.status.as_ref();
+            let ready = status.and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"));
+            let observed = status.and_then(|s| s.observed_generation);
+            Ok::<_, kube::Error>(match ready {
+                Some(c) if c.status == "True" && observed == group.metadata.generation => {
+                    Probe::Done(())
+                }
+                Some(c) => {
+                    Probe::Pending(format!("Ready={} ({}: {})", c.status, c.reason, c.message))
+                }
+                None => Probe::Pending("no Ready condition".into()),
+            })
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// Waits until none of `pods` carries the group's annotation.
+async fn wait_for_no_annotations(client: &Client, namespace: &str, pods: &[String]) -> TestResult {
+    let api = Api::<Pod>::namespaced(client.clone(), namespace);
+    wait_for("annotations to be removed", TIMEOUT, || async {
+        for name in pods {
+            if pod_view(&api.get(name).await?, GROUP)?.is_some() {
+                return Ok::<_, Box<dyn std::error::Error + Send + Sync>>(Probe::Pending(format!(
+                    "{name} still annotated"
+                )));
+            }
+        }
+        Ok(Probe::Done(()))
+    })
+    .await?;
+    Ok(())
+}
+
+/// Removes everything the test created, even after a failure: finalizers on
+/// leftover ShardGroups are dropped first (the operator may be gone), then the
+/// namespace is deleted. The CRDs stay: deleting them would delete every
+/// ShardGroup in the cluster.
+async fn cleanup(client: &Client, namespace: &str) -> TestResult {
+    let groups = Api::<ShardGroup>::namespaced(client.clone(), namespace);
+    if let Ok(list) = groups.list(&ListParams::default()).await {
+        for group in list {
+            let patch = json!({"metadata": {"finalizers": null}});
+            groups
+                .patch(
+                    &group.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await?;
+        }
+    }
+    match Api::<Namespace>::all(client.clone())
+        .delete(namespace, &DeleteParams::default())
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(error) => Err(error.into()),
+    }
+}
