@@ -7,4 +7,8 @@ pub use shardring_crds as crds;
 pub use shardring_engine as engine;
 
 pub mod cli;
+pub mod controller;
+pub mod emulators;
+pub mod lease;
+pub mod runtime;
 pub mod source;

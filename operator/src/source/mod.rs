@@ -6,7 +6,24 @@
 use std::future::Future;
 use std::pin::Pin;
 
+use crate::crds::ShardGroupSpec;
 use crate::engine::Shard;
+
+pub mod kinesis;
+pub mod static_source;
+
+pub use static_source::StaticSource;
+
+/// Builds the source a ShardGroup spec names. The Kinesis source plugs in
+/// here; until it does, a `kinesis` spec is reported as an invalid source
+/// rather than guessed at.
+pub fn for_spec(spec: &ShardGroupSpec) -> Result<Box<dyn ShardSource>, SourceError> {
+    match (&spec.source.kinesis, &spec.source.static_source) {
+        (None, Some(fixed)) => Ok(Box::new(StaticSource::new(fixed.clone()))),
+        (Some(_), _) => Err(SourceError::Invalid("the kinesis source is not available in this build".into())),
+        (None, None) => Err(SourceError::Invalid("set exactly one of source.kinesis or source.static".into())),
+    }
+}
 
 /// A boxed future returned by [`ShardSource::read`], so sources can be stored
 /// as trait objects.

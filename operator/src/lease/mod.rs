@@ -1,0 +1,48 @@
+//! The KCL lease table: a consistent, paged DynamoDB Scan of a table in the
+//! Kinesis Client Library's lease format, turned into per-shard snapshots
+//! (owner, counter and when it last changed, checkpoint, completion). The
+//! handoff logic uses them as evidence that a pod has let a shard go; the
+//! Kinesis lifecycle uses them to tell when a parent shard is complete.
+
+pub mod reader;
+pub mod record;
+pub mod snapshot;
+
+pub use reader::{LeaseMetrics, LeaseReader, dynamodb_client};
+pub use record::{Checkpoint, CheckpointKind, LeaseRecord, StreamQualifier};
+pub use snapshot::{LeaseSnapshot, LeaseTable};
+
+/// Why a lease table read failed. Each variant has a constant reason used in
+/// status conditions, Events and metrics.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LeaseError {
+    /// The table does not exist.
+    #[error("lease table not found: {0}")]
+    TableNotFound(String),
+    /// The operator's credentials may not scan the table.
+    #[error("access denied to the lease table: {0}")]
+    AccessDenied(String),
+    /// DynamoDB throttled the scan after every retry.
+    #[error("lease table scan throttled: {0}")]
+    Throttled(String),
+    /// Any other failure (network, 5xx, unexpected response).
+    #[error("lease table error: {0}")]
+    Other(String),
+}
+
+impl LeaseError {
+    /// Constant condition/Event reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            LeaseError::TableNotFound(_) => "TableNotFound",
+            LeaseError::AccessDenied(_) => "AccessDenied",
+            LeaseError::Throttled(_) => "Throttled",
+            LeaseError::Other(_) => "LeaseTableError",
+        }
+    }
+
+    /// Label for the errors-by-reason metric.
+    pub fn metric_label(&self) -> &'static str {
+        self.reason()
+    }
+}

@@ -1,0 +1,263 @@
+//! One row of a KCL-format lease table, parsed from a DynamoDB item. Every
+//! field but `leaseKey` may be missing (older KCL versions, other writers):
+//! missing or malformed fields become `None`/empty rather than errors.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+/// Where a worker's checkpoint stands in a shard.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Checkpoint {
+    /// Read up to this sequence number.
+    Sequence(String),
+    /// Read to the end of a closed shard: the shard is complete.
+    ShardEnd,
+    /// Not started; will start at the oldest record.
+    TrimHorizon,
+    /// Not started; will start at the newest record.
+    Latest,
+    /// Not started; will start at a timestamp.
+    AtTimestamp,
+}
+
+impl Checkpoint {
+    /// Parses the `checkpoint` attribute (KCL sentinel names or a number).
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "SHARD_END" => Some(Self::ShardEnd),
+            "TRIM_HORIZON" => Some(Self::TrimHorizon),
+            "LATEST" => Some(Self::Latest),
+            "AT_TIMESTAMP" => Some(Self::AtTimestamp),
+            digits if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
+                Some(Self::Sequence(digits.to_owned()))
+            }
+            _ => None,
+        }
+    }
+
+    /// The kind, as printed by `shardring topology`.
+    pub fn kind(&self) -> CheckpointKind {
+        match self {
+            Self::Sequence(_) => CheckpointKind::Sequence,
+            Self::ShardEnd => CheckpointKind::ShardEnd,
+            Self::TrimHorizon => CheckpointKind::TrimHorizon,
+            Self::Latest => CheckpointKind::Latest,
+            Self::AtTimestamp => CheckpointKind::AtTimestamp,
+        }
+    }
+}
+
+/// The kind of a checkpoint, without its sequence number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CheckpointKind {
+    /// A sequence number.
+    Sequence,
+    /// `SHARD_END`.
+    ShardEnd,
+    /// `TRIM_HORIZON`.
+    TrimHorizon,
+    /// `LATEST`.
+    Latest,
+    /// `AT_TIMESTAMP`.
+    AtTimestamp,
+}
+
+impl CheckpointKind {
+    /// The KCL name (`SEQUENCE` for a sequence number).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Sequence => "SEQUENCE",
+            Self::ShardEnd => "SHARD_END",
+            Self::TrimHorizon => "TRIM_HORIZON",
+            Self::Latest => "LATEST",
+            Self::AtTimestamp => "AT_TIMESTAMP",
+        }
+    }
+}
+
+/// The multi-stream part of a lease key `account:stream:creationEpoch:shardId`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct StreamQualifier {
+    /// AWS account id.
+    pub account: String,
+    /// Stream name.
+    pub stream: String,
+    /// Stream creation time, epoch seconds.
+    pub creation_epoch: String,
+}
+
+/// A parsed lease.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeaseRecord {
+    /// The raw key.
+    pub lease_key: String,
+    /// The shard id from the key.
+    pub shard_id: String,
+    /// The stream, for multi-stream lease keys.
+    pub stream: Option<StreamQualifier>,
+    /// The worker holding the lease (absent when released).
+    pub lease_owner: Option<String>,
+    /// Bumped by the owner on every renewal.
+    pub lease_counter: Option<u64>,
+    /// The checkpoint.
+    pub checkpoint: Option<Checkpoint>,
+    /// Sub-sequence number of an aggregated record.
+    pub checkpoint_sub_sequence_number: Option<u64>,
+    /// Owner changes since the last checkpoint.
+    pub owner_switches_since_checkpoint: Option<u64>,
+    /// Parent shard ids.
+    pub parent_shard_ids: Vec<String>,
+    /// Child shard ids (written at shard end by KCL 2.x).
+    pub child_shard_ids: Vec<String>,
+    /// The worker that owns the checkpoint during a graceful handoff.
+    pub checkpoint_owner: Option<String>,
+    /// Measured throughput.
+    pub throughput_kbps: Option<f64>,
+    /// Start of the shard's hash key range.
+    pub starting_hash_key: Option<String>,
+    /// End of the shard's hash key range.
+    pub ending_hash_key: Option<String>,
+}
+
+/// Splits a lease key into its stream qualifier (multi-stream form) and
+/// shard id. Plain keys are the shard id itself.
+pub fn split_lease_key(key: &str) -> (Option<StreamQualifier>, String) {
+    let parts: Vec<&str> = key.split(':').collect();
+    match parts.as_slice() {
+        [account, stream, epoch, shard] => (
+            Some(StreamQualifier {
+                account: (*account).to_owned(),
+                stream: (*stream).to_owned(),
+                creation_epoch: (*epoch).to_owned(),
+            }),
+            (*shard).to_owned(),
+        ),
+        _ => (None, key.to_owned()),
+    }
+}
+
+type Item = HashMap<String, AttributeValue>;
+
+fn string(item: &Item, name: &str) -> Option<String> {
+    match item.get(name)? {
+        AttributeValue::S(text) if !text.is_empty() => Some(text.clone()),
+        _ => None,
+    }
+}
+
+fn number<T: std::str::FromStr>(item: &Item, name: &str) -> Option<T> {
+    match item.get(name)? {
+        AttributeValue::N(text) => text.parse().ok(),
+        // Some writers store counters as strings.
+        AttributeValue::S(text) => text.parse().ok(),
+        _ => None,
+    }
+}
+
+fn strings(item: &Item, name: &str) -> Vec<String> {
+    let mut values = match item.get(name) {
+        Some(AttributeValue::Ss(set)) => set.clone(),
+        Some(AttributeValue::S(one)) if !one.is_empty() => vec![one.clone()],
+        Some(AttributeValue::L(list)) => list.iter().filter_map(|v| v.as_s().ok().cloned()).collect(),
+        _ => Vec::new(),
+    };
+    values.sort();
+    values.dedup();
+    values
+}
+
+impl LeaseRecord {
+    /// Parses one item; `None` when it has no string `leaseKey`.
+    pub fn from_item(item: &Item) -> Option<Self> {
+        let lease_key = string(item, "leaseKey")?;
+        let (stream, shard_id) = split_lease_key(&lease_key);
+        Some(Self {
+            shard_id,
+            stream,
+            lease_owner: string(item, "leaseOwner"),
+            lease_counter: number(item, "leaseCounter"),
+            checkpoint: string(item, "checkpoint").as_deref().and_then(Checkpoint::parse),
+            checkpoint_sub_sequence_number: number(item, "checkpointSubSequenceNumber"),
+            owner_switches_since_checkpoint: number(item, "ownerSwitchesSinceCheckpoint"),
+            parent_shard_ids: strings(item, "parentShardId"),
+            child_shard_ids: strings(item, "childShardIds"),
+            checkpoint_owner: string(item, "checkpointOwner"),
+            throughput_kbps: number(item, "throughputKBps"),
+            starting_hash_key: string(item, "startingHashKey"),
+            ending_hash_key: string(item, "endingHashKey"),
+            lease_key,
+        })
+    }
+
+    /// Whether this lease belongs to `stream` (plain keys belong to any).
+    pub fn is_for_stream(&self, stream: &str) -> bool {
+        self.stream.as_ref().is_none_or(|qualifier| qualifier.stream == stream)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(text: &str) -> AttributeValue {
+        AttributeValue::S(text.to_owned())
+    }
+
+    #[test]
+    fn parses_a_full_kcl_item() {
+        let item: Item = [
+            ("leaseKey", s("shardId-000000000002")),
+            ("leaseOwner", s("worker-a")),
+            ("leaseCounter", AttributeValue::N("17".into())),
+            ("checkpoint", s("49590338271490256608559692538361571095921575989136588898")),
+            ("checkpointSubSequenceNumber", AttributeValue::N("0".into())),
+            ("ownerSwitchesSinceCheckpoint", AttributeValue::N("1".into())),
+            ("parentShardId", AttributeValue::Ss(vec!["shardId-000000000000".into()])),
+            ("childShardIds", AttributeValue::Ss(vec!["shardId-000000000004".into(), "shardId-000000000003".into()])),
+            ("checkpointOwner", s("worker-b")),
+            ("throughputKBps", AttributeValue::N("12.5".into())),
+            ("startingHashKey", s("0")),
+            ("endingHashKey", s("100")),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        let lease = LeaseRecord::from_item(&item).expect("parses");
+        assert_eq!(lease.shard_id, "shardId-000000000002");
+        assert_eq!(lease.stream, None);
+        assert_eq!(lease.lease_owner.as_deref(), Some("worker-a"));
+        assert_eq!(lease.lease_counter, Some(17));
+        assert_eq!(lease.checkpoint.as_ref().map(Checkpoint::kind), Some(CheckpointKind::Sequence));
+        assert_eq!(lease.owner_switches_since_checkpoint, Some(1));
+        assert_eq!(lease.parent_shard_ids, vec!["shardId-000000000000"]);
+        assert_eq!(lease.child_shard_ids, vec!["shardId-000000000003", "shardId-000000000004"]);
+        assert_eq!(lease.checkpoint_owner.as_deref(), Some("worker-b"));
+        assert_eq!(lease.throughput_kbps, Some(12.5));
+        assert_eq!(lease.ending_hash_key.as_deref(), Some("100"));
+    }
+
+    #[test]
+    fn tolerates_missing_fields_and_reads_multi_stream_keys() {
+        let item: Item = [("leaseKey".to_owned(), s("123456789012:orders:1700000000:shardId-000000000007"))].into();
+        let lease = LeaseRecord::from_item(&item).expect("parses");
+        assert_eq!(lease.shard_id, "shardId-000000000007");
+        assert_eq!(lease.stream.as_ref().map(|q| q.stream.as_str()), Some("orders"));
+        assert!(lease.is_for_stream("orders"));
+        assert!(!lease.is_for_stream("payments"));
+        assert_eq!(lease.lease_owner, None);
+        assert_eq!(lease.checkpoint, None);
+        assert!(lease.parent_shard_ids.is_empty());
+        assert!(LeaseRecord::from_item(&Item::new()).is_none());
+    }
+
+    #[test]
+    fn checkpoint_sentinels() {
+        assert_eq!(Checkpoint::parse("SHARD_END"), Some(Checkpoint::ShardEnd));
+        assert_eq!(Checkpoint::parse("TRIM_HORIZON"), Some(Checkpoint::TrimHorizon));
+        assert_eq!(Checkpoint::parse("LATEST"), Some(Checkpoint::Latest));
+        assert_eq!(Checkpoint::parse("AT_TIMESTAMP"), Some(Checkpoint::AtTimestamp));
+        assert_eq!(Checkpoint::parse("12"), Some(Checkpoint::Sequence("12".into())));
+        assert_eq!(Checkpoint::parse("garbage"), None);
+    }
+}

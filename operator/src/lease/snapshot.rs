@@ -1,0 +1,166 @@
+//! Per-shard lease snapshots, pure: from the scanned lease records, the
+//! previous snapshot and an injected `now`, work out each lease's owner,
+//! counter, when that counter last changed (a counter unchanged for the lease
+//! failover time means the owner stopped renewing: the lease has expired) and
+//! whether the shard is complete (checkpoint `SHARD_END`).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use super::record::{CheckpointKind, LeaseRecord};
+
+/// What the lease table says about one shard.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeaseSnapshot {
+    /// The shard id.
+    pub shard_id: String,
+    /// Current owner, `None` when the lease is released.
+    pub owner: Option<String>,
+    /// Lease counter (0 when absent).
+    pub counter: u64,
+    /// When this reader first saw the current counter (or owner). On the
+    /// first scan it is the scan time: earlier history is unknown.
+    pub counter_changed_at: Timestamp,
+    /// The checkpoint's kind.
+    pub checkpoint: Option<CheckpointKind>,
+    /// The checkpoint's sequence number, when it is one.
+    pub sequence_number: Option<String>,
+    /// Read to its end (`SHARD_END`).
+    pub complete: bool,
+    /// Parent shard ids recorded in the lease.
+    pub parents: Vec<String>,
+    /// Child shard ids recorded in the lease.
+    pub children: Vec<String>,
+    /// The worker a graceful handoff is giving the shard to.
+    pub checkpoint_owner: Option<String>,
+}
+
+impl LeaseSnapshot {
+    /// Whether the owner has not renewed for `failover` as of `now`: KCL
+    /// workers may then take the lease, so the owner must have let go.
+    pub fn is_expired(&self, now: Timestamp, failover: Duration) -> bool {
+        let idle = now.duration_since(self.counter_changed_at);
+        idle >= jiff::SignedDuration::try_from(failover).unwrap_or(jiff::SignedDuration::MAX)
+    }
+}
+
+/// All leases of one scan, keyed by shard id.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LeaseTable {
+    /// Shard id -> snapshot.
+    pub leases: BTreeMap<String, LeaseSnapshot>,
+    /// When the scan finished.
+    pub scanned_at: Option<Timestamp>,
+    /// Items scanned (including ones for other streams or unparsable).
+    pub items: usize,
+}
+
+impl LeaseTable {
+    /// The lease of `shard_id`.
+    pub fn get(&self, shard_id: &str) -> Option<&LeaseSnapshot> {
+        self.leases.get(shard_id)
+    }
+}
+
+/// Builds the next table from scanned records and the previous table.
+/// `stream` keeps only leases for that stream (multi-stream keys naming
+/// another stream are dropped; plain keys are kept).
+pub fn build(records: &[LeaseRecord], items: usize, stream: Option<&str>, previous: Option<&LeaseTable>, now: Timestamp) -> LeaseTable {
+    let mut leases = BTreeMap::new();
+    for record in records.iter().filter(|record| stream.is_none_or(|name| record.is_for_stream(name))) {
+        let counter = record.lease_counter.unwrap_or(0);
+        let unchanged = previous
+            .and_then(|table| table.get(&record.shard_id))
+            .filter(|before| before.counter == counter && before.owner == record.lease_owner);
+        let checkpoint = record.checkpoint.as_ref().map(|c| c.kind());
+        let snapshot = LeaseSnapshot {
+            shard_id: record.shard_id.clone(),
+            owner: record.lease_owner.clone(),
+            counter,
+            counter_changed_at: unchanged.map_or(now, |before| before.counter_changed_at),
+            checkpoint,
+            sequence_number: match &record.checkpoint {
+                Some(super::record::Checkpoint::Sequence(number)) => Some(number.clone()),
+                _ => None,
+            },
+            complete: checkpoint == Some(CheckpointKind::ShardEnd),
+            parents: record.parent_shard_ids.clone(),
+            children: record.child_shard_ids.clone(),
+            checkpoint_owner: record.checkpoint_owner.clone(),
+        };
+        leases.insert(record.shard_id.clone(), snapshot);
+    }
+    LeaseTable { leases, scanned_at: Some(now), items }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::record::Checkpoint;
+    use super::*;
+
+    fn record(shard: &str, owner: Option<&str>, counter: u64, checkpoint: &str) -> LeaseRecord {
+        LeaseRecord {
+            lease_key: shard.to_owned(),
+            shard_id: shard.to_owned(),
+            stream: None,
+            lease_owner: owner.map(str::to_owned),
+            lease_counter: Some(counter),
+            checkpoint: Checkpoint::parse(checkpoint),
+            checkpoint_sub_sequence_number: None,
+            owner_switches_since_checkpoint: None,
+            parent_shard_ids: Vec::new(),
+            child_shard_ids: Vec::new(),
+            checkpoint_owner: None,
+            throughput_kbps: None,
+            starting_hash_key: None,
+            ending_hash_key: None,
+        }
+    }
+
+    fn at(seconds: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + seconds).expect("valid")
+    }
+
+    #[test]
+    fn counter_change_time_follows_renewals() {
+        let first = build(&[record("s0", Some("a"), 1, "LATEST")], 1, None, None, at(0));
+        assert_eq!(first.get("s0").map(|l| l.counter_changed_at), Some(at(0)));
+        // Same counter 10 s later: the change time stays at the first sighting.
+        let second = build(&[record("s0", Some("a"), 1, "LATEST")], 1, None, Some(&first), at(10));
+        assert_eq!(second.get("s0").map(|l| l.counter_changed_at), Some(at(0)));
+        assert!(second.get("s0").is_some_and(|l| l.is_expired(at(10), Duration::from_secs(10))));
+        assert!(!second.get("s0").is_some_and(|l| l.is_expired(at(10), Duration::from_secs(11))));
+        // A renewal moves it.
+        let third = build(&[record("s0", Some("a"), 2, "LATEST")], 1, None, Some(&second), at(20));
+        assert_eq!(third.get("s0").map(|l| l.counter_changed_at), Some(at(20)));
+        // So does an owner change at the same counter.
+        let fourth = build(&[record("s0", Some("b"), 2, "LATEST")], 1, None, Some(&third), at(30));
+        assert_eq!(fourth.get("s0").map(|l| l.counter_changed_at), Some(at(30)));
+    }
+
+    #[test]
+    fn shard_end_is_complete_and_other_streams_are_dropped() {
+        let mut other = record("s9", Some("x"), 1, "SHARD_END");
+        other.stream = Some(super::super::record::StreamQualifier {
+            account: "1".into(),
+            stream: "other".into(),
+            creation_epoch: "1".into(),
+        });
+        let table = build(
+            &[record("s0", None, 4, "SHARD_END"), record("s1", Some("a"), 1, "12345"), other],
+            3,
+            Some("orders"),
+            None,
+            at(0),
+        );
+        assert_eq!(table.leases.len(), 2);
+        assert!(table.get("s0").is_some_and(|l| l.complete && l.owner.is_none()));
+        let s1 = table.get("s1").expect("present");
+        assert!(!s1.complete);
+        assert_eq!(s1.checkpoint, Some(CheckpointKind::Sequence));
+        assert_eq!(s1.sequence_number.as_deref(), Some("12345"));
+        assert_eq!(table.items, 3);
+    }
+}

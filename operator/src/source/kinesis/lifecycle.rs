@@ -1,0 +1,203 @@
+//! Shard lifecycle, pure: combines the listed topology, an optional lease
+//! table snapshot and what was learned before into engine shards with a
+//! [`ShardState`]. A shard is complete when its lease checkpoint is
+//! `SHARD_END`, or when its lease is gone after its children started (KCL
+//! deletes finished parents' leases), and stays complete once seen so. A
+//! shard no longer listed (trimmed) drops out; the engine treats unlisted
+//! parents as complete. Without a lease table completion cannot be observed,
+//! so children are not held back and ordering is reported as not enforced.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::reader::KinesisShard;
+use crate::engine::{Shard, ShardState};
+use crate::lease::LeaseTable;
+
+/// What the lifecycle remembers between reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LifecycleMemory {
+    /// Shards seen complete; completion is final, so a lease that later
+    /// disappears cannot make a finished parent look unfinished again.
+    pub complete: BTreeSet<String>,
+}
+
+/// The engine's view of a topology.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lifecycle {
+    /// Every listed shard with its state, in topology order.
+    pub shards: Vec<Shard>,
+    /// Whether children wait for their parents (a lease table is configured
+    /// and was read). When false the controller shows `OrderingNotEnforced`.
+    pub ordering_enforced: bool,
+    /// Parent ids of each child, kept even when ordering is not enforced (the
+    /// engine shards then carry none), for the published document.
+    pub lineage: BTreeMap<String, Vec<String>>,
+}
+
+/// Condition type shown when children are not held back for their parents.
+pub const ORDERING_NOT_ENFORCED: &str = "OrderingNotEnforced";
+
+/// The message of the `OrderingNotEnforced` condition.
+pub const ORDERING_NOT_ENFORCED_MESSAGE: &str = "no lease table is configured, so shardring cannot see when a parent \
+     shard has been read to its end: children of split or merged shards are assigned at once and records for a key may \
+     be read out of order across a reshard; set spec.leaseTable to the KCL application's lease table to hold children \
+     until their parents are complete";
+
+/// Computes the lifecycle. `leases` is `None` without a lease table (or when
+/// it could not be read and nothing may be concluded from it).
+pub fn derive(
+    topology: &[KinesisShard],
+    leases: Option<&LeaseTable>,
+    lease_table_configured: bool,
+    memory: &mut LifecycleMemory,
+) -> Lifecycle {
+    let listed: BTreeSet<&str> = topology.iter().map(|shard| shard.id.as_str()).collect();
+    // Trimmed shards are gone for good: forget them.
+    memory.complete.retain(|id| listed.contains(id.as_str()));
+
+    if let Some(leases) = leases {
+        let mut children_of: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for shard in topology {
+            for parent in shard.parent.iter().chain(shard.adjacent_parent.iter()) {
+                children_of.entry(parent.as_str()).or_default().push(shard.id.as_str());
+            }
+        }
+        for shard in topology {
+            let lease = leases.get(&shard.id);
+            let finished = lease.is_some_and(|lease| lease.complete);
+            // KCL deletes a parent's lease once its children hold leases.
+            let cleaned_up = shard.closed
+                && lease.is_none()
+                && children_of
+                    .get(shard.id.as_str())
+                    .is_some_and(|children| children.iter().any(|child| leases.get(child).is_some()));
+            if finished || cleaned_up {
+                memory.complete.insert(shard.id.clone());
+            }
+        }
+    }
+
+    let ordering_enforced = lease_table_configured;
+    let shards = topology
+        .iter()
+        .map(|shard| Shard {
+            id: shard.id.clone(),
+            hash_key_range: shard.hash_key_range.clone(),
+            parents: if ordering_enforced { shard.parents() } else { Vec::new() },
+            state: if memory.complete.contains(&shard.id) {
+                ShardState::Complete
+            } else if shard.closed {
+                ShardState::Closed
+            } else {
+                ShardState::Open
+            },
+        })
+        .collect();
+    let lineage = topology
+        .iter()
+        .filter(|shard| shard.parent.is_some() || shard.adjacent_parent.is_some())
+        .map(|shard| (shard.id.clone(), shard.parents()))
+        .collect();
+    Lifecycle { shards, ordering_enforced, lineage }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lease::LeaseSnapshot;
+
+    fn shard(id: &str, parents: &[&str], closed: bool) -> KinesisShard {
+        KinesisShard {
+            id: id.to_owned(),
+            parent: parents.first().map(|p| (*p).to_owned()),
+            adjacent_parent: parents.get(1).map(|p| (*p).to_owned()),
+            hash_key_range: None,
+            closed,
+        }
+    }
+
+    fn lease(id: &str, owner: &str, complete: bool) -> LeaseSnapshot {
+        LeaseSnapshot {
+            shard_id: id.to_owned(),
+            owner: Some(owner.to_owned()),
+            counter: 1,
+            counter_changed_at: jiff::Timestamp::UNIX_EPOCH,
+            checkpoint: None,
+            sequence_number: None,
+            complete,
+            parents: Vec::new(),
+            children: Vec::new(),
+            checkpoint_owner: None,
+        }
+    }
+
+    fn table(leases: &[LeaseSnapshot]) -> LeaseTable {
+        LeaseTable {
+            leases: leases.iter().map(|l| (l.shard_id.clone(), l.clone())).collect(),
+            scanned_at: None,
+            items: leases.len(),
+        }
+    }
+
+    fn states(lifecycle: &Lifecycle) -> Vec<(String, ShardState)> {
+        lifecycle.shards.iter().map(|s| (s.id.clone(), s.state)).collect()
+    }
+
+    fn split() -> Vec<KinesisShard> {
+        vec![shard("p", &[], true), shard("c1", &["p"], false), shard("c2", &["p"], false)]
+    }
+
+    #[test]
+    fn shard_end_completes_the_parent() {
+        let mut memory = LifecycleMemory::default();
+        let open = derive(&split(), Some(&table(&[lease("p", "a", false)])), true, &mut memory);
+        assert_eq!(open.shards[0].state, ShardState::Closed);
+        let done = derive(&split(), Some(&table(&[lease("p", "a", true)])), true, &mut memory);
+        assert_eq!(done.shards[0].state, ShardState::Complete);
+        assert!(done.ordering_enforced);
+        assert_eq!(done.shards[1].parents, vec!["p"]);
+    }
+
+    #[test]
+    fn removed_lease_after_children_started_completes_and_stays_complete() {
+        let mut memory = LifecycleMemory::default();
+        // No parent lease and no child lease: nothing to conclude.
+        let unknown = derive(&split(), Some(&table(&[])), true, &mut memory);
+        assert_eq!(unknown.shards[0].state, ShardState::Closed);
+        let cleaned = derive(&split(), Some(&table(&[lease("c1", "a", false)])), true, &mut memory);
+        assert_eq!(cleaned.shards[0].state, ShardState::Complete);
+        // The lease table read fails next time: completion is remembered.
+        let later = derive(&split(), None, true, &mut memory);
+        assert_eq!(later.shards[0].state, ShardState::Complete);
+    }
+
+    #[test]
+    fn trimmed_shards_drop_out_and_are_forgotten() {
+        let mut memory = LifecycleMemory::default();
+        derive(&split(), Some(&table(&[lease("p", "a", true)])), true, &mut memory);
+        let trimmed = vec![shard("c1", &["p"], false), shard("c2", &["p"], false)];
+        let result = derive(&trimmed, Some(&table(&[])), true, &mut memory);
+        assert_eq!(states(&result), vec![("c1".into(), ShardState::Open), ("c2".into(), ShardState::Open)]);
+        assert!(memory.complete.is_empty());
+    }
+
+    #[test]
+    fn without_a_lease_table_children_are_free_and_parents_stay_closed() {
+        let mut memory = LifecycleMemory::default();
+        let result = derive(&split(), None, false, &mut memory);
+        assert!(!result.ordering_enforced);
+        assert_eq!(result.shards[0].state, ShardState::Closed);
+        assert!(result.shards.iter().all(|s| s.parents.is_empty()));
+        assert_eq!(result.lineage.get("c1"), Some(&vec!["p".to_owned()]));
+    }
+
+    #[test]
+    fn merges_need_both_parents() {
+        let topology = vec![shard("a", &[], true), shard("b", &[], true), shard("m", &["a", "b"], false)];
+        let mut memory = LifecycleMemory::default();
+        let result = derive(&topology, Some(&table(&[lease("a", "x", true), lease("b", "y", false)])), true, &mut memory);
+        assert_eq!(result.shards[0].state, ShardState::Complete);
+        assert_eq!(result.shards[1].state, ShardState::Closed);
+        assert_eq!(result.shards[2].parents, vec!["a", "b"]);
+    }
+}

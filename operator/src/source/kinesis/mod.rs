@@ -1,0 +1,125 @@
+//! The Kinesis shard source: a shared [`TopologyReader`] per stream (ListShards
+//! only), an optional KCL [`LeaseReader`], and the pure [`lifecycle`] that
+//! turns both into engine shards. [`KinesisShardSource`] implements
+//! [`ShardSource`]; [`KinesisShardSource::observe`] gives the controller the
+//! whole observation (lease snapshot, ordering flag, staleness).
+
+pub mod errors;
+pub mod lifecycle;
+pub mod metrics;
+pub mod pacing;
+pub mod reader;
+pub mod registry;
+
+use std::sync::{Arc, Mutex};
+
+pub use lifecycle::{Lifecycle, LifecycleMemory, ORDERING_NOT_ENFORCED, ORDERING_NOT_ENFORCED_MESSAGE};
+pub use metrics::KinesisMetrics;
+pub use reader::{KinesisShard, ReaderOptions, StreamId, StreamTopology, TopologyReader, kinesis_client};
+pub use registry::ReaderRegistry;
+
+use super::{ReadFuture, ShardSource, SourceError, Topology};
+use crate::crds::ShardGroupSpec;
+use crate::lease::{LeaseError, LeaseMetrics, LeaseReader, LeaseTable, dynamodb_client};
+
+/// One observation of a Kinesis ShardGroup's source.
+#[derive(Debug, Clone)]
+pub struct KinesisObservation {
+    /// The listed topology (shared, possibly served from the reader's cache).
+    pub topology: Arc<StreamTopology>,
+    /// Engine shards with lifecycle states.
+    pub lifecycle: Lifecycle,
+    /// The lease snapshot, when a table is configured and was read.
+    pub leases: Option<LeaseTable>,
+    /// The lease read error, when the table could not be read (children then
+    /// stay pending: completion cannot be concluded).
+    pub lease_error: Option<LeaseError>,
+}
+
+/// The Kinesis source of one ShardGroup.
+#[derive(Debug)]
+pub struct KinesisShardSource {
+    reader: Arc<TopologyReader>,
+    leases: Option<Arc<LeaseReader>>,
+    memory: Mutex<LifecycleMemory>,
+}
+
+impl KinesisShardSource {
+    /// A source over a shared topology reader and an optional lease reader.
+    pub fn new(reader: Arc<TopologyReader>, leases: Option<Arc<LeaseReader>>) -> Self {
+        Self { reader, leases, memory: Mutex::new(LifecycleMemory::default()) }
+    }
+
+    /// The source of a ShardGroup spec with `source.kinesis`: its reader comes
+    /// from `registry` (shared per stream); its lease reader, when
+    /// `spec.leaseTable` is set, uses the lease table's region (default: the
+    /// stream's) and endpoint.
+    pub fn for_spec(
+        spec: &ShardGroupSpec,
+        registry: &ReaderRegistry,
+        lease_metrics: Option<LeaseMetrics>,
+    ) -> Result<Self, SourceError> {
+        let kinesis = spec
+            .source
+            .kinesis
+            .as_ref()
+            .ok_or_else(|| SourceError::Invalid("source.kinesis is not set".to_owned()))?;
+        let reader = registry.for_spec(kinesis)?;
+        let leases = spec.lease_table.as_ref().map(|table| {
+            let region = table.region.as_deref().or(kinesis.region());
+            let client = dynamodb_client(registry.sdk_config(), region, table.endpoint.as_deref());
+            Arc::new(LeaseReader::new(client, &table.table_name, Some(reader.stream().name.clone()), lease_metrics))
+        });
+        Ok(Self::new(reader, leases))
+    }
+
+    /// The shared topology reader.
+    pub fn reader(&self) -> &Arc<TopologyReader> {
+        &self.reader
+    }
+
+    /// The lease reader, when a lease table is configured.
+    pub fn lease_reader(&self) -> Option<&Arc<LeaseReader>> {
+        self.leases.as_ref()
+    }
+
+    /// Reads the lease table as of `now` (for the handoff evidence); `None`
+    /// without a lease table.
+    pub async fn read_leases(&self, now: jiff::Timestamp) -> Option<Result<LeaseTable, LeaseError>> {
+        Some(self.leases.as_ref()?.read(now).await)
+    }
+
+    /// Reads the topology and (when configured) the lease table, and derives
+    /// the lifecycle. A topology error is returned as is (the caller keeps its
+    /// last good topology; [`TopologyReader::last`] holds it too); a lease
+    /// error is reported in the observation and concludes nothing.
+    pub async fn observe(&self, now: jiff::Timestamp) -> Result<KinesisObservation, SourceError> {
+        let topology = self.reader.topology().await?;
+        let (leases, lease_error) = match self.read_leases(now).await {
+            None => (None, None),
+            Some(Ok(table)) => (Some(table), None),
+            Some(Err(error)) => {
+                tracing::warn!(stream = %self.reader.stream().name, %error, "lease table read failed");
+                (None, Some(error))
+            }
+        };
+        let lifecycle = {
+            let mut memory = self.memory.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            lifecycle::derive(&topology.shards, leases.as_ref(), self.leases.is_some(), &mut memory)
+        };
+        Ok(KinesisObservation { topology, lifecycle, leases, lease_error })
+    }
+}
+
+impl ShardSource for KinesisShardSource {
+    fn describe(&self) -> String {
+        format!("kinesis:{}", self.reader.stream().name)
+    }
+
+    fn read(&self) -> ReadFuture<'_> {
+        Box::pin(async move {
+            let observation = self.observe(jiff::Timestamp::now()).await?;
+            Ok(Topology { shards: observation.lifecycle.shards })
+        })
+    }
+}
