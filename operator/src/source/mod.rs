@@ -20,7 +20,13 @@ pub use static_source::StaticSource;
 pub fn for_spec(spec: &ShardGroupSpec) -> Result<Box<dyn ShardSource>, SourceError> {
     match (&spec.source.kinesis, &spec.source.static_source) {
         (None, Some(fixed)) => Ok(Box::new(StaticSource::new(fixed.clone()))),
-        (Some(_), _) => Err(SourceError::Invalid("the kinesis source is not available in this build".into())),
+        // Kinesis sources are shared per stream and keep caches across
+        // reconciles, so they come from the process-wide state that
+        // `kinesis::SharedKinesis::install` sets up at startup.
+        (Some(_), _) => match kinesis::installed() {
+            Some(shared) => Ok(Box::new(shared.source_for(spec)?)),
+            None => Err(SourceError::Other("the Kinesis readers are not initialised (SharedKinesis::install)".into())),
+        },
         (None, None) => Err(SourceError::Invalid("set exactly one of source.kinesis or source.static".into())),
     }
 }

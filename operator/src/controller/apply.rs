@@ -1,0 +1,232 @@
+//! Apply: the writing step of a reconcile. It turns a [`Decision`] into API
+//! requests, in the order the consumer contract needs: the ConfigMap document
+//! first, then the pod annotations, then the status, then Events.
+//!
+//! * The ConfigMap `<sg>-assignment` is written with server-side apply, field
+//!   manager [`MANAGER`], `force=true`, an owner reference to the ShardGroup
+//!   (controller, blockOwnerDeletion) and the `managed-by` labels.
+//! * Pod annotations use a JSON merge patch of `metadata.annotations` only
+//!   (`{key: view}` to set, `{key: null}` to remove), with field manager
+//!   [`MANAGER`], and the pod's uid in the body as a precondition. Why not
+//!   server-side apply here: an apply to a pod that vanished since the
+//!   observation would try to *create* it (a 422 that cannot be told from a
+//!   real error), while a merge patch gets a clean 404; a null removes the key
+//!   whoever set it, with no ownership bookkeeping; and several ShardGroups
+//!   can annotate one pod without one group's apply releasing another's key.
+//!   A 404 or a uid conflict (a same-named replacement pod) means the pod is
+//!   gone: the write is skipped and the next reconcile sees the new pod.
+//! * Status is written with server-side apply on the status subresource, only
+//!   when it changed.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::json;
+
+use super::codec;
+use super::document::AnnotationWrite;
+use super::events::{EventKind, EventNote};
+use super::metrics::ControllerMetrics;
+use super::plan::Decision;
+use crate::crds::{AssignmentDocument, ShardGroup, ShardGroupStatus};
+
+/// The field manager of every write the operator makes.
+pub const MANAGER: &str = "shardring";
+/// Label every object the operator creates carries.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// Value of [`MANAGED_BY_LABEL`].
+pub const MANAGED_BY: &str = "shardring";
+/// Label naming the ShardGroup an object belongs to.
+pub const GROUP_LABEL: &str = "shardring.io/shard-group";
+
+/// Why a write failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// The document could not be encoded (the plan step checks size first).
+    #[error("encoding the assignment document: {0}")]
+    Encode(#[from] codec::CodecError),
+    /// Writing the ConfigMap failed.
+    #[error("publishing ConfigMap {name}: {source}")]
+    ConfigMap {
+        /// ConfigMap name.
+        name: String,
+        /// The API error.
+        source: kube::Error,
+    },
+    /// Patching a pod's annotation failed.
+    #[error("patching the annotation of pod {pod}: {source}")]
+    Annotation {
+        /// Pod name.
+        pod: String,
+        /// The API error.
+        source: kube::Error,
+    },
+    /// Writing the status failed.
+    #[error("writing the ShardGroup status: {0}")]
+    Status(kube::Error),
+    /// The ShardGroup has no namespace or uid (never for a stored object).
+    #[error("the ShardGroup has no {0}")]
+    Incomplete(&'static str),
+}
+
+impl ApplyError {
+    /// Constant label for the errors-by-reason metric.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            ApplyError::Encode(_) => "Encode",
+            ApplyError::ConfigMap { .. } => "ConfigMapWrite",
+            ApplyError::Annotation { .. } => "AnnotationWrite",
+            ApplyError::Status(_) => "StatusWrite",
+            ApplyError::Incomplete(_) => "IncompleteObject",
+        }
+    }
+}
+
+/// Writes everything `decision` asks for, counting each request in `metrics`.
+/// Events are best effort: a failed Event is logged, never an error.
+pub async fn apply(
+    client: &Client,
+    group: &ShardGroup,
+    decision: &Decision,
+    metrics: &ControllerMetrics,
+    recorder: Option<&Recorder>,
+) -> Result<(), ApplyError> {
+    let namespace = group.namespace().ok_or(ApplyError::Incomplete("namespace"))?;
+    if let Some(doc) = &decision.document_write {
+        publish_document(client, group, doc).await?;
+        metrics.write("configmap");
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    let key = group.annotation_key();
+    for write in &decision.annotation_writes {
+        write_annotation(&pods, &key, write).await?;
+        metrics.write(if write.view.is_some() { "annotation" } else { "annotation_removal" });
+    }
+    if decision.status_changed {
+        patch_status(client, group, &decision.status).await?;
+        metrics.write("status");
+    }
+    if let Some(recorder) = recorder {
+        for note in &decision.events {
+            publish_event(recorder, group, note).await;
+            metrics.write("event");
+        }
+    }
+    Ok(())
+}
+
+/// The ConfigMap that carries `doc` for `group`.
+pub fn document_config_map(group: &ShardGroup, doc: &AssignmentDocument) -> Result<ConfigMap, ApplyError> {
+    let encoded = codec::encode(doc)?;
+    let owner = group.controller_owner_ref(&()).ok_or(ApplyError::Incomplete("uid"))?;
+    Ok(ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(group.config_map_name()),
+            namespace: group.namespace(),
+            labels: Some(BTreeMap::from([
+                (MANAGED_BY_LABEL.to_owned(), MANAGED_BY.to_owned()),
+                (GROUP_LABEL.to_owned(), group.name_any()),
+            ])),
+            owner_references: Some(vec![owner]),
+            ..Default::default()
+        },
+        data: (!encoded.data.is_empty()).then_some(encoded.data),
+        binary_data: (!encoded.binary_data.is_empty()).then_some(encoded.binary_data),
+        ..Default::default()
+    })
+}
+
+/// Server-side applies the document's ConfigMap.
+pub async fn publish_document(client: &Client, group: &ShardGroup, doc: &AssignmentDocument) -> Result<(), ApplyError> {
+    let cm = document_config_map(group, doc)?;
+    let name = group.config_map_name();
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &group.namespace().unwrap_or_default());
+    api.patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&cm))
+        .await
+        .map_err(|source| ApplyError::ConfigMap { name, source })?;
+    Ok(())
+}
+
+/// The merge patch body of one annotation write.
+pub fn annotation_patch(key: &str, write: &AnnotationWrite) -> serde_json::Value {
+    let value = match &write.view {
+        Some(view) => json!(serde_json::to_string(view).expect("a PodView always serializes")),
+        None => serde_json::Value::Null,
+    };
+    let mut metadata = json!({ "annotations": { key: value } });
+    if let Some(uid) = &write.uid {
+        metadata["uid"] = json!(uid);
+    }
+    json!({ "metadata": metadata })
+}
+
+/// Sets or removes one pod's annotation. A pod that is gone (404) or was
+/// replaced (409 on the uid precondition) is skipped.
+pub async fn write_annotation(
+    pods: &Api<Pod>,
+    key: &str,
+    write: &AnnotationWrite,
+) -> Result<(), ApplyError> {
+    let patch = annotation_patch(key, write);
+    match pods.patch(&write.pod, &PatchParams { field_manager: Some(MANAGER.into()), ..Default::default() }, &Patch::Merge(&patch)).await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
+            tracing::debug!(pod = %write.pod, code = status.code, "pod gone before its annotation was written; skipped");
+            Ok(())
+        }
+        Err(source) => Err(ApplyError::Annotation { pod: write.pod.clone(), source }),
+    }
+}
+
+/// Server-side applies `status` on the ShardGroup's status subresource.
+pub async fn patch_status(client: &Client, group: &ShardGroup, status: &ShardGroupStatus) -> Result<(), ApplyError> {
+    let api: Api<ShardGroup> = Api::namespaced(client.clone(), &group.namespace().unwrap_or_default());
+    let body = json!({
+        "apiVersion": ShardGroup::api_version(&()),
+        "kind": ShardGroup::kind(&()),
+        "status": status,
+    });
+    api.patch_status(&group.name_any(), &PatchParams::apply(MANAGER).force(), &Patch::Apply(&body))
+        .await
+        .map_err(ApplyError::Status)?;
+    Ok(())
+}
+
+/// Publishes one Event on the ShardGroup (best effort).
+pub async fn publish_event(recorder: &Recorder, group: &ShardGroup, note: &EventNote) {
+    let event = Event {
+        type_: match note.kind {
+            EventKind::Normal => EventType::Normal,
+            EventKind::Warning => EventType::Warning,
+        },
+        reason: note.reason.to_owned(),
+        note: Some(note.message.clone()),
+        action: "Reconcile".to_owned(),
+        secondary: None,
+    };
+    if let Err(error) = recorder.publish(&event, &group.object_ref(&())).await {
+        tracing::warn!(%error, reason = note.reason, "could not publish an Event");
+    }
+}
+
+/// Removes `group`'s annotation from every pod in `pods` (name, uid) — the
+/// finalizer's cleanup.
+pub async fn remove_annotations(
+    client: &Client,
+    group: &ShardGroup,
+    pods: &[(String, Option<String>)],
+    metrics: &ControllerMetrics,
+) -> Result<(), ApplyError> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), &group.namespace().unwrap_or_default());
+    let key = group.annotation_key();
+    for (pod, uid) in pods {
+        let write = AnnotationWrite { pod: pod.clone(), uid: uid.clone(), view: None };
+        write_annotation(&api, &key, &write).await?;
+        metrics.write("annotation_removal");
+    }
+    Ok(())
+}

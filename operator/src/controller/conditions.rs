@@ -1,0 +1,79 @@
+//! Status conditions of a ShardGroup: the four condition types, their constant
+//! reasons, and the helper that keeps `lastTransitionTime` stable while a
+//! condition's status does not change (so an unchanged world writes nothing).
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+/// Condition type: the assignment is published and current.
+pub const READY: &str = "Ready";
+/// Condition type: every readable shard has an owner and the load is within the balance rule.
+pub const BALANCED: &str = "Balanced";
+/// Condition type: shards are being handed over.
+pub const PROGRESSING: &str = "Progressing";
+/// Condition type: something keeps the group from its desired state.
+pub const DEGRADED: &str = "Degraded";
+
+/// Reasons, constant strings shared by conditions, Events and metrics.
+pub mod reason {
+    /// The assignment is published for the current pods and topology.
+    pub const PUBLISHED: &str = "Published";
+    /// The ConsumerPool named by `spec.poolRef` does not exist.
+    pub const POOL_NOT_FOUND: &str = "PoolNotFound";
+    /// The pool selects no pod that is Ready for `minReadySeconds`.
+    pub const NO_READY_PODS: &str = "NoReadyPods";
+    /// A spec field could not be interpreted.
+    pub const INVALID_SPEC: &str = "InvalidSpec";
+    /// The engine refused the input.
+    pub const PLAN_FAILED: &str = "PlanFailed";
+    /// The document does not fit in one ConfigMap.
+    pub const DOCUMENT_TOO_LARGE: &str = "DocumentTooLarge";
+    /// No topology has been read yet.
+    pub const TOPOLOGY_UNKNOWN: &str = "TopologyUnknown";
+    /// Load is within the balance rule and every readable shard has an owner.
+    pub const BALANCED: &str = "Balanced";
+    /// Some readable shards have no owner (every pod is at `maxShardsPerPod`).
+    pub const UNASSIGNED_SHARDS: &str = "UnassignedShards";
+    /// No plan was made this time (see Ready).
+    pub const NOT_PLANNED: &str = "NotPlanned";
+    /// Shards are being handed over.
+    pub const HANDOFF_IN_PROGRESS: &str = "HandoffInProgress";
+    /// No shard is being handed over.
+    pub const STABLE: &str = "Stable";
+    /// Nothing is wrong.
+    pub const AS_EXPECTED: &str = "AsExpected";
+    /// Degraded cleared (Event reason).
+    pub const RECOVERED: &str = "Recovered";
+}
+
+/// Builds condition `type_`, keeping the previous `lastTransitionTime` when
+/// the status is unchanged.
+pub fn condition(
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: String,
+    generation: Option<i64>,
+    now: Timestamp,
+    previous: &[Condition],
+) -> Condition {
+    let status = if status { "True" } else { "False" }.to_owned();
+    let last_transition_time = previous
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == status)
+        .map(|c| c.last_transition_time.clone())
+        .unwrap_or(Time(now));
+    Condition {
+        type_: type_.to_owned(),
+        status,
+        reason: reason.to_owned(),
+        message,
+        observed_generation: generation,
+        last_transition_time,
+    }
+}
+
+/// The condition of `type_` in `conditions`, if any.
+pub fn find<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+    conditions.iter().find(|c| c.type_ == type_)
+}

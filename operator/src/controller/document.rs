@@ -1,0 +1,111 @@
+//! Assembles the published document from shard records, decides whether it
+//! changed (the epoch moves only then), and derives each pod's annotation view
+//! and the minimal set of annotation writes.
+//!
+//! A pod's view keeps the epoch at which its lists last changed: a pod whose
+//! shards did not change keeps its annotation (and its older epoch), so a
+//! churn event writes only the pods it affects. Epochs a pod sees still only
+//! grow, which is all the consumer contract needs.
+
+use std::collections::BTreeMap;
+
+use crate::crds::assignment::{ASSIGNMENT_API_VERSION, ASSIGNMENT_KIND};
+use crate::crds::{AssignmentDocument, PodAssignment, PodView, ShardPhase, ShardRecord};
+
+use super::observe::PodInfo;
+
+/// One pod annotation to write: the new view, or `None` to remove it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnnotationWrite {
+    /// Pod name.
+    pub pod: String,
+    /// Pod uid, sent as a precondition so a same-named replacement pod is
+    /// never written with a view meant for its predecessor.
+    pub uid: Option<String>,
+    /// The view to publish; `None` removes the annotation.
+    pub view: Option<PodView>,
+}
+
+/// Per-pod lists from shard records, sorted (records iterate in id order).
+pub fn pod_assignments(shards: &BTreeMap<String, ShardRecord>) -> BTreeMap<String, PodAssignment> {
+    let mut pods: BTreeMap<String, PodAssignment> = BTreeMap::new();
+    for (id, record) in shards {
+        if let Some(owner) = &record.owner {
+            match record.state {
+                ShardPhase::Active => pods.entry(owner.clone()).or_default().active.push(id.clone()),
+                ShardPhase::Revoking => pods.entry(owner.clone()).or_default().revoking.push(id.clone()),
+                ShardPhase::Pending | ShardPhase::Complete => {}
+            }
+        }
+        if matches!(record.state, ShardPhase::Active | ShardPhase::Revoking) {
+            for standby in &record.standbys {
+                pods.entry(standby.clone()).or_default().standby.push(id.clone());
+            }
+        }
+    }
+    pods
+}
+
+/// The next document: `previous` itself when the content is unchanged (no
+/// write), else the new content at `base_epoch + 1`.
+///
+/// `base_epoch` is the highest epoch known (the previous document's and the
+/// status's), so a deleted or unreadable ConfigMap never makes the epoch go back.
+pub fn next_document(
+    shard_group: String,
+    shards: BTreeMap<String, ShardRecord>,
+    previous: Option<&AssignmentDocument>,
+    base_epoch: u64,
+) -> (AssignmentDocument, bool) {
+    let pods = pod_assignments(&shards);
+    if let Some(prev) = previous
+        && prev.shard_group == shard_group
+        && prev.api_version == ASSIGNMENT_API_VERSION
+        && prev.kind == ASSIGNMENT_KIND
+        && prev.shards == shards
+        && prev.pods == pods
+    {
+        return (prev.clone(), false);
+    }
+    let doc = AssignmentDocument {
+        api_version: ASSIGNMENT_API_VERSION.to_owned(),
+        kind: ASSIGNMENT_KIND.to_owned(),
+        shard_group,
+        epoch: base_epoch + 1,
+        pods,
+        shards,
+    };
+    (doc, true)
+}
+
+/// The annotation writes that bring every pod to `doc`: pods whose lists
+/// differ from their current annotation get a view at `doc.epoch`; pods with
+/// no shards in `doc` (or no longer selected) lose the annotation.
+pub fn annotation_writes(doc: &AssignmentDocument, pods: &[PodInfo]) -> Vec<AnnotationWrite> {
+    let mut writes = Vec::new();
+    for pod in pods {
+        let wanted = if pod.selected { doc.pods.get(&pod.name) } else { None };
+        let current = pod.annotation.as_deref().map(serde_json::from_str::<PodView>);
+        match (wanted, current) {
+            (None, None) => {}
+            (None, Some(_)) => writes.push(AnnotationWrite { pod: pod.name.clone(), uid: uid(pod), view: None }),
+            (Some(lists), Some(Ok(view)))
+                if view.active == lists.active && view.standby == lists.standby && view.revoking == lists.revoking => {}
+            (Some(lists), _) => writes.push(AnnotationWrite {
+                pod: pod.name.clone(),
+                uid: uid(pod),
+                view: Some(PodView {
+                    epoch: doc.epoch,
+                    active: lists.active.clone(),
+                    standby: lists.standby.clone(),
+                    revoking: lists.revoking.clone(),
+                }),
+            }),
+        }
+    }
+    writes
+}
+
+fn uid(pod: &PodInfo) -> Option<String> {
+    Some(pod.uid.clone()).filter(|u| !u.is_empty())
+}

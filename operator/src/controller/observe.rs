@@ -1,0 +1,269 @@
+//! Observe: the first, read-only step of a reconcile. It gathers everything
+//! the pure plan step needs about one ShardGroup from the reflector stores
+//! (the group, its pool, the pool's pods stripped to what matters, the owned
+//! ConfigMap's published document) plus the topology read result and the
+//! current time, into one [`Observation`]. Nothing here writes.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::ResourceExt;
+use kube::core::{ObjectMeta, PartialObjectMeta};
+use kube::runtime::reflector::{ObjectRef, Store};
+use k8s_openapi::api::core::v1::Node;
+
+use super::codec;
+use crate::crds::{AssignmentDocument, ConsumerPool, ShardGroup};
+use crate::source::{SourceError, Topology};
+
+/// Node label that names a node's zone (also read from the pod when present).
+pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+
+/// Everything the plan step sees of one ShardGroup at one moment.
+#[derive(Debug, Clone)]
+pub struct Observation {
+    /// The ShardGroup: spec, metadata (generation, uid, deletion timestamp)
+    /// and its current status.
+    pub group: ShardGroup,
+    /// Its ConsumerPool; `None` when the pool does not exist.
+    pub pool: Option<ConsumerPool>,
+    /// Pods the pool selects, plus pods that still carry this group's
+    /// annotation (so it can be removed), sorted by name.
+    pub pods: Vec<PodInfo>,
+    /// The source read result, with the last good topology.
+    pub topology: TopologyObservation,
+    /// The published document decoded from the owned ConfigMap.
+    pub published: Published,
+    /// The time of this observation: the only clock the plan step reads.
+    pub now: Timestamp,
+}
+
+/// One pod, stripped to what the plan step uses.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodInfo {
+    /// Pod name.
+    pub name: String,
+    /// Pod uid.
+    pub uid: String,
+    /// Pod labels (for the capacity label).
+    pub labels: BTreeMap<String, String>,
+    /// Whether the pool's selector matches it (false: it only carries a stale annotation).
+    pub selected: bool,
+    /// Whether its `Ready` condition is `True`.
+    pub ready: bool,
+    /// When its `Ready` condition last changed (with `ready`: ready since then).
+    pub ready_since: Option<Timestamp>,
+    /// Its deletion timestamp, when it is terminating.
+    pub deletion_timestamp: Option<Timestamp>,
+    /// Its deletion grace period (0 means force-deleted).
+    pub deletion_grace_seconds: Option<i64>,
+    /// Node it runs on.
+    pub node_name: Option<String>,
+    /// Zone: the pod's zone label, else its node's.
+    pub zone: Option<String>,
+    /// Current value of this group's annotation on the pod.
+    pub annotation: Option<String>,
+}
+
+/// The topology as the controller knows it.
+#[derive(Debug, Clone, Default)]
+pub struct TopologyObservation {
+    /// Short description of the source, e.g. `static:16`.
+    pub source: String,
+    /// The last topology read successfully (kept across failed reads).
+    pub last_good: Option<Topology>,
+    /// When `last_good` was first read with its current content.
+    pub read_at: Option<Timestamp>,
+    /// The error of the latest read, when it failed (the topology is then stale).
+    pub error: Option<SourceError>,
+}
+
+impl TopologyObservation {
+    /// Whether the topology shown is older than a failed read.
+    pub fn stale(&self) -> bool {
+        self.error.is_some()
+    }
+}
+
+/// The previously published document.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Published {
+    /// No ConfigMap yet.
+    #[default]
+    Missing,
+    /// The decoded document.
+    Document(AssignmentDocument),
+    /// A ConfigMap exists but its document could not be decoded (the next
+    /// publish replaces it; the epoch continues from status).
+    Unreadable(String),
+}
+
+impl Published {
+    /// The document, when one was decoded.
+    pub fn document(&self) -> Option<&AssignmentDocument> {
+        match self {
+            Published::Document(doc) => Some(doc),
+            _ => None,
+        }
+    }
+}
+
+/// Reads of the reflector stores the observe step needs.
+#[derive(Clone)]
+pub struct Stores {
+    /// ConsumerPools.
+    pub pools: Store<ConsumerPool>,
+    /// Pods (stripped).
+    pub pods: Store<Pod>,
+    /// Nodes' metadata (zone labels).
+    pub nodes: Store<PartialObjectMeta<Node>>,
+    /// ConfigMaps managed by shardring.
+    pub config_maps: Store<ConfigMap>,
+}
+
+impl Stores {
+    /// Builds the observation of `group` from the stores, the topology read
+    /// result and `now`.
+    pub fn observe(&self, group: &ShardGroup, topology: TopologyObservation, now: Timestamp) -> Observation {
+        let namespace = group.namespace().unwrap_or_default();
+        let pool = self.pools.get(&ObjectRef::new(&group.spec.pool_ref.name).within(&namespace)).map(|p| (*p).clone());
+        let key = group.annotation_key();
+        let pods = self.pods.state();
+        let nodes = &self.nodes;
+        let zone_of = |node: &str| -> Option<String> {
+            let meta = nodes.get(&ObjectRef::new(node))?;
+            meta.labels().get(ZONE_LABEL).cloned()
+        };
+        let selector = pool.as_ref().map(|p| &p.spec.selector);
+        let pods = collect_pods(pods.iter().map(|p| p.as_ref()), &namespace, selector, &key, zone_of);
+        let published = self
+            .config_maps
+            .get(&ObjectRef::new(&group.config_map_name()).within(&namespace))
+            .map_or(Published::Missing, |cm| decode_published(&cm));
+        Observation { group: group.clone(), pool, pods, topology, published, now }
+    }
+}
+
+/// Decodes the document of an owned ConfigMap.
+pub fn decode_published(cm: &ConfigMap) -> Published {
+    match codec::decode(cm) {
+        Ok(doc) => Published::Document(doc),
+        Err(error) => Published::Unreadable(error.to_string()),
+    }
+}
+
+/// Selects the pods of one group from a namespace's pods: those the selector
+/// matches plus those carrying `annotation_key`, stripped to [`PodInfo`] and
+/// sorted by name.
+pub fn collect_pods<'a>(
+    pods: impl Iterator<Item = &'a Pod>,
+    namespace: &str,
+    selector: Option<&LabelSelector>,
+    annotation_key: &str,
+    zone_of: impl Fn(&str) -> Option<String>,
+) -> Vec<PodInfo> {
+    let mut out: Vec<PodInfo> = pods
+        .filter(|pod| pod.metadata.namespace.as_deref() == Some(namespace))
+        .filter_map(|pod| {
+            let selected = selector.is_some_and(|s| selector_matches(s, pod.metadata.labels.as_ref()));
+            let annotation = pod.metadata.annotations.as_ref().and_then(|a| a.get(annotation_key)).cloned();
+            (selected || annotation.is_some()).then(|| pod_info(pod, selected, annotation, &zone_of))
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+fn pod_info(pod: &Pod, selected: bool, annotation: Option<String>, zone_of: &impl Fn(&str) -> Option<String>) -> PodInfo {
+    let meta: &ObjectMeta = &pod.metadata;
+    let ready_condition =
+        pod.status.as_ref().and_then(|s| s.conditions.as_ref()).and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
+    let node_name = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+    let labels = meta.labels.clone().unwrap_or_default();
+    let zone = labels.get(ZONE_LABEL).cloned().or_else(|| node_name.as_deref().and_then(zone_of));
+    PodInfo {
+        name: meta.name.clone().unwrap_or_default(),
+        uid: meta.uid.clone().unwrap_or_default(),
+        labels,
+        selected,
+        ready: ready_condition.is_some_and(|c| c.status == "True"),
+        ready_since: ready_condition.and_then(|c| c.last_transition_time.as_ref()).map(|t| t.0),
+        deletion_timestamp: meta.deletion_timestamp.as_ref().map(|t| t.0),
+        deletion_grace_seconds: meta.deletion_grace_period_seconds,
+        node_name,
+        zone,
+        annotation,
+    }
+}
+
+/// Whether a label selector matches a label set (matchLabels and
+/// matchExpressions, as the API server evaluates them). An empty selector
+/// matches everything.
+pub fn selector_matches(selector: &LabelSelector, labels: Option<&BTreeMap<String, String>>) -> bool {
+    let empty = BTreeMap::new();
+    let labels = labels.unwrap_or(&empty);
+    let labels_ok =
+        selector.match_labels.as_ref().is_none_or(|want| want.iter().all(|(k, v)| labels.get(k) == Some(v)));
+    let expressions_ok = selector.match_expressions.as_ref().is_none_or(|exprs| {
+        exprs.iter().all(|e| {
+            let values = e.values.as_deref().unwrap_or_default();
+            let value = labels.get(&e.key);
+            match e.operator.as_str() {
+                "In" => value.is_some_and(|v| values.contains(v)),
+                "NotIn" => value.is_none_or(|v| !values.contains(v)),
+                "Exists" => value.is_some(),
+                "DoesNotExist" => value.is_none(),
+                // An unknown operator matches nothing, as the API server refuses it.
+                _ => false,
+            }
+        })
+    });
+    labels_ok && expressions_ok
+}
+
+/// The ShardGroups a pod change concerns: groups whose pool selects the pod,
+/// and groups whose annotation the pod carries.
+pub fn groups_for_pod(pod: &Pod, groups: &[Arc<ShardGroup>], pools: &Store<ConsumerPool>) -> Vec<ObjectRef<ShardGroup>> {
+    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    groups
+        .iter()
+        .filter(|g| g.namespace().as_deref() == Some(namespace.as_str()))
+        .filter(|g| {
+            let carries = pod.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(&g.annotation_key()));
+            carries
+                || pools
+                    .get(&ObjectRef::new(&g.spec.pool_ref.name).within(&namespace))
+                    .is_some_and(|p| selector_matches(&p.spec.selector, pod.metadata.labels.as_ref()))
+        })
+        .map(|g| ObjectRef::from_obj(g.as_ref()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn selector_semantics() {
+        let sel = LabelSelector {
+            match_labels: Some(labels(&[("app", "c")])),
+            match_expressions: Some(vec![
+                LabelSelectorRequirement { key: "tier".into(), operator: "In".into(), values: Some(vec!["a".into()]) },
+                LabelSelectorRequirement { key: "off".into(), operator: "DoesNotExist".into(), values: None },
+            ]),
+        };
+        assert!(selector_matches(&sel, Some(&labels(&[("app", "c"), ("tier", "a")]))));
+        assert!(!selector_matches(&sel, Some(&labels(&[("app", "c"), ("tier", "b")]))));
+        assert!(!selector_matches(&sel, Some(&labels(&[("app", "c"), ("tier", "a"), ("off", "1")]))));
+        assert!(!selector_matches(&sel, None));
+        assert!(selector_matches(&LabelSelector::default(), None));
+    }
+}

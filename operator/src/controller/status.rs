@@ -1,0 +1,127 @@
+//! Builds the ShardGroup status from a plan's outcome: counts, load, epoch,
+//! the four conditions and the Events their transitions call for. Pure: the
+//! time comes from the observation, and an unchanged outcome yields a status
+//! equal to the current one (so nothing is written).
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+use super::conditions::{self, BALANCED, DEGRADED, PROGRESSING, READY, reason};
+use super::events::EventNote;
+use super::observe::Observation;
+use crate::crds::ShardGroupStatus;
+use crate::crds::shard_group::{PodCounts, ShardCounts};
+
+/// Something that keeps the group from its desired state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Constant reason.
+    pub reason: &'static str,
+    /// What is wrong and what to do.
+    pub message: String,
+    /// Whether the published assignment is no longer current (Ready=False).
+    /// A stale topology read keeps Ready but degrades.
+    pub blocks_ready: bool,
+}
+
+/// What the plan step learned, from which status is built.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    /// Epoch of the document in place after this reconcile.
+    pub epoch: u64,
+    /// Shard counts, `None` to keep the current ones (no plan was made).
+    pub shards: Option<ShardCounts>,
+    /// Fewest and most shards on one eligible pod, `None` to keep the current ones.
+    pub load: Option<(u64, u64)>,
+    /// Pod counts.
+    pub pods: PodCounts,
+    /// Shards in `Revoking`.
+    pub moves_in_flight: u64,
+    /// The problem, if any.
+    pub problem: Option<Problem>,
+    /// Pods that received shards in the published document.
+    pub pods_with_shards: u64,
+    /// When the current topology was read (RFC 3339), if known.
+    pub topology_time: Option<String>,
+}
+
+/// The status for `outcome`, and the Events its condition transitions call for.
+pub fn build(obs: &Observation, outcome: &Outcome) -> (ShardGroupStatus, Vec<EventNote>) {
+    let current = obs.group.status.clone().unwrap_or_default();
+    let generation = obs.group.metadata.generation;
+    let now = obs.now;
+    let previous = current.conditions.as_slice();
+    let shards = outcome.shards.clone().unwrap_or_else(|| current.shards.clone());
+    let (min_load, max_load) = outcome.load.unwrap_or((current.min_load, current.max_load));
+    let planned = outcome.shards.is_some();
+    let problem = outcome.problem.as_ref();
+
+    let ready = match problem.filter(|p| p.blocks_ready) {
+        Some(p) => conditions::condition(READY, false, p.reason, p.message.clone(), generation, now, previous),
+        None => conditions::condition(
+            READY,
+            true,
+            reason::PUBLISHED,
+            format!(
+                "epoch {} publishes {} shards on {} pods",
+                outcome.epoch,
+                shards.total - shards.unassigned,
+                outcome.pods_with_shards
+            ),
+            generation,
+            now,
+            previous,
+        ),
+    };
+    let balanced = if !planned {
+        conditions::condition(BALANCED, false, reason::NOT_PLANNED, "no plan was made; see the Ready condition".into(), generation, now, previous)
+    } else if shards.unassigned > 0 {
+        conditions::condition(
+            BALANCED,
+            false,
+            reason::UNASSIGNED_SHARDS,
+            format!("{} readable shards have no owner: every eligible pod is at maxShardsPerPod; add pods or raise the cap", shards.unassigned),
+            generation,
+            now,
+            previous,
+        )
+    } else {
+        conditions::condition(BALANCED, true, reason::BALANCED, format!("load per pod is {min_load}/{max_load} (min/max)"), generation, now, previous)
+    };
+    let progressing = if outcome.moves_in_flight > 0 {
+        conditions::condition(PROGRESSING, true, reason::HANDOFF_IN_PROGRESS, format!("{} shards are being handed over", outcome.moves_in_flight), generation, now, previous)
+    } else {
+        conditions::condition(PROGRESSING, false, reason::STABLE, "no shard is being handed over".into(), generation, now, previous)
+    };
+    let degraded = match problem {
+        Some(p) => conditions::condition(DEGRADED, true, p.reason, p.message.clone(), generation, now, previous),
+        None => conditions::condition(DEGRADED, false, reason::AS_EXPECTED, "no problem".into(), generation, now, previous),
+    };
+
+    let events = transition_events(previous, problem);
+    let status = ShardGroupStatus {
+        observed_generation: generation,
+        epoch: outcome.epoch,
+        source: Some(obs.topology.source.clone()).filter(|s| !s.is_empty()).or(current.source.clone()),
+        shards,
+        pods: outcome.pods.clone(),
+        load: Some(format!("{min_load}/{max_load}")),
+        min_load,
+        max_load,
+        moves_in_flight: outcome.moves_in_flight,
+        move_log: current.move_log.clone(),
+        last_topology_time: outcome.topology_time.clone().or(current.last_topology_time.clone()),
+        conditions: vec![ready, balanced, progressing, degraded],
+    };
+    (status, events)
+}
+
+/// Warning when Degraded turns true or changes reason; Normal when it clears.
+fn transition_events(previous: &[Condition], problem: Option<&Problem>) -> Vec<EventNote> {
+    let was = conditions::find(previous, DEGRADED).filter(|c| c.status == "True");
+    match (was, problem) {
+        (Some(c), Some(p)) if c.reason == p.reason => Vec::new(),
+        (_, Some(p)) => vec![EventNote::warning(p.reason, p.message.clone())],
+        (Some(c), None) => vec![EventNote::normal(reason::RECOVERED, format!("recovered from {}", c.reason))],
+        (None, None) => Vec::new(),
+    }
+}
