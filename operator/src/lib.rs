@@ -7,7 +7,6 @@ pub use shardring_crds as crds;
 pub use shardring_engine as engine;
 
 pub mod cli;
-pub mod runtime;
 pub mod controller;
 pub mod emulators;
 pub mod lease;
