@@ -14,9 +14,10 @@ pub mod static_source;
 
 pub use static_source::StaticSource;
 
-/// Builds the source a ShardGroup spec names. The Kinesis source plugs in
-/// here; until it does, a `kinesis` spec is reported as an invalid source
-/// rather than guessed at.
+/// Builds the source a ShardGroup spec names. A `kinesis` spec gets the
+/// shared source of its stream and lease table from the process-wide
+/// [`kinesis::SharedKinesis`] (installed at startup); without it the read
+/// fails with a transient error rather than guessing.
 pub fn for_spec(spec: &ShardGroupSpec) -> Result<Box<dyn ShardSource>, SourceError> {
     match (&spec.source.kinesis, &spec.source.static_source) {
         (None, Some(fixed)) => Ok(Box::new(StaticSource::new(fixed.clone()))),

@@ -10,6 +10,7 @@ pub mod metrics;
 pub mod pacing;
 pub mod reader;
 pub mod registry;
+pub mod shared;
 
 use std::sync::{Arc, Mutex};
 
@@ -17,6 +18,7 @@ pub use lifecycle::{Lifecycle, LifecycleMemory, ORDERING_NOT_ENFORCED, ORDERING_
 pub use metrics::KinesisMetrics;
 pub use reader::{KinesisShard, ReaderOptions, StreamId, StreamTopology, TopologyReader, kinesis_client};
 pub use registry::ReaderRegistry;
+pub use shared::{SharedKinesis, installed};
 
 use super::{ReadFuture, ShardSource, SourceError, Topology};
 use crate::crds::ShardGroupSpec;
@@ -108,6 +110,16 @@ impl KinesisShardSource {
             lifecycle::derive(&topology.shards, leases.as_ref(), self.leases.is_some(), &mut memory)
         };
         Ok(KinesisObservation { topology, lifecycle, leases, lease_error })
+    }
+}
+
+impl ShardSource for Arc<KinesisShardSource> {
+    fn describe(&self) -> String {
+        self.as_ref().describe()
+    }
+
+    fn read(&self) -> ReadFuture<'_> {
+        self.as_ref().read()
     }
 }
 
