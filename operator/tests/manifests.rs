@@ -100,8 +100,7 @@ fn helm_chart_crds_match_generated_crds() {
     let chart = yaml_files(&root.join("deploy/helm/shardring/crds"));
     assert!(
         generated == chart,
-        "deploy/helm/shardring/crds/ differs from config/crd/bases/: run \
-         `rm deploy/helm/shardring/crds/*.yaml && cp config/crd/bases/*.yaml deploy/helm/shardring/crds/`"
+        "deploy/helm/shardring/crds/ differs from config/crd/bases/: run `./scripts/generate.sh`"
     );
 }
 

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Regenerates the packaging files derived from other committed sources:
+#   - deploy/helm/shardring/crds/: copies of config/crd/bases/ (Helm installs
+#     CRDs from a chart's crds/ directory);
+#   - deploy/install.yaml: `kubectl kustomize config/default`.
+# Run it after changing the CRDs (regenerated first with
+# `SHARDRING_UPDATE_GOLDEN=1 cargo test -p shardring-crds`), config/rbac or
+# config/manager; `cargo test -p shardring --test manifests` fails until you do.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+rm -f deploy/helm/shardring/crds/*.yaml
+for file in config/crd/bases/*.yaml; do
+  cp "$file" deploy/helm/shardring/crds/
+done
+"${KUBECTL:-kubectl}" kustomize config/default > deploy/install.yaml
+echo "regenerated deploy/helm/shardring/crds/ and deploy/install.yaml"
