@@ -1,18 +1,236 @@
 //! The ShardGroup controller: a reconcile pipeline of observe (I/O, from
-//! reflector stores) → plan (pure) → apply (server-side apply) → status.
-//! Each step lives in its own module; this one wires them to kube's
-//! `Controller`.
+//! reflector stores) → plan (pure) → apply (writes) → status. Each step lives
+//! in its own module; this one holds the shared [`Context`], the reconcile
+//! and error-policy functions kube's `Controller` calls, and the finalizer
+//! that cleans pod annotations up when a ShardGroup is deleted.
+//! [`runner`] builds the watches and runs it all.
 
+pub mod apply;
 pub mod codec;
 pub mod conditions;
 pub mod document;
 pub mod events;
 pub mod handoff;
+pub mod metrics;
 pub mod observe;
 pub mod plan;
+pub mod runner;
+pub mod sources;
 pub mod status;
+pub mod strip;
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use kube::api::Api;
+use kube::core::DeserializeGuard;
+use kube::runtime::controller::Action;
+use kube::runtime::events::Recorder;
+use kube::runtime::finalizer::{self, Event as FinalizerEvent};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Client, ResourceExt};
+use tokio::sync::watch;
+use tracing::instrument;
+
+pub use apply::ApplyError;
 pub use document::AnnotationWrite;
 pub use events::{EventKind, EventNote};
-pub use observe::{Observation, PodInfo, Published, TopologyObservation};
+pub use metrics::ControllerMetrics;
+pub use observe::{Observation, PodInfo, Published, Stores, TopologyObservation};
 pub use plan::{Decision, plan};
+pub use runner::{ControllerConfig, run_controller};
+pub use sources::Sources;
+
+use crate::crds::ShardGroup;
+
+/// Finalizer that keeps a deleted ShardGroup until its pod annotations are removed.
+pub const FINALIZER: &str = "shardring.io/cleanup";
+
+/// Shortest and longest retry delay after a failed reconcile.
+const BACKOFF_MIN: Duration = Duration::from_secs(2);
+const BACKOFF_MAX: Duration = Duration::from_secs(300);
+
+/// The clock a reconcile reads `now` from (a fixed one in tests).
+pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+
+/// Everything a reconcile needs, shared by all reconciles.
+pub struct Context {
+    /// API client.
+    pub client: Client,
+    /// Reflector stores the observe step reads.
+    pub stores: Stores,
+    /// Per-group sources and last good topologies.
+    pub sources: Sources,
+    /// Controller metrics.
+    pub metrics: ControllerMetrics,
+    /// Event recorder; `None` publishes no Events.
+    pub recorder: Option<Recorder>,
+    /// The clock.
+    pub clock: Clock,
+    /// Whether this replica may write (the leader); `None` means always.
+    pub leader: Option<watch::Receiver<bool>>,
+    /// Consecutive failures per group, for the retry backoff.
+    failures: Mutex<HashMap<ObjectRef<DeserializeGuard<ShardGroup>>, u32>>,
+}
+
+impl Context {
+    /// A context with the system clock, no recorder and no leader gate.
+    pub fn new(client: Client, stores: Stores, metrics: ControllerMetrics) -> Self {
+        Self {
+            client,
+            stores,
+            sources: Sources::default(),
+            metrics,
+            recorder: None,
+            clock: Arc::new(Timestamp::now),
+            leader: None,
+            failures: Mutex::default(),
+        }
+    }
+
+    /// Publishes Events with `recorder`.
+    pub fn with_recorder(mut self, recorder: Recorder) -> Self {
+        self.recorder = Some(recorder);
+        self
+    }
+
+    /// Reads time from `clock`.
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Writes only while `leader` is true.
+    pub fn with_leader(mut self, leader: watch::Receiver<bool>) -> Self {
+        self.leader = Some(leader);
+        self
+    }
+
+    /// Builds sources with `sources` (tests inject failing ones).
+    pub fn with_sources(mut self, sources: Sources) -> Self {
+        self.sources = sources;
+        self
+    }
+
+    fn may_write(&self) -> bool {
+        self.leader.as_ref().is_none_or(|rx| *rx.borrow())
+    }
+}
+
+/// Why a reconcile failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A write failed.
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
+    /// Adding or removing the finalizer failed (or the object had no name).
+    #[error("finalizer: {0}")]
+    Finalizer(#[source] Box<finalizer::Error<Error>>),
+}
+
+impl Error {
+    /// Constant label for the errors-by-reason metric.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Apply(error) => error.metric_label(),
+            Error::Finalizer(error) => match error.as_ref() {
+                finalizer::Error::ApplyFailed(inner) | finalizer::Error::CleanupFailed(inner) => inner.metric_label(),
+                finalizer::Error::AddFinalizer(_) | finalizer::Error::RemoveFinalizer(_) => "FinalizerWrite",
+                finalizer::Error::UnnamedObject => "UnnamedObject",
+                finalizer::Error::InvalidFinalizer => "InvalidFinalizer",
+            },
+        }
+    }
+}
+
+/// Reconciles one ShardGroup: observe → plan → apply, behind the cleanup
+/// finalizer. A malformed object waits for a change (it is reported, never
+/// retried in a loop).
+#[instrument(skip_all, fields(namespace = obj.namespace().unwrap_or_default(), shardgroup = obj.name_any()))]
+pub async fn reconcile(obj: Arc<DeserializeGuard<ShardGroup>>, ctx: Arc<Context>) -> Result<Action, Error> {
+    ctx.metrics.reconciles.inc();
+    let group = match &obj.0 {
+        Ok(group) => group,
+        Err(invalid) => {
+            tracing::warn!(error = %invalid.error, "ShardGroup cannot be read; waiting for it to be fixed");
+            ctx.metrics.error("InvalidObject");
+            return Ok(Action::await_change());
+        }
+    };
+    if !ctx.may_write() {
+        // A standby keeps its caches warm but never writes; becoming leader
+        // reconciles every ShardGroup (see `runner`).
+        return Ok(Action::await_change());
+    }
+    let api: Api<ShardGroup> = Api::namespaced(ctx.client.clone(), &group.namespace().unwrap_or_default());
+    let result = finalizer::finalizer(&api, FINALIZER, Arc::new(group.clone()), |event| async {
+        match event {
+            FinalizerEvent::Apply(group) => reconcile_group(&group, &ctx).await,
+            FinalizerEvent::Cleanup(group) => cleanup_group(&group, &ctx).await,
+        }
+    })
+    .await
+    .map_err(|e| Error::Finalizer(Box::new(e)));
+    if result.is_ok() {
+        ctx.failures.lock().expect("failure map poisoned").remove(&ObjectRef::from_obj(obj.as_ref()));
+    }
+    result
+}
+
+/// Observe, plan and apply for a live ShardGroup.
+pub async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result<Action, Error> {
+    let topology = ctx.sources.read(group, (ctx.clock)()).await;
+    let observation = ctx.stores.observe(group, topology, (ctx.clock)());
+    let started = Instant::now();
+    let decision = plan(&observation);
+    ctx.metrics.plan_duration.observe(started.elapsed().as_secs_f64());
+    apply::apply(&ctx.client, group, &decision, &ctx.metrics, ctx.recorder.as_ref()).await?;
+    record(group, &decision, &ctx.metrics);
+    Ok(Action::requeue(decision.requeue_after))
+}
+
+/// Finalizer cleanup: removes the group's annotation from every pod that has
+/// it (the ConfigMap goes with the ShardGroup through its owner reference).
+pub async fn cleanup_group(group: &ShardGroup, ctx: &Context) -> Result<Action, Error> {
+    let namespace = group.namespace().unwrap_or_default();
+    let key = group.annotation_key();
+    let pods = ctx.stores.pods.state();
+    let carriers: Vec<(String, Option<String>)> =
+        observe::collect_pods(pods.iter().map(|p| p.as_ref()), &namespace, None, &key, |_| None)
+            .into_iter()
+            .map(|p| (p.name, Some(p.uid).filter(|u| !u.is_empty())))
+            .collect();
+    apply::remove_annotations(&ctx.client, group, &carriers, &ctx.metrics).await?;
+    ctx.sources.forget(group);
+    ctx.metrics.forget(&metrics::GroupLabels { namespace, shardgroup: group.name_any() });
+    tracing::info!(pods = carriers.len(), "ShardGroup deleted: pod annotations removed");
+    Ok(Action::await_change())
+}
+
+/// Error policy: a reconcile that failed is retried with exponential backoff
+/// (2 s doubling to 5 min), reset by the next success.
+pub fn error_policy(obj: Arc<DeserializeGuard<ShardGroup>>, error: &Error, ctx: Arc<Context>) -> Action {
+    ctx.metrics.error(error.metric_label());
+    let mut failures = ctx.failures.lock().expect("failure map poisoned");
+    let count = failures.entry(ObjectRef::from_obj(obj.as_ref())).or_insert(0);
+    *count = count.saturating_add(1);
+    let delay = BACKOFF_MIN.saturating_mul(1u32 << (*count - 1).min(10)).min(BACKOFF_MAX);
+    tracing::warn!(%error, retry_in = ?delay, "reconcile failed");
+    Action::requeue(delay)
+}
+
+fn record(group: &ShardGroup, decision: &Decision, metrics: &ControllerMetrics) {
+    let labels = metrics::GroupLabels { namespace: group.namespace().unwrap_or_default(), shardgroup: group.name_any() };
+    metrics.shards.get_or_create(&labels).set(decision.status.shards.total as i64);
+    metrics.pods.get_or_create(&labels).set(decision.status.pods.eligible as i64);
+    metrics.epoch.get_or_create(&labels).set(decision.status.epoch as i64);
+    let (required, optional) = decision.moves;
+    if required > 0 {
+        metrics.moves.get_or_create(&metrics::MoveLabel { kind: "required" }).inc_by(required);
+    }
+    if optional > 0 {
+        metrics.moves.get_or_create(&metrics::MoveLabel { kind: "optional" }).inc_by(optional);
+    }
+}

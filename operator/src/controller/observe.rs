@@ -11,7 +11,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::ResourceExt;
-use kube::core::{ObjectMeta, PartialObjectMeta};
+use kube::core::{DeserializeGuard, ObjectMeta, PartialObjectMeta};
 use kube::runtime::reflector::{ObjectRef, Store};
 use k8s_openapi::api::core::v1::Node;
 
@@ -114,8 +114,8 @@ impl Published {
 /// Reads of the reflector stores the observe step needs.
 #[derive(Clone)]
 pub struct Stores {
-    /// ConsumerPools.
-    pub pools: Store<ConsumerPool>,
+    /// ConsumerPools (a malformed one is held as an error, never stalls the watch).
+    pub pools: Store<DeserializeGuard<ConsumerPool>>,
     /// Pods (stripped).
     pub pods: Store<Pod>,
     /// Nodes' metadata (zone labels).
@@ -129,7 +129,7 @@ impl Stores {
     /// result and `now`.
     pub fn observe(&self, group: &ShardGroup, topology: TopologyObservation, now: Timestamp) -> Observation {
         let namespace = group.namespace().unwrap_or_default();
-        let pool = self.pools.get(&ObjectRef::new(&group.spec.pool_ref.name).within(&namespace)).map(|p| (*p).clone());
+        let pool = self.pool(&namespace, &group.spec.pool_ref.name);
         let key = group.annotation_key();
         let pods = self.pods.state();
         let nodes = &self.nodes;
@@ -144,6 +144,14 @@ impl Stores {
             .get(&ObjectRef::new(&group.config_map_name()).within(&namespace))
             .map_or(Published::Missing, |cm| decode_published(&cm));
         Observation { group: group.clone(), pool, pods, topology, published, now }
+    }
+}
+
+impl Stores {
+    /// The pool `name` in `namespace`, when it exists and could be read.
+    pub fn pool(&self, namespace: &str, name: &str) -> Option<ConsumerPool> {
+        let guard = self.pools.get(&ObjectRef::new(name).within(namespace))?;
+        guard.0.as_ref().ok().cloned()
     }
 }
 
@@ -226,17 +234,31 @@ pub fn selector_matches(selector: &LabelSelector, labels: Option<&BTreeMap<Strin
 
 /// The ShardGroups a pod change concerns: groups whose pool selects the pod,
 /// and groups whose annotation the pod carries.
-pub fn groups_for_pod(pod: &Pod, groups: &[Arc<ShardGroup>], pools: &Store<ConsumerPool>) -> Vec<ObjectRef<ShardGroup>> {
+pub fn groups_for_pod(pod: &Pod, groups: &[Arc<DeserializeGuard<ShardGroup>>], stores: &Stores) -> Vec<ObjectRef<DeserializeGuard<ShardGroup>>> {
     let namespace = pod.metadata.namespace.clone().unwrap_or_default();
     groups
         .iter()
-        .filter(|g| g.namespace().as_deref() == Some(namespace.as_str()))
-        .filter(|g| {
+        .filter(|guard| {
+            let Ok(g) = &guard.0 else { return false };
+            if g.namespace().as_deref() != Some(namespace.as_str()) {
+                return false;
+            }
             let carries = pod.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(&g.annotation_key()));
             carries
-                || pools
-                    .get(&ObjectRef::new(&g.spec.pool_ref.name).within(&namespace))
+                || stores
+                    .pool(&namespace, &g.spec.pool_ref.name)
                     .is_some_and(|p| selector_matches(&p.spec.selector, pod.metadata.labels.as_ref()))
+        })
+        .map(|g| ObjectRef::from_obj(g.as_ref()))
+        .collect()
+}
+
+/// The ShardGroups that reference a pool (by namespace and name).
+pub fn groups_for_pool(namespace: &str, pool: &str, groups: &[Arc<DeserializeGuard<ShardGroup>>]) -> Vec<ObjectRef<DeserializeGuard<ShardGroup>>> {
+    groups
+        .iter()
+        .filter(|guard| {
+            guard.0.as_ref().is_ok_and(|g| g.namespace().as_deref() == Some(namespace) && g.spec.pool_ref.name == pool)
         })
         .map(|g| ObjectRef::from_obj(g.as_ref()))
         .collect()

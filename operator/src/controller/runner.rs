@@ -1,0 +1,194 @@
+//! Runs the controller: builds the watches (ShardGroups and ConsumerPools
+//! through `DeserializeGuard` so a malformed object cannot stall them; pods
+//! stripped before caching; node metadata for zones; the ConfigMaps shardring
+//! manages), maps pod, pool and ConfigMap changes to the ShardGroups they
+//! concern, and drives kube's `Controller` until shutdown.
+//!
+//! Leadership: the watches run on every replica (so a standby is ready with
+//! warm caches), but a reconcile writes only while this replica leads; when
+//! it becomes leader every ShardGroup is reconciled at once.
+
+use std::collections::BTreeSet;
+use std::future::ready;
+use std::sync::Arc;
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use kube::api::Api;
+use kube::core::DeserializeGuard;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, Store};
+use kube::core::PartialObjectMeta;
+use kube::runtime::{Controller, WatchStreamExt, watcher};
+use kube::{Client, Resource};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::apply::{MANAGED_BY, MANAGED_BY_LABEL};
+use super::metrics::ControllerMetrics;
+use super::observe::{self, Stores};
+use super::{Context, error_policy, reconcile, strip};
+use crate::crds::{ConsumerPool, ShardGroup};
+use crate::runtime::health::Health;
+
+/// How the controller runs.
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    /// Namespace to watch; `None` watches all namespaces.
+    pub namespace: Option<String>,
+    /// Whether to watch Nodes for zone labels (needs cluster-wide `list`/`watch` on nodes).
+    pub watch_nodes: bool,
+    /// Reporting instance of Events (the pod name), if known.
+    pub instance: Option<String>,
+    /// Most reconciles at once (0: unlimited).
+    pub concurrency: u16,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        Self { namespace: None, watch_nodes: true, instance: None, concurrency: 8 }
+    }
+}
+
+/// Why the controller stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A reflector store was dropped before it synced (the watch task ended).
+    #[error("a watch ended before its first sync")]
+    WatchEnded,
+}
+
+fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Runs the controller until `shutdown` is cancelled. Writes happen only
+/// while `leader` is true (`None`: always). `health` is told when every cache
+/// has synced.
+pub async fn run_controller(
+    client: Client,
+    config: ControllerConfig,
+    metrics: ControllerMetrics,
+    health: Option<Health>,
+    shutdown: CancellationToken,
+    leader: Option<watch::Receiver<bool>>,
+) -> Result<(), RunError> {
+    let ns = config.namespace.as_deref();
+    let groups_api: Api<DeserializeGuard<ShardGroup>> = api(&client, ns);
+    let mut controller = Controller::new(groups_api, watcher::Config::default().any_semantic());
+    if config.concurrency > 0 {
+        controller = controller.with_config(kube::runtime::controller::Config::default().concurrency(config.concurrency));
+    }
+    let groups = controller.store();
+
+    let (pools, pool_writer) = reflector::store::<DeserializeGuard<ConsumerPool>>();
+    let pool_events = watcher(api(&client, ns), watcher::Config::default()).default_backoff().reflect(pool_writer).touched_objects();
+
+    let (pods, pod_writer) = reflector::store::<Pod>();
+    let key_groups = groups.clone();
+    let pod_events = watcher(api::<Pod>(&client, ns), watcher::Config::default().any_semantic())
+        .default_backoff()
+        .modify(move |pod| strip::strip_pod(pod, &custom_keys(&key_groups)))
+        .reflect(pod_writer)
+        .touched_objects();
+
+    let (config_maps, cm_writer) = reflector::store::<ConfigMap>();
+    let managed = format!("{MANAGED_BY_LABEL}={MANAGED_BY}");
+    let cm_events = watcher(api::<ConfigMap>(&client, ns), watcher::Config::default().labels(&managed))
+        .default_backoff()
+        .reflect(cm_writer)
+        .touched_objects();
+
+    let (nodes, node_writer) = reflector::store();
+    let node_task = config.watch_nodes.then(|| {
+        let stream = watcher(Api::<PartialObjectMeta<Node>>::all(client.clone()), watcher::Config::default())
+            .default_backoff()
+            .reflect(node_writer)
+            .for_each(|_| ready(()));
+        let token = shutdown.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = stream => {}
+                () = token.cancelled() => {}
+            }
+        })
+    });
+
+    let stores = Stores { pools: pools.clone(), pods: pods.clone(), nodes, config_maps: config_maps.clone() };
+    if let Some(health) = health {
+        let (groups, pools, pods, cms) = (groups.clone(), pools.clone(), pods.clone(), config_maps.clone());
+        tokio::spawn(async move {
+            let synced = groups.wait_until_ready().await.is_ok()
+                && pools.wait_until_ready().await.is_ok()
+                && pods.wait_until_ready().await.is_ok()
+                && cms.wait_until_ready().await.is_ok();
+            if synced {
+                tracing::info!("caches synced");
+                health.set_caches_synced();
+            }
+        });
+    }
+
+    let recorder = Recorder::new(client.clone(), Reporter { controller: "shardring".into(), instance: config.instance.clone() });
+    let mut context = Context::new(client.clone(), stores.clone(), metrics).with_recorder(recorder);
+    if let Some(rx) = leader.clone() {
+        context = context.with_leader(rx);
+    }
+    let context = Arc::new(context);
+
+    let pod_groups = groups.clone();
+    let pod_stores = stores.clone();
+    let pool_groups = groups.clone();
+    let mut controller = controller
+        .owns_stream(cm_events)
+        .watches_stream(pod_events, move |pod: Pod| observe::groups_for_pod(&pod, &pod_groups.state(), &pod_stores))
+        .watches_stream(pool_events, move |pool: DeserializeGuard<ConsumerPool>| {
+            let meta = pool.meta();
+            let (ns, name) = (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default());
+            observe::groups_for_pool(&ns, &name, &pool_groups.state())
+        })
+        .graceful_shutdown_on(shutdown.clone().cancelled_owned());
+    if let Some(rx) = leader {
+        controller = controller.reconcile_all_on(became_leader(rx));
+    }
+    controller
+        .run(reconcile, error_policy, context)
+        .for_each(|result| {
+            if let Err(error) = result {
+                tracing::debug!(%error, "controller event");
+            }
+            ready(())
+        })
+        .await;
+    if let Some(task) = node_task {
+        task.abort();
+    }
+    Ok(())
+}
+
+/// Custom annotation keys of the ShardGroups currently known (the pod cache
+/// keeps those besides the shardring prefix).
+fn custom_keys(groups: &Store<DeserializeGuard<ShardGroup>>) -> BTreeSet<String> {
+    groups
+        .state()
+        .iter()
+        .filter_map(|g| g.0.as_ref().ok().and_then(|g| g.spec.output.annotation_key.clone()))
+        .collect()
+}
+
+/// Emits `()` each time `rx` turns true.
+fn became_leader(rx: watch::Receiver<bool>) -> impl Stream<Item = ()> + Send + 'static {
+    futures::stream::unfold(rx, |mut rx| async move {
+        rx.changed().await.ok()?;
+        let leading = *rx.borrow_and_update();
+        Some((leading, rx))
+    })
+    .filter_map(|leading| ready(leading.then_some(())))
+}
