@@ -177,7 +177,7 @@ async fn create_namespace(client: &Client, namespace: &str) -> TestResult {
 }
 
 /// A pool selecting the test's pods (eligible as soon as Ready) and a static
-/// group of 12 partitions, rebalanced without delay.
+/// group of 12 partitions, rebalanced without delay, with a short drain timeout.
 async fn apply_pool_and_group(client: &Client, namespace: &str) -> TestResult {
     let pool: ConsumerPool = serde_json::from_value(json!({
         "apiVersion": "shardring.io/v1alpha1", "kind": "ConsumerPool",
@@ -190,7 +190,11 @@ async fn apply_pool_and_group(client: &Client, namespace: &str) -> TestResult {
         "spec": {
             "poolRef": {"name": "consumers"},
             "source": {"static": {"count": SHARDS, "nameTemplate": "orders-{index}"}},
-            "rebalance": {"delay": "0s"}
+            "rebalance": {"delay": "0s"},
+            // Without a lease table, a pod that vanished without a graceful
+            // deletion (unscheduled pods are deleted at once) releases its
+            // shards after the drain timeout: keep it short.
+            "handoff": {"drainTimeout": "5s"}
         }
     }))?;
     let params = PatchParams::apply(MANAGER).force();
