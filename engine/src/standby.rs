@@ -3,12 +3,14 @@
 //! A standby is never the shard's owner and never listed twice. Standby slots
 //! are spread evenly: each pod gets a quota of ⌊T/P⌋ or ⌈T/P⌉ slots (weighted
 //! by capacity) where T = assigned shards × N. Previous standbys stay while
-//! they are eligible, within quota and (when the pool spans zones) in another
-//! zone than the owner. New standbys walk the ring from a second position,
+//! they are eligible, within quota and in another zone (multi-zone pool) or on
+//! another node (single-zone pool) than the owner. New standbys walk the ring from a second position,
 //! `mix(shardHash)`, over pods with slots left and take the first candidate
 //! in another zone than the owner and the other standbys, else another zone
 //! than the owner, else another node; a walk inspects at most
-//! [`CANDIDATES`] pods before settling for the best seen.
+//! [`CANDIDATES`] pods before settling for the best seen. Topology beats even
+//! spread: a standby shares the owner's zone (in a multi-zone pool) or node
+//! (in a single-zone pool) only when every other pod is taken.
 
 use crate::hash::mix;
 use crate::model::{Class, Model, NONE};
@@ -18,6 +20,13 @@ use crate::types::PlanOptions;
 
 /// Most candidate pods a standby walk inspects before taking the best seen.
 pub const CANDIDATES: usize = 64;
+
+// Candidate score bits, most important first. `HARD` bits are avoided even
+// at the cost of a pod's standby quota.
+const SAME_ZONE: u32 = 4;
+const SAME_NODE: u32 = 2;
+const ZONE_TAKEN: u32 = 1;
+const HARD: u32 = SAME_ZONE | SAME_NODE;
 
 /// Standbys per shard (indexed like `Model::shards`; empty when none).
 pub fn place(
@@ -38,10 +47,14 @@ pub fn place(
     let mut chosen: Vec<Vec<u32>> = vec![Vec::new(); model.shards.len()];
 
     // Sticky candidates: previous standbys that are eligible and not the owner.
-    let multi_zone = model.zones >= 2;
+    let zone_matters = model.zones >= 2;
+    let node_matters = model.nodes >= 2;
     let keepable = |s: u32, e: u32| {
-        let o = owner[s as usize];
-        e != NONE && e != o && !(multi_zone && pods[e as usize].zone == pods[o as usize].zone)
+        let o = owner[s as usize] as usize;
+        e != NONE
+            && e as usize != o
+            && !(zone_matters && pods[e as usize].zone == pods[o].zone)
+            && !(node_matters && pods[e as usize].node == pods[o].node)
     };
     let mut current = vec![0u64; p];
     let mut previous: Vec<(u32, Vec<u32>)> = Vec::new();
@@ -65,7 +78,13 @@ pub fn place(
     let hashes: Vec<u64> = pods.iter().map(|p| p.hash).collect();
     let quota = apportion((assigned.len() * k) as u64, &weights, 0, &current, &hashes);
     let mut load = vec![0u64; p];
-    for (s, list) in previous {
+    let previous_of = |s: u32| -> &[u32] {
+        previous
+            .binary_search_by_key(&s, |(shard, _)| *shard)
+            .map_or(&[], |at| &previous[at].1)
+    };
+    for (s, list) in &previous {
+        let (s, list) = (*s, list.iter().copied());
         let mine = &mut chosen[s as usize];
         for e in list {
             if mine.len() < k && !mine.contains(&e) && load[e as usize] < quota[e as usize] {
@@ -79,8 +98,6 @@ pub fn place(
     let mut order = assigned;
     order.sort_unstable_by_key(|&s| (model.shards[s as usize].hash, s));
     let mut walker = Walker::new(ring, p, |e| load[e as usize] < quota[e as usize]);
-    let zone_matters = model.zones >= 2;
-    let node_matters = model.nodes >= 2;
     for s in order {
         let o = owner[s as usize] as usize;
         while chosen[s as usize].len() < k {
@@ -90,13 +107,13 @@ pub fn place(
                 let zone = pods[e].zone;
                 let mut score = 0;
                 if zone_matters && zone == pods[o].zone {
-                    score += 4;
-                }
-                if zone_matters && mine.iter().any(|&m| pods[m as usize].zone == zone) {
-                    score += 2;
+                    score |= SAME_ZONE;
                 }
                 if node_matters && pods[e].node == pods[o].node {
-                    score += 1;
+                    score |= SAME_NODE;
+                }
+                if zone_matters && mine.iter().any(|&m| pods[m as usize].zone == zone) {
+                    score |= ZONE_TAKEN;
                 }
                 score
             };
@@ -118,14 +135,27 @@ pub fn place(
                 }
                 at = walker.find((point + 1) % ring.len());
             }
-            // Every pod with slots left is the owner or already chosen: take
-            // the least-loaded other pod over its quota.
+            // Topology beats even spread: when no pod with slots left is in
+            // another zone (or on another node) than the owner but such a pod
+            // exists, or every pod with slots left is the owner or already
+            // chosen, take the best placed, least-loaded pod over its quota.
             let e = match best {
-                Some((_, e)) => e,
-                None => (0..p as u32)
-                    .filter(|&e| e as usize != o && !mine.contains(&e))
-                    .min_by_key(|&e| (load[e as usize], e))
-                    .expect("k < P leaves a candidate"),
+                Some((sc, e)) if sc & HARD == 0 => e,
+                _ => {
+                    let was = |e: u32| !previous_of(s).contains(&e);
+                    (0..p as u32)
+                        .filter(|&e| e as usize != o && !mine.contains(&e))
+                        .min_by_key(|&e| {
+                            (
+                                score(e as usize) & HARD,
+                                was(e),
+                                load[e as usize],
+                                score(e as usize),
+                                e,
+                            )
+                        })
+                        .expect("k < P leaves a candidate")
+                }
             };
             chosen[s as usize].push(e);
             load[e as usize] += 1;
@@ -133,6 +163,11 @@ pub fn place(
                 walker.close(ring, e);
             }
         }
+    }
+    // Pod-name order: the list is a set, and a canonical order keeps the
+    // output identical however the standbys were found.
+    for list in &mut chosen {
+        list.sort_unstable();
     }
     chosen
 }
