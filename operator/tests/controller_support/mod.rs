@@ -1,0 +1,167 @@
+//! Builders shared by the controller tests: ShardGroups, pools, pods and
+//! observations with fixed names, uids and times, so assertions can be exact.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodSpec, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+use kube::api::ObjectMeta;
+use shardring::controller::{Observation, PodInfo, Published, TopologyObservation, plan};
+use shardring::crds::consumer_pool::CapacitySpec;
+use shardring::crds::shard_group::{PoolRef, ShardSource, StaticSource as StaticSpec};
+use shardring::crds::{AssignmentDocument, ConsumerPool, ConsumerPoolSpec, PodView, ShardGroup, ShardGroupSpec};
+use shardring::source::StaticSource;
+
+/// Namespace of every fixture.
+pub const NS: &str = "prod";
+/// ShardGroup name.
+pub const GROUP: &str = "orders";
+/// Pool name.
+pub const POOL: &str = "consumers";
+/// Uid of the ShardGroup.
+pub const GROUP_UID: &str = "0f9c8d1e-0000-4000-8000-000000000001";
+/// Annotation key of the fixture group.
+pub const KEY: &str = "assignment.shardring.io/orders";
+
+/// A fixed "now".
+pub fn now() -> Timestamp {
+    "2026-11-21T12:00:00Z".parse().unwrap()
+}
+
+/// A ShardGroup with a static source of `count` partitions `orders-{index}`.
+pub fn group(count: u32) -> ShardGroup {
+    let spec = ShardGroupSpec {
+        pool_ref: PoolRef { name: POOL.into() },
+        source: ShardSource {
+            kinesis: None,
+            static_source: Some(StaticSpec { count, name_template: "orders-{index}".into() }),
+        },
+        lease_table: None,
+        consumer_name: None,
+        standbys: 0,
+        balance: Default::default(),
+        handoff: Default::default(),
+        rebalance: Default::default(),
+        output: Default::default(),
+    };
+    let mut g = ShardGroup::new(GROUP, spec);
+    g.metadata.namespace = Some(NS.into());
+    g.metadata.uid = Some(GROUP_UID.into());
+    g.metadata.generation = Some(1);
+    g.metadata.resource_version = Some("100".into());
+    g.metadata.finalizers = Some(vec![shardring::controller::FINALIZER.into()]);
+    g
+}
+
+/// The pool selecting `app=consumer`.
+pub fn pool(min_ready_seconds: u32) -> ConsumerPool {
+    let mut p = ConsumerPool::new(
+        POOL,
+        ConsumerPoolSpec {
+            selector: LabelSelector {
+                match_labels: Some(BTreeMap::from([("app".into(), "consumer".into())])),
+                match_expressions: None,
+            },
+            min_ready_seconds,
+            capacity: CapacitySpec::default(),
+            max_shards_per_pod: None,
+            topology_keys: vec![],
+        },
+    );
+    p.metadata.namespace = Some(NS.into());
+    p
+}
+
+/// A selected, ready pod (ready for an hour).
+pub fn pod_info(name: &str) -> PodInfo {
+    PodInfo {
+        name: name.into(),
+        uid: format!("uid-{name}"),
+        labels: BTreeMap::from([("app".into(), "consumer".into())]),
+        selected: true,
+        ready: true,
+        ready_since: Some(now() - jiff::SignedDuration::from_secs(3600)),
+        ..Default::default()
+    }
+}
+
+/// A Kubernetes pod as the (stripped) store holds it.
+pub fn pod(name: &str, ready: bool, annotation: Option<&str>) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(NS.into()),
+            uid: Some(format!("uid-{name}")),
+            labels: Some(BTreeMap::from([("app".into(), "consumer".into())])),
+            annotations: annotation.map(|a| BTreeMap::from([(KEY.to_owned(), a.to_owned())])),
+            ..Default::default()
+        },
+        spec: Some(PodSpec::default()),
+        status: Some(PodStatus {
+            conditions: Some(vec![PodCondition {
+                type_: "Ready".into(),
+                status: if ready { "True" } else { "False" }.into(),
+                last_transition_time: Some(Time(now() - jiff::SignedDuration::from_secs(3600))),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+    }
+}
+
+/// The topology of a static source of `count` partitions.
+pub fn topology(count: u32) -> TopologyObservation {
+    let source = StaticSource::new(StaticSpec { count, name_template: "orders-{index}".into() });
+    TopologyObservation {
+        source: format!("static:{count}"),
+        last_good: Some(source.topology()),
+        read_at: Some(now()),
+        error: None,
+    }
+}
+
+/// An observation of the fixture group with `count` shards over `pods`.
+pub fn observation(count: u32, pods: Vec<PodInfo>) -> Observation {
+    Observation {
+        group: group(count),
+        pool: Some(pool(0)),
+        pods,
+        topology: topology(count),
+        published: Published::Missing,
+        now: now(),
+    }
+}
+
+/// Applies a decision to an observation as the API server would: the
+/// document, the annotations and the status become the new current state.
+pub fn settle(mut obs: Observation) -> Observation {
+    let decision = plan(&obs);
+    if let Some(doc) = decision.document_write.clone() {
+        obs.published = Published::Document(doc);
+    }
+    for write in &decision.annotation_writes {
+        let pod = obs.pods.iter_mut().find(|p| p.name == write.pod).unwrap();
+        pod.annotation = write.view.as_ref().map(|v| serde_json::to_string(v).unwrap());
+    }
+    obs.group.status = Some(decision.status);
+    obs
+}
+
+/// The published document of a settled observation.
+pub fn document(obs: &Observation) -> &AssignmentDocument {
+    obs.published.document().expect("a published document")
+}
+
+/// A pod's current annotation view.
+pub fn view(obs: &Observation, pod: &str) -> Option<PodView> {
+    let p = obs.pods.iter().find(|p| p.name == pod)?;
+    p.annotation.as_deref().map(|a| serde_json::from_str(a).unwrap())
+}
+
+/// Pod names `consumer-0..n`.
+pub fn pods(n: usize) -> Vec<PodInfo> {
+    (0..n).map(|i| pod_info(&format!("consumer-{i}"))).collect()
+}
