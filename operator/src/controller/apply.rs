@@ -121,7 +121,9 @@ pub async fn apply(
 /// The ConfigMap that carries `doc` for `group`.
 pub fn document_config_map(group: &ShardGroup, doc: &AssignmentDocument) -> Result<ConfigMap, ApplyError> {
     let encoded = codec::encode(doc)?;
-    let owner = group.controller_owner_ref(&()).ok_or(ApplyError::Incomplete("uid"))?;
+    let mut owner = group.controller_owner_ref(&()).ok_or(ApplyError::Incomplete("uid"))?;
+    // Foreground deletion of the ShardGroup waits for its document.
+    owner.block_owner_deletion = Some(true);
     Ok(ConfigMap {
         metadata: ObjectMeta {
             name: Some(group.config_map_name()),

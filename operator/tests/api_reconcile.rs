@@ -1,0 +1,360 @@
+//! API-level tests of a whole reconcile (observe from reflector stores →
+//! plan → apply) against a mocked API server: every request's method, path,
+//! query (field manager, force) and body is recorded and asserted, and a
+//! reconcile with nothing to change must send no request at all.
+
+mod controller_support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use controller_support::*;
+use http::{Request, Response};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use kube::client::Body;
+use kube::core::{DeserializeGuard, PartialObjectMeta};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, store::Writer};
+use kube::runtime::watcher;
+use kube::Client;
+use serde_json::{Value, json};
+use shardring::controller::apply::document_config_map;
+use shardring::controller::{Context, ControllerMetrics, FINALIZER, Stores, plan, reconcile};
+use shardring::crds::{AssignmentDocument, ConsumerPool, PodView, ShardGroup};
+
+/// One request as the mock API server saw it.
+#[derive(Debug, Clone)]
+struct Seen {
+    method: String,
+    path: String,
+    /// Query parameters as sorted `k=v` pairs.
+    query: String,
+    content_type: String,
+    body: Value,
+}
+
+/// Query parameters sorted, `&`-joined, empty pairs dropped.
+fn query_pairs(query: &str) -> String {
+    let mut pairs: Vec<&str> = query.split('&').filter(|p| !p.is_empty()).collect();
+    pairs.sort_unstable();
+    pairs.join("&")
+}
+
+/// Mock API server: records requests, answers like the API server would.
+fn mock_client(group: ShardGroup) -> (Client, Arc<Mutex<Vec<Seen>>>) {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    tokio::spawn(async move {
+        while let Some((request, send)) = handle.next_request().await {
+            let (parts, body) = request.into_parts();
+            let bytes = body.collect_bytes().await.unwrap();
+            let body: Value = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap() };
+            let path = parts.uri.path().to_owned();
+            let response = respond(&parts.method, &path, &body, &group);
+            log.lock().unwrap().push(Seen {
+                method: parts.method.to_string(),
+                path,
+                query: query_pairs(parts.uri.query().unwrap_or_default()),
+                content_type: parts.headers.get("content-type").map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default(),
+                body,
+            });
+            send.send_response(response);
+        }
+    });
+    (Client::new(service, "default"), seen)
+}
+
+fn respond(method: &http::Method, path: &str, body: &Value, group: &ShardGroup) -> Response<Body> {
+    let json = if path.contains("/pods/missing") {
+        let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404, "message": "pods \"missing\" not found"});
+        return Response::builder().status(404).body(Body::from(serde_json::to_vec(&status).unwrap())).unwrap();
+    } else if path.contains("/configmaps/") || path.ends_with("/events") {
+        body.clone()
+    } else if let Some(name) = path.split("/pods/").nth(1) {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS}})
+    } else if path.contains("/shardgroups/") {
+        let mut g = group.clone();
+        if method == http::Method::PATCH && body.is_array() {
+            g.metadata.finalizers = None;
+        }
+        serde_json::to_value(&g).unwrap()
+    } else {
+        panic!("unexpected request {method} {path}")
+    };
+    Response::builder().status(200).body(Body::from(serde_json::to_vec(&json).unwrap())).unwrap()
+}
+
+/// Reflector stores filled as a synced watch would fill them.
+struct World {
+    stores: Stores,
+    pods: Writer<Pod>,
+    config_maps: Writer<ConfigMap>,
+}
+
+fn world(pool: Option<ConsumerPool>, pods: &[Pod]) -> World {
+    let (pool_reader, mut pool_writer) = reflector::store::<DeserializeGuard<ConsumerPool>>();
+    if let Some(pool) = pool {
+        pool_writer.apply_watcher_event(&watcher::Event::Apply(DeserializeGuard(Ok(pool))));
+    }
+    let (pod_reader, mut pod_writer) = reflector::store::<Pod>();
+    for pod in pods {
+        pod_writer.apply_watcher_event(&watcher::Event::Apply(pod.clone()));
+    }
+    let (node_reader, _node_writer) = reflector::store::<PartialObjectMeta<Node>>();
+    let (cm_reader, cm_writer) = reflector::store::<ConfigMap>();
+    // Keep the pool writer alive for the store's lifetime.
+    std::mem::forget(pool_writer);
+    World {
+        stores: Stores { pools: pool_reader, pods: pod_reader, nodes: node_reader, config_maps: cm_reader },
+        pods: pod_writer,
+        config_maps: cm_writer,
+    }
+}
+
+fn context(client: Client, stores: Stores) -> Arc<Context> {
+    let recorder = Recorder::new(client.clone(), Reporter { controller: "shardring".into(), instance: Some("test".into()) });
+    Arc::new(Context::new(client, stores, ControllerMetrics::default()).with_recorder(recorder).with_clock(Arc::new(now)))
+}
+
+/// Runs one reconcile of `group` and returns every request it sent.
+async fn reconcile_once(group: &ShardGroup, stores: &Stores) -> Vec<Seen> {
+    let (client, seen) = mock_client(group.clone());
+    let ctx = context(client, stores.clone());
+    let action = tokio::time::timeout(Duration::from_secs(10), reconcile(Arc::new(DeserializeGuard(Ok(group.clone()))), ctx))
+        .await
+        .expect("reconcile finished")
+        .expect("reconcile succeeded");
+    let _ = action;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    seen.lock().unwrap().clone()
+}
+
+/// Brings the stores and group to what the API server holds after the
+/// controller has published for them (the plan applied without a server).
+async fn settle(group: &mut ShardGroup, world: &mut World) {
+    let ctx = context(mock_client(group.clone()).0, world.stores.clone());
+    let topology = ctx.sources.read(group, now()).await;
+    let decision = plan(&world.stores.observe(group, topology, now()));
+    if let Some(doc) = &decision.document_write {
+        world.config_maps.apply_watcher_event(&watcher::Event::Apply(document_config_map(group, doc).unwrap()));
+    }
+    for write in &decision.annotation_writes {
+        let mut pod = (*world.stores.pods.state().into_iter().find(|p| p.metadata.name.as_deref() == Some(&write.pod)).unwrap()).clone();
+        let annotations = pod.metadata.annotations.get_or_insert_default();
+        match &write.view {
+            Some(view) => annotations.insert(KEY.into(), serde_json::to_string(view).unwrap()),
+            None => annotations.remove(KEY),
+        };
+        world.pods.apply_watcher_event(&watcher::Event::Apply(pod));
+    }
+    group.status = Some(decision.status);
+}
+
+fn writes(seen: &[Seen]) -> Vec<&Seen> {
+    seen.iter().filter(|s| s.method != "GET").collect()
+}
+
+fn published(seen: &Seen) -> AssignmentDocument {
+    serde_json::from_str(seen.body["data"]["assignment.json"].as_str().unwrap()).unwrap()
+}
+
+fn three_pods() -> Vec<Pod> {
+    (0..3).map(|i| pod(&format!("consumer-{i}"), true, None)).collect()
+}
+
+const CM_PATH: &str = "/api/v1/namespaces/prod/configmaps/orders-assignment";
+const STATUS_PATH: &str = "/apis/shardring.io/v1alpha1/namespaces/prod/shardgroups/orders/status";
+const EVENTS_PATH: &str = "/apis/events.k8s.io/v1/namespaces/prod/events";
+
+fn assert_configmap_apply(s: &Seen) -> AssignmentDocument {
+    assert_eq!((s.method.as_str(), s.path.as_str()), ("PATCH", CM_PATH));
+    assert_eq!(s.query, "fieldManager=shardring&force=true");
+    assert_eq!(s.content_type, "application/apply-patch+yaml");
+    assert_eq!(s.body["apiVersion"], "v1");
+    assert_eq!(s.body["kind"], "ConfigMap");
+    assert_eq!(s.body["metadata"]["labels"], json!({"app.kubernetes.io/managed-by": "shardring", "shardring.io/shard-group": "orders"}));
+    assert_eq!(
+        s.body["metadata"]["ownerReferences"],
+        json!([{"apiVersion": "shardring.io/v1alpha1", "kind": "ShardGroup", "name": "orders", "uid": GROUP_UID, "controller": true, "blockOwnerDeletion": true}])
+    );
+    published(s)
+}
+
+fn assert_annotation_patch(s: &Seen, pod: &str) -> Option<PodView> {
+    assert_eq!((s.method.as_str(), s.path.as_str()), ("PATCH", format!("/api/v1/namespaces/prod/pods/{pod}").as_str()));
+    assert_eq!(s.query, "fieldManager=shardring");
+    assert_eq!(s.content_type, "application/merge-patch+json");
+    let metadata = s.body["metadata"].as_object().unwrap();
+    assert_eq!(metadata.keys().collect::<Vec<_>>(), ["annotations", "uid"], "only the annotation and the uid precondition");
+    assert_eq!(metadata["uid"], format!("uid-{pod}"));
+    let annotations = metadata["annotations"].as_object().unwrap();
+    assert_eq!(annotations.len(), 1);
+    annotations[KEY].as_str().map(|v| serde_json::from_str(v).unwrap())
+}
+
+fn assert_status_apply(s: &Seen) -> Value {
+    assert_eq!((s.method.as_str(), s.path.as_str()), ("PATCH", STATUS_PATH));
+    assert_eq!(s.query, "fieldManager=shardring&force=true");
+    assert_eq!(s.content_type, "application/apply-patch+yaml");
+    assert_eq!(s.body["apiVersion"], "shardring.io/v1alpha1");
+    assert_eq!(s.body["kind"], "ShardGroup");
+    s.body["status"].clone()
+}
+
+fn assert_event(s: &Seen, reason: &str) {
+    assert_eq!((s.method.as_str(), s.path.as_str()), ("POST", EVENTS_PATH));
+    assert_eq!(s.body["reason"], reason);
+    assert_eq!(s.body["regarding"]["name"], "orders");
+}
+
+#[tokio::test]
+async fn first_publish_applies_the_configmap_then_annotations_then_status() {
+    let group = group(6);
+    let world = world(Some(pool(0)), &three_pods());
+    let seen = reconcile_once(&group, &world.stores).await;
+    assert_eq!(seen.len(), 1 + 3 + 1 + 1, "{seen:#?}");
+    let doc = assert_configmap_apply(&seen[0]);
+    assert_eq!((doc.epoch, doc.shards.len(), doc.pods.len()), (1, 6, 3));
+    for (i, s) in seen[1..4].iter().enumerate() {
+        let pod = format!("consumer-{i}");
+        let view = assert_annotation_patch(s, &pod).expect("a view");
+        assert_eq!(view.epoch, 1);
+        assert_eq!(view.active, doc.pods[&pod].active);
+        assert_eq!(view.active.len(), 2);
+    }
+    let status = assert_status_apply(&seen[4]);
+    assert_eq!(status["epoch"], 1);
+    assert_eq!(status["observedGeneration"], 1);
+    assert_eq!(status["load"], "2/2");
+    assert_eq!(status["shards"]["total"], 6);
+    assert_eq!(status["pods"], json!({"selected": 3, "eligible": 3}));
+    let ready = status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Ready").unwrap();
+    assert_eq!((ready["status"].as_str(), ready["reason"].as_str()), (Some("True"), Some("Published")));
+    assert_eq!(ready["lastTransitionTime"], "2026-11-21T12:00:00Z");
+    assert_event(&seen[5], "Published");
+}
+
+#[tokio::test]
+async fn a_reconcile_with_nothing_to_change_sends_no_request() {
+    let mut group = group(6);
+    let mut world = world(Some(pool(0)), &three_pods());
+    settle(&mut group, &mut world).await;
+    let seen = reconcile_once(&group, &world.stores).await;
+    assert!(seen.is_empty(), "no-op reconcile sent {seen:#?}");
+}
+
+#[tokio::test]
+async fn a_joining_pod_writes_the_configmap_and_only_the_changed_pods() {
+    let mut group = group(6);
+    let mut world = world(Some(pool(0)), &three_pods());
+    settle(&mut group, &mut world).await;
+    world.pods.apply_watcher_event(&watcher::Event::Apply(pod("consumer-3", true, None)));
+    let seen = reconcile_once(&group, &world.stores).await;
+    let doc = assert_configmap_apply(&seen[0]);
+    assert_eq!(doc.epoch, 2);
+    let new_shards = doc.pods["consumer-3"].active.len();
+    assert!(new_shards >= 1);
+    let pod_writes: Vec<_> = seen.iter().filter(|s| s.path.contains("/pods/")).collect();
+    assert_eq!(pod_writes.len(), 1 + new_shards, "the new pod and its donors: {pod_writes:#?}");
+    for s in &pod_writes {
+        let pod = s.path.rsplit('/').next().unwrap();
+        let view = assert_annotation_patch(s, pod).unwrap();
+        assert_eq!((view.epoch, &view.active), (2, &doc.pods[pod].active));
+    }
+    assert_eq!(assert_status_apply(&seen[seen.len() - 2])["epoch"], 2);
+    assert_event(&seen[seen.len() - 1], "Published");
+    assert_eq!(writes(&seen).len(), seen.len());
+}
+
+#[tokio::test]
+async fn a_pod_leaving_the_pool_loses_its_annotation() {
+    let mut group = group(6);
+    let mut world = world(Some(pool(0)), &three_pods());
+    settle(&mut group, &mut world).await;
+    let mut leaving = (*world.stores.pods.state().into_iter().find(|p| p.metadata.name.as_deref() == Some("consumer-1")).unwrap()).clone();
+    leaving.metadata.labels = Some([("app".to_owned(), "other".to_owned())].into());
+    world.pods.apply_watcher_event(&watcher::Event::Apply(leaving));
+    let seen = reconcile_once(&group, &world.stores).await;
+    let doc = assert_configmap_apply(&seen[0]);
+    assert_eq!(doc.epoch, 2);
+    assert!(!doc.pods.contains_key("consumer-1"));
+    let removal = seen.iter().find(|s| s.path.ends_with("/pods/consumer-1")).expect("removal patch");
+    assert_eq!(assert_annotation_patch(removal, "consumer-1"), None);
+    assert_eq!(removal.body, json!({"metadata": {"annotations": {KEY: null}, "uid": "uid-consumer-1"}}));
+    // The two shards it had went to the two other pods.
+    assert_eq!(seen.iter().filter(|s| s.path.contains("/pods/")).count(), 3);
+}
+
+#[tokio::test]
+async fn a_missing_pool_only_writes_status_and_a_warning() {
+    let mut group = group(6);
+    let mut world = world(Some(pool(0)), &three_pods());
+    settle(&mut group, &mut world).await;
+    let orphaned = Stores { pools: reflector::store().0, ..world.stores.clone() };
+    let seen = reconcile_once(&group, &orphaned).await;
+    assert_eq!(seen.len(), 2, "{seen:#?}");
+    let status = assert_status_apply(&seen[0]);
+    assert_eq!(status["epoch"], 1, "the assignment stays");
+    let ready = status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Ready").unwrap();
+    assert_eq!((ready["status"].as_str(), ready["reason"].as_str()), (Some("False"), Some("PoolNotFound")));
+    assert_event(&seen[1], "PoolNotFound");
+    assert_eq!(seen[1].body["type"], "Warning");
+}
+
+#[tokio::test]
+async fn deleting_a_shardgroup_removes_its_annotations_then_the_finalizer() {
+    let mut group = group(6);
+    let mut world = world(Some(pool(0)), &three_pods());
+    settle(&mut group, &mut world).await;
+    // A pod outside the pool without the annotation is left alone.
+    world.pods.apply_watcher_event(&watcher::Event::Apply(pod("bystander", true, None)));
+    group.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
+    let seen = reconcile_once(&group, &world.stores).await;
+    assert_eq!(seen.len(), 4, "{seen:#?}");
+    for (i, s) in seen[..3].iter().enumerate() {
+        let pod = format!("consumer-{i}");
+        assert_eq!(assert_annotation_patch(s, &pod), None);
+    }
+    let last = &seen[3];
+    assert_eq!((last.method.as_str(), last.path.as_str()), ("PATCH", "/apis/shardring.io/v1alpha1/namespaces/prod/shardgroups/orders"));
+    assert_eq!(last.content_type, "application/json-patch+json");
+    assert_eq!(
+        last.body,
+        json!([{"op": "test", "path": "/metadata/finalizers/0", "value": FINALIZER}, {"op": "remove", "path": "/metadata/finalizers/0"}])
+    );
+}
+
+#[tokio::test]
+async fn a_new_shardgroup_first_gets_the_finalizer() {
+    let mut group = group(6);
+    group.metadata.finalizers = None;
+    let world = world(Some(pool(0)), &three_pods());
+    let seen = reconcile_once(&group, &world.stores).await;
+    assert_eq!(seen.len(), 1, "{seen:#?}");
+    assert_eq!(seen[0].path, "/apis/shardring.io/v1alpha1/namespaces/prod/shardgroups/orders");
+    assert_eq!(seen[0].content_type, "application/json-patch+json");
+    let ops = seen[0].body.as_array().unwrap();
+    assert_eq!(ops.last().unwrap()["value"], json!([FINALIZER]));
+}
+
+#[tokio::test]
+async fn a_pod_deleted_before_its_patch_is_skipped() {
+    let group = group(4);
+    let world = world(Some(pool(0)), &[pod("consumer-0", true, None), pod("missing", true, None)]);
+    let seen = reconcile_once(&group, &world.stores).await;
+    assert!(seen.iter().any(|s| s.path.ends_with("/pods/missing")));
+    assert!(seen.iter().any(|s| s.path == STATUS_PATH), "the reconcile went on: {seen:#?}");
+}
+
+#[tokio::test]
+async fn a_standby_replica_never_writes() {
+    let group = group(6);
+    let world = world(Some(pool(0)), &three_pods());
+    let (client, seen) = mock_client(group.clone());
+    let (_tx, rx) = tokio::sync::watch::channel(false);
+    let ctx = Arc::new(Context::new(client, world.stores.clone(), ControllerMetrics::default()).with_leader(rx));
+    reconcile(Arc::new(DeserializeGuard(Ok(group))), ctx).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(seen.lock().unwrap().is_empty());
+}
