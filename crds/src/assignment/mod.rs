@@ -1,9 +1,24 @@
 //! The published assignment: the document in ConfigMap `<shardgroup>-assignment`
 //! (key `assignment.json`) and the compact per-pod view in the pod annotation
-//! `assignment.shardring.io/<shardgroup>`. Field names are the consumer contract.
+//! `assignment.shardring.io/<shardgroup>`. Field names are the consumer contract,
+//! described by the JSON schemas in `crds/schema/` and pinned by the golden files
+//! in `crds/tests/golden/`; [`encoding`] turns a document into ConfigMap data.
+//!
+//! # Consumer contract
+//!
+//! A consumer reads its pod's annotation (through the downward API) or the
+//! ConfigMap (key `assignment.json` in `data`, or gzip-compressed under
+//! `assignment.json.gz` in `binaryData` for large groups; see [`encoding::decode`]).
+//! It may read a shard only while the shard is in its `active` list at the
+//! newest epoch it has seen (and, with a lease table, while it holds the lease);
+//! a shard in its `revoking` list must be stopped, checkpointed and released at
+//! once. Views with an older epoch than one already seen are ignored.
+
+pub mod encoding;
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// `apiVersion` of the assignment document and the per-pod view.
@@ -21,7 +36,7 @@ pub const CONFIGMAP_GZIP_KEY: &str = "assignment.json.gz";
 pub const CONFIGMAP_SUFFIX: &str = "-assignment";
 
 /// The whole published assignment of one ShardGroup.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AssignmentDocument {
     /// Always `shardring.io/v1alpha1` for this shape.
@@ -41,7 +56,7 @@ pub struct AssignmentDocument {
 }
 
 /// One pod's shards.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PodAssignment {
     /// Shards this pod may read now.
@@ -56,7 +71,7 @@ pub struct PodAssignment {
 }
 
 /// The per-pod annotation: the pod's entry plus the epoch.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PodView {
     /// Epoch of the assignment document this view was cut from.
@@ -74,7 +89,18 @@ pub struct PodView {
 
 /// State of one shard in the published document.
 #[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
 )]
 pub enum ShardPhase {
     /// Read by its owner.
@@ -89,7 +115,9 @@ pub enum ShardPhase {
 }
 
 /// Inclusive range of the 128-bit hash key space, as decimal strings.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 pub struct HashKeyRange {
     /// First hash key of the shard (decimal).
     pub start: String,
@@ -98,7 +126,7 @@ pub struct HashKeyRange {
 }
 
 /// A move in flight: the shard is revoked from its owner and will go to `to`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Handoff {
     /// Pod that will own the shard once the current owner let go (None: no
@@ -110,7 +138,7 @@ pub struct Handoff {
 }
 
 /// One shard's entry in the document.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ShardRecord {
     /// Pod that reads it (or is being revoked from it); absent when pending or unassigned.
@@ -131,4 +159,89 @@ pub struct ShardRecord {
     /// Present while the shard is `Revoking`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handoff: Option<Handoff>,
+}
+
+impl AssignmentDocument {
+    /// An empty document of `shard_group` (`<namespace>/<name>`) at `epoch`.
+    pub fn new(shard_group: impl Into<String>, epoch: u64) -> Self {
+        Self {
+            api_version: ASSIGNMENT_API_VERSION.to_owned(),
+            kind: ASSIGNMENT_KIND.to_owned(),
+            shard_group: shard_group.into(),
+            epoch,
+            pods: BTreeMap::new(),
+            shards: BTreeMap::new(),
+        }
+    }
+
+    /// A document whose `pods` index is derived from `shards`: every pod in
+    /// `pods` gets an entry (empty when it holds nothing), an `Active` shard is
+    /// active on its owner, a `Revoking` shard is revoking on its owner, and
+    /// every standby of an `Active` or `Revoking` shard lists it as standby.
+    /// Owners and standbys missing from `pods` get an entry too.
+    pub fn from_shards(
+        shard_group: impl Into<String>,
+        epoch: u64,
+        shards: BTreeMap<String, ShardRecord>,
+        pods: impl IntoIterator<Item = String>,
+    ) -> Self {
+        let mut document = Self::new(shard_group, epoch);
+        document.pods = pods
+            .into_iter()
+            .map(|pod| (pod, PodAssignment::default()))
+            .collect();
+        document.shards = shards;
+        document.reindex_pods();
+        document
+    }
+
+    /// Rebuilds every pod's `active`, `standby` and `revoking` lists from
+    /// `shards` (keeping pods that now hold nothing, with empty lists), so the
+    /// two views of the document cannot disagree. Lists come out sorted.
+    pub fn reindex_pods(&mut self) {
+        for entry in self.pods.values_mut() {
+            *entry = PodAssignment::default();
+        }
+        for (id, shard) in &self.shards {
+            let list: fn(&mut PodAssignment) -> &mut Vec<String> = match shard.state {
+                ShardPhase::Active => |p: &mut PodAssignment| &mut p.active,
+                ShardPhase::Revoking => |p: &mut PodAssignment| &mut p.revoking,
+                ShardPhase::Pending | ShardPhase::Complete => continue,
+            };
+            if let Some(owner) = &shard.owner {
+                list(self.pods.entry(owner.clone()).or_default()).push(id.clone());
+            }
+            for standby in &shard.standbys {
+                self.pods
+                    .entry(standby.clone())
+                    .or_default()
+                    .standby
+                    .push(id.clone());
+            }
+        }
+    }
+
+    /// The compact view of `pod` for its annotation; empty lists when the pod
+    /// holds nothing or is not in the document.
+    pub fn pod_view(&self, pod: &str) -> PodView {
+        let entry = self.pods.get(pod).cloned().unwrap_or_default();
+        PodView {
+            epoch: self.epoch,
+            active: entry.active,
+            standby: entry.standby,
+            revoking: entry.revoking,
+        }
+    }
+}
+
+impl PodView {
+    /// The annotation value: compact JSON, fields in contract order.
+    pub fn to_annotation(&self) -> String {
+        serde_json::to_string(self).expect("a PodView always serializes")
+    }
+
+    /// Parses an annotation value written by [`PodView::to_annotation`].
+    pub fn from_annotation(value: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(value)
+    }
 }

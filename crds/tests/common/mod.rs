@@ -1,5 +1,11 @@
-//! Shared helper of the drift and golden tests: compare generated text with a
-//! committed file, or rewrite the file when `SHARDRING_UPDATE_GOLDEN=1`.
+//! Shared helpers of the tests: compare generated text with a committed file,
+//! or rewrite the file when `SHARDRING_UPDATE_GOLDEN=1`; realistic documents
+//! in `fixtures.rs`.
+
+// Each test binary uses a different subset of these helpers.
+#![allow(dead_code)]
+
+pub mod fixtures;
 
 use std::path::{Path, PathBuf};
 

@@ -1,0 +1,392 @@
+//! How an [`AssignmentDocument`] is stored in its ConfigMap, within the API
+//! server's 1 MiB object limit.
+//!
+//! - While the compact JSON is at most [`PLAIN_LIMIT_BYTES`] (768 KiB) it goes
+//!   to `data["assignment.json"]`, readable with `kubectl get cm -o yaml`.
+//! - Above that it is gzip-compressed into `binaryData["assignment.json.gz"]`.
+//! - If that exceeds [`MAX_ENCODED_BYTES`] and shards carry `hashKeyRange`,
+//!   the ranges are left out and the rest is compressed again
+//!   ([`EncodedDocument::hash_key_ranges_omitted`]). Ranges are informational
+//!   for consumers (the Kinesis API has them too) and are ~70% of the
+//!   compressed size, since the 39-digit numbers of an even split barely
+//!   compress; ownership, states, standbys, parents and handoffs are always
+//!   complete.
+//! - If even that exceeds [`MAX_ENCODED_BYTES`], [`encode`] refuses with
+//!   [`EncodeError::TooLarge`]: the controller reports it as the status reason
+//!   `AssignmentTooLarge` and keeps the last published document. A truncated
+//!   assignment is never produced.
+//!
+//! Measured with `cargo run --release -p shardring-crds --example document_size`
+//! (Kinesis-style ids, pod names of three ReplicaSets, even-split ranges):
+//! 20,000 shards on 5,000 pods are 4.51 MB of JSON, 804 KB as gzip (1.07 MB as
+//! base64: too large with ranges) and 243 KB gzip / 323 KB base64 without the
+//! ranges; with one standby per shard 416 KB / 555 KB.
+//!
+//! Exactly one of the two keys is written; with server-side apply the key the
+//! field manager stops applying is removed. Consumers read whichever is present
+//! ([`decode`]); should both be present (a reader racing a hand edit), the one
+//! with the higher epoch wins. Sizes are counted conservatively: binary values
+//! as their base64 length (how they travel in JSON), plus key lengths, against
+//! 1 MiB minus 64 KiB of headroom for metadata and managed fields.
+//!
+//! The encoding is deterministic (fixed gzip header, no timestamp), so an
+//! unchanged document yields identical bytes and a no-op apply.
+
+use std::collections::BTreeMap;
+use std::io::{Read as _, Write as _};
+
+use flate2::Compression;
+use flate2::read::GzDecoder;
+use flate2::write::GzEncoder;
+use k8s_openapi::ByteString;
+
+use super::{
+    ASSIGNMENT_API_VERSION, ASSIGNMENT_KIND, AssignmentDocument, CONFIGMAP_GZIP_KEY, CONFIGMAP_KEY,
+};
+
+/// The API server's limit on a ConfigMap's data (and etcd's practical object limit).
+pub const CONFIGMAP_LIMIT_BYTES: usize = 1_048_576;
+/// Room left for metadata, labels, owner references and managed fields.
+pub const HEADROOM_BYTES: usize = 64 * 1024;
+/// Largest encoded payload [`encode`] produces (keys plus values, binary values
+/// counted as base64).
+pub const MAX_ENCODED_BYTES: usize = CONFIGMAP_LIMIT_BYTES - HEADROOM_BYTES;
+/// Largest plain JSON document stored uncompressed in `data`.
+pub const PLAIN_LIMIT_BYTES: usize = 768 * 1024;
+/// Largest document [`decode`] inflates, a guard against a corrupt or hostile
+/// ConfigMap (a 1 MiB gzip bomb can inflate to a gigabyte).
+pub const MAX_DECODED_BYTES: usize = 64 * 1024 * 1024;
+
+/// Which representation [`encode`] chose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    /// Compact JSON in `data["assignment.json"]`.
+    Plain,
+    /// Gzip-compressed JSON in `binaryData["assignment.json.gz"]`.
+    Gzip,
+}
+
+/// The ConfigMap payload of a document: set the ConfigMap's `data` and
+/// `binaryData` to exactly these maps (one of them holds the document).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncodedDocument {
+    /// Goes to `ConfigMap.data`.
+    pub data: BTreeMap<String, String>,
+    /// Goes to `ConfigMap.binaryData`.
+    pub binary_data: BTreeMap<String, ByteString>,
+    /// Which of the two holds the document.
+    pub encoding: Encoding,
+    /// Size of the compact JSON before any compression.
+    pub json_bytes: usize,
+    /// Whether shards' `hashKeyRange` had to be left out to fit.
+    pub hash_key_ranges_omitted: bool,
+}
+
+impl EncodedDocument {
+    /// Payload size as counted against [`MAX_ENCODED_BYTES`]: key lengths plus
+    /// value lengths, binary values as base64.
+    pub fn encoded_bytes(&self) -> usize {
+        let data: usize = self.data.iter().map(|(k, v)| k.len() + v.len()).sum();
+        let binary: usize = self
+            .binary_data
+            .iter()
+            .map(|(k, v)| k.len() + base64_len(v.0.len()))
+            .sum();
+        data + binary
+    }
+}
+
+/// Why a document could not be encoded.
+#[derive(Debug, thiserror::Error)]
+pub enum EncodeError {
+    /// Even compressed, the document does not fit in one ConfigMap.
+    #[error(
+        "assignment of {shards} shards and {pods} pods is too large for a ConfigMap: {json_bytes} bytes of JSON, \
+         {encoded_bytes} bytes as base64 gzip even without hash key ranges, limit {limit}; \
+         split the shards over several ShardGroups"
+    )]
+    TooLarge {
+        /// Shards in the document.
+        shards: usize,
+        /// Pods in the document.
+        pods: usize,
+        /// Compact JSON size.
+        json_bytes: usize,
+        /// Compressed size as counted (base64 plus key).
+        encoded_bytes: usize,
+        /// The limit it exceeded ([`MAX_ENCODED_BYTES`]).
+        limit: usize,
+    },
+    /// Serialization or compression failed (not expected for valid documents).
+    #[error("encoding the assignment: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl EncodeError {
+    /// Constant reason for status conditions and events.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::TooLarge { .. } => "AssignmentTooLarge",
+            Self::Io(_) => "AssignmentEncodingFailed",
+        }
+    }
+
+    /// Label for the errors metric.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Self::TooLarge { .. } => "assignment_too_large",
+            Self::Io(_) => "assignment_encoding",
+        }
+    }
+}
+
+/// Why a ConfigMap's payload could not be read as an assignment document.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// Neither `assignment.json` nor `assignment.json.gz` is present.
+    #[error("the ConfigMap has neither data[{CONFIGMAP_KEY}] nor binaryData[{CONFIGMAP_GZIP_KEY}]")]
+    Missing,
+    /// The gzip stream is corrupt or inflates beyond [`MAX_DECODED_BYTES`].
+    #[error(
+        "binaryData[{CONFIGMAP_GZIP_KEY}] is not a valid gzip stream of at most {MAX_DECODED_BYTES} bytes: {0}"
+    )]
+    Gzip(std::io::Error),
+    /// The JSON does not match the document shape.
+    #[error("the assignment document is not valid JSON of the expected shape: {0}")]
+    Json(#[from] serde_json::Error),
+    /// The document is of another apiVersion or kind than this library reads.
+    #[error(
+        "unsupported assignment document {api_version}/{kind}: expected {ASSIGNMENT_API_VERSION}/{ASSIGNMENT_KIND}"
+    )]
+    UnsupportedVersion {
+        /// The document's `apiVersion`.
+        api_version: String,
+        /// The document's `kind`.
+        kind: String,
+    },
+}
+
+/// Encodes `document` for its ConfigMap: plain JSON while it is at most
+/// [`PLAIN_LIMIT_BYTES`], gzip in `binaryData` above that (without hash key
+/// ranges if needed), or [`EncodeError::TooLarge`] when even that exceeds
+/// [`MAX_ENCODED_BYTES`].
+pub fn encode(document: &AssignmentDocument) -> Result<EncodedDocument, EncodeError> {
+    let json = serde_json::to_vec(document).map_err(std::io::Error::from)?;
+    let json_bytes = json.len();
+    if json_bytes <= PLAIN_LIMIT_BYTES {
+        let json = String::from_utf8(json).expect("serde_json writes UTF-8");
+        return Ok(EncodedDocument {
+            data: BTreeMap::from([(CONFIGMAP_KEY.to_owned(), json)]),
+            binary_data: BTreeMap::new(),
+            encoding: Encoding::Plain,
+            json_bytes,
+            hash_key_ranges_omitted: false,
+        });
+    }
+    let mut encoded = gzipped(&json, json_bytes, false)?;
+    let has_ranges = document
+        .shards
+        .values()
+        .any(|shard| shard.hash_key_range.is_some());
+    if encoded.encoded_bytes() > MAX_ENCODED_BYTES && has_ranges {
+        let mut compact = document.clone();
+        compact
+            .shards
+            .values_mut()
+            .for_each(|shard| shard.hash_key_range = None);
+        let json = serde_json::to_vec(&compact).map_err(std::io::Error::from)?;
+        encoded = gzipped(&json, json_bytes, true)?;
+    }
+    let encoded_bytes = encoded.encoded_bytes();
+    if encoded_bytes > MAX_ENCODED_BYTES {
+        return Err(EncodeError::TooLarge {
+            shards: document.shards.len(),
+            pods: document.pods.len(),
+            json_bytes,
+            encoded_bytes,
+            limit: MAX_ENCODED_BYTES,
+        });
+    }
+    Ok(encoded)
+}
+
+fn gzipped(
+    json: &[u8],
+    json_bytes: usize,
+    hash_key_ranges_omitted: bool,
+) -> Result<EncodedDocument, EncodeError> {
+    // `GzEncoder::new` writes a fixed header (mtime 0, no file name), so the
+    // output depends on the input only.
+    let mut encoder = GzEncoder::new(Vec::with_capacity(json.len() / 8), Compression::best());
+    encoder.write_all(json)?;
+    let gzip = encoder.finish()?;
+    Ok(EncodedDocument {
+        data: BTreeMap::new(),
+        binary_data: BTreeMap::from([(CONFIGMAP_GZIP_KEY.to_owned(), ByteString(gzip))]),
+        encoding: Encoding::Gzip,
+        json_bytes,
+        hash_key_ranges_omitted,
+    })
+}
+
+/// Reads the document from a ConfigMap's `data` and `binaryData` (pass
+/// `config_map.data.as_ref()` and `config_map.binary_data.as_ref()`).
+pub fn decode(
+    data: Option<&BTreeMap<String, String>>,
+    binary_data: Option<&BTreeMap<String, ByteString>>,
+) -> Result<AssignmentDocument, DecodeError> {
+    let plain = data
+        .and_then(|d| d.get(CONFIGMAP_KEY))
+        .map(|json| parse(json.as_bytes()))
+        .transpose()?;
+    let gzip = binary_data
+        .and_then(|b| b.get(CONFIGMAP_GZIP_KEY))
+        .map(|bytes| inflate(&bytes.0))
+        .transpose()?;
+    match (plain, gzip) {
+        (Some(a), Some(b)) => Ok(if b.epoch > a.epoch { b } else { a }),
+        (Some(document), None) | (None, Some(document)) => Ok(document),
+        (None, None) => Err(DecodeError::Missing),
+    }
+}
+
+fn inflate(gzip: &[u8]) -> Result<AssignmentDocument, DecodeError> {
+    let mut json = Vec::new();
+    let limit = MAX_DECODED_BYTES as u64 + 1;
+    GzDecoder::new(gzip)
+        .take(limit)
+        .read_to_end(&mut json)
+        .map_err(DecodeError::Gzip)?;
+    if json.len() > MAX_DECODED_BYTES {
+        return Err(DecodeError::Gzip(std::io::Error::other(
+            "inflated size exceeds the limit",
+        )));
+    }
+    parse(&json)
+}
+
+fn parse(json: &[u8]) -> Result<AssignmentDocument, DecodeError> {
+    let document: AssignmentDocument = serde_json::from_slice(json)?;
+    if document.api_version != ASSIGNMENT_API_VERSION || document.kind != ASSIGNMENT_KIND {
+        return Err(DecodeError::UnsupportedVersion {
+            api_version: document.api_version,
+            kind: document.kind,
+        });
+    }
+    Ok(document)
+}
+
+fn base64_len(raw: usize) -> usize {
+    raw.div_ceil(3) * 4
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::assignment::{ShardPhase, ShardRecord};
+
+    fn small() -> AssignmentDocument {
+        let shards = BTreeMap::from([(
+            "orders-0".to_owned(),
+            ShardRecord {
+                owner: Some("consumer-a".into()),
+                state: ShardPhase::Active,
+                ..Default::default()
+            },
+        )]);
+        AssignmentDocument::from_shards("shop/orders", 3, shards, ["consumer-a".to_owned()])
+    }
+
+    #[test]
+    fn small_documents_stay_plain_json() {
+        let encoded = encode(&small()).unwrap();
+        assert_eq!(encoded.encoding, Encoding::Plain);
+        assert!(encoded.binary_data.is_empty());
+        assert_eq!(
+            encoded.data[CONFIGMAP_KEY],
+            serde_json::to_string(&small()).unwrap()
+        );
+        assert_eq!(decode(Some(&encoded.data), None).unwrap(), small());
+    }
+
+    #[test]
+    fn base64_length_matches_the_engine() {
+        use base64::Engine as _;
+        for n in 0..10 {
+            assert_eq!(
+                base64_len(n),
+                base64::engine::general_purpose::STANDARD
+                    .encode(vec![0u8; n])
+                    .len()
+            );
+        }
+    }
+
+    #[test]
+    fn decode_prefers_the_newer_epoch_when_both_keys_exist() {
+        let old = small();
+        let mut new = small();
+        new.epoch = 4;
+        let mut gz = GzEncoder::new(Vec::new(), Compression::fast());
+        gz.write_all(serde_json::to_string(&new).unwrap().as_bytes())
+            .unwrap();
+        let binary = BTreeMap::from([(
+            CONFIGMAP_GZIP_KEY.to_owned(),
+            ByteString(gz.finish().unwrap()),
+        )]);
+        let data = BTreeMap::from([(
+            CONFIGMAP_KEY.to_owned(),
+            serde_json::to_string(&old).unwrap(),
+        )]);
+        assert_eq!(decode(Some(&data), Some(&binary)).unwrap().epoch, 4);
+    }
+
+    #[test]
+    fn decode_refuses_missing_corrupt_and_foreign_documents() {
+        assert!(matches!(decode(None, None), Err(DecodeError::Missing)));
+        assert!(matches!(
+            decode(Some(&BTreeMap::new()), Some(&BTreeMap::new())),
+            Err(DecodeError::Missing)
+        ));
+        let corrupt = BTreeMap::from([(
+            CONFIGMAP_GZIP_KEY.to_owned(),
+            ByteString(b"not gzip".to_vec()),
+        )]);
+        assert!(matches!(
+            decode(None, Some(&corrupt)),
+            Err(DecodeError::Gzip(_))
+        ));
+        let mut foreign = small();
+        foreign.api_version = "shardring.io/v2".into();
+        let data = BTreeMap::from([(
+            CONFIGMAP_KEY.to_owned(),
+            serde_json::to_string(&foreign).unwrap(),
+        )]);
+        assert!(matches!(
+            decode(Some(&data), None),
+            Err(DecodeError::UnsupportedVersion { .. })
+        ));
+        let garbage = BTreeMap::from([(CONFIGMAP_KEY.to_owned(), "{".to_owned())]);
+        assert!(matches!(
+            decode(Some(&garbage), None),
+            Err(DecodeError::Json(_))
+        ));
+    }
+
+    #[test]
+    fn decode_refuses_a_gzip_bomb() {
+        let mut gz = GzEncoder::new(Vec::new(), Compression::best());
+        let zeros = vec![b' '; 1024 * 1024];
+        for _ in 0..(MAX_DECODED_BYTES / zeros.len() + 1) {
+            gz.write_all(&zeros).unwrap();
+        }
+        let bomb = BTreeMap::from([(
+            CONFIGMAP_GZIP_KEY.to_owned(),
+            ByteString(gz.finish().unwrap()),
+        )]);
+        assert!(matches!(
+            decode(None, Some(&bomb)),
+            Err(DecodeError::Gzip(_))
+        ));
+    }
+}
