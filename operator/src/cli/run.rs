@@ -1,10 +1,159 @@
-//! `shardring run` (bootstrap: the owning work replaces this file).
+//! `shardring run`: the operator process. It composes the runtime pieces in
+//! order: logging, signal handling, the Kubernetes client, the metrics
+//! registry and the `/metrics` `/healthz` `/readyz` server, the wait for the
+//! CRDs, optional leader election, and the ShardGroup controller. It stops
+//! gracefully on SIGTERM/SIGINT and exits with an error if the leader-election
+//! task dies (a replica that cannot tell whether it leads must not write).
 
-/// Arguments of `shardring run`.
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use kube::Client;
+use tokio_util::sync::CancellationToken;
+
+use crate::controller::{ControllerConfig, ControllerMetrics, run_controller};
+use crate::runtime::health::Health;
+use crate::runtime::leader::{LeaderConfig, LeaderElector, LeaderMetrics, default_identity};
+use crate::runtime::server::Server;
+use crate::runtime::telemetry::{self, LogFormat};
+use crate::runtime::{crd_wait, metrics, shutdown};
+use crate::source::kinesis::SharedKinesis;
+
+/// Arguments of `shardring run`; every flag also reads an environment variable.
 #[derive(Debug, clap::Args)]
-pub struct RunArgs {}
+pub struct RunArgs {
+    /// Address of the HTTP server for /metrics, /healthz and /readyz.
+    #[arg(long, env = "SHARDRING_METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    pub metrics_addr: SocketAddr,
+    /// Elect a leader on a coordination.k8s.io Lease so several replicas are
+    /// safe (only the leader writes).
+    #[arg(long, env = "SHARDRING_LEADER_ELECTION")]
+    pub leader_election: bool,
+    /// Name of the leader-election Lease.
+    #[arg(long, env = "SHARDRING_LEASE_NAME", default_value = "shardring-leader")]
+    pub lease_name: String,
+    /// Namespace of the leader-election Lease (default: the operator's own
+    /// namespace from POD_NAMESPACE, else the client's default namespace).
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+    /// Log format.
+    #[arg(long, env = "SHARDRING_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Log filter in EnvFilter syntax; RUST_LOG overrides it.
+    #[arg(long, env = "SHARDRING_LOG_FILTER", default_value = "info")]
+    pub log_filter: String,
+    /// Watch only this namespace (default: all namespaces).
+    #[arg(long, env = "SHARDRING_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Do not watch Nodes (zones then come only from pod labels); for
+    /// installations without cluster-wide read access to nodes.
+    #[arg(long, env = "SHARDRING_NO_NODE_WATCH")]
+    pub no_node_watch: bool,
+    /// How long to wait for the CRDs to be established at start-up.
+    #[arg(long, env = "SHARDRING_CRD_WAIT_TIMEOUT", default_value = "2m", value_parser = parse_duration)]
+    pub crd_wait_timeout: Duration,
+    /// Most ShardGroups reconciled at once.
+    #[arg(long, env = "SHARDRING_CONCURRENCY", default_value_t = 8)]
+    pub concurrency: u16,
+}
 
-/// Runs the command.
-pub async fn run(_args: RunArgs) -> anyhow::Result<std::process::ExitCode> {
-    anyhow::bail!("BOOTSTRAP: not built yet")
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    crate::crds::parse_duration(text).map_err(|e| e.to_string())
+}
+
+/// Runs the operator until SIGTERM/SIGINT.
+pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    telemetry::init(args.log_format, &args.log_filter)?;
+    let token = CancellationToken::new();
+    shutdown::cancel_on_signal(&token)?;
+    let client = Client::try_default().await.context("connecting to the Kubernetes API (KUBECONFIG or in-cluster)")?;
+
+    let mut registry = metrics::new_registry();
+    let controller_metrics = ControllerMetrics::register(&mut registry);
+    let leader_metrics = LeaderMetrics::register(&mut registry);
+    // Kinesis readers are shared by every ShardGroup of the process.
+    if SharedKinesis::from_default_chain(Some(&mut registry)).await.install().is_err() {
+        tracing::warn!("Kinesis readers were already initialised");
+    }
+    let health = Health::new();
+    let server = Server::bind(args.metrics_addr, Arc::new(registry), health.clone()).await?;
+    let server_task = tokio::spawn(server.serve(token.clone().cancelled_owned()));
+
+    let crds = tokio::select! {
+        result = crd_wait::wait_for_crds_established(client.clone(), crd_wait::SHARDRING_CRDS, args.crd_wait_timeout) => result,
+        () = token.cancelled() => return finish(token, server_task, ExitCode::SUCCESS).await,
+    };
+    crds?;
+    health.set_crds_established();
+
+    let mut lease_task = None;
+    let leader = if args.leader_election {
+        let namespace = args.lease_namespace.clone().unwrap_or_else(|| client.default_namespace().to_owned());
+        let config = LeaderConfig::new(&args.lease_name, &namespace, &default_identity());
+        config.validate()?;
+        tracing::info!(lease = %args.lease_name, %namespace, identity = %config.identity, "leader election on");
+        let handle = LeaderElector::new(client.clone(), config).with_metrics(leader_metrics).spawn(token.clone());
+        lease_task = Some(handle.task);
+        Some(handle.is_leader)
+    } else {
+        None
+    };
+
+    let config = ControllerConfig {
+        namespace: args.namespace.clone(),
+        watch_nodes: !args.no_node_watch,
+        instance: std::env::var("POD_NAME").ok(),
+        concurrency: args.concurrency,
+    };
+    let controller = run_controller(client, config, controller_metrics, Some(health), token.clone(), leader);
+    tokio::pin!(controller);
+
+    let code = match lease_task {
+        Some(mut task) => tokio::select! {
+            () = &mut controller => {
+                // Shutdown: give the election task time to release the Lease.
+                token.cancel();
+                if tokio::time::timeout(Duration::from_secs(10), &mut task).await.is_err() {
+                    tracing::warn!("leader election did not stop in time");
+                }
+                ExitCode::SUCCESS
+            }
+            result = &mut task => {
+                let died = !token.is_cancelled();
+                match result {
+                    Ok(Ok(())) if !died => {}
+                    Ok(Ok(())) => tracing::error!("leader election stopped unexpectedly; exiting"),
+                    Ok(Err(error)) => tracing::error!(%error, "leader election failed; exiting"),
+                    Err(error) => tracing::error!(%error, "leader election task panicked; exiting"),
+                }
+                token.cancel();
+                controller.await;
+                if died { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+            }
+        },
+        None => {
+            controller.await;
+            ExitCode::SUCCESS
+        }
+    };
+    finish(token, server_task, code).await
+}
+
+/// Stops the HTTP server and returns `code`.
+async fn finish(
+    token: CancellationToken,
+    server_task: tokio::task::JoinHandle<Result<(), crate::runtime::server::ServerError>>,
+    code: ExitCode,
+) -> anyhow::Result<ExitCode> {
+    token.cancel();
+    match tokio::time::timeout(Duration::from_secs(5), server_task).await {
+        Ok(Ok(Err(error))) => tracing::warn!(%error, "metrics server stopped with an error"),
+        Ok(Err(error)) => tracing::warn!(%error, "metrics server task failed"),
+        Ok(Ok(Ok(()))) | Err(_) => {}
+    }
+    tracing::info!("stopped");
+    Ok(code)
 }

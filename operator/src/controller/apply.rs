@@ -94,7 +94,9 @@ pub async fn apply(
     metrics: &ControllerMetrics,
     recorder: Option<&Recorder>,
 ) -> Result<(), ApplyError> {
-    let namespace = group.namespace().ok_or(ApplyError::Incomplete("namespace"))?;
+    let namespace = group
+        .namespace()
+        .ok_or(ApplyError::Incomplete("namespace"))?;
     if let Some(doc) = &decision.document_write {
         publish_document(client, group, doc).await?;
         metrics.write("configmap");
@@ -103,7 +105,11 @@ pub async fn apply(
     let key = group.annotation_key();
     for write in &decision.annotation_writes {
         write_annotation(&pods, &key, write).await?;
-        metrics.write(if write.view.is_some() { "annotation" } else { "annotation_removal" });
+        metrics.write(if write.view.is_some() {
+            "annotation"
+        } else {
+            "annotation_removal"
+        });
     }
     if decision.status_changed {
         patch_status(client, group, &decision.status).await?;
@@ -119,9 +125,14 @@ pub async fn apply(
 }
 
 /// The ConfigMap that carries `doc` for `group`.
-pub fn document_config_map(group: &ShardGroup, doc: &AssignmentDocument) -> Result<ConfigMap, ApplyError> {
+pub fn document_config_map(
+    group: &ShardGroup,
+    doc: &AssignmentDocument,
+) -> Result<ConfigMap, ApplyError> {
     let encoded = codec::encode(doc)?;
-    let mut owner = group.controller_owner_ref(&()).ok_or(ApplyError::Incomplete("uid"))?;
+    let mut owner = group
+        .controller_owner_ref(&())
+        .ok_or(ApplyError::Incomplete("uid"))?;
     // Foreground deletion of the ShardGroup waits for its document.
     owner.block_owner_deletion = Some(true);
     Ok(ConfigMap {
@@ -142,13 +153,22 @@ pub fn document_config_map(group: &ShardGroup, doc: &AssignmentDocument) -> Resu
 }
 
 /// Server-side applies the document's ConfigMap.
-pub async fn publish_document(client: &Client, group: &ShardGroup, doc: &AssignmentDocument) -> Result<(), ApplyError> {
+pub async fn publish_document(
+    client: &Client,
+    group: &ShardGroup,
+    doc: &AssignmentDocument,
+) -> Result<(), ApplyError> {
     let cm = document_config_map(group, doc)?;
     let name = group.config_map_name();
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &group.namespace().unwrap_or_default());
-    api.patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&cm))
-        .await
-        .map_err(|source| ApplyError::ConfigMap { name, source })?;
+    let api: Api<ConfigMap> =
+        Api::namespaced(client.clone(), &group.namespace().unwrap_or_default());
+    api.patch(
+        &name,
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(&cm),
+    )
+    .await
+    .map_err(|source| ApplyError::ConfigMap { name, source })?;
     Ok(())
 }
 
@@ -173,28 +193,49 @@ pub async fn write_annotation(
     write: &AnnotationWrite,
 ) -> Result<(), ApplyError> {
     let patch = annotation_patch(key, write);
-    match pods.patch(&write.pod, &PatchParams { field_manager: Some(MANAGER.into()), ..Default::default() }, &Patch::Merge(&patch)).await
+    match pods
+        .patch(
+            &write.pod,
+            &PatchParams {
+                field_manager: Some(MANAGER.into()),
+                ..Default::default()
+            },
+            &Patch::Merge(&patch),
+        )
+        .await
     {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
             tracing::debug!(pod = %write.pod, code = status.code, "pod gone before its annotation was written; skipped");
             Ok(())
         }
-        Err(source) => Err(ApplyError::Annotation { pod: write.pod.clone(), source }),
+        Err(source) => Err(ApplyError::Annotation {
+            pod: write.pod.clone(),
+            source,
+        }),
     }
 }
 
 /// Server-side applies `status` on the ShardGroup's status subresource.
-pub async fn patch_status(client: &Client, group: &ShardGroup, status: &ShardGroupStatus) -> Result<(), ApplyError> {
-    let api: Api<ShardGroup> = Api::namespaced(client.clone(), &group.namespace().unwrap_or_default());
+pub async fn patch_status(
+    client: &Client,
+    group: &ShardGroup,
+    status: &ShardGroupStatus,
+) -> Result<(), ApplyError> {
+    let api: Api<ShardGroup> =
+        Api::namespaced(client.clone(), &group.namespace().unwrap_or_default());
     let body = json!({
         "apiVersion": ShardGroup::api_version(&()),
         "kind": ShardGroup::kind(&()),
         "status": status,
     });
-    api.patch_status(&group.name_any(), &PatchParams::apply(MANAGER).force(), &Patch::Apply(&body))
-        .await
-        .map_err(ApplyError::Status)?;
+    api.patch_status(
+        &group.name_any(),
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(&body),
+    )
+    .await
+    .map_err(ApplyError::Status)?;
     Ok(())
 }
 
@@ -226,7 +267,11 @@ pub async fn remove_annotations(
     let api: Api<Pod> = Api::namespaced(client.clone(), &group.namespace().unwrap_or_default());
     let key = group.annotation_key();
     for (pod, uid) in pods {
-        let write = AnnotationWrite { pod: pod.clone(), uid: uid.clone(), view: None };
+        let write = AnnotationWrite {
+            pod: pod.clone(),
+            uid: uid.clone(),
+            view: None,
+        };
         write_annotation(&api, &key, &write).await?;
         metrics.write("annotation_removal");
     }

@@ -33,7 +33,9 @@ pub struct Encoded {
 #[derive(Debug, thiserror::Error)]
 pub enum CodecError {
     /// Even compressed, the document is above [`MAX_PAYLOAD`].
-    #[error("the assignment document is {size} bytes compressed, above the {MAX_PAYLOAD}-byte ConfigMap limit")]
+    #[error(
+        "the assignment document is {size} bytes compressed, above the {MAX_PAYLOAD}-byte ConfigMap limit"
+    )]
     TooLarge {
         /// Compressed size in bytes.
         size: usize,
@@ -54,7 +56,11 @@ pub fn encode(doc: &AssignmentDocument) -> Result<Encoded, CodecError> {
     let json = serde_json::to_string(doc)?;
     if json.len() <= GZIP_THRESHOLD {
         let size = json.len();
-        return Ok(Encoded { data: BTreeMap::from([(CONFIGMAP_KEY.to_owned(), json)]), binary_data: BTreeMap::new(), size });
+        return Ok(Encoded {
+            data: BTreeMap::from([(CONFIGMAP_KEY.to_owned(), json)]),
+            binary_data: BTreeMap::new(),
+            size,
+        });
     }
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     gz.write_all(json.as_bytes())?;
@@ -75,7 +81,11 @@ pub fn decode(cm: &ConfigMap) -> Result<AssignmentDocument, CodecError> {
     if let Some(json) = cm.data.as_ref().and_then(|d| d.get(CONFIGMAP_KEY)) {
         return Ok(serde_json::from_str(json)?);
     }
-    let bytes = cm.binary_data.as_ref().and_then(|d| d.get(CONFIGMAP_GZIP_KEY)).ok_or(CodecError::Missing)?;
+    let bytes = cm
+        .binary_data
+        .as_ref()
+        .and_then(|d| d.get(CONFIGMAP_GZIP_KEY))
+        .ok_or(CodecError::Missing)?;
     let mut json = Vec::new();
     flate2::read::GzDecoder::new(bytes.0.as_slice()).read_to_end(&mut json)?;
     Ok(serde_json::from_slice(&json)?)
@@ -97,8 +107,18 @@ mod tests {
         };
         for i in 0..shards {
             let pod = format!("consumer-{}", i % 5000);
-            d.shards.insert(format!("shardId-{i:012}"), ShardRecord { owner: Some(pod.clone()), ..Default::default() });
-            d.pods.entry(pod).or_insert_with(PodAssignment::default).active.push(format!("shardId-{i:012}"));
+            d.shards.insert(
+                format!("shardId-{i:012}"),
+                ShardRecord {
+                    owner: Some(pod.clone()),
+                    ..Default::default()
+                },
+            );
+            d.pods
+                .entry(pod)
+                .or_insert_with(PodAssignment::default)
+                .active
+                .push(format!("shardId-{i:012}"));
         }
         d
     }
@@ -129,6 +149,9 @@ mod tests {
 
     #[test]
     fn missing_payload_is_an_error() {
-        assert!(matches!(decode(&ConfigMap::default()), Err(CodecError::Missing)));
+        assert!(matches!(
+            decode(&ConfigMap::default()),
+            Err(CodecError::Missing)
+        ));
     }
 }

@@ -32,14 +32,25 @@ pub fn pod_assignments(shards: &BTreeMap<String, ShardRecord>) -> BTreeMap<Strin
     for (id, record) in shards {
         if let Some(owner) = &record.owner {
             match record.state {
-                ShardPhase::Active => pods.entry(owner.clone()).or_default().active.push(id.clone()),
-                ShardPhase::Revoking => pods.entry(owner.clone()).or_default().revoking.push(id.clone()),
+                ShardPhase::Active => pods
+                    .entry(owner.clone())
+                    .or_default()
+                    .active
+                    .push(id.clone()),
+                ShardPhase::Revoking => pods
+                    .entry(owner.clone())
+                    .or_default()
+                    .revoking
+                    .push(id.clone()),
                 ShardPhase::Pending | ShardPhase::Complete => {}
             }
         }
         if matches!(record.state, ShardPhase::Active | ShardPhase::Revoking) {
             for standby in &record.standbys {
-                pods.entry(standby.clone()).or_default().standby.push(id.clone());
+                pods.entry(standby.clone())
+                    .or_default()
+                    .standby
+                    .push(id.clone());
             }
         }
     }
@@ -84,13 +95,26 @@ pub fn next_document(
 pub fn annotation_writes(doc: &AssignmentDocument, pods: &[PodInfo]) -> Vec<AnnotationWrite> {
     let mut writes = Vec::new();
     for pod in pods {
-        let wanted = if pod.selected { doc.pods.get(&pod.name) } else { None };
-        let current = pod.annotation.as_deref().map(serde_json::from_str::<PodView>);
+        let wanted = if pod.selected {
+            doc.pods.get(&pod.name)
+        } else {
+            None
+        };
+        let current = pod
+            .annotation
+            .as_deref()
+            .map(serde_json::from_str::<PodView>);
         match (wanted, current) {
             (None, None) => {}
-            (None, Some(_)) => writes.push(AnnotationWrite { pod: pod.name.clone(), uid: uid(pod), view: None }),
+            (None, Some(_)) => writes.push(AnnotationWrite {
+                pod: pod.name.clone(),
+                uid: uid(pod),
+                view: None,
+            }),
             (Some(lists), Some(Ok(view)))
-                if view.active == lists.active && view.standby == lists.standby && view.revoking == lists.revoking => {}
+                if view.active == lists.active
+                    && view.standby == lists.standby
+                    && view.revoking == lists.revoking => {}
             (Some(lists), _) => writes.push(AnnotationWrite {
                 pod: pod.name.clone(),
                 uid: uid(pod),

@@ -26,11 +26,19 @@ pub struct EventNote {
 impl EventNote {
     /// A `Normal` event.
     pub fn normal(reason: &'static str, message: impl Into<String>) -> Self {
-        Self { kind: EventKind::Normal, reason, message: message.into() }
+        Self {
+            kind: EventKind::Normal,
+            reason,
+            message: message.into(),
+        }
     }
 
     /// A `Warning` event.
     pub fn warning(reason: &'static str, message: impl Into<String>) -> Self {
-        Self { kind: EventKind::Warning, reason, message: message.into() }
+        Self {
+            kind: EventKind::Warning,
+            reason,
+            message: message.into(),
+        }
     }
 }

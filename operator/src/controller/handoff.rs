@@ -25,9 +25,15 @@ pub fn shard_records(topology: &Topology, output: &PlanOutput) -> BTreeMap<Strin
         .shards
         .iter()
         .map(|shard| {
-            let hash_key_range =
-                shard.hash_key_range.as_ref().map(|r| HashKeyRange { start: r.start.clone(), end: r.end.clone() });
-            let mut record = ShardRecord { parents: shard.parents.clone(), hash_key_range, ..Default::default() };
+            let hash_key_range = shard.hash_key_range.as_ref().map(|r| HashKeyRange {
+                start: r.start.clone(),
+                end: r.end.clone(),
+            });
+            let mut record = ShardRecord {
+                parents: shard.parents.clone(),
+                hash_key_range,
+                ..Default::default()
+            };
             if shard.state == ShardState::Complete {
                 record.state = ShardPhase::Complete;
             } else if pending.contains(shard.id.as_str()) {

@@ -79,14 +79,39 @@ impl ControllerMetrics {
     /// Creates the metrics and registers them in `registry`.
     pub fn register(registry: &mut Registry) -> Self {
         let m = Self::default();
-        registry.register("reconciles", "ShardGroup reconciles run", m.reconciles.clone());
-        registry.register("reconcile_errors", "ShardGroup reconcile errors by reason", m.errors.clone());
-        registry.register_with_unit("plan_duration", "Time of the pure plan step", Unit::Seconds, m.plan_duration.clone());
-        registry.register("publish_writes", "Write requests sent to the API server, by kind", m.writes.clone());
+        registry.register(
+            "reconciles",
+            "ShardGroup reconciles run",
+            m.reconciles.clone(),
+        );
+        registry.register(
+            "reconcile_errors",
+            "ShardGroup reconcile errors by reason",
+            m.errors.clone(),
+        );
+        registry.register_with_unit(
+            "plan_duration",
+            "Time of the pure plan step",
+            Unit::Seconds,
+            m.plan_duration.clone(),
+        );
+        registry.register(
+            "publish_writes",
+            "Write requests sent to the API server, by kind",
+            m.writes.clone(),
+        );
         registry.register("moves", "Shard moves published, by kind", m.moves.clone());
-        registry.register("group_shards", "Readable shards per ShardGroup", m.shards.clone());
+        registry.register(
+            "group_shards",
+            "Readable shards per ShardGroup",
+            m.shards.clone(),
+        );
         registry.register("group_pods", "Eligible pods per ShardGroup", m.pods.clone());
-        registry.register("group_epoch", "Published epoch per ShardGroup", m.epoch.clone());
+        registry.register(
+            "group_epoch",
+            "Published epoch per ShardGroup",
+            m.epoch.clone(),
+        );
         m
     }
 
@@ -122,7 +147,13 @@ mod tests {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         assert!(text.contains("shardring_reconciles_total 1"), "{text}");
-        assert!(text.contains("shardring_publish_writes_total{kind=\"configmap\"} 1"), "{text}");
-        assert!(text.contains("shardring_reconcile_errors_total{reason=\"SourceError\"} 1"), "{text}");
+        assert!(
+            text.contains("shardring_publish_writes_total{kind=\"configmap\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("shardring_reconcile_errors_total{reason=\"SourceError\"} 1"),
+            "{text}"
+        );
     }
 }

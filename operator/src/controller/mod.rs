@@ -136,8 +136,12 @@ impl Error {
         match self {
             Error::Apply(error) => error.metric_label(),
             Error::Finalizer(error) => match error.as_ref() {
-                finalizer::Error::ApplyFailed(inner) | finalizer::Error::CleanupFailed(inner) => inner.metric_label(),
-                finalizer::Error::AddFinalizer(_) | finalizer::Error::RemoveFinalizer(_) => "FinalizerWrite",
+                finalizer::Error::ApplyFailed(inner) | finalizer::Error::CleanupFailed(inner) => {
+                    inner.metric_label()
+                }
+                finalizer::Error::AddFinalizer(_) | finalizer::Error::RemoveFinalizer(_) => {
+                    "FinalizerWrite"
+                }
                 finalizer::Error::UnnamedObject => "UnnamedObject",
                 finalizer::Error::InvalidFinalizer => "InvalidFinalizer",
             },
@@ -149,7 +153,10 @@ impl Error {
 /// finalizer. A malformed object waits for a change (it is reported, never
 /// retried in a loop).
 #[instrument(skip_all, fields(namespace = obj.namespace().unwrap_or_default(), shardgroup = obj.name_any()))]
-pub async fn reconcile(obj: Arc<DeserializeGuard<ShardGroup>>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub async fn reconcile(
+    obj: Arc<DeserializeGuard<ShardGroup>>,
+    ctx: Arc<Context>,
+) -> Result<Action, Error> {
     ctx.metrics.reconciles.inc();
     let group = match &obj.0 {
         Ok(group) => group,
@@ -164,7 +171,8 @@ pub async fn reconcile(obj: Arc<DeserializeGuard<ShardGroup>>, ctx: Arc<Context>
         // reconciles every ShardGroup (see `runner`).
         return Ok(Action::await_change());
     }
-    let api: Api<ShardGroup> = Api::namespaced(ctx.client.clone(), &group.namespace().unwrap_or_default());
+    let api: Api<ShardGroup> =
+        Api::namespaced(ctx.client.clone(), &group.namespace().unwrap_or_default());
     let result = finalizer::finalizer(&api, FINALIZER, Arc::new(group.clone()), |event| async {
         match event {
             FinalizerEvent::Apply(group) => reconcile_group(&group, &ctx).await,
@@ -174,7 +182,10 @@ pub async fn reconcile(obj: Arc<DeserializeGuard<ShardGroup>>, ctx: Arc<Context>
     .await
     .map_err(|e| Error::Finalizer(Box::new(e)));
     if result.is_ok() {
-        ctx.failures.lock().expect("failure map poisoned").remove(&ObjectRef::from_obj(obj.as_ref()));
+        ctx.failures
+            .lock()
+            .expect("failure map poisoned")
+            .remove(&ObjectRef::from_obj(obj.as_ref()));
     }
     result
 }
@@ -185,8 +196,17 @@ pub async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result<Action
     let observation = ctx.stores.observe(group, topology, (ctx.clock)());
     let started = Instant::now();
     let decision = plan(&observation);
-    ctx.metrics.plan_duration.observe(started.elapsed().as_secs_f64());
-    apply::apply(&ctx.client, group, &decision, &ctx.metrics, ctx.recorder.as_ref()).await?;
+    ctx.metrics
+        .plan_duration
+        .observe(started.elapsed().as_secs_f64());
+    apply::apply(
+        &ctx.client,
+        group,
+        &decision,
+        &ctx.metrics,
+        ctx.recorder.as_ref(),
+    )
+    .await?;
     record(group, &decision, &ctx.metrics);
     Ok(Action::requeue(decision.requeue_after))
 }
@@ -197,40 +217,77 @@ pub async fn cleanup_group(group: &ShardGroup, ctx: &Context) -> Result<Action, 
     let namespace = group.namespace().unwrap_or_default();
     let key = group.annotation_key();
     let pods = ctx.stores.pods.state();
-    let carriers: Vec<(String, Option<String>)> =
-        observe::collect_pods(pods.iter().map(|p| p.as_ref()), &namespace, None, &key, |_| None)
-            .into_iter()
-            .map(|p| (p.name, Some(p.uid).filter(|u| !u.is_empty())))
-            .collect();
+    let carriers: Vec<(String, Option<String>)> = observe::collect_pods(
+        pods.iter().map(|p| p.as_ref()),
+        &namespace,
+        None,
+        &key,
+        |_| None,
+    )
+    .into_iter()
+    .map(|p| (p.name, Some(p.uid).filter(|u| !u.is_empty())))
+    .collect();
     apply::remove_annotations(&ctx.client, group, &carriers, &ctx.metrics).await?;
     ctx.sources.forget(group);
-    ctx.metrics.forget(&metrics::GroupLabels { namespace, shardgroup: group.name_any() });
-    tracing::info!(pods = carriers.len(), "ShardGroup deleted: pod annotations removed");
+    ctx.metrics.forget(&metrics::GroupLabels {
+        namespace,
+        shardgroup: group.name_any(),
+    });
+    tracing::info!(
+        pods = carriers.len(),
+        "ShardGroup deleted: pod annotations removed"
+    );
     Ok(Action::await_change())
 }
 
 /// Error policy: a reconcile that failed is retried with exponential backoff
 /// (2 s doubling to 5 min), reset by the next success.
-pub fn error_policy(obj: Arc<DeserializeGuard<ShardGroup>>, error: &Error, ctx: Arc<Context>) -> Action {
+pub fn error_policy(
+    obj: Arc<DeserializeGuard<ShardGroup>>,
+    error: &Error,
+    ctx: Arc<Context>,
+) -> Action {
     ctx.metrics.error(error.metric_label());
     let mut failures = ctx.failures.lock().expect("failure map poisoned");
-    let count = failures.entry(ObjectRef::from_obj(obj.as_ref())).or_insert(0);
+    let count = failures
+        .entry(ObjectRef::from_obj(obj.as_ref()))
+        .or_insert(0);
     *count = count.saturating_add(1);
-    let delay = BACKOFF_MIN.saturating_mul(1u32 << (*count - 1).min(10)).min(BACKOFF_MAX);
+    let delay = BACKOFF_MIN
+        .saturating_mul(1u32 << (*count - 1).min(10))
+        .min(BACKOFF_MAX);
     tracing::warn!(%error, retry_in = ?delay, "reconcile failed");
     Action::requeue(delay)
 }
 
 fn record(group: &ShardGroup, decision: &Decision, metrics: &ControllerMetrics) {
-    let labels = metrics::GroupLabels { namespace: group.namespace().unwrap_or_default(), shardgroup: group.name_any() };
-    metrics.shards.get_or_create(&labels).set(decision.status.shards.total as i64);
-    metrics.pods.get_or_create(&labels).set(decision.status.pods.eligible as i64);
-    metrics.epoch.get_or_create(&labels).set(decision.status.epoch as i64);
+    let labels = metrics::GroupLabels {
+        namespace: group.namespace().unwrap_or_default(),
+        shardgroup: group.name_any(),
+    };
+    metrics
+        .shards
+        .get_or_create(&labels)
+        .set(decision.status.shards.total as i64);
+    metrics
+        .pods
+        .get_or_create(&labels)
+        .set(decision.status.pods.eligible as i64);
+    metrics
+        .epoch
+        .get_or_create(&labels)
+        .set(decision.status.epoch as i64);
     let (required, optional) = decision.moves;
     if required > 0 {
-        metrics.moves.get_or_create(&metrics::MoveLabel { kind: "required" }).inc_by(required);
+        metrics
+            .moves
+            .get_or_create(&metrics::MoveLabel { kind: "required" })
+            .inc_by(required);
     }
     if optional > 0 {
-        metrics.moves.get_or_create(&metrics::MoveLabel { kind: "optional" }).inc_by(optional);
+        metrics
+            .moves
+            .get_or_create(&metrics::MoveLabel { kind: "optional" })
+            .inc_by(optional);
     }
 }

@@ -8,12 +8,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::ResourceExt;
 use kube::core::{DeserializeGuard, ObjectMeta, PartialObjectMeta};
 use kube::runtime::reflector::{ObjectRef, Store};
-use k8s_openapi::api::core::v1::Node;
 
 use super::codec;
 use crate::crds::{AssignmentDocument, ConsumerPool, ShardGroup};
@@ -127,7 +127,12 @@ pub struct Stores {
 impl Stores {
     /// Builds the observation of `group` from the stores, the topology read
     /// result and `now`.
-    pub fn observe(&self, group: &ShardGroup, topology: TopologyObservation, now: Timestamp) -> Observation {
+    pub fn observe(
+        &self,
+        group: &ShardGroup,
+        topology: TopologyObservation,
+        now: Timestamp,
+    ) -> Observation {
         let namespace = group.namespace().unwrap_or_default();
         let pool = self.pool(&namespace, &group.spec.pool_ref.name);
         let key = group.annotation_key();
@@ -138,12 +143,25 @@ impl Stores {
             meta.labels().get(ZONE_LABEL).cloned()
         };
         let selector = pool.as_ref().map(|p| &p.spec.selector);
-        let pods = collect_pods(pods.iter().map(|p| p.as_ref()), &namespace, selector, &key, zone_of);
+        let pods = collect_pods(
+            pods.iter().map(|p| p.as_ref()),
+            &namespace,
+            selector,
+            &key,
+            zone_of,
+        );
         let published = self
             .config_maps
             .get(&ObjectRef::new(&group.config_map_name()).within(&namespace))
             .map_or(Published::Missing, |cm| decode_published(&cm));
-        Observation { group: group.clone(), pool, pods, topology, published, now }
+        Observation {
+            group: group.clone(),
+            pool,
+            pods,
+            topology,
+            published,
+            now,
+        }
     }
 }
 
@@ -176,29 +194,49 @@ pub fn collect_pods<'a>(
     let mut out: Vec<PodInfo> = pods
         .filter(|pod| pod.metadata.namespace.as_deref() == Some(namespace))
         .filter_map(|pod| {
-            let selected = selector.is_some_and(|s| selector_matches(s, pod.metadata.labels.as_ref()));
-            let annotation = pod.metadata.annotations.as_ref().and_then(|a| a.get(annotation_key)).cloned();
-            (selected || annotation.is_some()).then(|| pod_info(pod, selected, annotation, &zone_of))
+            let selected =
+                selector.is_some_and(|s| selector_matches(s, pod.metadata.labels.as_ref()));
+            let annotation = pod
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(annotation_key))
+                .cloned();
+            (selected || annotation.is_some())
+                .then(|| pod_info(pod, selected, annotation, &zone_of))
         })
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out
 }
 
-fn pod_info(pod: &Pod, selected: bool, annotation: Option<String>, zone_of: &impl Fn(&str) -> Option<String>) -> PodInfo {
+fn pod_info(
+    pod: &Pod,
+    selected: bool,
+    annotation: Option<String>,
+    zone_of: &impl Fn(&str) -> Option<String>,
+) -> PodInfo {
     let meta: &ObjectMeta = &pod.metadata;
-    let ready_condition =
-        pod.status.as_ref().and_then(|s| s.conditions.as_ref()).and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
+    let ready_condition = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
     let node_name = pod.spec.as_ref().and_then(|s| s.node_name.clone());
     let labels = meta.labels.clone().unwrap_or_default();
-    let zone = labels.get(ZONE_LABEL).cloned().or_else(|| node_name.as_deref().and_then(zone_of));
+    let zone = labels
+        .get(ZONE_LABEL)
+        .cloned()
+        .or_else(|| node_name.as_deref().and_then(zone_of));
     PodInfo {
         name: meta.name.clone().unwrap_or_default(),
         uid: meta.uid.clone().unwrap_or_default(),
         labels,
         selected,
         ready: ready_condition.is_some_and(|c| c.status == "True"),
-        ready_since: ready_condition.and_then(|c| c.last_transition_time.as_ref()).map(|t| t.0),
+        ready_since: ready_condition
+            .and_then(|c| c.last_transition_time.as_ref())
+            .map(|t| t.0),
         deletion_timestamp: meta.deletion_timestamp.as_ref().map(|t| t.0),
         deletion_grace_seconds: meta.deletion_grace_period_seconds,
         node_name,
@@ -210,11 +248,16 @@ fn pod_info(pod: &Pod, selected: bool, annotation: Option<String>, zone_of: &imp
 /// Whether a label selector matches a label set (matchLabels and
 /// matchExpressions, as the API server evaluates them). An empty selector
 /// matches everything.
-pub fn selector_matches(selector: &LabelSelector, labels: Option<&BTreeMap<String, String>>) -> bool {
+pub fn selector_matches(
+    selector: &LabelSelector,
+    labels: Option<&BTreeMap<String, String>>,
+) -> bool {
     let empty = BTreeMap::new();
     let labels = labels.unwrap_or(&empty);
-    let labels_ok =
-        selector.match_labels.as_ref().is_none_or(|want| want.iter().all(|(k, v)| labels.get(k) == Some(v)));
+    let labels_ok = selector
+        .match_labels
+        .as_ref()
+        .is_none_or(|want| want.iter().all(|(k, v)| labels.get(k) == Some(v)));
     let expressions_ok = selector.match_expressions.as_ref().is_none_or(|exprs| {
         exprs.iter().all(|e| {
             let values = e.values.as_deref().unwrap_or_default();
@@ -234,7 +277,11 @@ pub fn selector_matches(selector: &LabelSelector, labels: Option<&BTreeMap<Strin
 
 /// The ShardGroups a pod change concerns: groups whose pool selects the pod,
 /// and groups whose annotation the pod carries.
-pub fn groups_for_pod(pod: &Pod, groups: &[Arc<DeserializeGuard<ShardGroup>>], stores: &Stores) -> Vec<ObjectRef<DeserializeGuard<ShardGroup>>> {
+pub fn groups_for_pod(
+    pod: &Pod,
+    groups: &[Arc<DeserializeGuard<ShardGroup>>],
+    stores: &Stores,
+) -> Vec<ObjectRef<DeserializeGuard<ShardGroup>>> {
     let namespace = pod.metadata.namespace.clone().unwrap_or_default();
     groups
         .iter()
@@ -243,22 +290,34 @@ pub fn groups_for_pod(pod: &Pod, groups: &[Arc<DeserializeGuard<ShardGroup>>], s
             if g.namespace().as_deref() != Some(namespace.as_str()) {
                 return false;
             }
-            let carries = pod.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(&g.annotation_key()));
+            let carries = pod
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(&g.annotation_key()));
             carries
                 || stores
                     .pool(&namespace, &g.spec.pool_ref.name)
-                    .is_some_and(|p| selector_matches(&p.spec.selector, pod.metadata.labels.as_ref()))
+                    .is_some_and(|p| {
+                        selector_matches(&p.spec.selector, pod.metadata.labels.as_ref())
+                    })
         })
         .map(|g| ObjectRef::from_obj(g.as_ref()))
         .collect()
 }
 
 /// The ShardGroups that reference a pool (by namespace and name).
-pub fn groups_for_pool(namespace: &str, pool: &str, groups: &[Arc<DeserializeGuard<ShardGroup>>]) -> Vec<ObjectRef<DeserializeGuard<ShardGroup>>> {
+pub fn groups_for_pool(
+    namespace: &str,
+    pool: &str,
+    groups: &[Arc<DeserializeGuard<ShardGroup>>],
+) -> Vec<ObjectRef<DeserializeGuard<ShardGroup>>> {
     groups
         .iter()
         .filter(|guard| {
-            guard.0.as_ref().is_ok_and(|g| g.namespace().as_deref() == Some(namespace) && g.spec.pool_ref.name == pool)
+            guard.0.as_ref().is_ok_and(|g| {
+                g.namespace().as_deref() == Some(namespace) && g.spec.pool_ref.name == pool
+            })
         })
         .map(|g| ObjectRef::from_obj(g.as_ref()))
         .collect()
@@ -270,7 +329,10 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -278,13 +340,30 @@ mod tests {
         let sel = LabelSelector {
             match_labels: Some(labels(&[("app", "c")])),
             match_expressions: Some(vec![
-                LabelSelectorRequirement { key: "tier".into(), operator: "In".into(), values: Some(vec!["a".into()]) },
-                LabelSelectorRequirement { key: "off".into(), operator: "DoesNotExist".into(), values: None },
+                LabelSelectorRequirement {
+                    key: "tier".into(),
+                    operator: "In".into(),
+                    values: Some(vec!["a".into()]),
+                },
+                LabelSelectorRequirement {
+                    key: "off".into(),
+                    operator: "DoesNotExist".into(),
+                    values: None,
+                },
             ]),
         };
-        assert!(selector_matches(&sel, Some(&labels(&[("app", "c"), ("tier", "a")]))));
-        assert!(!selector_matches(&sel, Some(&labels(&[("app", "c"), ("tier", "b")]))));
-        assert!(!selector_matches(&sel, Some(&labels(&[("app", "c"), ("tier", "a"), ("off", "1")]))));
+        assert!(selector_matches(
+            &sel,
+            Some(&labels(&[("app", "c"), ("tier", "a")]))
+        ));
+        assert!(!selector_matches(
+            &sel,
+            Some(&labels(&[("app", "c"), ("tier", "b")]))
+        ));
+        assert!(!selector_matches(
+            &sel,
+            Some(&labels(&[("app", "c"), ("tier", "a"), ("off", "1")]))
+        ));
         assert!(!selector_matches(&sel, None));
         assert!(selector_matches(&LabelSelector::default(), None));
     }

@@ -23,7 +23,9 @@ use super::observe::{Observation, PodInfo};
 use super::status::{self, Outcome, Problem};
 use crate::crds::shard_group::{PodCounts, ShardCounts, ShardGroupSpec};
 use crate::crds::{AssignmentDocument, ConsumerPool, ShardGroupStatus, ShardPhase};
-use crate::engine::{self, Balance, PlanInput, PlanOptions, PlanOutput, Previous, Rebalance, ShardState};
+use crate::engine::{
+    self, Balance, PlanInput, PlanOptions, PlanOutput, Previous, Rebalance, ShardState,
+};
 
 /// How often a static source is re-read (it cannot change without a spec
 /// change, which triggers a reconcile anyway).
@@ -57,7 +59,10 @@ pub fn plan(obs: &Observation) -> Decision {
     let published = obs.published.document();
     let status_epoch = obs.group.status.as_ref().map_or(0, |s| s.epoch);
     let kept_epoch = published.map_or(0, |d| d.epoch).max(status_epoch);
-    let mut outcome = Outcome { epoch: kept_epoch, ..Default::default() };
+    let mut outcome = Outcome {
+        epoch: kept_epoch,
+        ..Default::default()
+    };
     outcome.pods_with_shards = published.map_or(0, |d| d.pods.len() as u64);
     outcome.moves_in_flight = published.map_or(0, moves_in_flight);
     let requeue_after = requeue_after(obs);
@@ -85,8 +90,16 @@ pub fn plan(obs: &Observation) -> Decision {
     outcome.pods = pod_counts(&obs.pods, &pods);
     let Some(topology) = &obs.topology.last_good else {
         let problem = match &obs.topology.error {
-            Some(error) => Problem { reason: error.reason(), message: format!("cannot read the source: {error}"), blocks_ready: true },
-            None => Problem { reason: reason::TOPOLOGY_UNKNOWN, message: "the source has not been read yet".into(), blocks_ready: true },
+            Some(error) => Problem {
+                reason: error.reason(),
+                message: format!("cannot read the source: {error}"),
+                blocks_ready: true,
+            },
+            None => Problem {
+                reason: reason::TOPOLOGY_UNKNOWN,
+                message: "the source has not been read yet".into(),
+                blocks_ready: true,
+            },
         };
         outcome.problem = Some(problem);
         return blocked(obs, outcome, requeue_after);
@@ -122,7 +135,8 @@ pub fn plan(obs: &Observation) -> Decision {
     };
 
     let records = handoff::shard_records(topology, &output);
-    let (doc, changed) = document::next_document(obs.group.qualified_name(), records, published, kept_epoch);
+    let (doc, changed) =
+        document::next_document(obs.group.qualified_name(), records, published, kept_epoch);
     if changed && let Err(error) = codec::encode(&doc) {
         outcome.problem = Some(Problem {
             reason: reason::DOCUMENT_TOO_LARGE,
@@ -140,14 +154,22 @@ pub fn plan(obs: &Observation) -> Decision {
     outcome.topology_time = obs.topology.read_at.map(|t| t.to_string());
     outcome.problem = obs.topology.error.as_ref().map(|error| Problem {
         reason: error.reason(),
-        message: format!("the last topology read failed ({error}); planning on the topology read before"),
+        message: format!(
+            "the last topology read failed ({error}); planning on the topology read before"
+        ),
         blocks_ready: false,
     });
 
     let annotation_writes = document::annotation_writes(&doc, &obs.pods);
     let (status, mut events) = status::build(obs, &outcome);
     if changed {
-        events.insert(0, EventNote::normal(reason::PUBLISHED, published_message(&doc, &output, published.is_none())));
+        events.insert(
+            0,
+            EventNote::normal(
+                reason::PUBLISHED,
+                published_message(&doc, &output, published.is_none()),
+            ),
+        );
     }
     let status_changed = obs.group.status.as_ref() != Some(&status);
     Decision {
@@ -219,7 +241,12 @@ fn ready_for(pod: &PodInfo, min_ready: Duration, now: Timestamp) -> bool {
         return true;
     }
     // Without a transition time the pod has been Ready as long as we know.
-    pod.ready_since.is_none_or(|since| since.as_millisecond().saturating_add(min_ready.as_millis() as i64) <= now.as_millisecond())
+    pod.ready_since.is_none_or(|since| {
+        since
+            .as_millisecond()
+            .saturating_add(min_ready.as_millis() as i64)
+            <= now.as_millisecond()
+    })
 }
 
 /// The pool's selected pods as engine pods (not-yet-eligible pods are passed
@@ -248,7 +275,9 @@ fn pod_counts(all: &[PodInfo], pods: &[engine::Pod]) -> PodCounts {
 
 /// Previous owners (and standbys) from the published document.
 fn previous_owners(published: Option<&AssignmentDocument>) -> BTreeMap<String, Previous> {
-    let Some(doc) = published else { return BTreeMap::new() };
+    let Some(doc) = published else {
+        return BTreeMap::new();
+    };
     doc.shards
         .iter()
         .filter(|(_, r)| matches!(r.state, ShardPhase::Active | ShardPhase::Revoking))
@@ -257,7 +286,10 @@ fn previous_owners(published: Option<&AssignmentDocument>) -> BTreeMap<String, P
             let prev = if r.standbys.is_empty() {
                 Previous::Owner(owner)
             } else {
-                Previous::Full { owner, standbys: r.standbys.clone() }
+                Previous::Full {
+                    owner,
+                    standbys: r.standbys.clone(),
+                }
             };
             Some((id.clone(), prev))
         })
@@ -270,8 +302,16 @@ fn shard_counts(topology: &crate::source::Topology, output: &PlanOutput) -> Shar
     let listed = topology.shards.iter().filter(live).count() as u64;
     ShardCounts {
         total: listed.saturating_sub(pending),
-        open: topology.shards.iter().filter(|s| s.state == ShardState::Open).count() as u64,
-        closed: topology.shards.iter().filter(|s| s.state == ShardState::Closed).count() as u64,
+        open: topology
+            .shards
+            .iter()
+            .filter(|s| s.state == ShardState::Open)
+            .count() as u64,
+        closed: topology
+            .shards
+            .iter()
+            .filter(|s| s.state == ShardState::Closed)
+            .count() as u64,
         pending,
         unassigned: output.unassigned.len() as u64,
     }
@@ -284,12 +324,19 @@ fn load_range(output: &PlanOutput) -> (u64, u64) {
 }
 
 fn moves_in_flight(doc: &AssignmentDocument) -> u64 {
-    doc.shards.values().filter(|r| r.state == ShardPhase::Revoking).count() as u64
+    doc.shards
+        .values()
+        .filter(|r| r.state == ShardPhase::Revoking)
+        .count() as u64
 }
 
 fn published_message(doc: &AssignmentDocument, output: &PlanOutput, first: bool) -> String {
     let owned = doc.shards.values().filter(|r| r.owner.is_some()).count();
-    let what = if first { "first assignment" } else { "assignment" };
+    let what = if first {
+        "first assignment"
+    } else {
+        "assignment"
+    };
     format!(
         "published {what} at epoch {}: {owned} shards on {} pods, {} moved ({} required, {} optional)",
         doc.epoch,
@@ -307,12 +354,22 @@ fn requeue_after(obs: &Observation) -> Duration {
         Some(kinesis) => kinesis.refresh_interval().unwrap_or(DEFAULT_REFRESH),
         None => STATIC_REFRESH,
     };
-    let mut after = if obs.topology.error.is_some() { refresh.min(ERROR_RETRY) } else { refresh };
+    let mut after = if obs.topology.error.is_some() {
+        refresh.min(ERROR_RETRY)
+    } else {
+        refresh
+    };
     if let Some(pool) = &obs.pool {
         let min_ready = pool.spec.min_ready();
-        for pod in obs.pods.iter().filter(|p| p.selected && p.ready && p.deletion_timestamp.is_none()) {
+        for pod in obs
+            .pods
+            .iter()
+            .filter(|p| p.selected && p.ready && p.deletion_timestamp.is_none())
+        {
             if let Some(since) = pod.ready_since {
-                let due = since.as_millisecond().saturating_add(min_ready.as_millis() as i64);
+                let due = since
+                    .as_millisecond()
+                    .saturating_add(min_ready.as_millis() as i64);
                 let wait = due - obs.now.as_millisecond();
                 if wait > 0 {
                     after = after.min(Duration::from_millis(wait as u64));

@@ -16,9 +16,9 @@ use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::api::Api;
 use kube::core::DeserializeGuard;
+use kube::core::PartialObjectMeta;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
-use kube::core::PartialObjectMeta;
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use tokio::sync::watch;
@@ -46,16 +46,13 @@ pub struct ControllerConfig {
 
 impl Default for ControllerConfig {
     fn default() -> Self {
-        Self { namespace: None, watch_nodes: true, instance: None, concurrency: 8 }
+        Self {
+            namespace: None,
+            watch_nodes: true,
+            instance: None,
+            concurrency: 8,
+        }
     }
-}
-
-/// Why the controller stopped with an error.
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    /// A reflector store was dropped before it synced (the watch task ended).
-    #[error("a watch ended before its first sync")]
-    WatchEnded,
 }
 
 fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
@@ -79,39 +76,53 @@ pub async fn run_controller(
     health: Option<Health>,
     shutdown: CancellationToken,
     leader: Option<watch::Receiver<bool>>,
-) -> Result<(), RunError> {
+) {
     let ns = config.namespace.as_deref();
     let groups_api: Api<DeserializeGuard<ShardGroup>> = api(&client, ns);
     let mut controller = Controller::new(groups_api, watcher::Config::default().any_semantic());
     if config.concurrency > 0 {
-        controller = controller.with_config(kube::runtime::controller::Config::default().concurrency(config.concurrency));
+        controller = controller.with_config(
+            kube::runtime::controller::Config::default().concurrency(config.concurrency),
+        );
     }
     let groups = controller.store();
 
     let (pools, pool_writer) = reflector::store::<DeserializeGuard<ConsumerPool>>();
-    let pool_events = watcher(api(&client, ns), watcher::Config::default()).default_backoff().reflect(pool_writer).touched_objects();
+    let pool_events = watcher(api(&client, ns), watcher::Config::default())
+        .default_backoff()
+        .reflect(pool_writer)
+        .touched_objects();
 
     let (pods, pod_writer) = reflector::store::<Pod>();
     let key_groups = groups.clone();
-    let pod_events = watcher(api::<Pod>(&client, ns), watcher::Config::default().any_semantic())
-        .default_backoff()
-        .modify(move |pod| strip::strip_pod(pod, &custom_keys(&key_groups)))
-        .reflect(pod_writer)
-        .touched_objects();
+    let pod_events = watcher(
+        api::<Pod>(&client, ns),
+        watcher::Config::default().any_semantic(),
+    )
+    .default_backoff()
+    .modify(move |pod| strip::strip_pod(pod, &custom_keys(&key_groups)))
+    .reflect(pod_writer)
+    .touched_objects();
 
     let (config_maps, cm_writer) = reflector::store::<ConfigMap>();
     let managed = format!("{MANAGED_BY_LABEL}={MANAGED_BY}");
-    let cm_events = watcher(api::<ConfigMap>(&client, ns), watcher::Config::default().labels(&managed))
-        .default_backoff()
-        .reflect(cm_writer)
-        .touched_objects();
+    let cm_events = watcher(
+        api::<ConfigMap>(&client, ns),
+        watcher::Config::default().labels(&managed),
+    )
+    .default_backoff()
+    .reflect(cm_writer)
+    .touched_objects();
 
     let (nodes, node_writer) = reflector::store();
     let node_task = config.watch_nodes.then(|| {
-        let stream = watcher(Api::<PartialObjectMeta<Node>>::all(client.clone()), watcher::Config::default())
-            .default_backoff()
-            .reflect(node_writer)
-            .for_each(|_| ready(()));
+        let stream = watcher(
+            Api::<PartialObjectMeta<Node>>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .reflect(node_writer)
+        .for_each(|_| ready(()));
         let token = shutdown.clone();
         tokio::spawn(async move {
             tokio::select! {
@@ -121,9 +132,19 @@ pub async fn run_controller(
         })
     });
 
-    let stores = Stores { pools: pools.clone(), pods: pods.clone(), nodes, config_maps: config_maps.clone() };
+    let stores = Stores {
+        pools: pools.clone(),
+        pods: pods.clone(),
+        nodes,
+        config_maps: config_maps.clone(),
+    };
     if let Some(health) = health {
-        let (groups, pools, pods, cms) = (groups.clone(), pools.clone(), pods.clone(), config_maps.clone());
+        let (groups, pools, pods, cms) = (
+            groups.clone(),
+            pools.clone(),
+            pods.clone(),
+            config_maps.clone(),
+        );
         tokio::spawn(async move {
             let synced = groups.wait_until_ready().await.is_ok()
                 && pools.wait_until_ready().await.is_ok()
@@ -136,7 +157,13 @@ pub async fn run_controller(
         });
     }
 
-    let recorder = Recorder::new(client.clone(), Reporter { controller: "shardring".into(), instance: config.instance.clone() });
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "shardring".into(),
+            instance: config.instance.clone(),
+        },
+    );
     let mut context = Context::new(client.clone(), stores.clone(), metrics).with_recorder(recorder);
     if let Some(rx) = leader.clone() {
         context = context.with_leader(rx);
@@ -148,10 +175,15 @@ pub async fn run_controller(
     let pool_groups = groups.clone();
     let mut controller = controller
         .owns_stream(cm_events)
-        .watches_stream(pod_events, move |pod: Pod| observe::groups_for_pod(&pod, &pod_groups.state(), &pod_stores))
+        .watches_stream(pod_events, move |pod: Pod| {
+            observe::groups_for_pod(&pod, &pod_groups.state(), &pod_stores)
+        })
         .watches_stream(pool_events, move |pool: DeserializeGuard<ConsumerPool>| {
             let meta = pool.meta();
-            let (ns, name) = (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default());
+            let (ns, name) = (
+                meta.namespace.clone().unwrap_or_default(),
+                meta.name.clone().unwrap_or_default(),
+            );
             observe::groups_for_pool(&ns, &name, &pool_groups.state())
         })
         .graceful_shutdown_on(shutdown.clone().cancelled_owned());
@@ -170,7 +202,6 @@ pub async fn run_controller(
     if let Some(task) = node_task {
         task.abort();
     }
-    Ok(())
 }
 
 /// Custom annotation keys of the ShardGroups currently known (the pod cache
@@ -179,7 +210,11 @@ fn custom_keys(groups: &Store<DeserializeGuard<ShardGroup>>) -> BTreeSet<String>
     groups
         .state()
         .iter()
-        .filter_map(|g| g.0.as_ref().ok().and_then(|g| g.spec.output.annotation_key.clone()))
+        .filter_map(|g| {
+            g.0.as_ref()
+                .ok()
+                .and_then(|g| g.spec.output.annotation_key.clone())
+        })
         .collect()
 }
 

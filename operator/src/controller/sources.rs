@@ -16,7 +16,8 @@ use crate::crds::{ShardGroup, ShardGroupSpec};
 use crate::source::{self, ShardSource, SourceError, Topology};
 
 /// Builds a source from a spec ([`source::for_spec`] unless replaced in tests).
-pub type SourceFactory = Arc<dyn Fn(&ShardGroupSpec) -> Result<Box<dyn ShardSource>, SourceError> + Send + Sync>;
+pub type SourceFactory =
+    Arc<dyn Fn(&ShardGroupSpec) -> Result<Box<dyn ShardSource>, SourceError> + Send + Sync>;
 
 struct GroupSource {
     spec: (SourceSpec, Option<LeaseTableSpec>),
@@ -40,7 +41,10 @@ impl Default for Sources {
 impl Sources {
     /// Sources built by `factory`.
     pub fn new(factory: SourceFactory) -> Self {
-        Self { factory, groups: Mutex::default() }
+        Self {
+            factory,
+            groups: Mutex::default(),
+        }
     }
 
     /// Reads `group`'s topology now, keeping the last good one on failure.
@@ -49,7 +53,9 @@ impl Sources {
         let wanted = (group.spec.source.clone(), group.spec.lease_table.clone());
         let source = {
             let mut groups = self.groups.lock().expect("source map poisoned");
-            let entry = groups.entry(key.clone()).or_insert_with(|| self.build(&group.spec, wanted.clone()));
+            let entry = groups
+                .entry(key.clone())
+                .or_insert_with(|| self.build(&group.spec, wanted.clone()));
             if entry.spec != wanted {
                 // A different source: the old topology says nothing about it.
                 *entry = self.build(&group.spec, wanted);
@@ -63,7 +69,11 @@ impl Sources {
         let mut groups = self.groups.lock().expect("source map poisoned");
         let Some(entry) = groups.get_mut(&key) else {
             // Forgotten while reading (the group was deleted).
-            return TopologyObservation { source: describe, error: result.err(), ..Default::default() };
+            return TopologyObservation {
+                source: describe,
+                error: result.err(),
+                ..Default::default()
+            };
         };
         let error = match result {
             Ok(topology) => {
@@ -75,19 +85,42 @@ impl Sources {
             }
             Err(error) => Some(error),
         };
-        TopologyObservation { source: describe, last_good: entry.last_good.clone(), read_at: entry.read_at, error }
+        TopologyObservation {
+            source: describe,
+            last_good: entry.last_good.clone(),
+            read_at: entry.read_at,
+            error,
+        }
     }
 
     /// Drops the state of a deleted group.
     pub fn forget(&self, group: &ShardGroup) {
-        self.groups.lock().expect("source map poisoned").remove(&key(group));
+        self.groups
+            .lock()
+            .expect("source map poisoned")
+            .remove(&key(group));
     }
 
-    fn build(&self, spec: &ShardGroupSpec, wanted: (SourceSpec, Option<LeaseTableSpec>)) -> GroupSource {
-        GroupSource { spec: wanted, source: (self.factory)(spec).map(Arc::from), last_good: None, read_at: None }
+    fn build(
+        &self,
+        spec: &ShardGroupSpec,
+        wanted: (SourceSpec, Option<LeaseTableSpec>),
+    ) -> GroupSource {
+        GroupSource {
+            spec: wanted,
+            source: (self.factory)(spec).map(Arc::from),
+            last_good: None,
+            read_at: None,
+        }
     }
 }
 
 fn key(group: &ShardGroup) -> String {
-    group.uid().unwrap_or_else(|| format!("{}/{}", group.namespace().unwrap_or_default(), group.name_any()))
+    group.uid().unwrap_or_else(|| {
+        format!(
+            "{}/{}",
+            group.namespace().unwrap_or_default(),
+            group.name_any()
+        )
+    })
 }

@@ -50,13 +50,24 @@ pub fn build(obs: &Observation, outcome: &Outcome) -> (ShardGroupStatus, Vec<Eve
     let generation = obs.group.metadata.generation;
     let now = obs.now;
     let previous = current.conditions.as_slice();
-    let shards = outcome.shards.clone().unwrap_or_else(|| current.shards.clone());
+    let shards = outcome
+        .shards
+        .clone()
+        .unwrap_or_else(|| current.shards.clone());
     let (min_load, max_load) = outcome.load.unwrap_or((current.min_load, current.max_load));
     let planned = outcome.shards.is_some();
     let problem = outcome.problem.as_ref();
 
     let ready = match problem.filter(|p| p.blocks_ready) {
-        Some(p) => conditions::condition(READY, false, p.reason, p.message.clone(), generation, now, previous),
+        Some(p) => conditions::condition(
+            READY,
+            false,
+            p.reason,
+            p.message.clone(),
+            generation,
+            now,
+            previous,
+        ),
         None => conditions::condition(
             READY,
             true,
@@ -73,35 +84,88 @@ pub fn build(obs: &Observation, outcome: &Outcome) -> (ShardGroupStatus, Vec<Eve
         ),
     };
     let balanced = if !planned {
-        conditions::condition(BALANCED, false, reason::NOT_PLANNED, "no plan was made; see the Ready condition".into(), generation, now, previous)
+        conditions::condition(
+            BALANCED,
+            false,
+            reason::NOT_PLANNED,
+            "no plan was made; see the Ready condition".into(),
+            generation,
+            now,
+            previous,
+        )
     } else if shards.unassigned > 0 {
         conditions::condition(
             BALANCED,
             false,
             reason::UNASSIGNED_SHARDS,
-            format!("{} readable shards have no owner: every eligible pod is at maxShardsPerPod; add pods or raise the cap", shards.unassigned),
+            format!(
+                "{} readable shards have no owner: every eligible pod is at maxShardsPerPod; add pods or raise the cap",
+                shards.unassigned
+            ),
             generation,
             now,
             previous,
         )
     } else {
-        conditions::condition(BALANCED, true, reason::BALANCED, format!("load per pod is {min_load}/{max_load} (min/max)"), generation, now, previous)
+        conditions::condition(
+            BALANCED,
+            true,
+            reason::BALANCED,
+            format!("load per pod is {min_load}/{max_load} (min/max)"),
+            generation,
+            now,
+            previous,
+        )
     };
     let progressing = if outcome.moves_in_flight > 0 {
-        conditions::condition(PROGRESSING, true, reason::HANDOFF_IN_PROGRESS, format!("{} shards are being handed over", outcome.moves_in_flight), generation, now, previous)
+        conditions::condition(
+            PROGRESSING,
+            true,
+            reason::HANDOFF_IN_PROGRESS,
+            format!("{} shards are being handed over", outcome.moves_in_flight),
+            generation,
+            now,
+            previous,
+        )
     } else {
-        conditions::condition(PROGRESSING, false, reason::STABLE, "no shard is being handed over".into(), generation, now, previous)
+        conditions::condition(
+            PROGRESSING,
+            false,
+            reason::STABLE,
+            "no shard is being handed over".into(),
+            generation,
+            now,
+            previous,
+        )
     };
     let degraded = match problem {
-        Some(p) => conditions::condition(DEGRADED, true, p.reason, p.message.clone(), generation, now, previous),
-        None => conditions::condition(DEGRADED, false, reason::AS_EXPECTED, "no problem".into(), generation, now, previous),
+        Some(p) => conditions::condition(
+            DEGRADED,
+            true,
+            p.reason,
+            p.message.clone(),
+            generation,
+            now,
+            previous,
+        ),
+        None => conditions::condition(
+            DEGRADED,
+            false,
+            reason::AS_EXPECTED,
+            "no problem".into(),
+            generation,
+            now,
+            previous,
+        ),
     };
 
     let events = transition_events(previous, problem);
     let status = ShardGroupStatus {
         observed_generation: generation,
         epoch: outcome.epoch,
-        source: Some(obs.topology.source.clone()).filter(|s| !s.is_empty()).or(current.source.clone()),
+        source: Some(obs.topology.source.clone())
+            .filter(|s| !s.is_empty())
+            .or(current.source.clone()),
         shards,
         pods: outcome.pods.clone(),
         load: Some(format!("{min_load}/{max_load}")),
@@ -109,7 +173,10 @@ pub fn build(obs: &Observation, outcome: &Outcome) -> (ShardGroupStatus, Vec<Eve
         max_load,
         moves_in_flight: outcome.moves_in_flight,
         move_log: current.move_log.clone(),
-        last_topology_time: outcome.topology_time.clone().or(current.last_topology_time.clone()),
+        last_topology_time: outcome
+            .topology_time
+            .clone()
+            .or(current.last_topology_time.clone()),
         conditions: vec![ready, balanced, progressing, degraded],
     };
     (status, events)
@@ -121,7 +188,10 @@ fn transition_events(previous: &[Condition], problem: Option<&Problem>) -> Vec<E
     match (was, problem) {
         (Some(c), Some(p)) if c.reason == p.reason => Vec::new(),
         (_, Some(p)) => vec![EventNote::warning(p.reason, p.message.clone())],
-        (Some(c), None) => vec![EventNote::normal(reason::RECOVERED, format!("recovered from {}", c.reason))],
+        (Some(c), None) => vec![EventNote::normal(
+            reason::RECOVERED,
+            format!("recovered from {}", c.reason),
+        )],
         (None, None) => Vec::new(),
     }
 }

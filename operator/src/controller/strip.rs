@@ -26,7 +26,10 @@ pub fn strip_pod(pod: &mut Pod, extra_keys: &BTreeSet<String>) {
         }
     }
     let node_name = pod.spec.as_ref().and_then(|s| s.node_name.clone());
-    pod.spec = Some(PodSpec { node_name, ..Default::default() });
+    pod.spec = Some(PodSpec {
+        node_name,
+        ..Default::default()
+    });
     let ready: Option<PodCondition> = pod
         .status
         .as_ref()
@@ -38,7 +41,10 @@ pub fn strip_pod(pod: &mut Pod, extra_keys: &BTreeSet<String>) {
             last_transition_time: c.last_transition_time.clone(),
             ..Default::default()
         });
-    pod.status = Some(PodStatus { conditions: ready.map(|c| vec![c]), ..Default::default() });
+    pod.status = Some(PodStatus {
+        conditions: ready.map(|c| vec![c]),
+        ..Default::default()
+    });
 }
 
 #[cfg(test)]
@@ -56,18 +62,34 @@ mod tests {
                     [
                         ("assignment.shardring.io/g".to_owned(), "{}".to_owned()),
                         ("example.com/shards".to_owned(), "x".to_owned()),
-                        ("kubectl.kubernetes.io/last-applied-configuration".to_owned(), "big".to_owned()),
+                        (
+                            "kubectl.kubernetes.io/last-applied-configuration".to_owned(),
+                            "big".to_owned(),
+                        ),
                     ]
                     .into(),
                 ),
                 managed_fields: Some(vec![ManagedFieldsEntry::default()]),
                 ..Default::default()
             },
-            spec: Some(PodSpec { node_name: Some("n1".into()), hostname: Some("h".into()), ..Default::default() }),
+            spec: Some(PodSpec {
+                node_name: Some("n1".into()),
+                hostname: Some("h".into()),
+                ..Default::default()
+            }),
             status: Some(PodStatus {
                 conditions: Some(vec![
-                    PodCondition { type_: "PodScheduled".into(), status: "True".into(), ..Default::default() },
-                    PodCondition { type_: "Ready".into(), status: "True".into(), message: Some("m".into()), ..Default::default() },
+                    PodCondition {
+                        type_: "PodScheduled".into(),
+                        status: "True".into(),
+                        ..Default::default()
+                    },
+                    PodCondition {
+                        type_: "Ready".into(),
+                        status: "True".into(),
+                        message: Some("m".into()),
+                        ..Default::default()
+                    },
                 ]),
                 pod_ip: Some("10.0.0.1".into()),
                 ..Default::default()
@@ -75,13 +97,28 @@ mod tests {
         };
         strip_pod(&mut pod, &BTreeSet::from(["example.com/shards".to_owned()]));
         let annotations = pod.metadata.annotations.as_ref().unwrap();
-        assert_eq!(annotations.keys().collect::<Vec<_>>(), ["assignment.shardring.io/g", "example.com/shards"]);
+        assert_eq!(
+            annotations.keys().collect::<Vec<_>>(),
+            ["assignment.shardring.io/g", "example.com/shards"]
+        );
         assert!(pod.metadata.managed_fields.is_none());
-        assert_eq!(pod.spec.as_ref().unwrap(), &PodSpec { node_name: Some("n1".into()), ..Default::default() });
+        assert_eq!(
+            pod.spec.as_ref().unwrap(),
+            &PodSpec {
+                node_name: Some("n1".into()),
+                ..Default::default()
+            }
+        );
         let status = pod.status.unwrap();
         assert!(status.pod_ip.is_none());
         let conditions = status.conditions.unwrap();
         assert_eq!(conditions.len(), 1);
-        assert_eq!((conditions[0].type_.as_str(), conditions[0].message.as_deref()), ("Ready", None));
+        assert_eq!(
+            (
+                conditions[0].type_.as_str(),
+                conditions[0].message.as_deref()
+            ),
+            ("Ready", None)
+        );
     }
 }
