@@ -256,9 +256,13 @@ impl LeaderElector {
         if was_leader && result.is_ok() {
             // Bounded so a dead API server cannot hold up shutdown.
             match tokio::time::timeout(self.config.renew_deadline, self.lock.release()).await {
-                Ok(Ok(true)) => tracing::info!(lease = %self.config.lease_name, "released the leader Lease"),
+                Ok(Ok(true)) => {
+                    tracing::info!(lease = %self.config.lease_name, "released the leader Lease")
+                }
                 Ok(Ok(false)) => {}
-                Ok(Err(error)) => tracing::warn!(%error, "could not release the leader Lease; it will expire"),
+                Ok(Err(error)) => {
+                    tracing::warn!(%error, "could not release the leader Lease; it will expire")
+                }
                 Err(_) => tracing::warn!("timed out releasing the leader Lease; it will expire"),
             }
         }

@@ -212,7 +212,11 @@ impl LeaseLock {
         spec.lease_duration_seconds = Some(self.duration_seconds());
         // `lease` still carries the resourceVersion we read: the replace is
         // rejected with 409 if anyone wrote in between.
-        match self.api.replace(&self.name, &PostParams::default(), &lease).await {
+        match self
+            .api
+            .replace(&self.name, &PostParams::default(), &lease)
+            .await
+        {
             Ok(_) => Ok(outcome),
             Err(e) if is_conflict(&e) => Ok(Attempt::Conflict),
             Err(e) => Err(self.error("replace", e)),
@@ -241,7 +245,11 @@ impl LeaseLock {
         spec.holder_identity = None;
         spec.lease_duration_seconds = Some(1);
         spec.renew_time = Some(MicroTime(self.clock.now()));
-        match self.api.replace(&self.name, &PostParams::default(), &lease).await {
+        match self
+            .api
+            .replace(&self.name, &PostParams::default(), &lease)
+            .await
+        {
             Ok(_) => Ok(true),
             // Someone else wrote the Lease: it is no longer ours to release.
             Err(e) if is_conflict(&e) => Ok(false),

@@ -260,20 +260,24 @@ mod tests {
         let limits = "Limit                     Soft Limit           Hard Limit           Units     \n\
                       Max open files            1024                 524288               files     \n";
         assert_eq!(parse_max_fds(limits), Some(1024));
-        let unlimited = "Max open files            unlimited            unlimited            files\n";
+        let unlimited =
+            "Max open files            unlimited            unlimited            files\n";
         assert_eq!(parse_max_fds(unlimited), None);
     }
 
     #[test]
     fn registry_exports_prefixed_process_and_build_metrics() {
         let text = encode(&new_registry()).unwrap();
+        assert!(text.contains("# TYPE shardring_build info"), "{text}");
+        assert!(text.contains("shardring_build_info{version=\""), "{text}");
         assert!(
-            text.contains("# TYPE shardring_build info"),
+            text.contains("shardring_process_resident_memory_bytes "),
             "{text}"
         );
-        assert!(text.contains("shardring_build_info{version=\""), "{text}");
-        assert!(text.contains("shardring_process_resident_memory_bytes "), "{text}");
-        assert!(text.contains("shardring_process_cpu_seconds_total "), "{text}");
+        assert!(
+            text.contains("shardring_process_cpu_seconds_total "),
+            "{text}"
+        );
         assert!(text.ends_with("# EOF\n"), "{text}");
     }
 }

@@ -8,23 +8,28 @@
 //!
 //! ```no_run
 //! # async fn run(client: kube::Client) -> anyhow::Result<()> {
+//! use std::{sync::Arc, time::Duration};
 //! use shardring::runtime::{crd_wait, health::Health, leader, metrics, server::Server, shutdown};
-//! use std::sync::Arc;
 //!
-//! let token = shutdown::Shutdown::new();
-//! token.cancel_on_signal();
+//! let token = shutdown::CancellationToken::new();
+//! shutdown::cancel_on_signal(&token)?;
 //! let mut registry = metrics::new_registry();
+//! let leader_metrics = leader::LeaderMetrics::register(&mut registry);
 //! // let controller_metrics = ControllerMetrics::register(&mut registry);
 //! let health = Health::new();
 //! let server = Server::bind("0.0.0.0:8080".parse()?, Arc::new(registry), health.clone()).await?;
 //! let server_task = tokio::spawn(server.serve(token.clone().cancelled_owned()));
-//! crd_wait::wait_for_crds_established(client.clone(), crd_wait::SHARDRING_CRDS, std::time::Duration::from_secs(60)).await?;
+//! crd_wait::wait_for_crds_established(client.clone(), crd_wait::SHARDRING_CRDS, Duration::from_secs(60)).await?;
 //! health.set_crds_established();
-//! let lease = leader::spawn(client.clone(), leader::LeaderConfig::from_env("shardring-leader", "shardring-system"), token.clone());
-//! // run the controller; write only while *lease.is_leader.borrow() is true,
-//! // call health.set_caches_synced() after the first full sync, and exit
-//! // when lease.task finishes.
-//! # let _ = server_task; Ok(()) }
+//! let config = leader::LeaderConfig::from_env("shardring-leader", "shardring-system");
+//! config.validate()?;
+//! let lease = leader::LeaderElector::new(client.clone(), config)
+//!     .with_metrics(leader_metrics)
+//!     .spawn(token.clone());
+//! // Run the controller: write only while `*lease.is_leader.borrow()` is true,
+//! // call `health.set_caches_synced()` after the first full sync, and cancel
+//! // `token` (then exit non-zero) if `lease.task` finishes with an error.
+//! # let _ = (server_task, lease); Ok(()) }
 //! ```
 
 pub mod crd_wait;

@@ -33,8 +33,7 @@ pub enum ShutdownError {
 /// installed when this is called (inside a tokio runtime), not when polled,
 /// so install early: a signal that arrives before installation kills the
 /// process the default way.
-pub fn signal()
--> Result<impl Future<Output = Signal> + Send + 'static, ShutdownError> {
+pub fn signal() -> Result<impl Future<Output = Signal> + Send + 'static, ShutdownError> {
     let mut terminate =
         unix_signal(SignalKind::terminate()).map_err(|source| ShutdownError::Install {
             signal: "SIGTERM",

@@ -38,8 +38,12 @@ pub enum TelemetryError {
 /// Builds the filter: `RUST_LOG` when set and non-empty, else `filter`
 /// (e.g. `"info,shardring=debug"`).
 pub fn env_filter(filter: &str) -> Result<EnvFilter, TelemetryError> {
-    let (directives, origin) = match std::env::var(EnvFilter::DEFAULT_ENV) {
-        Ok(value) if !value.trim().is_empty() => (value, "RUST_LOG"),
+    build_filter(std::env::var(EnvFilter::DEFAULT_ENV).ok(), filter)
+}
+
+fn build_filter(rust_log: Option<String>, filter: &str) -> Result<EnvFilter, TelemetryError> {
+    let (directives, origin) = match rust_log {
+        Some(value) if !value.trim().is_empty() => (value, "RUST_LOG"),
         _ => (filter.to_owned(), "the --log-filter option"),
     };
     EnvFilter::builder()
@@ -71,4 +75,27 @@ pub fn init(format: LogFormat, filter: &str) -> anyhow::Result<()> {
     }
     .map_err(TelemetryError::from)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rust_log_overrides_the_configured_filter() {
+        let filter = build_filter(Some("warn,kube=debug".into()), "info").unwrap();
+        assert_eq!(filter.to_string(), "kube=debug,warn");
+        let filter = build_filter(Some("  ".into()), "info,shardring=debug").unwrap();
+        assert_eq!(filter.to_string(), "shardring=debug,info");
+        let filter = build_filter(None, "info").unwrap();
+        assert_eq!(filter.to_string(), "info");
+    }
+
+    #[test]
+    fn a_bad_directive_names_its_origin() {
+        let error = build_filter(Some("shardring=loud".into()), "info").unwrap_err();
+        assert!(error.to_string().contains("RUST_LOG"), "{error}");
+        let error = build_filter(None, "shardring=loud").unwrap_err();
+        assert!(error.to_string().contains("--log-filter"), "{error}");
+    }
 }
