@@ -47,7 +47,7 @@ pub const GROUP_LABEL: &str = "shardring.io/shard-group";
 pub enum ApplyError {
     /// The document could not be encoded (the plan step checks size first).
     #[error("encoding the assignment document: {0}")]
-    Encode(#[from] codec::CodecError),
+    Encode(#[from] codec::EncodeError),
     /// Writing the ConfigMap failed.
     #[error("publishing ConfigMap {name}: {source}")]
     ConfigMap {
@@ -175,7 +175,7 @@ pub async fn publish_document(
 /// The merge patch body of one annotation write.
 pub fn annotation_patch(key: &str, write: &AnnotationWrite) -> serde_json::Value {
     let value = match &write.view {
-        Some(view) => json!(serde_json::to_string(view).expect("a PodView always serializes")),
+        Some(view) => json!(view.to_annotation()),
         None => serde_json::Value::Null,
     };
     let mut metadata = json!({ "annotations": { key: value } });

@@ -26,8 +26,9 @@ pub mod reason {
     pub const INVALID_SPEC: &str = "InvalidSpec";
     /// The engine refused the input.
     pub const PLAN_FAILED: &str = "PlanFailed";
-    /// The document does not fit in one ConfigMap.
-    pub const DOCUMENT_TOO_LARGE: &str = "DocumentTooLarge";
+    /// The document does not fit in one ConfigMap (the API crate's
+    /// `EncodeError::reason()` for that case).
+    pub const DOCUMENT_TOO_LARGE: &str = "AssignmentTooLarge";
     /// No topology has been read yet.
     pub const TOPOLOGY_UNKNOWN: &str = "TopologyUnknown";
     /// Load is within the balance rule and every readable shard has an owner.

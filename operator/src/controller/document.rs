@@ -9,8 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::crds::assignment::{ASSIGNMENT_API_VERSION, ASSIGNMENT_KIND};
-use crate::crds::{AssignmentDocument, PodAssignment, PodView, ShardPhase, ShardRecord};
+use crate::crds::{AssignmentDocument, PodView, ShardRecord};
 
 use super::observe::PodInfo;
 
@@ -26,37 +25,6 @@ pub struct AnnotationWrite {
     pub view: Option<PodView>,
 }
 
-/// Per-pod lists from shard records, sorted (records iterate in id order).
-pub fn pod_assignments(shards: &BTreeMap<String, ShardRecord>) -> BTreeMap<String, PodAssignment> {
-    let mut pods: BTreeMap<String, PodAssignment> = BTreeMap::new();
-    for (id, record) in shards {
-        if let Some(owner) = &record.owner {
-            match record.state {
-                ShardPhase::Active => pods
-                    .entry(owner.clone())
-                    .or_default()
-                    .active
-                    .push(id.clone()),
-                ShardPhase::Revoking => pods
-                    .entry(owner.clone())
-                    .or_default()
-                    .revoking
-                    .push(id.clone()),
-                ShardPhase::Pending | ShardPhase::Complete => {}
-            }
-        }
-        if matches!(record.state, ShardPhase::Active | ShardPhase::Revoking) {
-            for standby in &record.standbys {
-                pods.entry(standby.clone())
-                    .or_default()
-                    .standby
-                    .push(id.clone());
-            }
-        }
-    }
-    pods
-}
-
 /// The next document: `previous` itself when the content is unchanged (no
 /// write), else the new content at `base_epoch + 1`.
 ///
@@ -68,24 +36,20 @@ pub fn next_document(
     previous: Option<&AssignmentDocument>,
     base_epoch: u64,
 ) -> (AssignmentDocument, bool) {
-    let pods = pod_assignments(&shards);
+    let mut doc =
+        AssignmentDocument::from_shards(shard_group, base_epoch + 1, shards, std::iter::empty());
     if let Some(prev) = previous
-        && prev.shard_group == shard_group
-        && prev.api_version == ASSIGNMENT_API_VERSION
-        && prev.kind == ASSIGNMENT_KIND
-        && prev.shards == shards
-        && prev.pods == pods
+        && prev.shard_group == doc.shard_group
+        && prev.api_version == doc.api_version
+        && prev.kind == doc.kind
+        && prev.shards == doc.shards
+        && prev.pods == doc.pods
     {
         return (prev.clone(), false);
     }
-    let doc = AssignmentDocument {
-        api_version: ASSIGNMENT_API_VERSION.to_owned(),
-        kind: ASSIGNMENT_KIND.to_owned(),
-        shard_group,
-        epoch: base_epoch + 1,
-        pods,
-        shards,
-    };
+    // Pods that hold nothing are left out of the document.
+    doc.pods
+        .retain(|_, p| !(p.active.is_empty() && p.standby.is_empty() && p.revoking.is_empty()));
     (doc, true)
 }
 

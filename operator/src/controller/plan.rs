@@ -139,8 +139,8 @@ pub fn plan(obs: &Observation) -> Decision {
         document::next_document(obs.group.qualified_name(), records, published, kept_epoch);
     if changed && let Err(error) = codec::encode(&doc) {
         outcome.problem = Some(Problem {
-            reason: reason::DOCUMENT_TOO_LARGE,
-            message: format!("{error}; split the shards over several ShardGroups"),
+            reason: error.reason(),
+            message: format!("{error}; the last assignment (epoch {kept_epoch}) stays in place"),
             blocks_ready: true,
         });
         return blocked(obs, outcome, requeue_after);
