@@ -5,6 +5,7 @@
 //! accessors at the bottom turn validated strings into values so the controller
 //! never parses spec text itself.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -307,10 +308,37 @@ pub struct ShardGroupStatus {
     /// Shards being handed over right now.
     #[serde(default)]
     pub moves_in_flight: u64,
-    /// Optional moves made within the current rebalance window (the move
-    /// budget's log, RFC 3339 times).
+    /// Moves made within the current rebalance window: the move budget's
+    /// log, one entry per reconcile that moved shards, `<RFC 3339 time> <count>`
+    /// (required moves are logged too and use up the budget; only optional
+    /// moves wait for it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub move_log: Vec<String>,
+    /// Optional moves the budget still allows in the current window; absent
+    /// without `rebalance.maxMovesPerWindow`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub move_budget_remaining: Option<u64>,
+    /// When the set of eligible pods last changed (RFC 3339): optional moves
+    /// wait `rebalance.delay` after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_pod_change: Option<String>,
+    /// Digest of the eligible pod set at `lastPodChange`, so a restarted
+    /// operator can tell whether the pod set changed while it was away.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_set_digest: Option<String>,
+    /// Pods seen terminating with a grace period above zero that still hold
+    /// revoking shards: once such a pod is gone from the API, it has stopped,
+    /// which completes its handoffs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub graceful_pods: Vec<String>,
+    /// Per pod holding revoking shards: when its annotation was first seen
+    /// listing all of them as `revoking` (RFC 3339). Without a lease table the
+    /// drain timeout is counted from this time.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub drain_started: BTreeMap<String, String>,
+    /// When the oldest revoke still in flight was published (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oldest_revoke: Option<String>,
     /// When the topology was last read successfully (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_topology_time: Option<String>,

@@ -35,13 +35,18 @@ pub const CONFIGMAP_GZIP_KEY: &str = "assignment.json.gz";
 /// Suffix of the default ConfigMap name: `<shardgroup>-assignment`.
 pub const CONFIGMAP_SUFFIX: &str = "-assignment";
 
-/// The whole published assignment of one ShardGroup.
+/// The whole published assignment of one ShardGroup (ConfigMap
+/// `<shardgroup>-assignment`). The `pods` index and the `shards` records
+/// describe the same assignment; readers may use either.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AssignmentDocument {
-    /// Always `shardring.io/v1alpha1` for this shape.
+    /// Always `shardring.io/v1alpha1` for this shape; a reader refuses other
+    /// versions.
+    #[schemars(extend("const" = "shardring.io/v1alpha1"))]
     pub api_version: String,
     /// Always `Assignment`.
+    #[schemars(extend("const" = "Assignment"))]
     pub kind: String,
     /// `<namespace>/<name>` of the ShardGroup that published it.
     pub shard_group: String,
@@ -70,7 +75,10 @@ pub struct PodAssignment {
     pub revoking: Vec<String>,
 }
 
-/// The per-pod annotation: the pod's entry plus the epoch.
+/// The per-pod annotation `assignment.shardring.io/<shardgroup>`: the pod's
+/// entry of the document plus the epoch. A pod may read a shard only while it is
+/// in `active` at the newest epoch it has seen; a shard in `revoking` must be
+/// stopped, checkpointed and released at once.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PodView {
@@ -153,12 +161,25 @@ pub struct ShardRecord {
     /// Parent shards (split or merge); they must complete before this one is read.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parents: Vec<String>,
-    /// The shard's hash key range, when the source has one.
+    /// The shard's hash key range, when the source has one. Informational:
+    /// left out of documents too large to fit otherwise (see [`encoding`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hash_key_range: Option<HashKeyRange>,
     /// Present while the shard is `Revoking`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handoff: Option<Handoff>,
+}
+
+/// JSON Schema (2020-12) of the ConfigMap document, committed as
+/// `crds/schema/assignment.schema.json`.
+pub fn document_schema() -> schemars::Schema {
+    schemars::schema_for!(AssignmentDocument)
+}
+
+/// JSON Schema (2020-12) of the pod annotation, committed as
+/// `crds/schema/pod-view.schema.json`.
+pub fn pod_view_schema() -> schemars::Schema {
+    schemars::schema_for!(PodView)
 }
 
 impl AssignmentDocument {
