@@ -11,7 +11,12 @@
 //!    deterministic and spread across the key space.
 //! 3. Children without a previous owner go to a parent's previous owner when
 //!    that pod is under quota.
-//! 4. Everything else walks the ring from its hash to the first pod with room.
+//! 4. Everything else walks the ring from its hash to the first pod with room
+//!    (hashRange: heaviest shards first, to the first pod under its fair
+//!    share that the shard leaves at most half a shard above it, else the
+//!    roomiest pod seen). A pod keeps its sticky shards, lightest first, while
+//!    it is under its fair share, so no pod ends more than one shard's weight
+//!    above it and a re-plan of a plan's result changes nothing.
 //!
 //! Count mode moves exactly the lower bound: orphans plus the excess over
 //! quota, where the ⌈⌉ quotas went to the pods that already held the most.
@@ -24,6 +29,10 @@ use crate::model::{Class, Model, NONE};
 use crate::quota::apportion;
 use crate::ring::{Ring, Walker};
 use crate::types::{Balance, PlanOptions, Rebalance};
+
+/// Ring points a hashRange placement inspects for a pod that fits before
+/// taking the roomiest one seen.
+pub const FIT_CANDIDATES: usize = 32;
 
 /// Why a shard left an eligible previous owner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -258,11 +267,23 @@ impl State<'_, '_> {
         let mut walker = Walker::new(self.ring, p, |e| room(&self.loads, &wload, e));
         for s in free {
             let rec = &model.shards[s as usize];
-            let parent = self.parent_owner(s, &|loads, e| room(loads, &wload, e));
+            let w = u128::from(rec.weight);
+            // A pod fits a shard when taking it ends at most half the shard
+            // past its fair share (with equal weights: ⌊⌋/⌈⌉ shards).
+            let fits =
+                |wload: &[u128], e: usize| 2 * over(wload[e] + w, e) <= (w * capacity) as i128;
+            let parent = self.parent_owner(s, &|loads, e| {
+                room(loads, &wload, e) && fits(&wload, e as usize)
+            });
             let target = if parent != NONE {
                 Some(parent)
-            } else if let Some(point) = walker.find(self.ring.start(rec.hash)) {
-                Some(self.ring.pod_at(point))
+            } else if let Some(e) = self.fitting(
+                &mut walker,
+                rec.hash,
+                |e| fits(&wload, e as usize),
+                |e| over(wload[e as usize], e as usize),
+            ) {
+                Some(e)
             } else {
                 // No pod under its fair share has count room (only possible
                 // with a cap): the least overloaded pod under the cap.
@@ -273,11 +294,38 @@ impl State<'_, '_> {
             };
             let Some(e) = target else { break };
             self.assign(s, e);
-            wload[e as usize] += u128::from(rec.weight);
+            wload[e as usize] += w;
             if !room(&self.loads, &wload, e) {
                 walker.close(self.ring, e);
             }
         }
+    }
+
+    /// Walks the ring from `hash` over open pods (under their fair share) to
+    /// the first that `fits`; after [`FIT_CANDIDATES`] misses, the one with
+    /// the most room (lowest `over`) seen. `None` when no pod is open.
+    fn fitting(
+        &self,
+        walker: &mut Walker,
+        hash: u64,
+        fits: impl Fn(u32) -> bool,
+        over: impl Fn(u32) -> i128,
+    ) -> Option<u32> {
+        let mut best: Option<(i128, u32)> = None;
+        let mut at = walker.find(self.ring.start(hash));
+        for _ in 0..FIT_CANDIDATES {
+            let Some(point) = at else { break };
+            let e = self.ring.pod_at(point);
+            if fits(e) {
+                return Some(e);
+            }
+            let o = over(e);
+            if best.is_none_or(|(b, _)| o < b) {
+                best = Some((o, e));
+            }
+            at = walker.find((point + 1) % self.ring.len());
+        }
+        best.map(|(_, e)| e)
     }
 
     /// Readable shards without an owner yet, in model order.
