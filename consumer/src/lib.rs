@@ -1,0 +1,14 @@
+//! shardring's consumer library: what a consumer pod needs to honour the
+//! published assignment.
+//!
+//! - [`view`]: the pod's view (mounted ConfigMap file, downward-API
+//!   annotations file, or a ConfigMap watch) and `can_acquire(shard)`;
+//! - [`lease`]: KCL-compatible leases and checkpoints in DynamoDB, taken only
+//!   while the view allows it;
+//! - [`reader`]: a Kinesis shard reader from a checkpoint to shard end;
+//! - [`worker`]: ties them together, hands shards back on revoke, drains on SIGTERM;
+//! - [`check`]: a pure checker of processed-record logs (no overlap, no loss, order).
+
+pub mod view;
+
+pub use shardring_crds::assignment::PodView;

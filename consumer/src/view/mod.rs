@@ -1,0 +1,199 @@
+//! The pod's view of the published assignment: where it comes from (a
+//! mounted ConfigMap file, a downward-API annotations file, or a watch on the
+//! ConfigMap through the API) and the one rule every consumer follows — read
+//! a shard only while it is `active` at the newest epoch seen, never going
+//! back to an older epoch.
+//!
+//! [`ViewState::new`] gives a publisher/reader pair: sources [`ViewPublisher::offer`]
+//! views; everyone else holds an [`AssignmentView`] (cheap to clone) with the
+//! current [`PodView`], a change stream ([`AssignmentView::changed`]) and
+//! [`AssignmentView::can_acquire`].
+
+pub mod file;
+#[cfg(feature = "kube")]
+pub mod kube;
+pub mod parse;
+
+use shardring_crds::assignment::PodView;
+use tokio::sync::watch;
+
+/// Builds the channel a view source writes into and readers watch.
+#[derive(Debug)]
+pub struct ViewState;
+
+impl ViewState {
+    /// A publisher and a view, starting with no view seen (nothing may be read).
+    pub fn new() -> (ViewPublisher, AssignmentView) {
+        let (sender, receiver) = watch::channel(Snapshot::default());
+        (ViewPublisher { sender }, AssignmentView { receiver })
+    }
+}
+
+/// The newest view seen, or none yet.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    /// `None` until a source delivered the first view.
+    pub view: Option<PodView>,
+}
+
+/// The writing side: sources offer views; older epochs are ignored.
+#[derive(Debug, Clone)]
+pub struct ViewPublisher {
+    sender: watch::Sender<Snapshot>,
+}
+
+impl ViewPublisher {
+    /// Offers a view: accepted (and announced to watchers) when it is the
+    /// first one or its epoch is newer than the newest seen, or the same
+    /// epoch with different lists (a richer source, e.g. the ConfigMap after
+    /// the annotation, can never contradict an epoch; the newer delivery
+    /// wins). Returns whether the view changed. An older epoch is ignored:
+    /// a consumer never goes backwards.
+    pub fn offer(&self, view: PodView) -> bool {
+        self.sender.send_if_modified(|snapshot| match &snapshot.view {
+            Some(current) if view.epoch < current.epoch => false,
+            Some(current) if *current == view => false,
+            _ => {
+                snapshot.view = Some(view);
+                true
+            }
+        })
+    }
+
+    /// A new reader of this publisher's views.
+    pub fn subscribe(&self) -> AssignmentView {
+        AssignmentView {
+            receiver: self.sender.subscribe(),
+        }
+    }
+
+    /// Whether every reader is gone (a source task may stop then).
+    pub fn is_closed(&self) -> bool {
+        self.sender.is_closed()
+    }
+}
+
+/// The reading side: the current view, its changes, and the acquisition rule.
+#[derive(Debug, Clone)]
+pub struct AssignmentView {
+    receiver: watch::Receiver<Snapshot>,
+}
+
+impl AssignmentView {
+    /// The newest view seen, `None` before the first one.
+    pub fn current(&self) -> Option<PodView> {
+        self.receiver.borrow().view.clone()
+    }
+
+    /// The newest epoch seen (0 before the first view).
+    pub fn epoch(&self) -> u64 {
+        self.receiver
+            .borrow()
+            .view
+            .as_ref()
+            .map_or(0, |view| view.epoch)
+    }
+
+    /// True only while `shard` is in this pod's `active` list at the newest
+    /// epoch seen. Standby and revoking shards, and every shard before the
+    /// first view arrives, may not be acquired.
+    pub fn can_acquire(&self, shard: &str) -> bool {
+        self.receiver
+            .borrow()
+            .view
+            .as_ref()
+            .is_some_and(|view| view.active.iter().any(|s| s == shard))
+    }
+
+    /// Whether `shard` is in this pod's `revoking` list at the newest epoch.
+    pub fn is_revoking(&self, shard: &str) -> bool {
+        self.receiver
+            .borrow()
+            .view
+            .as_ref()
+            .is_some_and(|view| view.revoking.iter().any(|s| s == shard))
+    }
+
+    /// Waits for the next accepted view; `Err` when the publisher is gone.
+    pub async fn changed(&mut self) -> Result<PodView, watch::error::RecvError> {
+        loop {
+            self.receiver.changed().await?;
+            if let Some(view) = self.receiver.borrow_and_update().view.clone() {
+                return Ok(view);
+            }
+        }
+    }
+
+    /// Waits until a view is present and returns it.
+    pub async fn first(&mut self) -> Result<PodView, watch::error::RecvError> {
+        if let Some(view) = self.receiver.borrow_and_update().view.clone() {
+            return Ok(view);
+        }
+        self.changed().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(epoch: u64, active: &[&str], revoking: &[&str]) -> PodView {
+        PodView {
+            epoch,
+            active: active.iter().map(|s| (*s).to_owned()).collect(),
+            standby: vec!["s9".into()],
+            revoking: revoking.iter().map(|s| (*s).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn nothing_is_acquirable_before_the_first_view() {
+        let (_publisher, assignment) = ViewState::new();
+        assert_eq!(assignment.current(), None);
+        assert_eq!(assignment.epoch(), 0);
+        assert!(!assignment.can_acquire("s1"));
+    }
+
+    #[test]
+    fn can_acquire_only_active_shards_of_the_newest_epoch() {
+        let (publisher, assignment) = ViewState::new();
+        assert!(publisher.offer(view(3, &["s1", "s2"], &[])));
+        assert!(assignment.can_acquire("s1"));
+        assert!(!assignment.can_acquire("s9"), "standby is not acquirable");
+        assert!(!assignment.can_acquire("s3"));
+        assert!(publisher.offer(view(4, &["s2"], &["s1"])));
+        assert!(!assignment.can_acquire("s1"), "revoked at the newer epoch");
+        assert!(assignment.is_revoking("s1"));
+        assert!(assignment.can_acquire("s2"));
+    }
+
+    #[test]
+    fn older_epochs_are_ignored() {
+        let (publisher, assignment) = ViewState::new();
+        assert!(publisher.offer(view(10, &["s2"], &["s1"])));
+        assert!(!publisher.offer(view(9, &["s1"], &[])), "older epoch");
+        assert!(!assignment.can_acquire("s1"));
+        assert_eq!(assignment.epoch(), 10);
+        assert!(!publisher.offer(view(10, &["s2"], &["s1"])), "same view");
+        assert!(publisher.offer(view(11, &["s1", "s2"], &[])));
+        assert!(assignment.can_acquire("s1"));
+    }
+
+    #[tokio::test]
+    async fn watchers_see_each_accepted_change() {
+        let (publisher, mut assignment) = ViewState::new();
+        let waiter = tokio::spawn(async move {
+            let first = assignment.first().await.unwrap();
+            let second = assignment.changed().await.unwrap();
+            (first.epoch, second.epoch)
+        });
+        publisher.offer(view(1, &["s1"], &[]));
+        tokio::task::yield_now().await;
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        publisher.offer(view(0, &[], &[]));
+        publisher.offer(view(2, &[], &["s1"]));
+        let (first, second) = waiter.await.unwrap();
+        assert_eq!(first, 1);
+        assert_eq!(second, 2);
+    }
+}
