@@ -1,0 +1,88 @@
+//! The sample resources under `config/samples/` must stay valid: each parses
+//! into its typed resource and passes the CRD's CEL rules, and the kustomization
+//! lists only files that exist.
+
+mod common;
+
+use kube::CustomResourceExt;
+use kube::core::cel::Validator;
+use shardring_crds::{ConsumerPool, ShardGroup};
+
+fn sample(name: &str) -> serde_json::Value {
+    let path = common::workspace_path(&format!("config/samples/{name}"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{name} is not YAML: {e}"))
+}
+
+fn assert_valid<K: CustomResourceExt>(name: &str, object: &serde_json::Value) {
+    let crd = K::crd();
+    let schema = serde_json::to_value(
+        crd.spec.versions[0]
+            .schema
+            .as_ref()
+            .unwrap()
+            .open_api_v3_schema
+            .as_ref()
+            .unwrap(),
+    )
+    .unwrap();
+    if let Err(errors) = Validator::new().validate(&schema, object, None) {
+        panic!("{name} breaks the CRD's rules: {errors}");
+    }
+}
+
+#[test]
+fn consumer_pool_sample() {
+    let object = sample("consumerpool.yaml");
+    let pool: ConsumerPool = serde_json::from_value(object.clone()).expect("typed ConsumerPool");
+    assert_eq!(
+        pool.spec.selector.match_labels.as_ref().unwrap()["app"],
+        "consumer"
+    );
+    assert_valid::<ConsumerPool>("consumerpool.yaml", &object);
+}
+
+#[test]
+fn static_shard_group_sample() {
+    let object = sample("shardgroup-static.yaml");
+    let group: ShardGroup = serde_json::from_value(object.clone()).expect("typed ShardGroup");
+    let source = group
+        .spec
+        .source
+        .static_source
+        .as_ref()
+        .expect("static source");
+    assert_eq!(source.partition_names().collect::<Vec<_>>().len(), 16);
+    assert_eq!(source.partition_name(15), "orders-15");
+    assert_eq!(group.spec.pool_ref.name, "consumers");
+    assert!(group.spec.handoff.drain_timeout().is_ok() && group.spec.rebalance.window().is_ok());
+    assert_valid::<ShardGroup>("shardgroup-static.yaml", &object);
+}
+
+#[test]
+fn kinesis_shard_group_sample() {
+    let object = sample("shardgroup-kinesis.yaml");
+    let group: ShardGroup = serde_json::from_value(object.clone()).expect("typed ShardGroup");
+    let kinesis = group.spec.source.kinesis.as_ref().expect("kinesis source");
+    assert_eq!(kinesis.stream_name(), Some("clicks"));
+    assert_eq!(
+        group.spec.lease_table.as_ref().unwrap().table_name,
+        "clicks-consumer"
+    );
+    assert_eq!(group.consumer_name(), "clicks-consumer");
+    assert_valid::<ShardGroup>("shardgroup-kinesis.yaml", &object);
+}
+
+#[test]
+fn kustomization_lists_existing_samples() {
+    let kustomization = sample("kustomization.yaml");
+    let resources = kustomization["resources"].as_array().expect("resources");
+    assert!(!resources.is_empty());
+    for resource in resources {
+        let name = resource.as_str().unwrap();
+        assert!(
+            common::workspace_path(&format!("config/samples/{name}")).is_file(),
+            "{name} is missing"
+        );
+    }
+}
