@@ -70,7 +70,17 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
         create_ready_pod(client, namespace, pod).await?;
     }
 
-    let mut operator = OperatorProcess::start(&["run"]).await?;
+    // Scoped to the test's namespace so it cannot touch anything else in the
+    // cluster; metrics on an ephemeral loopback port so parallel runs and a
+    // local 8080 do not collide.
+    let mut operator = OperatorProcess::start(&[
+        "run",
+        "--namespace",
+        namespace,
+        "--metrics-addr",
+        "127.0.0.1:0",
+    ])
+    .await?;
     let first = wait_for_assignment(client, namespace, &pods, &mut operator).await?;
     wait_for_annotations(client, namespace, &pods, first.epoch).await?;
     wait_for_ready(client, namespace).await?;
