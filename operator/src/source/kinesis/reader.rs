@@ -34,7 +34,10 @@ pub struct StreamId {
 impl StreamId {
     /// A stream addressed by name.
     pub fn named(name: impl Into<String>) -> Self {
-        Self { name: name.into(), arn: None }
+        Self {
+            name: name.into(),
+            arn: None,
+        }
     }
 }
 
@@ -56,7 +59,11 @@ pub struct KinesisShard {
 impl KinesisShard {
     /// Parent ids: none, one (split) or two (merge).
     pub fn parents(&self) -> Vec<String> {
-        self.parent.iter().chain(self.adjacent_parent.iter()).cloned().collect()
+        self.parent
+            .iter()
+            .chain(self.adjacent_parent.iter())
+            .cloned()
+            .collect()
     }
 }
 
@@ -93,7 +100,7 @@ impl Default for ReaderOptions {
             page_size: None,
             backoff: Backoff::default(),
             min_call_interval: Duration::from_millis(100),
-            min_refresh_interval: Duration::from_secs(5),
+            min_refresh_interval: Duration::from_secs(10),
         }
     }
 }
@@ -101,7 +108,11 @@ impl Default for ReaderOptions {
 /// Builds a Kinesis client from the shared AWS config (default credential
 /// chain) with an optional region and endpoint override. SDK retries are off:
 /// the reader retries itself so it can count throttles and bound attempts.
-pub fn kinesis_client(base: &aws_config::SdkConfig, region: Option<&str>, endpoint: Option<&str>) -> Client {
+pub fn kinesis_client(
+    base: &aws_config::SdkConfig,
+    region: Option<&str>,
+    endpoint: Option<&str>,
+) -> Client {
     let mut builder = aws_sdk_kinesis::config::Builder::from(base)
         .retry_config(RetryConfig::disabled())
         .timeout_config(
@@ -146,7 +157,12 @@ pub struct TopologyReader {
 
 impl TopologyReader {
     /// A reader of `stream` through `client`.
-    pub fn new(client: Client, stream: StreamId, options: ReaderOptions, metrics: Option<KinesisMetrics>) -> Self {
+    pub fn new(
+        client: Client,
+        stream: StreamId,
+        options: ReaderOptions,
+        metrics: Option<KinesisMetrics>,
+    ) -> Self {
         Self {
             client,
             stream,
@@ -177,7 +193,10 @@ impl TopologyReader {
 
     /// The last topology read successfully, if any.
     pub fn last(&self) -> Option<Arc<StreamTopology>> {
-        self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+        self.cache
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
     }
 
     /// The topology, from the cache when it is younger than the minimum
@@ -193,12 +212,16 @@ impl TopologyReader {
             return Ok(self.served(fresh));
         }
         let topology = Arc::new(self.list().await?);
-        *self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(topology.clone());
+        *self
+            .cache
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(topology.clone());
         Ok(self.served(topology))
     }
 
     fn cached_within(&self, age: Duration) -> Option<Arc<StreamTopology>> {
-        self.last().filter(|topology| topology.read_at.elapsed() < age)
+        self.last()
+            .filter(|topology| topology.read_at.elapsed() < age)
     }
 
     fn served(&self, topology: Arc<StreamTopology>) -> Arc<StreamTopology> {
@@ -300,17 +323,31 @@ impl TopologyReader {
         if shards.is_empty() {
             // Every stream has at least one open shard: an empty list is a
             // broken response, and must never be read as "no shards".
-            return Err(SourceError::Other(format!("{}: ListShards returned no shards", self.stream.name)));
+            return Err(SourceError::Other(format!(
+                "{}: ListShards returned no shards",
+                self.stream.name
+            )));
         }
-        Ok(StreamTopology { shards, read_at: Instant::now(), read_at_wall: jiff::Timestamp::now(), calls })
+        Ok(StreamTopology {
+            shards,
+            read_at: Instant::now(),
+            read_at_wall: jiff::Timestamp::now(),
+            calls,
+        })
     }
 }
 
 fn convert(shard: &aws_sdk_kinesis::types::Shard) -> KinesisShard {
     KinesisShard {
         id: shard.shard_id().to_owned(),
-        parent: shard.parent_shard_id().filter(|id| !id.is_empty()).map(str::to_owned),
-        adjacent_parent: shard.adjacent_parent_shard_id().filter(|id| !id.is_empty()).map(str::to_owned),
+        parent: shard
+            .parent_shard_id()
+            .filter(|id| !id.is_empty())
+            .map(str::to_owned),
+        adjacent_parent: shard
+            .adjacent_parent_shard_id()
+            .filter(|id| !id.is_empty())
+            .map(str::to_owned),
         hash_key_range: shard.hash_key_range().map(|range| HashKeyRange {
             start: range.starting_hash_key().to_owned(),
             end: range.ending_hash_key().to_owned(),
