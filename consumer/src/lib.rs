@@ -9,6 +9,9 @@
 //! - [`worker`]: ties them together, hands shards back on revoke, drains on SIGTERM;
 //! - [`check`]: a pure checker of processed-record logs (no overlap, no loss, order).
 
+pub mod clients;
+pub mod lease;
+pub mod reader;
 pub mod view;
 
 pub use shardring_crds::assignment::PodView;

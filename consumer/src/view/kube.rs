@@ -45,11 +45,8 @@ impl ConfigMapSource {
     pub fn spawn(self, client: Client, publisher: ViewPublisher) -> JoinHandle<()> {
         tokio::spawn(async move {
             let api: Api<ConfigMap> = Api::namespaced(client, &self.namespace);
-            let config =
-                watcher::Config::default().fields(&format!("metadata.name={}", self.name));
-            let mut stream = watcher::watcher(api, config)
-                .default_backoff()
-                .boxed();
+            let config = watcher::Config::default().fields(&format!("metadata.name={}", self.name));
+            let mut stream = watcher::watcher(api, config).default_backoff().boxed();
             while let Some(event) = stream.next().await {
                 if publisher.is_closed() {
                     return;

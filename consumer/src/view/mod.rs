@@ -50,14 +50,15 @@ impl ViewPublisher {
     /// wins). Returns whether the view changed. An older epoch is ignored:
     /// a consumer never goes backwards.
     pub fn offer(&self, view: PodView) -> bool {
-        self.sender.send_if_modified(|snapshot| match &snapshot.view {
-            Some(current) if view.epoch < current.epoch => false,
-            Some(current) if *current == view => false,
-            _ => {
-                snapshot.view = Some(view);
-                true
-            }
-        })
+        self.sender
+            .send_if_modified(|snapshot| match &snapshot.view {
+                Some(current) if view.epoch < current.epoch => false,
+                Some(current) if *current == view => false,
+                _ => {
+                    snapshot.view = Some(view);
+                    true
+                }
+            })
     }
 
     /// A new reader of this publisher's views.
