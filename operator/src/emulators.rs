@@ -95,7 +95,10 @@ pub fn ensure_installed() -> Result<PathBuf, EmulatorError> {
 }
 
 fn install(dir: &Path) -> Result<PathBuf, EmulatorError> {
-    let fail = |detail: String| EmulatorError::Install { dir: dir.display().to_string(), detail };
+    let fail = |detail: String| EmulatorError::Install {
+        dir: dir.display().to_string(),
+        detail,
+    };
     if installed(dir) {
         return Ok(dir.to_path_buf());
     }
@@ -103,18 +106,24 @@ fn install(dir: &Path) -> Result<PathBuf, EmulatorError> {
     // look again before running npm.
     // The lock lives outside node_modules, which `npm ci` deletes first.
     let lock_dir = dir.join(".emulators");
-    std::fs::create_dir_all(&lock_dir).map_err(|e| fail(format!("cannot create {}: {e}", lock_dir.display())))?;
+    std::fs::create_dir_all(&lock_dir)
+        .map_err(|e| fail(format!("cannot create {}: {e}", lock_dir.display())))?;
     let lock = OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(lock_dir.join("install.lock"))
         .map_err(|e| fail(format!("cannot open the install lock: {e}")))?;
-    lock.lock().map_err(|e| fail(format!("cannot take the install lock: {e}")))?;
+    lock.lock()
+        .map_err(|e| fail(format!("cannot take the install lock: {e}")))?;
     if installed(dir) {
         return Ok(dir.to_path_buf());
     }
-    let verb = if dir.join("package-lock.json").is_file() { "ci" } else { "install" };
+    let verb = if dir.join("package-lock.json").is_file() {
+        "ci"
+    } else {
+        "install"
+    };
     let output = Command::new("npm")
         .args([verb, "--no-audit", "--no-fund", "--prefix"])
         .arg(dir)
@@ -122,7 +131,11 @@ fn install(dir: &Path) -> Result<PathBuf, EmulatorError> {
         .output()
         .map_err(|e| fail(format!("cannot run npm (is Node.js installed?): {e}")))?;
     if !output.status.success() {
-        return Err(fail(format!("npm {verb} exited with {}: {}", output.status, String::from_utf8_lossy(&output.stderr))));
+        return Err(fail(format!(
+            "npm {verb} exited with {}: {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        )));
     }
     if !installed(dir) {
         return Err(fail("npm finished but the packages are missing".to_owned()));
@@ -132,7 +145,9 @@ fn install(dir: &Path) -> Result<PathBuf, EmulatorError> {
 
 /// A port nobody listens on right now (the OS picks it).
 pub fn free_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?.local_addr()?.port())
+    Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
+        .local_addr()?
+        .port())
 }
 
 impl Emulator {
@@ -157,15 +172,22 @@ impl Emulator {
                 Err(error) => last = Some(error),
             }
         }
-        Err(last.unwrap_or(EmulatorError::Start { kind: kind.name(), detail: "no attempt made".to_owned() }))
+        Err(last.unwrap_or(EmulatorError::Start {
+            kind: kind.name(),
+            detail: "no attempt made".to_owned(),
+        }))
     }
 
     fn start_once(kind: EmulatorKind, dir: &Path) -> Result<Self, EmulatorError> {
-        let fail = |detail: String| EmulatorError::Start { kind: kind.name(), detail };
+        let fail = |detail: String| EmulatorError::Start {
+            kind: kind.name(),
+            detail,
+        };
         let port = free_port().map_err(|e| fail(format!("no free port: {e}")))?;
         let modules = dir.join("node_modules");
         let log = std::env::temp_dir().join(format!("shardring-{}-{port}.log", kind.name()));
-        let log_file = File::create(&log).map_err(|e| fail(format!("cannot create {}: {e}", log.display())))?;
+        let log_file = File::create(&log)
+            .map_err(|e| fail(format!("cannot create {}: {e}", log.display())))?;
         let err_file = log_file.try_clone().map_err(|e| fail(e.to_string()))?;
         let mut command = Command::new("node");
         match kind {
@@ -197,18 +219,21 @@ impl Emulator {
                 }
             }
             EmulatorKind::DynamoDb => {
-                command.arg(modules.join("dynalite/cli.js")).current_dir(dir).args([
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    &port.to_string(),
-                    "--createTableMs",
-                    "0",
-                    "--deleteTableMs",
-                    "0",
-                    "--updateTableMs",
-                    "0",
-                ]);
+                command
+                    .arg(modules.join("dynalite/cli.js"))
+                    .current_dir(dir)
+                    .args([
+                        "--host",
+                        "127.0.0.1",
+                        "--port",
+                        &port.to_string(),
+                        "--createTableMs",
+                        "0",
+                        "--deleteTableMs",
+                        "0",
+                        "--updateTableMs",
+                        "0",
+                    ]);
             }
         }
         let child = command
@@ -217,7 +242,12 @@ impl Emulator {
             .stderr(err_file)
             .spawn()
             .map_err(|e| fail(format!("cannot run node: {e}")))?;
-        let mut emulator = Emulator { kind, child, port, log };
+        let mut emulator = Emulator {
+            kind,
+            child,
+            port,
+            log,
+        };
         emulator.wait_ready(Duration::from_secs(60))?;
         Ok(emulator)
     }
@@ -244,8 +274,18 @@ impl Emulator {
         if let Ok(mut file) = File::open(&self.log) {
             let _ = file.read_to_string(&mut tail);
         }
-        let tail: String = tail.chars().rev().take(2000).collect::<Vec<_>>().into_iter().rev().collect();
-        EmulatorError::Start { kind: self.kind.name(), detail: format!("{detail}; log {}:\n{tail}", self.log.display()) }
+        let tail: String = tail
+            .chars()
+            .rev()
+            .take(2000)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        EmulatorError::Start {
+            kind: self.kind.name(),
+            detail: format!("{detail}; log {}:\n{tail}", self.log.display()),
+        }
     }
 
     /// `http://127.0.0.1:<port>`.

@@ -21,7 +21,11 @@ fn topology(args: &[&str]) -> (bool, String, String) {
         .env("AWS_EC2_METADATA_DISABLED", "true")
         .output()
         .expect("run shardring");
-    (output.status.success(), String::from_utf8_lossy(&output.stdout).into(), String::from_utf8_lossy(&output.stderr).into())
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into(),
+        String::from_utf8_lossy(&output.stderr).into(),
+    )
 }
 
 #[tokio::test]
@@ -33,14 +37,47 @@ async fn prints_the_shard_tree_with_leases() {
     support::create_stream(&admin, "clicks", 1).await;
     support::split_in_half(&admin, "clicks", "shardId-000000000000", 0, u128::MAX).await;
     support::create_lease_table(&ddb, "clicks-app").await;
-    support::put_lease(&ddb, "clicks-app", &KclLease { key: "shardId-000000000000", owner: Some("pod-a"), counter: 7, checkpoint: "SHARD_END", ..Default::default() }).await;
-    support::put_lease(&ddb, "clicks-app", &KclLease { key: "shardId-000000000001", owner: Some("pod-b"), counter: 1, checkpoint: "12345", parents: &["shardId-000000000000"], ..Default::default() }).await;
+    support::put_lease(
+        &ddb,
+        "clicks-app",
+        &KclLease {
+            key: "shardId-000000000000",
+            owner: Some("pod-a"),
+            counter: 7,
+            checkpoint: "SHARD_END",
+            ..Default::default()
+        },
+    )
+    .await;
+    support::put_lease(
+        &ddb,
+        "clicks-app",
+        &KclLease {
+            key: "shardId-000000000001",
+            owner: Some("pod-b"),
+            counter: 1,
+            checkpoint: "12345",
+            parents: &["shardId-000000000000"],
+            ..Default::default()
+        },
+    )
+    .await;
 
     let endpoint = kinesis.endpoint();
     let lease_endpoint = dynamo.endpoint();
     let (ok, stdout, stderr) = topology(&[
-        "--stream", "clicks", "--endpoint", &endpoint, "--lease-table", "clicks-app", "--lease-endpoint", &lease_endpoint,
-        "--page-size", "1", "--format", "json",
+        "--stream",
+        "clicks",
+        "--endpoint",
+        &endpoint,
+        "--lease-table",
+        "clicks-app",
+        "--lease-endpoint",
+        &lease_endpoint,
+        "--page-size",
+        "1",
+        "--format",
+        "json",
     ]);
     assert!(ok, "{stderr}");
     let json: serde_json::Value = serde_json::from_str(&stdout).expect("json");
@@ -50,25 +87,48 @@ async fn prints_the_shard_tree_with_leases() {
     assert_eq!(parent["id"], "shardId-000000000000");
     assert_eq!(parent["state"], "complete");
     assert_eq!(parent["parents"], serde_json::json!([]));
-    assert_eq!(parent["hashKeyRange"], serde_json::json!({"start": "0", "end": u128::MAX.to_string()}));
+    assert_eq!(
+        parent["hashKeyRange"],
+        serde_json::json!({"start": "0", "end": u128::MAX.to_string()})
+    );
     assert_eq!(parent["leaseOwner"], "pod-a");
     assert_eq!(parent["checkpoint"], "SHARD_END");
-    let child = shards.iter().find(|s| s["id"] == "shardId-000000000001").expect("child");
+    let child = shards
+        .iter()
+        .find(|s| s["id"] == "shardId-000000000001")
+        .expect("child");
     assert_eq!(child["state"], "open");
-    assert_eq!(child["parents"], serde_json::json!(["shardId-000000000000"]));
+    assert_eq!(
+        child["parents"],
+        serde_json::json!(["shardId-000000000000"])
+    );
     assert_eq!(child["leaseOwner"], "pod-b");
     assert_eq!(child["checkpoint"], "12345");
-    let other = shards.iter().find(|s| s["id"] == "shardId-000000000002").expect("child");
+    let other = shards
+        .iter()
+        .find(|s| s["id"] == "shardId-000000000002")
+        .expect("child");
     assert!(other["leaseOwner"].is_null() && other["checkpoint"].is_null());
     for shard in shards {
-        let keys: Vec<&str> = shard.as_object().expect("object").keys().map(String::as_str).collect();
+        let keys: Vec<&str> = shard
+            .as_object()
+            .expect("object")
+            .keys()
+            .map(String::as_str)
+            .collect();
         assert_eq!(keys.len(), 6, "{keys:?}");
     }
 
     let (ok, table, stderr) = topology(&["--stream", "clicks", "--endpoint", &endpoint]);
     assert!(ok, "{stderr}");
-    assert!(table.contains("shardId-000000000000") && table.contains("  shardId-000000000001"), "{table}");
-    assert!(table.contains("closed"), "without a lease table a closed parent is only closed: {table}");
+    assert!(
+        table.contains("shardId-000000000000") && table.contains("  shardId-000000000001"),
+        "{table}"
+    );
+    assert!(
+        table.contains("closed"),
+        "without a lease table a closed parent is only closed: {table}"
+    );
     assert!(table.contains("3 shards, 2 open"), "{table}");
 
     let (ok, _, stderr) = topology(&["--stream", "missing", "--endpoint", &endpoint]);

@@ -12,13 +12,31 @@ use shardring::source::kinesis::pacing::Backoff;
 use shardring::source::kinesis::{ReaderOptions, StreamId, TopologyReader, kinesis_client};
 use support::proxy::{Fault, FaultProxy};
 
-async fn reader_via(proxy: &FaultProxy, stream: &str, backoff: Backoff, page_size: Option<i32>) -> TopologyReader {
-    let client = kinesis_client(&support::sdk_config().await, Some(support::REGION), Some(&proxy.endpoint()));
-    let options = ReaderOptions { page_size, backoff, min_call_interval: Duration::from_millis(1), min_refresh_interval: Duration::ZERO };
+async fn reader_via(
+    proxy: &FaultProxy,
+    stream: &str,
+    backoff: Backoff,
+    page_size: Option<i32>,
+) -> TopologyReader {
+    let client = kinesis_client(
+        &support::sdk_config().await,
+        Some(support::REGION),
+        Some(&proxy.endpoint()),
+    );
+    let options = ReaderOptions {
+        page_size,
+        backoff,
+        min_call_interval: Duration::from_millis(1),
+        min_refresh_interval: Duration::ZERO,
+    };
     TopologyReader::new(client, StreamId::named(stream), options, None)
 }
 
-const BACKOFF: Backoff = Backoff { base: Duration::from_millis(40), cap: Duration::from_millis(400), max_attempts: 5 };
+const BACKOFF: Backoff = Backoff {
+    base: Duration::from_millis(40),
+    cap: Duration::from_millis(400),
+    max_attempts: 5,
+};
 
 #[tokio::test]
 async fn throttling_is_retried_with_backoff_then_succeeds() {
@@ -28,7 +46,12 @@ async fn throttling_is_retried_with_backoff_then_succeeds() {
     let proxy = FaultProxy::start(&kinesis.endpoint()).await;
     let reader = reader_via(&proxy, "hot", BACKOFF, None).await;
 
-    proxy.push([Fault::Throttle, Fault::Throttle, Fault::ServerError, Fault::Throttle]);
+    proxy.push([
+        Fault::Throttle,
+        Fault::Throttle,
+        Fault::ServerError,
+        Fault::Throttle,
+    ]);
     let started = Instant::now();
     let topology = reader.list().await.expect("succeeds after 4 failures");
     let elapsed = started.elapsed();
@@ -41,7 +64,11 @@ async fn throttling_is_retried_with_backoff_then_succeeds() {
     assert!(elapsed >= ceilings.mul_f64(0.02), "no backoff: {elapsed:?}");
     let seen = proxy.seen();
     let gaps: Vec<Duration> = seen.windows(2).map(|w| w[1].at - w[0].at).collect();
-    assert!(gaps.iter().all(|gap| *gap <= BACKOFF.cap + Duration::from_millis(500)), "{gaps:?}");
+    assert!(
+        gaps.iter()
+            .all(|gap| *gap <= BACKOFF.cap + Duration::from_millis(500)),
+        "{gaps:?}"
+    );
 }
 
 #[tokio::test]
@@ -62,10 +89,17 @@ async fn persistent_throttling_is_an_error_and_the_last_topology_survives() {
         parents: s.parents(),
         state: shardring::engine::ShardState::Open,
     });
-    let input = PlanInput { shards: shards.collect(), pods: pods.clone(), ..PlanInput::default() };
+    let input = PlanInput {
+        shards: shards.collect(),
+        pods: pods.clone(),
+        ..PlanInput::default()
+    };
     let first = plan(&input).expect("plan");
 
-    proxy.push(std::iter::repeat_n(Fault::Throttle, BACKOFF.max_attempts as usize));
+    proxy.push(std::iter::repeat_n(
+        Fault::Throttle,
+        BACKOFF.max_attempts as usize,
+    ));
     let error = reader.topology().await.expect_err("throttled out");
     assert_eq!(error.reason(), "Throttled", "{error}");
     assert_eq!(reader.throttles(), u64::from(BACKOFF.max_attempts));
@@ -73,8 +107,16 @@ async fn persistent_throttling_is_an_error_and_the_last_topology_survives() {
     // shard where it was: the assignment does not shrink.
     let kept = reader.last().expect("last good topology");
     assert_eq!(kept.shards, good.shards);
-    let previous = first.assignment.iter().filter_map(|(id, a)| Some((id.clone(), Previous::Owner(a.owner.clone()?)))).collect();
-    let again = plan(&PlanInput { previous, ..input.clone() }).expect("plan");
+    let previous = first
+        .assignment
+        .iter()
+        .filter_map(|(id, a)| Some((id.clone(), Previous::Owner(a.owner.clone()?))))
+        .collect();
+    let again = plan(&PlanInput {
+        previous,
+        ..input.clone()
+    })
+    .expect("plan");
     assert_eq!(again.assignment, first.assignment);
 
     // An empty shard list is a broken response, never "no shards".
@@ -120,20 +162,47 @@ async fn follow_up_pages_carry_the_token_without_the_stream_and_retry_in_place()
     assert_eq!(topology.shards.len(), 5);
     let seen = proxy.seen();
     assert_eq!(reader.throttles(), 1);
-    assert_eq!(seen.iter().filter(|s| s.fault == Some(Fault::Throttle)).count(), 1);
-    let bodies: Vec<serde_json::Value> = seen.iter().map(|s| serde_json::from_str(&s.body).expect("json body")).collect();
-    assert!(seen.iter().all(|s| s.target == "Kinesis_20131202.ListShards"));
+    assert_eq!(
+        seen.iter()
+            .filter(|s| s.fault == Some(Fault::Throttle))
+            .count(),
+        1
+    );
+    let bodies: Vec<serde_json::Value> = seen
+        .iter()
+        .map(|s| serde_json::from_str(&s.body).expect("json body"))
+        .collect();
+    assert!(
+        seen.iter()
+            .all(|s| s.target == "Kinesis_20131202.ListShards")
+    );
     assert_eq!(bodies[0]["StreamName"], "paged");
     assert!(bodies[0].get("NextToken").is_none());
     // The throttled page is retried with the same token.
-    let throttled = seen.iter().position(|s| s.fault.is_some()).expect("throttled request");
-    assert_eq!(bodies[throttled]["NextToken"], bodies[throttled + 1]["NextToken"]);
+    let throttled = seen
+        .iter()
+        .position(|s| s.fault.is_some())
+        .expect("throttled request");
+    assert_eq!(
+        bodies[throttled]["NextToken"],
+        bodies[throttled + 1]["NextToken"]
+    );
     for body in &bodies[1..] {
         assert!(body.get("NextToken").is_some(), "{body}");
-        assert!(body.get("StreamName").is_none() && body.get("StreamARN").is_none(), "{body}");
+        assert!(
+            body.get("StreamName").is_none() && body.get("StreamARN").is_none(),
+            "{body}"
+        );
     }
 }
 
 fn pod(name: &str) -> Pod {
-    Pod { name: name.to_owned(), ready: true, terminating: false, capacity: 1, zone: None, node: None }
+    Pod {
+        name: name.to_owned(),
+        ready: true,
+        terminating: false,
+        capacity: 1,
+        zone: None,
+        node: None,
+    }
 }

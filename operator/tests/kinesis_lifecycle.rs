@@ -110,7 +110,10 @@ async fn children_wait_for_the_parent_then_follow_its_owner() {
             .expect("observe");
         let output = plan_from(&observation, &initial);
         if output.pending.len() == 2 {
-            println!("measured: one observe (ListShards + lease scan + lifecycle) and plan: {:?}", step.elapsed());
+            println!(
+                "measured: one observe (ListShards + lease scan + lifecycle) and plan: {:?}",
+                step.elapsed()
+            );
             break (observation, output);
         }
         assert!(

@@ -13,7 +13,6 @@ use std::time::Duration;
 use shardring::source::kinesis::pacing::{jitter_interval, jitter_unit};
 use shardring::source::kinesis::{ReaderOptions, ReaderRegistry, StreamId, TopologyReader};
 
-
 /// Real seconds per test second.
 const SCALE: f64 = 100.0;
 
@@ -28,7 +27,12 @@ async fn run_groups(reader: Arc<TopologyReader>, groups: usize, run: Duration) -
                 tokio::time::sleep(Duration::from_millis(300).mul_f64(jitter_unit())).await;
                 while tokio::time::Instant::now() < deadline {
                     reader.topology().await.expect("topology");
-                    tokio::time::sleep(jitter_interval(Duration::from_millis(300), 0.1, jitter_unit())).await;
+                    tokio::time::sleep(jitter_interval(
+                        Duration::from_millis(300),
+                        0.1,
+                        jitter_unit(),
+                    ))
+                    .await;
                 }
             })
         })
@@ -57,12 +61,21 @@ async fn steady_state_list_shards_calls_per_minute() {
         // One reader shared by every group, as the registry hands out; a
         // fresh one per configuration so the cache starts empty.
         let registry = ReaderRegistry::new(support::sdk_config().await, options, None);
-        let reader = registry.reader(StreamId::named("steady"), Some(support::REGION), Some(&endpoint));
+        let reader = registry.reader(
+            StreamId::named("steady"),
+            Some(support::REGION),
+            Some(&endpoint),
+        );
         let calls = run_groups(reader, groups, run).await;
         let per_minute = calls as f64 / minutes;
-        println!("measured: {groups} group(s) on one stream, 30 s refresh, 10 s shared cache: {calls} ListShards calls in {minutes:.0} min = {per_minute:.1} per minute");
+        println!(
+            "measured: {groups} group(s) on one stream, 30 s refresh, 10 s shared cache: {calls} ListShards calls in {minutes:.0} min = {per_minute:.1} per minute"
+        );
         let bound = (2.0 * groups as f64).min(6.0) * 1.25;
-        assert!(per_minute <= bound, "{per_minute} calls/min exceeds {bound}");
+        assert!(
+            per_minute <= bound,
+            "{per_minute} calls/min exceeds {bound}"
+        );
         assert!(per_minute >= 1.0, "refreshes happened");
     }
 }

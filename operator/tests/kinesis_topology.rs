@@ -16,7 +16,10 @@ fn open(shards: &[KinesisShard]) -> Vec<&KinesisShard> {
 }
 
 fn by_id<'a>(shards: &'a [KinesisShard], id: &str) -> &'a KinesisShard {
-    shards.iter().find(|s| s.id == id).unwrap_or_else(|| panic!("{id} not listed in {shards:?}"))
+    shards
+        .iter()
+        .find(|s| s.id == id)
+        .unwrap_or_else(|| panic!("{id} not listed in {shards:?}"))
 }
 
 /// Open shards tile the key space exactly: sorted by start, each starts one
@@ -26,7 +29,10 @@ fn assert_tiles_key_space(shards: &[KinesisShard]) {
         .iter()
         .map(|s| {
             let range = s.hash_key_range.as_ref().expect("range");
-            (range.start.parse().expect("start"), range.end.parse().expect("end"))
+            (
+                range.start.parse().expect("start"),
+                range.end.parse().expect("end"),
+            )
         })
         .collect();
     ranges.sort();
@@ -50,14 +56,31 @@ async fn create_split_and_merge() {
     assert_tiles_key_space(&created);
 
     // Split shard 0 in half: it closes and two children name it as parent.
-    let range = by_id(&created, "shardId-000000000000").hash_key_range.clone().expect("range");
-    support::split_in_half(&admin, "orders", "shardId-000000000000", range.start.parse().unwrap(), range.end.parse().unwrap()).await;
+    let range = by_id(&created, "shardId-000000000000")
+        .hash_key_range
+        .clone()
+        .expect("range");
+    support::split_in_half(
+        &admin,
+        "orders",
+        "shardId-000000000000",
+        range.start.parse().unwrap(),
+        range.end.parse().unwrap(),
+    )
+    .await;
     let split = reader.list().await.expect("list").shards;
     assert_eq!(split.len(), 4, "closed parent stays listed: {split:?}");
     assert!(by_id(&split, "shardId-000000000000").closed);
-    let children: Vec<&KinesisShard> = split.iter().filter(|s| s.parent.as_deref() == Some("shardId-000000000000")).collect();
+    let children: Vec<&KinesisShard> = split
+        .iter()
+        .filter(|s| s.parent.as_deref() == Some("shardId-000000000000"))
+        .collect();
     assert_eq!(children.len(), 2);
-    assert!(children.iter().all(|c| !c.closed && c.adjacent_parent.is_none()));
+    assert!(
+        children
+            .iter()
+            .all(|c| !c.closed && c.adjacent_parent.is_none())
+    );
     assert_tiles_key_space(&split);
 
     // Merge the two children back: the merged shard has both as parents.
@@ -65,7 +88,10 @@ async fn create_split_and_merge() {
     support::merge(&admin, "orders", &a, &b).await;
     let merged = reader.list().await.expect("list").shards;
     assert_eq!(merged.len(), 5);
-    let child = merged.iter().find(|s| s.adjacent_parent.is_some()).expect("a merged shard");
+    let child = merged
+        .iter()
+        .find(|s| s.adjacent_parent.is_some())
+        .expect("a merged shard");
     let parents: BTreeSet<String> = child.parents().into_iter().collect();
     assert_eq!(parents, BTreeSet::from([a.clone(), b.clone()]));
     assert!(by_id(&merged, &a).closed && by_id(&merged, &b).closed);
@@ -95,7 +121,11 @@ async fn update_shard_count_doubles_twice() {
             }
         }
         for closed in shards.iter().filter(|s| s.closed) {
-            assert!(shards.iter().any(|s| s.parents().contains(&closed.id)), "{} has no child", closed.id);
+            assert!(
+                shards.iter().any(|s| s.parents().contains(&closed.id)),
+                "{} has no child",
+                closed.id
+            );
         }
         assert_tiles_key_space(&shards);
         listed_before = shards.len();
@@ -107,7 +137,11 @@ async fn pages_through_more_shards_than_one_page() {
     let kinesis = support::kinesis();
     let admin = support::kinesis_admin(&kinesis.endpoint()).await;
     support::create_stream(&admin, "wide", 7).await;
-    let whole = support::reader(&kinesis.endpoint(), "wide", None).await.list().await.expect("list");
+    let whole = support::reader(&kinesis.endpoint(), "wide", None)
+        .await
+        .list()
+        .await
+        .expect("list");
     assert_eq!(whole.shards.len(), 7);
     assert_eq!(whole.calls, 1);
     for page in [1, 2, 3] {
@@ -116,7 +150,11 @@ async fn pages_through_more_shards_than_one_page() {
         assert_eq!(paged.shards, whole.shards, "page size {page}");
         let expected_calls = 7u32.div_ceil(page as u32);
         // A last full page may need one more (empty) call to learn it was last.
-        assert!(paged.calls == expected_calls || paged.calls == expected_calls + 1, "page {page}: {} calls", paged.calls);
+        assert!(
+            paged.calls == expected_calls || paged.calls == expected_calls + 1,
+            "page {page}: {} calls",
+            paged.calls
+        );
         assert_eq!(reader.calls(), u64::from(paged.calls));
     }
 }
@@ -126,19 +164,38 @@ async fn groups_on_one_stream_share_a_reader_and_its_cache() {
     let kinesis = support::kinesis();
     let admin = support::kinesis_admin(&kinesis.endpoint()).await;
     support::create_stream(&admin, "shared", 3).await;
-    let options = ReaderOptions { min_refresh_interval: Duration::from_secs(60), ..ReaderOptions::default() };
+    let options = ReaderOptions {
+        min_refresh_interval: Duration::from_secs(60),
+        ..ReaderOptions::default()
+    };
     let registry = ReaderRegistry::new(support::sdk_config().await, options, None);
     let endpoint = kinesis.endpoint();
-    let first = registry.reader(StreamId::named("shared"), Some(support::REGION), Some(&endpoint));
-    let second = registry.reader(StreamId::named("shared"), Some(support::REGION), Some(&endpoint));
-    let other = registry.reader(StreamId::named("shared-too"), Some(support::REGION), Some(&endpoint));
+    let first = registry.reader(
+        StreamId::named("shared"),
+        Some(support::REGION),
+        Some(&endpoint),
+    );
+    let second = registry.reader(
+        StreamId::named("shared"),
+        Some(support::REGION),
+        Some(&endpoint),
+    );
+    let other = registry.reader(
+        StreamId::named("shared-too"),
+        Some(support::REGION),
+        Some(&endpoint),
+    );
     assert!(Arc::ptr_eq(&first, &second));
     assert!(!Arc::ptr_eq(&first, &other));
     assert_eq!(registry.len(), 2);
 
     // Ten concurrent refreshes from "different groups" cost one listing.
     let reads = futures::future::join_all((0..10).map(|_| first.topology())).await;
-    assert!(reads.iter().all(|r| r.as_ref().is_ok_and(|t| t.shards.len() == 3)));
+    assert!(
+        reads
+            .iter()
+            .all(|r| r.as_ref().is_ok_and(|t| t.shards.len() == 3))
+    );
     assert_eq!(first.calls(), 1);
     let again = second.topology().await.expect("cached");
     assert_eq!(first.calls(), 1);

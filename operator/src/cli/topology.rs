@@ -15,7 +15,9 @@ use crate::engine::{HashKeyRange, ShardState};
 use crate::lease::{Checkpoint, LeaseReader, LeaseTable, dynamodb_client};
 use crate::source::kinesis::lifecycle::{self, LifecycleMemory};
 use crate::source::kinesis::reader::emulator_credentials;
-use crate::source::kinesis::{ReaderOptions, StreamId, StreamTopology, TopologyReader, kinesis_client};
+use crate::source::kinesis::{
+    ReaderOptions, StreamId, StreamTopology, TopologyReader, kinesis_client,
+};
 
 /// Arguments of `shardring topology`.
 #[derive(Debug, clap::Args)]
@@ -90,7 +92,11 @@ fn is_loopback(endpoint: &str) -> bool {
 /// Runs the command.
 pub async fn run(args: TopologyArgs) -> anyhow::Result<ExitCode> {
     let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
-    let local = args.endpoint.iter().chain(args.lease_endpoint.iter()).all(|e| is_loopback(e))
+    let local = args
+        .endpoint
+        .iter()
+        .chain(args.lease_endpoint.iter())
+        .all(|e| is_loopback(e))
         && args.endpoint.is_some()
         && std::env::var_os("AWS_ACCESS_KEY_ID").is_none();
     if local {
@@ -98,21 +104,41 @@ pub async fn run(args: TopologyArgs) -> anyhow::Result<ExitCode> {
     }
     let base = loader.load().await;
     let stream = match args.stream.rsplit_once(":stream/") {
-        Some((_, name)) if args.stream.starts_with("arn:") => {
-            StreamId { name: name.to_owned(), arn: Some(args.stream.clone()) }
-        }
+        Some((_, name)) if args.stream.starts_with("arn:") => StreamId {
+            name: name.to_owned(),
+            arn: Some(args.stream.clone()),
+        },
         _ => StreamId::named(&args.stream),
     };
-    let region = args.region.as_deref().or_else(|| args.stream.split(':').nth(3).filter(|_| stream.arn.is_some()));
-    let options = ReaderOptions { page_size: args.page_size, ..ReaderOptions::default() };
-    let reader = TopologyReader::new(kinesis_client(&base, region, args.endpoint.as_deref()), stream.clone(), options, None);
-    let topology = reader.list().await.with_context(|| format!("listing the shards of {}", stream.name))?;
+    let region = args.region.as_deref().or_else(|| {
+        args.stream
+            .split(':')
+            .nth(3)
+            .filter(|_| stream.arn.is_some())
+    });
+    let options = ReaderOptions {
+        page_size: args.page_size,
+        ..ReaderOptions::default()
+    };
+    let reader = TopologyReader::new(
+        kinesis_client(&base, region, args.endpoint.as_deref()),
+        stream.clone(),
+        options,
+        None,
+    );
+    let topology = reader
+        .list()
+        .await
+        .with_context(|| format!("listing the shards of {}", stream.name))?;
     let leases = match &args.lease_table {
         None => None,
         Some(table) => {
             let client = dynamodb_client(&base, region, args.lease_endpoint.as_deref());
             let lease_reader = LeaseReader::new(client, table, Some(stream.name.clone()), None);
-            let table = lease_reader.read(jiff::Timestamp::now()).await.with_context(|| format!("reading lease table {table}"))?;
+            let table = lease_reader
+                .read(jiff::Timestamp::now())
+                .await
+                .with_context(|| format!("reading lease table {table}"))?;
             Some(table)
         }
     };
@@ -131,13 +157,26 @@ pub async fn run(args: TopologyArgs) -> anyhow::Result<ExitCode> {
 pub fn build_output(topology: &StreamTopology, leases: Option<&LeaseTable>) -> TopologyOutput {
     let mut memory = LifecycleMemory::default();
     let life = lifecycle::derive(&topology.shards, leases, leases.is_some(), &mut memory);
-    let states: BTreeMap<&str, ShardState> = life.shards.iter().map(|s| (s.id.as_str(), s.state)).collect();
+    let states: BTreeMap<&str, ShardState> = life
+        .shards
+        .iter()
+        .map(|s| (s.id.as_str(), s.state))
+        .collect();
     let listed: BTreeSet<&str> = topology.shards.iter().map(|s| s.id.as_str()).collect();
     let mut children: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     let mut roots = Vec::new();
     for (index, shard) in topology.shards.iter().enumerate() {
         match shard.parents().iter().find(|p| listed.contains(p.as_str())) {
-            Some(parent) => children.entry(topology.shards.iter().find(|s| &s.id == parent).map_or("", |s| s.id.as_str())).or_default().push(index),
+            Some(parent) => children
+                .entry(
+                    topology
+                        .shards
+                        .iter()
+                        .find(|s| &s.id == parent)
+                        .map_or("", |s| s.id.as_str()),
+                )
+                .or_default()
+                .push(index),
             None => roots.push(index),
         }
     }
@@ -165,7 +204,9 @@ pub fn build_output(topology: &StreamTopology, leases: Option<&LeaseTable>) -> T
                 hash_key_range: shard.hash_key_range.clone(),
                 lease_owner: lease.and_then(|l| l.owner.clone()),
                 checkpoint: lease.and_then(|l| {
-                    l.sequence_number.clone().or_else(|| l.checkpoint.map(|kind| kind.as_str().to_owned()))
+                    l.sequence_number
+                        .clone()
+                        .or_else(|| l.checkpoint.map(|kind| kind.as_str().to_owned()))
                 }),
             }
         })
@@ -184,7 +225,11 @@ fn key_share(range: &HashKeyRange) -> Option<f64> {
 fn depth(line: &ShardLine, lines: &[ShardLine]) -> usize {
     let mut depth = 0;
     let mut current = line;
-    while let Some(parent) = current.parents.iter().find_map(|p| lines.iter().find(|l| &l.id == p)) {
+    while let Some(parent) = current
+        .parents
+        .iter()
+        .find_map(|p| lines.iter().find(|l| &l.id == p))
+    {
         depth += 1;
         current = parent;
         if depth > lines.len() {
@@ -204,11 +249,22 @@ fn table(output: &TopologyOutput, with_leases: bool) -> String {
     for line in &output.shards {
         let indent = depth(line, &output.shards);
         let name = format!("{}{}", "  ".repeat(indent), line.id);
-        let share = line.hash_key_range.as_ref().and_then(key_share).map_or("-".to_owned(), |s| format!("{s:.2}"));
+        let share = line
+            .hash_key_range
+            .as_ref()
+            .and_then(key_share)
+            .map_or("-".to_owned(), |s| format!("{s:.2}"));
         let mut row = format!("{name:<40} {:<9} {share:>8}", line.state);
         if with_leases {
-            let checkpoint = line.checkpoint.as_deref().map(shorten).unwrap_or_else(|| "-".to_owned());
-            row.push_str(&format!("  {:<24} {checkpoint}", line.lease_owner.as_deref().unwrap_or("-")));
+            let checkpoint = line
+                .checkpoint
+                .as_deref()
+                .map(shorten)
+                .unwrap_or_else(|| "-".to_owned());
+            row.push_str(&format!(
+                "  {:<24} {checkpoint}",
+                line.lease_owner.as_deref().unwrap_or("-")
+            ));
         }
         let _ = writeln!(text, "{}", row.trim_end());
     }
@@ -219,7 +275,9 @@ fn table(output: &TopologyOutput, with_leases: bool) -> String {
 
 /// Long sequence numbers are shown by their last digits.
 fn shorten(checkpoint: &str) -> String {
-    if checkpoint.len() > 16 && Checkpoint::parse(checkpoint).is_some_and(|c| matches!(c, Checkpoint::Sequence(_))) {
+    if checkpoint.len() > 16
+        && Checkpoint::parse(checkpoint).is_some_and(|c| matches!(c, Checkpoint::Sequence(_)))
+    {
         format!("…{}", &checkpoint[checkpoint.len() - 12..])
     } else {
         checkpoint.to_owned()
@@ -236,7 +294,10 @@ mod tests {
             id: id.to_owned(),
             parent: parents.first().map(|p| (*p).to_owned()),
             adjacent_parent: parents.get(1).map(|p| (*p).to_owned()),
-            hash_key_range: Some(HashKeyRange { start: range.0.to_owned(), end: range.1.to_owned() }),
+            hash_key_range: Some(HashKeyRange {
+                start: range.0.to_owned(),
+                end: range.1.to_owned(),
+            }),
             closed,
         }
     }

@@ -38,24 +38,40 @@ impl LeaseMetrics {
     /// Creates and registers the metrics.
     pub fn register(registry: &mut Registry) -> Self {
         let metrics = Self {
-            scan_seconds: Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.005, 2.0, 14))),
+            scan_seconds: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.005, 2.0, 14))
+            }),
             leases: Family::default(),
         };
-        registry.register("lease_table_scan_seconds", "Duration of a full lease table scan", metrics.scan_seconds.clone());
-        registry.register("lease_table_leases", "Leases in the last lease table scan", metrics.leases.clone());
+        registry.register(
+            "lease_table_scan_seconds",
+            "Duration of a full lease table scan",
+            metrics.scan_seconds.clone(),
+        );
+        registry.register(
+            "lease_table_leases",
+            "Leases in the last lease table scan",
+            metrics.leases.clone(),
+        );
         metrics
     }
 }
 
 /// Builds a DynamoDB client from the shared AWS config with optional region
 /// and endpoint overrides; SDK retries are off (the reader retries itself).
-pub fn dynamodb_client(base: &aws_config::SdkConfig, region: Option<&str>, endpoint: Option<&str>) -> Client {
-    let mut builder = aws_sdk_dynamodb::config::Builder::from(base).retry_config(RetryConfig::disabled()).timeout_config(
-        TimeoutConfig::builder()
-            .connect_timeout(Duration::from_secs(3))
-            .operation_attempt_timeout(Duration::from_secs(10))
-            .build(),
-    );
+pub fn dynamodb_client(
+    base: &aws_config::SdkConfig,
+    region: Option<&str>,
+    endpoint: Option<&str>,
+) -> Client {
+    let mut builder = aws_sdk_dynamodb::config::Builder::from(base)
+        .retry_config(RetryConfig::disabled())
+        .timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(Duration::from_secs(3))
+                .operation_attempt_timeout(Duration::from_secs(10))
+                .build(),
+        );
     if let Some(region) = region {
         builder = builder.region(Region::new(region.to_owned()));
     }
@@ -80,7 +96,12 @@ pub struct LeaseReader {
 impl LeaseReader {
     /// A reader of `table`; with `stream`, multi-stream leases of other
     /// streams are ignored.
-    pub fn new(client: Client, table: impl Into<String>, stream: Option<String>, metrics: Option<LeaseMetrics>) -> Self {
+    pub fn new(
+        client: Client,
+        table: impl Into<String>,
+        stream: Option<String>,
+        metrics: Option<LeaseMetrics>,
+    ) -> Self {
         Self {
             client,
             table: table.into(),
@@ -111,7 +132,10 @@ impl LeaseReader {
 
     /// The last snapshot, if any.
     pub fn last(&self) -> Option<LeaseTable> {
-        self.previous.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+        self.previous
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
     }
 
     /// Scans the table and returns the snapshot as of `now`, keeping it as
@@ -120,13 +144,28 @@ impl LeaseReader {
     pub async fn read(&self, now: Timestamp) -> Result<LeaseTable, LeaseError> {
         let started = std::time::Instant::now();
         let (records, items) = self.scan().await?;
-        let mut previous = self.previous.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let table = build(&records, items, self.stream.as_deref(), previous.as_ref(), now);
+        let mut previous = self
+            .previous
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let table = build(
+            &records,
+            items,
+            self.stream.as_deref(),
+            previous.as_ref(),
+            now,
+        );
         *previous = Some(table.clone());
         if let Some(metrics) = &self.metrics {
             let labels = vec![("table".to_owned(), self.table.clone())];
-            metrics.scan_seconds.get_or_create(&labels).observe(started.elapsed().as_secs_f64());
-            metrics.leases.get_or_create(&labels).set(table.leases.len() as i64);
+            metrics
+                .scan_seconds
+                .get_or_create(&labels)
+                .observe(started.elapsed().as_secs_f64());
+            metrics
+                .leases
+                .get_or_create(&labels)
+                .set(table.leases.len() as i64);
         }
         Ok(table)
     }
@@ -172,7 +211,10 @@ impl LeaseReader {
 }
 
 /// Maps a DynamoDB error to a [`LeaseError`] and whether to retry.
-fn classify<E>(error: &SdkError<E, aws_sdk_dynamodb::config::http::HttpResponse>, table: &str) -> (LeaseError, bool)
+fn classify<E>(
+    error: &SdkError<E, aws_sdk_dynamodb::config::http::HttpResponse>,
+    table: &str,
+) -> (LeaseError, bool)
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
 {
@@ -180,7 +222,11 @@ where
         SdkError::ServiceError(service) => {
             let err = service.err();
             let status = service.raw().status().as_u16();
-            let detail = format!("{table}: {}: {}", err.code().unwrap_or("HTTP error"), err.message().unwrap_or(""));
+            let detail = format!(
+                "{table}: {}: {}",
+                err.code().unwrap_or("HTTP error"),
+                err.message().unwrap_or("")
+            );
             match err.code() {
                 Some("ResourceNotFoundException") => (LeaseError::TableNotFound(detail), false),
                 Some(code) if is_access_code(code) => (LeaseError::AccessDenied(detail), false),
@@ -190,9 +236,13 @@ where
                 _ => (LeaseError::Other(detail), status >= 500),
             }
         }
-        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
-            (LeaseError::Other(format!("{table}: {}", chain(error))), true)
-        }
-        other => (LeaseError::Other(format!("{table}: {}", chain(other))), false),
+        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => (
+            LeaseError::Other(format!("{table}: {}", chain(error))),
+            true,
+        ),
+        other => (
+            LeaseError::Other(format!("{table}: {}", chain(other))),
+            false,
+        ),
     }
 }

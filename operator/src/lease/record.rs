@@ -159,7 +159,9 @@ fn strings(item: &Item, name: &str) -> Vec<String> {
     let mut values = match item.get(name) {
         Some(AttributeValue::Ss(set)) => set.clone(),
         Some(AttributeValue::S(one)) if !one.is_empty() => vec![one.clone()],
-        Some(AttributeValue::L(list)) => list.iter().filter_map(|v| v.as_s().ok().cloned()).collect(),
+        Some(AttributeValue::L(list)) => {
+            list.iter().filter_map(|v| v.as_s().ok().cloned()).collect()
+        }
         _ => Vec::new(),
     };
     values.sort();
@@ -177,7 +179,9 @@ impl LeaseRecord {
             stream,
             lease_owner: string(item, "leaseOwner"),
             lease_counter: number(item, "leaseCounter"),
-            checkpoint: string(item, "checkpoint").as_deref().and_then(Checkpoint::parse),
+            checkpoint: string(item, "checkpoint")
+                .as_deref()
+                .and_then(Checkpoint::parse),
             checkpoint_sub_sequence_number: number(item, "checkpointSubSequenceNumber"),
             owner_switches_since_checkpoint: number(item, "ownerSwitchesSinceCheckpoint"),
             parent_shard_ids: strings(item, "parentShardId"),
@@ -192,7 +196,9 @@ impl LeaseRecord {
 
     /// Whether this lease belongs to `stream` (plain keys belong to any).
     pub fn is_for_stream(&self, stream: &str) -> bool {
-        self.stream.as_ref().is_none_or(|qualifier| qualifier.stream == stream)
+        self.stream
+            .as_ref()
+            .is_none_or(|qualifier| qualifier.stream == stream)
     }
 }
 
@@ -210,11 +216,26 @@ mod tests {
             ("leaseKey", s("shardId-000000000002")),
             ("leaseOwner", s("worker-a")),
             ("leaseCounter", AttributeValue::N("17".into())),
-            ("checkpoint", s("49590338271490256608559692538361571095921575989136588898")),
+            (
+                "checkpoint",
+                s("49590338271490256608559692538361571095921575989136588898"),
+            ),
             ("checkpointSubSequenceNumber", AttributeValue::N("0".into())),
-            ("ownerSwitchesSinceCheckpoint", AttributeValue::N("1".into())),
-            ("parentShardId", AttributeValue::Ss(vec!["shardId-000000000000".into()])),
-            ("childShardIds", AttributeValue::Ss(vec!["shardId-000000000004".into(), "shardId-000000000003".into()])),
+            (
+                "ownerSwitchesSinceCheckpoint",
+                AttributeValue::N("1".into()),
+            ),
+            (
+                "parentShardId",
+                AttributeValue::Ss(vec!["shardId-000000000000".into()]),
+            ),
+            (
+                "childShardIds",
+                AttributeValue::Ss(vec![
+                    "shardId-000000000004".into(),
+                    "shardId-000000000003".into(),
+                ]),
+            ),
             ("checkpointOwner", s("worker-b")),
             ("throughputKBps", AttributeValue::N("12.5".into())),
             ("startingHashKey", s("0")),
@@ -228,10 +249,16 @@ mod tests {
         assert_eq!(lease.stream, None);
         assert_eq!(lease.lease_owner.as_deref(), Some("worker-a"));
         assert_eq!(lease.lease_counter, Some(17));
-        assert_eq!(lease.checkpoint.as_ref().map(Checkpoint::kind), Some(CheckpointKind::Sequence));
+        assert_eq!(
+            lease.checkpoint.as_ref().map(Checkpoint::kind),
+            Some(CheckpointKind::Sequence)
+        );
         assert_eq!(lease.owner_switches_since_checkpoint, Some(1));
         assert_eq!(lease.parent_shard_ids, vec!["shardId-000000000000"]);
-        assert_eq!(lease.child_shard_ids, vec!["shardId-000000000003", "shardId-000000000004"]);
+        assert_eq!(
+            lease.child_shard_ids,
+            vec!["shardId-000000000003", "shardId-000000000004"]
+        );
         assert_eq!(lease.checkpoint_owner.as_deref(), Some("worker-b"));
         assert_eq!(lease.throughput_kbps, Some(12.5));
         assert_eq!(lease.ending_hash_key.as_deref(), Some("100"));
@@ -239,10 +266,17 @@ mod tests {
 
     #[test]
     fn tolerates_missing_fields_and_reads_multi_stream_keys() {
-        let item: Item = [("leaseKey".to_owned(), s("123456789012:orders:1700000000:shardId-000000000007"))].into();
+        let item: Item = [(
+            "leaseKey".to_owned(),
+            s("123456789012:orders:1700000000:shardId-000000000007"),
+        )]
+        .into();
         let lease = LeaseRecord::from_item(&item).expect("parses");
         assert_eq!(lease.shard_id, "shardId-000000000007");
-        assert_eq!(lease.stream.as_ref().map(|q| q.stream.as_str()), Some("orders"));
+        assert_eq!(
+            lease.stream.as_ref().map(|q| q.stream.as_str()),
+            Some("orders")
+        );
         assert!(lease.is_for_stream("orders"));
         assert!(!lease.is_for_stream("payments"));
         assert_eq!(lease.lease_owner, None);
@@ -254,10 +288,19 @@ mod tests {
     #[test]
     fn checkpoint_sentinels() {
         assert_eq!(Checkpoint::parse("SHARD_END"), Some(Checkpoint::ShardEnd));
-        assert_eq!(Checkpoint::parse("TRIM_HORIZON"), Some(Checkpoint::TrimHorizon));
+        assert_eq!(
+            Checkpoint::parse("TRIM_HORIZON"),
+            Some(Checkpoint::TrimHorizon)
+        );
         assert_eq!(Checkpoint::parse("LATEST"), Some(Checkpoint::Latest));
-        assert_eq!(Checkpoint::parse("AT_TIMESTAMP"), Some(Checkpoint::AtTimestamp));
-        assert_eq!(Checkpoint::parse("12"), Some(Checkpoint::Sequence("12".into())));
+        assert_eq!(
+            Checkpoint::parse("AT_TIMESTAMP"),
+            Some(Checkpoint::AtTimestamp)
+        );
+        assert_eq!(
+            Checkpoint::parse("12"),
+            Some(Checkpoint::Sequence("12".into()))
+        );
         assert_eq!(Checkpoint::parse("garbage"), None);
     }
 }

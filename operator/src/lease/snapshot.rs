@@ -67,9 +67,18 @@ impl LeaseTable {
 /// Builds the next table from scanned records and the previous table.
 /// `stream` keeps only leases for that stream (multi-stream keys naming
 /// another stream are dropped; plain keys are kept).
-pub fn build(records: &[LeaseRecord], items: usize, stream: Option<&str>, previous: Option<&LeaseTable>, now: Timestamp) -> LeaseTable {
+pub fn build(
+    records: &[LeaseRecord],
+    items: usize,
+    stream: Option<&str>,
+    previous: Option<&LeaseTable>,
+    now: Timestamp,
+) -> LeaseTable {
     let mut leases = BTreeMap::new();
-    for record in records.iter().filter(|record| stream.is_none_or(|name| record.is_for_stream(name))) {
+    for record in records
+        .iter()
+        .filter(|record| stream.is_none_or(|name| record.is_for_stream(name)))
+    {
         let counter = record.lease_counter.unwrap_or(0);
         let unchanged = previous
             .and_then(|table| table.get(&record.shard_id))
@@ -92,7 +101,11 @@ pub fn build(records: &[LeaseRecord], items: usize, stream: Option<&str>, previo
         };
         leases.insert(record.shard_id.clone(), snapshot);
     }
-    LeaseTable { leases, scanned_at: Some(now), items }
+    LeaseTable {
+        leases,
+        scanned_at: Some(now),
+        items,
+    }
 }
 
 #[cfg(test)]
@@ -125,18 +138,50 @@ mod tests {
 
     #[test]
     fn counter_change_time_follows_renewals() {
-        let first = build(&[record("s0", Some("a"), 1, "LATEST")], 1, None, None, at(0));
+        let first = build(
+            &[record("s0", Some("a"), 1, "LATEST")],
+            1,
+            None,
+            None,
+            at(0),
+        );
         assert_eq!(first.get("s0").map(|l| l.counter_changed_at), Some(at(0)));
         // Same counter 10 s later: the change time stays at the first sighting.
-        let second = build(&[record("s0", Some("a"), 1, "LATEST")], 1, None, Some(&first), at(10));
+        let second = build(
+            &[record("s0", Some("a"), 1, "LATEST")],
+            1,
+            None,
+            Some(&first),
+            at(10),
+        );
         assert_eq!(second.get("s0").map(|l| l.counter_changed_at), Some(at(0)));
-        assert!(second.get("s0").is_some_and(|l| l.is_expired(at(10), Duration::from_secs(10))));
-        assert!(!second.get("s0").is_some_and(|l| l.is_expired(at(10), Duration::from_secs(11))));
+        assert!(
+            second
+                .get("s0")
+                .is_some_and(|l| l.is_expired(at(10), Duration::from_secs(10)))
+        );
+        assert!(
+            !second
+                .get("s0")
+                .is_some_and(|l| l.is_expired(at(10), Duration::from_secs(11)))
+        );
         // A renewal moves it.
-        let third = build(&[record("s0", Some("a"), 2, "LATEST")], 1, None, Some(&second), at(20));
+        let third = build(
+            &[record("s0", Some("a"), 2, "LATEST")],
+            1,
+            None,
+            Some(&second),
+            at(20),
+        );
         assert_eq!(third.get("s0").map(|l| l.counter_changed_at), Some(at(20)));
         // So does an owner change at the same counter.
-        let fourth = build(&[record("s0", Some("b"), 2, "LATEST")], 1, None, Some(&third), at(30));
+        let fourth = build(
+            &[record("s0", Some("b"), 2, "LATEST")],
+            1,
+            None,
+            Some(&third),
+            at(30),
+        );
         assert_eq!(fourth.get("s0").map(|l| l.counter_changed_at), Some(at(30)));
     }
 
@@ -149,14 +194,22 @@ mod tests {
             creation_epoch: "1".into(),
         });
         let table = build(
-            &[record("s0", None, 4, "SHARD_END"), record("s1", Some("a"), 1, "12345"), other],
+            &[
+                record("s0", None, 4, "SHARD_END"),
+                record("s1", Some("a"), 1, "12345"),
+                other,
+            ],
             3,
             Some("orders"),
             None,
             at(0),
         );
         assert_eq!(table.leases.len(), 2);
-        assert!(table.get("s0").is_some_and(|l| l.complete && l.owner.is_none()));
+        assert!(
+            table
+                .get("s0")
+                .is_some_and(|l| l.complete && l.owner.is_none())
+        );
         let s1 = table.get("s1").expect("present");
         assert!(!s1.complete);
         assert_eq!(s1.checkpoint, Some(CheckpointKind::Sequence));

@@ -26,9 +26,13 @@ pub fn for_spec(spec: &ShardGroupSpec) -> Result<Box<dyn ShardSource>, SourceErr
         // `kinesis::SharedKinesis::install` sets up at startup.
         (Some(_), _) => match kinesis::installed() {
             Some(shared) => Ok(Box::new(shared.source_for(spec)?)),
-            None => Err(SourceError::Other("the Kinesis readers are not initialised (SharedKinesis::install)".into())),
+            None => Err(SourceError::Other(
+                "the Kinesis readers are not initialised (SharedKinesis::install)".into(),
+            )),
         },
-        (None, None) => Err(SourceError::Invalid("set exactly one of source.kinesis or source.static".into())),
+        (None, None) => Err(SourceError::Invalid(
+            "set exactly one of source.kinesis or source.static".into(),
+        )),
     }
 }
 

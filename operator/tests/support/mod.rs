@@ -11,11 +11,14 @@ pub mod proxy;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::types::{AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType};
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType,
+    ScalarAttributeType,
+};
 use aws_sdk_kinesis::types::{ScalingType, StreamStatus};
 use shardring::emulators::Emulator;
 use shardring::source::kinesis::reader::emulator_credentials;
-use shardring::source::kinesis::{kinesis_client, ReaderOptions, StreamId, TopologyReader};
+use shardring::source::kinesis::{ReaderOptions, StreamId, TopologyReader, kinesis_client};
 
 /// The region every test uses.
 pub const REGION: &str = "us-east-1";
@@ -58,7 +61,12 @@ pub async fn reader(endpoint: &str, stream: &str, page_size: Option<i32>) -> Top
         min_refresh_interval: Duration::ZERO,
         ..ReaderOptions::default()
     };
-    TopologyReader::new(kinesis_admin(endpoint).await, StreamId::named(stream), options, None)
+    TopologyReader::new(
+        kinesis_admin(endpoint).await,
+        StreamId::named(stream),
+        options,
+        None,
+    )
 }
 
 /// Waits until the stream is ACTIVE (setup only: the reader never calls
@@ -72,23 +80,41 @@ pub async fn wait_active(client: &aws_sdk_kinesis::Client, stream: &str) {
             .send()
             .await
             .ok()
-            .and_then(|out| out.stream_description_summary().map(|s| s.stream_status().clone()));
+            .and_then(|out| {
+                out.stream_description_summary()
+                    .map(|s| s.stream_status().clone())
+            });
         if status == Some(StreamStatus::Active) {
             return;
         }
-        assert!(Instant::now() < deadline, "stream {stream} not ACTIVE within 30 s (status {status:?})");
+        assert!(
+            Instant::now() < deadline,
+            "stream {stream} not ACTIVE within 30 s (status {status:?})"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
 /// Creates a provisioned stream with `shards` shards and waits for ACTIVE.
 pub async fn create_stream(client: &aws_sdk_kinesis::Client, stream: &str, shards: i32) {
-    client.create_stream().stream_name(stream).shard_count(shards).send().await.expect("CreateStream");
+    client
+        .create_stream()
+        .stream_name(stream)
+        .shard_count(shards)
+        .send()
+        .await
+        .expect("CreateStream");
     wait_active(client, stream).await;
 }
 
 /// Splits `shard` at the middle of its range and waits for ACTIVE.
-pub async fn split_in_half(client: &aws_sdk_kinesis::Client, stream: &str, shard: &str, start: u128, end: u128) {
+pub async fn split_in_half(
+    client: &aws_sdk_kinesis::Client,
+    stream: &str,
+    shard: &str,
+    start: u128,
+    end: u128,
+) {
     let middle = start + (end - start) / 2 + 1;
     client
         .split_shard()
@@ -139,7 +165,13 @@ pub async fn create_lease_table(client: &aws_sdk_dynamodb::Client, table: &str) 
                 .build()
                 .expect("attribute"),
         )
-        .key_schema(KeySchemaElement::builder().attribute_name("leaseKey").key_type(KeyType::Hash).build().expect("key"))
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name("leaseKey")
+                .key_type(KeyType::Hash)
+                .build()
+                .expect("key"),
+        )
         .billing_mode(BillingMode::PayPerRequest)
         .send()
         .await
@@ -156,7 +188,10 @@ pub async fn create_lease_table(client: &aws_sdk_dynamodb::Client, table: &str) 
         if status == Some(aws_sdk_dynamodb::types::TableStatus::Active) {
             return;
         }
-        assert!(Instant::now() < deadline, "table {table} not ACTIVE within 30 s");
+        assert!(
+            Instant::now() < deadline,
+            "table {table} not ACTIVE within 30 s"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -185,17 +220,41 @@ pub async fn put_lease(client: &aws_sdk_dynamodb::Client, table: &str, lease: &K
     if let Some(owner) = lease.owner {
         item.insert("leaseOwner".into(), AttributeValue::S(owner.into()));
     }
-    item.insert("leaseCounter".into(), AttributeValue::N(lease.counter.to_string()));
-    item.insert("checkpoint".into(), AttributeValue::S(lease.checkpoint.into()));
-    item.insert("checkpointSubSequenceNumber".into(), AttributeValue::N("0".into()));
-    item.insert("ownerSwitchesSinceCheckpoint".into(), AttributeValue::N("0".into()));
+    item.insert(
+        "leaseCounter".into(),
+        AttributeValue::N(lease.counter.to_string()),
+    );
+    item.insert(
+        "checkpoint".into(),
+        AttributeValue::S(lease.checkpoint.into()),
+    );
+    item.insert(
+        "checkpointSubSequenceNumber".into(),
+        AttributeValue::N("0".into()),
+    );
+    item.insert(
+        "ownerSwitchesSinceCheckpoint".into(),
+        AttributeValue::N("0".into()),
+    );
     if !lease.parents.is_empty() {
-        item.insert("parentShardId".into(), AttributeValue::Ss(lease.parents.iter().map(|p| (*p).to_owned()).collect()));
+        item.insert(
+            "parentShardId".into(),
+            AttributeValue::Ss(lease.parents.iter().map(|p| (*p).to_owned()).collect()),
+        );
     }
     if !lease.children.is_empty() {
-        item.insert("childShardIds".into(), AttributeValue::Ss(lease.children.iter().map(|p| (*p).to_owned()).collect()));
+        item.insert(
+            "childShardIds".into(),
+            AttributeValue::Ss(lease.children.iter().map(|p| (*p).to_owned()).collect()),
+        );
     }
-    client.put_item().table_name(table).set_item(Some(item)).send().await.expect("PutItem");
+    client
+        .put_item()
+        .table_name(table)
+        .set_item(Some(item))
+        .send()
+        .await
+        .expect("PutItem");
 }
 
 /// Deletes one lease item (as the KCL does for a finished parent).

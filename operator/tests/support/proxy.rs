@@ -48,7 +48,11 @@ pub struct FaultProxy {
 impl FaultProxy {
     /// Starts a proxy in front of `upstream` (`http://host:port`).
     pub async fn start(upstream: &str) -> Self {
-        let upstream: SocketAddr = upstream.trim_start_matches("http://").trim_end_matches('/').parse().expect("upstream address");
+        let upstream: SocketAddr = upstream
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .parse()
+            .expect("upstream address");
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let addr = listener.local_addr().expect("proxy address");
         let script = Arc::new(Mutex::new(VecDeque::new()));
@@ -62,7 +66,12 @@ impl FaultProxy {
                 });
             }
         });
-        Self { addr, script, seen, task }
+        Self {
+            addr,
+            script,
+            seen,
+            task,
+        }
     }
 
     /// `http://127.0.0.1:<port>`.
@@ -105,7 +114,9 @@ async fn read_request(stream: &mut TcpStream) -> std::io::Result<(String, Vec<u8
         .lines()
         .find_map(|line| {
             let (name, value) = line.split_once(':')?;
-            name.eq_ignore_ascii_case("content-length").then(|| value.trim().parse::<usize>().ok()).flatten()
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse::<usize>().ok())
+                .flatten()
         })
         .unwrap_or(0);
     let mut body = buffer[header_end..].to_vec();
@@ -126,16 +137,23 @@ async fn read_response(stream: &mut TcpStream) -> std::io::Result<Vec<u8>> {
     let mut header_end = None;
     loop {
         if header_end.is_none() {
-            header_end = buffer.windows(4).position(|w| w == b"\r\n\r\n").map(|pos| pos + 4);
+            header_end = buffer
+                .windows(4)
+                .position(|w| w == b"\r\n\r\n")
+                .map(|pos| pos + 4);
         }
         if let Some(end) = header_end {
             let head = String::from_utf8_lossy(&buffer[..end]).to_ascii_lowercase();
-            let length = head.lines().find_map(|line| line.strip_prefix("content-length:").and_then(|v| v.trim().parse::<usize>().ok()));
+            let length = head.lines().find_map(|line| {
+                line.strip_prefix("content-length:")
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+            });
             if let Some(length) = length {
                 if buffer.len() >= end + length {
                     return Ok(buffer);
                 }
-            } else if head.contains("transfer-encoding: chunked") && buffer.ends_with(b"0\r\n\r\n") {
+            } else if head.contains("transfer-encoding: chunked") && buffer.ends_with(b"0\r\n\r\n")
+            {
                 return Ok(buffer);
             }
         }
@@ -169,12 +187,27 @@ fn close_after(response: &[u8]) -> Vec<u8> {
 
 fn canned(fault: Fault) -> Vec<u8> {
     let (status, kind, body) = match fault {
-        Fault::Throttle => ("400 Bad Request", "LimitExceededException", r#"{"__type":"LimitExceededException","message":"Rate exceeded for stream"}"#),
-        Fault::ServerError => ("500 Internal Server Error", "InternalFailure", r#"{"__type":"InternalFailure","message":"injected"}"#),
+        Fault::Throttle => (
+            "400 Bad Request",
+            "LimitExceededException",
+            r#"{"__type":"LimitExceededException","message":"Rate exceeded for stream"}"#,
+        ),
+        Fault::ServerError => (
+            "500 Internal Server Error",
+            "InternalFailure",
+            r#"{"__type":"InternalFailure","message":"injected"}"#,
+        ),
         Fault::EmptyShards => ("200 OK", "", r#"{"Shards":[]}"#),
-        Fault::NotFound => ("400 Bad Request", "ResourceNotFoundException", r#"{"__type":"ResourceNotFoundException","message":"Stream not found"}"#),
+        Fault::NotFound => (
+            "400 Bad Request",
+            "ResourceNotFoundException",
+            r#"{"__type":"ResourceNotFoundException","message":"Stream not found"}"#,
+        ),
     };
-    let mut response = format!("HTTP/1.1 {status}\r\nContent-Type: application/x-amz-json-1.1\r\nContent-Length: {}\r\nConnection: close\r\n", body.len());
+    let mut response = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: application/x-amz-json-1.1\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
     if !kind.is_empty() {
         response.push_str(&format!("x-amzn-ErrorType: {kind}\r\n"));
     }
@@ -194,11 +227,17 @@ async fn serve(
         .lines()
         .find_map(|line| {
             let (name, value) = line.split_once(':')?;
-            name.eq_ignore_ascii_case("x-amz-target").then(|| value.trim().to_owned())
+            name.eq_ignore_ascii_case("x-amz-target")
+                .then(|| value.trim().to_owned())
         })
         .unwrap_or_default();
     let fault = script.lock().unwrap().pop_front();
-    seen.lock().unwrap().push(Seen { at: Instant::now(), target, body: String::from_utf8_lossy(&body).to_string(), fault });
+    seen.lock().unwrap().push(Seen {
+        at: Instant::now(),
+        target,
+        body: String::from_utf8_lossy(&body).to_string(),
+        fault,
+    });
     if let Some(fault) = fault {
         client.write_all(&canned(fault)).await?;
         return client.shutdown().await;

@@ -54,7 +54,12 @@ pub fn is_access_code(code: &str) -> bool {
 }
 
 /// Classifies a service error by its code, message and HTTP status.
-pub fn classify_service(code: Option<&str>, message: Option<&str>, status: u16, stream: &str) -> Failure {
+pub fn classify_service(
+    code: Option<&str>,
+    message: Option<&str>,
+    status: u16,
+    stream: &str,
+) -> Failure {
     let detail = match (code, message) {
         (Some(code), Some(message)) => format!("{stream}: {code}: {message}"),
         (Some(code), None) => format!("{stream}: {code}"),
@@ -67,9 +72,12 @@ pub fn classify_service(code: Option<&str>, message: Option<&str>, status: u16, 
         Some(code) if is_throttle_code(code) => Failure::Retry(SourceError::Throttled(detail)),
         Some("ExpiredNextTokenException") => Failure::RestartListing(SourceError::Other(detail)),
         // ResourceInUse: the stream is being created or deleted; it settles.
-        Some("ResourceInUseException" | "InternalFailureException" | "ServiceUnavailable" | "InternalServerError") => {
-            Failure::Retry(SourceError::Other(detail))
-        }
+        Some(
+            "ResourceInUseException"
+            | "InternalFailureException"
+            | "ServiceUnavailable"
+            | "InternalServerError",
+        ) => Failure::Retry(SourceError::Other(detail)),
         _ if status == 429 => Failure::Retry(SourceError::Throttled(detail)),
         _ if status == 403 => Failure::Fatal(SourceError::AccessDenied(detail)),
         _ if status >= 500 => Failure::Retry(SourceError::Other(detail)),
@@ -89,13 +97,17 @@ where
             let status = service.raw().status().as_u16();
             classify_service(err.code(), err.message(), status, stream)
         }
-        SdkError::TimeoutError(_) => Failure::Retry(SourceError::Other(format!("{stream}: request timed out"))),
-        SdkError::DispatchFailure(_) => {
-            Failure::Retry(SourceError::Other(format!("{stream}: could not reach the endpoint: {}", chain(error))))
+        SdkError::TimeoutError(_) => {
+            Failure::Retry(SourceError::Other(format!("{stream}: request timed out")))
         }
-        SdkError::ResponseError(_) => {
-            Failure::Retry(SourceError::Other(format!("{stream}: unreadable response: {}", chain(error))))
-        }
+        SdkError::DispatchFailure(_) => Failure::Retry(SourceError::Other(format!(
+            "{stream}: could not reach the endpoint: {}",
+            chain(error)
+        ))),
+        SdkError::ResponseError(_) => Failure::Retry(SourceError::Other(format!(
+            "{stream}: unreadable response: {}",
+            chain(error)
+        ))),
         other => Failure::Fatal(SourceError::Other(format!("{stream}: {}", chain(other)))),
     }
 }
@@ -118,13 +130,17 @@ mod tests {
 
     #[test]
     fn codes_map_to_constant_reasons() {
-        let reason = |code: &str, status: u16| match classify_service(Some(code), None, status, "s") {
+        let reason = |code: &str, status: u16| match classify_service(Some(code), None, status, "s")
+        {
             Failure::Fatal(e) | Failure::Retry(e) | Failure::RestartListing(e) => e.reason(),
         };
         assert_eq!(reason("ResourceNotFoundException", 400), "StreamNotFound");
         assert_eq!(reason("AccessDeniedException", 400), "AccessDenied");
         assert_eq!(reason("LimitExceededException", 400), "Throttled");
-        assert_eq!(reason("ProvisionedThroughputExceededException", 400), "Throttled");
+        assert_eq!(
+            reason("ProvisionedThroughputExceededException", 400),
+            "Throttled"
+        );
         assert_eq!(reason("ThrottlingException", 400), "Throttled");
         assert_eq!(reason("InvalidArgumentException", 400), "SourceError");
         assert_eq!(reason("Weird", 503), "SourceError");
@@ -132,10 +148,25 @@ mod tests {
 
     #[test]
     fn throttles_and_server_errors_are_retried_but_not_missing_streams() {
-        assert!(matches!(classify_service(Some("LimitExceededException"), None, 400, "s"), Failure::Retry(_)));
-        assert!(matches!(classify_service(None, None, 429, "s"), Failure::Retry(SourceError::Throttled(_))));
-        assert!(matches!(classify_service(None, None, 502, "s"), Failure::Retry(_)));
-        assert!(matches!(classify_service(Some("ResourceNotFoundException"), None, 400, "s"), Failure::Fatal(_)));
-        assert!(matches!(classify_service(Some("ExpiredNextTokenException"), None, 400, "s"), Failure::RestartListing(_)));
+        assert!(matches!(
+            classify_service(Some("LimitExceededException"), None, 400, "s"),
+            Failure::Retry(_)
+        ));
+        assert!(matches!(
+            classify_service(None, None, 429, "s"),
+            Failure::Retry(SourceError::Throttled(_))
+        ));
+        assert!(matches!(
+            classify_service(None, None, 502, "s"),
+            Failure::Retry(_)
+        ));
+        assert!(matches!(
+            classify_service(Some("ResourceNotFoundException"), None, 400, "s"),
+            Failure::Fatal(_)
+        ));
+        assert!(matches!(
+            classify_service(Some("ExpiredNextTokenException"), None, 400, "s"),
+            Failure::RestartListing(_)
+        ));
     }
 }

@@ -59,7 +59,10 @@ pub fn derive(
         let mut children_of: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for shard in topology {
             for parent in shard.parent.iter().chain(shard.adjacent_parent.iter()) {
-                children_of.entry(parent.as_str()).or_default().push(shard.id.as_str());
+                children_of
+                    .entry(parent.as_str())
+                    .or_default()
+                    .push(shard.id.as_str());
             }
         }
         for shard in topology {
@@ -68,9 +71,9 @@ pub fn derive(
             // KCL deletes a parent's lease once its children hold leases.
             let cleaned_up = shard.closed
                 && lease.is_none()
-                && children_of
-                    .get(shard.id.as_str())
-                    .is_some_and(|children| children.iter().any(|child| leases.get(child).is_some()));
+                && children_of.get(shard.id.as_str()).is_some_and(|children| {
+                    children.iter().any(|child| leases.get(child).is_some())
+                });
             if finished || cleaned_up {
                 memory.complete.insert(shard.id.clone());
             }
@@ -83,7 +86,11 @@ pub fn derive(
         .map(|shard| Shard {
             id: shard.id.clone(),
             hash_key_range: shard.hash_key_range.clone(),
-            parents: if ordering_enforced { shard.parents() } else { Vec::new() },
+            parents: if ordering_enforced {
+                shard.parents()
+            } else {
+                Vec::new()
+            },
             state: if memory.complete.contains(&shard.id) {
                 ShardState::Complete
             } else if shard.closed {
@@ -98,7 +105,11 @@ pub fn derive(
         .filter(|shard| shard.parent.is_some() || shard.adjacent_parent.is_some())
         .map(|shard| (shard.id.clone(), shard.parents()))
         .collect();
-    Lifecycle { shards, ordering_enforced, lineage }
+    Lifecycle {
+        shards,
+        ordering_enforced,
+        lineage,
+    }
 }
 
 #[cfg(test)]
@@ -133,26 +144,47 @@ mod tests {
 
     fn table(leases: &[LeaseSnapshot]) -> LeaseTable {
         LeaseTable {
-            leases: leases.iter().map(|l| (l.shard_id.clone(), l.clone())).collect(),
+            leases: leases
+                .iter()
+                .map(|l| (l.shard_id.clone(), l.clone()))
+                .collect(),
             scanned_at: None,
             items: leases.len(),
         }
     }
 
     fn states(lifecycle: &Lifecycle) -> Vec<(String, ShardState)> {
-        lifecycle.shards.iter().map(|s| (s.id.clone(), s.state)).collect()
+        lifecycle
+            .shards
+            .iter()
+            .map(|s| (s.id.clone(), s.state))
+            .collect()
     }
 
     fn split() -> Vec<KinesisShard> {
-        vec![shard("p", &[], true), shard("c1", &["p"], false), shard("c2", &["p"], false)]
+        vec![
+            shard("p", &[], true),
+            shard("c1", &["p"], false),
+            shard("c2", &["p"], false),
+        ]
     }
 
     #[test]
     fn shard_end_completes_the_parent() {
         let mut memory = LifecycleMemory::default();
-        let open = derive(&split(), Some(&table(&[lease("p", "a", false)])), true, &mut memory);
+        let open = derive(
+            &split(),
+            Some(&table(&[lease("p", "a", false)])),
+            true,
+            &mut memory,
+        );
         assert_eq!(open.shards[0].state, ShardState::Closed);
-        let done = derive(&split(), Some(&table(&[lease("p", "a", true)])), true, &mut memory);
+        let done = derive(
+            &split(),
+            Some(&table(&[lease("p", "a", true)])),
+            true,
+            &mut memory,
+        );
         assert_eq!(done.shards[0].state, ShardState::Complete);
         assert!(done.ordering_enforced);
         assert_eq!(done.shards[1].parents, vec!["p"]);
@@ -164,7 +196,12 @@ mod tests {
         // No parent lease and no child lease: nothing to conclude.
         let unknown = derive(&split(), Some(&table(&[])), true, &mut memory);
         assert_eq!(unknown.shards[0].state, ShardState::Closed);
-        let cleaned = derive(&split(), Some(&table(&[lease("c1", "a", false)])), true, &mut memory);
+        let cleaned = derive(
+            &split(),
+            Some(&table(&[lease("c1", "a", false)])),
+            true,
+            &mut memory,
+        );
         assert_eq!(cleaned.shards[0].state, ShardState::Complete);
         // The lease table read fails next time: completion is remembered.
         let later = derive(&split(), None, true, &mut memory);
@@ -174,10 +211,21 @@ mod tests {
     #[test]
     fn trimmed_shards_drop_out_and_are_forgotten() {
         let mut memory = LifecycleMemory::default();
-        derive(&split(), Some(&table(&[lease("p", "a", true)])), true, &mut memory);
+        derive(
+            &split(),
+            Some(&table(&[lease("p", "a", true)])),
+            true,
+            &mut memory,
+        );
         let trimmed = vec![shard("c1", &["p"], false), shard("c2", &["p"], false)];
         let result = derive(&trimmed, Some(&table(&[])), true, &mut memory);
-        assert_eq!(states(&result), vec![("c1".into(), ShardState::Open), ("c2".into(), ShardState::Open)]);
+        assert_eq!(
+            states(&result),
+            vec![
+                ("c1".into(), ShardState::Open),
+                ("c2".into(), ShardState::Open)
+            ]
+        );
         assert!(memory.complete.is_empty());
     }
 
@@ -193,9 +241,18 @@ mod tests {
 
     #[test]
     fn merges_need_both_parents() {
-        let topology = vec![shard("a", &[], true), shard("b", &[], true), shard("m", &["a", "b"], false)];
+        let topology = vec![
+            shard("a", &[], true),
+            shard("b", &[], true),
+            shard("m", &["a", "b"], false),
+        ];
         let mut memory = LifecycleMemory::default();
-        let result = derive(&topology, Some(&table(&[lease("a", "x", true), lease("b", "y", false)])), true, &mut memory);
+        let result = derive(
+            &topology,
+            Some(&table(&[lease("a", "x", true), lease("b", "y", false)])),
+            true,
+            &mut memory,
+        );
         assert_eq!(result.shards[0].state, ShardState::Complete);
         assert_eq!(result.shards[1].state, ShardState::Closed);
         assert_eq!(result.shards[2].parents, vec!["a", "b"]);

@@ -14,9 +14,13 @@ pub mod shared;
 
 use std::sync::{Arc, Mutex};
 
-pub use lifecycle::{Lifecycle, LifecycleMemory, ORDERING_NOT_ENFORCED, ORDERING_NOT_ENFORCED_MESSAGE};
+pub use lifecycle::{
+    Lifecycle, LifecycleMemory, ORDERING_NOT_ENFORCED, ORDERING_NOT_ENFORCED_MESSAGE,
+};
 pub use metrics::KinesisMetrics;
-pub use reader::{KinesisShard, ReaderOptions, StreamId, StreamTopology, TopologyReader, kinesis_client};
+pub use reader::{
+    KinesisShard, ReaderOptions, StreamId, StreamTopology, TopologyReader, kinesis_client,
+};
 pub use registry::ReaderRegistry;
 pub use shared::{SharedKinesis, installed};
 
@@ -49,7 +53,11 @@ pub struct KinesisShardSource {
 impl KinesisShardSource {
     /// A source over a shared topology reader and an optional lease reader.
     pub fn new(reader: Arc<TopologyReader>, leases: Option<Arc<LeaseReader>>) -> Self {
-        Self { reader, leases, memory: Mutex::new(LifecycleMemory::default()) }
+        Self {
+            reader,
+            leases,
+            memory: Mutex::new(LifecycleMemory::default()),
+        }
     }
 
     /// The source of a ShardGroup spec with `source.kinesis`: its reader comes
@@ -70,7 +78,12 @@ impl KinesisShardSource {
         let leases = spec.lease_table.as_ref().map(|table| {
             let region = table.region.as_deref().or(kinesis.region());
             let client = dynamodb_client(registry.sdk_config(), region, table.endpoint.as_deref());
-            Arc::new(LeaseReader::new(client, &table.table_name, Some(reader.stream().name.clone()), lease_metrics))
+            Arc::new(LeaseReader::new(
+                client,
+                &table.table_name,
+                Some(reader.stream().name.clone()),
+                lease_metrics,
+            ))
         });
         Ok(Self::new(reader, leases))
     }
@@ -87,7 +100,10 @@ impl KinesisShardSource {
 
     /// Reads the lease table as of `now` (for the handoff evidence); `None`
     /// without a lease table.
-    pub async fn read_leases(&self, now: jiff::Timestamp) -> Option<Result<LeaseTable, LeaseError>> {
+    pub async fn read_leases(
+        &self,
+        now: jiff::Timestamp,
+    ) -> Option<Result<LeaseTable, LeaseError>> {
         Some(self.leases.as_ref()?.read(now).await)
     }
 
@@ -106,10 +122,23 @@ impl KinesisShardSource {
             }
         };
         let lifecycle = {
-            let mut memory = self.memory.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            lifecycle::derive(&topology.shards, leases.as_ref(), self.leases.is_some(), &mut memory)
+            let mut memory = self
+                .memory
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            lifecycle::derive(
+                &topology.shards,
+                leases.as_ref(),
+                self.leases.is_some(),
+                &mut memory,
+            )
         };
-        Ok(KinesisObservation { topology, lifecycle, leases, lease_error })
+        Ok(KinesisObservation {
+            topology,
+            lifecycle,
+            leases,
+            lease_error,
+        })
     }
 }
 
@@ -131,7 +160,9 @@ impl ShardSource for KinesisShardSource {
     fn read(&self) -> ReadFuture<'_> {
         Box::pin(async move {
             let observation = self.observe(jiff::Timestamp::now()).await?;
-            Ok(Topology { shards: observation.lifecycle.shards })
+            Ok(Topology {
+                shards: observation.lifecycle.shards,
+            })
         })
     }
 }

@@ -25,7 +25,11 @@ pub struct Backoff {
 
 impl Default for Backoff {
     fn default() -> Self {
-        Self { base: Duration::from_millis(100), cap: Duration::from_secs(5), max_attempts: 6 }
+        Self {
+            base: Duration::from_millis(100),
+            cap: Duration::from_secs(5),
+            max_attempts: 6,
+        }
     }
 }
 
@@ -78,7 +82,10 @@ pub struct MinInterval {
 impl MinInterval {
     /// A limiter allowing one call per `interval`.
     pub fn new(interval: Duration) -> Self {
-        Self { interval, last: Mutex::new(None) }
+        Self {
+            interval,
+            last: Mutex::new(None),
+        }
     }
 
     /// The configured interval.
@@ -104,7 +111,11 @@ mod tests {
 
     #[test]
     fn ceiling_doubles_up_to_the_cap() {
-        let backoff = Backoff { base: Duration::from_millis(100), cap: Duration::from_secs(1), max_attempts: 5 };
+        let backoff = Backoff {
+            base: Duration::from_millis(100),
+            cap: Duration::from_secs(1),
+            max_attempts: 5,
+        };
         assert_eq!(backoff.ceiling(0), Duration::from_millis(100));
         assert_eq!(backoff.ceiling(1), Duration::from_millis(200));
         assert_eq!(backoff.ceiling(3), Duration::from_millis(800));

@@ -34,8 +34,17 @@ pub struct ReaderRegistry {
 impl ReaderRegistry {
     /// A registry building clients from `base` (the default AWS chain, or
     /// static credentials for emulators).
-    pub fn new(base: aws_config::SdkConfig, options: ReaderOptions, metrics: Option<KinesisMetrics>) -> Self {
-        Self { base, options, metrics, readers: Mutex::new(HashMap::new()) }
+    pub fn new(
+        base: aws_config::SdkConfig,
+        options: ReaderOptions,
+        metrics: Option<KinesisMetrics>,
+    ) -> Self {
+        Self {
+            base,
+            options,
+            metrics,
+            readers: Mutex::new(HashMap::new()),
+        }
     }
 
     /// The shared AWS config (the lease readers reuse its credentials).
@@ -45,38 +54,61 @@ impl ReaderRegistry {
 
     /// The reader for a ShardGroup's `source.kinesis`.
     pub fn for_spec(&self, spec: &KinesisSpec) -> Result<Arc<TopologyReader>, SourceError> {
-        let name = spec
-            .stream_name()
-            .ok_or_else(|| SourceError::Invalid("set source.kinesis.streamName or streamARN".to_owned()))?;
-        let stream = StreamId { name: name.to_owned(), arn: spec.stream_arn.clone() };
+        let name = spec.stream_name().ok_or_else(|| {
+            SourceError::Invalid("set source.kinesis.streamName or streamARN".to_owned())
+        })?;
+        let stream = StreamId {
+            name: name.to_owned(),
+            arn: spec.stream_arn.clone(),
+        };
         Ok(self.reader(stream, spec.region(), spec.endpoint.as_deref()))
     }
 
     /// The reader of `stream` in `region` (default: the SDK's region) at
     /// `endpoint` (default: the AWS endpoint).
-    pub fn reader(&self, stream: StreamId, region: Option<&str>, endpoint: Option<&str>) -> Arc<TopologyReader> {
-        let region =
-            region.map(str::to_owned).or_else(|| self.base.region().map(|region| region.as_ref().to_owned()));
+    pub fn reader(
+        &self,
+        stream: StreamId,
+        region: Option<&str>,
+        endpoint: Option<&str>,
+    ) -> Arc<TopologyReader> {
+        let region = region
+            .map(str::to_owned)
+            .or_else(|| self.base.region().map(|region| region.as_ref().to_owned()));
         let key = ReaderKey {
             region: region.clone(),
             endpoint: endpoint.map(str::to_owned),
             stream: stream.arn.clone().unwrap_or_else(|| stream.name.clone()),
         };
-        let mut readers = self.readers.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut readers = self
+            .readers
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(reader) = readers.get(&key).and_then(Weak::upgrade) {
             return reader;
         }
         readers.retain(|_, reader| reader.strong_count() > 0);
         let client = kinesis_client(&self.base, region.as_deref(), endpoint);
-        let reader = Arc::new(TopologyReader::new(client, stream, self.options, self.metrics.clone()));
+        let reader = Arc::new(TopologyReader::new(
+            client,
+            stream,
+            self.options,
+            self.metrics.clone(),
+        ));
         readers.insert(key, Arc::downgrade(&reader));
         reader
     }
 
     /// Live readers (for metrics and tests).
     pub fn len(&self) -> usize {
-        let readers = self.readers.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        readers.values().filter(|reader| reader.strong_count() > 0).count()
+        let readers = self
+            .readers
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        readers
+            .values()
+            .filter(|reader| reader.strong_count() > 0)
+            .count()
     }
 
     /// Whether no reader is live.
