@@ -13,6 +13,9 @@ use serde::{Deserialize, Serialize};
 const LABEL_KEY: &str = "size(self) <= 317 && self.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$')";
 
 /// The pods of a consumer workload that share the shards of ShardGroups.
+// Clippy reads the repeated `type_ = ...` of the printcolumn(...) lists as
+// duplicated attributes; they are arguments of separate columns.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[kube(
     group = "shardring.io",

@@ -27,6 +27,9 @@ const ENDPOINT_URL: &str = "self.matches('^https?://[^\\\\s/]+(/.*)?$')";
 const REGION: &str = "self.matches('^[a-z]{2}(-[a-z]+)+-[0-9]+$')";
 
 /// What a ShardGroup consumes and how its shards are spread over the pool's pods.
+// Clippy reads the repeated `type_ = ...` of the printcolumn(...) lists as
+// duplicated attributes; they are arguments of separate columns.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[kube(
     group = "shardring.io",
@@ -548,7 +551,9 @@ mod tests {
 
     #[test]
     fn defaults_fill_an_empty_spec() {
-        let group = group(serde_json::json!({"poolRef": {"name": "p"}, "source": {"static": {"count": 2}}}));
+        let group = group(
+            serde_json::json!({"poolRef": {"name": "p"}, "source": {"static": {"count": 2}}}),
+        );
         let spec = &group.spec;
         assert_eq!(spec.standbys, 0);
         assert_eq!(spec.balance, BalanceMode::Count);
@@ -557,13 +562,18 @@ mod tests {
         assert_eq!(spec.rebalance.delay(), Ok(Duration::from_secs(30)));
         assert_eq!(spec.rebalance.window(), Ok(Duration::from_secs(60)));
         let source = spec.source.static_source.as_ref().unwrap();
-        assert_eq!(source.partition_names().collect::<Vec<_>>(), ["partition-0", "partition-1"]);
+        assert_eq!(
+            source.partition_names().collect::<Vec<_>>(),
+            ["partition-0", "partition-1"]
+        );
         assert_eq!(spec.source.summary(), "static:2");
     }
 
     #[test]
     fn output_names_default_from_the_group_name() {
-        let plain = group(serde_json::json!({"poolRef": {"name": "p"}, "source": {"static": {"count": 1}}}));
+        let plain = group(
+            serde_json::json!({"poolRef": {"name": "p"}, "source": {"static": {"count": 1}}}),
+        );
         assert_eq!(plain.config_map_name(), "orders-assignment");
         assert_eq!(plain.annotation_key(), "assignment.shardring.io/orders");
         assert_eq!(plain.consumer_name(), "orders");
@@ -585,22 +595,46 @@ mod tests {
         };
         assert_eq!(by_arn.stream_name(), Some("clicks"));
         assert_eq!(by_arn.region(), Some("eu-west-1"));
-        let explicit = KinesisSource { region: Some("us-east-2".into()), ..by_arn };
+        let explicit = KinesisSource {
+            region: Some("us-east-2".into()),
+            ..by_arn
+        };
         assert_eq!(explicit.region(), Some("us-east-2"));
-        let by_name = KinesisSource { stream_name: Some("orders".into()), ..Default::default() };
-        assert_eq!((by_name.stream_name(), by_name.region()), (Some("orders"), None));
-        let source = ShardSource { kinesis: Some(by_name), static_source: None };
+        let by_name = KinesisSource {
+            stream_name: Some("orders".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            (by_name.stream_name(), by_name.region()),
+            (Some("orders"), None)
+        );
+        let source = ShardSource {
+            kinesis: Some(by_name),
+            static_source: None,
+        };
         assert_eq!(source.summary(), "kinesis:orders");
     }
 
     #[test]
     fn accessors_report_the_field_of_a_bad_duration() {
-        let handoff = HandoffSpec { drain_timeout: "0s".into(), lease_failover: "ten".into() };
+        let handoff = HandoffSpec {
+            drain_timeout: "0s".into(),
+            lease_failover: "ten".into(),
+        };
         let error = handoff.drain_timeout().unwrap_err();
         assert_eq!(error.field, "handoff.drainTimeout");
-        assert_eq!(error.to_string(), "spec.handoff.drainTimeout: duration \"0s\" must be greater than zero");
-        assert_eq!(handoff.lease_failover().unwrap_err().field, "handoff.leaseFailover");
-        let rebalance = RebalanceSpec { delay: "0s".into(), ..Default::default() };
+        assert_eq!(
+            error.to_string(),
+            "spec.handoff.drainTimeout: duration \"0s\" must be greater than zero"
+        );
+        assert_eq!(
+            handoff.lease_failover().unwrap_err().field,
+            "handoff.leaseFailover"
+        );
+        let rebalance = RebalanceSpec {
+            delay: "0s".into(),
+            ..Default::default()
+        };
         assert_eq!(rebalance.delay(), Ok(Duration::ZERO));
     }
 }
