@@ -68,9 +68,9 @@ pub enum LeaseError {
         namespace: String,
         /// Lease name.
         name: String,
-        /// The client error.
+        /// The client error (boxed: `kube::Error` is large).
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
 }
 
@@ -79,7 +79,7 @@ impl LeaseError {
     /// get/create/update on leases), an invalid Lease, or a missing namespace.
     pub fn is_fatal(&self) -> bool {
         let LeaseError::Api { op, source, .. } = self;
-        match source {
+        match source.as_ref() {
             kube::Error::Api(status) => {
                 status.code == 403 || status.code == 422 || (*op == "create" && status.code == 404)
             }
@@ -159,7 +159,7 @@ impl LeaseLock {
             op,
             namespace: self.namespace.clone(),
             name: self.name.clone(),
-            source,
+            source: Box::new(source),
         }
     }
 
