@@ -237,3 +237,57 @@ fn previous_owner_forms_are_equivalent() {
     );
     assert_eq!(run(&a).assignment, run(&b).assignment);
 }
+
+/// Surge one new pod, then terminate one old pod, for every pod; plan
+/// `requiredOnly` during the roll and `all` once at the end. Returns moves
+/// per shard.
+fn rolling_deploy(s: usize, p: usize) -> f64 {
+    let mut inp = input(
+        shards(s),
+        (0..p).map(|i| pod(&format!("old-{i:03}"))).collect(),
+    );
+    let mut out = run(&inp);
+    let mut total = 0;
+    inp.options.rebalance = Rebalance::RequiredOnly;
+    for i in 0..p {
+        for step in 0..2 {
+            if step == 0 {
+                inp.pods.push(pod(&format!("new-{i:03}")));
+            } else {
+                inp.pods.retain(|x| x.name != format!("old-{i:03}"));
+            }
+            inp.previous = previous_of(&out);
+            out = run(&inp);
+            assert!(out.unassigned.is_empty());
+            total += out.moves;
+        }
+    }
+    inp.options.rebalance = Rebalance::All;
+    inp.previous = previous_of(&out);
+    out = run(&inp);
+    total += out.moves;
+    assert!(spread(&out) <= 1);
+    total as f64 / s as f64
+}
+
+#[test]
+fn rolling_deploy_moves_each_shard_about_once() {
+    for (s, p) in [(100, 10), (1000, 50), (37, 8)] {
+        let per_shard = rolling_deploy(s, p);
+        assert!(
+            per_shard <= 1.10,
+            "{s} on {p}: {per_shard:.3} moves per shard"
+        );
+    }
+}
+
+#[test]
+fn hash_range_with_equal_shards_balances_counts() {
+    for (s, p) in [(12, 5), (64, 7), (100, 9)] {
+        let out = run(&with_balance(
+            input(ranged_shards(s), pods(p)),
+            Balance::HashRange,
+        ));
+        assert!(spread(&out) <= 1, "{s} on {p}: {:?}", loads(&out));
+    }
+}
