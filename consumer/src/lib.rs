@@ -13,5 +13,6 @@ pub mod clients;
 pub mod lease;
 pub mod reader;
 pub mod view;
+pub mod worker;
 
 pub use shardring_crds::assignment::PodView;

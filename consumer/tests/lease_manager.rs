@@ -49,7 +49,10 @@ async fn take_renew_checkpoint_release_and_expiry_takeover() {
     let (_pb, view_b) = view(1, &["s3"]);
 
     // Not assigned: no write at all.
-    assert_eq!(a.take("s3", &view_a).await.unwrap(), TakeOutcome::NotAssigned);
+    assert_eq!(
+        a.take("s3", &view_a).await.unwrap(),
+        TakeOutcome::NotAssigned
+    );
     assert_eq!(a.fetch("s3").await.unwrap(), None);
 
     // Create: owner a, counter 1, TRIM_HORIZON.
@@ -59,7 +62,10 @@ async fn take_renew_checkpoint_release_and_expiry_takeover() {
     assert_eq!(lease.owner.as_deref(), Some("pod-a"));
     assert_eq!(lease.counter, Some(1));
     assert_eq!(lease.checkpoint, Some(Checkpoint::TrimHorizon));
-    assert_eq!(a.take("s1", &view_a).await.unwrap(), TakeOutcome::AlreadyHeld);
+    assert_eq!(
+        a.take("s1", &view_a).await.unwrap(),
+        TakeOutcome::AlreadyHeld
+    );
     assert!(a.is_valid("s1"));
 
     a.renew("s1").await.unwrap();
@@ -109,7 +115,8 @@ async fn take_renew_checkpoint_release_and_expiry_takeover() {
     ));
     assert!(matches!(a.renew("s1").await, Err(LeaseError::NotHeld(_))));
     assert!(matches!(
-        a.checkpoint("s1", &Checkpoint::Sequence("999".into())).await,
+        a.checkpoint("s1", &Checkpoint::Sequence("999".into()))
+            .await,
         Err(LeaseError::NotHeld(_))
     ));
     assert_eq!(
@@ -179,7 +186,13 @@ async fn racing_creates_and_takes_have_exactly_one_winner() {
             | Ok(TakeOutcome::HeldByOther { .. })
             | Err(LeaseError::Conflict { .. })
     )));
-    let owner = workers[0].fetch("race").await.unwrap().unwrap().owner.unwrap();
+    let owner = workers[0]
+        .fetch("race")
+        .await
+        .unwrap()
+        .unwrap()
+        .owner
+        .unwrap();
     // The loser with a stale counter cannot checkpoint or renew.
     for worker in &workers {
         let held = worker.held();

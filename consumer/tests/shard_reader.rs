@@ -77,22 +77,36 @@ async fn reads_to_shard_end_after_a_split_and_checkpoints_it() {
     assert!(after.iter().all(|(shard, _)| *shard != parent));
 
     // Resume after the checkpoint: the rest in order, then the end.
-    let mut resumed =
-        ShardReader::open(client.clone(), STREAM, &parent, Some(&checkpoint), options())
-            .await
-            .unwrap();
+    let mut resumed = ShardReader::open(
+        client.clone(),
+        STREAM,
+        &parent,
+        Some(&checkpoint),
+        options(),
+    )
+    .await
+    .unwrap();
     let (rest, end) = read(&mut resumed, usize::MAX).await;
     assert_eq!(rest, produced[8..]);
     let children = end.expect("shard end");
     assert_eq!(children.len(), 2, "{children:?}");
     assert!(resumed.is_ended());
     assert!(resumed.next_batch().await.is_err());
-    assert_eq!(resumed.position(), &Checkpoint::Sequence(produced[19].clone()));
+    assert_eq!(
+        resumed.position(),
+        &Checkpoint::Sequence(produced[19].clone())
+    );
 
     // A reader opened at SHARD_END is at its end at once.
-    let done = ShardReader::open(client.clone(), STREAM, &parent, Some(&Checkpoint::ShardEnd), options())
-        .await
-        .unwrap();
+    let done = ShardReader::open(
+        client.clone(),
+        STREAM,
+        &parent,
+        Some(&Checkpoint::ShardEnd),
+        options(),
+    )
+    .await
+    .unwrap();
     assert!(done.is_ended());
 
     // From TRIM_HORIZON the whole parent, then SHARD_END checkpointed.
@@ -104,7 +118,9 @@ async fn reads_to_shard_end_after_a_split_and_checkpoints_it() {
     let children = end.unwrap();
 
     let dynamodb = support::dynamodb_client(&dynamo.endpoint()).await;
-    create_table(&dynamodb, "leases", Duration::from_secs(30)).await.unwrap();
+    create_table(&dynamodb, "leases", Duration::from_secs(30))
+        .await
+        .unwrap();
     let leases = LeaseManager::new(
         dynamodb,
         LeaseConfig {
@@ -119,8 +135,14 @@ async fn reads_to_shard_end_after_a_split_and_checkpoints_it() {
         active: vec![parent.clone()],
         ..PodView::default()
     });
-    assert!(matches!(leases.take(&parent, &view).await.unwrap(), TakeOutcome::Taken(_)));
-    leases.checkpoint_shard_end(&parent, &children).await.unwrap();
+    assert!(matches!(
+        leases.take(&parent, &view).await.unwrap(),
+        TakeOutcome::Taken(_)
+    ));
+    leases
+        .checkpoint_shard_end(&parent, &children)
+        .await
+        .unwrap();
     let row = leases.fetch(&parent).await.unwrap().unwrap();
     assert_eq!(row.checkpoint, Some(Checkpoint::ShardEnd));
     assert_eq!(row.child_shard_ids, children);

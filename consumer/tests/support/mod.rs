@@ -117,7 +117,14 @@ fn start(kinesis: bool) -> Emulator {
                 .arg(modules.join("dynalite/cli.js"))
                 .current_dir(&dir)
                 .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-                .args(["--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"]);
+                .args([
+                    "--createTableMs",
+                    "0",
+                    "--deleteTableMs",
+                    "0",
+                    "--updateTableMs",
+                    "0",
+                ]);
         }
         let mut child = command
             .stdin(Stdio::null())
@@ -157,12 +164,18 @@ pub fn dynamodb() -> Emulator {
 
 /// A DynamoDB client for `endpoint`.
 pub async fn dynamodb_client(endpoint: &str) -> aws_sdk_dynamodb::Client {
-    clients::dynamodb_client(&clients::sdk_config(Some(REGION), true).await, Some(endpoint))
+    clients::dynamodb_client(
+        &clients::sdk_config(Some(REGION), true).await,
+        Some(endpoint),
+    )
 }
 
 /// A Kinesis client for `endpoint`.
 pub async fn kinesis_client(endpoint: &str) -> aws_sdk_kinesis::Client {
-    clients::kinesis_client(&clients::sdk_config(Some(REGION), true).await, Some(endpoint))
+    clients::kinesis_client(
+        &clients::sdk_config(Some(REGION), true).await,
+        Some(endpoint),
+    )
 }
 
 /// Creates a stream of `shards` shards and waits for ACTIVE.
@@ -187,7 +200,10 @@ pub async fn wait_active(client: &aws_sdk_kinesis::Client, stream: &str) {
             .send()
             .await
             .ok()
-            .and_then(|o| o.stream_description_summary().map(|s| s.stream_status().clone()));
+            .and_then(|o| {
+                o.stream_description_summary()
+                    .map(|s| s.stream_status().clone())
+            });
         if status == Some(aws_sdk_kinesis::types::StreamStatus::Active) {
             return;
         }
@@ -204,7 +220,11 @@ pub async fn shard_ids(client: &aws_sdk_kinesis::Client, stream: &str) -> Vec<St
         .send()
         .await
         .expect("ListShards");
-    let mut ids: Vec<String> = out.shards().iter().map(|s| s.shard_id().to_owned()).collect();
+    let mut ids: Vec<String> = out
+        .shards()
+        .iter()
+        .map(|s| s.shard_id().to_owned())
+        .collect();
     ids.sort();
     ids
 }

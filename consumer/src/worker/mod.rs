@@ -1,0 +1,383 @@
+//! The worker: ties the assignment view, the lease manager and shard readers
+//! together. On every tick or view change it
+//!
+//! 1. stops the readers of shards no longer `active` at the newest epoch
+//!    (revoked or gone), waits for them to finish the batch in hand and
+//!    checkpoint, then releases their leases at once;
+//! 2. stops readers whose lease was lost or lapsed (renewal failing for too long);
+//! 3. renews held leases every `renew_interval`;
+//! 4. takes the leases of `active` shards it does not read yet (free or
+//!    expired only) and starts a reader from each checkpoint;
+//! 5. after the shutdown signal (SIGTERM) stops taking shards and keeps
+//!    reading until the operator has revoked them all or the drain deadline
+//!    passes, then stops, checkpoints, releases and returns.
+
+mod shard;
+
+use std::collections::{BTreeSet, HashMap};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub use shard::ShardExit;
+
+use crate::lease::{Checkpoint, LeaseError, LeaseManager, TakeOutcome};
+use crate::reader::{ReaderOptions, Record};
+use crate::view::AssignmentView;
+
+/// Which shard and which hold a batch belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardContext {
+    /// The shard id.
+    pub shard: String,
+    /// This worker's id (the pod name).
+    pub worker_id: String,
+    /// `leaseCounter` when the lease was taken: identifies this hold.
+    pub session: u64,
+}
+
+/// The user's record processing.
+pub trait RecordHandler: Send + Sync + 'static {
+    /// Processes one batch, in order. The batch is checkpointed after this
+    /// returns `Ok`; an `Err` stops the shard (it is released and retaken,
+    /// so the batch is processed again: at least once).
+    fn handle(
+        &self,
+        context: &ShardContext,
+        records: &[Record],
+    ) -> impl Future<Output = anyhow::Result<()>> + Send;
+}
+
+/// Worker settings.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Stream name or ARN.
+    pub stream: String,
+    /// How often to look at the view, readers and leases (a view change wakes it too).
+    pub tick: Duration,
+    /// How often to renew held leases (well below the lease failover time).
+    pub renew_interval: Duration,
+    /// After the shutdown signal, how long to keep reading while waiting for
+    /// the operator to revoke this pod's shards.
+    pub drain_deadline: Duration,
+    /// How long a stopping reader may take to finish its batch and checkpoint.
+    pub stop_timeout: Duration,
+    /// GetRecords pacing.
+    pub reader: ReaderOptions,
+}
+
+impl WorkerConfig {
+    /// Defaults for `stream` with lease failover `failover`.
+    pub fn new(stream: impl Into<String>, failover: Duration) -> Self {
+        Self {
+            stream: stream.into(),
+            tick: Duration::from_millis(200),
+            renew_interval: failover / 3,
+            drain_deadline: Duration::from_secs(25),
+            stop_timeout: Duration::from_secs(10),
+            reader: ReaderOptions::default(),
+        }
+    }
+}
+
+/// What a worker did, returned when it exits.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkerReport {
+    /// Shards read to their end.
+    pub completed: BTreeSet<String>,
+    /// Shards handed back on revoke.
+    pub released: u64,
+    /// Leases lost to another worker or lapsed.
+    pub lost: u64,
+    /// Whether the drain deadline passed before everything was revoked.
+    pub drain_deadline_passed: bool,
+}
+
+struct Running {
+    stop: CancellationToken,
+    handle: JoinHandle<ShardExit>,
+}
+
+/// Reads the shards this pod is assigned.
+pub struct Worker<H> {
+    kinesis: aws_sdk_kinesis::Client,
+    leases: Arc<LeaseManager>,
+    view: AssignmentView,
+    handler: Arc<H>,
+    config: WorkerConfig,
+    running: HashMap<String, Running>,
+    report: WorkerReport,
+}
+
+impl<H: RecordHandler> Worker<H> {
+    /// A worker reading with `kinesis`, holding leases through `leases`,
+    /// following `view`, handing records to `handler`.
+    pub fn new(
+        kinesis: aws_sdk_kinesis::Client,
+        leases: Arc<LeaseManager>,
+        view: AssignmentView,
+        handler: Arc<H>,
+        config: WorkerConfig,
+    ) -> Self {
+        Self {
+            kinesis,
+            leases,
+            view,
+            handler,
+            config,
+            running: HashMap::new(),
+            report: WorkerReport::default(),
+        }
+    }
+
+    /// Shards being read now, sorted.
+    pub fn reading(&self) -> Vec<String> {
+        let mut shards: Vec<String> = self.running.keys().cloned().collect();
+        shards.sort();
+        shards
+    }
+
+    /// Runs until `shutdown` resolves and the drain finishes (see the module
+    /// docs), or the view source goes away.
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> WorkerReport {
+        let mut view = self.view.clone();
+        let mut last_renew = Instant::now();
+        tokio::pin!(shutdown);
+        let mut drain_until: Option<Instant> = None;
+        loop {
+            self.reap().await;
+            self.stop_unassigned().await;
+            self.stop_lapsed().await;
+            if last_renew.elapsed() >= self.config.renew_interval {
+                last_renew = Instant::now();
+                self.renew().await;
+            }
+            match drain_until {
+                None => self.acquire().await,
+                Some(deadline) => {
+                    if self.running.is_empty() && self.leases.held().is_empty() {
+                        tracing::info!("drained: every shard revoked and released");
+                        break;
+                    }
+                    if Instant::now() >= deadline {
+                        tracing::warn!(reading = ?self.reading(), "drain deadline passed; stopping");
+                        self.report.drain_deadline_passed = true;
+                        break;
+                    }
+                }
+            }
+            tokio::select! {
+                _ = &mut shutdown, if drain_until.is_none() => {
+                    tracing::info!(reading = ?self.reading(), "shutdown: reading on until revoked or the drain deadline");
+                    drain_until = Some(Instant::now() + self.config.drain_deadline);
+                }
+                changed = view.changed() => {
+                    if changed.is_err() {
+                        tracing::warn!("the view source is gone; stopping");
+                        break;
+                    }
+                }
+                _ = tokio::time::sleep(self.config.tick) => {}
+            }
+        }
+        let shards: Vec<String> = self.running.keys().cloned().collect();
+        for shard in shards {
+            self.stop(&shard).await;
+        }
+        for shard in self.leases.held() {
+            if let Err(error) = self.leases.release(&shard).await {
+                tracing::warn!(%error, "release at exit failed");
+            }
+        }
+        self.report
+    }
+
+    /// Collects readers that finished on their own (shard end, lost lease, failure).
+    async fn reap(&mut self) {
+        let finished: Vec<String> = self
+            .running
+            .iter()
+            .filter(|(_, running)| running.handle.is_finished())
+            .map(|(shard, _)| shard.clone())
+            .collect();
+        for shard in finished {
+            if let Some(running) = self.running.remove(&shard) {
+                let exit = running
+                    .handle
+                    .await
+                    .unwrap_or_else(|e| ShardExit::Failed(e.to_string()));
+                self.after_exit(&shard, exit).await;
+            }
+        }
+    }
+
+    async fn after_exit(&mut self, shard: &str, exit: ShardExit) {
+        match exit {
+            ShardExit::Ended { children } => {
+                tracing::info!(shard, ?children, "shard end reached and checkpointed");
+                self.report.completed.insert(shard.to_owned());
+            }
+            ShardExit::LeaseLost => {
+                tracing::warn!(shard, "lease lost; stopped reading");
+                self.report.lost += 1;
+            }
+            ShardExit::Failed(error) => {
+                tracing::warn!(shard, %error, "shard reader failed; releasing");
+            }
+            ShardExit::Stopped => {}
+        }
+        if let Err(error) = self.leases.release(shard).await {
+            tracing::warn!(shard, %error, "release failed");
+        }
+    }
+
+    /// Stops a reader: it finishes its batch and checkpoint, or is aborted
+    /// after `stop_timeout` (its lease is then released unchanged).
+    async fn stop(&mut self, shard: &str) {
+        let Some(mut running) = self.running.remove(shard) else {
+            return;
+        };
+        running.stop.cancel();
+        let exit = match tokio::time::timeout(self.config.stop_timeout, &mut running.handle).await {
+            Ok(exit) => exit.unwrap_or_else(|e| ShardExit::Failed(e.to_string())),
+            Err(_) => {
+                running.handle.abort();
+                ShardExit::Failed("did not stop in time; aborted".to_owned())
+            }
+        };
+        self.after_exit(shard, exit).await;
+    }
+
+    async fn stop_unassigned(&mut self) {
+        let revoked: Vec<String> = self
+            .running
+            .keys()
+            .filter(|shard| !self.view.can_acquire(shard))
+            .cloned()
+            .collect();
+        for shard in revoked {
+            tracing::info!(%shard, epoch = self.view.epoch(), "revoked: stopping, checkpointing and releasing");
+            self.stop(&shard).await;
+            self.report.released += 1;
+        }
+        // Leases held without a reader (e.g. a reader that failed to stop).
+        self.leases.release_unassigned(&self.view).await;
+    }
+
+    async fn stop_lapsed(&mut self) {
+        let lapsed: Vec<String> = self
+            .running
+            .keys()
+            .filter(|shard| !self.leases.is_valid(shard))
+            .cloned()
+            .collect();
+        for shard in lapsed {
+            if let Some(running) = self.running.remove(&shard) {
+                // No checkpoint: the lease may already be someone else's.
+                running.handle.abort();
+                self.report.lost += 1;
+                tracing::warn!(%shard, "lease lapsed; reader aborted");
+                if let Err(error) = self.leases.release(&shard).await {
+                    tracing::debug!(%shard, %error, "release of a lapsed lease failed");
+                }
+            }
+        }
+    }
+
+    async fn renew(&mut self) {
+        for shard in self.leases.held() {
+            match self.leases.renew(&shard).await {
+                Ok(()) => {}
+                Err(LeaseError::Conflict { .. } | LeaseError::NotHeld(_)) => {
+                    if let Some(running) = self.running.remove(&shard) {
+                        running.handle.abort();
+                        self.report.lost += 1;
+                        tracing::warn!(%shard, "lease taken by another worker; reader aborted");
+                    }
+                }
+                Err(error) => tracing::warn!(%error, "renewal failed; retrying"),
+            }
+        }
+    }
+
+    async fn acquire(&mut self) {
+        let Some(view) = self.view.current() else {
+            return;
+        };
+        for shard in view.active {
+            if self.running.contains_key(&shard) || self.report.completed.contains(&shard) {
+                continue;
+            }
+            match self.leases.take(&shard, &self.view).await {
+                Ok(TakeOutcome::Taken(lease)) => {
+                    tracing::info!(%shard, checkpoint = ?lease.checkpoint, epoch = self.view.epoch(), "lease taken; reading");
+                    self.start(shard, lease.counter.unwrap_or(0), lease.checkpoint);
+                }
+                Ok(TakeOutcome::Complete) => {
+                    self.report.completed.insert(shard);
+                }
+                Ok(TakeOutcome::AlreadyHeld) => {
+                    // Held without a reader (a reader failed to start): start
+                    // one from the table's checkpoint.
+                    if let Ok(Some(lease)) = self.leases.fetch(&shard).await {
+                        self.start(shard, lease.counter.unwrap_or(0), lease.checkpoint);
+                    }
+                }
+                Ok(TakeOutcome::HeldByOther { owner, expires_in }) => {
+                    tracing::debug!(%shard, %owner, ?expires_in, "lease held by another worker");
+                }
+                Ok(TakeOutcome::NotAssigned) => {}
+                Err(LeaseError::Conflict { .. }) => {
+                    tracing::debug!(%shard, "lost a race for the lease");
+                }
+                Err(error) => tracing::warn!(%shard, %error, "cannot take the lease"),
+            }
+        }
+    }
+
+    fn start(&mut self, shard: String, session: u64, start: Option<Checkpoint>) {
+        let stop = CancellationToken::new();
+        let task = shard::ShardTask {
+            context: ShardContext {
+                shard: shard.clone(),
+                worker_id: self.leases.config().worker_id.clone(),
+                session,
+            },
+            client: self.kinesis.clone(),
+            stream: self.config.stream.clone(),
+            leases: self.leases.clone(),
+            handler: self.handler.clone(),
+            start,
+            options: self.config.reader.clone(),
+            stop: stop.clone(),
+        };
+        let handle = tokio::spawn(task.run());
+        self.running.insert(shard, Running { stop, handle });
+    }
+}
+
+/// Resolves on SIGTERM or Ctrl-C: pass it to [`Worker::run`].
+pub async fn termination_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
