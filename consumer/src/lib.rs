@@ -9,6 +9,7 @@
 //! - [`worker`]: ties them together, hands shards back on revoke, drains on SIGTERM;
 //! - [`check`]: a pure checker of processed-record logs (no overlap, no loss, order).
 
+pub mod check;
 pub mod clients;
 pub mod lease;
 pub mod reader;
