@@ -11,12 +11,12 @@ use std::time::Duration;
 use controller_support::*;
 use http::{Request, Response};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use kube::Client;
 use kube::client::Body;
 use kube::core::{DeserializeGuard, PartialObjectMeta};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher;
-use kube::Client;
 use serde_json::{Value, json};
 use shardring::controller::apply::document_config_map;
 use shardring::controller::{Context, ControllerMetrics, FINALIZER, Stores, plan, reconcile};
@@ -49,14 +49,22 @@ fn mock_client(group: ShardGroup) -> (Client, Arc<Mutex<Vec<Seen>>>) {
         while let Some((request, send)) = handle.next_request().await {
             let (parts, body) = request.into_parts();
             let bytes = body.collect_bytes().await.unwrap();
-            let body: Value = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap() };
+            let body: Value = if bytes.is_empty() {
+                Value::Null
+            } else {
+                serde_json::from_slice(&bytes).unwrap()
+            };
             let path = parts.uri.path().to_owned();
             let response = respond(&parts.method, &path, &body, &group);
             log.lock().unwrap().push(Seen {
                 method: parts.method.to_string(),
                 path,
                 query: query_pairs(parts.uri.query().unwrap_or_default()),
-                content_type: parts.headers.get("content-type").map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default(),
+                content_type: parts
+                    .headers
+                    .get("content-type")
+                    .map(|v| v.to_str().unwrap().to_owned())
+                    .unwrap_or_default(),
                 body,
             });
             send.send_response(response);
@@ -68,7 +76,10 @@ fn mock_client(group: ShardGroup) -> (Client, Arc<Mutex<Vec<Seen>>>) {
 fn respond(method: &http::Method, path: &str, body: &Value, group: &ShardGroup) -> Response<Body> {
     let json = if path.contains("/pods/missing") {
         let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404, "message": "pods \"missing\" not found"});
-        return Response::builder().status(404).body(Body::from(serde_json::to_vec(&status).unwrap())).unwrap();
+        return Response::builder()
+            .status(404)
+            .body(Body::from(serde_json::to_vec(&status).unwrap()))
+            .unwrap();
     } else if path.contains("/configmaps/") || path.ends_with("/events") {
         body.clone()
     } else if let Some(name) = path.split("/pods/").nth(1) {
@@ -82,7 +93,10 @@ fn respond(method: &http::Method, path: &str, body: &Value, group: &ShardGroup) 
     } else {
         panic!("unexpected request {method} {path}")
     };
-    Response::builder().status(200).body(Body::from(serde_json::to_vec(&json).unwrap())).unwrap()
+    Response::builder()
+        .status(200)
+        .body(Body::from(serde_json::to_vec(&json).unwrap()))
+        .unwrap()
 }
 
 /// Reflector stores filled as a synced watch would fill them.
@@ -106,25 +120,43 @@ fn world(pool: Option<ConsumerPool>, pods: &[Pod]) -> World {
     // Keep the pool writer alive for the store's lifetime.
     std::mem::forget(pool_writer);
     World {
-        stores: Stores { pools: pool_reader, pods: pod_reader, nodes: node_reader, config_maps: cm_reader },
+        stores: Stores {
+            pools: pool_reader,
+            pods: pod_reader,
+            nodes: node_reader,
+            config_maps: cm_reader,
+        },
         pods: pod_writer,
         config_maps: cm_writer,
     }
 }
 
 fn context(client: Client, stores: Stores) -> Arc<Context> {
-    let recorder = Recorder::new(client.clone(), Reporter { controller: "shardring".into(), instance: Some("test".into()) });
-    Arc::new(Context::new(client, stores, ControllerMetrics::default()).with_recorder(recorder).with_clock(Arc::new(now)))
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "shardring".into(),
+            instance: Some("test".into()),
+        },
+    );
+    Arc::new(
+        Context::new(client, stores, ControllerMetrics::default())
+            .with_recorder(recorder)
+            .with_clock(Arc::new(now)),
+    )
 }
 
 /// Runs one reconcile of `group` and returns every request it sent.
 async fn reconcile_once(group: &ShardGroup, stores: &Stores) -> Vec<Seen> {
     let (client, seen) = mock_client(group.clone());
     let ctx = context(client, stores.clone());
-    let action = tokio::time::timeout(Duration::from_secs(10), reconcile(Arc::new(DeserializeGuard(Ok(group.clone()))), ctx))
-        .await
-        .expect("reconcile finished")
-        .expect("reconcile succeeded");
+    let action = tokio::time::timeout(
+        Duration::from_secs(10),
+        reconcile(Arc::new(DeserializeGuard(Ok(group.clone()))), ctx),
+    )
+    .await
+    .expect("reconcile finished")
+    .expect("reconcile succeeded");
     let _ = action;
     tokio::time::sleep(Duration::from_millis(20)).await;
     seen.lock().unwrap().clone()
@@ -137,10 +169,21 @@ async fn settle(group: &mut ShardGroup, world: &mut World) {
     let topology = ctx.sources.read(group, now()).await;
     let decision = plan(&world.stores.observe(group, topology, now()));
     if let Some(doc) = &decision.document_write {
-        world.config_maps.apply_watcher_event(&watcher::Event::Apply(document_config_map(group, doc).unwrap()));
+        world
+            .config_maps
+            .apply_watcher_event(&watcher::Event::Apply(
+                document_config_map(group, doc).unwrap(),
+            ));
     }
     for write in &decision.annotation_writes {
-        let mut pod = (*world.stores.pods.state().into_iter().find(|p| p.metadata.name.as_deref() == Some(&write.pod)).unwrap()).clone();
+        let mut pod = (*world
+            .stores
+            .pods
+            .state()
+            .into_iter()
+            .find(|p| p.metadata.name.as_deref() == Some(&write.pod))
+            .unwrap())
+        .clone();
         let annotations = pod.metadata.annotations.get_or_insert_default();
         match &write.view {
             Some(view) => annotations.insert(KEY.into(), serde_json::to_string(view).unwrap()),
@@ -160,7 +203,9 @@ fn published(seen: &Seen) -> AssignmentDocument {
 }
 
 fn three_pods() -> Vec<Pod> {
-    (0..3).map(|i| pod(&format!("consumer-{i}"), true, None)).collect()
+    (0..3)
+        .map(|i| pod(&format!("consumer-{i}"), true, None))
+        .collect()
 }
 
 const CM_PATH: &str = "/api/v1/namespaces/prod/configmaps/orders-assignment";
@@ -173,7 +218,10 @@ fn assert_configmap_apply(s: &Seen) -> AssignmentDocument {
     assert_eq!(s.content_type, "application/apply-patch+yaml");
     assert_eq!(s.body["apiVersion"], "v1");
     assert_eq!(s.body["kind"], "ConfigMap");
-    assert_eq!(s.body["metadata"]["labels"], json!({"app.kubernetes.io/managed-by": "shardring", "shardring.io/shard-group": "orders"}));
+    assert_eq!(
+        s.body["metadata"]["labels"],
+        json!({"app.kubernetes.io/managed-by": "shardring", "shardring.io/shard-group": "orders"})
+    );
     assert_eq!(
         s.body["metadata"]["ownerReferences"],
         json!([{"apiVersion": "shardring.io/v1alpha1", "kind": "ShardGroup", "name": "orders", "uid": GROUP_UID, "controller": true, "blockOwnerDeletion": true}])
@@ -182,15 +230,27 @@ fn assert_configmap_apply(s: &Seen) -> AssignmentDocument {
 }
 
 fn assert_annotation_patch(s: &Seen, pod: &str) -> Option<PodView> {
-    assert_eq!((s.method.as_str(), s.path.as_str()), ("PATCH", format!("/api/v1/namespaces/prod/pods/{pod}").as_str()));
+    assert_eq!(
+        (s.method.as_str(), s.path.as_str()),
+        (
+            "PATCH",
+            format!("/api/v1/namespaces/prod/pods/{pod}").as_str()
+        )
+    );
     assert_eq!(s.query, "fieldManager=shardring");
     assert_eq!(s.content_type, "application/merge-patch+json");
     let metadata = s.body["metadata"].as_object().unwrap();
-    assert_eq!(metadata.keys().collect::<Vec<_>>(), ["annotations", "uid"], "only the annotation and the uid precondition");
+    assert_eq!(
+        metadata.keys().collect::<Vec<_>>(),
+        ["annotations", "uid"],
+        "only the annotation and the uid precondition"
+    );
     assert_eq!(metadata["uid"], format!("uid-{pod}"));
     let annotations = metadata["annotations"].as_object().unwrap();
     assert_eq!(annotations.len(), 1);
-    annotations[KEY].as_str().map(|v| serde_json::from_str(v).unwrap())
+    annotations[KEY]
+        .as_str()
+        .map(|v| serde_json::from_str(v).unwrap())
 }
 
 fn assert_status_apply(s: &Seen) -> Value {
@@ -229,8 +289,16 @@ async fn first_publish_applies_the_configmap_then_annotations_then_status() {
     assert_eq!(status["load"], "2/2");
     assert_eq!(status["shards"]["total"], 6);
     assert_eq!(status["pods"], json!({"selected": 3, "eligible": 3}));
-    let ready = status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Ready").unwrap();
-    assert_eq!((ready["status"].as_str(), ready["reason"].as_str()), (Some("True"), Some("Published")));
+    let ready = status["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .unwrap();
+    assert_eq!(
+        (ready["status"].as_str(), ready["reason"].as_str()),
+        (Some("True"), Some("Published"))
+    );
     assert_eq!(ready["lastTransitionTime"], "2026-11-21T12:00:00Z");
     assert_event(&seen[5], "Published");
 }
@@ -247,20 +315,28 @@ async fn a_reconcile_with_nothing_to_change_sends_no_request() {
 #[tokio::test]
 async fn a_joining_pod_writes_the_configmap_and_only_the_changed_pods() {
     let mut group = group(6);
+    group.spec.rebalance.delay = "0s".into();
     let mut world = world(Some(pool(0)), &three_pods());
     settle(&mut group, &mut world).await;
-    world.pods.apply_watcher_event(&watcher::Event::Apply(pod("consumer-3", true, None)));
+    world
+        .pods
+        .apply_watcher_event(&watcher::Event::Apply(pod("consumer-3", true, None)));
     let seen = reconcile_once(&group, &world.stores).await;
     let doc = assert_configmap_apply(&seen[0]);
     assert_eq!(doc.epoch, 2);
-    let new_shards = doc.pods["consumer-3"].active.len();
-    assert!(new_shards >= 1);
+    // First phase of the moves: revoked from the donors, not yet on the new pod.
+    assert!(!doc.pods.contains_key("consumer-3"));
+    let moving: usize = doc.pods.values().map(|p| p.revoking.len()).sum();
+    assert!(moving >= 1);
     let pod_writes: Vec<_> = seen.iter().filter(|s| s.path.contains("/pods/")).collect();
-    assert_eq!(pod_writes.len(), 1 + new_shards, "the new pod and its donors: {pod_writes:#?}");
+    assert_eq!(pod_writes.len(), moving, "only the donors: {pod_writes:#?}");
     for s in &pod_writes {
         let pod = s.path.rsplit('/').next().unwrap();
         let view = assert_annotation_patch(s, pod).unwrap();
-        assert_eq!((view.epoch, &view.active), (2, &doc.pods[pod].active));
+        assert_eq!(
+            (view.epoch, &view.active, &view.revoking),
+            (2, &doc.pods[pod].active, &doc.pods[pod].revoking)
+        );
     }
     assert_eq!(assert_status_apply(&seen[seen.len() - 2])["epoch"], 2);
     assert_event(&seen[seen.len() - 1], "Published");
@@ -272,18 +348,32 @@ async fn a_pod_leaving_the_pool_loses_its_annotation() {
     let mut group = group(6);
     let mut world = world(Some(pool(0)), &three_pods());
     settle(&mut group, &mut world).await;
-    let mut leaving = (*world.stores.pods.state().into_iter().find(|p| p.metadata.name.as_deref() == Some("consumer-1")).unwrap()).clone();
+    let mut leaving = (*world
+        .stores
+        .pods
+        .state()
+        .into_iter()
+        .find(|p| p.metadata.name.as_deref() == Some("consumer-1"))
+        .unwrap())
+    .clone();
     leaving.metadata.labels = Some([("app".to_owned(), "other".to_owned())].into());
-    world.pods.apply_watcher_event(&watcher::Event::Apply(leaving));
+    world
+        .pods
+        .apply_watcher_event(&watcher::Event::Apply(leaving));
     let seen = reconcile_once(&group, &world.stores).await;
     let doc = assert_configmap_apply(&seen[0]);
     assert_eq!(doc.epoch, 2);
-    assert!(!doc.pods.contains_key("consumer-1"));
-    let removal = seen.iter().find(|s| s.path.ends_with("/pods/consumer-1")).expect("removal patch");
-    assert_eq!(assert_annotation_patch(removal, "consumer-1"), None);
-    assert_eq!(removal.body, json!({"metadata": {"annotations": {KEY: null}, "uid": "uid-consumer-1"}}));
-    // The two shards it had went to the two other pods.
-    assert_eq!(seen.iter().filter(|s| s.path.contains("/pods/")).count(), 3);
+    // It keeps its annotation until it gave its two shards back: they are
+    // revoked from it first (two-phase handoff), nobody else has them yet.
+    assert!(doc.pods["consumer-1"].active.is_empty());
+    assert_eq!(doc.pods["consumer-1"].revoking.len(), 2);
+    let patch = seen
+        .iter()
+        .find(|s| s.path.ends_with("/pods/consumer-1"))
+        .expect("revoke patch");
+    let view = assert_annotation_patch(patch, "consumer-1").unwrap();
+    assert_eq!(view.revoking, doc.pods["consumer-1"].revoking);
+    assert_eq!(seen.iter().filter(|s| s.path.contains("/pods/")).count(), 1);
 }
 
 #[tokio::test]
@@ -291,13 +381,24 @@ async fn a_missing_pool_only_writes_status_and_a_warning() {
     let mut group = group(6);
     let mut world = world(Some(pool(0)), &three_pods());
     settle(&mut group, &mut world).await;
-    let orphaned = Stores { pools: reflector::store().0, ..world.stores.clone() };
+    let orphaned = Stores {
+        pools: reflector::store().0,
+        ..world.stores.clone()
+    };
     let seen = reconcile_once(&group, &orphaned).await;
     assert_eq!(seen.len(), 2, "{seen:#?}");
     let status = assert_status_apply(&seen[0]);
     assert_eq!(status["epoch"], 1, "the assignment stays");
-    let ready = status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Ready").unwrap();
-    assert_eq!((ready["status"].as_str(), ready["reason"].as_str()), (Some("False"), Some("PoolNotFound")));
+    let ready = status["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .unwrap();
+    assert_eq!(
+        (ready["status"].as_str(), ready["reason"].as_str()),
+        (Some("False"), Some("PoolNotFound"))
+    );
     assert_event(&seen[1], "PoolNotFound");
     assert_eq!(seen[1].body["type"], "Warning");
 }
@@ -308,8 +409,11 @@ async fn deleting_a_shardgroup_removes_its_annotations_then_the_finalizer() {
     let mut world = world(Some(pool(0)), &three_pods());
     settle(&mut group, &mut world).await;
     // A pod outside the pool without the annotation is left alone.
-    world.pods.apply_watcher_event(&watcher::Event::Apply(pod("bystander", true, None)));
-    group.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
+    world
+        .pods
+        .apply_watcher_event(&watcher::Event::Apply(pod("bystander", true, None)));
+    group.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
     let seen = reconcile_once(&group, &world.stores).await;
     assert_eq!(seen.len(), 4, "{seen:#?}");
     for (i, s) in seen[..3].iter().enumerate() {
@@ -317,7 +421,13 @@ async fn deleting_a_shardgroup_removes_its_annotations_then_the_finalizer() {
         assert_eq!(assert_annotation_patch(s, &pod), None);
     }
     let last = &seen[3];
-    assert_eq!((last.method.as_str(), last.path.as_str()), ("PATCH", "/apis/shardring.io/v1alpha1/namespaces/prod/shardgroups/orders"));
+    assert_eq!(
+        (last.method.as_str(), last.path.as_str()),
+        (
+            "PATCH",
+            "/apis/shardring.io/v1alpha1/namespaces/prod/shardgroups/orders"
+        )
+    );
     assert_eq!(last.content_type, "application/json-patch+json");
     assert_eq!(
         last.body,
@@ -332,7 +442,10 @@ async fn a_new_shardgroup_first_gets_the_finalizer() {
     let world = world(Some(pool(0)), &three_pods());
     let seen = reconcile_once(&group, &world.stores).await;
     assert_eq!(seen.len(), 1, "{seen:#?}");
-    assert_eq!(seen[0].path, "/apis/shardring.io/v1alpha1/namespaces/prod/shardgroups/orders");
+    assert_eq!(
+        seen[0].path,
+        "/apis/shardring.io/v1alpha1/namespaces/prod/shardgroups/orders"
+    );
     assert_eq!(seen[0].content_type, "application/json-patch+json");
     let ops = seen[0].body.as_array().unwrap();
     assert_eq!(ops.last().unwrap()["value"], json!([FINALIZER]));
@@ -341,10 +454,16 @@ async fn a_new_shardgroup_first_gets_the_finalizer() {
 #[tokio::test]
 async fn a_pod_deleted_before_its_patch_is_skipped() {
     let group = group(4);
-    let world = world(Some(pool(0)), &[pod("consumer-0", true, None), pod("missing", true, None)]);
+    let world = world(
+        Some(pool(0)),
+        &[pod("consumer-0", true, None), pod("missing", true, None)],
+    );
     let seen = reconcile_once(&group, &world.stores).await;
     assert!(seen.iter().any(|s| s.path.ends_with("/pods/missing")));
-    assert!(seen.iter().any(|s| s.path == STATUS_PATH), "the reconcile went on: {seen:#?}");
+    assert!(
+        seen.iter().any(|s| s.path == STATUS_PATH),
+        "the reconcile went on: {seen:#?}"
+    );
 }
 
 #[tokio::test]
@@ -353,8 +472,12 @@ async fn a_standby_replica_never_writes() {
     let world = world(Some(pool(0)), &three_pods());
     let (client, seen) = mock_client(group.clone());
     let (_tx, rx) = tokio::sync::watch::channel(false);
-    let ctx = Arc::new(Context::new(client, world.stores.clone(), ControllerMetrics::default()).with_leader(rx));
-    reconcile(Arc::new(DeserializeGuard(Ok(group))), ctx).await.unwrap();
+    let ctx = Arc::new(
+        Context::new(client, world.stores.clone(), ControllerMetrics::default()).with_leader(rx),
+    );
+    reconcile(Arc::new(DeserializeGuard(Ok(group))), ctx)
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(20)).await;
     assert!(seen.lock().unwrap().is_empty());
 }

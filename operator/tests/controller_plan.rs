@@ -12,7 +12,8 @@ use shardring::crds::ShardPhase;
 use shardring::source::SourceError;
 
 fn condition<'a>(status: &'a shardring::crds::ShardGroupStatus, type_: &str) -> (&'a str, &'a str) {
-    let c = conditions::find(&status.conditions, type_).unwrap_or_else(|| panic!("no {type_} condition"));
+    let c = conditions::find(&status.conditions, type_)
+        .unwrap_or_else(|| panic!("no {type_} condition"));
     (c.status.as_str(), c.reason.as_str())
 }
 
@@ -24,28 +25,61 @@ fn first_publish_writes_the_document_every_annotation_and_status() {
     assert_eq!(doc.epoch, 1);
     assert_eq!(doc.shard_group, "prod/orders");
     assert_eq!(doc.shards.len(), 8);
-    assert!(doc.shards.values().all(|r| r.state == ShardPhase::Active && r.owner.is_some()));
+    assert!(
+        doc.shards
+            .values()
+            .all(|r| r.state == ShardPhase::Active && r.owner.is_some())
+    );
     assert_eq!(doc.pods.len(), 4);
-    assert!(doc.pods.values().all(|p| p.active.len() == 2), "{:?}", doc.pods);
+    assert!(
+        doc.pods.values().all(|p| p.active.len() == 2),
+        "{:?}",
+        doc.pods
+    );
     assert_eq!(d.annotation_writes.len(), 4);
     for write in &d.annotation_writes {
         let view = write.view.as_ref().unwrap();
         assert_eq!(view.epoch, 1);
         assert_eq!(view.active, doc.pods[&write.pod].active);
-        assert_eq!(write.uid.as_deref(), Some(format!("uid-{}", write.pod).as_str()));
+        assert_eq!(
+            write.uid.as_deref(),
+            Some(format!("uid-{}", write.pod).as_str())
+        );
     }
     assert!(d.status_changed);
     assert_eq!(d.status.epoch, 1);
     assert_eq!(d.status.observed_generation, Some(1));
-    assert_eq!((d.status.shards.total, d.status.pods.selected, d.status.pods.eligible), (8, 4, 4));
+    assert_eq!(
+        (
+            d.status.shards.total,
+            d.status.pods.selected,
+            d.status.pods.eligible
+        ),
+        (8, 4, 4)
+    );
     assert_eq!(d.status.load.as_deref(), Some("2/2"));
     assert_eq!(d.status.source.as_deref(), Some("static:8"));
-    assert_eq!(condition(&d.status, conditions::READY), ("True", reason::PUBLISHED));
-    assert_eq!(condition(&d.status, conditions::BALANCED), ("True", reason::BALANCED));
-    assert_eq!(condition(&d.status, conditions::PROGRESSING), ("False", reason::STABLE));
-    assert_eq!(condition(&d.status, conditions::DEGRADED), ("False", reason::AS_EXPECTED));
+    assert_eq!(
+        condition(&d.status, conditions::READY),
+        ("True", reason::PUBLISHED)
+    );
+    assert_eq!(
+        condition(&d.status, conditions::BALANCED),
+        ("True", reason::BALANCED)
+    );
+    assert_eq!(
+        condition(&d.status, conditions::PROGRESSING),
+        ("False", reason::STABLE)
+    );
+    assert_eq!(
+        condition(&d.status, conditions::DEGRADED),
+        ("False", reason::AS_EXPECTED)
+    );
     assert_eq!(d.events.len(), 1);
-    assert_eq!((d.events[0].kind, d.events[0].reason), (EventKind::Normal, reason::PUBLISHED));
+    assert_eq!(
+        (d.events[0].kind, d.events[0].reason),
+        (EventKind::Normal, reason::PUBLISHED)
+    );
     assert_eq!(d.requeue_after, Duration::from_secs(300));
 }
 
@@ -71,40 +105,93 @@ fn the_same_observation_gives_the_same_decision() {
 #[test]
 fn a_joining_pod_gets_its_share_and_only_affected_pods_are_written() {
     let mut obs = settle(observation(8, pods(4)));
+    obs.group.spec.rebalance.delay = "0s".into();
     obs.pods.push(pod_info("consumer-4"));
     let d = plan(&obs);
     let doc = d.document_write.as_ref().expect("a pod joined");
     assert_eq!(doc.epoch, 2);
-    assert!(doc.pods.contains_key("consumer-4"));
-    let moved = doc.pods["consumer-4"].active.len();
+    // Two phases: the shards are first revoked from their owners only.
+    assert!(!doc.pods.contains_key("consumer-4"));
+    let moved: usize = doc.pods.values().map(|p| p.revoking.len()).sum();
     assert!(moved >= 1);
-    // The new pod plus the pods that gave it a shard; nobody else.
-    assert_eq!(d.annotation_writes.len(), 1 + moved, "{:?}", d.annotation_writes);
-    assert!(d.annotation_writes.iter().all(|w| w.view.as_ref().unwrap().epoch == 2));
+    // The pods that give the new pod a shard; nobody else.
+    assert_eq!(
+        d.annotation_writes.len(),
+        moved,
+        "{:?}",
+        d.annotation_writes
+    );
+    assert!(
+        d.annotation_writes
+            .iter()
+            .all(|w| w.view.as_ref().unwrap().epoch == 2)
+    );
     assert_eq!(d.status.epoch, 2);
     assert_eq!(d.status.pods.eligible, 5);
+    // Once the drain timeout passed after the revoke reached the pods, the
+    // new pod gets them, at a higher epoch.
+    let obs = settle(settle(obs));
+    let obs = settle(later(obs, 61));
+    let doc = document(&obs);
+    assert_eq!(doc.pods["consumer-4"].active.len(), moved);
+    assert!(doc.pods.values().all(|p| p.revoking.is_empty()));
+    assert_eq!(doc.epoch, 3);
+}
+
+/// The observation `secs` seconds later.
+fn later(
+    mut obs: shardring::controller::Observation,
+    secs: i64,
+) -> shardring::controller::Observation {
+    obs.now = obs.now + jiff::SignedDuration::from_secs(secs);
+    obs
 }
 
 #[test]
 fn a_deleted_pod_loses_its_shards_and_is_not_written() {
     let mut obs = settle(observation(8, pods(4)));
     let gone = obs.pods.remove(3);
+    // Its shards are revoked first; without a lease table and never seen
+    // terminating, they move once the drain timeout has passed.
+    let revoked = settle(obs.clone());
+    assert_eq!(document(&revoked).pods[&gone.name].revoking.len(), 2);
+    obs = later(revoked, 61);
     let d = plan(&obs);
     let doc = d.document_write.as_ref().unwrap();
     assert!(!doc.pods.contains_key(&gone.name));
-    assert!(doc.shards.values().all(|r| r.owner.as_deref() != Some(gone.name.as_str())));
+    assert!(
+        doc.shards
+            .values()
+            .all(|r| r.owner.as_deref() != Some(gone.name.as_str()))
+    );
     assert!(d.annotation_writes.iter().all(|w| w.pod != gone.name));
-    assert_eq!(d.annotation_writes.len(), 2, "the two shards land on two pods");
+    assert_eq!(
+        d.annotation_writes.len(),
+        2,
+        "the two shards land on two pods"
+    );
+    assert!(d.handoffs.iter().all(|h| h.from == gone.name));
 }
 
 #[test]
 fn a_pod_that_leaves_the_pool_loses_its_annotation() {
     let mut obs = settle(observation(8, pods(4)));
     obs.pods[0].selected = false;
+    let obs = later(settle(settle(obs)), 61);
     let d = plan(&obs);
-    let removal = d.annotation_writes.iter().find(|w| w.pod == "consumer-0").expect("removal");
+    let removal = d
+        .annotation_writes
+        .iter()
+        .find(|w| w.pod == "consumer-0")
+        .expect("removal");
     assert_eq!(removal.view, None);
-    assert!(!d.document_write.as_ref().unwrap().pods.contains_key("consumer-0"));
+    assert!(
+        !d.document_write
+            .as_ref()
+            .unwrap()
+            .pods
+            .contains_key("consumer-0")
+    );
 }
 
 #[test]
@@ -122,7 +209,10 @@ fn unready_and_terminating_pods_get_nothing() {
     ps[2].deletion_timestamp = Some(now());
     let d = plan(&observation(6, ps));
     let doc = d.document_write.unwrap();
-    assert_eq!(doc.pods.keys().collect::<Vec<_>>(), ["consumer-0", "consumer-3"]);
+    assert_eq!(
+        doc.pods.keys().collect::<Vec<_>>(),
+        ["consumer-0", "consumer-3"]
+    );
     assert_eq!(d.status.pods.eligible, 2);
     assert_eq!(d.status.pods.selected, 4);
 }
@@ -131,12 +221,26 @@ fn unready_and_terminating_pods_get_nothing() {
 fn a_terminating_owner_hands_its_shards_over() {
     let mut obs = settle(observation(8, pods(4)));
     obs.pods[2].deletion_timestamp = Some(now());
+    obs.pods[2].deletion_grace_seconds = Some(30);
+    let d = plan(&obs);
+    assert_eq!(d.moves.0, 2, "two required moves");
+    // All its shards are revoked at once; nobody else gets them yet.
+    let doc = d.document_write.unwrap();
+    assert_eq!(doc.pods["consumer-2"].revoking.len(), 2);
+    assert!(doc.pods["consumer-2"].active.is_empty());
+    assert_eq!(d.status.graceful_pods, ["consumer-2"]);
+    // The pod is gone after its graceful deletion: the shards move on.
+    let mut obs = settle(settle(obs));
+    obs.pods.remove(2);
     let d = plan(&obs);
     let doc = d.document_write.unwrap();
     assert!(!doc.pods.contains_key("consumer-2"));
-    assert_eq!(d.moves.0, 2, "two required moves");
-    let removal = d.annotation_writes.iter().find(|w| w.pod == "consumer-2").unwrap();
-    assert_eq!(removal.view, None);
+    assert_eq!(d.handoffs.len(), 2);
+    assert!(
+        d.handoffs
+            .iter()
+            .all(|h| h.evidence == shardring::controller::handoff::Evidence::PodGone)
+    );
 }
 
 #[test]
@@ -160,12 +264,21 @@ fn a_missing_pool_keeps_the_assignment_and_says_so() {
     let d = plan(&obs);
     assert_eq!(d.document_write, None);
     assert!(d.annotation_writes.is_empty());
-    assert_eq!(condition(&d.status, conditions::READY), ("False", reason::POOL_NOT_FOUND));
-    assert_eq!(condition(&d.status, conditions::DEGRADED), ("True", reason::POOL_NOT_FOUND));
+    assert_eq!(
+        condition(&d.status, conditions::READY),
+        ("False", reason::POOL_NOT_FOUND)
+    );
+    assert_eq!(
+        condition(&d.status, conditions::DEGRADED),
+        ("True", reason::POOL_NOT_FOUND)
+    );
     assert_eq!(d.status.epoch, 1);
     assert_eq!(d.status.shards.total, 8, "last known counts stay");
     assert_eq!(d.events.len(), 1);
-    assert_eq!((d.events[0].kind, d.events[0].reason), (EventKind::Warning, reason::POOL_NOT_FOUND));
+    assert_eq!(
+        (d.events[0].kind, d.events[0].reason),
+        (EventKind::Warning, reason::POOL_NOT_FOUND)
+    );
     // The warning is not repeated while nothing changes.
     let mut again = obs.clone();
     again.group.status = Some(d.status.clone());
@@ -182,9 +295,20 @@ fn no_ready_pods_keeps_the_last_assignment() {
     let d = plan(&obs);
     assert_eq!(d.document_write, None);
     assert!(d.annotation_writes.is_empty(), "annotations stay in place");
-    assert_eq!(condition(&d.status, conditions::READY), ("False", reason::NO_READY_PODS));
-    assert_eq!(condition(&d.status, conditions::DEGRADED), ("True", reason::NO_READY_PODS));
-    assert!(conditions::find(&d.status.conditions, conditions::READY).unwrap().message.contains("epoch 1"));
+    assert_eq!(
+        condition(&d.status, conditions::READY),
+        ("False", reason::NO_READY_PODS)
+    );
+    assert_eq!(
+        condition(&d.status, conditions::DEGRADED),
+        ("True", reason::NO_READY_PODS)
+    );
+    assert!(
+        conditions::find(&d.status.conditions, conditions::READY)
+            .unwrap()
+            .message
+            .contains("epoch 1")
+    );
     // Recovery: pods come back, nothing moved, Degraded clears with a Normal event.
     let mut back = obs.clone();
     back.group.status = Some(d.status);
@@ -193,7 +317,10 @@ fn no_ready_pods_keeps_the_last_assignment() {
     }
     let d2 = plan(&back);
     assert_eq!(d2.document_write, None);
-    assert_eq!(condition(&d2.status, conditions::READY), ("True", reason::PUBLISHED));
+    assert_eq!(
+        condition(&d2.status, conditions::READY),
+        ("True", reason::PUBLISHED)
+    );
     assert_eq!(d2.events.len(), 1);
     assert_eq!(d2.events[0].reason, reason::RECOVERED);
 }
@@ -202,13 +329,21 @@ fn no_ready_pods_keeps_the_last_assignment() {
 fn a_failed_read_plans_on_the_last_good_topology() {
     let mut obs = settle(observation(8, pods(4)));
     obs.topology.error = Some(SourceError::Throttled("ListShards".into()));
+    obs.group.spec.rebalance.delay = "0s".into();
     obs.pods.push(pod_info("consumer-4"));
     let d = plan(&obs);
     let doc = d.document_write.as_ref().expect("pods still move");
     assert_eq!(doc.shards.len(), 8, "never shrinks");
-    assert_eq!(condition(&d.status, conditions::READY), ("True", reason::PUBLISHED));
-    assert_eq!(condition(&d.status, conditions::DEGRADED), ("True", "Throttled"));
-    assert_eq!(d.requeue_after, Duration::from_secs(30));
+    assert_eq!(
+        condition(&d.status, conditions::READY),
+        ("True", reason::PUBLISHED)
+    );
+    assert_eq!(
+        condition(&d.status, conditions::DEGRADED),
+        ("True", "Throttled")
+    );
+    // Handoffs are in flight: look for evidence again soon.
+    assert_eq!(d.requeue_after, shardring::controller::plan::IN_FLIGHT_POLL);
 }
 
 #[test]
@@ -219,7 +354,10 @@ fn a_failed_read_without_any_topology_writes_nothing() {
     let d = plan(&obs);
     assert_eq!(d.document_write, None);
     assert!(d.annotation_writes.is_empty());
-    assert_eq!(condition(&d.status, conditions::READY), ("False", "StreamNotFound"));
+    assert_eq!(
+        condition(&d.status, conditions::READY),
+        ("False", "StreamNotFound")
+    );
     assert_eq!(d.status.shards.total, 8);
 }
 
@@ -268,6 +406,14 @@ fn an_invalid_duration_is_reported_not_guessed() {
     obs.group.spec.handoff.drain_timeout = "soon".into();
     let d = plan(&obs);
     assert_eq!(d.document_write, None);
-    assert_eq!(condition(&d.status, conditions::READY), ("False", reason::INVALID_SPEC));
-    assert!(conditions::find(&d.status.conditions, conditions::READY).unwrap().message.contains("handoff.drainTimeout"));
+    assert_eq!(
+        condition(&d.status, conditions::READY),
+        ("False", reason::INVALID_SPEC)
+    );
+    assert!(
+        conditions::find(&d.status.conditions, conditions::READY)
+            .unwrap()
+            .message
+            .contains("handoff.drainTimeout")
+    );
 }

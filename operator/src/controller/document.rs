@@ -59,11 +59,12 @@ pub fn next_document(
 pub fn annotation_writes(doc: &AssignmentDocument, pods: &[PodInfo]) -> Vec<AnnotationWrite> {
     let mut writes = Vec::new();
     for pod in pods {
-        let wanted = if pod.selected {
-            doc.pods.get(&pod.name)
-        } else {
-            None
-        };
+        // A pod that left the pool keeps its view while it still has shards
+        // to give back: it must see the revoke to stop reading them.
+        let wanted = doc
+            .pods
+            .get(&pod.name)
+            .filter(|entry| pod.selected || !entry.revoking.is_empty());
         let current = pod
             .annotation
             .as_deref()

@@ -13,6 +13,7 @@ pub mod events;
 pub mod handoff;
 pub mod metrics;
 pub mod observe;
+pub mod pacing;
 pub mod plan;
 pub mod runner;
 pub mod sources;

@@ -17,6 +17,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::codec;
 use crate::crds::{AssignmentDocument, ConsumerPool, ShardGroup};
+use crate::lease::LeaseTable;
 use crate::source::{SourceError, Topology};
 
 /// Node label that names a node's zone (also read from the pod when present).
@@ -37,8 +38,36 @@ pub struct Observation {
     pub topology: TopologyObservation,
     /// The published document decoded from the owned ConfigMap.
     pub published: Published,
+    /// The lease table read result (handoff evidence).
+    pub leases: LeaseObservation,
     /// The time of this observation: the only clock the plan step reads.
     pub now: Timestamp,
+}
+
+/// What the lease table said at this reconcile.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum LeaseObservation {
+    /// The ShardGroup names no lease table: handoffs rely on pod deletion and
+    /// the drain timeout (unfenced).
+    #[default]
+    NotConfigured,
+    /// The latest scan.
+    Read(LeaseTable),
+    /// The scan failed (or was not made): nothing can be concluded from it,
+    /// so no revoke completes through the lease table.
+    Failed(String),
+}
+
+impl LeaseObservation {
+    /// What a controller that has not read the table yet knows: nothing when
+    /// the group names a table, else that there is none.
+    pub fn unread(group: &ShardGroup) -> Self {
+        if group.spec.lease_table.is_some() {
+            LeaseObservation::Failed("the lease table has not been read".into())
+        } else {
+            LeaseObservation::NotConfigured
+        }
+    }
 }
 
 /// One pod, stripped to what the plan step uses.
@@ -160,6 +189,7 @@ impl Stores {
             pods,
             topology,
             published,
+            leases: LeaseObservation::unread(group),
             now,
         }
     }

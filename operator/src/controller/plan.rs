@@ -9,7 +9,6 @@
 //! status says why. A failed read with a known topology plans on the last good
 //! one (the document never shrinks because of a read error).
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -20,12 +19,11 @@ use super::document::{self, AnnotationWrite};
 use super::events::EventNote;
 use super::handoff;
 use super::observe::{Observation, PodInfo};
+use super::pacing;
 use super::status::{self, Outcome, Problem};
 use crate::crds::shard_group::{PodCounts, ShardCounts, ShardGroupSpec};
 use crate::crds::{AssignmentDocument, ConsumerPool, ShardGroupStatus, ShardPhase};
-use crate::engine::{
-    self, Balance, PlanInput, PlanOptions, PlanOutput, Previous, Rebalance, ShardState,
-};
+use crate::engine::{self, Balance, PlanInput, PlanOptions, PlanOutput, Rebalance, ShardState};
 
 /// How often a static source is re-read (it cannot change without a spec
 /// change, which triggers a reconcile anyway).
@@ -34,6 +32,11 @@ pub const STATIC_REFRESH: Duration = Duration::from_secs(300);
 pub const ERROR_RETRY: Duration = Duration::from_secs(30);
 /// Refresh used when a Kinesis refresh interval cannot be read.
 pub const DEFAULT_REFRESH: Duration = Duration::from_secs(30);
+/// How often a group with handoffs in flight looks for evidence again (the
+/// lease table and pod deletions do not trigger a reconcile by themselves).
+pub const IN_FLIGHT_POLL: Duration = Duration::from_secs(2);
+/// Shortest requeue for a timer (a drain timeout or the rebalance delay).
+pub const MIN_REQUEUE: Duration = Duration::from_millis(100);
 
 /// What one reconcile should do.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,8 +53,10 @@ pub struct Decision {
     pub events: Vec<EventNote>,
     /// When to reconcile again without a watch event.
     pub requeue_after: Duration,
-    /// Moves in this plan: (required, optional).
+    /// Moves decided in this plan: (required, optional).
     pub moves: (u64, u64),
+    /// Handoffs completed in this plan (for the handoff metrics).
+    pub handoffs: Vec<handoff::Completed>,
 }
 
 /// Plans one reconcile of the observed ShardGroup.
@@ -116,12 +121,33 @@ pub fn plan(obs: &Observation) -> Decision {
         return blocked(obs, outcome, requeue_after);
     }
 
+    let recovered = handoff::recover_previous(obs);
+    let previous_doc = published.or(recovered.as_ref());
+    let current = obs.group.status.clone().unwrap_or_default();
+    let pacing = pacing::pace(
+        &obs.group.spec.rebalance,
+        current.last_pod_change.as_deref(),
+        current.pod_set_digest.as_deref(),
+        &current.move_log,
+        pods.iter()
+            .filter(|p| p.ready && !p.terminating)
+            .map(|p| p.name.as_str()),
+        obs.now,
+    );
     let input = PlanInput {
-        options: plan_options(obs, pool),
+        options: plan_options(obs, pool, &pacing),
         shards: topology.shards.clone(),
         pods,
-        previous: previous_owners(published),
+        previous: handoff::engine_previous(previous_doc),
     };
+    // While the delay holds optional moves back, look again when it ends,
+    // but only if there is something to rebalance then.
+    let pacing_wait = pacing.next_change.filter(|_| {
+        let mut unpaced = input.clone();
+        unpaced.options.rebalance = Rebalance::All;
+        unpaced.options.max_optional_moves = None;
+        engine::plan(&unpaced).is_ok_and(|o| o.optional_moves() > 0)
+    });
     let output = match engine::plan(&input) {
         Ok(output) => output,
         Err(error) => {
@@ -134,7 +160,12 @@ pub fn plan(obs: &Observation) -> Decision {
         }
     };
 
-    let records = handoff::shard_records(topology, &output);
+    let timing = handoff::Timing {
+        drain_timeout: obs.group.spec.handoff.drain_timeout().unwrap_or_default(),
+        lease_failover: obs.group.spec.handoff.lease_failover().unwrap_or_default(),
+    };
+    let step = handoff::step(obs, timing, topology, &output, previous_doc);
+    let records = step.records.clone();
     let (doc, changed) =
         document::next_document(obs.group.qualified_name(), records, published, kept_epoch);
     if changed && let Err(error) = codec::encode(&doc) {
@@ -152,6 +183,25 @@ pub fn plan(obs: &Observation) -> Decision {
     outcome.moves_in_flight = moves_in_flight(&doc);
     outcome.pods_with_shards = doc.pods.len() as u64;
     outcome.topology_time = obs.topology.read_at.map(|t| t.to_string());
+    let moved = output.required_moves() + output.optional_moves();
+    let (move_log, move_budget_remaining) = pacing.record(moved, obs.now);
+    outcome.protocol = Some(handoff::ProtocolStatus {
+        move_log,
+        move_budget_remaining,
+        last_pod_change: Some(pacing.last_pod_change.to_string()),
+        pod_set_digest: Some(pacing.pod_set_digest.clone()),
+        graceful_pods: step.graceful_pods.clone(),
+        drain_started: step.drain_started.clone(),
+        oldest_revoke: step.oldest_revoke.map(|t| t.to_string()),
+        unfenced: obs.group.spec.lease_table.is_none(),
+    });
+    let mut requeue_after = requeue_after;
+    for wait in [step.next_check, pacing_wait].into_iter().flatten() {
+        requeue_after = requeue_after.min(wait.max(MIN_REQUEUE));
+    }
+    if outcome.moves_in_flight > 0 {
+        requeue_after = requeue_after.min(IN_FLIGHT_POLL);
+    }
     outcome.problem = obs.topology.error.as_ref().map(|error| Problem {
         reason: error.reason(),
         message: format!(
@@ -180,6 +230,7 @@ pub fn plan(obs: &Observation) -> Decision {
         events,
         requeue_after,
         moves: (output.required_moves(), output.optional_moves()),
+        handoffs: step.completed,
     }
 }
 
@@ -195,6 +246,7 @@ fn blocked(obs: &Observation, outcome: Outcome, requeue_after: Duration) -> Deci
         events,
         requeue_after,
         moves: (0, 0),
+        handoffs: Vec::new(),
     }
 }
 
@@ -212,7 +264,7 @@ fn check_spec(spec: &ShardGroupSpec) -> Result<(), crate::crds::shard_group::Spe
 }
 
 /// Engine options from the spec and pool.
-fn plan_options(obs: &Observation, pool: &ConsumerPool) -> PlanOptions {
+fn plan_options(obs: &Observation, pool: &ConsumerPool, pacing: &pacing::Pacing) -> PlanOptions {
     let spec = &obs.group.spec;
     PlanOptions {
         consumer_name: obs.group.consumer_name(),
@@ -222,8 +274,8 @@ fn plan_options(obs: &Observation, pool: &ConsumerPool) -> PlanOptions {
         },
         standbys: spec.standbys,
         max_shards_per_pod: pool.spec.max_shards_per_pod.unwrap_or(0),
-        rebalance: Rebalance::All,
-        max_optional_moves: None,
+        rebalance: pacing.rebalance,
+        max_optional_moves: pacing.max_optional_moves,
     }
 }
 
@@ -271,29 +323,6 @@ fn pod_counts(all: &[PodInfo], pods: &[engine::Pod]) -> PodCounts {
         selected: all.iter().filter(|p| p.selected).count() as u64,
         eligible: pods.iter().filter(|p| p.ready && !p.terminating).count() as u64,
     }
-}
-
-/// Previous owners (and standbys) from the published document.
-fn previous_owners(published: Option<&AssignmentDocument>) -> BTreeMap<String, Previous> {
-    let Some(doc) = published else {
-        return BTreeMap::new();
-    };
-    doc.shards
-        .iter()
-        .filter(|(_, r)| matches!(r.state, ShardPhase::Active | ShardPhase::Revoking))
-        .filter_map(|(id, r)| {
-            let owner = r.owner.clone()?;
-            let prev = if r.standbys.is_empty() {
-                Previous::Owner(owner)
-            } else {
-                Previous::Full {
-                    owner,
-                    standbys: r.standbys.clone(),
-                }
-            };
-            Some((id.clone(), prev))
-        })
-        .collect()
 }
 
 fn shard_counts(topology: &crate::source::Topology, output: &PlanOutput) -> ShardCounts {

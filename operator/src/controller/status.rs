@@ -7,6 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use super::conditions::{self, BALANCED, DEGRADED, PROGRESSING, READY, reason};
 use super::events::EventNote;
+use super::handoff::{HANDOFF_UNFENCED, ProtocolStatus};
 use super::observe::Observation;
 use crate::crds::ShardGroupStatus;
 use crate::crds::shard_group::{PodCounts, ShardCounts};
@@ -42,6 +43,9 @@ pub struct Outcome {
     pub pods_with_shards: u64,
     /// When the current topology was read (RFC 3339), if known.
     pub topology_time: Option<String>,
+    /// Handoff and pacing bookkeeping, `None` to keep the current one (no
+    /// plan was made).
+    pub protocol: Option<ProtocolStatus>,
 }
 
 /// The status for `outcome`, and the Events its condition transitions call for.
@@ -117,7 +121,21 @@ pub fn build(obs: &Observation, outcome: &Outcome) -> (ShardGroupStatus, Vec<Eve
             previous,
         )
     };
-    let progressing = if outcome.moves_in_flight > 0 {
+    let unfenced = outcome.protocol.as_ref().is_some_and(|p| p.unfenced);
+    let progressing = if outcome.moves_in_flight > 0 && unfenced {
+        conditions::condition(
+            PROGRESSING,
+            true,
+            HANDOFF_UNFENCED,
+            format!(
+                "{} shards are being handed over without a lease table: a revoked pod is trusted to stop within handoff.drainTimeout; set spec.leaseTable to fence handoffs",
+                outcome.moves_in_flight
+            ),
+            generation,
+            now,
+            previous,
+        )
+    } else if outcome.moves_in_flight > 0 {
         conditions::condition(
             PROGRESSING,
             true,
@@ -160,6 +178,10 @@ pub fn build(obs: &Observation, outcome: &Outcome) -> (ShardGroupStatus, Vec<Eve
     };
 
     let events = transition_events(previous, problem);
+    let protocol = outcome
+        .protocol
+        .clone()
+        .unwrap_or_else(|| ProtocolStatus::from_status(&current));
     let status = ShardGroupStatus {
         observed_generation: generation,
         epoch: outcome.epoch,
@@ -172,7 +194,13 @@ pub fn build(obs: &Observation, outcome: &Outcome) -> (ShardGroupStatus, Vec<Eve
         min_load,
         max_load,
         moves_in_flight: outcome.moves_in_flight,
-        move_log: current.move_log.clone(),
+        move_log: protocol.move_log,
+        move_budget_remaining: protocol.move_budget_remaining,
+        last_pod_change: protocol.last_pod_change,
+        pod_set_digest: protocol.pod_set_digest,
+        graceful_pods: protocol.graceful_pods,
+        drain_started: protocol.drain_started,
+        oldest_revoke: protocol.oldest_revoke,
         last_topology_time: outcome
             .topology_time
             .clone()

@@ -12,7 +12,9 @@ use kube::api::ObjectMeta;
 use shardring::controller::{Observation, PodInfo, Published, TopologyObservation, plan};
 use shardring::crds::consumer_pool::CapacitySpec;
 use shardring::crds::shard_group::{PoolRef, ShardSource, StaticSource as StaticSpec};
-use shardring::crds::{AssignmentDocument, ConsumerPool, ConsumerPoolSpec, PodView, ShardGroup, ShardGroupSpec};
+use shardring::crds::{
+    AssignmentDocument, ConsumerPool, ConsumerPoolSpec, PodView, ShardGroup, ShardGroupSpec,
+};
 use shardring::source::StaticSource;
 
 /// Namespace of every fixture.
@@ -37,7 +39,10 @@ pub fn group(count: u32) -> ShardGroup {
         pool_ref: PoolRef { name: POOL.into() },
         source: ShardSource {
             kinesis: None,
-            static_source: Some(StaticSpec { count, name_template: "orders-{index}".into() }),
+            static_source: Some(StaticSpec {
+                count,
+                name_template: "orders-{index}".into(),
+            }),
         },
         lease_table: None,
         consumer_name: None,
@@ -114,7 +119,10 @@ pub fn pod(name: &str, ready: bool, annotation: Option<&str>) -> Pod {
 
 /// The topology of a static source of `count` partitions.
 pub fn topology(count: u32) -> TopologyObservation {
-    let source = StaticSource::new(StaticSpec { count, name_template: "orders-{index}".into() });
+    let source = StaticSource::new(StaticSpec {
+        count,
+        name_template: "orders-{index}".into(),
+    });
     TopologyObservation {
         source: format!("static:{count}"),
         last_good: Some(source.topology()),
@@ -131,6 +139,7 @@ pub fn observation(count: u32, pods: Vec<PodInfo>) -> Observation {
         pods,
         topology: topology(count),
         published: Published::Missing,
+        leases: Default::default(),
         now: now(),
     }
 }
@@ -144,7 +153,10 @@ pub fn settle(mut obs: Observation) -> Observation {
     }
     for write in &decision.annotation_writes {
         let pod = obs.pods.iter_mut().find(|p| p.name == write.pod).unwrap();
-        pod.annotation = write.view.as_ref().map(|v| serde_json::to_string(v).unwrap());
+        pod.annotation = write
+            .view
+            .as_ref()
+            .map(|v| serde_json::to_string(v).unwrap());
     }
     obs.group.status = Some(decision.status);
     obs
@@ -158,7 +170,9 @@ pub fn document(obs: &Observation) -> &AssignmentDocument {
 /// A pod's current annotation view.
 pub fn view(obs: &Observation, pod: &str) -> Option<PodView> {
     let p = obs.pods.iter().find(|p| p.name == pod)?;
-    p.annotation.as_deref().map(|a| serde_json::from_str(a).unwrap())
+    p.annotation
+        .as_deref()
+        .map(|a| serde_json::from_str(a).unwrap())
 }
 
 /// Pod names `consumer-0..n`.
