@@ -177,4 +177,24 @@ mod tests {
             assert_eq!(format_duration(parse_duration(text).unwrap()), text);
         }
     }
+
+    proptest::proptest! {
+        #[test]
+        fn format_then_parse_is_identity(millis in 0u64..1_000_000_000_000) {
+            let duration = Duration::from_millis(millis);
+            proptest::prop_assert_eq!(parse_duration(&format_duration(duration)), Ok(duration));
+        }
+
+        #[test]
+        fn terms_add_up(h in 0u64..1000, m in 0u64..1000, s in 0u64..1000, ms in 0u64..1000) {
+            let text = format!("{h}h{m}m{s}s{ms}ms");
+            let expected = Duration::from_millis(((h * 60 + m) * 60 + s) * 1000 + ms);
+            proptest::prop_assert_eq!(parse_duration(&text), Ok(expected));
+        }
+
+        #[test]
+        fn never_panics(text in "\\PC{0,12}") {
+            let _ = parse_duration(&text);
+        }
+    }
 }

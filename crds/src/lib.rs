@@ -3,6 +3,10 @@
 //! document that consumer pods read. It makes no client calls, so consumers and
 //! tools can depend on it without pulling in a Kubernetes client.
 
+// Every public item documents the API it describes (field docs become CRD
+// descriptions shown by `kubectl explain`).
+#![warn(missing_docs)]
+
 pub mod assignment;
 pub mod consumer_pool;
 pub mod crd;
