@@ -164,10 +164,17 @@ impl Emulator {
     /// Starts `kind`, retrying on a new port if the chosen one was taken
     /// between picking and binding.
     pub fn start(kind: EmulatorKind) -> Result<Self, EmulatorError> {
+        Self::start_with(kind, &[])
+    }
+
+    /// Starts `kind` with extra environment variables, which override the
+    /// defaults (e.g. `UPDATE_SHARD_COUNT_DURATION=2s` to watch a stream stay
+    /// UPDATING).
+    pub fn start_with(kind: EmulatorKind, env: &[(&str, &str)]) -> Result<Self, EmulatorError> {
         let dir = ensure_installed()?;
         let mut last = None;
         for _ in 0..3 {
-            match Self::start_once(kind, &dir) {
+            match Self::start_once(kind, &dir, env) {
                 Ok(emulator) => return Ok(emulator),
                 Err(error) => last = Some(error),
             }
@@ -178,7 +185,11 @@ impl Emulator {
         }))
     }
 
-    fn start_once(kind: EmulatorKind, dir: &Path) -> Result<Self, EmulatorError> {
+    fn start_once(
+        kind: EmulatorKind,
+        dir: &Path,
+        env: &[(&str, &str)],
+    ) -> Result<Self, EmulatorError> {
         let fail = |detail: String| EmulatorError::Start {
             kind: kind.name(),
             detail,
@@ -236,6 +247,7 @@ impl Emulator {
                     ]);
             }
         }
+        command.envs(env.iter().copied());
         let child = command
             .stdin(Stdio::null())
             .stdout(log_file)

@@ -206,3 +206,79 @@ fn pod(name: &str) -> Pod {
         node: None,
     }
 }
+
+#[tokio::test]
+async fn a_failed_read_observes_the_last_topology_as_stale() {
+    let kinesis = support::kinesis();
+    let admin = support::kinesis_admin(&kinesis.endpoint()).await;
+    support::create_stream(&admin, "flaky", 2).await;
+    let proxy = FaultProxy::start(&kinesis.endpoint()).await;
+    let reader = std::sync::Arc::new(reader_via(&proxy, "flaky", BACKOFF, None).await);
+    let source = shardring::source::kinesis::KinesisShardSource::new(reader, None);
+
+    // Never read yet: a failure has nothing to fall back on.
+    proxy.push(std::iter::repeat_n(
+        Fault::ServerError,
+        BACKOFF.max_attempts as usize,
+    ));
+    let error = source
+        .observe_or_last(jiff::Timestamp::now())
+        .await
+        .expect_err("nothing to fall back on");
+    assert_eq!(error.reason(), "SourceError");
+
+    let good = source
+        .observe_or_last(jiff::Timestamp::now())
+        .await
+        .expect("read");
+    assert!(good.stale.is_none());
+    proxy.push(std::iter::repeat_n(
+        Fault::Throttle,
+        BACKOFF.max_attempts as usize,
+    ));
+    let stale = source
+        .observe_or_last(jiff::Timestamp::now())
+        .await
+        .expect("falls back");
+    assert_eq!(stale.stale.as_ref().map(|e| e.reason()), Some("Throttled"));
+    assert_eq!(stale.lifecycle.shards, good.lifecycle.shards);
+    assert!(!stale.lifecycle.ordering_enforced);
+}
+
+#[tokio::test]
+async fn calls_throttles_and_topology_age_are_exported() {
+    let kinesis = support::kinesis();
+    let admin = support::kinesis_admin(&kinesis.endpoint()).await;
+    support::create_stream(&admin, "metered", 1).await;
+    let proxy = FaultProxy::start(&kinesis.endpoint()).await;
+    let mut registry = prometheus_client::registry::Registry::with_prefix("shardring");
+    let metrics = shardring::source::kinesis::KinesisMetrics::register(&mut registry);
+    let client = kinesis_client(
+        &support::sdk_config().await,
+        Some(support::REGION),
+        Some(&proxy.endpoint()),
+    );
+    let options = ReaderOptions {
+        page_size: None,
+        backoff: BACKOFF,
+        min_call_interval: Duration::from_millis(1),
+        min_refresh_interval: Duration::ZERO,
+    };
+    let reader = TopologyReader::new(client, StreamId::named("metered"), options, Some(metrics));
+    proxy.push([Fault::Throttle, Fault::Throttle]);
+    reader.topology().await.expect("read");
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+    assert!(
+        text.contains("shardring_kinesis_list_shards_calls_total{stream=\"metered\"} 3"),
+        "{text}"
+    );
+    assert!(
+        text.contains("shardring_kinesis_list_shards_throttles_total{stream=\"metered\"} 2"),
+        "{text}"
+    );
+    assert!(
+        text.contains("shardring_kinesis_topology_age_seconds{stream=\"metered\"}"),
+        "{text}"
+    );
+}

@@ -213,3 +213,62 @@ async fn a_missing_stream_is_stream_not_found() {
     assert_eq!(error.reason(), "StreamNotFound", "{error}");
     assert_eq!(reader.calls(), 1, "not retried");
 }
+
+#[tokio::test]
+async fn a_stream_being_resharded_lists_without_flapping() {
+    // Resharding takes 1.5 s here, so the stream is seen UPDATING.
+    let kinesis = shardring::emulators::Emulator::start_with(
+        shardring::emulators::EmulatorKind::Kinesis,
+        &[("UPDATE_SHARD_COUNT_DURATION", "1500ms")],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let admin = support::kinesis_admin(&kinesis.endpoint()).await;
+    support::create_stream(&admin, "busy", 2).await;
+    let reader = support::reader(&kinesis.endpoint(), "busy", None).await;
+    let before = reader.list().await.expect("list").shards;
+    admin
+        .update_shard_count()
+        .stream_name("busy")
+        .target_shard_count(4)
+        .scaling_type(aws_sdk_kinesis::types::ScalingType::UniformScaling)
+        .send()
+        .await
+        .expect("UpdateShardCount");
+    let status = admin
+        .describe_stream_summary()
+        .stream_name("busy")
+        .send()
+        .await
+        .expect("summary");
+    assert_eq!(
+        status
+            .stream_description_summary()
+            .map(|s| s.stream_status().clone()),
+        Some(aws_sdk_kinesis::types::StreamStatus::Updating)
+    );
+    // Every read while UPDATING succeeds and never loses a shard: it is the
+    // old topology or the new one, never an error or a subset.
+    let mut seen_new = false;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::time::Instant::now() < deadline {
+        let shards = reader
+            .list()
+            .await
+            .expect("ListShards works while UPDATING")
+            .shards;
+        assert!(
+            before
+                .iter()
+                .all(|old| shards.iter().any(|s| s.id == old.id)),
+            "{shards:?}"
+        );
+        if open(&shards).len() == 4 {
+            seen_new = true;
+            assert_tiles_key_space(&shards);
+            break;
+        }
+        assert_eq!(open(&shards).len(), 2, "{shards:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(seen_new, "the new shards appeared");
+}

@@ -89,11 +89,13 @@ async fn scans_every_page_and_tracks_counter_changes() {
         .await
         .expect("PutItem");
 
+    let mut registry = prometheus_client::registry::Registry::with_prefix("shardring");
+    let metrics = shardring::lease::LeaseMetrics::register(&mut registry);
     let reader = LeaseReader::new(
         support::dynamodb_admin(&dynamo.endpoint()).await,
         "orders-app",
         Some("orders".into()),
-        None,
+        Some(metrics),
     )
     .with_page_size(Some(2));
     let first = reader.read(at(0)).await.expect("scan");
@@ -152,6 +154,17 @@ async fn scans_every_page_and_tracks_counter_changes() {
     assert!(stale.is_expired(at(20), failover));
     assert!(!renewed.is_expired(at(20), failover));
     assert_eq!(reader.last().map(|t| t.scanned_at), Some(Some(at(20))));
+
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+    assert!(
+        text.contains("shardring_lease_table_leases{table=\"orders-app\"} 7"),
+        "{text}"
+    );
+    assert!(
+        text.contains("shardring_lease_table_scan_seconds_count{table=\"orders-app\"} 2"),
+        "{text}"
+    );
 }
 
 #[tokio::test]

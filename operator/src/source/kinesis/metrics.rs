@@ -17,7 +17,8 @@ pub struct KinesisMetrics {
     pub list_shards_calls: Family<StreamLabels, Counter>,
     /// ListShards calls that were throttled.
     pub list_shards_throttles: Family<StreamLabels, Counter>,
-    /// Age in seconds of the topology served by the last read.
+    /// Age in seconds of the topology served by the last read (on a failed
+    /// read: of the last good topology, so it grows while reads fail).
     pub topology_age_seconds: Family<StreamLabels, Gauge<f64, AtomicU64>>,
 }
 

@@ -13,6 +13,7 @@ pub mod registry;
 pub mod shared;
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 pub use lifecycle::{
     Lifecycle, LifecycleMemory, ORDERING_NOT_ENFORCED, ORDERING_NOT_ENFORCED_MESSAGE,
@@ -27,6 +28,7 @@ pub use shared::{SharedKinesis, installed};
 use super::{ReadFuture, ShardSource, SourceError, Topology};
 use crate::crds::ShardGroupSpec;
 use crate::lease::{LeaseError, LeaseMetrics, LeaseReader, LeaseTable, dynamodb_client};
+use pacing::{jitter_interval, jitter_unit};
 
 /// One observation of a Kinesis ShardGroup's source.
 #[derive(Debug, Clone)]
@@ -40,6 +42,10 @@ pub struct KinesisObservation {
     /// The lease read error, when the table could not be read (children then
     /// stay pending: completion cannot be concluded).
     pub lease_error: Option<LeaseError>,
+    /// Set when the topology could not be read and `topology` is the last
+    /// good one (from [`KinesisShardSource::observe_or_last`]): the status
+    /// marks it stale and shows this error's reason.
+    pub stale: Option<SourceError>,
 }
 
 /// The Kinesis source of one ShardGroup.
@@ -48,7 +54,14 @@ pub struct KinesisShardSource {
     reader: Arc<TopologyReader>,
     leases: Option<Arc<LeaseReader>>,
     memory: Mutex<LifecycleMemory>,
+    refresh_interval: Duration,
 }
+
+/// The refresh interval when the spec does not say (`refreshInterval`).
+pub const DEFAULT_REFRESH_INTERVAL: Duration = Duration::from_secs(30);
+
+/// How far either way a refresh is jittered, so groups do not call in step.
+pub const REFRESH_JITTER: f64 = 0.1;
 
 impl KinesisShardSource {
     /// A source over a shared topology reader and an optional lease reader.
@@ -57,7 +70,19 @@ impl KinesisShardSource {
             reader,
             leases,
             memory: Mutex::new(LifecycleMemory::default()),
+            refresh_interval: DEFAULT_REFRESH_INTERVAL,
         }
+    }
+
+    /// Sets the refresh interval (`source.kinesis.refreshInterval`).
+    pub fn with_refresh_interval(mut self, interval: Duration) -> Self {
+        self.refresh_interval = interval;
+        self
+    }
+
+    /// When to read again: the refresh interval, jittered by ±10%.
+    pub fn next_refresh(&self) -> Duration {
+        jitter_interval(self.refresh_interval, REFRESH_JITTER, jitter_unit())
     }
 
     /// The source of a ShardGroup spec with `source.kinesis`: its reader comes
@@ -85,7 +110,10 @@ impl KinesisShardSource {
                 lease_metrics,
             ))
         });
-        Ok(Self::new(reader, leases))
+        let refresh = kinesis
+            .refresh_interval()
+            .map_err(|e| SourceError::Invalid(e.to_string()))?;
+        Ok(Self::new(reader, leases).with_refresh_interval(refresh))
     }
 
     /// The shared topology reader.
@@ -113,6 +141,32 @@ impl KinesisShardSource {
     /// error is reported in the observation and concludes nothing.
     pub async fn observe(&self, now: jiff::Timestamp) -> Result<KinesisObservation, SourceError> {
         let topology = self.reader.topology().await?;
+        Ok(self.derive(topology, now, None).await)
+    }
+
+    /// Like [`Self::observe`], but when the topology read fails and a good
+    /// topology was read before, observes that one with `stale` set: the
+    /// assignment never shrinks because of a failed read. Fails only when no
+    /// topology was ever read.
+    pub async fn observe_or_last(
+        &self,
+        now: jiff::Timestamp,
+    ) -> Result<KinesisObservation, SourceError> {
+        match self.reader.topology().await {
+            Ok(topology) => Ok(self.derive(topology, now, None).await),
+            Err(error) => match self.reader.last() {
+                Some(last) => Ok(self.derive(last, now, Some(error)).await),
+                None => Err(error),
+            },
+        }
+    }
+
+    async fn derive(
+        &self,
+        topology: Arc<StreamTopology>,
+        now: jiff::Timestamp,
+        stale: Option<SourceError>,
+    ) -> KinesisObservation {
         let (leases, lease_error) = match self.read_leases(now).await {
             None => (None, None),
             Some(Ok(table)) => (Some(table), None),
@@ -133,12 +187,13 @@ impl KinesisShardSource {
                 &mut memory,
             )
         };
-        Ok(KinesisObservation {
+        KinesisObservation {
             topology,
             lifecycle,
             leases,
             lease_error,
-        })
+            stale,
+        }
     }
 }
 

@@ -211,7 +211,16 @@ impl TopologyReader {
         if let Some(fresh) = self.cached_within(self.options.min_refresh_interval) {
             return Ok(self.served(fresh));
         }
-        let topology = Arc::new(self.list().await?);
+        let topology = match self.list().await {
+            Ok(topology) => Arc::new(topology),
+            Err(error) => {
+                // The kept topology keeps ageing while reads fail.
+                if let Some(last) = self.last() {
+                    self.served(last);
+                }
+                return Err(error);
+            }
+        };
         *self
             .cache
             .lock()
