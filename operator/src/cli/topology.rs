@@ -266,6 +266,10 @@ fn table(output: &TopologyOutput, with_leases: bool) -> String {
                 line.lease_owner.as_deref().unwrap_or("-")
             ));
         }
+        if line.parents.len() > 1 {
+            // The tree shows a merged shard under its first parent only.
+            let _ = write!(row, "  (merge of {})", line.parents.join(" + "));
+        }
         let _ = writeln!(text, "{}", row.trim_end());
     }
     let open = output.shards.iter().filter(|s| s.state == "open").count();
@@ -330,6 +334,25 @@ mod tests {
         assert!(printed.contains("  s2"), "{printed}");
         assert!(printed.contains("100.00"), "{printed}");
         assert!(printed.contains("50.00"), "{printed}");
+    }
+
+    #[test]
+    fn merged_shards_name_both_parents() {
+        let topology = StreamTopology {
+            shards: vec![
+                shard("a", &[], true, ("0", "9")),
+                shard("b", &[], true, ("10", "19")),
+                shard("m", &["a", "b"], false, ("0", "19")),
+            ],
+            read_at: tokio::time::Instant::now(),
+            read_at_wall: jiff::Timestamp::UNIX_EPOCH,
+            calls: 1,
+        };
+        let printed = table(&build_output(&topology, None), false);
+        assert!(
+            printed.contains("  m ") && printed.contains("(merge of a + b)"),
+            "{printed}"
+        );
     }
 
     #[test]
