@@ -13,6 +13,7 @@ pub mod check;
 pub mod clients;
 pub mod lease;
 pub mod reader;
+pub mod reference;
 pub mod view;
 pub mod worker;
 

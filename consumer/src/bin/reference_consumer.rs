@@ -1,1 +1,199 @@
-fn main() {}
+//! `shardring-reference-consumer`: a consumer pod's process that follows the
+//! shardring contract with the `shardring-consumer` library and appends every
+//! processed record to a JSON-lines log, for the e2e suite, the demo and the
+//! checker (`shardring_consumer::check`). It reads its view from a mounted
+//! ConfigMap file, a downward-API annotations file, or a ConfigMap watch;
+//! on SIGTERM it reads on until its shards are revoked or the drain deadline
+//! passes, then checkpoints, releases and exits.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use shardring_consumer::clients;
+use shardring_consumer::lease::{LeaseConfig, LeaseManager, create_table};
+use shardring_consumer::reader::ReaderOptions;
+use shardring_consumer::reference::RecordLog;
+use shardring_consumer::view::ViewState;
+use shardring_consumer::view::file::{FileFormat, FileSource};
+use shardring_consumer::worker::{Worker, WorkerConfig, termination_signal};
+
+/// Reads the shards shardring assigns to this pod and logs every record.
+#[derive(Debug, Parser)]
+#[command(name = "shardring-reference-consumer", version)]
+struct Args {
+    /// This pod's name (the lease owner and the key into the assignment).
+    #[arg(long, env = "POD_NAME")]
+    pod: String,
+    /// Kinesis stream name or ARN.
+    #[arg(long, env = "SHARDRING_STREAM")]
+    stream: String,
+    /// KCL-format DynamoDB lease table.
+    #[arg(long, env = "SHARDRING_LEASE_TABLE")]
+    lease_table: String,
+    /// Create the lease table if it does not exist (tests and demos).
+    #[arg(long)]
+    create_lease_table: bool,
+    /// AWS region.
+    #[arg(long, env = "AWS_REGION", default_value = "us-east-1")]
+    region: String,
+    /// Kinesis endpoint override (e.g. kinesis-local).
+    #[arg(long, env = "SHARDRING_KINESIS_ENDPOINT")]
+    kinesis_endpoint: Option<String>,
+    /// DynamoDB endpoint override (e.g. dynalite).
+    #[arg(long, env = "SHARDRING_DYNAMODB_ENDPOINT")]
+    dynamodb_endpoint: Option<String>,
+    /// Use dummy static credentials (the local emulators accept any).
+    /// Defaults to on when an endpoint override is given.
+    #[arg(long)]
+    emulator_credentials: Option<bool>,
+    /// The mounted assignment ConfigMap: its directory or its
+    /// `assignment.json` / `assignment.json.gz` file.
+    #[arg(long, env = "SHARDRING_VIEW_FILE", group = "source")]
+    view_file: Option<PathBuf>,
+    /// The downward-API annotations file (needs --shard-group).
+    #[arg(
+        long,
+        env = "SHARDRING_ANNOTATIONS_FILE",
+        group = "source",
+        requires = "shard_group"
+    )]
+    annotations_file: Option<PathBuf>,
+    /// The ShardGroup whose annotation to read (`<namespace>/<name>` or name).
+    #[arg(long, env = "SHARDRING_SHARD_GROUP")]
+    shard_group: Option<String>,
+    /// Watch this assignment ConfigMap through the API (needs get/list/watch on it).
+    #[arg(long, env = "SHARDRING_CONFIGMAP", group = "source")]
+    configmap: Option<String>,
+    /// Namespace of the ConfigMap.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    namespace: String,
+    /// How often to poll a view file, in milliseconds.
+    #[arg(long, default_value_t = 200)]
+    poll_ms: u64,
+    /// Lease failover time in milliseconds (counter unchanged this long = expired).
+    #[arg(long, env = "SHARDRING_FAILOVER_MS", default_value_t = 10_000)]
+    failover_ms: u64,
+    /// After SIGTERM, keep reading this long waiting for the revoke, in milliseconds.
+    #[arg(long, env = "SHARDRING_DRAIN_DEADLINE_MS", default_value_t = 25_000)]
+    drain_deadline_ms: u64,
+    /// Wait after an empty GetRecords, in milliseconds.
+    #[arg(long, default_value_t = 200)]
+    idle_ms: u64,
+    /// Append processed records (JSON lines) to this file.
+    #[arg(long, env = "SHARDRING_RECORD_LOG")]
+    log: PathBuf,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    match run(args).await {
+        Ok(code) => code,
+        Err(error) => {
+            tracing::error!("{error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let emulator = args
+        .emulator_credentials
+        .unwrap_or(args.kinesis_endpoint.is_some() || args.dynamodb_endpoint.is_some());
+    let config = clients::sdk_config(Some(&args.region), emulator).await;
+    let kinesis = clients::kinesis_client(&config, args.kinesis_endpoint.as_deref());
+    let dynamodb = clients::dynamodb_client(&config, args.dynamodb_endpoint.as_deref());
+    if args.create_lease_table {
+        create_table(&dynamodb, &args.lease_table, Duration::from_secs(60)).await?;
+    }
+    let failover = Duration::from_millis(args.failover_ms);
+
+    let (publisher, view) = ViewState::new();
+    let interval = Duration::from_millis(args.poll_ms);
+    let source = if let Some(path) = args.view_file.clone() {
+        FileSource {
+            path,
+            pod: args.pod.clone(),
+            format: FileFormat::Document,
+            interval,
+        }
+        .spawn(publisher)
+    } else if let Some(path) = args.annotations_file.clone() {
+        FileSource {
+            path,
+            pod: args.pod.clone(),
+            format: FileFormat::Annotations {
+                shard_group: args.shard_group.clone().unwrap_or_default(),
+            },
+            interval,
+        }
+        .spawn(publisher)
+    } else if let Some(name) = args.configmap.clone() {
+        watch_configmap(&args, name, publisher).await?
+    } else {
+        anyhow::bail!("give one view source: --view-file, --annotations-file or --configmap");
+    };
+
+    let leases = Arc::new(LeaseManager::new(
+        dynamodb,
+        LeaseConfig {
+            table: args.lease_table.clone(),
+            worker_id: args.pod.clone(),
+            failover,
+        },
+    ));
+    let log = Arc::new(RecordLog::open(&args.log)?);
+    let mut worker_config = WorkerConfig::new(args.stream.clone(), failover);
+    worker_config.drain_deadline = Duration::from_millis(args.drain_deadline_ms);
+    worker_config.tick = Duration::from_millis(100);
+    worker_config.reader = ReaderOptions {
+        idle_wait: Duration::from_millis(args.idle_ms),
+        ..ReaderOptions::default()
+    };
+    tracing::info!(pod = %args.pod, stream = %args.stream, table = %args.lease_table, "reference consumer started");
+    let report = Worker::new(kinesis, leases, view, log, worker_config)
+        .run(termination_signal())
+        .await;
+    source.abort();
+    tracing::info!(
+        completed = ?report.completed,
+        released = report.released,
+        lost = report.lost,
+        drain_deadline_passed = report.drain_deadline_passed,
+        "reference consumer exiting"
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(feature = "kube")]
+async fn watch_configmap(
+    args: &Args,
+    name: String,
+    publisher: shardring_consumer::view::ViewPublisher,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let client = kube::Client::try_default().await?;
+    Ok(shardring_consumer::view::kube::ConfigMapSource {
+        namespace: args.namespace.clone(),
+        name,
+        pod: args.pod.clone(),
+    }
+    .spawn(client, publisher))
+}
+
+#[cfg(not(feature = "kube"))]
+async fn watch_configmap(
+    _args: &Args,
+    _name: String,
+    _publisher: shardring_consumer::view::ViewPublisher,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    anyhow::bail!("--configmap needs the `kube` feature of shardring-consumer")
+}

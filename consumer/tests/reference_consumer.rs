@@ -1,0 +1,219 @@
+//! The reference consumer binary as real processes: two of them read one
+//! mounted-ConfigMap-style document file (each picks its own entry), the
+//! test moves shards between them two-phase by rewriting the file, sends
+//! SIGTERM, and the checker proves the shared record log: no overlap, no
+//! loss, order held.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use shardring_consumer::check::{self, ProducedRecord};
+use shardring_consumer::lease::{LeaseConfig, LeaseManager, create_table};
+use shardring_consumer::view::file::write_atomically;
+use shardring_crds::assignment::{AssignmentDocument, PodAssignment};
+
+const STREAM: &str = "orders";
+const TABLE: &str = "leases";
+
+struct Process(Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Process {
+    fn terminate(&self) {
+        let status = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.0.id().to_string())
+            .status()
+            .expect("kill -TERM");
+        assert!(status.success());
+    }
+
+    fn wait_exit(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.0.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "consumer did not exit in time");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn spawn(pod: &str, kinesis: &str, dynamodb: &str, view: &Path, log: &Path) -> Process {
+    let stderr = std::fs::File::create(log.with_extension(format!("{pod}.stderr"))).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_shardring-reference-consumer"))
+        .args(["--pod", pod, "--stream", STREAM, "--lease-table", TABLE])
+        .args([
+            "--kinesis-endpoint",
+            kinesis,
+            "--dynamodb-endpoint",
+            dynamodb,
+        ])
+        .arg("--view-file")
+        .arg(view)
+        .arg("--log")
+        .arg(log)
+        .args([
+            "--poll-ms",
+            "50",
+            "--idle-ms",
+            "50",
+            "--failover-ms",
+            "3000",
+        ])
+        .args(["--drain-deadline-ms", "20000"])
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("start the reference consumer");
+    Process(child)
+}
+
+fn publish(path: &Path, epoch: u64, pods: &[(&str, &[&str], &[&str])]) {
+    let mut document = AssignmentDocument::new("default/orders", epoch);
+    for (pod, active, revoking) in pods {
+        document.pods.insert(
+            (*pod).to_owned(),
+            PodAssignment {
+                active: active.iter().map(|s| (*s).to_owned()).collect(),
+                standby: Vec::new(),
+                revoking: revoking.iter().map(|s| (*s).to_owned()).collect(),
+            },
+        );
+    }
+    write_atomically(path, &serde_json::to_vec(&document).unwrap()).unwrap();
+}
+
+async fn wait_until(what: &str, mut condition: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !condition().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+fn report(log: &Path, produced: &[ProducedRecord]) -> check::CheckReport {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines = check::parse_log(&text).expect("log lines parse");
+    check::check(&lines, produced, &BTreeMap::new())
+}
+
+async fn produce(
+    client: &aws_sdk_kinesis::Client,
+    hash_key: &str,
+    tag: &str,
+    produced: &mut Vec<ProducedRecord>,
+) {
+    for (shard, sequence_number) in support::put_records(client, STREAM, hash_key, tag, 8).await {
+        produced.push(ProducedRecord {
+            shard,
+            sequence_number,
+        });
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_hand_shards_over_through_the_document_file() {
+    let kinesis_emulator = support::kinesis();
+    let dynamo_emulator = support::dynamodb();
+    let (kinesis_url, dynamo_url) = (kinesis_emulator.endpoint(), dynamo_emulator.endpoint());
+    let kinesis = support::kinesis_client(&kinesis_url).await;
+    let dynamodb = support::dynamodb_client(&dynamo_url).await;
+    create_table(&dynamodb, TABLE, Duration::from_secs(30))
+        .await
+        .unwrap();
+    support::create_stream(&kinesis, STREAM, 2).await;
+    let shards = support::shard_ids(&kinesis, STREAM).await;
+    let (s0, s1) = (shards[0].as_str(), shards[1].as_str());
+    let (k0, k1) = ("1".to_owned(), (u128::MAX / 2 + 10).to_string());
+    let observer = LeaseManager::new(
+        dynamodb.clone(),
+        LeaseConfig {
+            table: TABLE.into(),
+            worker_id: "observer".into(),
+            failover: Duration::from_secs(3),
+        },
+    );
+
+    let dir: PathBuf = std::env::temp_dir().join(format!(
+        "shardring-reference-{}-{}",
+        std::process::id(),
+        jiff::Timestamp::now().as_nanosecond()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let view = dir.join("assignment.json");
+    let log = dir.join("records.jsonl");
+    publish(&view, 1, &[("pod-a", &[s0, s1], &[]), ("pod-b", &[], &[])]);
+    let mut a = spawn("pod-a", &kinesis_url, &dynamo_url, &view, &log);
+    let mut b = spawn("pod-b", &kinesis_url, &dynamo_url, &view, &log);
+
+    let mut produced = Vec::new();
+    produce(&kinesis, &k0, "a", &mut produced).await;
+    produce(&kinesis, &k1, "b", &mut produced).await;
+    wait_until("pod-a to read everything", async || {
+        report(&log, &produced).lost.is_empty()
+    })
+    .await;
+
+    // Move s1 to pod-b: revoke, wait for the release, then activate.
+    publish(&view, 2, &[("pod-a", &[s0], &[s1]), ("pod-b", &[], &[])]);
+    wait_until("pod-a to release s1", async || {
+        observer
+            .fetch(s1)
+            .await
+            .unwrap()
+            .is_some_and(|l| l.owner.is_none())
+    })
+    .await;
+    produce(&kinesis, &k1, "c", &mut produced).await;
+    publish(&view, 3, &[("pod-a", &[s0], &[]), ("pod-b", &[s1], &[])]);
+    produce(&kinesis, &k1, "d", &mut produced).await;
+    wait_until("pod-b to read s1", async || {
+        report(&log, &produced).lost.is_empty()
+    })
+    .await;
+
+    // Graceful termination of pod-a: it reads on until s0 is revoked.
+    a.terminate();
+    produce(&kinesis, &k0, "e", &mut produced).await;
+    wait_until("pod-a to read on after SIGTERM", async || {
+        report(&log, &produced).lost.is_empty()
+    })
+    .await;
+    assert!(
+        a.0.try_wait().unwrap().is_none(),
+        "pod-a exited before its revoke"
+    );
+    publish(&view, 4, &[("pod-a", &[], &[s0]), ("pod-b", &[s1], &[])]);
+    assert!(a.wait_exit(Duration::from_secs(15)).success());
+    assert_eq!(observer.fetch(s0).await.unwrap().unwrap().owner, None);
+    publish(&view, 5, &[("pod-b", &[s0, s1], &[])]);
+    produce(&kinesis, &k0, "f", &mut produced).await;
+    wait_until("pod-b to take s0 over", async || {
+        report(&log, &produced).lost.is_empty()
+    })
+    .await;
+
+    b.terminate();
+    publish(&view, 6, &[("pod-b", &[], &[s0, s1])]);
+    assert!(b.wait_exit(Duration::from_secs(15)).success());
+
+    let verdict = report(&log, &produced);
+    println!("{}", verdict.summary());
+    assert!(verdict.passed(), "{}", verdict.summary());
+    assert_eq!(verdict.moves, 2, "{}", verdict.summary());
+    std::fs::remove_dir_all(dir).unwrap();
+}
