@@ -186,8 +186,9 @@ async fn children_wait_for_the_parent_then_follow_its_owner() {
         "a child goes to the parent's owner: {owners:?}"
     );
 
-    // KCL then deletes the parent's lease once the children hold theirs: a
-    // fresh source (operator restart) still sees the parent as complete.
+    // The KCL deletes the parent's lease once the children have started
+    // (checkpointed past TRIM_HORIZON): a fresh source (operator restart)
+    // that never saw the parent's lease still sees the parent as complete.
     for child in &children {
         support::put_lease(
             &ddb,
@@ -196,7 +197,7 @@ async fn children_wait_for_the_parent_then_follow_its_owner() {
                 key: child,
                 owner: Some(&parent_owner),
                 counter: 1,
-                checkpoint: "TRIM_HORIZON",
+                checkpoint: "49000000000000000000000000000000000000000000000000000002",
                 parents: &[PARENT],
                 ..Default::default()
             },

@@ -1,8 +1,10 @@
 //! Shard lifecycle, pure: combines the listed topology, an optional lease
 //! table snapshot and what was learned before into engine shards with a
 //! [`ShardState`]. A shard is complete when its lease checkpoint is
-//! `SHARD_END`, or when its lease is gone after its children started (KCL
-//! deletes finished parents' leases), and stays complete once seen so. A
+//! `SHARD_END`, or when its lease is gone after its children started (the
+//! KCL deletes a finished parent's lease once a child has checkpointed past
+//! its initial position; a lease seen earlier and now gone while children
+//! hold leases counts too), and stays complete once seen so. A
 //! shard no longer listed (trimmed) drops out; the engine treats unlisted
 //! parents as complete. Without a lease table completion cannot be observed,
 //! so children are not held back and ordering is reported as not enforced.
@@ -11,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::reader::KinesisShard;
 use crate::engine::{Shard, ShardState};
-use crate::lease::LeaseTable;
+use crate::lease::{CheckpointKind, LeaseSnapshot, LeaseTable};
 
 /// What the lifecycle remembers between reads.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -19,6 +21,9 @@ pub struct LifecycleMemory {
     /// Shards seen complete; completion is final, so a lease that later
     /// disappears cannot make a finished parent look unfinished again.
     pub complete: BTreeSet<String>,
+    /// Shards whose lease has been seen, so a lease that disappears later is
+    /// known to have been removed (not merely not created yet).
+    pub leased: BTreeSet<String>,
 }
 
 /// The engine's view of a topology.
@@ -43,6 +48,15 @@ pub const ORDERING_NOT_ENFORCED_MESSAGE: &str = "no lease table is configured, s
      be read out of order across a reshard; set spec.leaseTable to the KCL application's lease table to hold children \
      until their parents are complete";
 
+/// Whether a lease's worker has started reading: its checkpoint is a
+/// sequence number or the shard's end, not an initial position.
+fn has_started(lease: &LeaseSnapshot) -> bool {
+    matches!(
+        lease.checkpoint,
+        Some(CheckpointKind::Sequence | CheckpointKind::ShardEnd)
+    )
+}
+
 /// Computes the lifecycle. `leases` is `None` without a lease table (or when
 /// it could not be read and nothing may be concluded from it).
 pub fn derive(
@@ -54,6 +68,7 @@ pub fn derive(
     let listed: BTreeSet<&str> = topology.iter().map(|shard| shard.id.as_str()).collect();
     // Trimmed shards are gone for good: forget them.
     memory.complete.retain(|id| listed.contains(id.as_str()));
+    memory.leased.retain(|id| listed.contains(id.as_str()));
 
     if let Some(leases) = leases {
         let mut children_of: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
@@ -68,16 +83,29 @@ pub fn derive(
         for shard in topology {
             let lease = leases.get(&shard.id);
             let finished = lease.is_some_and(|lease| lease.complete);
-            // KCL deletes a parent's lease once its children hold leases.
+            // The KCL deletes a finished parent's lease once its children
+            // have started (checkpointed past their initial position). A
+            // parent without a lease is complete when a child has started,
+            // or when its lease was seen before and is now gone while its
+            // children hold leases.
+            let children = children_of
+                .get(shard.id.as_str())
+                .map_or(&[][..], Vec::as_slice);
+            let child_leases = || children.iter().filter_map(|child| leases.get(child));
             let cleaned_up = shard.closed
                 && lease.is_none()
-                && children_of.get(shard.id.as_str()).is_some_and(|children| {
-                    children.iter().any(|child| leases.get(child).is_some())
-                });
+                && (child_leases().any(has_started)
+                    || (memory.leased.contains(&shard.id) && child_leases().next().is_some()));
             if finished || cleaned_up {
                 memory.complete.insert(shard.id.clone());
             }
         }
+        memory.leased.extend(
+            topology
+                .iter()
+                .filter(|shard| leases.get(&shard.id).is_some())
+                .map(|shard| shard.id.clone()),
+        );
     }
 
     let ordering_enforced = lease_table_configured;
@@ -115,7 +143,6 @@ pub fn derive(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lease::LeaseSnapshot;
 
     fn shard(id: &str, parents: &[&str], closed: bool) -> KinesisShard {
         KinesisShard {
@@ -190,22 +217,43 @@ mod tests {
         assert_eq!(done.shards[1].parents, vec!["p"]);
     }
 
+    fn at(lease: LeaseSnapshot, checkpoint: CheckpointKind) -> LeaseSnapshot {
+        LeaseSnapshot {
+            checkpoint: Some(checkpoint),
+            ..lease
+        }
+    }
+
     #[test]
     fn removed_lease_after_children_started_completes_and_stays_complete() {
         let mut memory = LifecycleMemory::default();
         // No parent lease and no child lease: nothing to conclude.
         let unknown = derive(&split(), Some(&table(&[])), true, &mut memory);
         assert_eq!(unknown.shards[0].state, ShardState::Closed);
-        let cleaned = derive(
-            &split(),
-            Some(&table(&[lease("c1", "a", false)])),
-            true,
-            &mut memory,
-        );
+        // A child lease created ahead (still at TRIM_HORIZON) proves nothing.
+        let ahead = table(&[at(lease("c1", "a", false), CheckpointKind::TrimHorizon)]);
+        let waiting = derive(&split(), Some(&ahead), true, &mut memory);
+        assert_eq!(waiting.shards[0].state, ShardState::Closed);
+        // A child that checkpointed a record has started: the parent is done.
+        let started = table(&[at(lease("c1", "a", false), CheckpointKind::Sequence)]);
+        let cleaned = derive(&split(), Some(&started), true, &mut memory);
         assert_eq!(cleaned.shards[0].state, ShardState::Complete);
         // The lease table read fails next time: completion is remembered.
         let later = derive(&split(), None, true, &mut memory);
         assert_eq!(later.shards[0].state, ShardState::Complete);
+    }
+
+    #[test]
+    fn a_parent_lease_seen_then_removed_completes_it() {
+        let mut memory = LifecycleMemory::default();
+        let child = at(lease("c1", "a", false), CheckpointKind::TrimHorizon);
+        let both = table(&[lease("p", "a", false), child.clone()]);
+        assert_eq!(
+            derive(&split(), Some(&both), true, &mut memory).shards[0].state,
+            ShardState::Closed
+        );
+        let removed = derive(&split(), Some(&table(&[child])), true, &mut memory);
+        assert_eq!(removed.shards[0].state, ShardState::Complete);
     }
 
     #[test]
