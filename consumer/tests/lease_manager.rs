@@ -10,7 +10,7 @@ use shardring_consumer::PodView;
 use shardring_consumer::lease::{
     Checkpoint, LeaseConfig, LeaseError, LeaseManager, TakeOutcome, create_table,
 };
-use shardring_consumer::view::{AssignmentView, ViewPublisher, ViewState};
+use shardring_consumer::view::{self, AssignmentView, ViewPublisher};
 
 const TABLE: &str = "leases";
 
@@ -26,7 +26,7 @@ fn manager(client: &aws_sdk_dynamodb::Client, worker: &str, failover: Duration) 
 }
 
 fn view(epoch: u64, active: &[&str]) -> (ViewPublisher, AssignmentView) {
-    let (publisher, view) = ViewState::new();
+    let (publisher, view) = view::channel();
     publisher.offer(PodView {
         epoch,
         active: active.iter().map(|s| (*s).to_owned()).collect(),

@@ -10,7 +10,7 @@ use std::time::Duration;
 use shardring_consumer::PodView;
 use shardring_consumer::lease::{Checkpoint, LeaseConfig, LeaseManager, TakeOutcome, create_table};
 use shardring_consumer::reader::{ReaderOptions, ShardReader};
-use shardring_consumer::view::ViewState;
+use shardring_consumer::view;
 
 const STREAM: &str = "orders";
 
@@ -129,7 +129,7 @@ async fn reads_to_shard_end_after_a_split_and_checkpoints_it() {
             failover: Duration::from_secs(10),
         },
     );
-    let (publisher, view) = ViewState::new();
+    let (publisher, view) = view::channel();
     publisher.offer(PodView {
         epoch: 1,
         active: vec![parent.clone()],

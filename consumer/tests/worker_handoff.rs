@@ -16,7 +16,7 @@ use shardring_consumer::PodView;
 use shardring_consumer::check::{self, ProcessedRecord, ProducedRecord};
 use shardring_consumer::lease::{Checkpoint, LeaseConfig, LeaseManager, create_table};
 use shardring_consumer::reader::{ReaderOptions, Record};
-use shardring_consumer::view::{ViewPublisher, ViewState};
+use shardring_consumer::view::{self, ViewPublisher};
 use shardring_consumer::worker::{RecordHandler, ShardContext, Worker, WorkerConfig, WorkerReport};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -60,7 +60,7 @@ async fn start_pod(
     dynamodb: &aws_sdk_dynamodb::Client,
     log: Arc<Collect>,
 ) -> Pod {
-    let (publisher, view) = ViewState::new();
+    let (publisher, view) = view::channel();
     let leases = Arc::new(LeaseManager::new(
         dynamodb.clone(),
         LeaseConfig {

@@ -16,7 +16,7 @@ use shardring_consumer::clients;
 use shardring_consumer::lease::{LeaseConfig, LeaseManager, create_table};
 use shardring_consumer::reader::ReaderOptions;
 use shardring_consumer::reference::RecordLog;
-use shardring_consumer::view::ViewState;
+use shardring_consumer::view;
 use shardring_consumer::view::file::{FileFormat, FileSource};
 use shardring_consumer::worker::{Worker, WorkerConfig, termination_signal};
 
@@ -117,7 +117,7 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let failover = Duration::from_millis(args.failover_ms);
 
-    let (publisher, view) = ViewState::new();
+    let (publisher, view) = view::channel();
     let interval = Duration::from_millis(args.poll_ms);
     let source = if let Some(path) = args.view_file.clone() {
         FileSource {

@@ -148,7 +148,6 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::view::ViewState;
     use shardring_crds::assignment::{AssignmentDocument, PodAssignment};
 
     fn temp_dir(name: &str) -> PathBuf {
@@ -177,7 +176,7 @@ mod tests {
     async fn polls_a_mounted_configmap_directory() {
         let dir = temp_dir("cm");
         write_atomically(&dir.join(CONFIGMAP_KEY), &document(1, &["s1"])).unwrap();
-        let (publisher, mut view) = ViewState::new();
+        let (publisher, mut view) = crate::view::channel();
         let task = FileSource {
             path: dir.clone(),
             pod: "pod-a".into(),

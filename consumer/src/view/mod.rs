@@ -4,7 +4,7 @@
 //! a shard only while it is `active` at the newest epoch seen, never going
 //! back to an older epoch.
 //!
-//! [`ViewState::new`] gives a publisher/reader pair: sources [`ViewPublisher::offer`]
+//! [`channel`] gives a publisher/reader pair: sources [`ViewPublisher::offer`]
 //! views; everyone else holds an [`AssignmentView`] (cheap to clone) with the
 //! current [`PodView`], a change stream ([`AssignmentView::changed`]) and
 //! [`AssignmentView::can_acquire`].
@@ -17,16 +17,11 @@ pub mod parse;
 use shardring_crds::assignment::PodView;
 use tokio::sync::watch;
 
-/// Builds the channel a view source writes into and readers watch.
-#[derive(Debug)]
-pub struct ViewState;
-
-impl ViewState {
-    /// A publisher and a view, starting with no view seen (nothing may be read).
-    pub fn new() -> (ViewPublisher, AssignmentView) {
-        let (sender, receiver) = watch::channel(Snapshot::default());
-        (ViewPublisher { sender }, AssignmentView { receiver })
-    }
+/// A publisher and a view, starting with no view seen (nothing may be
+/// acquired until a source delivers the first view).
+pub fn channel() -> (ViewPublisher, AssignmentView) {
+    let (sender, receiver) = watch::channel(Snapshot::default());
+    (ViewPublisher { sender }, AssignmentView { receiver })
 }
 
 /// The newest view seen, or none yet.
@@ -149,7 +144,7 @@ mod tests {
 
     #[test]
     fn nothing_is_acquirable_before_the_first_view() {
-        let (_publisher, assignment) = ViewState::new();
+        let (_publisher, assignment) = crate::view::channel();
         assert_eq!(assignment.current(), None);
         assert_eq!(assignment.epoch(), 0);
         assert!(!assignment.can_acquire("s1"));
@@ -157,7 +152,7 @@ mod tests {
 
     #[test]
     fn can_acquire_only_active_shards_of_the_newest_epoch() {
-        let (publisher, assignment) = ViewState::new();
+        let (publisher, assignment) = crate::view::channel();
         assert!(publisher.offer(view(3, &["s1", "s2"], &[])));
         assert!(assignment.can_acquire("s1"));
         assert!(!assignment.can_acquire("s9"), "standby is not acquirable");
@@ -170,7 +165,7 @@ mod tests {
 
     #[test]
     fn older_epochs_are_ignored() {
-        let (publisher, assignment) = ViewState::new();
+        let (publisher, assignment) = crate::view::channel();
         assert!(publisher.offer(view(10, &["s2"], &["s1"])));
         assert!(!publisher.offer(view(9, &["s1"], &[])), "older epoch");
         assert!(!assignment.can_acquire("s1"));
@@ -182,7 +177,7 @@ mod tests {
 
     #[tokio::test]
     async fn watchers_see_each_accepted_change() {
-        let (publisher, mut assignment) = ViewState::new();
+        let (publisher, mut assignment) = crate::view::channel();
         let waiter = tokio::spawn(async move {
             let first = assignment.first().await.unwrap();
             let second = assignment.changed().await.unwrap();
