@@ -87,13 +87,26 @@ pub fn parse_annotations_file(text: &str) -> Result<BTreeMap<String, String>, Pa
     Ok(out)
 }
 
-/// The view of `shard_group` from a downward-API annotations file; `Ok(None)`
-/// when the pod has no such annotation yet (not assigned anything so far).
+/// The view of `shard_group` from a downward-API file; `Ok(None)` when the
+/// pod has no such annotation yet (not assigned anything so far). Two
+/// shapes are read: `fieldPath: metadata.annotations` (all annotations as
+/// `key="value"` lines) and `fieldPath:
+/// metadata.annotations['assignment.shardring.io/<name>']` (the bare JSON
+/// value; an empty file while the annotation is absent).
 pub fn view_from_annotations_file(
     text: &str,
     shard_group: &str,
 ) -> Result<Option<PodView>, ParseError> {
     let key = annotation_key(shard_group);
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Ok(None);
+    }
+    if trimmed.starts_with('{') {
+        return PodView::from_annotation(trimmed)
+            .map(Some)
+            .map_err(|source| ParseError::Annotation { key, source });
+    }
     let annotations = parse_annotations_file(text)?;
     annotations
         .get(&key)
@@ -233,6 +246,22 @@ mod tests {
         let all = parse_annotations_file(&text).unwrap();
         assert_eq!(all["note"], "tab\there é A A\\");
         assert_eq!(view_from_annotations_file(&text, "other").unwrap(), None);
+    }
+
+    #[test]
+    fn reads_a_single_annotation_projection() {
+        let view = PodView {
+            epoch: 3,
+            active: vec!["orders-1".into()],
+            ..PodView::default()
+        };
+        let text = view.to_annotation();
+        assert_eq!(
+            view_from_annotations_file(&text, "orders").unwrap(),
+            Some(view)
+        );
+        assert_eq!(view_from_annotations_file("", "orders").unwrap(), None);
+        assert!(view_from_annotations_file("{\"active\": []}", "orders").is_err());
     }
 
     #[test]
