@@ -126,6 +126,14 @@ impl KinesisShardSource {
         self.leases.as_ref()
     }
 
+    /// The lease snapshot taken by the last successful read (every
+    /// [`ShardSource::read`] / [`Self::observe`] scans the table), so the
+    /// handoff can use it without scanning again; `None` without a lease
+    /// table or before the first successful scan.
+    pub fn last_leases(&self) -> Option<LeaseTable> {
+        self.leases.as_ref()?.last()
+    }
+
     /// Reads the lease table as of `now` (for the handoff evidence); `None`
     /// without a lease table.
     pub async fn read_leases(
