@@ -256,7 +256,7 @@ fn fill_missing_weights(shards: &mut [ShardRec<'_>]) {
         .fold((0u128, 0u128), |(sum, n), s| {
             (sum + u128::from(s.weight), n + 1)
         });
-    let mean = if n == 0 { 1 } else { (sum / n).max(1) as u64 };
+    let mean = sum.checked_div(n).map_or(1, |m| m.max(1) as u64);
     for s in shards.iter_mut().filter(|s| s.weight == 0) {
         s.weight = mean;
     }

@@ -166,7 +166,7 @@ impl State<'_, '_> {
         let mut free = self.free();
         free.sort_unstable_by_key(|&s| (model.shards[s as usize].hash, s));
         let has_room = |loads: &[u64], e: u32| loads[e as usize] < quota[e as usize];
-        free.retain(|&s| !self.to_parent_owner(s, &has_room));
+        free.retain(|&s| !self.place_with_parent(s, &has_room));
         let mut walker = Walker::new(self.ring, p, |e| has_room(&self.loads, e));
         for s in free {
             let at = self.ring.start(model.shards[s as usize].hash);
@@ -354,7 +354,7 @@ impl State<'_, '_> {
     }
 
     /// Places a new child on its parent's owner when that keeps the balance.
-    fn to_parent_owner(&mut self, s: u32, has_room: &dyn Fn(&[u64], u32) -> bool) -> bool {
+    fn place_with_parent(&mut self, s: u32, has_room: &dyn Fn(&[u64], u32) -> bool) -> bool {
         let e = self.parent_owner(s, has_room);
         if e == NONE {
             return false;

@@ -99,15 +99,15 @@ proptest! {
         check_consistent(&inp, &out);
         let ok = eligible(&inp);
         let total: u64 = ok.values().map(|p| u64::from(p.capacity)).sum();
-        if total > 0 {
-            prop_assert!(out.unassigned.is_empty());
-            for (name, p) in &ok {
-                let share = s as u64 * u64::from(p.capacity);
-                let load = out.loads[*name];
-                prop_assert!(load >= share / total && load <= share.div_ceil(total), "{name}: {load} of {s}");
-            }
-        } else {
+        if ok.is_empty() {
             prop_assert_eq!(out.unassigned.len(), s);
+        }
+        for (name, p) in &ok {
+            prop_assert!(out.unassigned.is_empty());
+            let share = s as u64 * u64::from(p.capacity);
+            let load = out.loads[*name];
+            // ⌊share/total⌋ ≤ load ≤ ⌈share/total⌉ without dividing.
+            prop_assert!(load * total < share + total && (load + 1) * total > share, "{name}: {load} of {s}");
         }
     }
 
