@@ -17,4 +17,4 @@ fi
 echo "== cargo build --tests --workspace"
 cargo build --tests --workspace
 echo "== cargo test --workspace"
-cargo test --workspace "$@"
+cargo test --workspace --no-fail-fast "$@"
