@@ -123,6 +123,17 @@ fn retryable(code: Option<&str>, status: Option<u16>) -> bool {
     ) || status.is_some_and(|s| s == 429 || s >= 500)
 }
 
+/// Full-jitter backoff: uniform in [10 ms, min(max, base * 2^attempt)],
+/// picked by `random`.
+fn backoff(options: &ReaderOptions, attempt: u32, random: u64) -> Duration {
+    let cap = options
+        .backoff_base
+        .saturating_mul(1u32 << attempt.min(16))
+        .min(options.backoff_max);
+    let fraction = (random % 1001) as u32;
+    (cap * fraction / 1000).max(Duration::from_millis(10))
+}
+
 impl ShardReader {
     /// Opens a reader of `shard` in `stream` (a name or an ARN) positioned
     /// after `checkpoint`: after its sequence number, or at TRIM_HORIZON /
@@ -172,17 +183,10 @@ impl ShardReader {
     }
 
     fn next_backoff(&mut self, attempt: u32) -> Duration {
-        // Full jitter: uniform in [0, min(max, base * 2^attempt)].
         self.jitter ^= self.jitter << 13;
         self.jitter ^= self.jitter >> 7;
         self.jitter ^= self.jitter << 17;
-        let cap = self
-            .options
-            .backoff_base
-            .saturating_mul(1u32 << attempt.min(16))
-            .min(self.options.backoff_max);
-        let fraction = (self.jitter % 1000) as u32;
-        (cap * fraction / 1000).max(Duration::from_millis(10))
+        backoff(&self.options, attempt, self.jitter)
     }
 
     fn failure<E, R>(&self, action: &'static str, error: &SdkError<E, R>) -> ReaderError
@@ -344,5 +348,41 @@ impl ShardReader {
     /// Sleeps for the idle wait (call after an empty batch).
     pub async fn idle(&self) {
         tokio::time::sleep(self.options.idle_wait).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn throttling_and_server_errors_are_retried_others_are_not() {
+        for code in [
+            "ProvisionedThroughputExceededException",
+            "LimitExceededException",
+            "KMSThrottlingException",
+            "InternalFailure",
+        ] {
+            assert!(retryable(Some(code), None), "{code}");
+        }
+        assert!(retryable(None, Some(503)));
+        assert!(retryable(None, Some(429)));
+        assert!(!retryable(Some("ResourceNotFoundException"), None));
+        assert!(!retryable(Some("AccessDeniedException"), Some(400)));
+        assert!(!retryable(None, None));
+    }
+
+    #[test]
+    fn backoff_grows_to_its_cap_with_full_jitter() {
+        let options = ReaderOptions::default();
+        // The largest draw at each attempt doubles until the cap.
+        assert_eq!(backoff(&options, 0, 1000), Duration::from_millis(100));
+        assert_eq!(backoff(&options, 3, 1000), Duration::from_millis(800));
+        assert_eq!(backoff(&options, 10, 1000), options.backoff_max);
+        assert_eq!(backoff(&options, 40, 1000), options.backoff_max);
+        // The smallest draw never spins.
+        assert_eq!(backoff(&options, 5, 0), Duration::from_millis(10));
+        let mid = backoff(&options, 2, 500);
+        assert_eq!(mid, Duration::from_millis(200));
     }
 }

@@ -101,11 +101,19 @@ pub enum TakeOutcome {
     NotAssigned,
 }
 
+/// One held lease. The counter's lock serialises owner writes; the write
+/// time sits apart so validity can be read while a write is in flight.
 #[derive(Debug)]
 struct Held {
-    counter: u64,
+    counter: tokio::sync::Mutex<u64>,
     /// Start of the last successful owner write.
-    written_at: Instant,
+    written_at: Mutex<Instant>,
+}
+
+impl Held {
+    fn written_at(&self) -> Instant {
+        *self.written_at.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -120,7 +128,7 @@ struct Observation {
 pub struct LeaseManager {
     client: Client,
     config: LeaseConfig,
-    held: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Held>>>>,
+    held: Mutex<HashMap<String, Arc<Held>>>,
     observed: Mutex<HashMap<String, Observation>>,
 }
 
@@ -161,24 +169,16 @@ impl LeaseManager {
             return false;
         };
         let validity = self.config.failover - self.config.failover / 10;
-        match entry.try_lock() {
-            Ok(held) => held.written_at.elapsed() < validity,
-            // A write is in flight; it started after the last success, so
-            // the last success still bounds validity, but we cannot read it
-            // without waiting: be conservative only once the write fails.
-            Err(_) => true,
-        }
+        entry.written_at().elapsed() < validity
     }
 
-    fn lock_held(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<String, Arc<tokio::sync::Mutex<Held>>>> {
+    fn lock_held(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Held>>> {
         self.held
             .lock()
             .unwrap_or_else(|poison| poison.into_inner())
     }
 
-    fn entry(&self, shard: &str) -> Option<Arc<tokio::sync::Mutex<Held>>> {
+    fn entry(&self, shard: &str) -> Option<Arc<Held>> {
         self.lock_held().get(shard).cloned()
     }
 
@@ -235,10 +235,10 @@ impl LeaseManager {
         let counter = lease.counter.unwrap_or(1);
         self.lock_held().insert(
             shard.to_owned(),
-            Arc::new(tokio::sync::Mutex::new(Held {
-                counter,
-                written_at: started,
-            })),
+            Arc::new(Held {
+                counter: tokio::sync::Mutex::new(counter),
+                written_at: Mutex::new(started),
+            }),
         );
         if !view.can_acquire(shard) {
             // Revoked while we were writing: never hold an unassigned shard.
@@ -397,7 +397,7 @@ impl LeaseManager {
         let entry = self
             .entry(shard)
             .ok_or_else(|| LeaseError::NotHeld(shard.to_owned()))?;
-        let mut held = entry.lock().await;
+        let mut counter = entry.counter.lock().await;
         // Released while we waited for the lock.
         if self
             .entry(shard)
@@ -414,15 +414,15 @@ impl LeaseManager {
             .update_expression(expression)
             .condition_expression("leaseOwner = :me AND leaseCounter = :counter")
             .expression_attribute_values(":me", s(&self.config.worker_id))
-            .expression_attribute_values(":counter", n(held.counter))
-            .expression_attribute_values(":next", n(held.counter + 1));
+            .expression_attribute_values(":counter", n(*counter))
+            .expression_attribute_values(":next", n(*counter + 1));
         for (name, value) in values {
             update = update.expression_attribute_values(name, value);
         }
         match update.send().await {
             Ok(_) => {
-                held.counter += 1;
-                held.written_at = started;
+                *counter += 1;
+                *entry.written_at.lock().unwrap_or_else(|p| p.into_inner()) = started;
                 Ok(())
             }
             Err(error) => {
@@ -435,7 +435,7 @@ impl LeaseManager {
         }
     }
 
-    fn forget(&self, shard: &str, entry: &Arc<tokio::sync::Mutex<Held>>) {
+    fn forget(&self, shard: &str, entry: &Arc<Held>) {
         let mut held = self.lock_held();
         if held
             .get(shard)
@@ -453,7 +453,7 @@ impl LeaseManager {
             return Ok(());
         };
         // Wait for an in-flight renew or checkpoint, then stop holding.
-        let _held = entry.lock().await;
+        let _counter = entry.counter.lock().await;
         self.forget(shard, &entry);
         let result = self
             .client
