@@ -217,3 +217,79 @@ async fn two_processes_hand_shards_over_through_the_document_file() {
     assert_eq!(verdict.moves, 2, "{}", verdict.summary());
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_kill_9_the_next_owner_waits_for_expiry_and_resumes_from_the_checkpoint() {
+    let kinesis_emulator = support::kinesis();
+    let dynamo_emulator = support::dynamodb();
+    let (kinesis_url, dynamo_url) = (kinesis_emulator.endpoint(), dynamo_emulator.endpoint());
+    let kinesis = support::kinesis_client(&kinesis_url).await;
+    let dynamodb = support::dynamodb_client(&dynamo_url).await;
+    create_table(&dynamodb, TABLE, Duration::from_secs(30))
+        .await
+        .unwrap();
+    support::create_stream(&kinesis, STREAM, 1).await;
+    let s0 = support::shard_ids(&kinesis, STREAM).await.remove(0);
+    let observer = LeaseManager::new(
+        dynamodb.clone(),
+        LeaseConfig {
+            table: TABLE.into(),
+            worker_id: "observer".into(),
+            failover: Duration::from_secs(3),
+        },
+    );
+    let dir: PathBuf = std::env::temp_dir().join(format!(
+        "shardring-reference-kill-{}-{}",
+        std::process::id(),
+        jiff::Timestamp::now().as_nanosecond()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (view, log) = (dir.join("assignment.json"), dir.join("records.jsonl"));
+    publish(&view, 1, &[("pod-a", &[&s0], &[])]);
+    let mut a = spawn("pod-a", &kinesis_url, &dynamo_url, &view, &log);
+    let mut produced = Vec::new();
+    produce(&kinesis, "1", "a", &mut produced).await;
+    wait_until("pod-a to read", async || {
+        report(&log, &produced).lost.is_empty()
+    })
+    .await;
+
+    // kill -9: no release. The operator would wait for the lease to expire;
+    // here the shard is published on pod-b at once, and pod-b must still
+    // wait out the failover time before taking the lease.
+    a.0.kill().unwrap();
+    a.0.wait().unwrap();
+    let killed_at = Instant::now();
+    assert_eq!(
+        observer.fetch(&s0).await.unwrap().unwrap().owner.as_deref(),
+        Some("pod-a")
+    );
+    produce(&kinesis, "1", "b", &mut produced).await;
+    publish(&view, 2, &[("pod-b", &[&s0], &[])]);
+    let _b = spawn("pod-b", &kinesis_url, &dynamo_url, &view, &log);
+    wait_until("pod-b to take over", async || {
+        observer
+            .fetch(&s0)
+            .await
+            .unwrap()
+            .is_some_and(|l| l.owner.as_deref() == Some("pod-b"))
+    })
+    .await;
+    let waited = killed_at.elapsed();
+    assert!(
+        waited >= Duration::from_secs(3),
+        "took over after {waited:?}"
+    );
+    wait_until("pod-b to catch up", async || {
+        report(&log, &produced).lost.is_empty()
+    })
+    .await;
+    let verdict = report(&log, &produced);
+    println!(
+        "kill -9: lease taken over after {waited:?}; {}",
+        verdict.summary()
+    );
+    assert!(verdict.passed(), "{}", verdict.summary());
+    assert_eq!(verdict.moves, 1);
+    std::fs::remove_dir_all(dir).unwrap();
+}
