@@ -180,7 +180,7 @@ async fn watch_configmap(
     name: String,
     publisher: shardring_consumer::view::ViewPublisher,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let client = kube::Client::try_default().await?;
+    let client = shardring_consumer::view::kube::client().await?;
     Ok(shardring_consumer::view::kube::ConfigMapSource {
         namespace: args.namespace.clone(),
         name,

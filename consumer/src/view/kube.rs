@@ -27,6 +27,20 @@ use tokio::task::JoinHandle;
 use super::ViewPublisher;
 use shardring_crds::assignment::encoding;
 
+/// Installs rustls' ring provider as the process default unless one is set.
+/// kube enables ring and the AWS SDK enables aws-lc-rs, so rustls cannot pick
+/// one by itself; call this before building a kube client by hand.
+pub fn install_crypto_provider() {
+    // Err means a provider is installed already: fine.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// A kube client from the environment (in-cluster or KUBECONFIG).
+pub async fn client() -> Result<Client, kube::Error> {
+    install_crypto_provider();
+    Client::try_default().await
+}
+
 /// Watches one ConfigMap and offers this pod's view from each version.
 #[derive(Debug, Clone)]
 pub struct ConfigMapSource {
