@@ -236,17 +236,43 @@ async fn revoke_handoff_drain_and_shard_end() {
     )
     .await;
 
+    // The operator publishes the children once the parent is complete; the
+    // checker proves no child record was processed before the parent ended.
+    let children = row.child_shard_ids.clone();
+    let (c0, c1) = (children[0].as_str(), children[1].as_str());
+    produce(&kinesis, &k1, "i", 5, &mut produced).await;
+    produce(
+        &kinesis,
+        &(u128::MAX - 5).to_string(),
+        "j",
+        5,
+        &mut produced,
+    )
+    .await;
+    publish(&b, 6, &[s0, c0, c1], &[]);
+    wait_for(
+        "b to read the children",
+        Duration::from_secs(30),
+        async || all_processed(&log, &produced),
+    )
+    .await;
+    let parents = BTreeMap::from([
+        (c0.to_owned(), vec![s1.to_owned()]),
+        (c1.to_owned(), vec![s1.to_owned()]),
+    ]);
+
     b.stop.take().unwrap().send(()).unwrap();
-    publish(&b, 6, &[], &[s0, s1]);
+    publish(&b, 7, &[], &[s0, c0, c1]);
     let report = tokio::time::timeout(Duration::from_secs(10), &mut b.task)
         .await
         .expect("b exits once revoked")
         .unwrap();
     assert!(report.completed.contains(s1));
 
-    let verdict = check::check(&processed(&log), &produced, &BTreeMap::new());
+    let verdict = check::check(&processed(&log), &produced, &parents);
+    assert!(verdict.shards >= 4, "{}", verdict.summary());
     assert!(verdict.passed(), "{}", verdict.summary());
     assert_eq!(verdict.moves, 2, "{}", verdict.summary());
-    println!("{}", verdict.summary());
+    println!("revoke to release: {release_time:?}; {}", verdict.summary());
     drop(b.publisher);
 }
