@@ -11,4 +11,5 @@ pub mod controller;
 pub mod emulators;
 pub mod lease;
 pub mod runtime;
+pub mod sim;
 pub mod source;

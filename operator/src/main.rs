@@ -27,6 +27,8 @@ enum Command {
     HashKeys(cli::hash_keys::HashKeysArgs),
     /// Print the shard tree of a Kinesis stream (and its lease table).
     Topology(cli::topology::TopologyArgs),
+    /// Run the deterministic simulation of the handoff protocol over many seeds.
+    Simulate(cli::simulate::SimulateArgs),
 }
 
 #[tokio::main]
@@ -38,6 +40,7 @@ async fn main() -> ExitCode {
         Command::Plan(args) => cli::plan::run(args).await,
         Command::HashKeys(args) => cli::hash_keys::run(args).await,
         Command::Topology(args) => cli::topology::run(args).await,
+        Command::Simulate(args) => cli::simulate::run(args).await,
     };
     match result {
         Ok(code) => code,

@@ -5,4 +5,5 @@ pub mod crds;
 pub mod hash_keys;
 pub mod plan;
 pub mod run;
+pub mod simulate;
 pub mod topology;

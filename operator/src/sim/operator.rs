@@ -1,0 +1,399 @@
+//! The simulated operator around the REAL pure plan step
+//! ([`crate::controller::plan::plan`]): it builds an [`Observation`] from the
+//! simulated API objects, topology and lease table (with failed and stale
+//! reads), runs the plan, and applies the [`Decision`] the way `apply.rs`
+//! does — document, then annotations, then status, stopping at the first
+//! failed write — with writes that fail or land late. Its memory (last good
+//! topology, previous lease scan) is lost when it crashes; only the API
+//! objects survive.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use jiff::{SignedDuration, Timestamp};
+
+use super::rng::Rng;
+use super::world::{Checkpoint, Ms, World};
+use crate::controller::observe::LeaseObservation;
+use crate::controller::plan::{Decision, plan};
+use crate::controller::{Observation, PodInfo, Published, TopologyObservation};
+use crate::crds::consumer_pool::CapacitySpec;
+use crate::crds::shard_group::{LeaseTableSpec, PoolRef, ShardSource, StaticSource};
+use crate::crds::{
+    AssignmentDocument, ConsumerPool, ConsumerPoolSpec, PodView, ShardGroup, ShardGroupSpec,
+    ShardGroupStatus, ShardPhase,
+};
+use crate::engine::{Shard, ShardState};
+use crate::lease::{LeaseSnapshot, LeaseTable};
+use crate::source::Topology;
+
+/// Probabilities of the operator-side faults.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Faults {
+    /// A write fails (the rest of that apply is skipped).
+    pub write_fail: f64,
+    /// A write times out for the client but lands later (before the next reconcile).
+    pub write_late: f64,
+    /// The topology read fails.
+    pub topology_fail: f64,
+    /// The topology read returns an older snapshot.
+    pub topology_stale: f64,
+    /// The lease scan fails.
+    pub lease_fail: f64,
+}
+
+/// A write the API server will apply later.
+#[derive(Debug, Clone)]
+enum Write {
+    Doc(AssignmentDocument),
+    Annotation(String, String, Option<PodView>),
+    Status(ShardGroupStatus),
+}
+
+/// How often each fault fired.
+#[derive(Debug, Clone, Default)]
+pub struct FaultCounts {
+    /// Failed writes.
+    pub writes_failed: u64,
+    /// Late writes.
+    pub writes_late: u64,
+    /// Failed topology reads.
+    pub topology_failed: u64,
+    /// Stale topology reads.
+    pub topology_stale: u64,
+    /// Failed lease scans.
+    pub lease_failed: u64,
+    /// Operator crashes.
+    pub crashes: u64,
+}
+
+/// The API server's objects plus the operator process.
+#[derive(Debug, Clone)]
+pub struct Operator {
+    /// The ShardGroup (spec; its status is `status`).
+    pub group: ShardGroup,
+    /// The pool.
+    pub pool: ConsumerPool,
+    /// The published document (ConfigMap).
+    pub doc: Option<AssignmentDocument>,
+    /// The ShardGroup status.
+    pub status: Option<ShardGroupStatus>,
+    late: Vec<(Ms, Write)>,
+    last_good: Option<(Topology, Ms)>,
+    lease_prev: Option<LeaseTable>,
+    /// Topology snapshots for stale reads.
+    history: VecDeque<(Ms, Topology)>,
+    /// Not running until then (crashed, a new leader takes over).
+    pub down_until: Ms,
+    /// Next reconcile.
+    pub next_reconcile: Ms,
+    /// Fault probabilities.
+    pub faults: Faults,
+    /// Fault counts.
+    pub fired: FaultCounts,
+    /// Handoff durations (ms) by evidence label.
+    pub handoffs: Vec<(&'static str, u64)>,
+    /// Owner changes of active shards.
+    pub moves: u64,
+    last_owner: BTreeMap<String, String>,
+}
+
+/// Simulated epoch zero.
+pub fn ts(ms: Ms) -> Timestamp {
+    Timestamp::from_second(1_800_000_000).expect("valid") + SignedDuration::from_millis(ms)
+}
+
+impl Operator {
+    /// An operator for a group with the given timings.
+    pub fn new(lease_table: bool, drain: &str, failover: &str, delay: &str, min_ready: u32) -> Self {
+        let spec = ShardGroupSpec {
+            pool_ref: PoolRef {
+                name: "consumers".into(),
+            },
+            source: ShardSource {
+                kinesis: None,
+                static_source: Some(StaticSource {
+                    count: 1,
+                    name_template: "shard-{index}".into(),
+                }),
+            },
+            lease_table: lease_table.then(|| LeaseTableSpec {
+                table_name: "app".into(),
+                region: None,
+                endpoint: None,
+            }),
+            consumer_name: None,
+            standbys: 0,
+            balance: Default::default(),
+            handoff: crate::crds::shard_group::HandoffSpec {
+                drain_timeout: drain.into(),
+                lease_failover: failover.into(),
+            },
+            rebalance: crate::crds::shard_group::RebalanceSpec {
+                delay: delay.into(),
+                ..Default::default()
+            },
+            output: Default::default(),
+        };
+        let mut group = ShardGroup::new("sim", spec);
+        group.metadata.namespace = Some("sim".into());
+        group.metadata.generation = Some(1);
+        let mut pool = ConsumerPool::new(
+            "consumers",
+            ConsumerPoolSpec {
+                selector: Default::default(),
+                min_ready_seconds: min_ready,
+                capacity: CapacitySpec::default(),
+                max_shards_per_pod: None,
+                topology_keys: vec![],
+            },
+        );
+        pool.metadata.namespace = Some("sim".into());
+        Self {
+            group,
+            pool,
+            doc: None,
+            status: None,
+            late: Vec::new(),
+            last_good: None,
+            lease_prev: None,
+            history: VecDeque::new(),
+            down_until: 0,
+            next_reconcile: 0,
+            faults: Faults::default(),
+            fired: FaultCounts::default(),
+            handoffs: Vec::new(),
+            moves: 0,
+            last_owner: BTreeMap::new(),
+        }
+    }
+
+    /// The operator crashes: memory lost, a new one starts after `down` ms.
+    pub fn crash(&mut self, now: Ms, down: Ms) {
+        self.last_good = None;
+        self.lease_prev = None;
+        self.down_until = now + down;
+        self.next_reconcile = now + down;
+        self.fired.crashes += 1;
+    }
+
+    /// Lands late writes that are due.
+    pub fn land(&mut self, world: &mut World) {
+        let now = world.now;
+        let (due, later): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.late).into_iter().partition(|(at, _)| *at <= now);
+        self.late = later;
+        for (_, write) in due {
+            self.commit(world, write);
+        }
+    }
+
+    /// The topology as the stream and lease table are now.
+    pub fn true_topology(world: &World) -> Topology {
+        let shards = world
+            .stream
+            .iter()
+            .map(|s| Shard {
+                id: s.id.clone(),
+                hash_key_range: None,
+                parents: s.parents.clone(),
+                state: if world.rules.lease_table && world.complete(&s.id) {
+                    ShardState::Complete
+                } else if s.open {
+                    ShardState::Open
+                } else {
+                    ShardState::Closed
+                },
+            })
+            .collect();
+        Topology { shards }
+    }
+
+    /// The observation of this reconcile (with read faults).
+    pub fn observe(&mut self, world: &World, rng: &mut Rng) -> Observation {
+        let now = world.now;
+        let truth = Self::true_topology(world);
+        self.history.push_back((now, truth.clone()));
+        while self.history.len() > 20 {
+            self.history.pop_front();
+        }
+        let mut error = None;
+        if rng.chance(self.faults.topology_fail) {
+            self.fired.topology_failed += 1;
+            error = Some(crate::source::SourceError::Throttled("simulated".into()));
+        } else if rng.chance(self.faults.topology_stale) {
+            self.fired.topology_stale += 1;
+            let i = rng.below(self.history.len() as u64) as usize;
+            let (at, old) = self.history[i].clone();
+            self.last_good = Some((old, at));
+        } else {
+            self.last_good = Some((truth, now));
+        }
+        let topology = TopologyObservation {
+            source: "sim".into(),
+            last_good: self.last_good.as_ref().map(|(t, _)| t.clone()),
+            read_at: self.last_good.as_ref().map(|(_, at)| ts(*at)),
+            error,
+        };
+        let leases = if !world.rules.lease_table {
+            LeaseObservation::NotConfigured
+        } else if rng.chance(self.faults.lease_fail) {
+            self.fired.lease_failed += 1;
+            LeaseObservation::Failed("simulated".into())
+        } else {
+            let table = self.scan(world);
+            self.lease_prev = Some(table.clone());
+            LeaseObservation::Read(table)
+        };
+        let mut group = self.group.clone();
+        group.status = self.status.clone();
+        Observation {
+            group,
+            pool: Some(self.pool.clone()),
+            pods: pod_infos(world),
+            topology,
+            published: self.doc.clone().map_or(Published::Missing, Published::Document),
+            leases,
+            now: ts(now),
+        }
+    }
+
+    /// A consistent scan, with counter change times as this operator saw them.
+    fn scan(&self, world: &World) -> LeaseTable {
+        let now = ts(world.now);
+        let leases = world
+            .leases
+            .iter()
+            .map(|(id, row)| {
+                let before = self
+                    .lease_prev
+                    .as_ref()
+                    .and_then(|t| t.get(id))
+                    .filter(|b| b.counter == row.counter && b.owner == row.owner);
+                let snap = LeaseSnapshot {
+                    shard_id: id.clone(),
+                    owner: row.owner.clone(),
+                    counter: row.counter,
+                    counter_changed_at: before.map_or(now, |b| b.counter_changed_at),
+                    checkpoint: None,
+                    sequence_number: None,
+                    complete: row.checkpoint == Checkpoint::End,
+                    parents: Vec::new(),
+                    children: Vec::new(),
+                    checkpoint_owner: None,
+                };
+                (id.clone(), snap)
+            })
+            .collect();
+        LeaseTable {
+            leases,
+            scanned_at: Some(now),
+            items: world.leases.len(),
+        }
+    }
+
+    /// One reconcile: observe, plan, apply. Returns the decision.
+    pub fn reconcile(&mut self, world: &mut World, rng: &mut Rng) -> Decision {
+        let obs = self.observe(world, rng);
+        let read_error = obs.topology.error.is_some()
+            || matches!(obs.leases, LeaseObservation::Failed(_));
+        let before: BTreeSet<String> = self
+            .doc
+            .as_ref()
+            .map(|d| d.shards.keys().cloned().collect())
+            .unwrap_or_default();
+        let decision = plan(&obs);
+        if let Some(doc) = &decision.document_write {
+            let lost: Vec<&String> = before.iter().filter(|s| !doc.shards.contains_key(*s)).collect();
+            if !lost.is_empty() && read_error {
+                world.violate(format!("a read error shrank the document: {lost:?} dropped"));
+            }
+        }
+        for h in &decision.handoffs {
+            self.handoffs
+                .push((h.evidence.label(), h.duration.as_millis() as u64));
+        }
+        let mut writes = Vec::new();
+        if let Some(doc) = &decision.document_write {
+            writes.push(Write::Doc(doc.clone()));
+        }
+        for w in &decision.annotation_writes {
+            writes.push(Write::Annotation(
+                w.pod.clone(),
+                w.uid.clone().unwrap_or_default(),
+                w.view.clone(),
+            ));
+        }
+        if decision.status_changed {
+            writes.push(Write::Status(decision.status.clone()));
+        }
+        for write in writes {
+            if rng.chance(self.faults.write_fail) {
+                self.fired.writes_failed += 1;
+                break;
+            }
+            if rng.chance(self.faults.write_late) {
+                // The client gives up; the server applies it shortly after.
+                self.fired.writes_late += 1;
+                self.late.push((world.now + rng.range(1, 400), write));
+                break;
+            }
+            self.commit(world, write);
+        }
+        let wait = decision.requeue_after.as_millis().min(30_000) as Ms;
+        self.next_reconcile = world.now + wait.clamp(500, rng.range(500, 3000));
+        decision
+    }
+
+    fn commit(&mut self, world: &mut World, write: Write) {
+        match write {
+            Write::Doc(doc) => {
+                for (id, r) in &doc.shards {
+                    if r.state != ShardPhase::Active {
+                        continue;
+                    }
+                    if let Some(owner) = &r.owner {
+                        let prev = self.last_owner.insert(id.clone(), owner.clone());
+                        if prev.is_some_and(|p| &p != owner) {
+                            self.moves += 1;
+                        }
+                    }
+                }
+                self.doc = Some(doc);
+            }
+            Write::Annotation(pod, uid, view) => {
+                if let Some(p) = world
+                    .pods
+                    .iter_mut()
+                    .find(|p| p.object && p.name == pod && p.uid == uid)
+                {
+                    p.annotation = view.map(|v| v.to_annotation());
+                }
+            }
+            Write::Status(status) => self.status = Some(status),
+        }
+    }
+}
+
+/// The pods as the API shows them.
+pub fn pod_infos(world: &World) -> Vec<PodInfo> {
+    let mut out: Vec<PodInfo> = world
+        .pods
+        .iter()
+        .filter(|p| p.object)
+        .map(|p| PodInfo {
+            name: p.name.clone(),
+            uid: p.uid.clone(),
+            labels: BTreeMap::new(),
+            selected: true,
+            ready: p.ready_since.is_some(),
+            ready_since: p.ready_since.map(ts),
+            deletion_timestamp: p.deletion.map(|(at, _)| ts(at)),
+            deletion_grace_seconds: p.deletion.map(|(_, g)| g),
+            node_name: Some(format!("node-{}", p.node)),
+            zone: None,
+            annotation: p.annotation.clone(),
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
