@@ -8,6 +8,7 @@ pub use shardring_engine as engine;
 
 pub mod cli;
 pub mod controller;
+pub mod demo;
 pub mod emulators;
 pub mod lease;
 pub mod runtime;

@@ -17,6 +17,10 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the whole system locally in about a minute, no cluster needed:
+    /// emulated Kinesis and DynamoDB, real consumers, scale-up, rolling deploy
+    /// and a split, then the checker's verdict.
+    Demo(cli::demo::DemoArgs),
     /// Run the operator against the cluster in KUBECONFIG or in-cluster config.
     Run(cli::run::RunArgs),
     /// Print the CRD YAML of ShardGroup and ConsumerPool.
@@ -35,6 +39,7 @@ enum Command {
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Demo(args) => cli::demo::run(args).await,
         Command::Run(args) => cli::run::run(args).await,
         Command::Crds(args) => cli::crds::run(args).await,
         Command::Plan(args) => cli::plan::run(args).await,

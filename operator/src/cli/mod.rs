@@ -2,6 +2,7 @@
 //! its clap arguments and its `run` function.
 
 pub mod crds;
+pub mod demo;
 pub mod hash_keys;
 pub mod plan;
 pub mod run;

@@ -1,0 +1,378 @@
+//! The demo's in-process cluster: the objects a Kubernetes API server would
+//! hold for one ShardGroup (the group with its status, its ConsumerPool, the
+//! pool's pods, the published document) kept as plain data, plus the kubelet
+//! duties the demo needs: a pod's consumer process is started with the pod,
+//! receives SIGTERM when the pod is deleted gracefully, is killed when the
+//! grace period runs out, and the pod object disappears once its process has
+//! exited. The controller reads it through [`Cluster::observation`] and
+//! writes it through [`Cluster::apply`], which also projects each pod's
+//! annotation into its downward-API file, the way kubelet does.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::core::ObjectMeta;
+
+use super::consumers::ConsumerProcess;
+use crate::controller::observe::LeaseObservation;
+use crate::controller::{Decision, Observation, PodInfo, Published, TopologyObservation};
+use crate::crds::consumer_pool::ConsumerPoolSpec;
+use crate::crds::shard_group::{
+    HandoffSpec, KinesisSource, LeaseTableSpec, PoolRef, RebalanceSpec, ShardGroupSpec,
+    ShardSource,
+};
+use crate::crds::{AssignmentDocument, ConsumerPool, ShardGroup};
+
+/// Namespace of every demo object.
+pub const NAMESPACE: &str = "default";
+/// Label every consumer pod carries (the pool selects it).
+pub const APP_LABEL: (&str, &str) = ("app", "orders");
+
+/// Timing of the demo's ShardGroup, scaled by `--duration-scale`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GroupTiming {
+    /// `handoff.drainTimeout`.
+    pub drain_timeout: Duration,
+    /// `handoff.leaseFailover` (also the consumers' failover).
+    pub lease_failover: Duration,
+    /// `rebalance.delay`.
+    pub rebalance_delay: Duration,
+}
+
+/// One pod object and the process kubelet runs for it.
+#[derive(Debug)]
+pub struct DemoPod {
+    /// What the controller sees of the pod.
+    pub info: PodInfo,
+    /// The downward-API annotations file its consumer reads.
+    pub annotations_file: PathBuf,
+    /// Its consumer's record log.
+    pub record_log: PathBuf,
+    /// Its consumer process (`None` once reaped).
+    pub process: Option<ConsumerProcess>,
+    /// When kubelet gives up on a graceful stop and kills the process.
+    pub kill_at: Option<Instant>,
+}
+
+/// The in-process API objects of the demo's ShardGroup.
+#[derive(Debug)]
+pub struct Cluster {
+    /// The ShardGroup, with the status the controller last wrote.
+    pub group: ShardGroup,
+    /// Its ConsumerPool.
+    pub pool: ConsumerPool,
+    /// Pods by name.
+    pub pods: BTreeMap<String, DemoPod>,
+    /// The published document (the ConfigMap's content).
+    pub published: Option<AssignmentDocument>,
+    /// Record logs of every pod that ever ran, deleted ones included.
+    pub record_logs: Vec<PathBuf>,
+    dir: PathBuf,
+    next_uid: u64,
+}
+
+/// Formats a Go duration string (`1500ms`) for the spec.
+fn go_duration(d: Duration) -> String {
+    format!("{}ms", d.as_millis().max(1))
+}
+
+impl Cluster {
+    /// A cluster holding the ShardGroup `name` on `stream` with lease table
+    /// `table` and an empty pool; files go under `dir`.
+    pub fn new(name: &str, stream: &str, table: &str, timing: GroupTiming, dir: &Path) -> Self {
+        let spec = ShardGroupSpec {
+            pool_ref: PoolRef {
+                name: APP_LABEL.1.to_owned(),
+            },
+            source: ShardSource {
+                kinesis: Some(KinesisSource {
+                    stream_name: Some(stream.to_owned()),
+                    stream_arn: None,
+                    region: Some(super::REGION.to_owned()),
+                    endpoint: None,
+                    refresh_interval: "1s".to_owned(),
+                }),
+                static_source: None,
+            },
+            lease_table: Some(LeaseTableSpec {
+                table_name: table.to_owned(),
+                region: None,
+                endpoint: None,
+            }),
+            consumer_name: None,
+            standbys: 0,
+            balance: Default::default(),
+            handoff: HandoffSpec {
+                drain_timeout: go_duration(timing.drain_timeout),
+                lease_failover: go_duration(timing.lease_failover),
+            },
+            rebalance: RebalanceSpec {
+                delay: go_duration(timing.rebalance_delay),
+                ..RebalanceSpec::default()
+            },
+            output: Default::default(),
+        };
+        let mut group = ShardGroup::new(name, spec);
+        group.metadata.namespace = Some(NAMESPACE.to_owned());
+        group.metadata.uid = Some("demo-shardgroup".to_owned());
+        group.metadata.generation = Some(1);
+        let selector = LabelSelector {
+            match_labels: Some(BTreeMap::from([(
+                APP_LABEL.0.to_owned(),
+                APP_LABEL.1.to_owned(),
+            )])),
+            match_expressions: None,
+        };
+        let mut pool = ConsumerPool::new(
+            APP_LABEL.1,
+            ConsumerPoolSpec {
+                selector,
+                min_ready_seconds: 0,
+                capacity: Default::default(),
+                max_shards_per_pod: None,
+                topology_keys: Vec::new(),
+            },
+        );
+        pool.metadata = ObjectMeta {
+            name: Some(APP_LABEL.1.to_owned()),
+            namespace: Some(NAMESPACE.to_owned()),
+            ..ObjectMeta::default()
+        };
+        Self {
+            group,
+            pool,
+            pods: BTreeMap::new(),
+            published: None,
+            record_logs: Vec::new(),
+            dir: dir.to_path_buf(),
+            next_uid: 1,
+        }
+    }
+
+    /// Where pod `name`'s files live.
+    pub fn pod_dir(&self, name: &str) -> PathBuf {
+        self.dir.join("pods").join(name)
+    }
+
+    /// Adds a Ready pod running `process` (created by the caller with the
+    /// files of [`Self::pod_dir`]).
+    pub fn add_pod(
+        &mut self,
+        name: &str,
+        annotations_file: PathBuf,
+        record_log: PathBuf,
+        process: ConsumerProcess,
+        now: Timestamp,
+    ) {
+        let uid = format!("uid-{}", self.next_uid);
+        self.next_uid += 1;
+        self.record_logs.push(record_log.clone());
+        let info = PodInfo {
+            name: name.to_owned(),
+            uid,
+            labels: BTreeMap::from([(APP_LABEL.0.to_owned(), APP_LABEL.1.to_owned())]),
+            selected: true,
+            ready: true,
+            ready_since: Some(now),
+            node_name: Some("demo-node".to_owned()),
+            ..PodInfo::default()
+        };
+        self.pods.insert(
+            name.to_owned(),
+            DemoPod {
+                info,
+                annotations_file,
+                record_log,
+                process: Some(process),
+                kill_at: None,
+            },
+        );
+    }
+
+    /// Deletes pod `name` gracefully with `grace`: it gets a deletion
+    /// timestamp, its process gets SIGTERM, and it is killed when `grace`
+    /// runs out. Returns whether the pod existed.
+    pub fn delete_pod(&mut self, name: &str, grace: Duration, now: Timestamp) -> bool {
+        let Some(pod) = self.pods.get_mut(name) else {
+            return false;
+        };
+        if pod.info.deletion_timestamp.is_some() {
+            return true;
+        }
+        pod.info.deletion_timestamp = Some(now);
+        pod.info.deletion_grace_seconds = Some(grace.as_secs().max(1) as i64);
+        pod.kill_at = Some(Instant::now() + grace);
+        if let Some(process) = &pod.process {
+            process.terminate();
+        }
+        true
+    }
+
+    /// Kubelet: kills processes whose grace period ran out, and removes the
+    /// objects of terminating pods whose process has exited. Returns the
+    /// removed pods and pods whose process died while not terminating.
+    pub fn reap(&mut self) -> Reaped {
+        let mut reaped = Reaped::default();
+        let now = Instant::now();
+        for (name, pod) in &mut self.pods {
+            let Some(process) = &mut pod.process else {
+                continue;
+            };
+            if pod.kill_at.is_some_and(|at| now >= at) {
+                process.kill();
+                reaped.killed.push(name.clone());
+            }
+            if let Some(status) = process.exited() {
+                if pod.info.deletion_timestamp.is_some() {
+                    reaped.removed.push(name.clone());
+                } else {
+                    reaped.crashed.push((name.clone(), status));
+                }
+                pod.process = None;
+            }
+        }
+        for name in &reaped.removed {
+            self.pods.remove(name);
+        }
+        reaped
+    }
+
+    /// The controller's observation of the group at `now`.
+    pub fn observation(
+        &self,
+        topology: TopologyObservation,
+        leases: LeaseObservation,
+        now: Timestamp,
+    ) -> Observation {
+        Observation {
+            group: self.group.clone(),
+            pool: Some(self.pool.clone()),
+            pods: self.pods.values().map(|p| p.info.clone()).collect(),
+            topology,
+            published: self
+                .published
+                .clone()
+                .map_or(Published::Missing, Published::Document),
+            leases,
+            now,
+        }
+    }
+
+    /// Applies a decision: stores the document and status, writes each
+    /// changed pod annotation and projects it into the pod's downward-API
+    /// file (temp file + rename, as kubelet swaps it atomically).
+    pub fn apply(&mut self, decision: &Decision) -> std::io::Result<()> {
+        if let Some(doc) = &decision.document_write {
+            self.published = Some(doc.clone());
+            let json = serde_json::to_vec_pretty(doc).map_err(std::io::Error::other)?;
+            shardring_consumer::view::file::write_atomically(
+                &self.dir.join("assignment.json"),
+                &json,
+            )?;
+        }
+        if decision.status_changed {
+            self.group.status = Some(decision.status.clone());
+        }
+        let key = self.group.annotation_key();
+        for write in &decision.annotation_writes {
+            let Some(pod) = self.pods.get_mut(&write.pod) else {
+                continue;
+            };
+            // The uid precondition of the real apply: a write meant for
+            // another pod of the same name is refused.
+            if write.uid.as_deref().is_some_and(|uid| uid != pod.info.uid) {
+                continue;
+            }
+            pod.info.annotation = write.view.as_ref().map(|v| v.to_annotation());
+            let text = match &pod.info.annotation {
+                Some(value) => format!("{key}={}\n", go_quote(value)),
+                None => String::new(),
+            };
+            shardring_consumer::view::file::write_atomically(
+                &pod.annotations_file,
+                text.as_bytes(),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Names of pods that are not terminating, sorted.
+    pub fn live_pods(&self) -> Vec<String> {
+        self.pods
+            .values()
+            .filter(|p| p.info.deletion_timestamp.is_none())
+            .map(|p| p.info.name.clone())
+            .collect()
+    }
+
+    /// Kills every consumer process now and waits for them (cleanup).
+    pub fn kill_all(&mut self) {
+        for pod in self.pods.values_mut() {
+            if let Some(mut process) = pod.process.take() {
+                process.kill();
+                let _ = process.wait();
+            }
+        }
+    }
+}
+
+/// What [`Cluster::reap`] found.
+#[derive(Debug, Default)]
+pub struct Reaped {
+    /// Terminating pods whose process exited: their objects are gone.
+    pub removed: Vec<String>,
+    /// Pods whose grace period ran out: their process was killed.
+    pub killed: Vec<String>,
+    /// Pods whose process exited without being asked to.
+    pub crashed: Vec<(String, std::process::ExitStatus)>,
+}
+
+/// Quotes `value` the way Go's `strconv.Quote` does for the downward-API
+/// annotations file (the characters a JSON view can hold).
+pub fn go_quote(value: &str) -> String {
+    let mut out = String::with_capacity(value.len() + 2);
+    out.push('"');
+    for c in value.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoted_views_parse_back() {
+        let view = crate::crds::PodView {
+            epoch: 7,
+            active: vec!["shardId-000000000001".into()],
+            standby: Vec::new(),
+            revoking: vec!["shardId-000000000002".into()],
+        };
+        let line = format!(
+            "assignment.shardring.io/orders={}\n",
+            go_quote(&view.to_annotation())
+        );
+        let parsed =
+            shardring_consumer::view::parse::view_from_annotations_file(&line, "default/orders")
+                .unwrap()
+                .unwrap();
+        assert_eq!(parsed, view);
+        assert_eq!(go_quote("a\\b\"\u{1}"), "\"a\\\\b\\\"\\x01\"");
+    }
+}

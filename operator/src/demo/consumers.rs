@@ -1,0 +1,228 @@
+//! The demo's consumer pods are real `shardring-reference-consumer`
+//! processes (from the `shardring-consumer` crate): each follows its pod's
+//! downward-API annotations file, takes KCL leases in dynalite, reads from
+//! kinesis-local, checkpoints, and appends every processed record to its own
+//! JSON-lines log. This module finds (or builds) that binary and owns the
+//! processes: SIGTERM for a graceful stop, SIGKILL on drop, so no process
+//! outlives the demo.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::Duration;
+
+use super::DemoError;
+
+/// The reference consumer's binary name.
+pub const BINARY: &str = "shardring-reference-consumer";
+/// Overrides where the reference consumer binary is.
+pub const BINARY_ENV: &str = "SHARDRING_REFERENCE_CONSUMER";
+
+/// The cargo command that builds the reference consumer for `release`.
+pub fn build_command(release: bool) -> String {
+    let profile = if release { " --release" } else { "" };
+    format!("cargo build{profile} -p shardring-consumer --bin {BINARY}")
+}
+
+/// Finds the reference consumer: `explicit`, else `SHARDRING_REFERENCE_CONSUMER`,
+/// else next to the running executable (or one directory up, for test
+/// binaries in `deps/`). When it is missing and this is a source checkout
+/// with cargo at hand, builds it with the running executable's profile;
+/// otherwise says which command builds it.
+pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, DemoError> {
+    if let Some(path) = explicit
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::var_os(BINARY_ENV).map(PathBuf::from))
+    {
+        return if path.is_file() {
+            Ok(path)
+        } else {
+            Err(DemoError::Consumer(format!(
+                "the reference consumer {} does not exist",
+                path.display()
+            )))
+        };
+    }
+    let exe = std::env::current_exe().map_err(|e| DemoError::Consumer(e.to_string()))?;
+    let candidates = candidates(&exe);
+    if let Some(found) = candidates.iter().find(|p| p.is_file()) {
+        return Ok(found.clone());
+    }
+    let release = candidates
+        .iter()
+        .any(|p| p.parent().and_then(Path::file_name) == Some("release".as_ref()));
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let command = build_command(release);
+    if !workspace.join("consumer").join("Cargo.toml").is_file() {
+        return Err(DemoError::Consumer(format!(
+            "{BINARY} is not next to {}; build it with `{command}` in the shardring repository, or point {BINARY_ENV} at it",
+            exe.display()
+        )));
+    }
+    println!("building the reference consumer: {command}");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut build = Command::new(cargo);
+    build
+        .args(["build", "-p", "shardring-consumer", "--bin", BINARY])
+        .current_dir(&workspace)
+        .stdin(Stdio::null());
+    if release {
+        build.arg("--release");
+    }
+    let status = build
+        .status()
+        .map_err(|e| DemoError::Consumer(format!("cannot run `{command}`: {e}")))?;
+    if !status.success() {
+        return Err(DemoError::Consumer(format!(
+            "`{command}` failed ({status})"
+        )));
+    }
+    candidates.into_iter().find(|p| p.is_file()).ok_or_else(|| {
+        DemoError::Consumer(format!(
+            "`{command}` succeeded but {BINARY} is not next to {} (a different CARGO_TARGET_DIR?); point {BINARY_ENV} at it",
+            exe.display()
+        ))
+    })
+}
+
+fn candidates(exe: &Path) -> Vec<PathBuf> {
+    let name = format!("{BINARY}{}", std::env::consts::EXE_SUFFIX);
+    let mut out = Vec::new();
+    if let Some(dir) = exe.parent() {
+        out.push(dir.join(&name));
+        if dir.file_name() == Some("deps".as_ref())
+            && let Some(up) = dir.parent()
+        {
+            out.push(up.join(&name));
+        }
+    }
+    out
+}
+
+/// How every consumer process is started.
+#[derive(Debug, Clone)]
+pub struct ConsumerSettings {
+    /// The binary.
+    pub binary: PathBuf,
+    /// Stream name.
+    pub stream: String,
+    /// Lease table.
+    pub lease_table: String,
+    /// `<namespace>/<name>` of the ShardGroup (selects the annotation).
+    pub shard_group: String,
+    /// kinesis-local endpoint.
+    pub kinesis_endpoint: String,
+    /// dynalite endpoint.
+    pub dynamodb_endpoint: String,
+    /// Lease failover time.
+    pub failover: Duration,
+    /// How long a SIGTERMed consumer waits for its revoke.
+    pub drain_deadline: Duration,
+}
+
+impl ConsumerSettings {
+    /// Starts the consumer of pod `pod`, reading `annotations_file`, logging
+    /// records to `record_log` and its own output to `stderr_log`.
+    pub fn spawn(
+        &self,
+        pod: &str,
+        annotations_file: &Path,
+        record_log: &Path,
+        stderr_log: &Path,
+    ) -> Result<ConsumerProcess, DemoError> {
+        let fail = |e: std::io::Error| DemoError::Consumer(format!("starting {pod}: {e}"));
+        let stderr = std::fs::File::create(stderr_log).map_err(fail)?;
+        let child = Command::new(&self.binary)
+            .args(["--pod", pod, "--stream", &self.stream])
+            .args(["--lease-table", &self.lease_table])
+            .args(["--kinesis-endpoint", &self.kinesis_endpoint])
+            .args(["--dynamodb-endpoint", &self.dynamodb_endpoint])
+            .arg("--annotations-file")
+            .arg(annotations_file)
+            .args(["--shard-group", &self.shard_group])
+            .arg("--log")
+            .arg(record_log)
+            .args(["--poll-ms", "50", "--idle-ms", "100"])
+            .args(["--failover-ms", &self.failover.as_millis().to_string()])
+            .args([
+                "--drain-deadline-ms",
+                &self.drain_deadline.as_millis().to_string(),
+            ])
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .map_err(fail)?;
+        Ok(ConsumerProcess { child })
+    }
+}
+
+/// A running consumer process; dropping it kills it.
+#[derive(Debug)]
+pub struct ConsumerProcess {
+    child: Child,
+}
+
+impl ConsumerProcess {
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends SIGTERM (a graceful stop: it drains until revoked).
+    pub fn terminate(&self) {
+        // std can only SIGKILL; `kill` is in every POSIX userland.
+        let sent = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        if let Err(error) = sent {
+            tracing::warn!(pid = self.child.id(), %error, "cannot send SIGTERM");
+        }
+    }
+
+    /// Sends SIGKILL.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+    }
+
+    /// Its exit status, once it has exited.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// Waits for it to exit.
+    pub fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        self.child.wait()
+    }
+}
+
+impl Drop for ConsumerProcess {
+    fn drop(&mut self) {
+        if self.exited().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn looks_next_to_the_executable_and_above_deps() {
+        let found = candidates(Path::new("/t/debug/deps/demo_run-123"));
+        assert_eq!(
+            found,
+            vec![
+                PathBuf::from(format!("/t/debug/deps/{BINARY}")),
+                PathBuf::from(format!("/t/debug/{BINARY}")),
+            ]
+        );
+        assert_eq!(candidates(Path::new("/t/release/shardring")).len(), 1);
+        assert!(build_command(true).contains("--release"));
+    }
+}

@@ -1,0 +1,280 @@
+//! The demo's control loop: every tick it observes the stream and the lease
+//! table through the real Kinesis source, builds the controller's
+//! [`Observation`](crate::controller::Observation) from the in-process
+//! cluster, runs the real pure plan step ([`crate::controller::plan`]) and
+//! applies its decision to the cluster (document, status, pod annotations
+//! projected into the consumers' files). It also plays kubelet (reaping
+//! pods whose consumer exited) and turns every published change into move
+//! log lines and a per-pod table.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use tokio_util::sync::CancellationToken;
+
+use super::cluster::Cluster;
+use super::report::{self, MoveEvent, MoveKind};
+use crate::controller::observe::LeaseObservation;
+use crate::controller::{Decision, TopologyObservation, plan};
+use crate::crds::{AssignmentDocument, ShardPhase};
+use crate::lease::LeaseTable;
+use crate::source::Topology;
+use crate::source::kinesis::{KinesisObservation, KinesisShardSource};
+use crate::source::{ShardSource, SourceError};
+
+/// The state the control loop and the story share.
+#[derive(Debug)]
+pub struct Shared {
+    /// The in-process cluster.
+    pub cluster: Cluster,
+    /// The last topology read (engine shards with lifecycle states).
+    pub topology: Option<Topology>,
+    /// When `topology` was first read with its content.
+    pub topology_read_at: Option<Timestamp>,
+    /// The last lease snapshot.
+    pub leases: Option<LeaseTable>,
+    /// When the published document last changed.
+    pub published_at: Option<Timestamp>,
+    /// Every move the controller published, in order.
+    pub moves: Vec<MoveEvent>,
+    /// The story's current phase (moves are counted per phase).
+    pub phase: &'static str,
+    /// Consumers that died without being asked to, and other problems.
+    pub problems: Vec<String>,
+    /// Plans run.
+    pub plans: u64,
+    source_name: String,
+}
+
+impl Shared {
+    /// Shared state around `cluster`.
+    pub fn new(cluster: Cluster, source_name: String) -> Self {
+        Self {
+            cluster,
+            topology: None,
+            topology_read_at: None,
+            leases: None,
+            published_at: None,
+            moves: Vec::new(),
+            phase: "start",
+            problems: Vec::new(),
+            plans: 0,
+            source_name,
+        }
+    }
+
+    /// One reconcile at `now` with the source's read result.
+    pub fn reconcile(&mut self, observed: Result<KinesisObservation, SourceError>, now: Timestamp) {
+        let reaped = self.cluster.reap();
+        for name in &reaped.killed {
+            println!("  kubelet: {name} did not stop within its grace period: killed");
+        }
+        for name in &reaped.removed {
+            println!("  kubelet: {name} exited; its pod object is gone");
+        }
+        for (name, status) in reaped.crashed {
+            let problem = format!("consumer {name} exited unexpectedly ({status})");
+            println!("  {problem}");
+            self.problems.push(problem);
+        }
+        let (error, leases) = match observed {
+            Ok(observation) => {
+                let topology = Topology {
+                    shards: observation.lifecycle.shards,
+                };
+                if self.topology.as_ref() != Some(&topology) {
+                    self.topology = Some(topology);
+                    self.topology_read_at = Some(now);
+                }
+                let leases = match (observation.leases, observation.lease_error) {
+                    (Some(table), _) => {
+                        self.leases = Some(table.clone());
+                        LeaseObservation::Read(table)
+                    }
+                    (None, Some(error)) => LeaseObservation::Failed(error.to_string()),
+                    (None, None) => LeaseObservation::Failed("no lease snapshot".into()),
+                };
+                (observation.stale, leases)
+            }
+            Err(error) => (
+                Some(error),
+                LeaseObservation::Failed("the source read failed".into()),
+            ),
+        };
+        let topology = TopologyObservation {
+            source: self.source_name.clone(),
+            last_good: self.topology.clone(),
+            read_at: self.topology_read_at,
+            error,
+        };
+        let observation = self.cluster.observation(topology, leases, now);
+        let decision = plan(&observation);
+        self.plans += 1;
+        let previous = self.cluster.published.clone();
+        if let Err(error) = self.cluster.apply(&decision) {
+            self.problems.push(format!("applying epoch failed: {error}"));
+            return;
+        }
+        if let Some(doc) = &decision.document_write {
+            self.published_at = Some(now);
+            let events = diff(previous.as_ref(), doc, &decision, &observation.pods, self.phase);
+            for event in &events {
+                println!("{}", report::move_line(event));
+            }
+            self.moves.extend(events);
+            println!("{}", report::pod_table(doc, &self.cluster));
+        }
+    }
+
+    /// Whether the published assignment is settled: every readable shard is
+    /// active on a live pod, nothing is revoking or pending, and a lease
+    /// scan taken after the last publish shows each active shard's lease
+    /// held by its published owner.
+    pub fn settled(&self) -> bool {
+        let (Some(doc), Some(leases), Some(published_at)) =
+            (&self.cluster.published, &self.leases, self.published_at)
+        else {
+            return false;
+        };
+        if leases.scanned_at.is_none_or(|at| at <= published_at) {
+            return false;
+        }
+        let live = self.cluster.live_pods();
+        doc.shards.iter().all(|(id, record)| match record.state {
+            ShardPhase::Complete => true,
+            ShardPhase::Revoking | ShardPhase::Pending => false,
+            ShardPhase::Active => record.owner.as_ref().is_some_and(|owner| {
+                live.contains(owner)
+                    && leases
+                        .get(id)
+                        .is_some_and(|lease| lease.owner.as_ref() == Some(owner))
+            }),
+        })
+    }
+
+    /// Most minus fewest active shards over live pods.
+    pub fn load_spread(&self) -> usize {
+        let Some(doc) = &self.cluster.published else {
+            return usize::MAX;
+        };
+        let loads: Vec<usize> = self
+            .cluster
+            .live_pods()
+            .iter()
+            .map(|pod| doc.pods.get(pod).map_or(0, |p| p.active.len()))
+            .collect();
+        let max = loads.iter().copied().max().unwrap_or(0);
+        let min = loads.iter().copied().min().unwrap_or(0);
+        max - min
+    }
+
+    /// Completed handoffs per phase.
+    pub fn handoffs_by_phase(&self) -> BTreeMap<&'static str, usize> {
+        let mut out = BTreeMap::new();
+        for event in &self.moves {
+            if matches!(event.kind, MoveKind::HandedOver { .. }) {
+                *out.entry(event.phase).or_insert(0) += 1;
+            }
+        }
+        out
+    }
+}
+
+/// The move log entries of one publish: revokes started, handoffs
+/// completed, shards placed and shards finished.
+fn diff(
+    previous: Option<&AssignmentDocument>,
+    doc: &AssignmentDocument,
+    decision: &Decision,
+    pods: &[crate::controller::PodInfo],
+    phase: &'static str,
+) -> Vec<MoveEvent> {
+    let mut events = Vec::new();
+    for (id, record) in &doc.shards {
+        let before = previous.and_then(|p| p.shards.get(id));
+        let event = |from: Option<String>, to: Option<String>, kind: MoveKind| MoveEvent {
+            epoch: doc.epoch,
+            shard: id.clone(),
+            from,
+            to,
+            kind,
+            phase,
+        };
+        let before_state = before.map(|b| b.state);
+        match (before_state, record.state) {
+            (Some(ShardPhase::Active), ShardPhase::Revoking) => {
+                let from = record.owner.clone();
+                let pod = pods.iter().find(|p| Some(&p.name) == from.as_ref());
+                let reason = match pod {
+                    None => "required: pod gone",
+                    Some(p) if p.deletion_timestamp.is_some() => "required: pod terminating",
+                    Some(_) => "optional: rebalance",
+                };
+                let to = record.handoff.as_ref().and_then(|h| h.to.clone());
+                events.push(event(from, to, MoveKind::Revoked { reason }));
+            }
+            (Some(ShardPhase::Revoking), ShardPhase::Active) => {
+                let from = before.and_then(|b| b.owner.clone());
+                let completed = decision.handoffs.iter().find(|h| &h.shard == id);
+                events.push(event(
+                    from,
+                    record.owner.clone(),
+                    MoveKind::HandedOver {
+                        evidence: completed.map_or("-", |c| c.evidence.label()),
+                        after: completed.map_or(Duration::ZERO, |c| c.duration),
+                    },
+                ));
+            }
+            (None | Some(ShardPhase::Pending), ShardPhase::Active) => {
+                let reason = if before_state == Some(ShardPhase::Pending) {
+                    "parents complete"
+                } else if record.parents.is_empty() {
+                    "new shard"
+                } else {
+                    "new child shard"
+                };
+                events.push(event(None, record.owner.clone(), MoveKind::Placed { reason }));
+            }
+            (None, ShardPhase::Pending) => {
+                events.push(event(None, None, MoveKind::Pending));
+            }
+            (Some(ShardPhase::Active | ShardPhase::Revoking), ShardPhase::Complete) => {
+                events.push(event(
+                    before.and_then(|b| b.owner.clone()),
+                    None,
+                    MoveKind::Finished,
+                ));
+            }
+            _ => {}
+        }
+    }
+    events
+}
+
+/// Runs the control loop every `tick` until `stop`.
+pub async fn run(
+    shared: Arc<Mutex<Shared>>,
+    source: Arc<KinesisShardSource>,
+    tick: Duration,
+    stop: CancellationToken,
+) {
+    let mut next = Instant::now();
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep_until(next.into()) => {}
+        }
+        next = Instant::now() + tick;
+        let now = Timestamp::now();
+        let observed = source.observe_or_last(now).await;
+        let mut state = shared.lock().unwrap_or_else(|p| p.into_inner());
+        state.reconcile(observed, now);
+    }
+}
+
+/// The source's description, as status shows it.
+pub fn describe(source: &KinesisShardSource) -> String {
+    source.describe()
+}

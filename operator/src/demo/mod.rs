@@ -1,0 +1,130 @@
+//! `shardring demo`: the whole system on one machine in about a minute, no
+//! cluster needed. It starts kinesis-local and dynalite
+//! ([`crate::emulators`]), creates a stream and a KCL lease table, and runs
+//! the real controller core ([`crate::controller::plan`]) against an
+//! in-process cluster model ([`cluster`]) with the real Kinesis source and
+//! lease reader. The consumer pods are real `shardring-reference-consumer`
+//! processes ([`consumers`]) reading their downward-API files; a producer
+//! ([`producer`]) writes throughout. The [`story`] scales up, rolls a
+//! deploy and splits a shard, printing moves and per-pod tables; at the end
+//! the consumer crate's checker proves the record logs ([`report`]).
+
+pub mod cluster;
+pub mod consumers;
+pub mod controller;
+pub mod producer;
+pub mod report;
+pub mod story;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use report::Verdict;
+
+/// Region every client uses (the emulators accept any).
+pub const REGION: &str = "us-east-1";
+/// The demo stream.
+pub const STREAM: &str = "orders";
+/// The demo lease table.
+pub const LEASE_TABLE: &str = "orders-leases";
+/// The demo ShardGroup.
+pub const SHARD_GROUP: &str = "orders";
+
+/// Why the demo could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    /// An emulator could not be installed or started.
+    #[error(transparent)]
+    Emulator(#[from] crate::emulators::EmulatorError),
+    /// The reference consumer could not be found, built or started.
+    #[error("reference consumer: {0}")]
+    Consumer(String),
+    /// Creating the stream, the lease table or splitting failed.
+    #[error("AWS emulator call failed: {0}")]
+    Aws(String),
+    /// A condition the story waits for did not hold in time.
+    #[error("timed out after {after:?} waiting for {what}")]
+    Timeout {
+        /// What was awaited.
+        what: String,
+        /// How long it waited.
+        after: Duration,
+    },
+    /// Files could not be written.
+    #[error("demo files: {0}")]
+    Io(#[from] std::io::Error),
+    /// A record log could not be read.
+    #[error("record log {path}: {detail}")]
+    Log {
+        /// The log.
+        path: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// Ctrl-C.
+    #[error("interrupted")]
+    Interrupted,
+}
+
+impl DemoError {
+    /// Constant label for logs.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            DemoError::Emulator(e) => e.metric_label(),
+            DemoError::Consumer(_) => "Consumer",
+            DemoError::Aws(_) => "Aws",
+            DemoError::Timeout { .. } => "Timeout",
+            DemoError::Io(_) => "Io",
+            DemoError::Log { .. } => "Log",
+            DemoError::Interrupted => "Interrupted",
+        }
+    }
+}
+
+/// What the demo runs.
+#[derive(Debug, Clone)]
+pub struct DemoConfig {
+    /// Multiplies every pause and timeout of the story (0.5 = twice as fast).
+    pub duration_scale: f64,
+    /// Keep the logs, views and document here (else a temp dir, removed).
+    pub keep_logs: Option<PathBuf>,
+    /// Pods at the start (the scale-up adds two).
+    pub consumers: usize,
+    /// Shards of the stream at the start (the split adds one).
+    pub shards: u32,
+    /// The reference consumer binary (default: found or built, see
+    /// [`consumers::locate`]).
+    pub consumer_binary: Option<PathBuf>,
+}
+
+impl Default for DemoConfig {
+    fn default() -> Self {
+        Self {
+            duration_scale: 1.0,
+            keep_logs: None,
+            consumers: 3,
+            shards: 4,
+            consumer_binary: None,
+        }
+    }
+}
+
+impl DemoConfig {
+    /// `base` scaled by `--duration-scale`, never below `floor`.
+    pub fn scaled(&self, base: Duration, floor: Duration) -> Duration {
+        base.mul_f64(self.duration_scale.max(0.01)).max(floor)
+    }
+}
+
+/// Runs the demo until its verdict, or until Ctrl-C (everything it started
+/// is stopped either way).
+pub async fn run(config: DemoConfig) -> Result<Verdict, DemoError> {
+    tokio::select! {
+        result = story::run(config) => result,
+        _ = tokio::signal::ctrl_c() => {
+            // Dropping the story future drops the emulators, the consumer
+            // processes and the producer: each kills what it started.
+            Err(DemoError::Interrupted)
+        }
+    }
+}
