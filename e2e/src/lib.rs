@@ -1,7 +1,8 @@
 //! Harness for shardring's end-to-end tests against a real Kubernetes cluster:
 //! finding a reachable cluster (or skipping clearly), polling with deadlines
-//! instead of fixed sleeps, running the operator binary as a child process,
-//! and reading what the operator published (ConfigMap and pod annotations).
+//! instead of fixed sleeps, running the operator (in-process, or as the
+//! `shardring run` binary), and reading what the operator published
+//! (ConfigMap and pod annotations).
 //! The tests themselves live in `tests/`; how to run them is in `docs/e2e.md`.
 
 pub mod cluster;
@@ -10,6 +11,6 @@ pub mod published;
 pub mod wait;
 
 pub use cluster::{Reachability, connect};
-pub use operator::{OperatorError, OperatorProcess};
+pub use operator::{Operator, OperatorError};
 pub use published::{PublishedError, assignment_document, pod_view};
 pub use wait::{Probe, WaitError, wait_for};

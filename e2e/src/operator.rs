@@ -1,22 +1,40 @@
-//! Running the operator under test as a child process: the `shardring` binary
-//! that `cargo test --workspace` builds next to the test executables (built on
-//! demand when missing), started with `shardring run` against the same
-//! kubeconfig as the test and killed when the handle is dropped.
+//! Running the operator under test, in one of two ways:
+//! - **in-process** (default): `shardring::controller::run_controller` on the
+//!   test's own client, scoped to the test's namespace, stopped through its
+//!   cancellation token;
+//! - **binary** (`SHARDRING_E2E_OPERATOR=binary`): `shardring run` as a child
+//!   process with the test's environment (same KUBECONFIG), from the test's
+//!   target directory (`cargo build -p shardring` builds it; `cargo test
+//!   --workspace` already has), killed when the handle is dropped.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::time::Duration;
 
+use kube::Client;
+use shardring::controller::{ControllerConfig, ControllerMetrics, run_controller};
 use tokio::process::{Child, Command};
+use tokio::task::JoinHandle;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
-/// Why the operator process could not be started or failed.
+/// Environment variable choosing how the operator runs: `in-process` or `binary`.
+pub const MODE_ENV: &str = "SHARDRING_E2E_OPERATOR";
+
+/// How long a stopping operator may take before the test gives up on it.
+const STOP_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Why the operator could not be started, failed, or did not stop.
 #[derive(Debug, thiserror::Error)]
 pub enum OperatorError {
+    /// `SHARDRING_E2E_OPERATOR` holds something else.
+    #[error("{MODE_ENV} must be `in-process` or `binary`, not {0:?}")]
+    Mode(String),
     /// The test executable's own path is unknown, so the target dir is too.
     #[error("cannot locate the test executable: {0}")]
     CurrentExe(#[source] std::io::Error),
-    /// Building the binary with cargo failed.
-    #[error("`cargo build -p shardring --bin shardring` failed ({0}); build it and retry")]
-    Build(String),
+    /// The binary has not been built.
+    #[error("{0} does not exist: build it first with `cargo build -p shardring --bin shardring`")]
+    MissingBinary(PathBuf),
     /// Spawning the binary failed.
     #[error("cannot start {path}: {source}")]
     Spawn {
@@ -26,104 +44,160 @@ pub enum OperatorError {
         #[source]
         source: std::io::Error,
     },
-    /// The operator exited although it should still be running.
-    #[error("the operator exited early with {0}")]
-    Exited(std::process::ExitStatus),
-    /// Polling the child's state failed.
+    /// The operator stopped although it should still be running.
+    #[error("the operator stopped early: {0}")]
+    Exited(String),
+    /// Polling or reaping the child process failed.
     #[error("cannot poll the operator process: {0}")]
     Wait(#[source] std::io::Error),
+    /// The operator did not stop within [`STOP_TIMEOUT`].
+    #[error("the operator did not stop within {STOP_TIMEOUT:?}")]
+    StopTimeout,
 }
 
-/// A running `shardring run` process; killed on drop.
-pub struct OperatorProcess {
-    child: Child,
+/// A running operator; stop it with [`Operator::stop`] (dropping it kills a
+/// child process and cancels an in-process controller).
+pub enum Operator {
+    /// The controller running on a task of the test's runtime.
+    InProcess {
+        /// Cancels the controller, also when dropped.
+        guard: DropGuard,
+        /// The controller's task.
+        task: JoinHandle<()>,
+    },
+    /// `shardring run` as a child process.
+    Binary(Child),
 }
 
-impl OperatorProcess {
-    /// Starts `shardring <args>` with the test's environment (so the same
-    /// KUBECONFIG), logs going to the test's stderr.
-    pub async fn start(args: &[&str]) -> Result<Self, OperatorError> {
-        let path = binary().await?;
+impl Operator {
+    /// Starts the operator for `namespace` in the mode [`MODE_ENV`] selects.
+    pub async fn start(client: &Client, namespace: &str) -> Result<Self, OperatorError> {
+        match std::env::var(MODE_ENV).as_deref() {
+            Err(_) | Ok("") | Ok("in-process") => Ok(Self::in_process(client, namespace)),
+            Ok("binary") => Self::binary(namespace).await,
+            Ok(other) => Err(OperatorError::Mode(other.to_owned())),
+        }
+    }
+
+    fn in_process(client: &Client, namespace: &str) -> Self {
+        // Logs of the in-process operator go to the test's stderr (shown with
+        // --nocapture); a second init in the same process is harmless.
+        let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into());
+        let _ = shardring::runtime::telemetry::init(
+            shardring::runtime::telemetry::LogFormat::Text,
+            &filter,
+        );
+        let mut registry = shardring::runtime::metrics::new_registry();
+        let metrics = ControllerMetrics::register(&mut registry);
+        let config = ControllerConfig {
+            namespace: Some(namespace.to_owned()),
+            ..ControllerConfig::default()
+        };
+        let token = CancellationToken::new();
+        let task = tokio::spawn(run_controller(
+            client.clone(),
+            config,
+            metrics,
+            None,
+            token.clone(),
+            None,
+        ));
+        Self::InProcess {
+            guard: token.drop_guard(),
+            task,
+        }
+    }
+
+    async fn binary(namespace: &str) -> Result<Self, OperatorError> {
+        let path = binary_path()?;
+        if !path.is_file() {
+            return Err(OperatorError::MissingBinary(path));
+        }
+        // Scoped to the test's namespace; metrics on an ephemeral loopback
+        // port so parallel runs and a local 8080 do not collide.
         let child = Command::new(&path)
-            .args(args)
-            .env(
-                "RUST_LOG",
-                std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
-            )
+            .args([
+                "run",
+                "--namespace",
+                namespace,
+                "--metrics-addr",
+                "127.0.0.1:0",
+            ])
             .stdin(Stdio::null())
             .kill_on_drop(true)
             .spawn()
             .map_err(|source| OperatorError::Spawn { path, source })?;
-        Ok(Self { child })
+        Ok(Self::Binary(child))
     }
 
-    /// Fails if the process has exited (a crash would otherwise show up only
-    /// as a timeout much later).
+    /// Fails if the operator has stopped (a crash would otherwise show up
+    /// only as a timeout much later).
     pub fn check_running(&mut self) -> Result<(), OperatorError> {
-        match self.child.try_wait().map_err(OperatorError::Wait)? {
-            Some(status) => Err(OperatorError::Exited(status)),
-            None => Ok(()),
+        match self {
+            Self::InProcess { task, .. } if task.is_finished() => {
+                Err(OperatorError::Exited("the controller task returned".into()))
+            }
+            Self::InProcess { .. } => Ok(()),
+            Self::Binary(child) => match child.try_wait().map_err(OperatorError::Wait)? {
+                Some(status) => Err(OperatorError::Exited(status.to_string())),
+                None => Ok(()),
+            },
         }
     }
 
-    /// Kills the process and reaps it.
-    pub async fn stop(mut self) -> Result<(), OperatorError> {
-        if self
-            .child
-            .try_wait()
-            .map_err(OperatorError::Wait)?
-            .is_none()
-        {
-            // Ignore "already exited" races: the wait below reaps it either way.
-            let _ = self.child.start_kill();
+    /// Stops the operator: cancels the controller (graceful) or kills the
+    /// process, and waits for it.
+    pub async fn stop(self) -> Result<(), OperatorError> {
+        match self {
+            Self::InProcess { guard, task } => {
+                guard.disarm().cancel();
+                match tokio::time::timeout(STOP_TIMEOUT, task).await {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(error)) => Err(OperatorError::Exited(format!(
+                        "the controller task failed: {error}"
+                    ))),
+                    Err(_) => Err(OperatorError::StopTimeout),
+                }
+            }
+            Self::Binary(mut child) => {
+                if child.try_wait().map_err(OperatorError::Wait)?.is_none() {
+                    // An "already exited" race is fine: the wait below reaps it.
+                    let _ = child.start_kill();
+                }
+                match tokio::time::timeout(STOP_TIMEOUT, child.wait()).await {
+                    Ok(result) => result.map(|_| ()).map_err(OperatorError::Wait),
+                    Err(_) => Err(OperatorError::StopTimeout),
+                }
+            }
         }
-        self.child.wait().await.map_err(OperatorError::Wait)?;
-        Ok(())
     }
 }
 
-/// The `shardring` binary in the test's target dir, built first if missing.
-async fn binary() -> Result<PathBuf, OperatorError> {
-    let dir = profile_dir()?;
-    let path = dir.join(format!("shardring{}", std::env::consts::EXE_SUFFIX));
-    if !path.is_file() {
-        build(&dir).await?;
-    }
-    Ok(path)
-}
-
-/// `target/<profile>`: test executables live in its `deps/` subdirectory.
-fn profile_dir() -> Result<PathBuf, OperatorError> {
+/// `target/<profile>/shardring`, next to the `deps/` directory holding the
+/// test executable.
+fn binary_path() -> Result<PathBuf, OperatorError> {
     let exe = std::env::current_exe().map_err(OperatorError::CurrentExe)?;
     let deps = exe.parent().unwrap_or(Path::new("."));
-    Ok(if deps.ends_with("deps") {
-        deps.parent().unwrap_or(deps).to_path_buf()
+    let profile = if deps.ends_with("deps") {
+        deps.parent().unwrap_or(deps)
     } else {
-        deps.to_path_buf()
-    })
+        deps
+    };
+    Ok(profile.join(format!("shardring{}", std::env::consts::EXE_SUFFIX)))
 }
 
-/// Builds the operator binary into the same target dir as the tests.
-async fn build(profile_dir: &Path) -> Result<(), OperatorError> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut command = Command::new(cargo);
-    command.args(["build", "-p", "shardring", "--bin", "shardring"]);
-    if profile_dir
-        .file_name()
-        .is_some_and(|name| name == "release")
-    {
-        command.arg("--release");
-    }
-    if let Some(target_dir) = profile_dir.parent() {
-        command.env("CARGO_TARGET_DIR", target_dir);
-    }
-    let status = command
-        .status()
-        .await
-        .map_err(|error| OperatorError::Build(error.to_string()))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(OperatorError::Build(status.to_string()))
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_binary_sits_next_to_the_deps_directory() {
+        let path = binary_path().unwrap();
+        assert_eq!(path.file_stem().unwrap(), "shardring");
+        assert!(
+            !path.parent().unwrap().ends_with("deps"),
+            "{}",
+            path.display()
+        );
     }
 }

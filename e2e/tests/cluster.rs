@@ -20,7 +20,7 @@ use serde_json::json;
 use shardring_crds::{AssignmentDocument, ConsumerPool, ShardGroup};
 use shardring_e2e::cluster::SKIP_MESSAGE;
 use shardring_e2e::{
-    OperatorProcess, Probe, Reachability, assignment_document, connect, pod_view, wait_for,
+    Operator, Probe, Reachability, assignment_document, connect, pod_view, wait_for,
 };
 
 /// Field manager of everything this test applies.
@@ -70,17 +70,8 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
         create_ready_pod(client, namespace, pod).await?;
     }
 
-    // Scoped to the test's namespace so it cannot touch anything else in the
-    // cluster; metrics on an ephemeral loopback port so parallel runs and a
-    // local 8080 do not collide.
-    let mut operator = OperatorProcess::start(&[
-        "run",
-        "--namespace",
-        namespace,
-        "--metrics-addr",
-        "127.0.0.1:0",
-    ])
-    .await?;
+    // Scoped to the test's namespace so it cannot touch anything else.
+    let mut operator = Operator::start(client, namespace).await?;
     let first = wait_for_assignment(client, namespace, &pods, &mut operator).await?;
     wait_for_annotations(client, namespace, &pods, first.epoch).await?;
     wait_for_ready(client, namespace).await?;
@@ -252,7 +243,7 @@ async fn wait_for_assignment(
     client: &Client,
     namespace: &str,
     pods: &[String],
-    operator: &mut OperatorProcess,
+    operator: &mut Operator,
 ) -> TestResult<AssignmentDocument> {
     let config_maps = Api::<ConfigMap>::namespaced(client.clone(), namespace);
     let name = format!("{GROUP}-assignment");
