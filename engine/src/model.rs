@@ -7,6 +7,7 @@
 use crate::error::PlanError;
 use crate::hash::{self, hash_pair};
 use crate::types::{PlanInput, Previous, ShardState};
+use xxhash_rust::xxh3::xxh3_64;
 
 /// Marker for "no pod" in index fields.
 pub const NONE: u32 = u32::MAX;
@@ -64,6 +65,8 @@ pub struct Model<'a> {
     pub zones: usize,
     /// Number of distinct nodes among eligible pods (unknown counts as one).
     pub nodes: usize,
+    /// `(xxh3(name), index)` of every eligible pod, sorted, for name lookups.
+    by_hash: Vec<(u64, u32)>,
 }
 
 impl<'a> Model<'a> {
@@ -192,34 +195,38 @@ impl<'a> Model<'a> {
             rec.parents = parents;
         }
 
-        // Previous owners as eligible-pod indices. Owner names repeat a lot,
-        // so remember the last lookup.
-        let mut last: (&str, u32) = ("", NONE);
-        for rec in &mut shards {
-            if let Some(prev) = rec.previous {
-                let owner = prev.owner();
-                if owner != last.0 {
-                    let idx = pods
-                        .binary_search_by(|p| p.name.cmp(owner))
-                        .map_or(NONE, |i| i as u32);
-                    last = (owner, idx);
-                }
-                rec.prev_owner = last.1;
-            }
-        }
-        Ok(Model {
+        // Previous owners as eligible-pod indices, through a hash index:
+        // 100,000 binary searches over pod names cost more than all the rest.
+        let mut by_hash: Vec<(u64, u32)> = pods
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (xxh3_64(p.name.as_bytes()), i as u32))
+            .collect();
+        by_hash.sort_unstable();
+        let mut model = Model {
             pods,
             shards,
             zones,
             nodes,
-        })
+            by_hash,
+        };
+        for at in 0..model.shards.len() {
+            if let Some(prev) = model.shards[at].previous {
+                model.shards[at].prev_owner = model.pod_index(prev.owner());
+            }
+        }
+        Ok(model)
     }
 
-    /// Eligible-pod index of a pod name.
+    /// Eligible-pod index of a pod name, or `NONE`.
     pub fn pod_index(&self, name: &str) -> u32 {
-        self.pods
-            .binary_search_by(|p| p.name.cmp(name))
-            .map_or(NONE, |i| i as u32)
+        let hash = xxh3_64(name.as_bytes());
+        let from = self.by_hash.partition_point(|&(h, _)| h < hash);
+        self.by_hash[from..]
+            .iter()
+            .take_while(|&&(h, _)| h == hash)
+            .find(|&&(_, i)| self.pods[i as usize].name == name)
+            .map_or(NONE, |&(_, i)| i)
     }
 }
 
