@@ -276,3 +276,69 @@ async fn revoke_handoff_drain_and_shard_end() {
     println!("revoke to release: {release_time:?}; {}", verdict.summary());
     drop(b.publisher);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stolen_lease_stops_the_reader_at_once() {
+    let kinesis_emulator = support::kinesis();
+    let dynamo_emulator = support::dynamodb();
+    let kinesis = support::kinesis_client(&kinesis_emulator.endpoint()).await;
+    let dynamodb = support::dynamodb_client(&dynamo_emulator.endpoint()).await;
+    create_table(&dynamodb, TABLE, Duration::from_secs(30))
+        .await
+        .unwrap();
+    support::create_stream(&kinesis, STREAM, 1).await;
+    let s0 = support::shard_ids(&kinesis, STREAM).await.remove(0);
+    let mut produced = Vec::new();
+    produce(&kinesis, "1", "a", 5, &mut produced).await;
+    let log = Arc::new(Collect::default());
+    let mut a = start_pod("pod-a", &kinesis, &dynamodb, log.clone()).await;
+    publish(&a, 1, &[&s0], &[]);
+    wait_for("pod-a to read", Duration::from_secs(30), async || {
+        all_processed(&log, &produced)
+    })
+    .await;
+
+    // Another writer takes the lease behind the operator's back (a
+    // misconfigured KCL app, say): the counter and owner change.
+    let row = a.leases.fetch(&s0).await.unwrap().unwrap();
+    dynamodb
+        .update_item()
+        .table_name(TABLE)
+        .key(
+            "leaseKey",
+            aws_sdk_dynamodb::types::AttributeValue::S(s0.clone()),
+        )
+        .update_expression("SET leaseOwner = :intruder, leaseCounter = :next")
+        .expression_attribute_values(
+            ":intruder",
+            aws_sdk_dynamodb::types::AttributeValue::S("intruder".into()),
+        )
+        .expression_attribute_values(
+            ":next",
+            aws_sdk_dynamodb::types::AttributeValue::N((row.counter.unwrap() + 100).to_string()),
+        )
+        .send()
+        .await
+        .unwrap();
+    wait_for("pod-a to notice", Duration::from_secs(10), async || {
+        a.leases.held().is_empty()
+    })
+    .await;
+    let before = processed(&log).len();
+    produce(&kinesis, "1", "b", 5, &mut produced).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(processed(&log).len(), before, "read without the lease");
+    // Still assigned, pod-a waits for the intruder's lease to expire; it
+    // never writes over it meanwhile.
+    assert_eq!(
+        a.leases.fetch(&s0).await.unwrap().unwrap().owner.as_deref(),
+        Some("intruder")
+    );
+    a.stop.take().unwrap().send(()).unwrap();
+    let report = tokio::time::timeout(Duration::from_secs(10), &mut a.task)
+        .await
+        .expect("a exits: it holds nothing")
+        .unwrap();
+    assert_eq!(report.lost, 1);
+    drop(a.publisher);
+}
