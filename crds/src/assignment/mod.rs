@@ -34,6 +34,36 @@ pub const CONFIGMAP_KEY: &str = "assignment.json";
 pub const CONFIGMAP_GZIP_KEY: &str = "assignment.json.gz";
 /// Suffix of the default ConfigMap name: `<shardgroup>-assignment`.
 pub const CONFIGMAP_SUFFIX: &str = "-assignment";
+/// Largest pod annotation (key plus value) [`PodView::to_checked_annotation`]
+/// produces: half of the API server's 256 KiB limit on all of an object's
+/// annotations, leaving the rest to the pod's other annotations. About 5,600
+/// Kinesis shard ids (23 bytes each in JSON) fit.
+pub const MAX_ANNOTATION_BYTES: usize = 128 * 1024;
+
+/// Why a pod's view cannot be published as an annotation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ViewError {
+    /// The view is larger than [`MAX_ANNOTATION_BYTES`].
+    #[error(
+        "the pod's view is {bytes} bytes, over the {limit}-byte annotation budget: \
+         add pods, or read the ConfigMap instead of the annotation"
+    )]
+    TooLarge {
+        /// Key plus value length.
+        bytes: usize,
+        /// [`MAX_ANNOTATION_BYTES`].
+        limit: usize,
+    },
+}
+
+impl ViewError {
+    /// Constant reason for status conditions and events.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::TooLarge { .. } => "PodViewTooLarge",
+        }
+    }
+}
 
 /// The whole published assignment of one ShardGroup (ConfigMap
 /// `<shardgroup>-assignment`). The `pods` index and the `shards` records
@@ -261,8 +291,55 @@ impl PodView {
         serde_json::to_string(self).expect("a PodView always serializes")
     }
 
+    /// The annotation value for annotation `key`, or [`ViewError::TooLarge`]
+    /// when key and value exceed [`MAX_ANNOTATION_BYTES`] (the API server would
+    /// refuse the pod patch once all annotations pass 256 KiB).
+    pub fn to_checked_annotation(&self, key: &str) -> Result<String, ViewError> {
+        let value = self.to_annotation();
+        let bytes = key.len() + value.len();
+        if bytes > MAX_ANNOTATION_BYTES {
+            return Err(ViewError::TooLarge {
+                bytes,
+                limit: MAX_ANNOTATION_BYTES,
+            });
+        }
+        Ok(value)
+    }
+
     /// Parses an annotation value written by [`PodView::to_annotation`].
     pub fn from_annotation(value: &str) -> Result<Self, serde_json::Error> {
         serde_json::from_str(value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn annotation_budget_is_enforced() {
+        let key = "assignment.shardring.io/orders";
+        let shards = |n: usize| {
+            (0..n)
+                .map(|i| format!("shardId-{i:012}"))
+                .collect::<Vec<_>>()
+        };
+        let fits = PodView {
+            epoch: 1,
+            active: shards(5_000),
+            ..Default::default()
+        };
+        let value = fits.to_checked_annotation(key).unwrap();
+        assert_eq!(PodView::from_annotation(&value).unwrap(), fits);
+        let too_big = PodView {
+            epoch: 1,
+            active: shards(6_000),
+            ..Default::default()
+        };
+        let error = too_big.to_checked_annotation(key).unwrap_err();
+        assert_eq!(error.reason(), "PodViewTooLarge");
+        assert!(
+            matches!(error, ViewError::TooLarge { bytes, limit } if bytes > limit && limit == MAX_ANNOTATION_BYTES)
+        );
     }
 }
