@@ -25,14 +25,17 @@ pub async fn run(args: CrdsArgs) -> anyhow::Result<ExitCode> {
     match args.write {
         None => {
             let mut stdout = std::io::stdout().lock();
-            stdout.write_all(crate::crds::crd_yaml().as_bytes()).context("writing the CRDs to stdout")?;
+            stdout
+                .write_all(crate::crds::crd_yaml().as_bytes())
+                .context("writing the CRDs to stdout")?;
             stdout.flush().context("writing the CRDs to stdout")?;
         }
         Some(dir) => {
             std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
             for (name, yaml) in crate::crds::crd_files() {
                 let path = dir.join(name);
-                std::fs::write(&path, yaml).with_context(|| format!("writing {}", path.display()))?;
+                std::fs::write(&path, yaml)
+                    .with_context(|| format!("writing {}", path.display()))?;
                 eprintln!("wrote {}", path.display());
             }
         }
@@ -47,10 +50,18 @@ mod tests {
     #[tokio::test]
     async fn write_creates_one_file_per_crd() {
         let dir = std::env::temp_dir().join(format!("shardring-crds-test-{}", std::process::id()));
-        let code = run(CrdsArgs { write: Some(dir.clone()) }).await.unwrap();
+        let code = run(CrdsArgs {
+            write: Some(dir.clone()),
+        })
+        .await
+        .unwrap();
         assert_eq!(code, ExitCode::SUCCESS);
         for (name, yaml) in crate::crds::crd_files() {
-            assert_eq!(std::fs::read_to_string(dir.join(&name)).unwrap(), yaml, "{name}");
+            assert_eq!(
+                std::fs::read_to_string(dir.join(&name)).unwrap(),
+                yaml,
+                "{name}"
+            );
         }
         std::fs::remove_dir_all(dir).unwrap();
     }
