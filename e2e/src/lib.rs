@@ -12,5 +12,5 @@ pub mod wait;
 
 pub use cluster::{Reachability, connect};
 pub use operator::{Operator, OperatorError};
-pub use published::{PublishedError, assignment_document, pod_view};
+pub use published::{PublishedError, assignment_document, default_annotation_key, pod_view};
 pub use wait::{Probe, WaitError, wait_for};

@@ -44,14 +44,18 @@ pub fn assignment_document(config_map: &ConfigMap) -> Result<AssignmentDocument,
     serde_json::from_slice(&json).map_err(PublishedError::Json)
 }
 
-/// The pod's view for `shard_group` from the default annotation key, `None`
-/// when the pod has no such annotation.
-pub fn pod_view(pod: &Pod, shard_group: &str) -> Result<Option<PodView>, PublishedError> {
-    let key = format!("{ANNOTATION_PREFIX}{shard_group}");
+/// The default annotation key of a ShardGroup: `assignment.shardring.io/<name>`.
+pub fn default_annotation_key(shard_group: &str) -> String {
+    format!("{ANNOTATION_PREFIX}{shard_group}")
+}
+
+/// The pod's view in annotation `key`, `None` when the pod has no such
+/// annotation.
+pub fn pod_view(pod: &Pod, key: &str) -> Result<Option<PodView>, PublishedError> {
     pod.metadata
         .annotations
         .as_ref()
-        .and_then(|annotations| annotations.get(&key))
+        .and_then(|annotations| annotations.get(key))
         .map(|json| serde_json::from_str(json).map_err(PublishedError::Json))
         .transpose()
 }
@@ -105,12 +109,14 @@ mod tests {
     #[test]
     fn reads_the_pod_view_from_the_default_annotation() {
         let mut pod = Pod::default();
-        assert!(pod_view(&pod, "orders").unwrap().is_none());
+        let key = default_annotation_key("orders");
+        assert_eq!(key, "assignment.shardring.io/orders");
+        assert!(pod_view(&pod, &key).unwrap().is_none());
         pod.metadata.annotations = Some(BTreeMap::from([(
             format!("{ANNOTATION_PREFIX}orders"),
             r#"{"epoch":7,"active":["orders-1"]}"#.to_owned(),
         )]));
-        let view = pod_view(&pod, "orders").unwrap().unwrap();
+        let view = pod_view(&pod, &key).unwrap().unwrap();
         assert_eq!(
             (view.epoch, view.active.clone()),
             (7, vec!["orders-1".to_owned()])

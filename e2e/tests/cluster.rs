@@ -1,14 +1,17 @@
 //! End-to-end test of the operator core against a real cluster reachable
-//! through KUBECONFIG (kind, k3d, EKS, ...): CRDs applied and Established, a
-//! ConsumerPool and a static-source ShardGroup, consumer pods that are never
-//! scheduled (a scheduling gate) but marked Ready through their status, the
-//! operator running as a child process, then the published ConfigMap, every
-//! pod's annotation and `Ready=True`; a deleted pod's shards move to the
-//! others; deleting the ShardGroup strips the annotations. Without a cluster it
-//! prints `SKIPPED: ...` and passes. See docs/e2e.md.
+//! through KUBECONFIG (kind, k3d, EKS, ...): the CRDs applied and Established,
+//! the committed samples (`config/samples/consumerpool.yaml` and
+//! `shardgroup-static.yaml`) applied in a fresh namespace, consumer pods that
+//! are never scheduled (a scheduling gate) but marked Ready through their
+//! status, and the operator running (in-process by default); then the
+//! published ConfigMap, every pod's annotation and `Ready=True`; a deleted
+//! pod's shards move to the others and nothing else moves; deleting the
+//! ShardGroup strips the annotations. Without a cluster it prints
+//! `SKIPPED: ...` and passes. See docs/e2e.md.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
+use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
@@ -17,24 +20,95 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
+use shardring_crds::assignment::CONFIGMAP_SUFFIX;
 use shardring_crds::{AssignmentDocument, ConsumerPool, ShardGroup};
 use shardring_e2e::cluster::SKIP_MESSAGE;
 use shardring_e2e::{
-    Operator, Probe, Reachability, assignment_document, connect, pod_view, wait_for,
+    Operator, Probe, Reachability, assignment_document, connect, default_annotation_key, pod_view,
+    wait_for,
 };
 
 /// Field manager of everything this test applies.
 const MANAGER: &str = "shardring-e2e";
-/// Label on the consumer pods, selected by the ConsumerPool.
-const APP_LABEL: &str = "shardring-e2e-consumer";
-/// ShardGroup under test and its static partitions.
-const GROUP: &str = "orders";
-const SHARDS: usize = 12;
+/// Consumer pods created for the test.
 const PODS: usize = 3;
-/// Generous: a cold kind cluster and a debug build are slow.
-const TIMEOUT: Duration = Duration::from_secs(90);
+/// Per wait: covers the samples' minReadySeconds and drain timeout on a cold
+/// cluster with a debug build.
+const TIMEOUT: Duration = Duration::from_secs(120);
 
 type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// The samples under test and what the checks derive from them.
+struct Fixture {
+    namespace: String,
+    pool: ConsumerPool,
+    group: ShardGroup,
+    /// The ShardGroup's name.
+    name: String,
+    /// Its static partition count.
+    shards: usize,
+    /// Labels the pool selects (its `matchLabels`).
+    pod_labels: BTreeMap<String, String>,
+    config_map: String,
+    annotation_key: String,
+}
+
+impl Fixture {
+    /// Reads the committed samples and places them in `namespace`.
+    fn from_samples(namespace: &str) -> TestResult<Self> {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/samples");
+        let read = |file: &str| -> TestResult<String> {
+            std::fs::read_to_string(dir.join(file)).map_err(|e| format!("{file}: {e}").into())
+        };
+        let mut pool: ConsumerPool = serde_yaml_from(&read("consumerpool.yaml")?)?;
+        let mut group: ShardGroup = serde_yaml_from(&read("shardgroup-static.yaml")?)?;
+        pool.metadata.namespace = Some(namespace.to_owned());
+        group.metadata.namespace = Some(namespace.to_owned());
+        let name = group.name_any();
+        let shards = group
+            .spec
+            .source
+            .static_source
+            .as_ref()
+            .ok_or("shardgroup-static.yaml has no static source")?
+            .count as usize;
+        let pod_labels = pool
+            .spec
+            .selector
+            .match_labels
+            .clone()
+            .filter(|labels| !labels.is_empty())
+            .ok_or("consumerpool.yaml must select pods by matchLabels")?;
+        let config_map = group
+            .spec
+            .output
+            .config_map_name
+            .clone()
+            .unwrap_or_else(|| format!("{name}{CONFIGMAP_SUFFIX}"));
+        let annotation_key = group
+            .spec
+            .output
+            .annotation_key
+            .clone()
+            .unwrap_or_else(|| default_annotation_key(&name));
+        Ok(Self {
+            namespace: namespace.to_owned(),
+            pool,
+            group,
+            name,
+            shards,
+            pod_labels,
+            config_map,
+            annotation_key,
+        })
+    }
+}
+
+/// YAML through JSON, so the typed API structs parse exactly as from the API server.
+fn serde_yaml_from<T: serde::de::DeserializeOwned>(text: &str) -> TestResult<T> {
+    let value: serde_json::Value = serde_yaml::from_str(text)?;
+    Ok(serde_json::from_value(value)?)
+}
 
 #[tokio::test]
 async fn publishes_assignment_and_rebalances_on_a_real_cluster() {
@@ -51,7 +125,10 @@ async fn publishes_assignment_and_rebalances_on_a_real_cluster() {
         }
     };
     let namespace = unique_namespace();
-    let result = scenario(&client, &namespace).await;
+    let result = match Fixture::from_samples(&namespace) {
+        Ok(fixture) => scenario(&client, &fixture).await,
+        Err(error) => Err(error),
+    };
     let cleanup = cleanup(&client, &namespace).await;
     if let Err(error) = result {
         panic!("e2e scenario failed in namespace {namespace}: {error}");
@@ -61,20 +138,26 @@ async fn publishes_assignment_and_rebalances_on_a_real_cluster() {
     }
 }
 
-async fn scenario(client: &Client, namespace: &str) -> TestResult {
+async fn scenario(client: &Client, fx: &Fixture) -> TestResult {
     apply_crds(client).await?;
-    create_namespace(client, namespace).await?;
-    apply_pool_and_group(client, namespace).await?;
+    create_namespace(client, &fx.namespace).await?;
+    let params = PatchParams::apply(MANAGER).force();
+    Api::<ConsumerPool>::namespaced(client.clone(), &fx.namespace)
+        .patch(&fx.pool.name_any(), &params, &Patch::Apply(&fx.pool))
+        .await?;
+    Api::<ShardGroup>::namespaced(client.clone(), &fx.namespace)
+        .patch(&fx.name, &params, &Patch::Apply(&fx.group))
+        .await?;
     let mut pods: Vec<String> = (0..PODS).map(|i| format!("consumer-{i}")).collect();
     for pod in &pods {
-        create_ready_pod(client, namespace, pod).await?;
+        create_ready_pod(client, fx, pod).await?;
     }
 
     // Scoped to the test's namespace so it cannot touch anything else.
-    let mut operator = Operator::start(client, namespace).await?;
-    let first = wait_for_assignment(client, namespace, &pods, &mut operator).await?;
-    wait_for_annotations(client, namespace, &pods, first.epoch).await?;
-    wait_for_ready(client, namespace).await?;
+    let mut operator = Operator::start(client, &fx.namespace).await?;
+    let first = wait_for_assignment(client, fx, &pods, &mut operator).await?;
+    wait_for_annotations(client, fx, &pods, first.epoch).await?;
+    wait_for_ready(client, fx).await?;
     eprintln!(
         "e2e: epoch {} published to {} pods",
         first.epoch,
@@ -83,15 +166,15 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
 
     // One pod leaves: its shards must move to the others, nothing else.
     let leaving = pods.pop().ok_or("no pods")?;
-    let kept: BTreeMap<String, String> = first
+    let owners: BTreeMap<String, String> = first
         .shards
         .iter()
         .filter_map(|(shard, record)| record.owner.clone().map(|o| (shard.clone(), o)))
         .collect();
-    Api::<Pod>::namespaced(client.clone(), namespace)
+    Api::<Pod>::namespaced(client.clone(), &fx.namespace)
         .delete(&leaving, &DeleteParams::default())
         .await?;
-    let second = wait_for_assignment(client, namespace, &pods, &mut operator).await?;
+    let second = wait_for_assignment(client, fx, &pods, &mut operator).await?;
     if second.epoch <= first.epoch {
         return Err(format!(
             "epoch did not increase: {} -> {}",
@@ -99,7 +182,7 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
         )
         .into());
     }
-    for (shard, owner) in &kept {
+    for (shard, owner) in &owners {
         let now = second
             .shards
             .get(shard)
@@ -111,29 +194,30 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
             .into());
         }
     }
-    wait_for_annotations(client, namespace, &pods, second.epoch).await?;
-    wait_for_ready(client, namespace).await?;
+    wait_for_annotations(client, fx, &pods, second.epoch).await?;
+    wait_for_ready(client, fx).await?;
     eprintln!(
-        "e2e: after {leaving} left, epoch {} spreads {SHARDS} shards over {} pods",
+        "e2e: after {leaving} left, epoch {} spreads {} shards over {} pods",
         second.epoch,
+        fx.shards,
         pods.len()
     );
 
     // Deleting the ShardGroup runs its finalizer: annotations are stripped.
-    let groups = Api::<ShardGroup>::namespaced(client.clone(), namespace);
-    groups.delete(GROUP, &DeleteParams::default()).await?;
+    let groups = Api::<ShardGroup>::namespaced(client.clone(), &fx.namespace);
+    groups.delete(&fx.name, &DeleteParams::default()).await?;
     wait_for(
-        &format!("ShardGroup {GROUP} to be deleted"),
+        &format!("ShardGroup {} to be deleted", fx.name),
         TIMEOUT,
         || async {
-            Ok::<_, kube::Error>(match groups.get_opt(GROUP).await? {
+            Ok::<_, kube::Error>(match groups.get_opt(&fx.name).await? {
                 None => Probe::Done(()),
                 Some(group) => Probe::Pending(format!("finalizers {:?}", group.finalizers())),
             })
         },
     )
     .await?;
-    wait_for_no_annotations(client, namespace, &pods).await?;
+    wait_for_no_annotations(client, fx, &pods).await?;
     operator.stop().await?;
     Ok(())
 }
@@ -177,43 +261,12 @@ async fn create_namespace(client: &Client, namespace: &str) -> TestResult {
     Ok(())
 }
 
-/// A pool selecting the test's pods (eligible as soon as Ready) and a static
-/// group of 12 partitions, rebalanced without delay, with a short drain timeout.
-async fn apply_pool_and_group(client: &Client, namespace: &str) -> TestResult {
-    let pool: ConsumerPool = serde_json::from_value(json!({
-        "apiVersion": "shardring.io/v1alpha1", "kind": "ConsumerPool",
-        "metadata": {"name": "consumers", "namespace": namespace},
-        "spec": {"selector": {"matchLabels": {"app": APP_LABEL}}, "minReadySeconds": 0}
-    }))?;
-    let group: ShardGroup = serde_json::from_value(json!({
-        "apiVersion": "shardring.io/v1alpha1", "kind": "ShardGroup",
-        "metadata": {"name": GROUP, "namespace": namespace},
-        "spec": {
-            "poolRef": {"name": "consumers"},
-            "source": {"static": {"count": SHARDS, "nameTemplate": "orders-{index}"}},
-            "rebalance": {"delay": "0s"},
-            // Without a lease table, a pod that vanished without a graceful
-            // deletion (unscheduled pods are deleted at once) releases its
-            // shards after the drain timeout: keep it short.
-            "handoff": {"drainTimeout": "5s"}
-        }
-    }))?;
-    let params = PatchParams::apply(MANAGER).force();
-    Api::<ConsumerPool>::namespaced(client.clone(), namespace)
-        .patch("consumers", &params, &Patch::Apply(&pool))
-        .await?;
-    Api::<ShardGroup>::namespaced(client.clone(), namespace)
-        .patch(GROUP, &params, &Patch::Apply(&group))
-        .await?;
-    Ok(())
-}
-
 /// Creates a pod the scheduler never binds (a scheduling gate), then marks it
 /// Running and Ready through the status subresource, as a kubelet would.
-async fn create_ready_pod(client: &Client, namespace: &str, name: &str) -> TestResult {
-    let pods = Api::<Pod>::namespaced(client.clone(), namespace);
+async fn create_ready_pod(client: &Client, fx: &Fixture, name: &str) -> TestResult {
+    let pods = Api::<Pod>::namespaced(client.clone(), &fx.namespace);
     let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": {"app": APP_LABEL}},
+        "metadata": {"name": name, "labels": fx.pod_labels},
         "spec": {
             "schedulingGates": [{"name": "shardring.io/e2e-never-schedule"}],
             "containers": [{"name": "consumer", "image": "registry.k8s.io/pause:3.10"}]
@@ -241,28 +294,29 @@ async fn create_ready_pod(client: &Client, namespace: &str, name: &str) -> TestR
 /// every shard, each shard active on exactly one of them, balanced within one.
 async fn wait_for_assignment(
     client: &Client,
-    namespace: &str,
+    fx: &Fixture,
     pods: &[String],
     operator: &mut Operator,
 ) -> TestResult<AssignmentDocument> {
-    let config_maps = Api::<ConfigMap>::namespaced(client.clone(), namespace);
-    let name = format!("{GROUP}-assignment");
+    let config_maps = Api::<ConfigMap>::namespaced(client.clone(), &fx.namespace);
     let expected: BTreeSet<&str> = pods.iter().map(String::as_str).collect();
-    let what = format!("ConfigMap {name} to assign {SHARDS} shards to {pods:?}");
+    let what = format!(
+        "ConfigMap {} to assign {} shards to {pods:?}",
+        fx.config_map, fx.shards
+    );
     let doc = wait_for(&what, TIMEOUT, || {
         let alive = operator.check_running();
         let config_maps = config_maps.clone();
-        let name = name.clone();
         let expected = expected.clone();
         async move {
             alive?;
-            let Some(cm) = config_maps.get_opt(&name).await? else {
+            let Some(cm) = config_maps.get_opt(&fx.config_map).await? else {
                 return Ok::<_, Box<dyn std::error::Error + Send + Sync>>(Probe::Pending(
                     "no ConfigMap".into(),
                 ));
             };
             let doc = assignment_document(&cm)?;
-            Ok(match check_document(&doc, &expected) {
+            Ok(match check_document(&doc, &expected, fx.shards) {
                 Ok(()) => Probe::Done(doc),
                 Err(problem) => Probe::Pending(format!("epoch {}: {problem}", doc.epoch)),
             })
@@ -273,7 +327,11 @@ async fn wait_for_assignment(
 }
 
 /// Every shard active on exactly one expected pod, loads within one.
-fn check_document(doc: &AssignmentDocument, expected: &BTreeSet<&str>) -> Result<(), String> {
+fn check_document(
+    doc: &AssignmentDocument,
+    expected: &BTreeSet<&str>,
+    shards: usize,
+) -> Result<(), String> {
     let mut owners: BTreeMap<&str, &str> = BTreeMap::new();
     let mut loads: BTreeMap<&str, usize> = expected.iter().map(|pod| (*pod, 0)).collect();
     for (pod, assignment) in &doc.pods {
@@ -296,8 +354,8 @@ fn check_document(doc: &AssignmentDocument, expected: &BTreeSet<&str>) -> Result
             *loads.entry(pod).or_default() += 1;
         }
     }
-    if owners.len() != SHARDS {
-        return Err(format!("{} of {SHARDS} shards active", owners.len()));
+    if owners.len() != shards {
+        return Err(format!("{} of {shards} shards active", owners.len()));
     }
     let (min, max) = (loads.values().min().copied(), loads.values().max().copied());
     match (min, max) {
@@ -307,14 +365,14 @@ fn check_document(doc: &AssignmentDocument, expected: &BTreeSet<&str>) -> Result
 }
 
 /// Waits until each pod's annotation carries at least `epoch` and, together,
-/// the views cover every shard exactly once.
+/// the views cover every shard.
 async fn wait_for_annotations(
     client: &Client,
-    namespace: &str,
+    fx: &Fixture,
     pods: &[String],
     epoch: u64,
 ) -> TestResult {
-    let api = Api::<Pod>::namespaced(client.clone(), namespace);
+    let api = Api::<Pod>::namespaced(client.clone(), &fx.namespace);
     wait_for(
         &format!("annotations at epoch >= {epoch} on {pods:?}"),
         TIMEOUT,
@@ -322,7 +380,7 @@ async fn wait_for_annotations(
             let mut active = BTreeSet::new();
             for name in pods {
                 let pod = api.get(name).await?;
-                match pod_view(&pod, GROUP)? {
+                match pod_view(&pod, &fx.annotation_key)? {
                     Some(view) if view.epoch >= epoch => active.extend(view.active),
                     Some(view) => {
                         return Ok(Probe::Pending(format!("{name} at epoch {}", view.epoch)));
@@ -330,10 +388,14 @@ async fn wait_for_annotations(
                     None => return Ok(Probe::Pending(format!("{name} has no annotation"))),
                 }
             }
-            Ok::<_, Box<dyn std::error::Error + Send + Sync>>(if active.len() == SHARDS {
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>(if active.len() == fx.shards {
                 Probe::Done(())
             } else {
-                Probe::Pending(format!("views cover {} of {SHARDS} shards", active.len()))
+                Probe::Pending(format!(
+                    "views cover {} of {} shards",
+                    active.len(),
+                    fx.shards
+                ))
             })
         },
     )
@@ -342,13 +404,13 @@ async fn wait_for_annotations(
 }
 
 /// Waits for the ShardGroup's `Ready` condition to be `True` for its current generation.
-async fn wait_for_ready(client: &Client, namespace: &str) -> TestResult {
-    let api = Api::<ShardGroup>::namespaced(client.clone(), namespace);
+async fn wait_for_ready(client: &Client, fx: &Fixture) -> TestResult {
+    let api = Api::<ShardGroup>::namespaced(client.clone(), &fx.namespace);
     wait_for(
-        &format!("ShardGroup {GROUP} Ready=True"),
+        &format!("ShardGroup {} Ready=True", fx.name),
         TIMEOUT,
         || async {
-            let group = api.get(GROUP).await?;
+            let group = api.get(&fx.name).await?;
             let status = group.status.as_ref();
             let ready = status.and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"));
             let observed = status.and_then(|s| s.observed_generation);
@@ -368,11 +430,11 @@ async fn wait_for_ready(client: &Client, namespace: &str) -> TestResult {
 }
 
 /// Waits until none of `pods` carries the group's annotation.
-async fn wait_for_no_annotations(client: &Client, namespace: &str, pods: &[String]) -> TestResult {
-    let api = Api::<Pod>::namespaced(client.clone(), namespace);
+async fn wait_for_no_annotations(client: &Client, fx: &Fixture, pods: &[String]) -> TestResult {
+    let api = Api::<Pod>::namespaced(client.clone(), &fx.namespace);
     wait_for("annotations to be removed", TIMEOUT, || async {
         for name in pods {
-            if pod_view(&api.get(name).await?, GROUP)?.is_some() {
+            if pod_view(&api.get(name).await?, &fx.annotation_key)?.is_some() {
                 return Ok::<_, Box<dyn std::error::Error + Send + Sync>>(Probe::Pending(format!(
                     "{name} still annotated"
                 )));
@@ -410,4 +472,22 @@ async fn cleanup(client: &Client, namespace: &str) -> TestResult {
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
         Err(error) => Err(error.into()),
     }
+}
+
+/// The committed samples parse and fit this test (a static source, pods
+/// selected by labels): checked without a cluster, so a sample change that
+/// would break the e2e test fails everywhere.
+#[test]
+fn samples_fit_the_e2e_test() {
+    let fx = Fixture::from_samples("e2e").unwrap();
+    assert!(
+        fx.shards >= PODS,
+        "the static sample should have at least {PODS} partitions"
+    );
+    assert_eq!(
+        fx.group.spec.pool_ref.name,
+        fx.pool.name_any(),
+        "the sample ShardGroup must use the sample pool"
+    );
+    assert!(!fx.pod_labels.is_empty());
 }
