@@ -1,7 +1,7 @@
 //! Prints the size of the published assignment document for realistic groups
 //! (Kinesis-style shard ids, Deployment pod names, even-split hash key ranges):
 //! compact JSON, gzip of the full document (raw and base64), what `encode`
-//! stores (base64 counted, keys included) and how, and the time to encode and
+//! stores (raw bytes counted, keys included, as the API server counts them) and how, and the time to encode and
 //! decode.
 //!
 //!     cargo run --release -p shardring-crds --example document_size
@@ -16,7 +16,7 @@ use shardring_crds::assignment::encoding::{Encoding, MAX_ENCODED_BYTES, decode, 
 
 fn main() {
     println!(
-        "limit for the stored payload: {MAX_ENCODED_BYTES} bytes (1 MiB - 64 KiB headroom, base64 counted)\n"
+        "limit for the stored payload: {MAX_ENCODED_BYTES} bytes (1 MiB - 64 KiB headroom, raw bytes counted)\n"
     );
     println!(
         "{:>7} {:>6} {:>8} {:>10} {:>9} {:>12} {:>10} {:>20} {:>9} {:>9}",
