@@ -21,8 +21,7 @@ use crate::controller::observe::LeaseObservation;
 use crate::controller::{Decision, Observation, PodInfo, Published, TopologyObservation};
 use crate::crds::consumer_pool::ConsumerPoolSpec;
 use crate::crds::shard_group::{
-    HandoffSpec, KinesisSource, LeaseTableSpec, PoolRef, RebalanceSpec, ShardGroupSpec,
-    ShardSource,
+    HandoffSpec, KinesisSource, LeaseTableSpec, PoolRef, RebalanceSpec, ShardGroupSpec, ShardSource,
 };
 use crate::crds::{AssignmentDocument, ConsumerPool, ShardGroup};
 

@@ -26,8 +26,9 @@ pub fn build_command(release: bool) -> String {
 /// Finds the reference consumer: `explicit`, else `SHARDRING_REFERENCE_CONSUMER`,
 /// else next to the running executable (or one directory up, for test
 /// binaries in `deps/`). When it is missing and this is a source checkout
-/// with cargo at hand, builds it with the running executable's profile;
-/// otherwise says which command builds it.
+/// with cargo at hand (and not a test binary, whose cargo holds the build
+/// lock), builds it with the running executable's profile; otherwise says
+/// which command builds it.
 pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, DemoError> {
     if let Some(path) = explicit
         .map(Path::to_path_buf)
@@ -52,7 +53,10 @@ pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, DemoError> {
         .any(|p| p.parent().and_then(Path::file_name) == Some("release".as_ref()));
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let command = build_command(release);
-    if !workspace.join("consumer").join("Cargo.toml").is_file() {
+    // A test binary runs while `cargo test` holds the target directory's
+    // lock: a nested cargo build would wait for it forever.
+    let under_cargo_test = exe.parent().and_then(Path::file_name) == Some("deps".as_ref());
+    if under_cargo_test || !workspace.join("consumer").join("Cargo.toml").is_file() {
         return Err(DemoError::Consumer(format!(
             "{BINARY} is not next to {}; build it with `{command}` in the shardring repository, or point {BINARY_ENV} at it",
             exe.display()

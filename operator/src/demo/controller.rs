@@ -114,12 +114,19 @@ impl Shared {
         self.plans += 1;
         let previous = self.cluster.published.clone();
         if let Err(error) = self.cluster.apply(&decision) {
-            self.problems.push(format!("applying epoch failed: {error}"));
+            self.problems
+                .push(format!("applying epoch failed: {error}"));
             return;
         }
         if let Some(doc) = &decision.document_write {
             self.published_at = Some(now);
-            let events = diff(previous.as_ref(), doc, &decision, &observation.pods, self.phase);
+            let events = diff(
+                previous.as_ref(),
+                doc,
+                &decision,
+                &observation.pods,
+                self.phase,
+            );
             for event in &events {
                 println!("{}", report::move_line(event));
             }
@@ -235,7 +242,11 @@ fn diff(
                 } else {
                     "new child shard"
                 };
-                events.push(event(None, record.owner.clone(), MoveKind::Placed { reason }));
+                events.push(event(
+                    None,
+                    record.owner.clone(),
+                    MoveKind::Placed { reason },
+                ));
             }
             (None, ShardPhase::Pending) => {
                 events.push(event(None, None, MoveKind::Pending));

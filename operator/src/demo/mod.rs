@@ -121,10 +121,39 @@ impl DemoConfig {
 pub async fn run(config: DemoConfig) -> Result<Verdict, DemoError> {
     tokio::select! {
         result = story::run(config) => result,
-        _ = tokio::signal::ctrl_c() => {
+        () = interrupted() => {
             // Dropping the story future drops the emulators, the consumer
             // processes and the producer: each kills what it started.
             Err(DemoError::Interrupted)
         }
+    }
+}
+
+/// Resolves on Ctrl-C (SIGINT), SIGTERM or SIGHUP: any of them ends the demo
+/// with its cleanup, so no emulator or consumer outlives it.
+async fn interrupted() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut streams = Vec::new();
+        for kind in [
+            SignalKind::interrupt(),
+            SignalKind::terminate(),
+            SignalKind::hangup(),
+        ] {
+            match signal(kind) {
+                Ok(stream) => streams.push(stream),
+                Err(error) => tracing::warn!(%error, "cannot listen for a signal"),
+            }
+        }
+        if streams.is_empty() {
+            return std::future::pending().await;
+        }
+        let waits = streams.iter_mut().map(|s| Box::pin(s.recv()));
+        futures::future::select_all(waits).await;
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }

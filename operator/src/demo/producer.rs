@@ -54,12 +54,18 @@ impl Producer {
 
     /// Records accepted so far.
     pub fn produced(&self) -> Vec<ProducedRecord> {
-        self.produced.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.produced
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// How many records were accepted so far.
     pub fn count(&self) -> usize {
-        self.produced.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.produced
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
     }
 
     /// Stops after the batch in flight; returns every accepted record and

@@ -57,6 +57,7 @@ fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
 
 struct Story {
     config: DemoConfig,
+    started: Instant,
     shared: Arc<Mutex<Shared>>,
     settings: ConsumerSettings,
     grace: Duration,
@@ -98,7 +99,10 @@ impl Story {
 
     fn phase(&self, phase: &'static str, title: &str) {
         lock(&self.shared).phase = phase;
-        println!("\n== {title}");
+        println!(
+            "\n== [{:>5.1} s] {title}",
+            self.started.elapsed().as_secs_f64()
+        );
     }
 
     /// Waits until `condition` holds (checked every [`POLL`]), failing
@@ -180,7 +184,10 @@ pub async fn run(config: DemoConfig) -> Result<Verdict, DemoError> {
     if remove_dir && result.is_ok() {
         let _ = std::fs::remove_dir_all(&dir);
     } else {
-        println!("logs, views and the published document are in {}", dir.display());
+        println!(
+            "logs, views and the published document are in {}",
+            dir.display()
+        );
     }
     result
 }
@@ -190,7 +197,9 @@ async fn run_in(config: &DemoConfig, dir: &Path, started: Instant) -> Result<Ver
     let binary = tokio::task::spawn_blocking(move || consumers::locate(explicit.as_deref()))
         .await
         .map_err(|e| DemoError::Consumer(e.to_string()))??;
-    println!("starting kinesis-local and dynalite (installed with npm into e2e/node_modules if missing)");
+    println!(
+        "starting kinesis-local and dynalite (installed with npm into e2e/node_modules if missing)"
+    );
     let (kinesis_emulator, dynamo_emulator) = tokio::task::spawn_blocking(|| {
         Ok::<_, DemoError>((Emulator::start_kinesis()?, Emulator::start_dynamodb()?))
     })
@@ -254,6 +263,7 @@ async fn run_in(config: &DemoConfig, dir: &Path, started: Instant) -> Result<Ver
     ));
     let story = Story {
         config: config.clone(),
+        started,
         shared: shared.clone(),
         settings: ConsumerSettings {
             binary,
@@ -277,7 +287,10 @@ async fn run_in(config: &DemoConfig, dir: &Path, started: Instant) -> Result<Ver
     let initial = config.consumers.max(1);
     story.phase(
         "start",
-        &format!("1. start: {initial} consumer pods read {} shards", config.shards),
+        &format!(
+            "1. start: {initial} consumer pods read {} shards",
+            config.shards
+        ),
     );
     for i in 0..initial {
         story.start_pod(&format!("orders-v1-{i}"))?;
@@ -333,7 +346,8 @@ async fn run_in(config: &DemoConfig, dir: &Path, started: Instant) -> Result<Ver
         "split",
         "4. SplitShard: the children wait until the parent is read to its end",
     );
-    let parent = split_widest(&kinesis, &lock(&shared)).await?;
+    let (parent, middle) = widest_open_shard(&lock(&shared))?;
+    split(&kinesis, &parent, middle).await?;
     story
         .wait_for("the split's children to be active and read", |s| {
             children_active(s, &parent) && s.settled() && every_owner_reading(s)
@@ -341,7 +355,10 @@ async fn run_in(config: &DemoConfig, dir: &Path, started: Instant) -> Result<Ver
         .await?;
     story.pause(Duration::from_secs(3)).await;
 
-    story.phase("drain", "5. stop the producer; wait until every record is processed");
+    story.phase(
+        "drain",
+        "5. stop the producer; wait until every record is processed",
+    );
     let (produced, failures) = producer.stop().await;
     if failures > 0 {
         println!("  producer: {failures} PutRecords calls or entries failed (not expected back)");
@@ -366,7 +383,10 @@ async fn run_in(config: &DemoConfig, dir: &Path, started: Instant) -> Result<Ver
             .unwrap_or_default();
         (parents, state.handoffs_by_phase(), state.problems.clone())
     };
-    println!("  consumers stopped; running the checker over {} record logs", logs.len());
+    println!(
+        "  consumers stopped; running the checker over {} record logs",
+        logs.len()
+    );
     let processed = read_logs(&logs)?;
     let report = check::check(&processed, &produced, &parents);
     drop(kinesis_emulator);
@@ -418,12 +438,8 @@ async fn wait_active(client: &aws_sdk_kinesis::Client) -> Result<(), DemoError> 
     }
 }
 
-/// Splits the open shard with the widest hash key range at its middle;
-/// returns the parent's id.
-async fn split_widest(
-    client: &aws_sdk_kinesis::Client,
-    state: &Shared,
-) -> Result<String, DemoError> {
+/// The open shard with the widest hash key range, and its middle key.
+fn widest_open_shard(state: &Shared) -> Result<(String, u128), DemoError> {
     let range = |s: &crate::engine::Shard| {
         let r = s.hash_key_range.as_ref()?;
         Some((r.start.parse::<u128>().ok()?, r.end.parse::<u128>().ok()?))
@@ -437,21 +453,28 @@ async fn split_widest(
         .filter_map(|s| Some((s.id.clone(), range(s)?)))
         .max_by_key(|(_, (start, end))| end - start)
         .ok_or_else(|| DemoError::Aws("no open shard with a hash key range to split".into()))?;
-    let middle = start + (end - start) / 2 + 1;
+    Ok((parent, start + (end - start) / 2 + 1))
+}
+
+/// Splits `parent` at `middle` and waits for the stream to be ACTIVE again.
+async fn split(
+    client: &aws_sdk_kinesis::Client,
+    parent: &str,
+    middle: u128,
+) -> Result<(), DemoError> {
     client
         .split_shard()
         .stream_name(STREAM)
-        .shard_to_split(&parent)
+        .shard_to_split(parent)
         .new_starting_hash_key(middle.to_string())
         .send()
         .await
         .map_err(|e| DemoError::Aws(aws_sdk_kinesis::error::DisplayErrorContext(&e).to_string()))?;
     println!(
         "  SplitShard {} at hash key {middle}",
-        super::report::short(&parent)
+        super::report::short(parent)
     );
-    wait_active(client).await?;
-    Ok(parent)
+    wait_active(client).await
 }
 
 /// Whether `parent` is complete and its two children are active.

@@ -1,0 +1,57 @@
+//! `shardring demo` end to end, in-process: kinesis-local and dynalite, the
+//! real plan step on the in-process cluster, reference-consumer processes,
+//! the producer, the whole story (start, scale up, rolling deploy, split),
+//! then the checker over every record log. Runs at half the demo's pace
+//! (about 15 s plus emulator start-up).
+//!
+//! Needs Node.js (the emulators are installed with npm into `e2e/` when
+//! missing) and the reference consumer binary, which `cargo test --workspace`
+//! builds; on its own run
+//! `cargo build -p shardring-consumer --bin shardring-reference-consumer` first.
+
+use shardring::demo::{self, DemoConfig};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_story_passes_the_checker() {
+    let config = DemoConfig {
+        duration_scale: 0.5,
+        ..DemoConfig::default()
+    };
+    let verdict = demo::run(config.clone())
+        .await
+        .expect("the demo runs to its verdict");
+    println!("{}", verdict.render());
+    let check = &verdict.check;
+    assert!(check.produced > 0, "the producer wrote nothing");
+    assert!(check.overlaps.is_empty(), "overlaps: {:?}", check.overlaps);
+    assert!(check.lost.is_empty(), "{} records lost", check.lost.len());
+    assert!(
+        check.order_violations.is_empty(),
+        "order violations: {:?}",
+        check.order_violations
+    );
+    assert!(
+        check.parent_violations.is_empty(),
+        "children read before parents: {:?}",
+        check.parent_violations
+    );
+    assert!(
+        verdict.problems.is_empty(),
+        "problems: {:?}",
+        verdict.problems
+    );
+    // The split's two children were read too.
+    assert_eq!(check.shards, config.shards as usize + 2);
+    // Every pod was replaced, so every shard changed hands at least once.
+    let rolling = verdict
+        .handoffs_by_phase
+        .get("rolling deploy")
+        .copied()
+        .unwrap_or(0);
+    assert!(
+        rolling >= verdict.rolling_shards,
+        "{rolling} handoffs for {} shards in the rolling deploy",
+        verdict.rolling_shards
+    );
+    assert!(verdict.passed());
+}
