@@ -23,7 +23,7 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=20))]
     pub consumers: u16,
     /// Shards of the stream at the start (the split adds one).
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=32))]
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=32))]
     pub shards: u32,
     /// The `shardring-reference-consumer` binary (default: next to this
     /// executable, built with cargo when missing in a source checkout).

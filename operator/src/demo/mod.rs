@@ -103,7 +103,7 @@ impl Default for DemoConfig {
             duration_scale: 1.0,
             keep_logs: None,
             consumers: 3,
-            shards: 4,
+            shards: 6,
             consumer_binary: None,
         }
     }
@@ -119,14 +119,41 @@ impl DemoConfig {
 /// Runs the demo until its verdict, or until Ctrl-C (everything it started
 /// is stopped either way).
 pub async fn run(config: DemoConfig) -> Result<Verdict, DemoError> {
-    tokio::select! {
-        result = story::run(config) => result,
+    let (dir, remove_dir) = match &config.keep_logs {
+        Some(dir) => (dir.clone(), false),
+        None => (
+            std::env::temp_dir().join(format!(
+                "shardring-demo-{}-{}",
+                std::process::id(),
+                jiff::Timestamp::now().as_millisecond()
+            )),
+            true,
+        ),
+    };
+    std::fs::create_dir_all(&dir)?;
+    let result = tokio::select! {
+        result = story::run(&config, &dir) => result,
         () = interrupted() => {
             // Dropping the story future drops the emulators, the consumer
             // processes and the producer: each kills what it started.
             Err(DemoError::Interrupted)
         }
+    };
+    // A failed story or verdict keeps its files for a look; a passed or
+    // interrupted one removes its temp dir.
+    let failed = match &result {
+        Ok(verdict) => !verdict.passed(),
+        Err(error) => !matches!(error, DemoError::Interrupted),
+    };
+    if !remove_dir || failed {
+        println!(
+            "record logs, pod views, consumer logs and the published document are in {}",
+            dir.display()
+        );
+    } else {
+        let _ = std::fs::remove_dir_all(&dir);
     }
+    result
 }
 
 /// Resolves on Ctrl-C (SIGINT), SIGTERM or SIGHUP: any of them ends the demo

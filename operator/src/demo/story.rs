@@ -165,34 +165,9 @@ fn readable_shards(state: &Shared) -> usize {
     })
 }
 
-/// Runs the whole story and returns the verdict.
-pub async fn run(config: DemoConfig) -> Result<Verdict, DemoError> {
+/// Runs the whole story with its files under `dir` and returns the verdict.
+pub async fn run(config: &DemoConfig, dir: &Path) -> Result<Verdict, DemoError> {
     let started = Instant::now();
-    let (dir, remove_dir) = match &config.keep_logs {
-        Some(dir) => (dir.clone(), false),
-        None => (
-            std::env::temp_dir().join(format!(
-                "shardring-demo-{}-{}",
-                std::process::id(),
-                Timestamp::now().as_millisecond()
-            )),
-            true,
-        ),
-    };
-    std::fs::create_dir_all(&dir)?;
-    let result = run_in(&config, &dir, started).await;
-    if remove_dir && result.is_ok() {
-        let _ = std::fs::remove_dir_all(&dir);
-    } else {
-        println!(
-            "logs, views and the published document are in {}",
-            dir.display()
-        );
-    }
-    result
-}
-
-async fn run_in(config: &DemoConfig, dir: &Path, started: Instant) -> Result<Verdict, DemoError> {
     let explicit = config.consumer_binary.clone();
     let binary = tokio::task::spawn_blocking(move || consumers::locate(explicit.as_deref()))
         .await
