@@ -168,6 +168,11 @@ pub struct ConsumerProcess {
 }
 
 impl ConsumerProcess {
+    /// Adopts a started process (tests stand in other programs).
+    pub fn from_child(child: Child) -> Self {
+        Self { child }
+    }
+
     /// Its process id.
     pub fn pid(&self) -> u32 {
         self.child.id()

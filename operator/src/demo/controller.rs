@@ -65,8 +65,11 @@ impl Shared {
         }
     }
 
-    /// One reconcile at `now` with the source's read result.
+    /// One reconcile at `now` with the source's read result, then kubelet's
+    /// turn. Pods are reaped after the plan, so the controller sees every
+    /// deleted pod terminating at least once, as its watch would.
     pub fn reconcile(&mut self, observed: Result<KinesisObservation, SourceError>, now: Timestamp) {
+        self.plan_and_apply(observed, now);
         let reaped = self.cluster.reap();
         for name in &reaped.killed {
             println!("  kubelet: {name} did not stop within its grace period: killed");
@@ -79,6 +82,13 @@ impl Shared {
             println!("  {problem}");
             self.problems.push(problem);
         }
+    }
+
+    fn plan_and_apply(
+        &mut self,
+        observed: Result<KinesisObservation, SourceError>,
+        now: Timestamp,
+    ) {
         let (error, leases) = match observed {
             Ok(observation) => {
                 let topology = Topology {
@@ -288,4 +298,126 @@ pub async fn run(
 /// The source's description, as status shows it.
 pub fn describe(source: &KinesisShardSource) -> String {
     source.describe()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::demo::cluster::GroupTiming;
+    use crate::demo::consumers::ConsumerProcess;
+    use crate::engine::{Shard, ShardState};
+
+    fn pod_process() -> ConsumerProcess {
+        // A stand-in consumer that exits at once on SIGTERM.
+        let child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .expect("run sleep");
+        ConsumerProcess::from_child(child)
+    }
+
+    fn add(shared: &mut Shared, name: &str) {
+        let dir = shared.cluster.pod_dir(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        shared.cluster.add_pod(
+            name,
+            dir.join("annotations"),
+            dir.join("records.jsonl"),
+            pod_process(),
+            Timestamp::now(),
+        );
+    }
+
+    fn failed_read() -> Result<KinesisObservation, SourceError> {
+        Err(SourceError::Other("no stream in this test".into()))
+    }
+
+    /// The cluster model with the real plan step: placement, a graceful
+    /// deletion revokes at once, the pod object goes when its process exits,
+    /// and only then is the shard handed over (pod gone after a graceful
+    /// deletion is the evidence; the lease table is not readable here).
+    #[test]
+    fn graceful_deletion_hands_shards_over_after_the_pod_is_gone() {
+        let dir = std::env::temp_dir().join(format!(
+            "shardring-demo-cluster-{}-{}",
+            std::process::id(),
+            Timestamp::now().as_nanosecond()
+        ));
+        let timing = GroupTiming {
+            drain_timeout: Duration::from_secs(60),
+            lease_failover: Duration::from_secs(10),
+            rebalance_delay: Duration::from_secs(0),
+        };
+        let cluster = Cluster::new("orders", "orders", "leases", timing, &dir);
+        let mut shared = Shared::new(cluster, "kinesis:orders".into());
+        shared.topology = Some(Topology {
+            shards: (0..4)
+                .map(|i| Shard {
+                    id: format!("shardId-00000000000{i}"),
+                    hash_key_range: None,
+                    parents: Vec::new(),
+                    state: ShardState::Open,
+                })
+                .collect(),
+        });
+        shared.topology_read_at = Some(Timestamp::now());
+        add(&mut shared, "a");
+        add(&mut shared, "b");
+        shared.reconcile(failed_read(), Timestamp::now());
+        let doc = shared.cluster.published.clone().expect("published");
+        assert_eq!(doc.epoch, 1);
+        assert_eq!(doc.pods["a"].active.len() + doc.pods["b"].active.len(), 4);
+        // Each pod's downward-API file carries its view.
+        let text = std::fs::read_to_string(dir.join("pods/a/annotations")).unwrap();
+        let view =
+            shardring_consumer::view::parse::view_from_annotations_file(&text, "default/orders")
+                .unwrap()
+                .unwrap();
+        assert_eq!(view.active, doc.pods["a"].active);
+
+        let a_shards = doc.pods["a"].active.clone();
+        assert!(
+            shared
+                .cluster
+                .delete_pod("a", Duration::from_secs(30), Timestamp::now())
+        );
+        shared.reconcile(failed_read(), Timestamp::now());
+        let doc = shared.cluster.published.clone().unwrap();
+        assert_eq!(doc.pods["a"].revoking, a_shards, "revoked at once");
+        assert!(doc.pods["b"].active.iter().all(|s| !a_shards.contains(s)));
+        assert!(!shared.settled());
+
+        // `sleep` exits on SIGTERM; the pod object goes, then the handoff completes.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while shared.cluster.pods.contains_key("a") {
+            assert!(Instant::now() < deadline, "pod a was not reaped");
+            std::thread::sleep(Duration::from_millis(20));
+            shared.reconcile(failed_read(), Timestamp::now());
+        }
+        shared.reconcile(failed_read(), Timestamp::now());
+        let doc = shared.cluster.published.clone().unwrap();
+        assert_eq!(doc.pods["b"].active.len(), 4);
+        let handed: Vec<_> = shared
+            .moves
+            .iter()
+            .filter(|m| {
+                matches!(
+                    m.kind,
+                    MoveKind::HandedOver {
+                        evidence: "pod_gone",
+                        ..
+                    }
+                )
+            })
+            .map(|m| m.shard.clone())
+            .collect();
+        assert_eq!(handed, a_shards);
+        assert_eq!(
+            shared.handoffs_by_phase().get("start"),
+            Some(&a_shards.len())
+        );
+        assert!(shared.problems.is_empty());
+        shared.cluster.kill_all();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }
