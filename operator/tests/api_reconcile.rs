@@ -481,3 +481,17 @@ async fn a_standby_replica_never_writes() {
     tokio::time::sleep(Duration::from_millis(20)).await;
     assert!(seen.lock().unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn time_passing_alone_writes_nothing() {
+    let mut group = group(6);
+    let mut world = world(Some(pool(0)), &three_pods());
+    settle(&mut group, &mut world).await;
+    let (client, seen) = mock_client(group.clone());
+    let later = now() + jiff::SignedDuration::from_secs(3600);
+    let ctx = Arc::new(Context::new(client, world.stores.clone(), ControllerMetrics::default()).with_clock(Arc::new(move || later)));
+    reconcile(Arc::new(DeserializeGuard(Ok(group))), ctx).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let seen = seen.lock().unwrap().clone();
+    assert!(seen.is_empty(), "an hour later with nothing changed: {seen:#?}");
+}

@@ -182,7 +182,13 @@ pub fn plan(obs: &Observation) -> Decision {
     outcome.load = Some(load_range(&output));
     outcome.moves_in_flight = moves_in_flight(&doc);
     outcome.pods_with_shards = doc.pods.len() as u64;
-    outcome.topology_time = obs.topology.read_at.map(|t| t.to_string());
+    // The read time of the topology the published document reflects: it
+    // moves with the document, so a restart (which re-reads the same
+    // topology) or time passing writes nothing.
+    let recorded = obs.group.status.as_ref().and_then(|s| s.last_topology_time.as_ref());
+    if changed || recorded.is_none() {
+        outcome.topology_time = obs.topology.read_at.map(|t| t.to_string());
+    }
     let moved = output.required_moves() + output.optional_moves();
     let (move_log, move_budget_remaining) = pacing.record(moved, obs.now);
     outcome.protocol = Some(handoff::ProtocolStatus {
