@@ -28,7 +28,8 @@ pub fn build_command(release: bool) -> String {
 /// binaries in `deps/`). When it is missing and this is a source checkout
 /// with cargo at hand (and not a test binary, whose cargo holds the build
 /// lock), builds it with the running executable's profile; otherwise says
-/// which command builds it.
+/// which command builds it. Under `cargo run` it is always (re)built, so a
+/// stale consumer never meets a newer operator.
 pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, DemoError> {
     if let Some(path) = explicit
         .map(Path::to_path_buf)
@@ -45,7 +46,15 @@ pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, DemoError> {
     }
     let exe = std::env::current_exe().map_err(|e| DemoError::Consumer(e.to_string()))?;
     let candidates = candidates(&exe);
-    if let Some(found) = candidates.iter().find(|p| p.is_file()) {
+    // A test binary runs while `cargo test` holds the target directory's
+    // lock: a nested cargo build would wait for it forever.
+    let under_cargo_test = exe.parent().and_then(Path::file_name) == Some("deps".as_ref());
+    // Under `cargo run` (which sets CARGO and releases its lock before
+    // running us) the consumer is rebuilt when stale, like the operator was.
+    let under_cargo_run = std::env::var_os("CARGO").is_some() && !under_cargo_test;
+    if let Some(found) = candidates.iter().find(|p| p.is_file())
+        && !under_cargo_run
+    {
         return Ok(found.clone());
     }
     let release = candidates
@@ -53,16 +62,15 @@ pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, DemoError> {
         .any(|p| p.parent().and_then(Path::file_name) == Some("release".as_ref()));
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let command = build_command(release);
-    // A test binary runs while `cargo test` holds the target directory's
-    // lock: a nested cargo build would wait for it forever.
-    let under_cargo_test = exe.parent().and_then(Path::file_name) == Some("deps".as_ref());
     if under_cargo_test || !workspace.join("consumer").join("Cargo.toml").is_file() {
         return Err(DemoError::Consumer(format!(
             "{BINARY} is not next to {}; build it with `{command}` in the shardring repository, or point {BINARY_ENV} at it",
             exe.display()
         )));
     }
-    println!("building the reference consumer: {command}");
+    println!(
+        "building the reference consumer (up to date in a second when nothing changed): {command}"
+    );
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut build = Command::new(cargo);
     build
