@@ -28,8 +28,7 @@ pub fn build_command(release: bool) -> String {
 /// binaries in `deps/`). When it is missing and this is a source checkout
 /// with cargo at hand (and not a test binary, whose cargo holds the build
 /// lock), builds it with the running executable's profile; otherwise says
-/// which command builds it. Under `cargo run` it is always (re)built, so a
-/// stale consumer never meets a newer operator.
+/// which command builds it.
 pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, DemoError> {
     if let Some(path) = explicit
         .map(Path::to_path_buf)
@@ -49,12 +48,7 @@ pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, DemoError> {
     // A test binary runs while `cargo test` holds the target directory's
     // lock: a nested cargo build would wait for it forever.
     let under_cargo_test = exe.parent().and_then(Path::file_name) == Some("deps".as_ref());
-    // Under `cargo run` (which sets CARGO and releases its lock before
-    // running us) the consumer is rebuilt when stale, like the operator was.
-    let under_cargo_run = std::env::var_os("CARGO").is_some() && !under_cargo_test;
-    if let Some(found) = candidates.iter().find(|p| p.is_file())
-        && !under_cargo_run
-    {
+    if let Some(found) = candidates.iter().find(|p| p.is_file()) {
         return Ok(found.clone());
     }
     let release = candidates
@@ -68,9 +62,7 @@ pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, DemoError> {
             exe.display()
         )));
     }
-    println!(
-        "building the reference consumer (up to date in a second when nothing changed): {command}"
-    );
+    println!("building the reference consumer once: {command}");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut build = Command::new(cargo);
     build
