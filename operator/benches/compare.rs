@@ -8,7 +8,7 @@
 //!
 //! Prints max load / fair share, moves versus the lower bound when one pod
 //! joins or leaves, and moves per shard over a rolling deploy (surge one new
-//! pod while an old one terminates; shardring plans `requiredOnly` during the
+//! pod next to the old ones, then terminate one old pod; shardring plans `requiredOnly` during the
 //! roll and `all` once at the end). Run: `cargo bench -p shardring --bench compare`.
 
 use std::collections::BTreeMap;
@@ -227,11 +227,12 @@ fn main() {
         );
     }
 
-    println!("\nmoves when one pod joins / leaves (lower bound in brackets)");
+    println!("\nshards moved when one pod joins / leaves (lower bound: from a balanced start)");
     println!(
-        "{:<16} {:>6} {:>16} {:>16} {:>16}",
+        "{:<16} {:>6} {:>11} {:>10} {:>10} {:>10}",
         "shards x pods",
         "change",
+        "lower bound",
         name(METHODS[0]),
         name(METHODS[1]),
         name(METHODS[2])
@@ -242,22 +243,23 @@ fn main() {
         let joined: Vec<String> = (0..=p).map(|i| format!("consumer-{i}")).collect();
         let left: Vec<String> = (0..p - 1).map(|i| format!("consumer-{i}")).collect();
         for (label, after) in [("+1", &joined), ("-1", &left)] {
+            let mut bound = 0;
             let cells: Vec<String> = METHODS
                 .iter()
                 .map(|&m| {
                     let before = assign(m, &shards, &pods, &Owners::new(), Rebalance::All);
+                    if m == Method::Shardring {
+                        bound = lower_bound(&before, after);
+                    }
                     let next = assign(m, &shards, after, &before, Rebalance::All);
-                    format!(
-                        "{} [{}]",
-                        moves(&before, &next),
-                        lower_bound(&before, after)
-                    )
+                    moves(&before, &next).to_string()
                 })
                 .collect();
             println!(
-                "{:<16} {:>6} {:>16} {:>16} {:>16}",
+                "{:<16} {:>6} {:>11} {:>10} {:>10} {:>10}",
                 format!("{s} x {p}"),
                 label,
+                bound,
                 cells[0],
                 cells[1],
                 cells[2]
