@@ -6,8 +6,8 @@
 //!
 //! Needs Node.js (the emulators are installed with npm into `e2e/` when
 //! missing) and the reference consumer binary, which `cargo test --workspace`
-//! builds; on its own run
-//! `cargo build -p shardring-consumer --bin shardring-reference-consumer` first.
+//! builds; on its own run `cargo build -p shardring -p shardring-consumer
+//! --bin shardring-reference-consumer` first.
 
 use shardring::demo::{self, DemoConfig};
 

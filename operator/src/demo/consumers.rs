@@ -18,9 +18,12 @@ pub const BINARY: &str = "shardring-reference-consumer";
 pub const BINARY_ENV: &str = "SHARDRING_REFERENCE_CONSUMER";
 
 /// The cargo command that builds the reference consumer for `release`.
+/// Selecting the operator too makes cargo resolve the same dependency
+/// features as the operator's own build, so its artifacts are reused and
+/// only the consumer binary is compiled.
 pub fn build_command(release: bool) -> String {
     let profile = if release { " --release" } else { "" };
-    format!("cargo build{profile} -p shardring-consumer --bin {BINARY}")
+    format!("cargo build{profile} -p shardring -p shardring-consumer --bin {BINARY}")
 }
 
 /// Finds the reference consumer: `explicit`, else `SHARDRING_REFERENCE_CONSUMER`,
@@ -66,7 +69,8 @@ pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, DemoError> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut build = Command::new(cargo);
     build
-        .args(["build", "-p", "shardring-consumer", "--bin", BINARY])
+        .args(["build", "-p", "shardring", "-p", "shardring-consumer"])
+        .args(["--bin", BINARY])
         .current_dir(&workspace)
         .stdin(Stdio::null());
     if release {
