@@ -70,12 +70,20 @@ impl Producer {
 
     /// Stops after the batch in flight; returns every accepted record and
     /// the number of failed calls or entries.
-    pub async fn stop(self) -> (Vec<ProducedRecord>, u64) {
+    pub async fn stop(mut self) -> (Vec<ProducedRecord>, u64) {
         self.stop.cancel();
-        let _ = self.task.await;
+        let _ = (&mut self.task).await;
         let failures = *self.failures.lock().unwrap_or_else(|p| p.into_inner());
         let produced = self.produced.lock().unwrap_or_else(|p| p.into_inner());
         (produced.clone(), failures)
+    }
+}
+
+impl Drop for Producer {
+    fn drop(&mut self) {
+        // An early return or Ctrl-C drops the producer without `stop`: end
+        // its task too, rather than leave it writing to a stopped emulator.
+        self.stop.cancel();
     }
 }
 
