@@ -14,7 +14,7 @@
 //! 4. Everything else walks the ring from its hash to the first pod with room
 //!    (hashRange: heaviest shards first, to the first pod under its fair
 //!    share that the shard leaves at most half a shard above it, else the
-//!    roomiest pod seen). A pod keeps its sticky shards, lightest first, while
+//!    pod furthest below its share). A pod keeps its sticky shards, lightest first, while
 //!    it is under its fair share, so no pod ends more than one shard's weight
 //!    above it and a re-plan of a plan's result changes nothing.
 //!
@@ -31,7 +31,7 @@ use crate::ring::{Ring, Walker};
 use crate::types::{Balance, PlanOptions, Rebalance};
 
 /// Ring points a hashRange placement inspects for a pod that fits before
-/// taking the roomiest one seen.
+/// taking the pod furthest below its fair share.
 pub const FIT_CANDIDATES: usize = 32;
 
 /// Why a shard left an eligible previous owner.
@@ -265,6 +265,8 @@ impl State<'_, '_> {
             loads[e as usize] < cap && over(wload[e as usize], e as usize) < 0
         };
         let mut walker = Walker::new(self.ring, p, |e| room(&self.loads, &wload, e));
+        let mut roomiest =
+            Roomiest::new((0..p as u32).map(|e| (over(wload[e as usize], e as usize), e)));
         for s in free {
             let rec = &model.shards[s as usize];
             let w = u128::from(rec.weight);
@@ -277,12 +279,17 @@ impl State<'_, '_> {
             });
             let target = if parent != NONE {
                 Some(parent)
-            } else if let Some(e) = self.fitting(
-                &mut walker,
-                rec.hash,
-                |e| fits(&wload, e as usize),
-                |e| over(wload[e as usize], e as usize),
-            ) {
+            } else if let Some(e) = self
+                .fitting(&mut walker, rec.hash, |e| fits(&wload, e as usize))
+                .or_else(|| {
+                    // Nothing near fits: the pod furthest below its share.
+                    roomiest.best(|e| {
+                        walker
+                            .is_open(e)
+                            .then(|| over(wload[e as usize], e as usize))
+                    })
+                })
+            {
                 Some(e)
             } else {
                 // No pod under its fair share has count room (only possible
@@ -302,30 +309,17 @@ impl State<'_, '_> {
     }
 
     /// Walks the ring from `hash` over open pods (under their fair share) to
-    /// the first that `fits`; after [`FIT_CANDIDATES`] misses, the one with
-    /// the most room (lowest `over`) seen. `None` when no pod is open.
-    fn fitting(
-        &self,
-        walker: &mut Walker,
-        hash: u64,
-        fits: impl Fn(u32) -> bool,
-        over: impl Fn(u32) -> i128,
-    ) -> Option<u32> {
-        let mut best: Option<(i128, u32)> = None;
+    /// the first that `fits`, giving up after [`FIT_CANDIDATES`] misses.
+    fn fitting(&self, walker: &mut Walker, hash: u64, fits: impl Fn(u32) -> bool) -> Option<u32> {
         let mut at = walker.find(self.ring.start(hash));
         for _ in 0..FIT_CANDIDATES {
-            let Some(point) = at else { break };
-            let e = self.ring.pod_at(point);
+            let e = self.ring.pod_at(at?);
             if fits(e) {
                 return Some(e);
             }
-            let o = over(e);
-            if best.is_none_or(|(b, _)| o < b) {
-                best = Some((o, e));
-            }
-            at = walker.find((point + 1) % self.ring.len());
+            at = walker.find((at? + 1) % self.ring.len());
         }
-        best.map(|(_, e)| e)
+        None
     }
 
     /// Readable shards without an owner yet, in model order.
@@ -366,6 +360,37 @@ impl State<'_, '_> {
     fn assign(&mut self, s: u32, e: u32) {
         self.owner[s as usize] = e;
         self.loads[e as usize] += 1;
+    }
+}
+
+/// The open pod furthest below its fair share, kept in a heap whose stale
+/// entries are refreshed lazily (a pod's excess only grows during placement).
+struct Roomiest {
+    heap: BinaryHeap<Reverse<(i128, u32)>>,
+}
+
+impl Roomiest {
+    fn new(pods: impl Iterator<Item = (i128, u32)>) -> Self {
+        Roomiest {
+            heap: pods.map(Reverse).collect(),
+        }
+    }
+
+    /// `current(pod)` is the pod's excess now, or `None` once it is closed.
+    fn best(&mut self, current: impl Fn(u32) -> Option<i128>) -> Option<u32> {
+        while let Some(&Reverse((was, e))) = self.heap.peek() {
+            match current(e) {
+                Some(now) if now == was => return Some(e),
+                Some(now) => {
+                    self.heap.pop();
+                    self.heap.push(Reverse((now, e)));
+                }
+                None => {
+                    self.heap.pop();
+                }
+            }
+        }
+        None
     }
 }
 

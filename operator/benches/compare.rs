@@ -7,9 +7,10 @@
 //!   list, ⌊S/P⌋ each, the remainder to the last pod.
 //!
 //! Prints max load / fair share, moves versus the lower bound when one pod
-//! joins or leaves, and moves per shard over a rolling deploy (surge one new
-//! pod next to the old ones, then terminate one old pod; shardring plans `requiredOnly` during the
-//! roll and `all` once at the end). Run: `cargo bench -p shardring --bench compare`.
+//! joins or leaves, and moves per shard over a rolling deploy (for every old
+//! pod: surge one new pod next to the old ones, then terminate the old one;
+//! shardring plans `requiredOnly` during the roll and `all` once at the end).
+//! Run: `cargo bench -p shardring --bench compare`.
 
 use std::collections::BTreeMap;
 
