@@ -104,12 +104,8 @@ fn assign(
                 .map(|(i, id)| {
                     (
                         id,
-                        sorted[if per == 0 {
-                            p - 1
-                        } else {
-                            (i / per).min(p - 1)
-                        }]
-                        .clone(),
+                        // Fewer shards than pods: everything on the last pod.
+                        sorted[i.checked_div(per).map_or(p - 1, |k| k.min(p - 1))].clone(),
                     )
                 })
                 .collect()
