@@ -489,9 +489,17 @@ async fn time_passing_alone_writes_nothing() {
     settle(&mut group, &mut world).await;
     let (client, seen) = mock_client(group.clone());
     let later = now() + jiff::SignedDuration::from_secs(3600);
-    let ctx = Arc::new(Context::new(client, world.stores.clone(), ControllerMetrics::default()).with_clock(Arc::new(move || later)));
-    reconcile(Arc::new(DeserializeGuard(Ok(group))), ctx).await.unwrap();
+    let ctx = Arc::new(
+        Context::new(client, world.stores.clone(), ControllerMetrics::default())
+            .with_clock(Arc::new(move || later)),
+    );
+    reconcile(Arc::new(DeserializeGuard(Ok(group))), ctx)
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(20)).await;
     let seen = seen.lock().unwrap().clone();
-    assert!(seen.is_empty(), "an hour later with nothing changed: {seen:#?}");
+    assert!(
+        seen.is_empty(),
+        "an hour later with nothing changed: {seen:#?}"
+    );
 }

@@ -143,7 +143,7 @@ fn later(
     mut obs: shardring::controller::Observation,
     secs: i64,
 ) -> shardring::controller::Observation {
-    obs.now = obs.now + jiff::SignedDuration::from_secs(secs);
+    obs.now += jiff::SignedDuration::from_secs(secs);
     obs
 }
 

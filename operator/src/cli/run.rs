@@ -69,13 +69,19 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     telemetry::init(args.log_format, &args.log_filter)?;
     let token = CancellationToken::new();
     shutdown::cancel_on_signal(&token)?;
-    let client = Client::try_default().await.context("connecting to the Kubernetes API (KUBECONFIG or in-cluster)")?;
+    let client = Client::try_default()
+        .await
+        .context("connecting to the Kubernetes API (KUBECONFIG or in-cluster)")?;
 
     let mut registry = metrics::new_registry();
     let controller_metrics = ControllerMetrics::register(&mut registry);
     let leader_metrics = LeaderMetrics::register(&mut registry);
     // Kinesis readers are shared by every ShardGroup of the process.
-    if SharedKinesis::from_default_chain(Some(&mut registry)).await.install().is_err() {
+    if SharedKinesis::from_default_chain(Some(&mut registry))
+        .await
+        .install()
+        .is_err()
+    {
         tracing::warn!("Kinesis readers were already initialised");
     }
     let health = Health::new();
@@ -91,11 +97,16 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 
     let mut lease_task = None;
     let leader = if args.leader_election {
-        let namespace = args.lease_namespace.clone().unwrap_or_else(|| client.default_namespace().to_owned());
+        let namespace = args
+            .lease_namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_owned());
         let config = LeaderConfig::new(&args.lease_name, &namespace, &default_identity());
         config.validate()?;
         tracing::info!(lease = %args.lease_name, %namespace, identity = %config.identity, "leader election on");
-        let handle = LeaderElector::new(client.clone(), config).with_metrics(leader_metrics).spawn(token.clone());
+        let handle = LeaderElector::new(client.clone(), config)
+            .with_metrics(leader_metrics)
+            .spawn(token.clone());
         lease_task = Some(handle.task);
         Some(handle.is_leader)
     } else {
@@ -108,7 +119,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         instance: std::env::var("POD_NAME").ok(),
         concurrency: args.concurrency,
     };
-    let controller = run_controller(client, config, controller_metrics, Some(health), token.clone(), leader);
+    let controller = run_controller(
+        client,
+        config,
+        controller_metrics,
+        Some(health),
+        token.clone(),
+        leader,
+    );
     tokio::pin!(controller);
 
     let code = match lease_task {

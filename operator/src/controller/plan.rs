@@ -185,7 +185,11 @@ pub fn plan(obs: &Observation) -> Decision {
     // The read time of the topology the published document reflects: it
     // moves with the document, so a restart (which re-reads the same
     // topology) or time passing writes nothing.
-    let recorded = obs.group.status.as_ref().and_then(|s| s.last_topology_time.as_ref());
+    let recorded = obs
+        .group
+        .status
+        .as_ref()
+        .and_then(|s| s.last_topology_time.as_ref());
     if changed || recorded.is_none() {
         outcome.topology_time = obs.topology.read_at.map(|t| t.to_string());
     }

@@ -25,7 +25,12 @@ impl StaticSource {
         let shards = self
             .spec
             .partition_names()
-            .map(|id| Shard { id, hash_key_range: None, parents: Vec::new(), state: ShardState::Open })
+            .map(|id| Shard {
+                id,
+                hash_key_range: None,
+                parents: Vec::new(),
+                state: ShardState::Open,
+            })
             .collect();
         Topology { shards }
     }
@@ -47,7 +52,10 @@ mod tests {
     use super::*;
 
     fn spec(count: u32, template: &str) -> StaticSpec {
-        StaticSpec { count, name_template: template.into() }
+        StaticSpec {
+            count,
+            name_template: template.into(),
+        }
     }
 
     #[tokio::test]
@@ -56,7 +64,12 @@ mod tests {
         let topology = source.read().await.unwrap();
         let ids: Vec<_> = topology.shards.iter().map(|s| s.id.as_str()).collect();
         assert_eq!(ids, ["orders-0", "orders-1", "orders-2"]);
-        assert!(topology.shards.iter().all(|s| s.state == ShardState::Open && s.parents.is_empty()));
+        assert!(
+            topology
+                .shards
+                .iter()
+                .all(|s| s.state == ShardState::Open && s.parents.is_empty())
+        );
         assert_eq!(source.describe(), "static:3");
     }
 
