@@ -42,6 +42,11 @@ fn query_pairs(query: &str) -> String {
 
 /// Mock API server: records requests, answers like the API server would.
 fn mock_client(group: ShardGroup) -> (Client, Arc<Mutex<Vec<Seen>>>) {
+    mock_client_with(group, false)
+}
+
+/// Like [`mock_client`]; with `fail_configmaps` every ConfigMap write gets a 500.
+fn mock_client_with(group: ShardGroup, fail_configmaps: bool) -> (Client, Arc<Mutex<Vec<Seen>>>) {
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = seen.clone();
@@ -55,7 +60,7 @@ fn mock_client(group: ShardGroup) -> (Client, Arc<Mutex<Vec<Seen>>>) {
                 serde_json::from_slice(&bytes).unwrap()
             };
             let path = parts.uri.path().to_owned();
-            let response = respond(&parts.method, &path, &body, &group);
+            let response = respond(&parts.method, &path, &body, &group, fail_configmaps);
             log.lock().unwrap().push(Seen {
                 method: parts.method.to_string(),
                 path,
@@ -73,7 +78,20 @@ fn mock_client(group: ShardGroup) -> (Client, Arc<Mutex<Vec<Seen>>>) {
     (Client::new(service, "default"), seen)
 }
 
-fn respond(method: &http::Method, path: &str, body: &Value, group: &ShardGroup) -> Response<Body> {
+fn respond(
+    method: &http::Method,
+    path: &str,
+    body: &Value,
+    group: &ShardGroup,
+    fail_configmaps: bool,
+) -> Response<Body> {
+    if fail_configmaps && path.contains("/configmaps/") {
+        let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "InternalError", "code": 500, "message": "etcd timeout"});
+        return Response::builder()
+            .status(500)
+            .body(Body::from(serde_json::to_vec(&status).unwrap()))
+            .unwrap();
+    }
     let json = if path.contains("/pods/missing") {
         let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404, "message": "pods \"missing\" not found"});
         return Response::builder()
@@ -502,4 +520,57 @@ async fn time_passing_alone_writes_nothing() {
         seen.is_empty(),
         "an hour later with nothing changed: {seen:#?}"
     );
+}
+
+#[tokio::test]
+async fn a_failed_write_is_retried_with_backoff_and_reported_once() {
+    let group = group(6);
+    let world = world(Some(pool(0)), &three_pods());
+    let (client, seen) = mock_client_with(group.clone(), true);
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "shardring".into(),
+            instance: None,
+        },
+    );
+    let ctx = Arc::new(
+        Context::new(client, world.stores.clone(), ControllerMetrics::default())
+            .with_recorder(recorder)
+            .with_clock(Arc::new(now)),
+    );
+    let obj = Arc::new(DeserializeGuard(Ok(group)));
+    let error = reconcile(obj.clone(), ctx.clone())
+        .await
+        .expect_err("the ConfigMap write fails");
+    assert_eq!(error.metric_label(), "ConfigMapWrite");
+    let first = shardring::controller::error_policy(obj.clone(), &error, ctx.clone());
+    let second = shardring::controller::error_policy(obj.clone(), &error, ctx.clone());
+    assert_eq!(
+        first,
+        kube::runtime::controller::Action::requeue(Duration::from_secs(2))
+    );
+    assert_eq!(
+        second,
+        kube::runtime::controller::Action::requeue(Duration::from_secs(4))
+    );
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let seen = seen.lock().unwrap().clone();
+    // The failed apply stopped the reconcile: no annotation or status write.
+    assert_eq!(
+        seen.iter()
+            .filter(|s| s.path.contains("/configmaps/"))
+            .count(),
+        1
+    );
+    assert!(
+        !seen
+            .iter()
+            .any(|s| s.path.contains("/pods/") || s.path == STATUS_PATH),
+        "{seen:#?}"
+    );
+    let events: Vec<_> = seen.iter().filter(|s| s.path == EVENTS_PATH).collect();
+    assert_eq!(events.len(), 1, "one Warning for the streak: {events:#?}");
+    assert_eq!(events[0].body["type"], "Warning");
+    assert_eq!(events[0].body["reason"], "ConfigMapWrite");
 }

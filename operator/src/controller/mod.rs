@@ -258,6 +258,18 @@ pub fn error_policy(
         .saturating_mul(1u32 << (*count - 1).min(10))
         .min(BACKOFF_MAX);
     tracing::warn!(%error, retry_in = ?delay, "reconcile failed");
+    // The first failure of a streak becomes a Warning Event on the group (a
+    // write too, so not one per retry); best effort, off the error path.
+    if *count == 1
+        && let (Some(recorder), Ok(group)) = (ctx.recorder.clone(), &obj.0)
+    {
+        let group = group.clone();
+        let note = EventNote::warning(
+            error.metric_label(),
+            format!("reconcile failed, retrying: {error}"),
+        );
+        tokio::spawn(async move { apply::publish_event(&recorder, &group, &note).await });
+    }
     Action::requeue(delay)
 }
 
