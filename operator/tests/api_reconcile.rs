@@ -135,8 +135,6 @@ fn world(pool: Option<ConsumerPool>, pods: &[Pod]) -> World {
     }
     let (node_reader, _node_writer) = reflector::store::<PartialObjectMeta<Node>>();
     let (cm_reader, cm_writer) = reflector::store::<ConfigMap>();
-    // Keep the pool writer alive for the store's lifetime.
-    std::mem::forget(pool_writer);
     World {
         stores: Stores {
             pools: pool_reader,
