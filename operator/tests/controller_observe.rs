@@ -111,7 +111,7 @@ fn the_published_document_is_read_from_the_owned_config_map() {
     );
     doc.reindex_pods();
     let cm = document_config_map(&g, &doc).unwrap();
-    let stores = stores(&[], &[], &[cm.clone()]);
+    let stores = stores(&[], &[], std::slice::from_ref(&cm));
     assert_eq!(
         stores.observe(&g, topology(2), now()).published,
         Published::Document(doc)
