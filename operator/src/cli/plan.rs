@@ -177,6 +177,31 @@ pub fn table(input: &PlanInput, output: &PlanOutput) -> String {
         "\nbalance: {assigned} shards on {eligible} eligible pods, fair share {fair:.2}, min {min}, max {max}, max-min {}",
         max - min
     );
+    if ranged && eligible > 0 {
+        let total: u128 = keyspace.values().sum();
+        let capacity: u64 = pods
+            .iter()
+            .filter(|p| output.loads.contains_key(&p.name))
+            .map(|p| u64::from(p.capacity))
+            .sum();
+        // Largest excess over the capacity-weighted fair share, in % of the
+        // assigned key space.
+        let worst = pods
+            .iter()
+            .filter(|p| output.loads.contains_key(&p.name))
+            .map(|p| {
+                let held = keyspace.get(p.name.as_str()).copied().unwrap_or(0) as f64;
+                let fair = total as f64 * f64::from(p.capacity) / capacity as f64;
+                (held - fair) / total.max(1) as f64 * 100.0
+            })
+            .fold(f64::MIN, f64::max);
+        let _ = writeln!(
+            out,
+            "key space: fair share {:.2}% per capacity unit, largest excess over fair share {:+.2}%",
+            100.0 / capacity as f64,
+            worst
+        );
+    }
     let _ = writeln!(
         out,
         "moves: {} (required {}, optional {}); pending: {}; unassigned: {}",
