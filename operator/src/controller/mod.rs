@@ -194,7 +194,8 @@ pub async fn reconcile(
 /// Observe, plan and apply for a live ShardGroup.
 pub async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result<Action, Error> {
     let topology = ctx.sources.read(group, (ctx.clock)()).await;
-    let observation = ctx.stores.observe(group, topology, (ctx.clock)());
+    let mut observation = ctx.stores.observe(group, topology, (ctx.clock)());
+    observation.leases = ctx.sources.leases(group);
     let started = Instant::now();
     let decision = plan(&observation);
     ctx.metrics

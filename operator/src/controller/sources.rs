@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use jiff::Timestamp;
 use kube::ResourceExt;
 
-use super::observe::TopologyObservation;
+use super::observe::{LeaseObservation, TopologyObservation};
 use crate::crds::shard_group::{LeaseTableSpec, ShardSource as SourceSpec};
 use crate::crds::{ShardGroup, ShardGroupSpec};
 use crate::source::{self, ShardSource, SourceError, Topology};
@@ -93,6 +93,26 @@ impl Sources {
         }
     }
 
+    /// What the lease table says for `group`, from the snapshot its source
+    /// took during the last [`Sources::read`]: `NotConfigured` without a
+    /// lease table, `Failed` (concludes nothing) before a successful scan.
+    pub fn leases(&self, group: &ShardGroup) -> LeaseObservation {
+        if group.spec.lease_table.is_none() {
+            return LeaseObservation::NotConfigured;
+        }
+        let groups = self.groups.lock().expect("source map poisoned");
+        let snapshot = groups
+            .get(&key(group))
+            .and_then(|entry| entry.source.as_ref().ok())
+            .and_then(|source| source.leases());
+        match snapshot {
+            Some(table) => LeaseObservation::Read(table),
+            None => LeaseObservation::Failed(
+                "the lease table has not been scanned successfully yet".into(),
+            ),
+        }
+    }
+
     /// Drops the state of a deleted group.
     pub fn forget(&self, group: &ShardGroup) {
         self.groups
@@ -123,4 +143,124 @@ fn key(group: &ShardGroup) -> String {
             group.name_any()
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+    use crate::crds::shard_group::{PoolRef, StaticSource as StaticSpec};
+    use crate::engine::{Shard, ShardState};
+    use crate::lease::LeaseTable;
+    use crate::source::ReadFuture;
+
+    /// A source that fails while `failing` is set and reports a lease snapshot.
+    struct Flaky {
+        failing: Arc<AtomicBool>,
+    }
+
+    impl ShardSource for Flaky {
+        fn describe(&self) -> String {
+            "flaky".into()
+        }
+        fn read(&self) -> ReadFuture<'_> {
+            let failing = self.failing.load(Ordering::SeqCst);
+            Box::pin(async move {
+                if failing {
+                    Err(SourceError::Throttled("slow down".into()))
+                } else {
+                    Ok(Topology {
+                        shards: vec![Shard {
+                            id: "s-0".into(),
+                            hash_key_range: None,
+                            parents: vec![],
+                            state: ShardState::Open,
+                        }],
+                    })
+                }
+            })
+        }
+        fn leases(&self) -> Option<LeaseTable> {
+            Some(LeaseTable {
+                items: 7,
+                ..Default::default()
+            })
+        }
+    }
+
+    fn group(lease_table: bool) -> ShardGroup {
+        let mut g = ShardGroup::new(
+            "g",
+            ShardGroupSpec {
+                pool_ref: PoolRef { name: "p".into() },
+                source: SourceSpec {
+                    kinesis: None,
+                    static_source: Some(StaticSpec {
+                        count: 1,
+                        name_template: "s-{index}".into(),
+                    }),
+                },
+                lease_table: lease_table.then(|| LeaseTableSpec {
+                    table_name: "app".into(),
+                    region: None,
+                    endpoint: None,
+                }),
+                consumer_name: None,
+                standbys: 0,
+                balance: Default::default(),
+                handoff: Default::default(),
+                rebalance: Default::default(),
+                output: Default::default(),
+            },
+        );
+        g.metadata.uid = Some("u".into());
+        g
+    }
+
+    #[tokio::test]
+    async fn a_failed_read_keeps_the_last_good_topology_and_its_time() {
+        let failing = Arc::new(AtomicBool::new(false));
+        let flag = failing.clone();
+        let sources = Sources::new(Arc::new(move |_| {
+            Ok(Box::new(Flaky {
+                failing: flag.clone(),
+            }) as Box<dyn ShardSource>)
+        }));
+        let g = group(false);
+        let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let first = sources.read(&g, t0).await;
+        assert!(first.error.is_none() && first.last_good.is_some());
+        failing.store(true, Ordering::SeqCst);
+        let later = sources
+            .read(&g, t0 + jiff::SignedDuration::from_secs(60))
+            .await;
+        assert_eq!(
+            later.error.as_ref().map(SourceError::reason),
+            Some("Throttled")
+        );
+        assert_eq!(later.last_good, first.last_good);
+        assert_eq!(later.read_at, Some(t0));
+    }
+
+    #[tokio::test]
+    async fn leases_come_from_the_source_only_with_a_lease_table() {
+        let sources = Sources::new(Arc::new(|_| {
+            Ok(Box::new(Flaky {
+                failing: Arc::default(),
+            }) as Box<dyn ShardSource>)
+        }));
+        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let without = group(false);
+        sources.read(&without, now).await;
+        assert_eq!(sources.leases(&without), LeaseObservation::NotConfigured);
+        let mut with = group(true);
+        with.metadata.uid = Some("v".into());
+        assert!(
+            matches!(sources.leases(&with), LeaseObservation::Failed(_)),
+            "not read yet"
+        );
+        sources.read(&with, now).await;
+        assert!(matches!(sources.leases(&with), LeaseObservation::Read(t) if t.items == 7));
+    }
 }

@@ -53,6 +53,12 @@ pub trait ShardSource: Send + Sync {
     fn describe(&self) -> String;
     /// Reads the current topology.
     fn read(&self) -> ReadFuture<'_>;
+    /// The lease-table snapshot of the last successful scan, for handoff
+    /// evidence; `None` when the source reads no lease table or has not
+    /// scanned it successfully yet.
+    fn leases(&self) -> Option<crate::lease::LeaseTable> {
+        None
+    }
 }
 
 /// Why a source read failed. Each variant has a constant reason string used in

@@ -213,6 +213,10 @@ impl ShardSource for Arc<KinesisShardSource> {
     fn read(&self) -> ReadFuture<'_> {
         self.as_ref().read()
     }
+
+    fn leases(&self) -> Option<LeaseTable> {
+        self.last_leases()
+    }
 }
 
 impl ShardSource for KinesisShardSource {
@@ -227,5 +231,9 @@ impl ShardSource for KinesisShardSource {
                 shards: observation.lifecycle.shards,
             })
         })
+    }
+
+    fn leases(&self) -> Option<LeaseTable> {
+        self.last_leases()
     }
 }
