@@ -108,6 +108,18 @@ pub struct TopologyObservation {
     pub read_at: Option<Timestamp>,
     /// The error of the latest read, when it failed (the topology is then stale).
     pub error: Option<SourceError>,
+    /// When the source was last read successfully (what a stale topology's
+    /// age is measured from); `None` when unknown.
+    pub confirmed_at: Option<Timestamp>,
+    /// [`crate::source::ShardSource::ordering_enforced`]: `Some(false)` when
+    /// children are assigned without waiting for their parents (the group
+    /// shows `OrderingNotEnforced`), `None` for sources without lineage.
+    pub ordering_enforced: Option<bool>,
+    /// Parent ids of each child shard, published in the document even when
+    /// the engine shards carry no parents (ordering not enforced).
+    pub lineage: BTreeMap<String, Vec<String>>,
+    /// The source's own next refresh (jittered), replacing the fixed one.
+    pub refresh_after: Option<std::time::Duration>,
 }
 
 impl TopologyObservation {

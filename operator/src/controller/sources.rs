@@ -24,6 +24,7 @@ struct GroupSource {
     source: Result<Arc<dyn ShardSource>, SourceError>,
     last_good: Option<Topology>,
     read_at: Option<Timestamp>,
+    confirmed_at: Option<Timestamp>,
 }
 
 /// Sources and last good topologies of every ShardGroup, keyed by uid.
@@ -62,16 +63,31 @@ impl Sources {
             }
             entry.source.clone()
         };
-        let (describe, result) = match source {
-            Ok(source) => (source.describe(), source.read().await),
-            Err(error) => (group.spec.source.summary(), Err(error)),
+        let (describe, result, extras) = match source {
+            Ok(source) => {
+                let result = source.read().await;
+                let extras = (
+                    source.ordering_enforced(),
+                    source.lineage(),
+                    source.next_refresh(),
+                );
+                (source.describe(), result, extras)
+            }
+            Err(error) => (
+                group.spec.source.summary(),
+                Err(error),
+                Default::default(),
+            ),
         };
+        let (ordering_enforced, lineage, refresh_after) = extras;
         let mut groups = self.groups.lock().expect("source map poisoned");
         let Some(entry) = groups.get_mut(&key) else {
             // Forgotten while reading (the group was deleted).
             return TopologyObservation {
                 source: describe,
                 error: result.err(),
+                ordering_enforced,
+                refresh_after,
                 ..Default::default()
             };
         };
@@ -81,6 +97,7 @@ impl Sources {
                     entry.read_at = Some(now);
                     entry.last_good = Some(topology);
                 }
+                entry.confirmed_at = Some(now);
                 None
             }
             Err(error) => Some(error),
@@ -90,6 +107,10 @@ impl Sources {
             last_good: entry.last_good.clone(),
             read_at: entry.read_at,
             error,
+            confirmed_at: entry.confirmed_at,
+            ordering_enforced,
+            lineage,
+            refresh_after,
         }
     }
 
@@ -131,6 +152,7 @@ impl Sources {
             source: (self.factory)(spec).map(Arc::from),
             last_good: None,
             read_at: None,
+            confirmed_at: None,
         }
     }
 }

@@ -118,6 +118,7 @@ impl Shared {
             last_good: self.topology.clone(),
             read_at: self.topology_read_at,
             error,
+            ..Default::default()
         };
         let observation = self.cluster.observation(topology, leases, now);
         let decision = plan(&observation);

@@ -3,8 +3,10 @@
 //! reports failures with constant reasons; it never turns a failed read into
 //! "no shards". The controller keeps the last good topology when a read fails.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Duration;
 
 use crate::crds::ShardGroupSpec;
 use crate::engine::Shard;
@@ -57,6 +59,24 @@ pub trait ShardSource: Send + Sync {
     /// evidence; `None` when the source reads no lease table or has not
     /// scanned it successfully yet.
     fn leases(&self) -> Option<crate::lease::LeaseTable> {
+        None
+    }
+    /// Whether children are held back until their parents are complete:
+    /// `None` for sources without lineage (static), `Some(false)` when the
+    /// source cannot observe completion (Kinesis without a lease table), so
+    /// the ShardGroup shows `OrderingNotEnforced`.
+    fn ordering_enforced(&self) -> Option<bool> {
+        None
+    }
+    /// Parent ids of each child shard as of the last successful read, kept
+    /// even when the engine shards carry no parents (ordering not enforced),
+    /// so the published document still shows the lineage.
+    fn lineage(&self) -> BTreeMap<String, Vec<String>> {
+        BTreeMap::new()
+    }
+    /// When to read again (a jittered refresh interval); `None` lets the
+    /// controller use its fixed schedule.
+    fn next_refresh(&self) -> Option<Duration> {
         None
     }
 }

@@ -128,6 +128,7 @@ pub fn topology(count: u32) -> TopologyObservation {
         last_good: Some(source.topology()),
         read_at: Some(now()),
         error: None,
+        ..Default::default()
     }
 }
 

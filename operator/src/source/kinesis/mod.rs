@@ -12,6 +12,7 @@ pub mod reader;
 pub mod registry;
 pub mod shared;
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -54,6 +55,8 @@ pub struct KinesisShardSource {
     reader: Arc<TopologyReader>,
     leases: Option<Arc<LeaseReader>>,
     memory: Mutex<LifecycleMemory>,
+    /// Lineage of the last derived lifecycle (for [`ShardSource::lineage`]).
+    lineage: Mutex<BTreeMap<String, Vec<String>>>,
     refresh_interval: Duration,
 }
 
@@ -70,6 +73,7 @@ impl KinesisShardSource {
             reader,
             leases,
             memory: Mutex::new(LifecycleMemory::default()),
+            lineage: Mutex::default(),
             refresh_interval: DEFAULT_REFRESH_INTERVAL,
         }
     }
@@ -195,6 +199,10 @@ impl KinesisShardSource {
                 &mut memory,
             )
         };
+        *self
+            .lineage
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = lifecycle.lineage.clone();
         KinesisObservation {
             topology,
             lifecycle,
@@ -217,6 +225,18 @@ impl ShardSource for Arc<KinesisShardSource> {
     fn leases(&self) -> Option<LeaseTable> {
         self.last_leases()
     }
+
+    fn ordering_enforced(&self) -> Option<bool> {
+        self.as_ref().ordering_enforced()
+    }
+
+    fn lineage(&self) -> BTreeMap<String, Vec<String>> {
+        self.as_ref().lineage()
+    }
+
+    fn next_refresh(&self) -> Option<Duration> {
+        Some(KinesisShardSource::next_refresh(self))
+    }
 }
 
 impl ShardSource for KinesisShardSource {
@@ -235,5 +255,20 @@ impl ShardSource for KinesisShardSource {
 
     fn leases(&self) -> Option<LeaseTable> {
         self.last_leases()
+    }
+
+    fn ordering_enforced(&self) -> Option<bool> {
+        Some(self.leases.is_some())
+    }
+
+    fn lineage(&self) -> BTreeMap<String, Vec<String>> {
+        self.lineage
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    fn next_refresh(&self) -> Option<Duration> {
+        Some(KinesisShardSource::next_refresh(self))
     }
 }
