@@ -14,6 +14,16 @@ pub const PROGRESSING: &str = "Progressing";
 /// Condition type: something keeps the group from its desired state.
 pub const DEGRADED: &str = "Degraded";
 
+/// Condition type, shown only for sources with shard lineage (Kinesis):
+/// True when children of split or merged shards are assigned without waiting
+/// for their parents to be read to the end (no lease table). A separate,
+/// abnormal-true condition type rather than a Degraded reason, because it is
+/// a standing property of the spec, not a fault: it must stay visible while
+/// Degraded reports (and clears) transient problems such as a stale topology.
+/// Kubernetes API conventions allow such condition types as long as the
+/// condition is always present (True or False) once it applies.
+pub const ORDERING_NOT_ENFORCED: &str = crate::source::kinesis::ORDERING_NOT_ENFORCED;
+
 /// Reasons, constant strings shared by conditions, Events and metrics.
 pub mod reason {
     /// The assignment is published for the current pods and topology.
@@ -45,6 +55,15 @@ pub mod reason {
     pub const AS_EXPECTED: &str = "AsExpected";
     /// Degraded cleared (Event reason).
     pub const RECOVERED: &str = "Recovered";
+    /// OrderingNotEnforced=True: no `spec.leaseTable`, parent completion
+    /// cannot be observed.
+    pub const NO_LEASE_TABLE: &str = "NoLeaseTable";
+    /// OrderingNotEnforced=False: children wait for their parents, as the
+    /// lease table shows them complete.
+    pub const LEASE_TABLE_CONFIGURED: &str = "LeaseTableConfigured";
+    /// Some pod's view exceeds the annotation budget (the API crate's
+    /// `ViewError::reason()`); that pod's annotation is not written.
+    pub const POD_VIEW_TOO_LARGE: &str = "PodViewTooLarge";
 }
 
 /// Builds condition `type_`, keeping the previous `lastTransitionTime` when

@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::crds::assignment::ViewError;
 use crate::crds::{AssignmentDocument, PodView, ShardRecord};
 
 use super::observe::PodInfo;
@@ -53,11 +54,45 @@ pub fn next_document(
     (doc, true)
 }
 
+/// Adds each child's parents from the source's `lineage` to records that
+/// carry none: without a lease table the engine shards have no parents (so
+/// children are placed at once), but consumers still see the lineage.
+pub fn add_lineage(
+    shards: &mut BTreeMap<String, ShardRecord>,
+    lineage: &BTreeMap<String, Vec<String>>,
+) {
+    for (id, parents) in lineage {
+        if let Some(record) = shards.get_mut(id)
+            && record.parents.is_empty()
+        {
+            record.parents = parents.clone();
+        }
+    }
+}
+
+/// A pod whose view cannot be published as annotation `key`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Oversized {
+    /// Pod name.
+    pub pod: String,
+    /// Why ([`ViewError::TooLarge`]).
+    pub error: ViewError,
+}
+
 /// The annotation writes that bring every pod to `doc`: pods whose lists
 /// differ from their current annotation get a view at `doc.epoch`; pods with
 /// no shards in `doc` (or no longer selected) lose the annotation.
-pub fn annotation_writes(doc: &AssignmentDocument, pods: &[PodInfo]) -> Vec<AnnotationWrite> {
+///
+/// A view over the annotation budget for `key` is not written (the API
+/// server would refuse the whole pod patch); it is returned in the second
+/// list so the status can say so, and every other pod still gets its view.
+pub fn annotation_writes(
+    doc: &AssignmentDocument,
+    pods: &[PodInfo],
+    key: &str,
+) -> (Vec<AnnotationWrite>, Vec<Oversized>) {
     let mut writes = Vec::new();
+    let mut oversized = Vec::new();
     for pod in pods {
         // A pod that left the pool keeps its view while it still has shards
         // to give back: it must see the revoke to stop reading them.
@@ -80,19 +115,28 @@ pub fn annotation_writes(doc: &AssignmentDocument, pods: &[PodInfo]) -> Vec<Anno
                 if view.active == lists.active
                     && view.standby == lists.standby
                     && view.revoking == lists.revoking => {}
-            (Some(lists), _) => writes.push(AnnotationWrite {
-                pod: pod.name.clone(),
-                uid: uid(pod),
-                view: Some(PodView {
+            (Some(lists), _) => {
+                let view = PodView {
                     epoch: doc.epoch,
                     active: lists.active.clone(),
                     standby: lists.standby.clone(),
                     revoking: lists.revoking.clone(),
-                }),
-            }),
+                };
+                match view.to_checked_annotation(key) {
+                    Ok(_) => writes.push(AnnotationWrite {
+                        pod: pod.name.clone(),
+                        uid: uid(pod),
+                        view: Some(view),
+                    }),
+                    Err(error) => oversized.push(Oversized {
+                        pod: pod.name.clone(),
+                        error,
+                    }),
+                }
+            }
         }
     }
-    writes
+    (writes, oversized)
 }
 
 fn uid(pod: &PodInfo) -> Option<String> {

@@ -165,7 +165,8 @@ pub fn plan(obs: &Observation) -> Decision {
         lease_failover: obs.group.spec.handoff.lease_failover().unwrap_or_default(),
     };
     let step = handoff::step(obs, timing, topology, &output, previous_doc);
-    let records = step.records.clone();
+    let mut records = step.records.clone();
+    document::add_lineage(&mut records, &obs.topology.lineage);
     let (doc, changed) =
         document::next_document(obs.group.qualified_name(), records, published, kept_epoch);
     if changed && let Err(error) = codec::encode(&doc) {
@@ -214,13 +215,29 @@ pub fn plan(obs: &Observation) -> Decision {
     }
     outcome.problem = obs.topology.error.as_ref().map(|error| Problem {
         reason: error.reason(),
-        message: format!(
-            "the last topology read failed ({error}); planning on the topology read before"
-        ),
+        message: stale_message(obs, error),
         blocks_ready: false,
     });
 
-    let annotation_writes = document::annotation_writes(&doc, &obs.pods);
+    let (annotation_writes, oversized) =
+        document::annotation_writes(&doc, &obs.pods, &obs.group.annotation_key());
+    if let Some(first) = oversized.first()
+        && outcome.problem.is_none()
+    {
+        // The other pods still get their views; these pods keep their old
+        // annotation, so they must read the ConfigMap to follow along.
+        let names: Vec<&str> = oversized.iter().map(|o| o.pod.as_str()).collect();
+        outcome.problem = Some(Problem {
+            reason: first.error.reason(),
+            message: format!(
+                "the annotation of {} pods ({}) is not written: {}",
+                names.len(),
+                names.join(", "),
+                first.error
+            ),
+            blocks_ready: false,
+        });
+    }
     let (status, mut events) = status::build(obs, &outcome);
     if changed {
         events.insert(
@@ -386,11 +403,33 @@ fn published_message(doc: &AssignmentDocument, output: &PlanOutput, first: bool)
     )
 }
 
+/// The Degraded message for a failed read planned on the last good
+/// topology: the error, and how old that topology is.
+fn stale_message(obs: &Observation, error: &crate::source::SourceError) -> String {
+    let age = obs
+        .topology
+        .confirmed_at
+        .or(obs.topology.read_at)
+        .map(|at| {
+            let secs = (obs.now.as_second() - at.as_second()).max(0);
+            format!("last read successfully at {at} ({secs}s ago)")
+        })
+        .unwrap_or_else(|| "read before".into());
+    format!(
+        "the last topology read failed ({error}); planning on the topology {age}, which may be stale; the published assignment is kept and never shrinks because of a failed read"
+    )
+}
+
 /// When to look again: the source's refresh (sooner after a failed read), or
-/// when the next pod finishes `minReadySeconds`, whichever comes first.
+/// when the next pod finishes `minReadySeconds`, whichever comes first. A
+/// Kinesis source's refresh is its own jittered one (so groups do not read
+/// in step), else the spec's interval.
 fn requeue_after(obs: &Observation) -> Duration {
     let refresh = match &obs.group.spec.source.kinesis {
-        Some(kinesis) => kinesis.refresh_interval().unwrap_or(DEFAULT_REFRESH),
+        Some(kinesis) => obs
+            .topology
+            .refresh_after
+            .unwrap_or_else(|| kinesis.refresh_interval().unwrap_or(DEFAULT_REFRESH)),
         None => STATIC_REFRESH,
     };
     let mut after = if obs.topology.error.is_some() {

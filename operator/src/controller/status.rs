@@ -5,12 +5,15 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
-use super::conditions::{self, BALANCED, DEGRADED, PROGRESSING, READY, reason};
+use super::conditions::{
+    self, BALANCED, DEGRADED, ORDERING_NOT_ENFORCED, PROGRESSING, READY, reason,
+};
 use super::events::EventNote;
 use super::handoff::{HANDOFF_UNFENCED, ProtocolStatus};
 use super::observe::Observation;
 use crate::crds::ShardGroupStatus;
 use crate::crds::shard_group::{PodCounts, ShardCounts};
+use crate::source::kinesis::ORDERING_NOT_ENFORCED_MESSAGE;
 
 /// Something that keeps the group from its desired state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -177,6 +180,9 @@ pub fn build(obs: &Observation, outcome: &Outcome) -> (ShardGroupStatus, Vec<Eve
         ),
     };
 
+    let mut conditions = vec![ready, balanced, progressing, degraded];
+    conditions.extend(ordering_condition(obs, generation, previous));
+
     let events = transition_events(previous, problem);
     let protocol = outcome
         .protocol
@@ -205,9 +211,41 @@ pub fn build(obs: &Observation, outcome: &Outcome) -> (ShardGroupStatus, Vec<Eve
             .topology_time
             .clone()
             .or(current.last_topology_time.clone()),
-        conditions: vec![ready, balanced, progressing, degraded],
+        conditions,
     };
     (status, events)
+}
+
+/// `OrderingNotEnforced` for sources with lineage: True (how to enable
+/// ordering) without a lease table, False with one; absent for sources
+/// without lineage.
+fn ordering_condition(
+    obs: &Observation,
+    generation: Option<i64>,
+    previous: &[Condition],
+) -> Option<Condition> {
+    let enforced = obs.topology.ordering_enforced?;
+    Some(if enforced {
+        conditions::condition(
+            ORDERING_NOT_ENFORCED,
+            false,
+            reason::LEASE_TABLE_CONFIGURED,
+            "children of split or merged shards wait until the lease table shows their parents complete".into(),
+            generation,
+            obs.now,
+            previous,
+        )
+    } else {
+        conditions::condition(
+            ORDERING_NOT_ENFORCED,
+            true,
+            reason::NO_LEASE_TABLE,
+            ORDERING_NOT_ENFORCED_MESSAGE.into(),
+            generation,
+            obs.now,
+            previous,
+        )
+    })
 }
 
 /// Warning when Degraded turns true or changes reason; Normal when it clears.
