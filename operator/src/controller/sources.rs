@@ -73,11 +73,7 @@ impl Sources {
                 );
                 (source.describe(), result, extras)
             }
-            Err(error) => (
-                group.spec.source.summary(),
-                Err(error),
-                Default::default(),
-            ),
+            Err(error) => (group.spec.source.summary(), Err(error), Default::default()),
         };
         let (ordering_enforced, lineage, refresh_after) = extras;
         let mut groups = self.groups.lock().expect("source map poisoned");
