@@ -233,6 +233,7 @@ impl Operator {
             last_good: self.last_good.as_ref().map(|(t, _)| t.clone()),
             read_at: self.last_good.as_ref().map(|(_, at)| ts(*at)),
             error,
+            ..Default::default()
         };
         let leases = if !world.rules.lease_table {
             LeaseObservation::NotConfigured
