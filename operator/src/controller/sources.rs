@@ -259,6 +259,21 @@ mod tests {
         );
         assert_eq!(later.last_good, first.last_good);
         assert_eq!(later.read_at, Some(t0));
+        assert_eq!(
+            later.confirmed_at,
+            Some(t0),
+            "the age counts from the last success"
+        );
+        // A later success with the same content keeps `read_at` (nothing to
+        // publish) but moves `confirmed_at` (the topology is fresh again).
+        failing.store(false, Ordering::SeqCst);
+        let t2 = t0 + jiff::SignedDuration::from_secs(120);
+        let again = sources.read(&g, t2).await;
+        assert_eq!(again.read_at, Some(t0));
+        assert_eq!(again.confirmed_at, Some(t2));
+        assert!(again.error.is_none());
+        assert_eq!(again.ordering_enforced, None, "a source without lineage");
+        assert!(again.lineage.is_empty() && again.refresh_after.is_none());
     }
 
     #[tokio::test]
