@@ -215,6 +215,24 @@ fn an_oversized_pod_view_is_not_written_and_the_other_pods_get_theirs() {
             .iter()
             .any(|e| e.reason == "PodViewTooLarge")
     );
+
+    // With a stale topology too, Degraded keeps the read error's reason and
+    // still names the pods whose views are not written.
+    obs.topology.error = Some(SourceError::AccessDenied("kinesis:ListShards".into()));
+    let decision = plan(&obs);
+    let written: Vec<&str> = decision
+        .annotation_writes
+        .iter()
+        .map(|w| w.pod.as_str())
+        .collect();
+    assert_eq!(written, vec!["small"]);
+    let degraded = conditions::find(&decision.status.conditions, DEGRADED).unwrap();
+    assert_eq!(degraded.reason, "AccessDenied");
+    assert!(
+        degraded.message.contains("(big) is not written"),
+        "{}",
+        degraded.message
+    );
 }
 
 #[test]

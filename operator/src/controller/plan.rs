@@ -221,22 +221,28 @@ pub fn plan(obs: &Observation) -> Decision {
 
     let (annotation_writes, oversized) =
         document::annotation_writes(&doc, &obs.pods, &obs.group.annotation_key());
-    if let Some(first) = oversized.first()
-        && outcome.problem.is_none()
-    {
+    if let Some(first) = oversized.first() {
         // The other pods still get their views; these pods keep their old
         // annotation, so they must read the ConfigMap to follow along.
         let names: Vec<&str> = oversized.iter().map(|o| o.pod.as_str()).collect();
-        outcome.problem = Some(Problem {
-            reason: first.error.reason(),
-            message: format!(
-                "the annotation of {} pods ({}) is not written: {}",
-                names.len(),
-                names.join(", "),
-                first.error
-            ),
-            blocks_ready: false,
-        });
+        let message = format!(
+            "the annotation of {} pods ({}) is not written: {}",
+            names.len(),
+            names.join(", "),
+            first.error
+        );
+        match &mut outcome.problem {
+            // One Degraded condition: a stale topology keeps its reason and
+            // the oversized views are named in its message.
+            Some(problem) => problem.message = format!("{}; also, {message}", problem.message),
+            None => {
+                outcome.problem = Some(Problem {
+                    reason: first.error.reason(),
+                    message,
+                    blocks_ready: false,
+                })
+            }
+        }
     }
     let (status, mut events) = status::build(obs, &outcome);
     if changed {

@@ -73,7 +73,18 @@ impl Sources {
                 );
                 (source.describe(), result, extras)
             }
-            Err(error) => (group.spec.source.summary(), Err(error), Default::default()),
+            // No source to ask: the spec alone says whether ordering can be
+            // enforced (Kinesis needs a lease table to see completion).
+            Err(error) => {
+                let ordering = group
+                    .spec
+                    .source
+                    .kinesis
+                    .as_ref()
+                    .map(|_| group.spec.lease_table.is_some());
+                let extras = (ordering, Default::default(), None);
+                (group.spec.source.summary(), Err(error), extras)
+            }
         };
         let (ordering_enforced, lineage, refresh_after) = extras;
         let mut groups = self.groups.lock().expect("source map poisoned");
@@ -274,6 +285,32 @@ mod tests {
         assert!(again.error.is_none());
         assert_eq!(again.ordering_enforced, None, "a source without lineage");
         assert!(again.lineage.is_empty() && again.refresh_after.is_none());
+    }
+
+    #[tokio::test]
+    async fn an_unbuildable_kinesis_source_still_reports_ordering_from_the_spec() {
+        let sources = Sources::new(Arc::new(|_| {
+            Err(SourceError::Other("readers not initialised".into()))
+        }));
+        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        for lease_table in [false, true] {
+            let mut g = group(lease_table);
+            g.metadata.uid = Some(format!("k-{lease_table}"));
+            g.spec.source = SourceSpec {
+                kinesis: Some(
+                    serde_json::from_value(serde_json::json!({"streamName": "orders"})).unwrap(),
+                ),
+                static_source: None,
+            };
+            let read = sources.read(&g, now).await;
+            assert_eq!(
+                read.error.as_ref().map(SourceError::reason),
+                Some("SourceError")
+            );
+            assert_eq!(read.ordering_enforced, Some(lease_table));
+        }
+        let read = sources.read(&group(false), now).await;
+        assert_eq!(read.ordering_enforced, None, "static: no lineage");
     }
 
     #[tokio::test]
