@@ -264,7 +264,7 @@ fn main() {
         }
     }
 
-    println!("\nmoves per shard over a rolling deploy (surge 1, old pod terminating)");
+    println!("\nmoves per shard over a rolling deploy (surge 1 new pod, then terminate 1 old pod)");
     println!(
         "{:<16} {:>10} {:>10} {:>10}",
         "shards x pods",
