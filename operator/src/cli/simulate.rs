@@ -70,7 +70,10 @@ fn report(summary: &mut sim::Summary) {
         summary.with_lease_table, summary.seeds
     );
     println!("handoffs (simulated ms):");
-    println!("  {:<14} {:>8} {:>8} {:>8}", "evidence", "count", "p50", "p99");
+    println!(
+        "  {:<14} {:>8} {:>8} {:>8}",
+        "evidence", "count", "p50", "p99"
+    );
     for (label, values) in summary.handoffs.iter_mut() {
         let n = values.len();
         let p50 = sim::percentile(values, 50.0);

@@ -17,7 +17,7 @@
 //!
 //! Time only moves in the simulation; the same seed replays the same run.
 
-
+pub mod explore;
 pub mod operator;
 pub mod rng;
 pub mod scenario;
@@ -130,6 +130,16 @@ pub fn run_seed(seed: u64, config: SimConfig) -> SeedOutcome {
         }
     }
     sim.op.faults = Faults::default();
+    // The quiet phase starts from a pool with at least two pods.
+    let live = sim
+        .world
+        .pods
+        .iter()
+        .filter(|p| p.object && p.deletion.is_none())
+        .count();
+    for _ in live..2 {
+        sim.add_pod();
+    }
     for node in sim.world.nodes.iter_mut() {
         *node = None;
     }
@@ -249,7 +259,9 @@ impl Sim {
         }
         let w = &mut self.world;
         if rng.chance(0.006) {
-            let running: Vec<usize> = (0..w.pods.len()).filter(|&i| w.pods[i].process.is_some()).collect();
+            let running: Vec<usize> = (0..w.pods.len())
+                .filter(|&i| w.pods[i].process.is_some())
+                .collect();
             if let Some(&i) = rng.pick(&running) {
                 w.pods[i].kill_at = Some(w.now);
                 self.events.kills += 1;
@@ -321,8 +333,8 @@ impl Sim {
         let now = self.world.now;
         for i in 0..self.world.pods.len() {
             let cut = self.world.partitioned(self.world.pods[i].node);
-            let cut_long = self.world.nodes[self.world.pods[i].node].is_some_and(|u| u > now)
-                && cut;
+            let cut_long =
+                self.world.nodes[self.world.pods[i].node].is_some_and(|u| u > now) && cut;
             let pod = &self.world.pods[i];
             // Kill when due (grace deadline, exit, SIGKILL, or a force
             // deletion the kubelet noticed).
@@ -354,7 +366,11 @@ impl Sim {
                 pod.ready_since = Some(now);
             }
             // The node controller marks pods of a lost node NotReady.
-            if cut_long && self.world.pods[i].ready_since.is_some_and(|r| now - r > 40_000) {
+            if cut_long
+                && self.world.pods[i]
+                    .ready_since
+                    .is_some_and(|r| now - r > 40_000)
+            {
                 self.world.pods[i].ready_since = None;
             }
             if !cut
@@ -380,7 +396,10 @@ impl Sim {
             .pods
             .iter()
             .filter(|p| p.object && p.deletion.is_none())
-            .filter(|p| p.ready_since.is_some_and(|r| self.world.now - r >= min_ready))
+            .filter(|p| {
+                p.ready_since
+                    .is_some_and(|r| self.world.now - r >= min_ready)
+            })
             .map(|p| p.name.clone())
             .collect();
         let mut loads: BTreeMap<&str, u64> = eligible.iter().map(|p| (p.as_str(), 0)).collect();
@@ -388,32 +407,56 @@ impl Sim {
             if self.world.rules.lease_table && self.world.complete(&s.id) {
                 continue;
             }
-            let parents_done = !self.world.rules.lease_table
-                || s.parents.iter().all(|p| self.world.complete(p));
+            let parents_done =
+                !self.world.rules.lease_table || s.parents.iter().all(|p| self.world.complete(p));
             if !parents_done {
                 continue;
             }
             let Some(r) = doc.shards.get(&s.id) else {
-                self.world.violate(format!("quiet: {} missing from the document", s.id));
+                self.world
+                    .violate(format!("quiet: {} missing from the document", s.id));
                 return;
             };
             let owner = match (&r.state, &r.owner) {
                 (crate::crds::ShardPhase::Active, Some(o)) if loads.contains_key(o.as_str()) => o,
                 _ => {
                     self.world.violate(format!(
-                        "quiet: {} is {:?} on {:?}, not active on an eligible pod",
-                        s.id, r.state, r.owner
+                        "quiet: {} is {:?} on {:?} (handoff {:?}), not active on an eligible pod {:?}; lease {:?}",
+                        s.id,
+                        r.state,
+                        r.owner,
+                        r.handoff,
+                        loads.keys().collect::<Vec<_>>(),
+                        self.world.leases.get(&s.id)
                     ));
                     return;
                 }
             };
             *loads.get_mut(owner.as_str()).expect("eligible") += 1;
             let read = self.world.pods.iter().any(|p| {
-                &p.name == owner && p.process.as_ref().is_some_and(|c| c.reading.contains_key(&s.id))
+                &p.name == owner
+                    && p.process
+                        .as_ref()
+                        .is_some_and(|c| c.reading.contains_key(&s.id))
             });
             if !read {
-                self.world
-                    .violate(format!("quiet: {} owned by {owner} but nobody reads it", s.id));
+                let pod = self.world.pods.iter().find(|p| &p.name == owner);
+                let process = pod.and_then(|p| p.process.as_ref()).map(|c| {
+                    format!(
+                        "view epoch {} active {:?}, reading {:?}",
+                        c.view.epoch,
+                        c.view.active,
+                        c.reading.keys().collect::<Vec<_>>()
+                    )
+                });
+                let what = format!(
+                    "quiet: {} owned by {owner} (document epoch {}) but nobody reads it; process: {process:?}; annotation: {:?}; lease: {:?}",
+                    s.id,
+                    doc.epoch,
+                    pod.and_then(|p| p.annotation.clone()),
+                    self.world.leases.get(&s.id)
+                );
+                self.world.violate(what);
                 return;
             }
         }

@@ -7,7 +7,7 @@
 //! topology, previous lease scan) is lost when it crashes; only the API
 //! objects survive.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::{SignedDuration, Timestamp};
 
@@ -80,8 +80,6 @@ pub struct Operator {
     late: Vec<(Ms, Write)>,
     last_good: Option<(Topology, Ms)>,
     lease_prev: Option<LeaseTable>,
-    /// Topology snapshots for stale reads.
-    history: VecDeque<(Ms, Topology)>,
     /// Not running until then (crashed, a new leader takes over).
     pub down_until: Ms,
     /// Next reconcile.
@@ -104,7 +102,13 @@ pub fn ts(ms: Ms) -> Timestamp {
 
 impl Operator {
     /// An operator for a group with the given timings.
-    pub fn new(lease_table: bool, drain: &str, failover: &str, delay: &str, min_ready: u32) -> Self {
+    pub fn new(
+        lease_table: bool,
+        drain: &str,
+        failover: &str,
+        delay: &str,
+        min_ready: u32,
+    ) -> Self {
         let spec = ShardGroupSpec {
             pool_ref: PoolRef {
                 name: "consumers".into(),
@@ -156,7 +160,6 @@ impl Operator {
             late: Vec::new(),
             last_good: None,
             lease_prev: None,
-            history: VecDeque::new(),
             down_until: 0,
             next_reconcile: 0,
             faults: Faults::default(),
@@ -179,8 +182,9 @@ impl Operator {
     /// Lands late writes that are due.
     pub fn land(&mut self, world: &mut World) {
         let now = world.now;
-        let (due, later): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut self.late).into_iter().partition(|(at, _)| *at <= now);
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.late)
+            .into_iter()
+            .partition(|(at, _)| *at <= now);
         self.late = later;
         for (_, write) in due {
             self.commit(world, write);
@@ -212,19 +216,14 @@ impl Operator {
     pub fn observe(&mut self, world: &World, rng: &mut Rng) -> Observation {
         let now = world.now;
         let truth = Self::true_topology(world);
-        self.history.push_back((now, truth.clone()));
-        while self.history.len() > 20 {
-            self.history.pop_front();
-        }
         let mut error = None;
         if rng.chance(self.faults.topology_fail) {
             self.fired.topology_failed += 1;
             error = Some(crate::source::SourceError::Throttled("simulated".into()));
-        } else if rng.chance(self.faults.topology_stale) {
+        } else if self.last_good.is_some() && rng.chance(self.faults.topology_stale) {
+            // A cached read: the topology is not refreshed (it never goes
+            // back before what this operator already saw).
             self.fired.topology_stale += 1;
-            let i = rng.below(self.history.len() as u64) as usize;
-            let (at, old) = self.history[i].clone();
-            self.last_good = Some((old, at));
         } else {
             self.last_good = Some((truth, now));
         }
@@ -252,7 +251,10 @@ impl Operator {
             pool: Some(self.pool.clone()),
             pods: pod_infos(world),
             topology,
-            published: self.doc.clone().map_or(Published::Missing, Published::Document),
+            published: self
+                .doc
+                .clone()
+                .map_or(Published::Missing, Published::Document),
             leases,
             now: ts(now),
         }
@@ -295,8 +297,8 @@ impl Operator {
     /// One reconcile: observe, plan, apply. Returns the decision.
     pub fn reconcile(&mut self, world: &mut World, rng: &mut Rng) -> Decision {
         let obs = self.observe(world, rng);
-        let read_error = obs.topology.error.is_some()
-            || matches!(obs.leases, LeaseObservation::Failed(_));
+        let read_error =
+            obs.topology.error.is_some() || matches!(obs.leases, LeaseObservation::Failed(_));
         let before: BTreeSet<String> = self
             .doc
             .as_ref()
@@ -304,9 +306,14 @@ impl Operator {
             .unwrap_or_default();
         let decision = plan(&obs);
         if let Some(doc) = &decision.document_write {
-            let lost: Vec<&String> = before.iter().filter(|s| !doc.shards.contains_key(*s)).collect();
+            let lost: Vec<&String> = before
+                .iter()
+                .filter(|s| !doc.shards.contains_key(*s))
+                .collect();
             if !lost.is_empty() && read_error {
-                world.violate(format!("a read error shrank the document: {lost:?} dropped"));
+                world.violate(format!(
+                    "a read error shrank the document: {lost:?} dropped"
+                ));
             }
         }
         for h in &decision.handoffs {

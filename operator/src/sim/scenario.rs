@@ -58,9 +58,10 @@ pub fn rolling_deploy(seed: u64, pods: usize, shards: usize) -> RollingDeploy {
         let new = sim.add_pod();
         // maxSurge 1: wait until the new pod is Ready for minReadySeconds.
         run_until(&mut sim, 400, |s| {
-            s.world.pods.iter().any(|p| {
-                p.name == new && p.ready_since.is_some_and(|r| s.world.now - r >= 5_000)
-            })
+            s.world
+                .pods
+                .iter()
+                .any(|p| p.name == new && p.ready_since.is_some_and(|r| s.world.now - r >= 5_000))
         });
         let i = sim
             .world

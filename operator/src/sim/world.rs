@@ -262,13 +262,20 @@ impl World {
         // 1. Look at the annotation (not when cut off from the API).
         if now >= c.next_refresh && !cut {
             c.next_refresh = now + rng.range(100, rules.max_refresh);
-            if let Some(view) = self.pods[i]
-                .annotation
-                .as_deref()
-                .and_then(|a| PodView::from_annotation(a).ok())
-                && view.epoch >= c.view.epoch
-            {
-                c.view = view;
+            match self.pods[i].annotation.as_deref() {
+                Some(a) => {
+                    if let Ok(view) = PodView::from_annotation(a)
+                        && view.epoch >= c.view.epoch
+                    {
+                        c.view = view;
+                    }
+                }
+                // No annotation: this pod has no shards (it left the
+                // assignment), whatever it saw before.
+                None => {
+                    c.view.active.clear();
+                    c.view.revoking.clear();
+                }
             }
         }
         // 2. Stop what is no longer active (and fence on failed renewals).
@@ -310,7 +317,8 @@ impl World {
             }
             if let Some(pos) = self.acquire(&name, shard, cut) {
                 self.check_parents(shard);
-                c.reading.insert(shard.clone(), Reading { pos, renewed: now });
+                c.reading
+                    .insert(shard.clone(), Reading { pos, renewed: now });
             }
         }
         // 5. Read some records, in order.
@@ -437,7 +445,9 @@ impl World {
             .unwrap_or_default();
         for p in parents {
             if !self.complete(&p) {
-                self.violate(format!("child {shard} read before its parent {p} completed"));
+                self.violate(format!(
+                    "child {shard} read before its parent {p} completed"
+                ));
             }
         }
     }
