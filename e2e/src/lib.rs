@@ -6,8 +6,11 @@
 //! The tests themselves live in `tests/`; how to run them is in `docs/e2e.md`.
 
 pub mod cluster;
+pub mod consumers;
+pub mod harness;
 pub mod operator;
 pub mod published;
+pub mod verdict;
 pub mod wait;
 
 pub use cluster::{Reachability, connect};

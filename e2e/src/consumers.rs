@@ -1,0 +1,267 @@
+//! The scenario's consumer pods: each is a Pod object the scheduler never
+//! binds (a scheduling gate) that the harness marks Running and Ready through
+//! the status subresource, as a kubelet would, backed by a local
+//! `shardring-reference-consumer` process that knows its pod name and reads
+//! its view by watching the assignment ConfigMap through the API (the same
+//! KUBECONFIG). A finalizer keeps a deleted pod visible as terminating, so
+//! the operator sees a graceful deletion exactly as on a node: the harness
+//! then sends SIGTERM, the consumer drains until revoked and exits, and only
+//! then does the harness drop the finalizer and the pod disappears.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+use shardring::demo::consumers::ConsumerProcess;
+use shardring_consumer::check::{self, ProcessedRecord};
+
+use crate::harness::{
+    CONFIG_MAP, DRAIN_TIMEOUT, HarnessError, LEASE_FAILOVER, NAME, REGION, STEP_TIMEOUT,
+};
+use crate::wait::{Probe, wait_for};
+
+/// Keeps a deleted pod terminating until its consumer process has exited.
+pub const FINALIZER: &str = "e2e.shardring.io/process-running";
+/// Keeps every pod unscheduled.
+pub const SCHEDULING_GATE: &str = "shardring.io/e2e-never-schedule";
+
+/// How consumer processes are started.
+#[derive(Debug, Clone)]
+pub struct ConsumerSpec {
+    /// The reference consumer binary.
+    pub binary: PathBuf,
+    /// Namespace of the pods and the ConfigMap.
+    pub namespace: String,
+    /// kinesis-local endpoint.
+    pub kinesis_endpoint: String,
+    /// dynalite endpoint.
+    pub dynamodb_endpoint: String,
+    /// Record logs and consumer logs go here.
+    pub dir: PathBuf,
+}
+
+/// The live pods and every record log ever written.
+pub struct Pods {
+    client: Client,
+    spec: ConsumerSpec,
+    live: BTreeMap<String, ConsumerProcess>,
+    logs: Vec<PathBuf>,
+}
+
+impl Pods {
+    /// No pods yet.
+    pub fn new(client: Client, spec: ConsumerSpec) -> Self {
+        Self {
+            client,
+            spec,
+            live: BTreeMap::new(),
+            logs: Vec::new(),
+        }
+    }
+
+    fn api(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), &self.spec.namespace)
+    }
+
+    fn record_log(&self, pod: &str) -> PathBuf {
+        self.spec.dir.join(format!("{pod}.records.jsonl"))
+    }
+
+    /// Names of the pods whose process runs, sorted.
+    pub fn live(&self) -> Vec<String> {
+        self.live.keys().cloned().collect()
+    }
+
+    /// Whether `pod` has logged a processed record.
+    pub fn has_read(&self, pod: &str) -> bool {
+        std::fs::metadata(self.record_log(pod)).is_ok_and(|m| m.len() > 0)
+    }
+
+    /// Fails when a live pod's consumer exited although nobody stopped it.
+    pub fn check_alive(&mut self) -> Result<(), HarnessError> {
+        for (name, process) in &mut self.live {
+            if let Some(status) = process.exited() {
+                return Err(HarnessError::Consumer(format!(
+                    "the consumer of {name} exited unasked ({status}); see {}",
+                    self.spec.dir.join(format!("{name}.consumer.log")).display()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates pod `name`, marks it Ready and starts its consumer.
+    pub async fn add(&mut self, name: &str) -> Result<(), HarnessError> {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {"app": NAME}, "finalizers": [FINALIZER]},
+            "spec": {
+                "schedulingGates": [{"name": SCHEDULING_GATE}],
+                "terminationGracePeriodSeconds": DRAIN_TIMEOUT.as_secs() + 5,
+                "containers": [{"name": "consumer", "image": "registry.k8s.io/pause:3.10"}]
+            }
+        }))?;
+        let api = self.api();
+        api.create(&PostParams::default(), &pod).await?;
+        let now = jiff::Timestamp::now()
+            .strftime("%Y-%m-%dT%H:%M:%SZ")
+            .to_string();
+        let status = json!({"status": {
+            "phase": "Running",
+            "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
+                {"type": "Initialized", "status": "True", "lastTransitionTime": now},
+                {"type": "ContainersReady", "status": "True", "lastTransitionTime": now},
+                {"type": "Ready", "status": "True", "lastTransitionTime": now}
+            ]
+        }});
+        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+            .await?;
+        let process = self.spawn(name)?;
+        eprintln!("e2e: + pod {name} Ready (consumer pid {})", process.pid());
+        self.live.insert(name.to_owned(), process);
+        Ok(())
+    }
+
+    fn spawn(&mut self, pod: &str) -> Result<ConsumerProcess, HarnessError> {
+        let spec = &self.spec;
+        let fail = |e: std::io::Error| HarnessError::Consumer(format!("starting {pod}: {e}"));
+        let stderr = std::fs::File::create(spec.dir.join(format!("{pod}.consumer.log")))?;
+        let log = self.record_log(pod);
+        let child = Command::new(&spec.binary)
+            .args(["--pod", pod, "--stream", NAME, "--lease-table", NAME])
+            .args(["--region", REGION])
+            .args(["--kinesis-endpoint", &spec.kinesis_endpoint])
+            .args(["--dynamodb-endpoint", &spec.dynamodb_endpoint])
+            .args(["--configmap", CONFIG_MAP, "--namespace", &spec.namespace])
+            .arg("--log")
+            .arg(&log)
+            .args(["--poll-ms", "50", "--idle-ms", "100"])
+            .args(["--failover-ms", &LEASE_FAILOVER.as_millis().to_string()])
+            .args([
+                "--drain-deadline-ms",
+                &DRAIN_TIMEOUT.as_millis().to_string(),
+            ])
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .map_err(fail)?;
+        self.logs.push(log);
+        Ok(ConsumerProcess::from_child(child))
+    }
+
+    /// Graceful deletion, in a kubelet's order: the pod gets its deletion
+    /// timestamp (the finalizer keeps it), the consumer gets SIGTERM, drains
+    /// until revoked and exits; then the finalizer goes and the pod with it.
+    pub async fn delete_gracefully(&mut self, name: &str) -> Result<(), HarnessError> {
+        let api = self.api();
+        api.delete(name, &DeleteParams::default()).await?;
+        let mut process = self
+            .live
+            .remove(name)
+            .ok_or_else(|| HarnessError::Consumer(format!("no live pod {name}")))?;
+        process.terminate();
+        let status = wait_for(
+            &format!("the consumer of {name} to drain and exit"),
+            STEP_TIMEOUT,
+            || {
+                let exited = process.exited();
+                async move {
+                    Ok::<_, HarnessError>(match exited {
+                        Some(status) => Probe::Done(status),
+                        None => Probe::Pending("still running".into()),
+                    })
+                }
+            },
+        )
+        .await?;
+        eprintln!("e2e: - pod {name}: consumer exited ({status}) after SIGTERM");
+        self.remove_finalizer(name).await?;
+        self.wait_gone(name).await
+    }
+
+    /// kill -9 of the consumer, then a force delete of its pod.
+    pub async fn kill_and_force_delete(&mut self, name: &str) -> Result<(), HarnessError> {
+        if let Some(mut process) = self.live.remove(name) {
+            process.kill();
+            let _ = process.wait();
+        }
+        eprintln!("e2e: - pod {name}: consumer killed with SIGKILL, pod force-deleted");
+        self.remove_finalizer(name).await?;
+        match self
+            .api()
+            .delete(name, &DeleteParams::default().grace_period(0))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(error) => return Err(error.into()),
+        }
+        self.wait_gone(name).await
+    }
+
+    async fn remove_finalizer(&self, name: &str) -> Result<(), HarnessError> {
+        let patch = json!({"metadata": {"finalizers": null}});
+        match self
+            .api()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    async fn wait_gone(&self, name: &str) -> Result<(), HarnessError> {
+        let api = self.api();
+        wait_for(&format!("pod {name} to be gone"), STEP_TIMEOUT, || {
+            let api = api.clone();
+            async move {
+                Ok::<_, HarnessError>(match api.get_opt(name).await? {
+                    None => Probe::Done(()),
+                    Some(_) => Probe::Pending("still present".into()),
+                })
+            }
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Kills every consumer and drops the finalizers (cleanup).
+    pub async fn kill_all(&mut self) {
+        let names: Vec<String> = self.live.keys().cloned().collect();
+        for (_, mut process) in std::mem::take(&mut self.live) {
+            process.kill();
+            let _ = process.wait();
+        }
+        for name in names {
+            let _ = self.remove_finalizer(&name).await;
+        }
+    }
+
+    /// Every whole line of every record log written so far (a consumer
+    /// killed mid-write may leave a torn last line; its record then counts
+    /// as not processed).
+    pub fn processed(&self) -> Result<Vec<ProcessedRecord>, HarnessError> {
+        let mut processed = Vec::new();
+        for path in &self.logs {
+            let text = match std::fs::read_to_string(path) {
+                Ok(text) => text,
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(error) => return Err(error.into()),
+            };
+            let whole = text.rfind('\n').map_or("", |end| &text[..=end]);
+            processed.extend(check::parse_log(whole).map_err(|e| HarnessError::Log {
+                path: path.display().to_string(),
+                detail: e.to_string(),
+            })?);
+        }
+        Ok(processed)
+    }
+}

@@ -1,0 +1,611 @@
+//! The scenario harness: one namespace per scenario on the cluster under
+//! test, kinesis-local and dynalite running locally with a stream and a KCL
+//! lease table, a ConsumerPool and a ShardGroup whose Kinesis source and
+//! lease table point at those emulators (the operator runs in-process, or as
+//! a local binary, so it reaches loopback), the operator, a producer, and
+//! consumer pods ([`crate::consumers`]). Reshard calls and the waits on the
+//! published assignment live here too; the verdict is in [`crate::verdict`].
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use aws_sdk_kinesis::types::{ScalingType, StreamStatus};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+use shardring::demo::producer::Producer;
+use shardring::emulators::Emulator;
+use shardring_crds::{AssignmentDocument, ConsumerPool, ShardGroup, ShardPhase};
+
+use crate::consumers::{ConsumerSpec, Pods};
+use crate::operator::{Operator, OperatorError};
+use crate::published::{PublishedError, assignment_document};
+use crate::wait::{Probe, WaitError, wait_for};
+
+/// Field manager of everything the harness applies.
+pub const MANAGER: &str = "shardring-e2e";
+/// Region every client uses (the emulators accept any).
+pub const REGION: &str = "us-east-1";
+/// The stream, lease table, pool and ShardGroup name in every scenario.
+pub const NAME: &str = "orders";
+/// The published ConfigMap (the operator's default name for [`NAME`]).
+pub const CONFIG_MAP: &str = "orders-assignment";
+/// Longest any one wait of a scenario may take (cold cluster, debug build).
+pub const STEP_TIMEOUT: Duration = Duration::from_secs(120);
+/// Drain timeout and lease failover of the ShardGroup, and how long a
+/// SIGTERMed consumer keeps reading while it waits for its revoke.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// Lease failover of the ShardGroup and the consumers.
+pub const LEASE_FAILOVER: Duration = Duration::from_secs(4);
+/// Records per PutRecords call, and the pause between calls.
+const BATCH: usize = 10;
+const BATCH_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Why a scenario step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    /// A Kubernetes API call failed.
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    /// An emulator could not be installed or started.
+    #[error(transparent)]
+    Emulator(#[from] shardring::emulators::EmulatorError),
+    /// A Kinesis or DynamoDB call on the emulators failed.
+    #[error("AWS emulator call failed: {0}")]
+    Aws(String),
+    /// A condition did not hold in time.
+    #[error(transparent)]
+    Wait(#[from] WaitError),
+    /// The operator failed, stopped early or did not stop.
+    #[error(transparent)]
+    Operator(#[from] OperatorError),
+    /// A consumer process could not be found, started or stopped.
+    #[error("consumer: {0}")]
+    Consumer(String),
+    /// Local files (record logs, consumer logs).
+    #[error("harness files: {0}")]
+    Io(#[from] std::io::Error),
+    /// An object could not be built from JSON.
+    #[error("building an object: {0}")]
+    Json(#[from] serde_json::Error),
+    /// The published ConfigMap could not be read.
+    #[error(transparent)]
+    Published(#[from] PublishedError),
+    /// A record log could not be parsed.
+    #[error("record log {path}: {detail}")]
+    Log {
+        /// The log.
+        path: String,
+        /// What is wrong.
+        detail: String,
+    },
+}
+
+fn aws<E: std::error::Error + 'static>(error: E) -> HarnessError {
+    HarnessError::Aws(aws_sdk_kinesis::error::DisplayErrorContext(&error).to_string())
+}
+
+/// One scenario's world. Dropping it kills the consumers, the operator, the
+/// producer and the emulators; [`Harness::cleanup`] also deletes the namespace.
+pub struct Harness {
+    /// Client of the cluster under test.
+    pub client: Client,
+    /// The scenario's own namespace.
+    pub namespace: String,
+    /// kinesis-local client (producer, reshards, ListShards).
+    pub kinesis: aws_sdk_kinesis::Client,
+    /// The consumer pods and their processes.
+    pub pods: Pods,
+    operator: Option<Operator>,
+    producer: Option<Producer>,
+    _emulators: (Emulator, Emulator),
+}
+
+impl Harness {
+    /// Starts the emulators, creates the stream (`shards` shards) and the
+    /// lease table, a fresh namespace with the pool and the ShardGroup, and
+    /// the operator. No pods and no producer yet.
+    pub async fn start(client: Client, scenario: &str, shards: u32) -> Result<Self, HarnessError> {
+        let binary = tokio::task::spawn_blocking(|| {
+            shardring::demo::consumers::locate(None).map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| HarnessError::Consumer(e.to_string()))?
+        .map_err(HarnessError::Consumer)?;
+        let (kinesis_emulator, dynamo_emulator) = tokio::task::spawn_blocking(|| {
+            Ok::<_, HarnessError>((Emulator::start_kinesis()?, Emulator::start_dynamodb()?))
+        })
+        .await
+        .map_err(|e| HarnessError::Aws(e.to_string()))??;
+        let (kinesis_url, dynamo_url) = (kinesis_emulator.endpoint(), dynamo_emulator.endpoint());
+        let sdk = shardring_consumer::clients::sdk_config(Some(REGION), true).await;
+        let kinesis = shardring_consumer::clients::kinesis_client(&sdk, Some(&kinesis_url));
+        let dynamodb = shardring_consumer::clients::dynamodb_client(&sdk, Some(&dynamo_url));
+        kinesis
+            .create_stream()
+            .stream_name(NAME)
+            .shard_count(shards as i32)
+            .send()
+            .await
+            .map_err(aws)?;
+        wait_stream_active(&kinesis).await?;
+        shardring_consumer::lease::create_table(&dynamodb, NAME, Duration::from_secs(30))
+            .await
+            .map_err(|e| HarnessError::Aws(e.to_string()))?;
+
+        let namespace = unique_namespace(scenario);
+        apply_crds(&client).await?;
+        create_namespace(&client, &namespace).await?;
+        apply_pool_and_group(&client, &namespace, &kinesis_url, &dynamo_url).await?;
+        let dir = files_dir(&namespace);
+        std::fs::create_dir_all(&dir)?;
+        eprintln!(
+            "e2e[{scenario}]: namespace {namespace}, stream {NAME} ({shards} shards) on {kinesis_url}, lease table on {dynamo_url}, files in {}",
+            dir.display()
+        );
+        let spec = ConsumerSpec {
+            binary,
+            namespace: namespace.clone(),
+            kinesis_endpoint: kinesis_url,
+            dynamodb_endpoint: dynamo_url,
+            dir,
+        };
+        let operator = Operator::start(&client, &namespace).await?;
+        Ok(Self {
+            pods: Pods::new(client.clone(), spec),
+            client,
+            namespace,
+            kinesis,
+            operator: Some(operator),
+            producer: None,
+            _emulators: (kinesis_emulator, dynamo_emulator),
+        })
+    }
+
+    /// Starts the producer (sequenced records over many partition keys).
+    pub fn start_producer(&mut self) {
+        self.producer = Some(Producer::start(
+            self.kinesis.clone(),
+            NAME.to_owned(),
+            BATCH,
+            BATCH_INTERVAL,
+        ));
+    }
+
+    /// Stops the producer; returns every record Kinesis accepted.
+    pub async fn stop_producer(&mut self) -> Vec<shardring_consumer::check::ProducedRecord> {
+        match self.producer.take() {
+            Some(producer) => {
+                let (produced, failures) = producer.stop().await;
+                if failures > 0 {
+                    eprintln!(
+                        "e2e: {failures} PutRecords calls or entries failed (not expected back)"
+                    );
+                }
+                produced
+            }
+            None => Vec::new(),
+        }
+    }
+
+    /// Stops the operator (graceful for in-process, kill for a binary).
+    pub async fn stop_operator(&mut self) -> Result<(), HarnessError> {
+        if let Some(operator) = self.operator.take() {
+            operator.stop().await?;
+        }
+        Ok(())
+    }
+
+    /// Starts the operator again after [`Self::stop_operator`].
+    pub async fn restart_operator(&mut self) -> Result<(), HarnessError> {
+        self.stop_operator().await?;
+        self.operator = Some(Operator::start(&self.client, &self.namespace).await?);
+        Ok(())
+    }
+
+    /// The published document, if any.
+    pub async fn document(&self) -> Result<Option<AssignmentDocument>, HarnessError> {
+        let maps = Api::<ConfigMap>::namespaced(self.client.clone(), &self.namespace);
+        match maps.get_opt(CONFIG_MAP).await? {
+            Some(map) => Ok(Some(assignment_document(&map)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Waits until the assignment is settled for the live pods: every open
+    /// shard of the stream is active on a live pod, nothing is revoking or
+    /// pending, the document names exactly the live pods, the load spread
+    /// is within one, and every pod holding shards has processed a record.
+    pub async fn wait_settled(&mut self, what: &str) -> Result<AssignmentDocument, HarnessError> {
+        let what = format!("{what}: a settled, balanced assignment");
+        let started = tokio::time::Instant::now();
+        loop {
+            if let Some(operator) = self.operator.as_mut() {
+                operator.check_running()?;
+            }
+            self.pods.check_alive()?;
+            let open = open_shards(&self.kinesis).await?;
+            let seen = match self.document().await? {
+                Some(doc) => match settled(&doc, &open, &self.pods) {
+                    Ok(()) => return Ok(doc),
+                    Err(seen) => seen,
+                },
+                None => format!("no ConfigMap {CONFIG_MAP} yet"),
+            };
+            if started.elapsed() >= STEP_TIMEOUT {
+                return Err(WaitError::Timeout {
+                    what,
+                    waited: started.elapsed(),
+                    last: seen,
+                }
+                .into());
+            }
+            tokio::time::sleep(crate::wait::POLL_INTERVAL).await;
+        }
+    }
+
+    /// Waits until some shard of the published document is revoking,
+    /// pending or carries a handoff record (a handoff is in flight).
+    pub async fn wait_handoff_in_flight(&self) -> Result<(), HarnessError> {
+        wait_for("a handoff in flight", STEP_TIMEOUT, || async {
+            let doc = self.document().await?;
+            let revoking = doc.as_ref().is_some_and(|d| {
+                d.shards.values().any(|r| {
+                    matches!(r.state, ShardPhase::Revoking | ShardPhase::Pending)
+                        || r.handoff.is_some()
+                })
+            });
+            Ok::<_, HarnessError>(if revoking {
+                Probe::Done(())
+            } else {
+                Probe::Pending("no shard revoking".into())
+            })
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Splits the open shard with the widest hash key range in two.
+    pub async fn split_widest(&self) -> Result<String, HarnessError> {
+        let shards = list_shards(&self.kinesis).await?;
+        let (parent, start, end) = shards
+            .iter()
+            .filter(|s| s.open)
+            .max_by_key(|s| s.end - s.start)
+            .map(|s| (s.id.clone(), s.start, s.end))
+            .ok_or_else(|| HarnessError::Aws("no open shard to split".into()))?;
+        let middle = start + (end - start) / 2 + 1;
+        self.kinesis
+            .split_shard()
+            .stream_name(NAME)
+            .shard_to_split(&parent)
+            .new_starting_hash_key(middle.to_string())
+            .send()
+            .await
+            .map_err(aws)?;
+        wait_stream_active(&self.kinesis).await?;
+        Ok(parent)
+    }
+
+    /// Merges the first two adjacent open shards.
+    pub async fn merge_adjacent(&self) -> Result<(String, String), HarnessError> {
+        let mut open: Vec<_> = list_shards(&self.kinesis)
+            .await?
+            .into_iter()
+            .filter(|s| s.open)
+            .collect();
+        open.sort_by_key(|s| s.start);
+        let (a, b) = open
+            .windows(2)
+            .find(|w| w[0].end + 1 == w[1].start)
+            .map(|w| (w[0].id.clone(), w[1].id.clone()))
+            .ok_or_else(|| HarnessError::Aws("no two adjacent open shards".into()))?;
+        self.kinesis
+            .merge_shards()
+            .stream_name(NAME)
+            .shard_to_merge(&a)
+            .adjacent_shard_to_merge(&b)
+            .send()
+            .await
+            .map_err(aws)?;
+        wait_stream_active(&self.kinesis).await?;
+        Ok((a, b))
+    }
+
+    /// UpdateShardCount to `target` with uniform scaling.
+    pub async fn update_shard_count(&self, target: u32) -> Result<(), HarnessError> {
+        self.kinesis
+            .update_shard_count()
+            .stream_name(NAME)
+            .target_shard_count(target as i32)
+            .scaling_type(ScalingType::UniformScaling)
+            .send()
+            .await
+            .map_err(aws)?;
+        wait_stream_active(&self.kinesis).await
+    }
+
+    /// Child → parents of every shard the stream ever had.
+    pub async fn parents(&self) -> Result<BTreeMap<String, Vec<String>>, HarnessError> {
+        Ok(list_shards(&self.kinesis)
+            .await?
+            .into_iter()
+            .filter(|s| !s.parents.is_empty())
+            .map(|s| (s.id, s.parents))
+            .collect())
+    }
+
+    /// Stops everything and deletes the namespace (leftover ShardGroup
+    /// finalizers dropped first, since the operator is gone by then).
+    pub async fn cleanup(mut self) -> Result<(), HarnessError> {
+        let _ = self.stop_producer().await;
+        let stopped = self.stop_operator().await;
+        self.pods.kill_all().await;
+        let groups = Api::<ShardGroup>::namespaced(self.client.clone(), &self.namespace);
+        for group in groups.list(&ListParams::default()).await? {
+            let patch = json!({"metadata": {"finalizers": null}});
+            groups
+                .patch(
+                    &group.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await?;
+        }
+        match Api::<Namespace>::all(self.client.clone())
+            .delete(&self.namespace, &DeleteParams::default())
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(error) => return Err(error.into()),
+        }
+        stopped
+    }
+}
+
+/// `Ok` when `doc` is settled for the live pods and `open` shards, else
+/// what is still missing.
+fn settled(doc: &AssignmentDocument, open: &[String], pods: &Pods) -> Result<(), String> {
+    let live = pods.live();
+    let named: Vec<&String> = doc.pods.keys().collect();
+    if named.len() != live.len() || !live.iter().all(|p| doc.pods.contains_key(p)) {
+        return Err(format!(
+            "document names pods {named:?}, live pods are {live:?}"
+        ));
+    }
+    for shard in open {
+        match doc.shards.get(shard) {
+            Some(r)
+                if r.state == ShardPhase::Active
+                    && r.owner.as_ref().is_some_and(|o| live.contains(o)) => {}
+            Some(r) => {
+                return Err(format!(
+                    "open shard {shard} is {:?} on {:?}",
+                    r.state, r.owner
+                ));
+            }
+            None => return Err(format!("open shard {shard} is not in the document yet")),
+        }
+    }
+    if let Some((shard, r)) = doc
+        .shards
+        .iter()
+        .find(|(_, r)| matches!(r.state, ShardPhase::Revoking | ShardPhase::Pending))
+    {
+        return Err(format!("shard {shard} is {:?}", r.state));
+    }
+    let loads: Vec<usize> = live
+        .iter()
+        .map(|p| doc.pods.get(p).map_or(0, |a| a.active.len()))
+        .collect();
+    let (min, max) = (loads.iter().min(), loads.iter().max());
+    if let (Some(min), Some(max)) = (min, max)
+        && max - min > 1
+    {
+        return Err(format!("load spread {min}..{max} over {live:?}"));
+    }
+    for pod in &live {
+        let holds = doc.pods.get(pod).is_some_and(|a| !a.active.is_empty());
+        if holds && !pods.has_read(pod) {
+            return Err(format!(
+                "{pod} holds shards but has not processed a record yet"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// One shard as ListShards reports it.
+struct StreamShard {
+    id: String,
+    parents: Vec<String>,
+    start: u128,
+    end: u128,
+    open: bool,
+}
+
+async fn list_shards(kinesis: &aws_sdk_kinesis::Client) -> Result<Vec<StreamShard>, HarnessError> {
+    let mut out = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let request = match &token {
+            Some(t) => kinesis.list_shards().next_token(t),
+            None => kinesis.list_shards().stream_name(NAME),
+        };
+        let page = request.send().await.map_err(aws)?;
+        for shard in page.shards() {
+            let range = shard.hash_key_range();
+            let parse = |s: Option<&str>| s.and_then(|s| s.parse::<u128>().ok()).unwrap_or(0);
+            out.push(StreamShard {
+                id: shard.shard_id().to_owned(),
+                parents: shard
+                    .parent_shard_id()
+                    .into_iter()
+                    .chain(shard.adjacent_parent_shard_id())
+                    .map(str::to_owned)
+                    .collect(),
+                start: parse(range.map(|r| r.starting_hash_key())),
+                end: parse(range.map(|r| r.ending_hash_key())),
+                open: shard
+                    .sequence_number_range()
+                    .is_none_or(|r| r.ending_sequence_number().is_none()),
+            });
+        }
+        token = page.next_token().map(str::to_owned);
+        if token.is_none() {
+            return Ok(out);
+        }
+    }
+}
+
+async fn open_shards(kinesis: &aws_sdk_kinesis::Client) -> Result<Vec<String>, HarnessError> {
+    Ok(list_shards(kinesis)
+        .await?
+        .into_iter()
+        .filter(|s| s.open)
+        .map(|s| s.id)
+        .collect())
+}
+
+async fn wait_stream_active(kinesis: &aws_sdk_kinesis::Client) -> Result<(), HarnessError> {
+    wait_for("the stream to be ACTIVE", STEP_TIMEOUT, || async {
+        let summary = kinesis
+            .describe_stream_summary()
+            .stream_name(NAME)
+            .send()
+            .await
+            .map_err(aws)?;
+        let status = summary
+            .stream_description_summary()
+            .map(|s| s.stream_status().clone());
+        Ok::<_, HarnessError>(if status == Some(StreamStatus::Active) {
+            Probe::Done(())
+        } else {
+            Probe::Pending(format!("{status:?}"))
+        })
+    })
+    .await?;
+    Ok(())
+}
+
+fn unique_namespace(scenario: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    format!("sr-e2e-{scenario}-{:x}{:x}", std::process::id(), nanos)
+}
+
+async fn apply_crds(client: &Client) -> Result<(), HarnessError> {
+    let crds = Api::<CustomResourceDefinition>::all(client.clone());
+    for crd in shardring_crds::crd::crds() {
+        let name = crd.name_any();
+        crds.patch(
+            &name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&crd),
+        )
+        .await?;
+        wait_for(&format!("CRD {name} Established"), STEP_TIMEOUT, || {
+            let (crds, name) = (crds.clone(), name.clone());
+            async move {
+                let established = tokio::time::timeout(
+                    crate::wait::POLL_INTERVAL,
+                    await_condition(crds, &name, conditions::is_crd_established()),
+                )
+                .await;
+                Ok::<_, HarnessError>(match established {
+                    Ok(Ok(_)) => Probe::Done(()),
+                    _ => Probe::Pending("not Established".into()),
+                })
+            }
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+async fn create_namespace(client: &Client, namespace: &str) -> Result<(), HarnessError> {
+    let ns: Namespace = serde_json::from_value(json!({
+        "metadata": {"name": namespace, "labels": {"app.kubernetes.io/part-of": "shardring-e2e"}}
+    }))?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await?;
+    Ok(())
+}
+
+/// The pool selects `app=orders`; the ShardGroup reads the stream on the
+/// local emulators, with short drain and failover times so scenarios are quick.
+async fn apply_pool_and_group(
+    client: &Client,
+    namespace: &str,
+    kinesis_url: &str,
+    dynamo_url: &str,
+) -> Result<(), HarnessError> {
+    let pool: ConsumerPool = serde_json::from_value(json!({
+        "apiVersion": "shardring.io/v1alpha1",
+        "kind": "ConsumerPool",
+        "metadata": {"name": NAME, "namespace": namespace},
+        "spec": {"selector": {"matchLabels": {"app": NAME}}, "minReadySeconds": 0}
+    }))?;
+    let group: ShardGroup = serde_json::from_value(json!({
+        "apiVersion": "shardring.io/v1alpha1",
+        "kind": "ShardGroup",
+        "metadata": {"name": NAME, "namespace": namespace},
+        "spec": {
+            "poolRef": {"name": NAME},
+            "source": {"kinesis": {
+                "streamName": NAME, "region": REGION, "endpoint": kinesis_url,
+                "refreshInterval": "1s"
+            }},
+            "leaseTable": {"tableName": NAME, "region": REGION, "endpoint": dynamo_url},
+            "handoff": {
+                "drainTimeout": format!("{}ms", DRAIN_TIMEOUT.as_millis()),
+                "leaseFailover": format!("{}ms", LEASE_FAILOVER.as_millis())
+            },
+            "rebalance": {"delay": "2s"}
+        }
+    }))?;
+    let params = PatchParams::apply(MANAGER).force();
+    Api::<ConsumerPool>::namespaced(client.clone(), namespace)
+        .patch(NAME, &params, &Patch::Apply(&pool))
+        .await?;
+    Api::<ShardGroup>::namespaced(client.clone(), namespace)
+        .patch(NAME, &params, &Patch::Apply(&group))
+        .await?;
+    Ok(())
+}
+
+/// Where the scenario's files are kept.
+pub fn files_dir(namespace: &str) -> PathBuf {
+    std::env::temp_dir().join(namespace)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_config_map_is_the_operator_default_for_the_group() {
+        assert_eq!(
+            CONFIG_MAP,
+            format!("{NAME}{}", shardring_crds::assignment::CONFIGMAP_SUFFIX)
+        );
+    }
+
+    #[test]
+    fn namespaces_are_valid_dns_labels() {
+        let ns = unique_namespace("update-shard-count");
+        assert!(ns.len() <= 63, "{ns}");
+        assert!(
+            ns.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        );
+    }
+}
