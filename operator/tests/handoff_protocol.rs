@@ -16,7 +16,7 @@ use shardring::crds::shard_group::LeaseTableSpec;
 use shardring::lease::{LeaseSnapshot, LeaseTable};
 
 fn later(mut obs: Observation, secs: i64) -> Observation {
-    obs.now = obs.now + SignedDuration::from_secs(secs);
+    obs.now += SignedDuration::from_secs(secs);
     obs
 }
 

@@ -98,11 +98,16 @@ struct State {
 /// Runs the search.
 pub fn explore(bounds: Bounds) -> Explored {
     let template = Operator::new(true, "10s", "6s", "0s", 0);
-    let mut start = State::default();
-    start.ready = [true, false];
-    start.object = [true, true];
-    start.consumers[0].alive = true;
-    start.consumers[1].alive = true;
+    let alive = ConsumerState {
+        alive: true,
+        ..Default::default()
+    };
+    let start = State {
+        ready: [true, false],
+        object: [true, true],
+        consumers: [alive.clone(), alive],
+        ..Default::default()
+    };
     let mut visited: HashSet<State> = HashSet::new();
     let mut queue: VecDeque<(State, u32)> = VecDeque::new();
     visited.insert(start.clone());

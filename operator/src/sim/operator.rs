@@ -44,9 +44,9 @@ pub struct Faults {
 /// A write the API server will apply later.
 #[derive(Debug, Clone)]
 enum Write {
-    Doc(AssignmentDocument),
+    Doc(Box<AssignmentDocument>),
     Annotation(String, String, Option<PodView>),
-    Status(ShardGroupStatus),
+    Status(Box<ShardGroupStatus>),
 }
 
 /// How often each fault fired.
@@ -322,7 +322,7 @@ impl Operator {
         }
         let mut writes = Vec::new();
         if let Some(doc) = &decision.document_write {
-            writes.push(Write::Doc(doc.clone()));
+            writes.push(Write::Doc(Box::new(doc.clone())));
         }
         for w in &decision.annotation_writes {
             writes.push(Write::Annotation(
@@ -332,7 +332,7 @@ impl Operator {
             ));
         }
         if decision.status_changed {
-            writes.push(Write::Status(decision.status.clone()));
+            writes.push(Write::Status(Box::new(decision.status.clone())));
         }
         for write in writes {
             if rng.chance(self.faults.write_fail) {
@@ -366,7 +366,7 @@ impl Operator {
                         }
                     }
                 }
-                self.doc = Some(doc);
+                self.doc = Some(*doc);
             }
             Write::Annotation(pod, uid, view) => {
                 if let Some(p) = world
@@ -377,7 +377,7 @@ impl Operator {
                     p.annotation = view.map(|v| v.to_annotation());
                 }
             }
-            Write::Status(status) => self.status = Some(status),
+            Write::Status(status) => self.status = Some(*status),
         }
     }
 }
