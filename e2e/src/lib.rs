@@ -10,6 +10,7 @@ pub mod consumers;
 pub mod harness;
 pub mod operator;
 pub mod published;
+pub mod replicas;
 pub mod verdict;
 pub mod wait;
 

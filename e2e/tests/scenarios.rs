@@ -14,6 +14,7 @@ use std::io::Write;
 use kube::Client;
 use shardring_e2e::cluster::SKIP_MESSAGE;
 use shardring_e2e::harness::{Harness, STEP_TIMEOUT};
+use shardring_e2e::replicas::{Replica, wait_single_leader};
 use shardring_e2e::verdict::{VerdictError, finish};
 use shardring_e2e::{Probe, Reachability, connect, wait_for};
 
@@ -193,6 +194,53 @@ async fn operator_restart(harness: &mut Harness) -> ScenarioResult {
     finish(harness, "operator-restart").await.map(drop)
 }
 
+/// The harness's operator hands over to two replicas with leader election;
+/// the leader serves a scale-up, is killed, and the other replica takes over
+/// and serves the next change.
+async fn leader_election(harness: &mut Harness) -> ScenarioResult {
+    opening(harness).await?;
+    harness.stop_operator().await?;
+    let mut replicas = vec![
+        Replica::start(&harness.client, &harness.namespace, "replica-a"),
+        Replica::start(&harness.client, &harness.namespace, "replica-b"),
+    ];
+    let result = leader_election_steps(harness, &mut replicas).await;
+    for replica in replicas {
+        replica.stop().await;
+    }
+    result
+}
+
+async fn leader_election_steps(
+    harness: &mut Harness,
+    replicas: &mut Vec<Replica>,
+) -> ScenarioResult {
+    let leader = wait_single_leader(replicas).await?;
+    eprintln!("e2e[leader-election]: {} leads", replicas[leader].identity);
+    harness.pods.add("v1-3").await?;
+    harness
+        .wait_settled("scale-up served by the first leader")
+        .await?;
+    traffic(harness, 200).await?;
+    let killed = replicas.remove(leader);
+    eprintln!(
+        "e2e[leader-election]: killing the leader {}",
+        killed.identity
+    );
+    killed.kill().await;
+    let survivor = wait_single_leader(replicas).await?;
+    eprintln!(
+        "e2e[leader-election]: {} took over",
+        replicas[survivor].identity
+    );
+    harness.pods.delete_gracefully("v1-0").await?;
+    harness
+        .wait_settled("graceful deletion served by the new leader")
+        .await?;
+    traffic(harness, 200).await?;
+    finish(harness, "leader-election").await.map(drop)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn steady_state() {
     scenario!("steady", 4, steady);
@@ -236,4 +284,9 @@ async fn update_shard_count_4_to_8() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn operator_restarted_mid_handoff() {
     scenario!("operator-restart", 4, operator_restart);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_replicas_with_leader_election() {
+    scenario!("leader-election", 4, leader_election);
 }

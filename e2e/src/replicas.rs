@@ -1,0 +1,120 @@
+//! Two in-process operator replicas with leader election, for the scenario
+//! that kills the leader: each replica is a leader elector
+//! ([`shardring::runtime::leader`]) on one Lease in the test's namespace and
+//! a controller that writes only while its elector says it leads. Killing a
+//! replica aborts both tasks (no graceful release of the Lease, as with
+//! SIGKILL), so the other takes over once the Lease expires.
+
+use std::time::Duration;
+
+use kube::Client;
+use shardring::controller::{ControllerConfig, ControllerMetrics, run_controller};
+use shardring::runtime::leader::{self, LeaderConfig};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::harness::{HarnessError, STEP_TIMEOUT};
+use crate::wait::{Probe, wait_for};
+
+/// The Lease both replicas compete for.
+pub const LEASE_NAME: &str = "shardring-e2e-leader";
+
+/// One replica: its elector and its controller.
+pub struct Replica {
+    /// Its leader identity.
+    pub identity: String,
+    is_leader: watch::Receiver<bool>,
+    elector: JoinHandle<Result<(), leader::LeaderError>>,
+    controller: JoinHandle<()>,
+    shutdown: CancellationToken,
+}
+
+impl Replica {
+    /// Starts replica `identity` for `namespace`, with short election
+    /// timings (6 s lease, 4 s renew deadline, 1 s retry) so a takeover
+    /// happens within seconds.
+    pub fn start(client: &Client, namespace: &str, identity: &str) -> Self {
+        let shutdown = CancellationToken::new();
+        let config = LeaderConfig {
+            lease_duration: Duration::from_secs(6),
+            renew_deadline: Duration::from_secs(4),
+            retry_period: Duration::from_secs(1),
+            ..LeaderConfig::new(LEASE_NAME, namespace, identity)
+        };
+        let handle = leader::spawn(client.clone(), config, shutdown.clone());
+        let mut registry = shardring::runtime::metrics::new_registry();
+        let metrics = ControllerMetrics::register(&mut registry);
+        let controller = tokio::spawn(run_controller(
+            client.clone(),
+            ControllerConfig {
+                namespace: Some(namespace.to_owned()),
+                ..ControllerConfig::default()
+            },
+            metrics,
+            None,
+            shutdown.clone(),
+            Some(handle.is_leader.clone()),
+        ));
+        Self {
+            identity: identity.to_owned(),
+            is_leader: handle.is_leader,
+            elector: handle.task,
+            controller,
+            shutdown,
+        }
+    }
+
+    /// Whether this replica currently leads.
+    pub fn leads(&self) -> bool {
+        *self.is_leader.borrow()
+    }
+
+    /// Fails if either task of a replica that should run has stopped.
+    pub fn check_running(&self) -> Result<(), HarnessError> {
+        if self.elector.is_finished() || self.controller.is_finished() {
+            return Err(HarnessError::Consumer(format!(
+                "operator replica {} stopped early",
+                self.identity
+            )));
+        }
+        Ok(())
+    }
+
+    /// Kills the replica: both tasks aborted, the Lease left as it is.
+    pub async fn kill(self) {
+        self.elector.abort();
+        self.controller.abort();
+        let _ = self.elector.await;
+        let _ = self.controller.await;
+    }
+
+    /// Stops the replica gracefully (cleanup).
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        let _ = tokio::time::timeout(STEP_TIMEOUT, self.controller).await;
+        let _ = tokio::time::timeout(STEP_TIMEOUT, self.elector).await;
+    }
+}
+
+/// Waits until exactly one of `replicas` leads and returns its index.
+pub async fn wait_single_leader(replicas: &[Replica]) -> Result<usize, HarnessError> {
+    let index = wait_for("exactly one leading replica", STEP_TIMEOUT, || {
+        let leading: Vec<usize> = replicas
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.leads())
+            .map(|(i, _)| i)
+            .collect();
+        let running = replicas.iter().try_for_each(Replica::check_running);
+        async move {
+            running?;
+            Ok::<_, HarnessError>(match leading.as_slice() {
+                [one] => Probe::Done(*one),
+                other => Probe::Pending(format!("{} leaders", other.len())),
+            })
+        }
+    })
+    .await?;
+    Ok(index)
+}
