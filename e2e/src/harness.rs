@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use aws_sdk_kinesis::types::{ScalingType, StreamStatus};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -24,6 +23,7 @@ use shardring_crds::{AssignmentDocument, ConsumerPool, ShardGroup, ShardPhase};
 use crate::consumers::{ConsumerSpec, Pods};
 use crate::operator::{Operator, OperatorError};
 use crate::published::{PublishedError, assignment_document};
+use crate::stream;
 use crate::wait::{Probe, WaitError, wait_for};
 
 /// Field manager of everything the harness applies.
@@ -85,7 +85,7 @@ pub enum HarnessError {
     },
 }
 
-fn aws<E: std::error::Error + 'static>(error: E) -> HarnessError {
+pub(crate) fn aws<E: std::error::Error + 'static>(error: E) -> HarnessError {
     HarnessError::Aws(aws_sdk_kinesis::error::DisplayErrorContext(&error).to_string())
 }
 
@@ -132,7 +132,7 @@ impl Harness {
             .send()
             .await
             .map_err(aws)?;
-        wait_stream_active(&kinesis).await?;
+        stream::wait_active(&kinesis, NAME).await?;
         shardring_consumer::lease::create_table(&dynamodb, NAME, Duration::from_secs(30))
             .await
             .map_err(|e| HarnessError::Aws(e.to_string()))?;
@@ -228,7 +228,7 @@ impl Harness {
                 operator.check_running()?;
             }
             self.pods.check_alive()?;
-            let open = open_shards(&self.kinesis).await?;
+            let open = stream::open_shards(&self.kinesis, NAME).await?;
             let seen = match self.document().await? {
                 Some(doc) => match settled(&doc, &open, &self.pods) {
                     Ok(()) => return Ok(doc),
@@ -269,74 +269,25 @@ impl Harness {
         Ok(())
     }
 
-    /// Splits the open shard with the widest hash key range in two.
+    /// Splits the open shard with the widest hash key range in two;
+    /// returns the parent.
     pub async fn split_widest(&self) -> Result<String, HarnessError> {
-        let shards = list_shards(&self.kinesis).await?;
-        let (parent, start, end) = shards
-            .iter()
-            .filter(|s| s.open)
-            .max_by_key(|s| s.end - s.start)
-            .map(|s| (s.id.clone(), s.start, s.end))
-            .ok_or_else(|| HarnessError::Aws("no open shard to split".into()))?;
-        let middle = start + (end - start) / 2 + 1;
-        self.kinesis
-            .split_shard()
-            .stream_name(NAME)
-            .shard_to_split(&parent)
-            .new_starting_hash_key(middle.to_string())
-            .send()
-            .await
-            .map_err(aws)?;
-        wait_stream_active(&self.kinesis).await?;
-        Ok(parent)
+        stream::split_widest(&self.kinesis, NAME).await
     }
 
-    /// Merges the first two adjacent open shards.
+    /// Merges the first two adjacent open shards; returns them.
     pub async fn merge_adjacent(&self) -> Result<(String, String), HarnessError> {
-        let mut open: Vec<_> = list_shards(&self.kinesis)
-            .await?
-            .into_iter()
-            .filter(|s| s.open)
-            .collect();
-        open.sort_by_key(|s| s.start);
-        let (a, b) = open
-            .windows(2)
-            .find(|w| w[0].end + 1 == w[1].start)
-            .map(|w| (w[0].id.clone(), w[1].id.clone()))
-            .ok_or_else(|| HarnessError::Aws("no two adjacent open shards".into()))?;
-        self.kinesis
-            .merge_shards()
-            .stream_name(NAME)
-            .shard_to_merge(&a)
-            .adjacent_shard_to_merge(&b)
-            .send()
-            .await
-            .map_err(aws)?;
-        wait_stream_active(&self.kinesis).await?;
-        Ok((a, b))
+        stream::merge_adjacent(&self.kinesis, NAME).await
     }
 
     /// UpdateShardCount to `target` with uniform scaling.
     pub async fn update_shard_count(&self, target: u32) -> Result<(), HarnessError> {
-        self.kinesis
-            .update_shard_count()
-            .stream_name(NAME)
-            .target_shard_count(target as i32)
-            .scaling_type(ScalingType::UniformScaling)
-            .send()
-            .await
-            .map_err(aws)?;
-        wait_stream_active(&self.kinesis).await
+        stream::update_shard_count(&self.kinesis, NAME, target).await
     }
 
     /// Child → parents of every shard the stream ever had.
     pub async fn parents(&self) -> Result<BTreeMap<String, Vec<String>>, HarnessError> {
-        Ok(list_shards(&self.kinesis)
-            .await?
-            .into_iter()
-            .filter(|s| !s.parents.is_empty())
-            .map(|s| (s.id, s.parents))
-            .collect())
+        stream::parents(&self.kinesis, NAME).await
     }
 
     /// Stops everything and deletes the namespace (leftover ShardGroup
@@ -417,79 +368,6 @@ fn settled(doc: &AssignmentDocument, open: &[String], pods: &Pods) -> Result<(),
             ));
         }
     }
-    Ok(())
-}
-
-/// One shard as ListShards reports it.
-struct StreamShard {
-    id: String,
-    parents: Vec<String>,
-    start: u128,
-    end: u128,
-    open: bool,
-}
-
-async fn list_shards(kinesis: &aws_sdk_kinesis::Client) -> Result<Vec<StreamShard>, HarnessError> {
-    let mut out = Vec::new();
-    let mut token: Option<String> = None;
-    loop {
-        let request = match &token {
-            Some(t) => kinesis.list_shards().next_token(t),
-            None => kinesis.list_shards().stream_name(NAME),
-        };
-        let page = request.send().await.map_err(aws)?;
-        for shard in page.shards() {
-            let range = shard.hash_key_range();
-            let parse = |s: Option<&str>| s.and_then(|s| s.parse::<u128>().ok()).unwrap_or(0);
-            out.push(StreamShard {
-                id: shard.shard_id().to_owned(),
-                parents: shard
-                    .parent_shard_id()
-                    .into_iter()
-                    .chain(shard.adjacent_parent_shard_id())
-                    .map(str::to_owned)
-                    .collect(),
-                start: parse(range.map(|r| r.starting_hash_key())),
-                end: parse(range.map(|r| r.ending_hash_key())),
-                open: shard
-                    .sequence_number_range()
-                    .is_none_or(|r| r.ending_sequence_number().is_none()),
-            });
-        }
-        token = page.next_token().map(str::to_owned);
-        if token.is_none() {
-            return Ok(out);
-        }
-    }
-}
-
-async fn open_shards(kinesis: &aws_sdk_kinesis::Client) -> Result<Vec<String>, HarnessError> {
-    Ok(list_shards(kinesis)
-        .await?
-        .into_iter()
-        .filter(|s| s.open)
-        .map(|s| s.id)
-        .collect())
-}
-
-async fn wait_stream_active(kinesis: &aws_sdk_kinesis::Client) -> Result<(), HarnessError> {
-    wait_for("the stream to be ACTIVE", STEP_TIMEOUT, || async {
-        let summary = kinesis
-            .describe_stream_summary()
-            .stream_name(NAME)
-            .send()
-            .await
-            .map_err(aws)?;
-        let status = summary
-            .stream_description_summary()
-            .map(|s| s.stream_status().clone());
-        Ok::<_, HarnessError>(if status == Some(StreamStatus::Active) {
-            Probe::Done(())
-        } else {
-            Probe::Pending(format!("{status:?}"))
-        })
-    })
-    .await?;
     Ok(())
 }
 
