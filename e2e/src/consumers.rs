@@ -49,6 +49,8 @@ pub struct Pods {
     client: Client,
     spec: ConsumerSpec,
     live: BTreeMap<String, ConsumerProcess>,
+    /// SIGSTOPped consumers of terminating pods ([`Pods::hang_and_delete`]).
+    hung: BTreeMap<String, ConsumerProcess>,
     logs: Vec<PathBuf>,
 }
 
@@ -59,6 +61,7 @@ impl Pods {
             client,
             spec,
             live: BTreeMap::new(),
+            hung: BTreeMap::new(),
             logs: Vec::new(),
         }
     }
@@ -205,6 +208,41 @@ impl Pods {
         self.wait_gone(name).await
     }
 
+    /// A hung consumer on a pod being deleted: SIGSTOP to the process (it
+    /// neither reads nor renews nor releases), then the pod is deleted and
+    /// stays terminating (the finalizer). The operator's handoff of its
+    /// shards then has to wait for the drain timeout and the leases to
+    /// expire: a handoff in flight for seconds. [`Self::reap`] ends it.
+    pub async fn hang_and_delete(&mut self, name: &str) -> Result<(), HarnessError> {
+        let process = self
+            .live
+            .remove(name)
+            .ok_or_else(|| HarnessError::Consumer(format!("no live pod {name}")))?;
+        let stopped = Command::new("kill")
+            .args(["-STOP", &process.pid().to_string()])
+            .stdin(Stdio::null())
+            .status()?;
+        if !stopped.success() {
+            return Err(HarnessError::Consumer(format!(
+                "SIGSTOP to the consumer of {name} failed ({stopped})"
+            )));
+        }
+        self.hung.insert(name.to_owned(), process);
+        self.api().delete(name, &DeleteParams::default()).await?;
+        eprintln!("e2e: ~ pod {name}: consumer stopped (SIGSTOP), pod deleted and terminating");
+        Ok(())
+    }
+
+    /// Kills a pod's hung consumer and lets the pod go.
+    pub async fn reap(&mut self, name: &str) -> Result<(), HarnessError> {
+        if let Some(mut process) = self.hung.remove(name) {
+            process.kill();
+            let _ = process.wait();
+        }
+        self.remove_finalizer(name).await?;
+        self.wait_gone(name).await
+    }
+
     async fn remove_finalizer(&self, name: &str) -> Result<(), HarnessError> {
         let patch = json!({"metadata": {"finalizers": null}});
         match self
@@ -235,8 +273,10 @@ impl Pods {
 
     /// Kills every consumer and drops the finalizers (cleanup).
     pub async fn kill_all(&mut self) {
-        let names: Vec<String> = self.live.keys().cloned().collect();
-        for (_, mut process) in std::mem::take(&mut self.live) {
+        let mut processes = std::mem::take(&mut self.live);
+        processes.append(&mut self.hung);
+        let names: Vec<String> = processes.keys().cloned().collect();
+        for (_, mut process) in processes {
             process.kill();
             let _ = process.wait();
         }

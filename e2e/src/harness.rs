@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
+use kube::runtime::wait::{Condition, conditions};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 use shardring::demo::producer::Producer;
@@ -269,6 +269,27 @@ impl Harness {
         Ok(())
     }
 
+    /// Waits until `pod` owns no shard in the published document (its
+    /// handoffs are complete).
+    pub async fn wait_owns_nothing(&self, pod: &str) -> Result<(), HarnessError> {
+        wait_for(&format!("{pod} to own no shard"), STEP_TIMEOUT, || async {
+            let doc = self.document().await?;
+            let owned: Vec<String> = doc
+                .iter()
+                .flat_map(|d| d.shards.iter())
+                .filter(|(_, r)| r.owner.as_deref() == Some(pod))
+                .map(|(id, r)| format!("{id} ({:?})", r.state))
+                .collect();
+            Ok::<_, HarnessError>(if owned.is_empty() && doc.is_some() {
+                Probe::Done(())
+            } else {
+                Probe::Pending(format!("owns {owned:?}"))
+            })
+        })
+        .await?;
+        Ok(())
+    }
+
     /// Splits the open shard with the widest hash key range in two;
     /// returns the parent.
     pub async fn split_widest(&self) -> Result<String, HarnessError> {
@@ -392,15 +413,14 @@ async fn apply_crds(client: &Client) -> Result<(), HarnessError> {
         wait_for(&format!("CRD {name} Established"), STEP_TIMEOUT, || {
             let (crds, name) = (crds.clone(), name.clone());
             async move {
-                let established = tokio::time::timeout(
-                    crate::wait::POLL_INTERVAL,
-                    await_condition(crds, &name, conditions::is_crd_established()),
+                let crd = crds.get_opt(&name).await?;
+                Ok::<_, HarnessError>(
+                    if conditions::is_crd_established().matches_object(crd.as_ref()) {
+                        Probe::Done(())
+                    } else {
+                        Probe::Pending("not Established".into())
+                    },
                 )
-                .await;
-                Ok::<_, HarnessError>(match established {
-                    Ok(Ok(_)) => Probe::Done(()),
-                    _ => Probe::Pending("not Established".into()),
-                })
             }
         })
         .await?;

@@ -181,14 +181,19 @@ async fn update_shard_count(harness: &mut Harness) -> ScenarioResult {
     finish(harness, "update-shard-count").await.map(drop)
 }
 
-/// A SIGKILLed pod's shards wait for its leases to expire: a handoff that
-/// lasts the lease failover time, long enough to stop the operator in it.
+/// A pod whose consumer hangs (SIGSTOP) is deleted: its shards are revoked
+/// but it never lets go, so the handoff lasts the drain timeout and the
+/// lease failover — long enough to restart the operator in the middle of it.
+/// The restarted operator must finish that handoff from the published state
+/// while the hung pod is still there; then the pod is reaped.
 async fn operator_restart(harness: &mut Harness) -> ScenarioResult {
     opening(harness).await?;
-    harness.pods.kill_and_force_delete("v1-0").await?;
+    harness.pods.hang_and_delete("v1-0").await?;
     harness.wait_handoff_in_flight().await?;
     eprintln!("e2e[operator-restart]: handoff in flight; restarting the operator");
     harness.restart_operator().await?;
+    harness.wait_owns_nothing("v1-0").await?;
+    harness.pods.reap("v1-0").await?;
     harness.wait_settled("after the operator restart").await?;
     traffic(harness, 200).await?;
     finish(harness, "operator-restart").await.map(drop)
