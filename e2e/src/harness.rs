@@ -353,8 +353,8 @@ fn settled(
     // Pods with empty lists may be listed or not; a pod that is gone (or
     // being deleted) must not hold anything any more.
     if let Some((pod, _)) = doc.pods.iter().find(|(pod, a)| {
-        !live.contains(*pod)
-            && !(a.active.is_empty() && a.revoking.is_empty() && a.standby.is_empty())
+        let holds = !(a.active.is_empty() && a.revoking.is_empty() && a.standby.is_empty());
+        holds && !live.contains(*pod)
     }) {
         return Err(format!(
             "{pod}, not a live pod, still holds shards (live: {live:?})"
@@ -526,7 +526,7 @@ mod tests {
             doc.shards.insert(
                 (*shard).to_owned(),
                 ShardRecord {
-                    state: state.clone(),
+                    state: *state,
                     ..ShardRecord::default()
                 },
             );
