@@ -140,9 +140,22 @@ impl Harness {
         let namespace = unique_namespace(scenario);
         apply_crds(&client).await?;
         create_namespace(&client, &namespace).await?;
-        apply_pool_and_group(&client, &namespace, &kinesis_url, &dynamo_url).await?;
         let dir = files_dir(&namespace);
-        std::fs::create_dir_all(&dir)?;
+        let ready = async {
+            apply_pool_and_group(&client, &namespace, &kinesis_url, &dynamo_url).await?;
+            std::fs::create_dir_all(&dir)?;
+            Ok::<_, HarnessError>(Operator::start(&client, &namespace).await?)
+        };
+        let operator = match ready.await {
+            Ok(operator) => operator,
+            Err(error) => {
+                // Nothing else will clean up a namespace whose harness never started.
+                let _ = Api::<Namespace>::all(client.clone())
+                    .delete(&namespace, &DeleteParams::default())
+                    .await;
+                return Err(error);
+            }
+        };
         eprintln!(
             "e2e[{scenario}]: namespace {namespace}, stream {NAME} ({shards} shards) on {kinesis_url}, lease table on {dynamo_url}, files in {}",
             dir.display()
@@ -154,7 +167,6 @@ impl Harness {
             dynamodb_endpoint: dynamo_url,
             dir,
         };
-        let operator = Operator::start(&client, &namespace).await?;
         Ok(Self {
             pods: Pods::new(client.clone(), spec),
             client,
