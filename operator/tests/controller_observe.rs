@@ -26,10 +26,12 @@ fn stores(pods: &[Pod], nodes: &[(&str, &str)], cms: &[ConfigMap]) -> Stores {
     }
     let (node_reader, mut node_writer) = reflector::store::<PartialObjectMeta<Node>>();
     for (name, zone) in nodes {
-        let mut meta = PartialObjectMeta::<Node>::default();
-        meta.metadata = ObjectMeta {
-            name: Some((*name).into()),
-            labels: Some([(ZONE_LABEL.to_owned(), (*zone).to_owned())].into()),
+        let meta = PartialObjectMeta::<Node> {
+            metadata: ObjectMeta {
+                name: Some((*name).into()),
+                labels: Some([(ZONE_LABEL.to_owned(), (*zone).to_owned())].into()),
+                ..Default::default()
+            },
             ..Default::default()
         };
         node_writer.apply_watcher_event(&watcher::Event::Apply(meta));
