@@ -1,10 +1,14 @@
 //! Controller metrics, registered into the operator's registry (prefix
 //! `shardring`): reconciles, errors by reason, plan duration, publish writes
-//! by kind, and shards and pods per ShardGroup.
+//! by kind, shards and pods per ShardGroup, and the handoff protocol's health
+//! (handoff duration by evidence, moves by kind, revokes pending and the age of
+//! the oldest, optional-move budget remaining).
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use std::sync::atomic::AtomicU64;
+
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
@@ -39,6 +43,19 @@ pub struct MoveLabel {
     pub kind: &'static str,
 }
 
+/// Label of the evidence that completed a handoff.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EvidenceLabel {
+    /// `lease_released`, `pod_gone`, `lease_expired` or `drain_timeout`.
+    pub evidence: &'static str,
+}
+
+/// Builds a handoff-duration histogram: 0.25 s to about 17 min, doubling, so
+/// both lease-release handoffs (seconds) and drain timeouts (minutes) resolve.
+fn handoff_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.25, 2.0, 13))
+}
+
 /// Handles of the controller's metrics (cheap to clone).
 #[derive(Clone)]
 pub struct ControllerMetrics {
@@ -58,6 +75,15 @@ pub struct ControllerMetrics {
     pub pods: Family<GroupLabels, Gauge>,
     /// Published epoch per group.
     pub epoch: Family<GroupLabels, Gauge>,
+    /// Time from a revoke to the shard's activation elsewhere, by evidence.
+    pub handoff_duration: Family<EvidenceLabel, Histogram, fn() -> Histogram>,
+    /// Shards revoked and not yet handed over, per group.
+    pub revokes_pending: Family<GroupLabels, Gauge>,
+    /// Age of the oldest revoke still in flight, per group (0 when none).
+    pub oldest_revoke_age: Family<GroupLabels, Gauge<f64, AtomicU64>>,
+    /// Optional moves left in the current window, per group (absent when the
+    /// group sets no `maxMovesPerWindow`).
+    pub budget_remaining: Family<GroupLabels, Gauge>,
 }
 
 impl Default for ControllerMetrics {
@@ -71,6 +97,10 @@ impl Default for ControllerMetrics {
             shards: Family::default(),
             pods: Family::default(),
             epoch: Family::default(),
+            handoff_duration: Family::new_with_constructor(handoff_histogram),
+            revokes_pending: Family::default(),
+            oldest_revoke_age: Family::default(),
+            budget_remaining: Family::default(),
         }
     }
 }
@@ -112,6 +142,28 @@ impl ControllerMetrics {
             "Published epoch per ShardGroup",
             m.epoch.clone(),
         );
+        registry.register_with_unit(
+            "handoff_duration",
+            "Time from a shard's revoke to its activation on the next owner, by the evidence that the previous owner let go",
+            Unit::Seconds,
+            m.handoff_duration.clone(),
+        );
+        registry.register(
+            "revokes_pending",
+            "Shards revoked and not yet handed over, per ShardGroup",
+            m.revokes_pending.clone(),
+        );
+        registry.register_with_unit(
+            "oldest_revoke_age",
+            "Age of the oldest revoke still in flight, per ShardGroup (0 when none)",
+            Unit::Seconds,
+            m.oldest_revoke_age.clone(),
+        );
+        registry.register(
+            "move_budget_remaining",
+            "Optional moves left in the current rebalance window, per ShardGroup",
+            m.budget_remaining.clone(),
+        );
         m
     }
 
@@ -130,6 +182,9 @@ impl ControllerMetrics {
         self.shards.remove(labels);
         self.pods.remove(labels);
         self.epoch.remove(labels);
+        self.revokes_pending.remove(labels);
+        self.oldest_revoke_age.remove(labels);
+        self.budget_remaining.remove(labels);
     }
 }
 
@@ -155,5 +210,37 @@ mod tests {
             text.contains("shardring_reconcile_errors_total{reason=\"SourceError\"} 1"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn handoff_metrics_are_exposed() {
+        let mut registry = Registry::with_prefix("shardring");
+        let m = ControllerMetrics::register(&mut registry);
+        m.handoff_duration
+            .get_or_create(&EvidenceLabel {
+                evidence: "lease_released",
+            })
+            .observe(3.0);
+        let group = GroupLabels {
+            namespace: "shop".into(),
+            shardgroup: "orders".into(),
+        };
+        m.revokes_pending.get_or_create(&group).set(2);
+        m.oldest_revoke_age.get_or_create(&group).set(1.5);
+        m.budget_remaining.get_or_create(&group).set(4);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for expected in [
+            "shardring_handoff_duration_seconds_count{evidence=\"lease_released\"} 1",
+            "shardring_revokes_pending{namespace=\"shop\",shardgroup=\"orders\"} 2",
+            "shardring_oldest_revoke_age_seconds{namespace=\"shop\",shardgroup=\"orders\"} 1.5",
+            "shardring_move_budget_remaining{namespace=\"shop\",shardgroup=\"orders\"} 4",
+        ] {
+            assert!(text.contains(expected), "missing {expected} in\n{text}");
+        }
+        m.forget(&group);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(!text.contains("shardgroup=\"orders\""), "{text}");
     }
 }

@@ -209,7 +209,7 @@ pub async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result<Action
         ctx.recorder.as_ref(),
     )
     .await?;
-    record(group, &decision, &ctx.metrics);
+    record(group, &decision, &ctx.metrics, (ctx.clock)());
     Ok(Action::requeue(decision.requeue_after))
 }
 
@@ -274,7 +274,7 @@ pub fn error_policy(
     Action::requeue(delay)
 }
 
-fn record(group: &ShardGroup, decision: &Decision, metrics: &ControllerMetrics) {
+fn record(group: &ShardGroup, decision: &Decision, metrics: &ControllerMetrics, now: Timestamp) {
     let labels = metrics::GroupLabels {
         namespace: group.namespace().unwrap_or_default(),
         shardgroup: group.name_any(),
@@ -303,5 +303,40 @@ fn record(group: &ShardGroup, decision: &Decision, metrics: &ControllerMetrics) 
             .moves
             .get_or_create(&metrics::MoveLabel { kind: "optional" })
             .inc_by(optional);
+    }
+    for handoff in &decision.handoffs {
+        metrics
+            .handoff_duration
+            .get_or_create(&metrics::EvidenceLabel {
+                evidence: handoff.evidence.label(),
+            })
+            .observe(handoff.duration.as_secs_f64());
+    }
+    let status = &decision.status;
+    metrics
+        .revokes_pending
+        .get_or_create(&labels)
+        .set(status.moves_in_flight as i64);
+    let oldest_age = status
+        .oldest_revoke
+        .as_deref()
+        .and_then(|since| since.parse::<Timestamp>().ok())
+        .map_or(0.0, |since| {
+            now.duration_since(since).as_secs_f64().max(0.0)
+        });
+    metrics
+        .oldest_revoke_age
+        .get_or_create(&labels)
+        .set(oldest_age);
+    match status.move_budget_remaining {
+        Some(remaining) => {
+            metrics
+                .budget_remaining
+                .get_or_create(&labels)
+                .set(remaining as i64);
+        }
+        None => {
+            metrics.budget_remaining.remove(&labels);
+        }
     }
 }
