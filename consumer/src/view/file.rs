@@ -61,8 +61,9 @@ pub struct FileSource {
 }
 
 impl FileSource {
-    /// Reads the view once; `Ok(None)` when the file exists but this pod has
-    /// no view in it yet (annotation not written so far).
+    /// Reads the view once; `Ok(None)` when the file exists but holds no
+    /// annotation for this pod: not written yet, or removed because the pod
+    /// holds nothing (the poller then withdraws every shard).
     pub fn read_once(&self) -> Result<Option<PodView>, FileSourceError> {
         let path = self.resolve();
         let display = path.display().to_string();
@@ -116,7 +117,12 @@ impl FileSource {
                             tracing::info!(epoch = view.epoch, active = ?view.active, revoking = ?view.revoking, "assignment view changed");
                         }
                     }
-                    Ok(Ok(None)) => {}
+                    Ok(Ok(None)) => {
+                        last_error = None;
+                        if publisher.withdraw() {
+                            tracing::info!("assignment annotation removed: no shards");
+                        }
+                    }
                     Ok(Err(error)) => {
                         let text = error.to_string();
                         if last_error.as_ref() != Some(&text) {

@@ -56,6 +56,30 @@ impl ViewPublisher {
             })
     }
 
+    /// Withdraws every shard: the pod's annotation is gone. The operator
+    /// removes it only from pods that hold nothing, not even a revoke, so an
+    /// absent annotation after a view means "no shards" — keeping the last
+    /// view instead would let a consumer that missed the revoke keep reading
+    /// a shard that has moved on. Nothing changes before the first view.
+    /// Returns whether the view changed.
+    pub fn withdraw(&self) -> bool {
+        self.sender
+            .send_if_modified(|snapshot| match &snapshot.view {
+                Some(current)
+                    if !(current.active.is_empty()
+                        && current.standby.is_empty()
+                        && current.revoking.is_empty()) =>
+                {
+                    snapshot.view = Some(PodView {
+                        epoch: current.epoch,
+                        ..PodView::default()
+                    });
+                    true
+                }
+                _ => false,
+            })
+    }
+
     /// A new reader of this publisher's views.
     pub fn subscribe(&self) -> AssignmentView {
         AssignmentView {
@@ -140,6 +164,22 @@ mod tests {
             standby: vec!["s9".into()],
             revoking: revoking.iter().map(|s| (*s).to_owned()).collect(),
         }
+    }
+
+    #[test]
+    fn a_withdrawn_annotation_means_no_shards() {
+        let (publisher, assignment) = crate::view::channel();
+        assert!(!publisher.withdraw(), "nothing to withdraw before a view");
+        assert!(publisher.offer(view(5, &["s1"], &[])));
+        assert!(publisher.withdraw());
+        assert!(!assignment.can_acquire("s1"));
+        assert_eq!(assignment.epoch(), 5, "the epoch never goes back");
+        assert!(!publisher.withdraw(), "already empty");
+        assert!(
+            publisher.offer(view(6, &["s2"], &[])),
+            "a newer view still lands"
+        );
+        assert!(assignment.can_acquire("s2"));
     }
 
     #[test]
