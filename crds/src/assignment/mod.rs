@@ -107,8 +107,13 @@ pub struct PodAssignment {
 
 /// The per-pod annotation `assignment.shardring.io/<shardgroup>`: the pod's
 /// entry of the document plus the epoch. A pod may read a shard only while it is
-/// in `active` at the newest epoch it has seen; a shard in `revoking` must be
-/// stopped, checkpointed and released at once.
+/// in `active` at the newest epoch it has seen (a view with an older epoch is
+/// ignored); a shard in `revoking`, or no longer in `active`, must be stopped,
+/// checkpointed and released at once. The operator removes the annotation only
+/// from a pod that holds nothing, so an absent annotation after a view means no
+/// shards. The operator hands a revoked shard to its next owner only after
+/// evidence that this pod let go (lease released, pod gone, or drain timeout
+/// and lease expiry).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PodView {
