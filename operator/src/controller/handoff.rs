@@ -11,9 +11,12 @@
 //!
 //! 1. the lease table (scanned after the revoke) shows A no longer holds the
 //!    lease: owner changed or cleared and `checkpointOwner` is not A;
-//! 2. A's pod is gone from the API after a graceful deletion (A was seen
-//!    terminating with a grace period above zero and not force-deleted since):
-//!    the kubelet removes such a pod only after its containers stopped;
+//! 2. with a lease table: A's pod is gone from the API after a graceful
+//!    deletion (A was seen terminating with a grace period above zero and not
+//!    force-deleted since): the kubelet removes such a pod only after its
+//!    containers stopped. A force deletion of a terminating pod removes the
+//!    object at once and cannot be told apart, so this is trusted only where
+//!    the lease fences a process that outlived its pod object;
 //! 3. with a lease table: the drain timeout passed since the revoke AND A's
 //!    lease expired (counter unchanged for the lease failover time);
 //! 4. without a lease table (unfenced, see `docs/handoff.md`): the drain
@@ -335,7 +338,15 @@ impl Ctx<'_> {
     ) -> Option<Evidence> {
         let now = self.obs.now;
         let pod = self.pods.get(from);
-        if pod.is_none() && self.graceful.contains(from) {
+        // A pod gone after a graceful deletion stopped its containers —
+        // unless it was force-deleted while terminating: the API then removes
+        // the object at once, still showing the graceful grace period, and
+        // the process runs until the kubelet kills it (or its node heals).
+        // The operator cannot tell the two apart, so a gone pod is evidence
+        // only where the lease fences such a survivor; without a lease table
+        // its shards wait for the drain timeout since the revoke (below).
+        let fenced = !matches!(self.obs.leases, LeaseObservation::NotConfigured);
+        if fenced && pod.is_none() && self.graceful.contains(from) {
             return Some(Evidence::PodGone);
         }
         let drain_due = add(since, self.timing.drain_timeout);

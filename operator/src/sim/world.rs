@@ -54,6 +54,10 @@ pub struct LeaseWrite {
     pub checkpoint: Checkpoint,
     /// Whether it releases the lease.
     pub release: bool,
+    /// The lease counter when the write was issued: a release is
+    /// conditional on it (as KCL's conditional update on `leaseCounter`), so
+    /// it fails once the lease was taken again, even by the same worker.
+    pub counter: u64,
 }
 
 /// One shard of the stream.
@@ -231,6 +235,11 @@ impl World {
             };
             if row.owner.as_deref() != Some(w.owner.as_str()) {
                 continue; // KCL checkpoints are conditional on the lease.
+            }
+            if w.release && row.counter != w.counter {
+                // Taken again since (a re-acquire after a fenced stop): the
+                // late release must not free a lease that is being read.
+                continue;
             }
             if row.checkpoint != Checkpoint::End {
                 row.checkpoint = w.checkpoint;
@@ -414,7 +423,9 @@ impl World {
             return; // DynamoDB unreachable: the write is lost.
         }
         let at = self.now + rng.range(0, self.rules.max_lease_lag);
+        let counter = self.leases.get(shard).map_or(0, |row| row.counter);
         self.lease_queue.push(LeaseWrite {
+            counter,
             at,
             shard: shard.to_owned(),
             owner: me.to_owned(),
