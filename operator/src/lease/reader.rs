@@ -4,12 +4,8 @@
 //! carries over between scans.
 
 use std::sync::Mutex;
-use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::config::Region;
-use aws_sdk_dynamodb::config::retry::RetryConfig;
-use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use jiff::Timestamp;
 use prometheus_client::metrics::family::Family;
@@ -22,6 +18,7 @@ use super::record::LeaseRecord;
 use super::snapshot::{LeaseTable, build};
 use crate::source::kinesis::errors::{chain, is_access_code, is_throttle_code};
 use crate::source::kinesis::pacing::Backoff;
+use crate::source::kinesis::reader::client_config;
 
 type TableLabels = Vec<(String, String)>;
 
@@ -57,28 +54,14 @@ impl LeaseMetrics {
     }
 }
 
-/// Builds a DynamoDB client from the shared AWS config with optional region
-/// and endpoint overrides; SDK retries are off (the reader retries itself).
+/// Builds a DynamoDB client with the operator's shared AWS client settings
+/// ([`client_config`]: overrides, timeouts, SDK retries off).
 pub fn dynamodb_client(
     base: &aws_config::SdkConfig,
     region: Option<&str>,
     endpoint: Option<&str>,
 ) -> Client {
-    let mut builder = aws_sdk_dynamodb::config::Builder::from(base)
-        .retry_config(RetryConfig::disabled())
-        .timeout_config(
-            TimeoutConfig::builder()
-                .connect_timeout(Duration::from_secs(3))
-                .operation_attempt_timeout(Duration::from_secs(10))
-                .build(),
-        );
-    if let Some(region) = region {
-        builder = builder.region(Region::new(region.to_owned()));
-    }
-    if let Some(endpoint) = endpoint {
-        builder = builder.endpoint_url(endpoint);
-    }
-    Client::from_conf(builder.build())
+    Client::new(&client_config(base, region, endpoint))
 }
 
 /// Reads one lease table, remembering the previous snapshot.

@@ -105,15 +105,18 @@ impl Default for ReaderOptions {
     }
 }
 
-/// Builds a Kinesis client from the shared AWS config (default credential
-/// chain) with an optional region and endpoint override. SDK retries are off:
-/// the reader retries itself so it can count throttles and bound attempts.
-pub fn kinesis_client(
+/// The AWS settings every operator client uses (Kinesis and the lease
+/// table's DynamoDB): the shared config (default credential chain) with an
+/// optional region and endpoint override, short timeouts, and SDK retries
+/// off — the readers retry themselves so they can count throttles and bound
+/// attempts.
+pub fn client_config(
     base: &aws_config::SdkConfig,
     region: Option<&str>,
     endpoint: Option<&str>,
-) -> Client {
-    let mut builder = aws_sdk_kinesis::config::Builder::from(base)
+) -> aws_config::SdkConfig {
+    let mut builder = base
+        .to_builder()
         .retry_config(RetryConfig::disabled())
         .timeout_config(
             TimeoutConfig::builder()
@@ -127,7 +130,16 @@ pub fn kinesis_client(
     if let Some(endpoint) = endpoint {
         builder = builder.endpoint_url(endpoint);
     }
-    Client::from_conf(builder.build())
+    builder.build()
+}
+
+/// Builds a Kinesis client with [`client_config`].
+pub fn kinesis_client(
+    base: &aws_config::SdkConfig,
+    region: Option<&str>,
+    endpoint: Option<&str>,
+) -> Client {
+    Client::new(&client_config(base, region, endpoint))
 }
 
 /// Static credentials for local emulators (they accept any signature).
