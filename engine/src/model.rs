@@ -24,6 +24,8 @@ pub struct PodRec<'a> {
     pub node: u32,
     /// Tie-break position: `xxh3(consumerName ‖ 0 ‖ name)`.
     pub hash: u64,
+    /// When it became Ready (Unix seconds; `i64::MIN` when unknown).
+    pub ready_since: i64,
 }
 
 /// What happens to a shard in this plan.
@@ -102,6 +104,7 @@ impl<'a> Model<'a> {
                 zone: intern(&mut zone_names, pod.zone.as_deref()),
                 node: intern(&mut node_names, pod.node.as_deref()),
                 hash: hash_pair(&mut buf, consumer, pod.name.as_bytes()),
+                ready_since: pod.ready_since.unwrap_or(i64::MIN),
             });
         }
         let distinct = |key: fn(&PodRec<'_>) -> u32| {

@@ -131,9 +131,15 @@ impl State<'_, '_> {
         let (start, mut bucket) = self.sticky();
         let current: Vec<u64> = (0..p).map(|e| (start[e + 1] - start[e]) as u64).collect();
         let weights: Vec<u64> = model.pods.iter().map(|p| p.capacity).collect();
-        let hashes: Vec<u64> = model.pods.iter().map(|p| p.hash).collect();
+        // Ties for a ⌈⌉ quota go to the most recently ready pod, then by
+        // hash: the pods a rolling deploy replaces next are the oldest.
+        let tiebreak: Vec<(Reverse<i64>, u64)> = model
+            .pods
+            .iter()
+            .map(|p| (Reverse(p.ready_since), p.hash))
+            .collect();
         let cap = if self.cap == u64::MAX { 0 } else { self.cap };
-        let quota = apportion(readable, &weights, cap, &current, &hashes);
+        let quota = apportion(readable, &weights, cap, &current, &tiebreak);
 
         let required: Vec<u64> = current
             .iter()

@@ -5,18 +5,19 @@
 //! exceeds the cap gets the cap and the rest is re-split over the others).
 //! Every uncapped pod receives ⌊share⌋ or ⌈share⌉; the ⌈⌉ quotas go first to
 //! pods that already hold more than ⌊share⌋ (each such choice saves a move),
-//! then to the largest fractional remainder, then by the pod's ring hash.
+//! then to the largest fractional remainder, then by the caller's tie-break
+//! key (owners: most recently ready first, then the pod's ring hash).
 
 /// Splits `total` over pods weighted by `weights`, each at most `cap`
 /// (0 = no cap). `current` is what each pod holds now (to minimise moves) and
-/// `tiebreak` a per-pod hash. Returns one quota per pod; their sum is
-/// `min(total, Σ caps)`.
-pub fn apportion(
+/// `tiebreak` a per-pod key, lowest first. Returns one quota per pod; their
+/// sum is `min(total, Σ caps)`.
+pub fn apportion<K: Ord>(
     total: u64,
     weights: &[u64],
     cap: u64,
     current: &[u64],
-    tiebreak: &[u64],
+    tiebreak: &[K],
 ) -> Vec<u64> {
     let n = weights.len();
     let mut quota = vec![0u64; n];
@@ -102,6 +103,16 @@ mod tests {
     }
 
     #[test]
+    fn ties_go_by_the_key_after_holdings_and_remainders() {
+        // Nobody holds more than ⌊⌋: the lowest key wins the ⌈⌉.
+        let q = apportion(6, &[1; 5], 0, &[1, 1, 1, 1, 0], &[5, 4, 3, 2, 1]);
+        assert_eq!(q, vec![1, 1, 1, 1, 2]);
+        // A pod already holding the ⌈⌉ keeps it whatever its key.
+        let q = apportion(6, &[1; 5], 0, &[2, 1, 1, 1, 0], &[5, 4, 3, 2, 1]);
+        assert_eq!(q, vec![2, 1, 1, 1, 1]);
+    }
+
+    #[test]
     fn weighted_and_capped() {
         assert_eq!(apportion(10, &[1, 4], 0, &[0, 0], &[0, 0]), vec![2, 8]);
         // Capacity 9 wants 9 of 10 but the cap is 5: the rest spills over.
@@ -115,6 +126,6 @@ mod tests {
 
     #[test]
     fn no_pods() {
-        assert!(apportion(5, &[], 0, &[], &[]).is_empty());
+        assert!(apportion::<u64>(5, &[], 0, &[], &[]).is_empty());
     }
 }

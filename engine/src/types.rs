@@ -133,6 +133,13 @@ pub struct Pod {
     /// Node name, used to spread standbys.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
+    /// When the pod became Ready, in Unix seconds (the controller takes it
+    /// from the Ready condition). Among pods that tie for a ⌈⌉ quota the most
+    /// recently ready wins: rolling deploys replace the oldest pods first, so
+    /// a shard placed on a young pod does not have to move again when the
+    /// next old pod goes. Unknown counts as oldest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_since: Option<i64>,
 }
 
 /// A shard's previous owner: a pod name, or `{owner, standbys}`.

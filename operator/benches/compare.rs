@@ -36,7 +36,9 @@ fn shard_ids(s: usize) -> Vec<String> {
     (0..s).map(|i| format!("shardId-{i:012}")).collect()
 }
 
-/// Assigns `shards` over `pods` (eligible, any order) from `previous`.
+/// Assigns `shards` over `pods` (eligible, in the order they became ready:
+/// shardring gets that order as each pod's `readySince`, as the controller
+/// passes it from the Ready condition) from `previous`.
 fn assign(
     method: Method,
     shards: &[String],
@@ -64,15 +66,17 @@ fn assign(
                         state: ShardState::Open,
                     })
                     .collect(),
-                pods: sorted
+                pods: pods
                     .iter()
-                    .map(|name| Pod {
+                    .enumerate()
+                    .map(|(since, name)| Pod {
                         name: name.clone(),
                         ready: true,
                         terminating: false,
                         capacity: 1,
                         zone: None,
                         node: None,
+                        ready_since: Some(since as i64),
                     })
                     .collect(),
                 previous: previous
@@ -272,7 +276,7 @@ fn main() {
         name(METHODS[1]),
         name(METHODS[2])
     );
-    for (s, p) in [(100, 10), (1000, 50)] {
+    for (s, p) in [(6, 5), (100, 7), (100, 10), (1000, 50)] {
         let cells: Vec<String> = METHODS
             .iter()
             .map(|&m| format!("{:.2}", rolling_deploy(m, s, p)))

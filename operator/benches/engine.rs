@@ -38,6 +38,7 @@ fn pod(name: &str) -> Pod {
         capacity: 1,
         zone: None,
         node: None,
+        ready_since: None,
     }
 }
 

@@ -30,6 +30,7 @@ fn pods() -> Vec<Pod> {
             capacity: 1,
             zone: None,
             node: None,
+            ready_since: None,
         })
         .collect()
 }

@@ -54,6 +54,7 @@ pub fn pod(name: &str) -> Pod {
         capacity: 1,
         zone: None,
         node: None,
+        ready_since: None,
     }
 }
 

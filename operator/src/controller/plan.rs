@@ -347,6 +347,7 @@ fn engine_pods(pods: &[PodInfo], pool: &ConsumerPool, now: Timestamp) -> Vec<eng
             capacity: pool.spec.capacity.weight_of(&p.labels).max(1),
             zone: p.zone.clone(),
             node: p.node_name.clone(),
+            ready_since: p.ready_since.map(|t| t.as_second()),
         })
         .collect()
 }
