@@ -1,36 +1,24 @@
-//! The stream side of a scenario on kinesis-local: ListShards (parents,
-//! hash key ranges, open or closed), waiting for ACTIVE, and the reshard
-//! calls the scenarios make (SplitShard, MergeShards, UpdateShardCount).
-//! Free of Kubernetes, so it is tested here against kinesis-local alone.
+//! The stream side of a scenario on kinesis-local: the reshard calls and
+//! listings of [`shardring::demo::reshard`] (shared with `shardring demo`
+//! and its embedded scenarios, and tested there against kinesis-local),
+//! with the harness's error type.
 
 use std::collections::BTreeMap;
 
 use aws_sdk_kinesis::Client;
-use aws_sdk_kinesis::types::{ScalingType, StreamStatus};
+use shardring::demo::{DemoError, reshard};
 
-use crate::harness::{HarnessError, STEP_TIMEOUT, aws};
-use crate::wait::{Probe, wait_for};
+use crate::harness::HarnessError;
+
+fn harness(error: DemoError) -> HarnessError {
+    HarnessError::Aws(error.to_string())
+}
 
 /// Splits the open shard with the widest hash key range in two.
 pub async fn split_widest(kinesis: &Client, stream: &str) -> Result<String, HarnessError> {
-    let shards = list_shards(kinesis, stream).await?;
-    let (parent, start, end) = shards
-        .iter()
-        .filter(|s| s.open)
-        .max_by_key(|s| s.end - s.start)
-        .map(|s| (s.id.clone(), s.start, s.end))
-        .ok_or_else(|| HarnessError::Aws("no open shard to split".into()))?;
-    let middle = start + (end - start) / 2 + 1;
-    kinesis
-        .split_shard()
-        .stream_name(stream)
-        .shard_to_split(&parent)
-        .new_starting_hash_key(middle.to_string())
-        .send()
+    reshard::split_widest(kinesis, stream)
         .await
-        .map_err(aws)?;
-    wait_active(kinesis, stream).await?;
-    Ok(parent)
+        .map_err(harness)
 }
 
 /// Merges the first two adjacent open shards.
@@ -38,27 +26,9 @@ pub async fn merge_adjacent(
     kinesis: &Client,
     stream: &str,
 ) -> Result<(String, String), HarnessError> {
-    let mut open: Vec<_> = list_shards(kinesis, stream)
-        .await?
-        .into_iter()
-        .filter(|s| s.open)
-        .collect();
-    open.sort_by_key(|s| s.start);
-    let (a, b) = open
-        .windows(2)
-        .find(|w| w[0].end + 1 == w[1].start)
-        .map(|w| (w[0].id.clone(), w[1].id.clone()))
-        .ok_or_else(|| HarnessError::Aws("no two adjacent open shards".into()))?;
-    kinesis
-        .merge_shards()
-        .stream_name(stream)
-        .shard_to_merge(&a)
-        .adjacent_shard_to_merge(&b)
-        .send()
+    reshard::merge_adjacent(kinesis, stream)
         .await
-        .map_err(aws)?;
-    wait_active(kinesis, stream).await?;
-    Ok((a, b))
+        .map_err(harness)
 }
 
 /// UpdateShardCount to `target` with uniform scaling.
@@ -67,15 +37,9 @@ pub async fn update_shard_count(
     stream: &str,
     target: u32,
 ) -> Result<(), HarnessError> {
-    kinesis
-        .update_shard_count()
-        .stream_name(stream)
-        .target_shard_count(target as i32)
-        .scaling_type(ScalingType::UniformScaling)
-        .send()
+    reshard::update_shard_count(kinesis, stream, target)
         .await
-        .map_err(aws)?;
-    wait_active(kinesis, stream).await
+        .map_err(harness)
 }
 
 /// Child → parents of every shard the stream ever had.
@@ -83,144 +47,15 @@ pub async fn parents(
     kinesis: &Client,
     stream: &str,
 ) -> Result<BTreeMap<String, Vec<String>>, HarnessError> {
-    Ok(list_shards(kinesis, stream)
-        .await?
-        .into_iter()
-        .filter(|s| !s.parents.is_empty())
-        .map(|s| (s.id, s.parents))
-        .collect())
-}
-
-/// One shard as ListShards reports it.
-pub struct StreamShard {
-    /// Shard id.
-    pub id: String,
-    /// Parent and adjacent parent, when it has them.
-    pub parents: Vec<String>,
-    /// First hash key.
-    pub start: u128,
-    /// Last hash key.
-    pub end: u128,
-    /// No ending sequence number yet.
-    pub open: bool,
-}
-
-/// Every shard the stream ever had, through every ListShards page.
-pub async fn list_shards(kinesis: &Client, stream: &str) -> Result<Vec<StreamShard>, HarnessError> {
-    let mut out = Vec::new();
-    let mut token: Option<String> = None;
-    loop {
-        let request = match &token {
-            Some(t) => kinesis.list_shards().next_token(t),
-            None => kinesis.list_shards().stream_name(stream),
-        };
-        let page = request.send().await.map_err(aws)?;
-        for shard in page.shards() {
-            let range = shard.hash_key_range();
-            let parse = |s: Option<&str>| s.and_then(|s| s.parse::<u128>().ok()).unwrap_or(0);
-            out.push(StreamShard {
-                id: shard.shard_id().to_owned(),
-                parents: shard
-                    .parent_shard_id()
-                    .into_iter()
-                    .chain(shard.adjacent_parent_shard_id())
-                    .map(str::to_owned)
-                    .collect(),
-                start: parse(range.map(|r| r.starting_hash_key())),
-                end: parse(range.map(|r| r.ending_hash_key())),
-                open: shard
-                    .sequence_number_range()
-                    .is_none_or(|r| r.ending_sequence_number().is_none()),
-            });
-        }
-        token = page.next_token().map(str::to_owned);
-        if token.is_none() {
-            return Ok(out);
-        }
-    }
+    reshard::parents(kinesis, stream).await.map_err(harness)
 }
 
 /// Ids of the shards still open.
 pub async fn open_shards(kinesis: &Client, stream: &str) -> Result<Vec<String>, HarnessError> {
-    Ok(list_shards(kinesis, stream)
-        .await?
-        .into_iter()
-        .filter(|s| s.open)
-        .map(|s| s.id)
-        .collect())
+    reshard::open_shards(kinesis, stream).await.map_err(harness)
 }
 
 /// Waits until the stream is ACTIVE.
 pub async fn wait_active(kinesis: &Client, stream: &str) -> Result<(), HarnessError> {
-    wait_for("the stream to be ACTIVE", STEP_TIMEOUT, || async {
-        let summary = kinesis
-            .describe_stream_summary()
-            .stream_name(stream)
-            .send()
-            .await
-            .map_err(aws)?;
-        let status = summary
-            .stream_description_summary()
-            .map(|s| s.stream_status().clone());
-        Ok::<_, HarnessError>(if status == Some(StreamStatus::Active) {
-            Probe::Done(())
-        } else {
-            Probe::Pending(format!("{status:?}"))
-        })
-    })
-    .await?;
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use shardring::emulators::Emulator;
-
-    /// Split, merge and UpdateShardCount on kinesis-local: open shards and
-    /// parents as the scenarios rely on.
-    #[tokio::test]
-    async fn reshards_on_kinesis_local() {
-        let emulator = tokio::task::spawn_blocking(Emulator::start_kinesis)
-            .await
-            .unwrap()
-            .unwrap();
-        let sdk = shardring_consumer::clients::sdk_config(Some("us-east-1"), true).await;
-        let kinesis = shardring_consumer::clients::kinesis_client(&sdk, Some(&emulator.endpoint()));
-        let stream = "reshards";
-        kinesis
-            .create_stream()
-            .stream_name(stream)
-            .shard_count(4)
-            .send()
-            .await
-            .unwrap();
-        wait_active(&kinesis, stream).await.unwrap();
-        assert_eq!(open_shards(&kinesis, stream).await.unwrap().len(), 4);
-        assert!(parents(&kinesis, stream).await.unwrap().is_empty());
-
-        let parent = split_widest(&kinesis, stream).await.unwrap();
-        let open = open_shards(&kinesis, stream).await.unwrap();
-        assert_eq!(open.len(), 5, "{open:?}");
-        assert!(!open.contains(&parent));
-        let family = parents(&kinesis, stream).await.unwrap();
-        let children: Vec<_> = family
-            .iter()
-            .filter(|(_, p)| **p == [parent.clone()])
-            .collect();
-        assert_eq!(children.len(), 2, "{family:?}");
-
-        let (a, b) = merge_adjacent(&kinesis, stream).await.unwrap();
-        let open = open_shards(&kinesis, stream).await.unwrap();
-        assert_eq!(open.len(), 4, "{open:?}");
-        let family = parents(&kinesis, stream).await.unwrap();
-        assert!(
-            family.values().any(|p| p.contains(&a) && p.contains(&b)),
-            "{family:?}"
-        );
-
-        update_shard_count(&kinesis, stream, 8).await.unwrap();
-        let open = open_shards(&kinesis, stream).await.unwrap();
-        assert_eq!(open.len(), 8, "{open:?}");
-    }
+    reshard::wait_active(kinesis, stream).await.map_err(harness)
 }

@@ -210,6 +210,32 @@ impl Cluster {
         true
     }
 
+    /// kill -9 of pod `name`'s process and a force delete of its object:
+    /// the object is gone at once, with no deletion timestamp ever shown.
+    /// Returns whether the pod existed.
+    pub fn force_delete(&mut self, name: &str) -> bool {
+        let Some(mut pod) = self.pods.remove(name) else {
+            return false;
+        };
+        if let Some(mut process) = pod.process.take() {
+            process.kill();
+            let _ = process.wait();
+        }
+        true
+    }
+
+    /// Sends signal `signal` (`STOP`, `CONT`, ...) to pod `name`'s process.
+    /// Returns whether the pod has a running process.
+    pub fn signal(&mut self, name: &str, signal: &str) -> bool {
+        match self.pods.get(name).and_then(|p| p.process.as_ref()) {
+            Some(process) => {
+                process.signal(signal);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Kubelet: kills processes whose grace period ran out, and removes the
     /// objects of terminating pods whose process has exited. Returns the
     /// removed pods and pods whose process died while not terminating.

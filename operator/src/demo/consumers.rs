@@ -184,15 +184,21 @@ impl ConsumerProcess {
 
     /// Sends SIGTERM (a graceful stop: it drains until revoked).
     pub fn terminate(&self) {
+        self.signal("TERM");
+    }
+
+    /// Sends signal `name` (`TERM`, `STOP`, `CONT`, ...).
+    pub fn signal(&self, name: &str) {
         // std can only SIGKILL; `kill` is in every POSIX userland.
         let sent = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
+            .arg(format!("-{name}"))
+            .arg(self.child.id().to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
         if let Err(error) = sent {
-            tracing::warn!(pid = self.child.id(), %error, "cannot send SIGTERM");
+            tracing::warn!(pid = self.child.id(), %error, "cannot send SIG{name}");
         }
     }
 

@@ -14,6 +14,8 @@ pub mod consumers;
 pub mod controller;
 pub mod producer;
 pub mod report;
+pub mod reshard;
+pub mod stage;
 pub mod story;
 
 use std::path::PathBuf;
