@@ -1,7 +1,11 @@
 //! API-level tests of a whole reconcile (observe from reflector stores →
 //! plan → apply) against a mocked API server: every request's method, path,
 //! query (field manager, force) and body is recorded and asserted, and a
-//! reconcile with nothing to change must send no request at all.
+//! reconcile with nothing to change must send no request at all. The
+//! document write is conditioned on the ConfigMap the reconcile observed: a
+//! create (POST) when there was none, else an apply carrying its
+//! resourceVersion; a 409 on either stops the reconcile before anything that
+//! depends on the document.
 
 mod controller_support;
 
@@ -40,13 +44,28 @@ fn query_pairs(query: &str) -> String {
     pairs.join("&")
 }
 
-/// Mock API server: records requests, answers like the API server would.
-fn mock_client(group: ShardGroup) -> (Client, Arc<Mutex<Vec<Seen>>>) {
-    mock_client_with(group, false)
+/// How the mock API server answers ConfigMap writes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum CmAnswer {
+    /// Like the API server: the object written.
+    Written,
+    /// Every ConfigMap write gets a 500.
+    Fail,
+    /// 409 Conflict on an apply (the resourceVersion precondition failed)
+    /// and 409 AlreadyExists on a create.
+    Conflict,
+    /// An apply answers with the other encoding's key still present (a key
+    /// the create wrote, which the apply does not own).
+    StaleKey,
 }
 
-/// Like [`mock_client`]; with `fail_configmaps` every ConfigMap write gets a 500.
-fn mock_client_with(group: ShardGroup, fail_configmaps: bool) -> (Client, Arc<Mutex<Vec<Seen>>>) {
+/// Mock API server: records requests, answers like the API server would.
+fn mock_client(group: ShardGroup) -> (Client, Arc<Mutex<Vec<Seen>>>) {
+    mock_client_with(group, CmAnswer::Written)
+}
+
+/// Like [`mock_client`], answering ConfigMap writes as `cm`.
+fn mock_client_with(group: ShardGroup, cm: CmAnswer) -> (Client, Arc<Mutex<Vec<Seen>>>) {
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = seen.clone();
@@ -60,7 +79,7 @@ fn mock_client_with(group: ShardGroup, fail_configmaps: bool) -> (Client, Arc<Mu
                 serde_json::from_slice(&bytes).unwrap()
             };
             let path = parts.uri.path().to_owned();
-            let response = respond(&parts.method, &path, &body, &group, fail_configmaps);
+            let response = respond(&parts.method, &path, &body, &group, cm);
             log.lock().unwrap().push(Seen {
                 method: parts.method.to_string(),
                 path,
@@ -83,13 +102,41 @@ fn respond(
     path: &str,
     body: &Value,
     group: &ShardGroup,
-    fail_configmaps: bool,
+    cm: CmAnswer,
 ) -> Response<Body> {
-    if fail_configmaps && path.contains("/configmaps/") {
-        let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "InternalError", "code": 500, "message": "etcd timeout"});
-        return Response::builder()
-            .status(500)
+    let failure = |code: u16, reason: &str, message: &str| {
+        let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "code": code, "message": message});
+        Response::builder()
+            .status(code)
             .body(Body::from(serde_json::to_vec(&status).unwrap()))
+            .unwrap()
+    };
+    let is_cm = path.contains("/configmaps");
+    if is_cm && cm == CmAnswer::Fail {
+        return failure(500, "InternalError", "etcd timeout");
+    }
+    if is_cm && cm == CmAnswer::Conflict {
+        return if method == http::Method::POST {
+            failure(
+                409,
+                "AlreadyExists",
+                "configmaps \"orders-assignment\" already exists",
+            )
+        } else {
+            failure(
+                409,
+                "Conflict",
+                "Operation cannot be fulfilled on configmaps \"orders-assignment\": the object has been modified; please apply your changes to the latest version and try again",
+            )
+        };
+    }
+    if is_cm && cm == CmAnswer::StaleKey && is_apply(method, body) {
+        let mut written = body.clone();
+        written["metadata"]["resourceVersion"] = json!("43");
+        written["binaryData"] = json!({"assignment.json.gz": "H4sIAAAAAAAA/wMAAAAAAAAAAAA="});
+        return Response::builder()
+            .status(200)
+            .body(Body::from(serde_json::to_vec(&written).unwrap()))
             .unwrap();
     }
     let json = if path.contains("/pods/missing") {
@@ -98,7 +145,7 @@ fn respond(
             .status(404)
             .body(Body::from(serde_json::to_vec(&status).unwrap()))
             .unwrap();
-    } else if path.contains("/configmaps/") || path.ends_with("/events") {
+    } else if is_cm || path.ends_with("/events") {
         body.clone()
     } else if let Some(name) = path.split("/pods/").nth(1) {
         json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS}})
@@ -115,6 +162,12 @@ fn respond(
         .status(200)
         .body(Body::from(serde_json::to_vec(&json).unwrap()))
         .unwrap()
+}
+
+/// Whether a ConfigMap request body is the apply (it carries `kind`; the
+/// merge patch removing a stale key does not).
+fn is_apply(method: &http::Method, body: &Value) -> bool {
+    method == http::Method::PATCH && body.get("kind").is_some()
 }
 
 /// Reflector stores filled as a synced watch would fill them.
@@ -164,18 +217,30 @@ fn context(client: Client, stores: Stores) -> Arc<Context> {
 
 /// Runs one reconcile of `group` and returns every request it sent.
 async fn reconcile_once(group: &ShardGroup, stores: &Stores) -> Vec<Seen> {
-    let (client, seen) = mock_client(group.clone());
+    let (result, seen) = reconcile_answering(group, stores, CmAnswer::Written).await;
+    result.expect("reconcile succeeded");
+    seen
+}
+
+/// Runs one reconcile of `group` against a server answering ConfigMap
+/// writes as `cm`; returns its result and every request it sent.
+async fn reconcile_answering(
+    group: &ShardGroup,
+    stores: &Stores,
+    cm: CmAnswer,
+) -> (Result<(), shardring::controller::Error>, Vec<Seen>) {
+    let (client, seen) = mock_client_with(group.clone(), cm);
     let ctx = context(client, stores.clone());
-    let action = tokio::time::timeout(
+    let result = tokio::time::timeout(
         Duration::from_secs(10),
         reconcile(Arc::new(DeserializeGuard(Ok(group.clone()))), ctx),
     )
     .await
     .expect("reconcile finished")
-    .expect("reconcile succeeded");
-    let _ = action;
+    .map(|_action| ());
     tokio::time::sleep(Duration::from_millis(20)).await;
-    seen.lock().unwrap().clone()
+    let seen = seen.lock().unwrap().clone();
+    (result, seen)
 }
 
 /// Brings the stores and group to what the API server holds after the
@@ -185,11 +250,11 @@ async fn settle(group: &mut ShardGroup, world: &mut World) {
     let topology = ctx.sources.read(group, now()).await;
     let decision = plan(&world.stores.observe(group, topology, now()));
     if let Some(doc) = &decision.document_write {
+        let mut cm = document_config_map(group, doc).unwrap();
+        cm.metadata.resource_version = Some(SETTLED_VERSION.into());
         world
             .config_maps
-            .apply_watcher_event(&watcher::Event::Apply(
-                document_config_map(group, doc).unwrap(),
-            ));
+            .apply_watcher_event(&watcher::Event::Apply(cm));
     }
     for write in &decision.annotation_writes {
         let mut pod = (*world
@@ -225,13 +290,35 @@ fn three_pods() -> Vec<Pod> {
 }
 
 const CM_PATH: &str = "/api/v1/namespaces/prod/configmaps/orders-assignment";
+const CMS_PATH: &str = "/api/v1/namespaces/prod/configmaps";
+/// The resourceVersion of the ConfigMap [`settle`] leaves in the store.
+const SETTLED_VERSION: &str = "42";
 const STATUS_PATH: &str = "/apis/shardring.io/v1alpha1/namespaces/prod/shardgroups/orders/status";
 const EVENTS_PATH: &str = "/apis/events.k8s.io/v1/namespaces/prod/events";
 
-fn assert_configmap_apply(s: &Seen) -> AssignmentDocument {
+/// An apply of the document conditioned on the observed `version`.
+fn assert_configmap_apply(s: &Seen, version: &str) -> AssignmentDocument {
     assert_eq!((s.method.as_str(), s.path.as_str()), ("PATCH", CM_PATH));
     assert_eq!(s.query, "fieldManager=shardring&force=true");
     assert_eq!(s.content_type, "application/apply-patch+yaml");
+    assert_eq!(
+        s.body["metadata"]["resourceVersion"], version,
+        "the apply carries the observed resourceVersion as its precondition"
+    );
+    assert_configmap_body(s)
+}
+
+/// A create of the document (no ConfigMap was observed).
+fn assert_configmap_create(s: &Seen) -> AssignmentDocument {
+    assert_eq!((s.method.as_str(), s.path.as_str()), ("POST", CMS_PATH));
+    assert_eq!(s.query, "fieldManager=shardring");
+    assert_eq!(s.content_type, "application/json");
+    assert_eq!(s.body["metadata"]["name"], "orders-assignment");
+    assert!(s.body["metadata"].get("resourceVersion").is_none());
+    assert_configmap_body(s)
+}
+
+fn assert_configmap_body(s: &Seen) -> AssignmentDocument {
     assert_eq!(s.body["apiVersion"], "v1");
     assert_eq!(s.body["kind"], "ConfigMap");
     assert_eq!(
@@ -285,12 +372,12 @@ fn assert_event(s: &Seen, reason: &str) {
 }
 
 #[tokio::test]
-async fn first_publish_applies_the_configmap_then_annotations_then_status() {
+async fn first_publish_creates_the_configmap_then_annotations_then_status() {
     let group = group(6);
     let world = world(Some(pool(0)), &three_pods());
     let seen = reconcile_once(&group, &world.stores).await;
     assert_eq!(seen.len(), 1 + 3 + 1 + 1, "{seen:#?}");
-    let doc = assert_configmap_apply(&seen[0]);
+    let doc = assert_configmap_create(&seen[0]);
     assert_eq!((doc.epoch, doc.shards.len(), doc.pods.len()), (1, 6, 3));
     for (i, s) in seen[1..4].iter().enumerate() {
         let pod = format!("consumer-{i}");
@@ -338,7 +425,7 @@ async fn a_joining_pod_writes_the_configmap_and_only_the_changed_pods() {
         .pods
         .apply_watcher_event(&watcher::Event::Apply(pod("consumer-3", true, None)));
     let seen = reconcile_once(&group, &world.stores).await;
-    let doc = assert_configmap_apply(&seen[0]);
+    let doc = assert_configmap_apply(&seen[0], SETTLED_VERSION);
     assert_eq!(doc.epoch, 2);
     // First phase of the moves: revoked from the donors, not yet on the new pod.
     assert!(!doc.pods.contains_key("consumer-3"));
@@ -377,7 +464,7 @@ async fn a_pod_leaving_the_pool_loses_its_annotation() {
         .pods
         .apply_watcher_event(&watcher::Event::Apply(leaving));
     let seen = reconcile_once(&group, &world.stores).await;
-    let doc = assert_configmap_apply(&seen[0]);
+    let doc = assert_configmap_apply(&seen[0], SETTLED_VERSION);
     assert_eq!(doc.epoch, 2);
     // It keeps its annotation until it gave its two shards back: they are
     // revoked from it first (two-phase handoff), nobody else has them yet.
@@ -524,7 +611,7 @@ async fn time_passing_alone_writes_nothing() {
 async fn a_failed_write_is_retried_with_backoff_and_reported_once() {
     let group = group(6);
     let world = world(Some(pool(0)), &three_pods());
-    let (client, seen) = mock_client_with(group.clone(), true);
+    let (client, seen) = mock_client_with(group.clone(), CmAnswer::Fail);
     let recorder = Recorder::new(
         client.clone(),
         Reporter {
@@ -557,7 +644,7 @@ async fn a_failed_write_is_retried_with_backoff_and_reported_once() {
     // The failed apply stopped the reconcile: no annotation or status write.
     assert_eq!(
         seen.iter()
-            .filter(|s| s.path.contains("/configmaps/"))
+            .filter(|s| s.path.contains("/configmaps"))
             .count(),
         1
     );
@@ -571,4 +658,118 @@ async fn a_failed_write_is_retried_with_backoff_and_reported_once() {
     assert_eq!(events.len(), 1, "one Warning for the streak: {events:#?}");
     assert_eq!(events[0].body["type"], "Warning");
     assert_eq!(events[0].body["reason"], "ConfigMapWrite");
+}
+
+/// A settled group whose pool gains a pod: the next reconcile writes the
+/// document (first phase of the moves) and the donors' annotations.
+async fn settled_with_a_joining_pod() -> (ShardGroup, World) {
+    let mut group = group(6);
+    group.spec.rebalance.delay = "0s".into();
+    let mut world = world(Some(pool(0)), &three_pods());
+    settle(&mut group, &mut world).await;
+    world
+        .pods
+        .apply_watcher_event(&watcher::Event::Apply(pod("consumer-3", true, None)));
+    (group, world)
+}
+
+#[tokio::test]
+async fn a_conflict_on_the_apply_stops_the_reconcile_before_anything_depending_on_it() {
+    let (group, world) = settled_with_a_joining_pod().await;
+    let (result, seen) = reconcile_answering(&group, &world.stores, CmAnswer::Conflict).await;
+    let error = result.expect_err("the apply's precondition failed");
+    assert_eq!(error.metric_label(), "ConfigMapConflict");
+    let message = error.to_string();
+    assert!(
+        message.contains("orders-assignment")
+            && message.contains("resourceVersion 42")
+            && message.contains("409 Conflict"),
+        "{message}"
+    );
+    // Only the refused apply: no annotation (the revokes must not run ahead
+    // of the document), no status, no Event from the reconcile itself.
+    assert_eq!(seen.len(), 1, "{seen:#?}");
+    assert_configmap_apply(&seen[0], SETTLED_VERSION);
+}
+
+#[tokio::test]
+async fn a_conflict_on_the_first_create_stops_the_reconcile() {
+    let group = group(6);
+    let world = world(Some(pool(0)), &three_pods());
+    let (result, seen) = reconcile_answering(&group, &world.stores, CmAnswer::Conflict).await;
+    let error = result.expect_err("another write created the ConfigMap");
+    assert_eq!(error.metric_label(), "ConfigMapConflict");
+    assert!(error.to_string().contains("409 AlreadyExists"), "{error}");
+    assert_eq!(seen.len(), 1, "{seen:#?}");
+    assert_configmap_create(&seen[0]);
+}
+
+#[tokio::test]
+async fn a_conflict_is_retried_with_backoff_like_any_failed_write() {
+    let (group, world) = settled_with_a_joining_pod().await;
+    let (client, _seen) = mock_client_with(group.clone(), CmAnswer::Conflict);
+    let metrics = ControllerMetrics::default();
+    let ctx =
+        Arc::new(Context::new(client, world.stores.clone(), metrics).with_clock(Arc::new(now)));
+    let obj = Arc::new(DeserializeGuard(Ok(group)));
+    let error = reconcile(obj.clone(), ctx.clone()).await.unwrap_err();
+    assert_eq!(
+        shardring::controller::error_policy(obj, &error, ctx.clone()),
+        kube::runtime::controller::Action::requeue(Duration::from_secs(2))
+    );
+    let label = shardring::controller::metrics::ReasonLabel {
+        reason: "ConfigMapConflict",
+    };
+    assert_eq!(ctx.metrics.errors.get_or_create(&label).get(), 1);
+}
+
+#[tokio::test]
+async fn a_lost_configmap_is_recreated_from_the_annotations_with_a_create() {
+    let mut group = group(6);
+    let mut world = world(Some(pool(0)), &three_pods());
+    settle(&mut group, &mut world).await;
+    let before: Vec<PodView> = world
+        .stores
+        .pods
+        .state()
+        .iter()
+        .map(|p| serde_json::from_str(&p.metadata.annotations.as_ref().unwrap()[KEY]).unwrap())
+        .collect();
+    let cm = (*world.stores.config_maps.state()[0]).clone();
+    world
+        .config_maps
+        .apply_watcher_event(&watcher::Event::Delete(cm));
+    let seen = reconcile_once(&group, &world.stores).await;
+    let doc = assert_configmap_create(&seen[0]);
+    assert!(doc.epoch > 1, "the epoch continues: {}", doc.epoch);
+    for view in before {
+        assert!(
+            doc.pods.values().any(|p| p.active == view.active),
+            "every pod keeps its shards: {view:?} in {doc:#?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_encoding_key_left_by_the_create_is_removed_after_the_apply() {
+    let (group, world) = settled_with_a_joining_pod().await;
+    let (result, seen) = reconcile_answering(&group, &world.stores, CmAnswer::StaleKey).await;
+    result.expect("reconcile succeeded");
+    assert_configmap_apply(&seen[0], SETTLED_VERSION);
+    let cleanup = &seen[1];
+    assert_eq!(
+        (cleanup.method.as_str(), cleanup.path.as_str()),
+        ("PATCH", CM_PATH)
+    );
+    assert_eq!(cleanup.query, "fieldManager=shardring");
+    assert_eq!(cleanup.content_type, "application/merge-patch+json");
+    assert_eq!(
+        cleanup.body,
+        json!({"metadata": {"resourceVersion": "43"}, "binaryData": {"assignment.json.gz": null}}),
+        "only the stale key, conditioned on the version just written"
+    );
+    assert!(
+        seen[2].path.contains("/pods/"),
+        "then the annotations: {seen:#?}"
+    );
 }

@@ -13,7 +13,7 @@ use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::watcher;
 use shardring::controller::apply::document_config_map;
 use shardring::controller::observe::{ZONE_LABEL, groups_for_pod, groups_for_pool};
-use shardring::controller::{Published, Stores};
+use shardring::controller::{Published, PublishedVersion, Stores};
 use shardring::crds::{AssignmentDocument, ShardGroup, ShardRecord};
 
 fn stores(pods: &[Pod], nodes: &[(&str, &str)], cms: &[ConfigMap]) -> Stores {
@@ -98,6 +98,8 @@ fn observation_strips_pods_to_what_the_plan_needs() {
     assert!(!by("leaving").selected && by("leaving").annotation.is_some());
     assert_eq!(obs.pool.as_ref().unwrap().spec.min_ready_seconds, 30);
     assert_eq!(obs.published, Published::Missing);
+    let (_, version) = stores.observe_with_version(&group(4), topology(4), now());
+    assert_eq!(version, PublishedVersion::Absent, "no ConfigMap: a create");
 }
 
 #[test]
@@ -112,19 +114,22 @@ fn the_published_document_is_read_from_the_owned_config_map() {
         },
     );
     doc.reindex_pods();
-    let cm = document_config_map(&g, &doc).unwrap();
+    let mut cm = document_config_map(&g, &doc).unwrap();
+    cm.metadata.resource_version = Some("417".into());
     let stores = stores(&[], &[], std::slice::from_ref(&cm));
-    assert_eq!(
-        stores.observe(&g, topology(2), now()).published,
-        Published::Document(doc)
-    );
+    let (obs, version) = stores.observe_with_version(&g, topology(2), now());
+    assert_eq!(obs.published, Published::Document(doc));
+    // The version is kept with the document it was decoded from: the next
+    // document write is conditioned on it.
+    assert_eq!(version, PublishedVersion::At("417".into()));
     let mut broken = cm;
     broken.data = Some([("assignment.json".to_owned(), "{".to_owned())].into());
+    broken.metadata.resource_version = Some("418".into());
     let stores = stores_with_cm(broken);
-    assert!(matches!(
-        stores.observe(&g, topology(2), now()).published,
-        Published::Unreadable(_)
-    ));
+    let (obs, version) = stores.observe_with_version(&g, topology(2), now());
+    assert!(matches!(obs.published, Published::Unreadable(_)));
+    // An unreadable ConfigMap is replaced, still conditioned on its version.
+    assert_eq!(version, PublishedVersion::At("418".into()));
 }
 
 fn stores_with_cm(cm: ConfigMap) -> Stores {

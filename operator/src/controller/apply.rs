@@ -2,9 +2,21 @@
 //! requests, in the order the consumer contract needs: the ConfigMap document
 //! first, then the pod annotations, then the status, then Events.
 //!
-//! * The ConfigMap `<sg>-assignment` is written with server-side apply, field
-//!   manager [`MANAGER`], `force=true`, an owner reference to the ShardGroup
-//!   (controller, blockOwnerDeletion) and the `managed-by` labels.
+//! * The ConfigMap `<sg>-assignment` carries an owner reference to the
+//!   ShardGroup (controller, blockOwnerDeletion) and the `managed-by` labels.
+//!   Every write of it is conditioned on the ConfigMap the reconcile observed
+//!   ([`PublishedVersion`]), so a write the client gave up on (a timeout)
+//!   that lands late can never replace a newer document with an older one:
+//!   - when a ConfigMap was observed, server-side apply, field manager
+//!     [`MANAGER`], `force=true`, with the observed `metadata.resourceVersion`
+//!     in the body (409 Conflict once the ConfigMap changed);
+//!   - when none was observed (the first publish, or a lost ConfigMap rebuilt
+//!     from the pods' annotations), a create (POST, 409 AlreadyExists when one
+//!     appeared meanwhile). Never an unconditional apply that could create it.
+//!
+//!   A 409 ends the reconcile with [`ApplyError::ConfigMapConflict`] before
+//!   any annotation, status or Event is written (the annotations must never
+//!   run ahead of the document); the retry reads the ConfigMap again.
 //! * Pod annotations use a JSON merge patch of `metadata.annotations` only
 //!   (`{key: view}` to set, `{key: null}` to remove), with field manager
 //!   [`MANAGER`], and the pod's uid in the body as a precondition. Why not
@@ -21,7 +33,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
@@ -30,7 +42,9 @@ use super::codec;
 use super::document::AnnotationWrite;
 use super::events::{EventKind, EventNote};
 use super::metrics::ControllerMetrics;
+use super::observe::PublishedVersion;
 use super::plan::Decision;
+use crate::crds::assignment::{CONFIGMAP_GZIP_KEY, CONFIGMAP_KEY};
 use crate::crds::{AssignmentDocument, ShardGroup, ShardGroupStatus};
 
 /// The field manager of every write the operator makes.
@@ -56,6 +70,18 @@ pub enum ApplyError {
         /// The API error.
         source: kube::Error,
     },
+    /// The ConfigMap's precondition failed (409): it changed since this
+    /// reconcile read it, or was created since it saw none. Nothing was
+    /// written; the retry observes it again.
+    #[error("{}", conflict_message(.name, .expected))]
+    ConfigMapConflict {
+        /// ConfigMap name.
+        name: String,
+        /// What the write was conditioned on.
+        expected: PublishedVersion,
+        /// The API error (409 Conflict or AlreadyExists).
+        source: kube::Error,
+    },
     /// Patching a pod's annotation failed.
     #[error("patching the annotation of pod {pod}: {source}")]
     Annotation {
@@ -78,6 +104,7 @@ impl ApplyError {
         match self {
             ApplyError::Encode(_) => "Encode",
             ApplyError::ConfigMap { .. } => "ConfigMapWrite",
+            ApplyError::ConfigMapConflict { .. } => "ConfigMapConflict",
             ApplyError::Annotation { .. } => "AnnotationWrite",
             ApplyError::Status(_) => "StatusWrite",
             ApplyError::Incomplete(_) => "IncompleteObject",
@@ -85,12 +112,29 @@ impl ApplyError {
     }
 }
 
-/// Writes everything `decision` asks for, counting each request in `metrics`.
-/// Events are best effort: a failed Event is logged, never an error.
+fn conflict_message(name: &str, expected: &PublishedVersion) -> String {
+    let what = match expected {
+        PublishedVersion::Absent => {
+            "was created after this reconcile saw none (409 AlreadyExists)".to_owned()
+        }
+        PublishedVersion::At(version) => format!(
+            "changed after this reconcile read it at resourceVersion {version} (409 Conflict)"
+        ),
+    };
+    format!(
+        "ConfigMap {name} {what}: the document was not written and nothing after it was; the retry reads it again"
+    )
+}
+
+/// Writes everything `decision` asks for, counting each request in `metrics`;
+/// the document write is conditioned on `published`, the ConfigMap the
+/// decision was planned from. Events are best effort: a failed Event is
+/// logged, never an error.
 pub async fn apply(
     client: &Client,
     group: &ShardGroup,
     decision: &Decision,
+    published: &PublishedVersion,
     metrics: &ControllerMetrics,
     recorder: Option<&Recorder>,
 ) -> Result<(), ApplyError> {
@@ -98,7 +142,7 @@ pub async fn apply(
         .namespace()
         .ok_or(ApplyError::Incomplete("namespace"))?;
     if let Some(doc) = &decision.document_write {
-        publish_document(client, group, doc).await?;
+        publish_document(client, group, doc, published).await?;
         metrics.write("configmap");
     }
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
@@ -152,24 +196,96 @@ pub fn document_config_map(
     })
 }
 
-/// Server-side applies the document's ConfigMap.
+/// Publishes the document's ConfigMap, conditioned on `published`: a create
+/// when no ConfigMap was observed, else a server-side apply carrying the
+/// observed resourceVersion. A 409 is [`ApplyError::ConfigMapConflict`].
 pub async fn publish_document(
     client: &Client,
     group: &ShardGroup,
     doc: &AssignmentDocument,
+    published: &PublishedVersion,
 ) -> Result<(), ApplyError> {
-    let cm = document_config_map(group, doc)?;
+    let mut cm = document_config_map(group, doc)?;
     let name = group.config_map_name();
     let api: Api<ConfigMap> =
         Api::namespaced(client.clone(), &group.namespace().unwrap_or_default());
-    api.patch(
-        &name,
-        &PatchParams::apply(MANAGER).force(),
-        &Patch::Apply(&cm),
-    )
-    .await
-    .map_err(|source| ApplyError::ConfigMap { name, source })?;
+    let written = match published {
+        PublishedVersion::Absent => {
+            let params = PostParams {
+                field_manager: Some(MANAGER.into()),
+                ..Default::default()
+            };
+            api.create(&params, &cm).await
+        }
+        PublishedVersion::At(version) => {
+            cm.metadata.resource_version = Some(version.clone());
+            api.patch(
+                &name,
+                &PatchParams::apply(MANAGER).force(),
+                &Patch::Apply(&cm),
+            )
+            .await
+        }
+    };
+    let written = written.map_err(|source| match &source {
+        kube::Error::Api(status) if status.code == 409 => ApplyError::ConfigMapConflict {
+            name: name.clone(),
+            expected: published.clone(),
+            source,
+        },
+        _ => ApplyError::ConfigMap {
+            name: name.clone(),
+            source,
+        },
+    })?;
+    if matches!(published, PublishedVersion::At(_)) {
+        remove_stale_encoding(&api, &cm, &written).await;
+    }
     Ok(())
+}
+
+/// The document keys `written` still has that `wanted` (the encoding just
+/// applied) leaves out, as a merge patch removing them conditioned on the
+/// written resourceVersion; `None` when there are none.
+///
+/// Why: an apply removes only the keys its own managed-fields entry owns. The
+/// keys a create wrote belong to an `Update` entry, so when the first apply
+/// after a create switches between plain (`data`) and gzip (`binaryData`),
+/// the old key would stay. Readers take the higher epoch, but it would count
+/// against the ConfigMap's size limit for good.
+pub fn stale_encoding_patch(wanted: &ConfigMap, written: &ConfigMap) -> Option<serde_json::Value> {
+    let has = |cm: &ConfigMap, key: &str| {
+        cm.data.as_ref().is_some_and(|d| d.contains_key(key))
+            || cm.binary_data.as_ref().is_some_and(|b| b.contains_key(key))
+    };
+    let mut patch = json!({});
+    let mut any = false;
+    for (field, key) in [("data", CONFIGMAP_KEY), ("binaryData", CONFIGMAP_GZIP_KEY)] {
+        if has(written, key) && !has(wanted, key) {
+            patch[field] = json!({ key: null });
+            any = true;
+        }
+    }
+    let version = written.metadata.resource_version.as_ref()?;
+    patch["metadata"] = json!({ "resourceVersion": version });
+    any.then_some(patch)
+}
+
+/// Removes a stale document key left by an encoding switch (see
+/// [`stale_encoding_patch`]). Best effort: the document is published; on
+/// failure the key stays until the next document write tries again.
+async fn remove_stale_encoding(api: &Api<ConfigMap>, wanted: &ConfigMap, written: &ConfigMap) {
+    let Some(patch) = stale_encoding_patch(wanted, written) else {
+        return;
+    };
+    let params = PatchParams {
+        field_manager: Some(MANAGER.into()),
+        ..Default::default()
+    };
+    let name = wanted.metadata.name.clone().unwrap_or_default();
+    if let Err(error) = api.patch(&name, &params, &Patch::Merge(&patch)).await {
+        tracing::warn!(%error, configmap = %name, "could not remove the document key of the previous encoding; the next publish retries");
+    }
 }
 
 /// The merge patch body of one annotation write.

@@ -39,7 +39,7 @@ pub use apply::ApplyError;
 pub use document::AnnotationWrite;
 pub use events::{EventKind, EventNote};
 pub use metrics::ControllerMetrics;
-pub use observe::{Observation, PodInfo, Published, Stores, TopologyObservation};
+pub use observe::{Observation, PodInfo, Published, PublishedVersion, Stores, TopologyObservation};
 pub use plan::{Decision, plan};
 pub use runner::{ControllerConfig, run_controller};
 pub use sources::Sources;
@@ -194,7 +194,9 @@ pub async fn reconcile(
 /// Observe, plan and apply for a live ShardGroup.
 pub async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result<Action, Error> {
     let topology = ctx.sources.read(group, (ctx.clock)()).await;
-    let mut observation = ctx.stores.observe(group, topology, (ctx.clock)());
+    let (mut observation, published_version) =
+        ctx.stores
+            .observe_with_version(group, topology, (ctx.clock)());
     observation.leases = ctx.sources.leases(group);
     let started = Instant::now();
     let decision = plan(&observation);
@@ -205,6 +207,7 @@ pub async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result<Action
         &ctx.client,
         group,
         &decision,
+        &published_version,
         &ctx.metrics,
         ctx.recorder.as_ref(),
     )

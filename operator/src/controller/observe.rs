@@ -3,6 +3,11 @@
 //! (the group, its pool, the pool's pods stripped to what matters, the owned
 //! ConfigMap's published document) plus the topology read result and the
 //! current time, into one [`Observation`]. Nothing here writes.
+//!
+//! The ConfigMap's `metadata.resourceVersion` is read together with its
+//! document ([`Stores::observe_with_version`]): the apply step conditions the
+//! next document write on it ([`PublishedVersion`]), so a write can only
+//! replace the document this reconcile planned from.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -152,6 +157,23 @@ impl Published {
     }
 }
 
+/// The state of the published ConfigMap when it was observed, which the next
+/// document write is conditioned on. Kept apart from [`Published`] because
+/// the plan step never reads it; only the apply step does.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum PublishedVersion {
+    /// No ConfigMap was seen: the document is created (POST), which fails
+    /// with 409 AlreadyExists when another write created it meanwhile. A
+    /// ConfigMap without a resourceVersion (never for a stored object) counts
+    /// as absent, so it is never overwritten unconditionally.
+    #[default]
+    Absent,
+    /// The ConfigMap's `metadata.resourceVersion`: the document is applied
+    /// with it in the body, so the API server refuses the apply (409
+    /// Conflict) once the ConfigMap changed since it was read.
+    At(String),
+}
+
 /// Reads of the reflector stores the observe step needs.
 #[derive(Clone)]
 pub struct Stores {
@@ -174,6 +196,18 @@ impl Stores {
         topology: TopologyObservation,
         now: Timestamp,
     ) -> Observation {
+        self.observe_with_version(group, topology, now).0
+    }
+
+    /// [`Stores::observe`], plus the version of the published ConfigMap the
+    /// document was decoded from (one read of the store, so the two always
+    /// belong together): what the next document write is conditioned on.
+    pub fn observe_with_version(
+        &self,
+        group: &ShardGroup,
+        topology: TopologyObservation,
+        now: Timestamp,
+    ) -> (Observation, PublishedVersion) {
         let namespace = group.namespace().unwrap_or_default();
         let pool = self.pool(&namespace, &group.spec.pool_ref.name);
         let key = group.annotation_key();
@@ -191,11 +225,16 @@ impl Stores {
             &key,
             zone_of,
         );
-        let published = self
+        let config_map = self
             .config_maps
-            .get(&ObjectRef::new(&group.config_map_name()).within(&namespace))
-            .map_or(Published::Missing, |cm| decode_published(&cm));
-        Observation {
+            .get(&ObjectRef::new(&group.config_map_name()).within(&namespace));
+        let published = config_map
+            .as_deref()
+            .map_or(Published::Missing, decode_published);
+        let version = config_map
+            .as_deref()
+            .map_or(PublishedVersion::Absent, published_version);
+        let observation = Observation {
             group: group.clone(),
             pool,
             pods,
@@ -203,7 +242,8 @@ impl Stores {
             published,
             leases: LeaseObservation::unread(group),
             now,
-        }
+        };
+        (observation, version)
     }
 }
 
@@ -221,6 +261,15 @@ pub fn decode_published(cm: &ConfigMap) -> Published {
         Ok(doc) => Published::Document(doc),
         Err(error) => Published::Unreadable(error.to_string()),
     }
+}
+
+/// The version of an owned ConfigMap, for the precondition of the next write.
+pub fn published_version(cm: &ConfigMap) -> PublishedVersion {
+    cm.metadata
+        .resource_version
+        .clone()
+        .filter(|version| !version.is_empty())
+        .map_or(PublishedVersion::Absent, PublishedVersion::At)
 }
 
 /// Selects the pods of one group from a namespace's pods: those the selector
