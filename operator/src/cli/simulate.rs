@@ -87,9 +87,10 @@ fn report(summary: &mut sim::Summary) {
     );
     let f = &summary.faults;
     println!(
-        "faults: failed writes {}, late writes {}, failed topology reads {}, stale topology reads {}, failed lease scans {}, operator crashes {}",
+        "faults: failed writes {}, late writes {}, document writes refused by their precondition {}, failed topology reads {}, stale topology reads {}, failed lease scans {}, operator crashes {}",
         f.writes_failed,
         f.writes_late,
+        f.writes_refused,
         f.topology_failed,
         f.topology_stale,
         f.lease_failed,

@@ -4,13 +4,16 @@
 //! partitions), the stream (records, splits, merges), the lease table
 //! (lagging writes, expiries) and consumers that follow the contract with
 //! random delays, plus the operator ([`operator`]) with crashes, failed and
-//! late writes, failed and stale topology reads and failed lease scans. The
+//! late writes (a late document write lands at any later time, only while
+//! its resourceVersion precondition holds), failed and stale topology reads
+//! and failed lease scans. The
 //! operator plans with [`crate::controller::plan::plan`], exactly what
 //! `shardring run` executes.
 //!
 //! Checked at every step: never two consumers reading one shard, never a
 //! child read before its parents completed, no record skipped, never a
-//! document shrunk by a read error. After the faults stop and the system goes
+//! document shrunk by a read error, never a published epoch that does not
+//! increase. After the faults stop and the system goes
 //! quiet: every readable shard has exactly one owner that reads it, the load
 //! is balanced within one shard, no handoff is in flight and planning again
 //! changes nothing.
@@ -537,6 +540,7 @@ impl Summary {
         let f = &mut self.faults;
         f.writes_failed += o.faults.writes_failed;
         f.writes_late += o.faults.writes_late;
+        f.writes_refused += o.faults.writes_refused;
         f.topology_failed += o.faults.topology_failed;
         f.topology_stale += o.faults.topology_stale;
         f.lease_failed += o.faults.lease_failed;

@@ -6,6 +6,16 @@
 //! failed write — with writes that fail or land late. Its memory (last good
 //! topology, previous lease scan) is lost when it crashes; only the API
 //! objects survive.
+//!
+//! The document write carries the precondition of the real one: the version
+//! of the ConfigMap the reconcile read (or "none yet" for the create). The
+//! simulated API server refuses it, as a 409, when the ConfigMap changed
+//! since; a refused write stops the apply like a failed one. A document write
+//! the client gave up on lands at any later time (up to a minute, across any
+//! number of reconciles, crashes and leader changes, or while a reconcile
+//! runs between its read and its write) — only if its precondition still
+//! holds. Late annotation and status writes (no resourceVersion precondition)
+//! still land before the next reconcile.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -31,7 +41,9 @@ use crate::source::Topology;
 pub struct Faults {
     /// A write fails (the rest of that apply is skipped).
     pub write_fail: f64,
-    /// A write times out for the client but lands later (before the next reconcile).
+    /// A write times out for the client but lands later: a document write at
+    /// any later time if its precondition still holds, an annotation or
+    /// status write before the next reconcile.
     pub write_late: f64,
     /// The topology read fails.
     pub topology_fail: f64,
@@ -41,10 +53,15 @@ pub struct Faults {
     pub lease_fail: f64,
 }
 
+/// Longest delay of a late document write, ms (reconciles run every 0.5–3 s).
+const LATE_DOC_MAX_MS: Ms = 60_000;
+
 /// A write the API server will apply later.
 #[derive(Debug, Clone)]
 enum Write {
-    Doc(Box<AssignmentDocument>),
+    /// The document, conditioned on the ConfigMap version the reconcile read
+    /// (`None`: a create, refused once a ConfigMap exists).
+    Doc(Box<AssignmentDocument>, Option<u64>),
     Annotation(String, String, Option<PodView>),
     Status(Box<ShardGroupStatus>),
 }
@@ -56,6 +73,9 @@ pub struct FaultCounts {
     pub writes_failed: u64,
     /// Late writes.
     pub writes_late: u64,
+    /// Document writes refused by their precondition (409: the ConfigMap
+    /// changed since the reconcile read it), late or not.
+    pub writes_refused: u64,
     /// Failed topology reads.
     pub topology_failed: u64,
     /// Stale topology reads.
@@ -75,6 +95,8 @@ pub struct Operator {
     pub pool: ConsumerPool,
     /// The published document (ConfigMap).
     pub doc: Option<AssignmentDocument>,
+    /// The ConfigMap's resourceVersion: bumped by every document write that lands.
+    pub doc_version: u64,
     /// The ShardGroup status.
     pub status: Option<ShardGroupStatus>,
     late: Vec<(Ms, Write)>,
@@ -156,6 +178,7 @@ impl Operator {
             group,
             pool,
             doc: None,
+            doc_version: 0,
             status: None,
             late: Vec::new(),
             last_good: None,
@@ -187,6 +210,28 @@ impl Operator {
             .partition(|(at, _)| *at <= now);
         self.late = later;
         for (_, write) in due {
+            self.commit(world, write);
+        }
+    }
+
+    /// The precondition of a document write planned now: the ConfigMap's
+    /// version, `None` when there is none.
+    fn doc_base(&self) -> Option<u64> {
+        self.doc.as_ref().map(|_| self.doc_version)
+    }
+
+    /// A late document write may land while a reconcile runs, after its read
+    /// and before its own write (which its precondition then refuses).
+    fn land_racing(&mut self, world: &mut World, rng: &mut Rng) {
+        let Some(i) = self
+            .late
+            .iter()
+            .position(|(_, w)| matches!(w, Write::Doc(..)))
+        else {
+            return;
+        };
+        if rng.chance(0.5) {
+            let (_, write) = self.late.remove(i);
             self.commit(world, write);
         }
     }
@@ -296,6 +341,7 @@ impl Operator {
 
     /// One reconcile: observe, plan, apply. Returns the decision.
     pub fn reconcile(&mut self, world: &mut World, rng: &mut Rng) -> Decision {
+        let base = self.doc_base();
         let obs = self.observe(world, rng);
         let read_error =
             obs.topology.error.is_some() || matches!(obs.leases, LeaseObservation::Failed(_));
@@ -320,9 +366,10 @@ impl Operator {
             self.handoffs
                 .push((h.evidence.label(), h.duration.as_millis() as u64));
         }
+        self.land_racing(world, rng);
         let mut writes = Vec::new();
         if let Some(doc) = &decision.document_write {
-            writes.push(Write::Doc(Box::new(doc.clone())));
+            writes.push(Write::Doc(Box::new(doc.clone()), base));
         }
         for w in &decision.annotation_writes {
             writes.push(Write::Annotation(
@@ -340,21 +387,44 @@ impl Operator {
                 break;
             }
             if rng.chance(self.faults.write_late) {
-                // The client gives up; the server applies it shortly after.
+                // The client gives up; the server applies it later: a
+                // document write at any time (its precondition decides), the
+                // others shortly after.
                 self.fired.writes_late += 1;
-                self.late.push((world.now + rng.range(1, 400), write));
+                let delay = match write {
+                    Write::Doc(..) => rng.range(1, LATE_DOC_MAX_MS),
+                    _ => rng.range(1, 400),
+                };
+                self.late.push((world.now + delay, write));
                 break;
             }
-            self.commit(world, write);
+            if !self.commit(world, write) {
+                // 409: nothing after the document goes out.
+                break;
+            }
         }
         let wait = decision.requeue_after.as_millis().min(30_000) as Ms;
         self.next_reconcile = world.now + wait.clamp(500, rng.range(500, 3000));
         decision
     }
 
-    fn commit(&mut self, world: &mut World, write: Write) {
+    /// Applies one write as the API server would; false when the document's
+    /// precondition refused it.
+    fn commit(&mut self, world: &mut World, write: Write) -> bool {
         match write {
-            Write::Doc(doc) => {
+            Write::Doc(doc, base) => {
+                if base != self.doc_base() {
+                    self.fired.writes_refused += 1;
+                    return false;
+                }
+                if let Some(current) = &self.doc
+                    && doc.epoch <= current.epoch
+                {
+                    world.violate(format!(
+                        "the published epoch went from {} to {}",
+                        current.epoch, doc.epoch
+                    ));
+                }
                 for (id, r) in &doc.shards {
                     if r.state != ShardPhase::Active {
                         continue;
@@ -367,6 +437,7 @@ impl Operator {
                     }
                 }
                 self.doc = Some(*doc);
+                self.doc_version += 1;
             }
             Write::Annotation(pod, uid, view) => {
                 if let Some(p) = world
@@ -379,6 +450,7 @@ impl Operator {
             }
             Write::Status(status) => self.status = Some(*status),
         }
+        true
     }
 }
 
