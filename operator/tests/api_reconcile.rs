@@ -705,22 +705,57 @@ async fn a_conflict_on_the_first_create_stops_the_reconcile() {
 }
 
 #[tokio::test]
-async fn a_conflict_is_retried_with_backoff_like_any_failed_write() {
+async fn conflicts_are_retried_quietly_then_with_backoff_and_one_warning() {
     let (group, world) = settled_with_a_joining_pod().await;
-    let (client, _seen) = mock_client_with(group.clone(), CmAnswer::Conflict);
+    let (client, seen) = mock_client_with(group.clone(), CmAnswer::Conflict);
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "shardring".into(),
+            instance: None,
+        },
+    );
     let metrics = ControllerMetrics::default();
-    let ctx =
-        Arc::new(Context::new(client, world.stores.clone(), metrics).with_clock(Arc::new(now)));
+    let ctx = Arc::new(
+        Context::new(client, world.stores.clone(), metrics)
+            .with_recorder(recorder)
+            .with_clock(Arc::new(now)),
+    );
     let obj = Arc::new(DeserializeGuard(Ok(group)));
     let error = reconcile(obj.clone(), ctx.clone()).await.unwrap_err();
+    let delays: Vec<_> = (0..5)
+        .map(|_| shardring::controller::error_policy(obj.clone(), &error, ctx.clone()))
+        .collect();
+    let requeue = kube::runtime::controller::Action::requeue;
+    // A stale cache: three quick, quiet retries; then a real streak.
     assert_eq!(
-        shardring::controller::error_policy(obj, &error, ctx.clone()),
-        kube::runtime::controller::Action::requeue(Duration::from_secs(2))
+        delays,
+        [
+            requeue(Duration::from_millis(500)),
+            requeue(Duration::from_millis(500)),
+            requeue(Duration::from_millis(500)),
+            requeue(Duration::from_secs(2)),
+            requeue(Duration::from_secs(4)),
+        ]
     );
     let label = shardring::controller::metrics::ReasonLabel {
         reason: "ConfigMapConflict",
     };
-    assert_eq!(ctx.metrics.errors.get_or_create(&label).get(), 1);
+    assert_eq!(ctx.metrics.errors.get_or_create(&label).get(), 5);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let events: Vec<_> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|s| s.path == EVENTS_PATH)
+        .cloned()
+        .collect();
+    assert_eq!(
+        events.len(),
+        1,
+        "one Warning, past the quiet retries: {events:#?}"
+    );
+    assert_eq!(events[0].body["reason"], "ConfigMapConflict");
 }
 
 #[tokio::test]

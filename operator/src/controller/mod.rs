@@ -52,6 +52,14 @@ pub const FINALIZER: &str = "shardring.io/cleanup";
 /// Shortest and longest retry delay after a failed reconcile.
 const BACKOFF_MIN: Duration = Duration::from_secs(2);
 const BACKOFF_MAX: Duration = Duration::from_secs(300);
+/// Conflicts on the ConfigMap in a row that are retried quietly: usually the
+/// cache had not yet seen our own previous write (a reconcile triggered by our
+/// pod patches can run before the ConfigMap watch delivers it), which the
+/// next read fixes. Past this many it is treated as any failed write (another
+/// writer may be fighting over the ConfigMap).
+const QUIET_CONFLICTS: u32 = 3;
+/// Retry delay of a quiet conflict: about a watch event's latency.
+const CONFLICT_RETRY: Duration = Duration::from_millis(500);
 
 /// The clock a reconcile reads `now` from (a fixed one in tests).
 pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
@@ -246,7 +254,11 @@ pub async fn cleanup_group(group: &ShardGroup, ctx: &Context) -> Result<Action, 
 }
 
 /// Error policy: a reconcile that failed is retried with exponential backoff
-/// (2 s doubling to 5 min), reset by the next success.
+/// (2 s doubling to 5 min), reset by the next success, and the first failure
+/// of a streak becomes a Warning Event. The first [`QUIET_CONFLICTS`]
+/// ConfigMap conflicts in a row are retried after [`CONFLICT_RETRY`] with
+/// neither backoff nor Event; the streak's backoff and Warning count from the
+/// first failure past them.
 pub fn error_policy(
     obj: Arc<DeserializeGuard<ShardGroup>>,
     error: &Error,
@@ -258,13 +270,26 @@ pub fn error_policy(
         .entry(ObjectRef::from_obj(obj.as_ref()))
         .or_insert(0);
     *count = count.saturating_add(1);
+    // By label: the reconcile's errors arrive wrapped in the finalizer's.
+    let conflict = error.metric_label() == "ConfigMapConflict";
+    if conflict && *count <= QUIET_CONFLICTS {
+        tracing::info!(%error, retry_in = ?CONFLICT_RETRY, "the ConfigMap changed since the cache read it; retrying");
+        return Action::requeue(CONFLICT_RETRY);
+    }
+    // Position in the streak, counting only failures that are reported.
+    let reported = if conflict {
+        *count - QUIET_CONFLICTS
+    } else {
+        *count
+    };
     let delay = BACKOFF_MIN
-        .saturating_mul(1u32 << (*count - 1).min(10))
+        .saturating_mul(1u32 << (reported - 1).min(10))
         .min(BACKOFF_MAX);
     tracing::warn!(%error, retry_in = ?delay, "reconcile failed");
-    // The first failure of a streak becomes a Warning Event on the group (a
-    // write too, so not one per retry); best effort, off the error path.
-    if *count == 1
+    // The first reported failure of a streak becomes a Warning Event on the
+    // group (a write too, so not one per retry); best effort, off the error
+    // path.
+    if reported == 1
         && let (Some(recorder), Ok(group)) = (ctx.recorder.clone(), &obj.0)
     {
         let group = group.clone();
