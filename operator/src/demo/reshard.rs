@@ -80,16 +80,27 @@ pub async fn merge_adjacent(kinesis: &Client, stream: &str) -> Result<(String, S
         .find(|w| w[0].end + 1 == w[1].start)
         .map(|w| (w[0].id.clone(), w[1].id.clone()))
         .ok_or_else(|| DemoError::Aws("no two adjacent open shards".into()))?;
+    merge(kinesis, stream, &a, &b).await?;
+    Ok((a, b))
+}
+
+/// Merges `shard` with its `adjacent` shard and waits until the stream is
+/// ACTIVE again.
+pub async fn merge(
+    kinesis: &Client,
+    stream: &str,
+    shard: &str,
+    adjacent: &str,
+) -> Result<(), DemoError> {
     kinesis
         .merge_shards()
         .stream_name(stream)
-        .shard_to_merge(&a)
-        .adjacent_shard_to_merge(&b)
+        .shard_to_merge(shard)
+        .adjacent_shard_to_merge(adjacent)
         .send()
         .await
         .map_err(aws)?;
-    wait_active(kinesis, stream).await?;
-    Ok((a, b))
+    wait_active(kinesis, stream).await
 }
 
 /// UpdateShardCount to `target` with uniform scaling.

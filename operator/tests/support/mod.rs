@@ -15,7 +15,7 @@ use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType,
     ScalarAttributeType,
 };
-use aws_sdk_kinesis::types::{ScalingType, StreamStatus};
+use shardring::demo::reshard;
 use shardring::emulators::Emulator;
 use shardring::source::kinesis::reader::emulator_credentials;
 use shardring::source::kinesis::{ReaderOptions, StreamId, TopologyReader, kinesis_client};
@@ -72,39 +72,16 @@ pub async fn reader(endpoint: &str, stream: &str, page_size: Option<i32>) -> Top
 /// Waits until the stream is ACTIVE (setup only: the reader never calls
 /// DescribeStream*).
 pub async fn wait_active(client: &aws_sdk_kinesis::Client, stream: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let status = client
-            .describe_stream_summary()
-            .stream_name(stream)
-            .send()
-            .await
-            .ok()
-            .and_then(|out| {
-                out.stream_description_summary()
-                    .map(|s| s.stream_status().clone())
-            });
-        if status == Some(StreamStatus::Active) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "stream {stream} not ACTIVE within 30 s (status {status:?})"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    reshard::wait_active(client, stream)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// Creates a provisioned stream with `shards` shards and waits for ACTIVE.
 pub async fn create_stream(client: &aws_sdk_kinesis::Client, stream: &str, shards: i32) {
-    client
-        .create_stream()
-        .stream_name(stream)
-        .shard_count(shards)
-        .send()
+    reshard::create_stream(client, stream, shards as u32)
         .await
-        .expect("CreateStream");
-    wait_active(client, stream).await;
+        .unwrap_or_else(|e| panic!("CreateStream: {e}"));
 }
 
 /// Splits `shard` at the middle of its range and waits for ACTIVE.
@@ -115,42 +92,30 @@ pub async fn split_in_half(
     start: u128,
     end: u128,
 ) {
-    let middle = start + (end - start) / 2 + 1;
-    client
-        .split_shard()
-        .stream_name(stream)
-        .shard_to_split(shard)
-        .new_starting_hash_key(middle.to_string())
-        .send()
+    let parent = reshard::StreamShard {
+        id: shard.to_owned(),
+        parents: Vec::new(),
+        start,
+        end,
+        open: true,
+    };
+    reshard::split_in_half(client, stream, &parent)
         .await
-        .expect("SplitShard");
-    wait_active(client, stream).await;
+        .unwrap_or_else(|e| panic!("SplitShard: {e}"));
 }
 
 /// Merges two adjacent shards and waits for ACTIVE.
 pub async fn merge(client: &aws_sdk_kinesis::Client, stream: &str, shard: &str, adjacent: &str) {
-    client
-        .merge_shards()
-        .stream_name(stream)
-        .shard_to_merge(shard)
-        .adjacent_shard_to_merge(adjacent)
-        .send()
+    reshard::merge(client, stream, shard, adjacent)
         .await
-        .expect("MergeShards");
-    wait_active(client, stream).await;
+        .unwrap_or_else(|e| panic!("MergeShards: {e}"));
 }
 
 /// UpdateShardCount (uniform scaling) and waits for ACTIVE.
 pub async fn update_shard_count(client: &aws_sdk_kinesis::Client, stream: &str, target: i32) {
-    client
-        .update_shard_count()
-        .stream_name(stream)
-        .target_shard_count(target)
-        .scaling_type(ScalingType::UniformScaling)
-        .send()
+    reshard::update_shard_count(client, stream, target as u32)
         .await
-        .expect("UpdateShardCount");
-    wait_active(client, stream).await;
+        .unwrap_or_else(|e| panic!("UpdateShardCount: {e}"));
 }
 
 /// Creates a lease table in the KCL layout (hash key `leaseKey`, on demand).
