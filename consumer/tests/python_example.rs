@@ -8,15 +8,11 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use shardring_consumer::check::{self, ProducedRecord};
 use shardring_consumer::lease::{LeaseConfig, LeaseManager, create_table};
-use shardring_consumer::view::file::write_atomically;
-use shardring_crds::assignment::{AssignmentDocument, PodAssignment};
 
 const STREAM: &str = "payments";
 const TABLE: &str = "leases";
@@ -69,49 +65,6 @@ fn self_test_of_the_contract_logic() {
     assert!(String::from_utf8_lossy(&output.stdout).contains("self-test passed"));
 }
 
-fn publish(path: &Path, epoch: u64, pods: &[(&str, &[&str], &[&str])]) {
-    let mut document = AssignmentDocument::new("default/payments", epoch);
-    for (pod, active, revoking) in pods {
-        document.pods.insert(
-            (*pod).to_owned(),
-            PodAssignment {
-                active: active.iter().map(|s| (*s).to_owned()).collect(),
-                standby: Vec::new(),
-                revoking: revoking.iter().map(|s| (*s).to_owned()).collect(),
-            },
-        );
-    }
-    write_atomically(path, &serde_json::to_vec(&document).unwrap()).unwrap();
-}
-
-async fn wait_until(what: &str, mut condition: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !condition().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
-
-fn report(log: &Path, produced: &[ProducedRecord]) -> check::CheckReport {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    let lines = check::parse_log(&text).expect("log lines parse");
-    check::check(&lines, produced, &BTreeMap::new())
-}
-
-async fn produce(
-    client: &aws_sdk_kinesis::Client,
-    hash_key: &str,
-    tag: &str,
-    produced: &mut Vec<ProducedRecord>,
-) {
-    for (shard, sequence_number) in support::put_records(client, STREAM, hash_key, tag, 6).await {
-        produced.push(ProducedRecord {
-            shard,
-            sequence_number,
-        });
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_and_rust_consumers_share_leases_and_hand_over() {
     let has_boto3 = Command::new(python())
@@ -153,7 +106,7 @@ async fn python_and_rust_consumers_share_leases_and_hand_over() {
     ));
     std::fs::create_dir_all(&dir).unwrap();
     let (view, log) = (dir.join("assignment.json"), dir.join("records.jsonl"));
-    publish(&view, 1, &[("py", &[s0, s1], &[])]);
+    support::publish(&view, "default/payments", 1, &[("py", &[s0, s1], &[])]);
 
     let mut py = Process(
         Command::new(python())
@@ -185,16 +138,16 @@ async fn python_and_rust_consumers_share_leases_and_hand_over() {
             .expect("start the Python example"),
     );
     let mut produced = Vec::new();
-    produce(&kinesis, &k0, "a", &mut produced).await;
-    produce(&kinesis, &k1, "b", &mut produced).await;
-    wait_until("the Python consumer to read everything", async || {
-        report(&log, &produced).lost.is_empty()
+    support::produce(&kinesis, STREAM, &k0, "a", 6, &mut produced).await;
+    support::produce(&kinesis, STREAM, &k1, "b", 6, &mut produced).await;
+    support::wait_until("the Python consumer to read everything", async || {
+        support::report(&log, &produced).lost.is_empty()
     })
     .await;
 
     // Move s1 to the Rust reference consumer, two-phase.
-    publish(&view, 2, &[("py", &[s0], &[s1])]);
-    wait_until("Python to release s1", async || {
+    support::publish(&view, "default/payments", 2, &[("py", &[s0], &[s1])]);
+    support::wait_until("Python to release s1", async || {
         observer
             .fetch(s1)
             .await
@@ -228,11 +181,16 @@ async fn python_and_rust_consumers_share_leases_and_hand_over() {
             .spawn()
             .expect("start the reference consumer"),
     );
-    produce(&kinesis, &k1, "c", &mut produced).await;
-    publish(&view, 3, &[("py", &[s0], &[]), ("rs", &[s1], &[])]);
-    produce(&kinesis, &k0, "d", &mut produced).await;
-    wait_until("both to read", async || {
-        report(&log, &produced).lost.is_empty()
+    support::produce(&kinesis, STREAM, &k1, "c", 6, &mut produced).await;
+    support::publish(
+        &view,
+        "default/payments",
+        3,
+        &[("py", &[s0], &[]), ("rs", &[s1], &[])],
+    );
+    support::produce(&kinesis, STREAM, &k0, "d", 6, &mut produced).await;
+    support::wait_until("both to read", async || {
+        support::report(&log, &produced).lost.is_empty()
     })
     .await;
 
@@ -242,25 +200,30 @@ async fn python_and_rust_consumers_share_leases_and_hand_over() {
         .status()
         .unwrap();
     assert!(killed.success());
-    produce(&kinesis, &k0, "e", &mut produced).await;
-    wait_until("Python to read on after SIGTERM", async || {
-        report(&log, &produced).lost.is_empty()
+    support::produce(&kinesis, STREAM, &k0, "e", 6, &mut produced).await;
+    support::wait_until("Python to read on after SIGTERM", async || {
+        support::report(&log, &produced).lost.is_empty()
     })
     .await;
     assert!(py.0.try_wait().unwrap().is_none());
-    publish(&view, 4, &[("py", &[], &[s0]), ("rs", &[s1], &[])]);
+    support::publish(
+        &view,
+        "default/payments",
+        4,
+        &[("py", &[], &[s0]), ("rs", &[s1], &[])],
+    );
     assert!(py.wait_exit(Duration::from_secs(15)).success());
     assert_eq!(observer.fetch(s0).await.unwrap().unwrap().owner, None);
-    publish(&view, 5, &[("rs", &[s0, s1], &[])]);
-    produce(&kinesis, &k0, "f", &mut produced).await;
-    wait_until("Rust to take s0 over", async || {
-        report(&log, &produced).lost.is_empty()
+    support::publish(&view, "default/payments", 5, &[("rs", &[s0, s1], &[])]);
+    support::produce(&kinesis, STREAM, &k0, "f", 6, &mut produced).await;
+    support::wait_until("Rust to take s0 over", async || {
+        support::report(&log, &produced).lost.is_empty()
     })
     .await;
     let _ = rust.0.kill();
     let _ = rust.0.wait();
 
-    let verdict = report(&log, &produced);
+    let verdict = support::report(&log, &produced);
     println!("{}", verdict.summary());
     assert!(verdict.passed(), "{}", verdict.summary());
     assert_eq!(verdict.moves, 2, "{}", verdict.summary());

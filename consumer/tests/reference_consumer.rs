@@ -6,15 +6,11 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use shardring_consumer::check::{self, ProducedRecord};
 use shardring_consumer::lease::{LeaseConfig, LeaseManager, create_table};
-use shardring_consumer::view::file::write_atomically;
-use shardring_crds::assignment::{AssignmentDocument, PodAssignment};
 
 const STREAM: &str = "orders";
 const TABLE: &str = "leases";
@@ -82,49 +78,6 @@ fn spawn(pod: &str, kinesis: &str, dynamodb: &str, view: &Path, log: &Path) -> P
     Process(child)
 }
 
-fn publish(path: &Path, epoch: u64, pods: &[(&str, &[&str], &[&str])]) {
-    let mut document = AssignmentDocument::new("default/orders", epoch);
-    for (pod, active, revoking) in pods {
-        document.pods.insert(
-            (*pod).to_owned(),
-            PodAssignment {
-                active: active.iter().map(|s| (*s).to_owned()).collect(),
-                standby: Vec::new(),
-                revoking: revoking.iter().map(|s| (*s).to_owned()).collect(),
-            },
-        );
-    }
-    write_atomically(path, &serde_json::to_vec(&document).unwrap()).unwrap();
-}
-
-async fn wait_until(what: &str, mut condition: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !condition().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
-
-fn report(log: &Path, produced: &[ProducedRecord]) -> check::CheckReport {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    let lines = check::parse_log(&text).expect("log lines parse");
-    check::check(&lines, produced, &BTreeMap::new())
-}
-
-async fn produce(
-    client: &aws_sdk_kinesis::Client,
-    hash_key: &str,
-    tag: &str,
-    produced: &mut Vec<ProducedRecord>,
-) {
-    for (shard, sequence_number) in support::put_records(client, STREAM, hash_key, tag, 8).await {
-        produced.push(ProducedRecord {
-            shard,
-            sequence_number,
-        });
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_processes_hand_shards_over_through_the_document_file() {
     let kinesis_emulator = support::kinesis();
@@ -156,21 +109,31 @@ async fn two_processes_hand_shards_over_through_the_document_file() {
     std::fs::create_dir_all(&dir).unwrap();
     let view = dir.join("assignment.json");
     let log = dir.join("records.jsonl");
-    publish(&view, 1, &[("pod-a", &[s0, s1], &[]), ("pod-b", &[], &[])]);
+    support::publish(
+        &view,
+        "default/orders",
+        1,
+        &[("pod-a", &[s0, s1], &[]), ("pod-b", &[], &[])],
+    );
     let mut a = spawn("pod-a", &kinesis_url, &dynamo_url, &view, &log);
     let mut b = spawn("pod-b", &kinesis_url, &dynamo_url, &view, &log);
 
     let mut produced = Vec::new();
-    produce(&kinesis, &k0, "a", &mut produced).await;
-    produce(&kinesis, &k1, "b", &mut produced).await;
-    wait_until("pod-a to read everything", async || {
-        report(&log, &produced).lost.is_empty()
+    support::produce(&kinesis, STREAM, &k0, "a", 8, &mut produced).await;
+    support::produce(&kinesis, STREAM, &k1, "b", 8, &mut produced).await;
+    support::wait_until("pod-a to read everything", async || {
+        support::report(&log, &produced).lost.is_empty()
     })
     .await;
 
     // Move s1 to pod-b: revoke, wait for the release, then activate.
-    publish(&view, 2, &[("pod-a", &[s0], &[s1]), ("pod-b", &[], &[])]);
-    wait_until("pod-a to release s1", async || {
+    support::publish(
+        &view,
+        "default/orders",
+        2,
+        &[("pod-a", &[s0], &[s1]), ("pod-b", &[], &[])],
+    );
+    support::wait_until("pod-a to release s1", async || {
         observer
             .fetch(s1)
             .await
@@ -178,40 +141,50 @@ async fn two_processes_hand_shards_over_through_the_document_file() {
             .is_some_and(|l| l.owner.is_none())
     })
     .await;
-    produce(&kinesis, &k1, "c", &mut produced).await;
-    publish(&view, 3, &[("pod-a", &[s0], &[]), ("pod-b", &[s1], &[])]);
-    produce(&kinesis, &k1, "d", &mut produced).await;
-    wait_until("pod-b to read s1", async || {
-        report(&log, &produced).lost.is_empty()
+    support::produce(&kinesis, STREAM, &k1, "c", 8, &mut produced).await;
+    support::publish(
+        &view,
+        "default/orders",
+        3,
+        &[("pod-a", &[s0], &[]), ("pod-b", &[s1], &[])],
+    );
+    support::produce(&kinesis, STREAM, &k1, "d", 8, &mut produced).await;
+    support::wait_until("pod-b to read s1", async || {
+        support::report(&log, &produced).lost.is_empty()
     })
     .await;
 
     // Graceful termination of pod-a: it reads on until s0 is revoked.
     a.terminate();
-    produce(&kinesis, &k0, "e", &mut produced).await;
-    wait_until("pod-a to read on after SIGTERM", async || {
-        report(&log, &produced).lost.is_empty()
+    support::produce(&kinesis, STREAM, &k0, "e", 8, &mut produced).await;
+    support::wait_until("pod-a to read on after SIGTERM", async || {
+        support::report(&log, &produced).lost.is_empty()
     })
     .await;
     assert!(
         a.0.try_wait().unwrap().is_none(),
         "pod-a exited before its revoke"
     );
-    publish(&view, 4, &[("pod-a", &[], &[s0]), ("pod-b", &[s1], &[])]);
+    support::publish(
+        &view,
+        "default/orders",
+        4,
+        &[("pod-a", &[], &[s0]), ("pod-b", &[s1], &[])],
+    );
     assert!(a.wait_exit(Duration::from_secs(15)).success());
     assert_eq!(observer.fetch(s0).await.unwrap().unwrap().owner, None);
-    publish(&view, 5, &[("pod-b", &[s0, s1], &[])]);
-    produce(&kinesis, &k0, "f", &mut produced).await;
-    wait_until("pod-b to take s0 over", async || {
-        report(&log, &produced).lost.is_empty()
+    support::publish(&view, "default/orders", 5, &[("pod-b", &[s0, s1], &[])]);
+    support::produce(&kinesis, STREAM, &k0, "f", 8, &mut produced).await;
+    support::wait_until("pod-b to take s0 over", async || {
+        support::report(&log, &produced).lost.is_empty()
     })
     .await;
 
     b.terminate();
-    publish(&view, 6, &[("pod-b", &[], &[s0, s1])]);
+    support::publish(&view, "default/orders", 6, &[("pod-b", &[], &[s0, s1])]);
     assert!(b.wait_exit(Duration::from_secs(15)).success());
 
-    let verdict = report(&log, &produced);
+    let verdict = support::report(&log, &produced);
     println!("{}", verdict.summary());
     assert!(verdict.passed(), "{}", verdict.summary());
     assert_eq!(verdict.moves, 2, "{}", verdict.summary());
@@ -245,12 +218,12 @@ async fn after_kill_9_the_next_owner_waits_for_expiry_and_resumes_from_the_check
     ));
     std::fs::create_dir_all(&dir).unwrap();
     let (view, log) = (dir.join("assignment.json"), dir.join("records.jsonl"));
-    publish(&view, 1, &[("pod-a", &[&s0], &[])]);
+    support::publish(&view, "default/orders", 1, &[("pod-a", &[&s0], &[])]);
     let mut a = spawn("pod-a", &kinesis_url, &dynamo_url, &view, &log);
     let mut produced = Vec::new();
-    produce(&kinesis, "1", "a", &mut produced).await;
-    wait_until("pod-a to read", async || {
-        report(&log, &produced).lost.is_empty()
+    support::produce(&kinesis, STREAM, "1", "a", 8, &mut produced).await;
+    support::wait_until("pod-a to read", async || {
+        support::report(&log, &produced).lost.is_empty()
     })
     .await;
 
@@ -264,10 +237,10 @@ async fn after_kill_9_the_next_owner_waits_for_expiry_and_resumes_from_the_check
         observer.fetch(&s0).await.unwrap().unwrap().owner.as_deref(),
         Some("pod-a")
     );
-    produce(&kinesis, "1", "b", &mut produced).await;
-    publish(&view, 2, &[("pod-b", &[&s0], &[])]);
+    support::produce(&kinesis, STREAM, "1", "b", 8, &mut produced).await;
+    support::publish(&view, "default/orders", 2, &[("pod-b", &[&s0], &[])]);
     let _b = spawn("pod-b", &kinesis_url, &dynamo_url, &view, &log);
-    wait_until("pod-b to take over", async || {
+    support::wait_until("pod-b to take over", async || {
         observer
             .fetch(&s0)
             .await
@@ -280,11 +253,11 @@ async fn after_kill_9_the_next_owner_waits_for_expiry_and_resumes_from_the_check
         waited >= Duration::from_secs(3),
         "took over after {waited:?}"
     );
-    wait_until("pod-b to catch up", async || {
-        report(&log, &produced).lost.is_empty()
+    support::wait_until("pod-b to catch up", async || {
+        support::report(&log, &produced).lost.is_empty()
     })
     .await;
-    let verdict = report(&log, &produced);
+    let verdict = support::report(&log, &produced);
     println!(
         "kill -9: lease taken over after {waited:?}; {}",
         verdict.summary()

@@ -12,7 +12,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use shardring_consumer::check::{self, CheckReport, ProducedRecord};
 use shardring_consumer::clients;
+use shardring_consumer::view::file::write_atomically;
+use shardring_crds::assignment::{AssignmentDocument, PodAssignment};
 
 /// Region every test uses.
 pub const REGION: &str = "us-east-1";
@@ -252,4 +255,54 @@ pub async fn put_records(
         out.push((put.shard_id().to_owned(), put.sequence_number().to_owned()));
     }
     out
+}
+
+/// Writes the assignment document of `shard_group` at `epoch` to `path` (as
+/// the mounted ConfigMap file), each pod with its active and revoking shards.
+pub fn publish(path: &Path, shard_group: &str, epoch: u64, pods: &[(&str, &[&str], &[&str])]) {
+    let mut document = AssignmentDocument::new(shard_group, epoch);
+    for (pod, active, revoking) in pods {
+        document.pods.insert(
+            (*pod).to_owned(),
+            PodAssignment {
+                active: active.iter().map(|s| (*s).to_owned()).collect(),
+                standby: Vec::new(),
+                revoking: revoking.iter().map(|s| (*s).to_owned()).collect(),
+            },
+        );
+    }
+    write_atomically(path, &serde_json::to_vec(&document).unwrap()).unwrap();
+}
+
+/// Polls `condition` every 25 ms; fails the test after 30 s.
+pub async fn wait_until(what: &str, mut condition: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !condition().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// The checker's report over the record log at `log` (missing = empty).
+pub fn report(log: &Path, produced: &[ProducedRecord]) -> CheckReport {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines = check::parse_log(&text).expect("log lines parse");
+    check::check(&lines, produced, &Default::default())
+}
+
+/// Puts `count` records tagged `tag` at `hash_key` and remembers them.
+pub async fn produce(
+    client: &aws_sdk_kinesis::Client,
+    stream: &str,
+    hash_key: &str,
+    tag: &str,
+    count: usize,
+    produced: &mut Vec<ProducedRecord>,
+) {
+    for (shard, sequence_number) in put_records(client, stream, hash_key, tag, count).await {
+        produced.push(ProducedRecord {
+            shard,
+            sequence_number,
+        });
+    }
 }
