@@ -12,8 +12,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use shardring_consumer::lease::{LeaseConfig, LeaseManager, create_table};
-
 const STREAM: &str = "payments";
 const TABLE: &str = "leases";
 
@@ -79,32 +77,18 @@ async fn python_and_rust_consumers_share_leases_and_hand_over() {
         );
         return;
     }
-    let kinesis_emulator = support::kinesis();
-    let dynamo_emulator = support::dynamodb();
-    let (kinesis_url, dynamo_url) = (kinesis_emulator.endpoint(), dynamo_emulator.endpoint());
-    let kinesis = support::kinesis_client(&kinesis_url).await;
-    let dynamodb = support::dynamodb_client(&dynamo_url).await;
-    create_table(&dynamodb, TABLE, Duration::from_secs(30))
-        .await
-        .unwrap();
-    support::create_stream(&kinesis, STREAM, 2).await;
-    let shards = support::shard_ids(&kinesis, STREAM).await;
+    let setup = support::setup(STREAM, TABLE, 2, "python").await;
+    let support::Setup {
+        kinesis_url,
+        dynamo_url,
+        kinesis,
+        shards,
+        observer,
+        dir,
+        ..
+    } = setup;
     let (s0, s1) = (shards[0].as_str(), shards[1].as_str());
     let (k0, k1) = ("1".to_owned(), (u128::MAX / 2 + 10).to_string());
-    let observer = LeaseManager::new(
-        dynamodb.clone(),
-        LeaseConfig {
-            table: TABLE.into(),
-            worker_id: "observer".into(),
-            failover: Duration::from_secs(3),
-        },
-    );
-    let dir = std::env::temp_dir().join(format!(
-        "shardring-python-{}-{}",
-        std::process::id(),
-        jiff::Timestamp::now().as_nanosecond()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
     let (view, log) = (dir.join("assignment.json"), dir.join("records.jsonl"));
     support::publish(&view, "default/payments", 1, &[("py", &[s0, s1], &[])]);
 

@@ -6,11 +6,9 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-use shardring_consumer::lease::{LeaseConfig, LeaseManager, create_table};
 
 const STREAM: &str = "orders";
 const TABLE: &str = "leases";
@@ -80,33 +78,18 @@ fn spawn(pod: &str, kinesis: &str, dynamodb: &str, view: &Path, log: &Path) -> P
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_processes_hand_shards_over_through_the_document_file() {
-    let kinesis_emulator = support::kinesis();
-    let dynamo_emulator = support::dynamodb();
-    let (kinesis_url, dynamo_url) = (kinesis_emulator.endpoint(), dynamo_emulator.endpoint());
-    let kinesis = support::kinesis_client(&kinesis_url).await;
-    let dynamodb = support::dynamodb_client(&dynamo_url).await;
-    create_table(&dynamodb, TABLE, Duration::from_secs(30))
-        .await
-        .unwrap();
-    support::create_stream(&kinesis, STREAM, 2).await;
-    let shards = support::shard_ids(&kinesis, STREAM).await;
+    let setup = support::setup(STREAM, TABLE, 2, "reference").await;
+    let support::Setup {
+        kinesis_url,
+        dynamo_url,
+        kinesis,
+        shards,
+        observer,
+        dir,
+        ..
+    } = setup;
     let (s0, s1) = (shards[0].as_str(), shards[1].as_str());
     let (k0, k1) = ("1".to_owned(), (u128::MAX / 2 + 10).to_string());
-    let observer = LeaseManager::new(
-        dynamodb.clone(),
-        LeaseConfig {
-            table: TABLE.into(),
-            worker_id: "observer".into(),
-            failover: Duration::from_secs(3),
-        },
-    );
-
-    let dir: PathBuf = std::env::temp_dir().join(format!(
-        "shardring-reference-{}-{}",
-        std::process::id(),
-        jiff::Timestamp::now().as_nanosecond()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
     let view = dir.join("assignment.json");
     let log = dir.join("records.jsonl");
     support::publish(
@@ -193,30 +176,17 @@ async fn two_processes_hand_shards_over_through_the_document_file() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_kill_9_the_next_owner_waits_for_expiry_and_resumes_from_the_checkpoint() {
-    let kinesis_emulator = support::kinesis();
-    let dynamo_emulator = support::dynamodb();
-    let (kinesis_url, dynamo_url) = (kinesis_emulator.endpoint(), dynamo_emulator.endpoint());
-    let kinesis = support::kinesis_client(&kinesis_url).await;
-    let dynamodb = support::dynamodb_client(&dynamo_url).await;
-    create_table(&dynamodb, TABLE, Duration::from_secs(30))
-        .await
-        .unwrap();
-    support::create_stream(&kinesis, STREAM, 1).await;
-    let s0 = support::shard_ids(&kinesis, STREAM).await.remove(0);
-    let observer = LeaseManager::new(
-        dynamodb.clone(),
-        LeaseConfig {
-            table: TABLE.into(),
-            worker_id: "observer".into(),
-            failover: Duration::from_secs(3),
-        },
-    );
-    let dir: PathBuf = std::env::temp_dir().join(format!(
-        "shardring-reference-kill-{}-{}",
-        std::process::id(),
-        jiff::Timestamp::now().as_nanosecond()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
+    let setup = support::setup(STREAM, TABLE, 1, "reference-kill").await;
+    let support::Setup {
+        kinesis_url,
+        dynamo_url,
+        kinesis,
+        mut shards,
+        observer,
+        dir,
+        ..
+    } = setup;
+    let s0 = shards.remove(0);
     let (view, log) = (dir.join("assignment.json"), dir.join("records.jsonl"));
     support::publish(&view, "default/orders", 1, &[("pod-a", &[&s0], &[])]);
     let mut a = spawn("pod-a", &kinesis_url, &dynamo_url, &view, &log);

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use shardring_consumer::check::{self, CheckReport, ProducedRecord};
 use shardring_consumer::clients;
+use shardring_consumer::lease::{LeaseConfig, LeaseManager, create_table};
 use shardring_consumer::view::file::write_atomically;
 use shardring_crds::assignment::{AssignmentDocument, PodAssignment};
 
@@ -304,5 +305,61 @@ pub async fn produce(
             shard,
             sequence_number,
         });
+    }
+}
+
+/// Emulators with a KCL lease table and a stream, clients for both, a lease
+/// observer and a scratch directory: what the process-level tests start from.
+pub struct Setup {
+    /// kinesis-local's endpoint.
+    pub kinesis_url: String,
+    /// dynalite's endpoint.
+    pub dynamo_url: String,
+    /// Kinesis client.
+    pub kinesis: aws_sdk_kinesis::Client,
+    /// The stream's shard ids, in ListShards order.
+    pub shards: Vec<String>,
+    /// A lease manager that only reads (worker `observer`).
+    pub observer: LeaseManager,
+    /// Scratch directory of this test (views, logs).
+    pub dir: PathBuf,
+    // Last: the emulators outlive the clients above.
+    _emulators: (Emulator, Emulator),
+}
+
+/// Starts the emulators, creates lease table `table` and a `shards`-shard
+/// `stream`, and a scratch directory named after `name`.
+pub async fn setup(stream: &str, table: &str, shards: i32, name: &str) -> Setup {
+    let (kinesis_emulator, dynamo_emulator) = (kinesis(), dynamodb());
+    let (kinesis_url, dynamo_url) = (kinesis_emulator.endpoint(), dynamo_emulator.endpoint());
+    let kinesis = kinesis_client(&kinesis_url).await;
+    let dynamodb = dynamodb_client(&dynamo_url).await;
+    create_table(&dynamodb, table, Duration::from_secs(30))
+        .await
+        .unwrap();
+    create_stream(&kinesis, stream, shards).await;
+    let shards = shard_ids(&kinesis, stream).await;
+    let observer = LeaseManager::new(
+        dynamodb,
+        LeaseConfig {
+            table: table.into(),
+            worker_id: "observer".into(),
+            failover: Duration::from_secs(3),
+        },
+    );
+    let dir = std::env::temp_dir().join(format!(
+        "shardring-{name}-{}-{}",
+        std::process::id(),
+        jiff::Timestamp::now().as_nanosecond()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    Setup {
+        kinesis_url,
+        dynamo_url,
+        kinesis,
+        shards,
+        observer,
+        dir,
+        _emulators: (kinesis_emulator, dynamo_emulator),
     }
 }
