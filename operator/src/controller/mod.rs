@@ -140,6 +140,28 @@ pub enum Error {
 }
 
 impl Error {
+    /// The reconcile's own error, unwrapped from the finalizer's.
+    fn inner(&self) -> &Error {
+        match self {
+            Error::Finalizer(error) => match error.as_ref() {
+                finalizer::Error::ApplyFailed(inner) | finalizer::Error::CleanupFailed(inner) => {
+                    inner.inner()
+                }
+                _ => self,
+            },
+            Error::Apply(_) => self,
+        }
+    }
+
+    /// Whether the ConfigMap's precondition failed (409): usually the cache
+    /// had not seen our own previous write yet.
+    pub fn is_config_map_conflict(&self) -> bool {
+        matches!(
+            self.inner(),
+            Error::Apply(ApplyError::ConfigMapConflict { .. })
+        )
+    }
+
     /// Constant label for the errors-by-reason metric.
     pub fn metric_label(&self) -> &'static str {
         match self {
@@ -270,8 +292,7 @@ pub fn error_policy(
         .entry(ObjectRef::from_obj(obj.as_ref()))
         .or_insert(0);
     *count = count.saturating_add(1);
-    // By label: the reconcile's errors arrive wrapped in the finalizer's.
-    let conflict = error.metric_label() == "ConfigMapConflict";
+    let conflict = error.is_config_map_conflict();
     if conflict && *count <= QUIET_CONFLICTS {
         tracing::info!(%error, retry_in = ?CONFLICT_RETRY, "the ConfigMap changed since the cache read it; retrying");
         return Action::requeue(CONFLICT_RETRY);

@@ -37,8 +37,9 @@ pub fn stage_config(config: &DemoConfig) -> StageConfig {
 
 /// Runs the whole story with its files under `dir` and returns the verdict.
 pub async fn run(config: &DemoConfig, dir: &Path) -> Result<Verdict, DemoError> {
-    let stage = Stage::start(&stage_config(config), dir).await?;
-    let timing = stage_config(config).timing;
+    let settings = stage_config(config);
+    let timing = settings.timing;
+    let stage = Stage::start(&settings, dir).await?;
 
     let initial = config.consumers.max(1);
     stage.phase(
