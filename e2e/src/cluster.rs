@@ -30,10 +30,16 @@ pub enum Reachability {
 /// Infers the client configuration and asks the API server for its version,
 /// giving up after [`PROBE_TIMEOUT`].
 pub async fn connect() -> Reachability {
-    let config = match Config::infer().await {
-        Ok(config) => config,
-        Err(error) => return Reachability::Unreachable(format!("no kubeconfig: {error}")),
-    };
+    match Config::infer().await {
+        Ok(config) => connect_with(config).await,
+        Err(error) => Reachability::Unreachable(format!("no kubeconfig: {error}")),
+    }
+}
+
+/// Builds a client for `config` (over TLS, as every real cluster is) and asks
+/// the API server for its version, giving up after [`PROBE_TIMEOUT`].
+pub async fn connect_with(config: Config) -> Reachability {
+    shardring::runtime::tls::install_crypto_provider();
     let server = config.cluster_url.to_string();
     let client = match Client::try_from(config) {
         Ok(client) => client,

@@ -37,10 +37,7 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    // kube enables rustls's ring provider and the AWS SDK enables aws-lc-rs;
-    // with both present rustls cannot choose one by itself and panics at the
-    // first TLS connection, so pick ring (kube's) for the whole process.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    shardring::runtime::tls::install_crypto_provider();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Demo(args) => cli::demo::run(args).await,

@@ -40,3 +40,4 @@ pub mod metrics;
 pub mod server;
 pub mod shutdown;
 pub mod telemetry;
+pub mod tls;
