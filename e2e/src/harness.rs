@@ -144,7 +144,7 @@ impl Harness {
         let ready = async {
             apply_pool_and_group(&client, &namespace, &kinesis_url, &dynamo_url).await?;
             std::fs::create_dir_all(&dir)?;
-            Ok::<_, HarnessError>(Operator::start(&client, &namespace).await?)
+            Ok::<_, HarnessError>(Operator::start(&client, &namespace, REGION).await?)
         };
         let operator = match ready.await {
             Ok(operator) => operator,
@@ -215,7 +215,7 @@ impl Harness {
     /// Starts the operator again after [`Self::stop_operator`].
     pub async fn restart_operator(&mut self) -> Result<(), HarnessError> {
         self.stop_operator().await?;
-        self.operator = Some(Operator::start(&self.client, &self.namespace).await?);
+        self.operator = Some(Operator::start(&self.client, &self.namespace, REGION).await?);
         Ok(())
     }
 

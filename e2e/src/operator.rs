@@ -1,18 +1,22 @@
 //! Running the operator under test, in one of two ways:
 //! - **in-process** (default): `shardring::controller::run_controller` on the
-//!   test's own client, scoped to the test's namespace, stopped through its
-//!   cancellation token;
+//!   test's own client, scoped to the test's namespace, with its own Kinesis
+//!   provider on the emulators' static credentials (nothing process-wide),
+//!   stopped through its cancellation token;
 //! - **binary** (`SHARDRING_E2E_OPERATOR=binary`): `shardring run` as a child
-//!   process with the test's environment (same KUBECONFIG), from the test's
-//!   target directory (`cargo build -p shardring` builds it; `cargo test
-//!   --workspace` already has), killed when the handle is dropped.
+//!   process with the test's environment (same KUBECONFIG) plus the
+//!   emulators' credentials and region for the default AWS chain, from the
+//!   test's target directory (`cargo build -p shardring` builds it; `cargo
+//!   test --workspace` already has), killed when the handle is dropped.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
 use kube::Client;
-use shardring::controller::{ControllerConfig, ControllerMetrics, run_controller};
+use shardring::controller::{ControllerConfig, ControllerMetrics, Sources, run_controller};
+use shardring::source::kinesis::reader::{emulator_environment, emulator_sdk_config};
+use shardring::source::kinesis::{AwsSettings, KinesisProvider};
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -70,16 +74,24 @@ pub enum Operator {
 }
 
 impl Operator {
-    /// Starts the operator for `namespace` in the mode [`MODE_ENV`] selects.
-    pub async fn start(client: &Client, namespace: &str) -> Result<Self, OperatorError> {
+    /// Starts the operator for `namespace` in the mode [`MODE_ENV`] selects;
+    /// it reads Kinesis and DynamoDB in `region` with the emulators'
+    /// credentials.
+    pub async fn start(
+        client: &Client,
+        namespace: &str,
+        region: &str,
+    ) -> Result<Self, OperatorError> {
         match std::env::var(MODE_ENV).as_deref() {
-            Err(_) | Ok("") | Ok("in-process") => Ok(Self::in_process(client, namespace)),
-            Ok("binary") => Self::binary(namespace).await,
+            Err(_) | Ok("") | Ok("in-process") => {
+                Ok(Self::in_process(client, namespace, region).await)
+            }
+            Ok("binary") => Self::binary(namespace, region).await,
             Ok(other) => Err(OperatorError::Mode(other.to_owned())),
         }
     }
 
-    fn in_process(client: &Client, namespace: &str) -> Self {
+    async fn in_process(client: &Client, namespace: &str, region: &str) -> Self {
         // Logs of the in-process operator go to the test's stderr (shown with
         // --nocapture); a second init in the same process is harmless.
         let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into());
@@ -98,6 +110,7 @@ impl Operator {
             client.clone(),
             config,
             metrics,
+            emulator_sources(region).await,
             None,
             token.clone(),
             None,
@@ -108,23 +121,13 @@ impl Operator {
         }
     }
 
-    async fn binary(namespace: &str) -> Result<Self, OperatorError> {
+    async fn binary(namespace: &str, region: &str) -> Result<Self, OperatorError> {
         let path = binary_path()?;
         if !path.is_file() {
             return Err(OperatorError::MissingBinary(path));
         }
-        // Scoped to the test's namespace; metrics on an ephemeral loopback
-        // port so parallel runs and a local 8080 do not collide.
-        let child = Command::new(&path)
-            .args([
-                "run",
-                "--namespace",
-                namespace,
-                "--metrics-addr",
-                "127.0.0.1:0",
-            ])
-            .stdin(Stdio::null())
-            .kill_on_drop(true)
+        let mut command = binary_command(&path, namespace, region);
+        let child = command
             .spawn()
             .map_err(|source| OperatorError::Spawn { path, source })?;
         Ok(Self::Binary(child))
@@ -173,6 +176,36 @@ impl Operator {
     }
 }
 
+/// Sources of an in-process operator: its own Kinesis provider on the
+/// emulators' static credentials in `region`.
+pub async fn emulator_sources(region: &str) -> Sources {
+    let config = emulator_sdk_config(region).await;
+    Sources::for_provider(std::sync::Arc::new(KinesisProvider::new(
+        AwsSettings::Fixed(config),
+        None,
+    )))
+}
+
+/// `shardring run` for `namespace`: metrics on an ephemeral loopback port
+/// (parallel runs and a local 8080 do not collide), and the emulators'
+/// credentials and region in the environment, which is where the binary's
+/// default AWS chain finds them.
+fn binary_command(path: &Path, namespace: &str, region: &str) -> Command {
+    let mut command = Command::new(path);
+    command
+        .args([
+            "run",
+            "--namespace",
+            namespace,
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ])
+        .envs(emulator_environment(region))
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    command
+}
+
 /// `target/<profile>/shardring`, next to the `deps/` directory holding the
 /// test executable.
 fn binary_path() -> Result<PathBuf, OperatorError> {
@@ -189,6 +222,28 @@ fn binary_path() -> Result<PathBuf, OperatorError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_binary_gets_the_emulators_credentials_and_region() {
+        let command = binary_command(Path::new("/bin/shardring"), "ns", "eu-west-1");
+        let env: std::collections::BTreeMap<_, _> = command
+            .as_std()
+            .get_envs()
+            .map(|(k, v)| (k.to_owned(), v.map(ToOwned::to_owned)))
+            .collect();
+        let get = |key: &str| {
+            env.get(std::ffi::OsStr::new(key))
+                .cloned()
+                .flatten()
+                .unwrap_or_else(|| panic!("{key} is not set for the binary"))
+        };
+        assert!(!get("AWS_ACCESS_KEY_ID").is_empty());
+        assert!(!get("AWS_SECRET_ACCESS_KEY").is_empty());
+        assert_eq!(get("AWS_REGION"), "eu-west-1");
+        assert_eq!(get("AWS_EC2_METADATA_DISABLED"), "true");
+        let args: Vec<_> = command.as_std().get_args().collect();
+        assert_eq!(args[..3], ["run", "--namespace", "ns"]);
+    }
 
     #[test]
     fn the_binary_sits_next_to_the_deps_directory() {

@@ -34,7 +34,7 @@ impl Replica {
     /// Starts replica `identity` for `namespace`, with short election
     /// timings (6 s lease, 4 s renew deadline, 1 s retry) so a takeover
     /// happens within seconds.
-    pub fn start(client: &Client, namespace: &str, identity: &str) -> Self {
+    pub async fn start(client: &Client, namespace: &str, identity: &str) -> Self {
         let shutdown = CancellationToken::new();
         let config = LeaderConfig {
             lease_duration: Duration::from_secs(6),
@@ -52,6 +52,7 @@ impl Replica {
                 ..ControllerConfig::default()
             },
             metrics,
+            crate::operator::emulator_sources(crate::harness::REGION).await,
             None,
             shutdown.clone(),
             Some(handle.is_leader.clone()),

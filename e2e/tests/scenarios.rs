@@ -206,8 +206,8 @@ async fn leader_election(harness: &mut Harness) -> ScenarioResult {
     opening(harness).await?;
     harness.stop_operator().await?;
     let mut replicas = vec![
-        Replica::start(&harness.client, &harness.namespace, "replica-a"),
-        Replica::start(&harness.client, &harness.namespace, "replica-b"),
+        Replica::start(&harness.client, &harness.namespace, "replica-a").await,
+        Replica::start(&harness.client, &harness.namespace, "replica-b").await,
     ];
     let result = leader_election_steps(harness, &mut replicas).await;
     for replica in replicas {

@@ -16,7 +16,7 @@ use http::{Request, Response};
 use kube::Client;
 use kube::client::Body;
 use serde_json::{Value, json};
-use shardring::controller::{ControllerConfig, ControllerMetrics, run_controller};
+use shardring::controller::{ControllerConfig, ControllerMetrics, Sources, run_controller};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -180,6 +180,7 @@ async fn listed_groups_are_reconciled_into_a_published_assignment() {
         client,
         config(),
         ControllerMetrics::default(),
+        Sources::default(),
         None,
         shutdown.clone(),
         None,
@@ -242,6 +243,7 @@ async fn a_standby_writes_nothing_until_it_leads() {
         client,
         config(),
         ControllerMetrics::default(),
+        Sources::default(),
         None,
         shutdown.clone(),
         Some(leader),

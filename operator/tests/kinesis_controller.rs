@@ -58,9 +58,7 @@ async fn a_split_without_a_lease_table_is_placed_at_once_with_its_lineage() {
     ));
     let source = Arc::new(KinesisShardSource::new(reader, None));
     let shared = source.clone();
-    let sources = Sources::new(Arc::new(move |_| {
-        Ok(Box::new(shared.clone()) as Box<dyn ShardSource>)
-    }));
+    let sources = Sources::from_fn(move |_| Ok(Box::new(shared.clone()) as Box<dyn ShardSource>));
 
     let mut obs = observation(1, pods(2));
     obs.group.metadata.uid = Some(GROUP_UID.into());

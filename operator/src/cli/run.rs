@@ -14,13 +14,13 @@ use anyhow::Context as _;
 use kube::Client;
 use tokio_util::sync::CancellationToken;
 
-use crate::controller::{ControllerConfig, ControllerMetrics, run_controller};
+use crate::controller::{ControllerConfig, ControllerMetrics, Sources, run_controller};
 use crate::runtime::health::Health;
 use crate::runtime::leader::{LeaderConfig, LeaderElector, LeaderMetrics, default_identity};
 use crate::runtime::server::Server;
 use crate::runtime::telemetry::{self, LogFormat};
 use crate::runtime::{crd_wait, metrics, shutdown};
-use crate::source::kinesis::SharedKinesis;
+use crate::source::kinesis::{AwsSettings, KinesisProvider};
 
 /// Arguments of `shardring run`; every flag also reads an environment variable.
 #[derive(Debug, clap::Args)]
@@ -76,14 +76,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut registry = metrics::new_registry();
     let controller_metrics = ControllerMetrics::register(&mut registry);
     let leader_metrics = LeaderMetrics::register(&mut registry);
-    // Kinesis readers are shared by every ShardGroup of the process.
-    if SharedKinesis::from_default_chain(Some(&mut registry))
-        .await
-        .install()
-        .is_err()
-    {
-        tracing::warn!("Kinesis readers were already initialised");
-    }
+    // Kinesis readers are shared by the ShardGroups that read one stream;
+    // the AWS configuration is loaded only when the first of them appears.
+    let kinesis = KinesisProvider::new(AwsSettings::DefaultChain, Some(&mut registry));
+    let sources = Sources::for_provider(Arc::new(kinesis));
     let health = Health::new();
     let server = Server::bind(args.metrics_addr, Arc::new(registry), health.clone()).await?;
     let server_task = tokio::spawn(server.serve(token.clone().cancelled_owned()));
@@ -123,6 +119,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         client,
         config,
         controller_metrics,
+        sources,
         Some(health),
         token.clone(),
         leader,

@@ -19,6 +19,7 @@ pub mod runner;
 pub mod sources;
 pub mod status;
 pub mod strip;
+pub mod sync;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -43,6 +44,7 @@ pub use observe::{Observation, PodInfo, Published, PublishedVersion, Stores, Top
 pub use plan::{Decision, plan};
 pub use runner::{ControllerConfig, run_controller};
 pub use sources::Sources;
+pub use sync::CacheSync;
 
 use crate::crds::ShardGroup;
 
@@ -80,6 +82,9 @@ pub struct Context {
     pub clock: Clock,
     /// Whether this replica may write (the leader); `None` means always.
     pub leader: Option<watch::Receiver<bool>>,
+    /// Whether the caches hold complete lists; `None` (tests that fill the
+    /// stores themselves) means they do.
+    pub cache_sync: Option<sync::CacheSync>,
     /// Consecutive failures per group, for the retry backoff.
     failures: Mutex<HashMap<ObjectRef<DeserializeGuard<ShardGroup>>, u32>>,
 }
@@ -95,6 +100,7 @@ impl Context {
             recorder: None,
             clock: Arc::new(Timestamp::now),
             leader: None,
+            cache_sync: None,
             failures: Mutex::default(),
         }
     }
@@ -121,6 +127,18 @@ impl Context {
     pub fn with_sources(mut self, sources: Sources) -> Self {
         self.sources = sources;
         self
+    }
+
+    /// Decides only once every cache has completed its first list.
+    pub fn with_cache_sync(mut self, sync: sync::CacheSync) -> Self {
+        self.cache_sync = Some(sync);
+        self
+    }
+
+    fn caches_synced(&self) -> bool {
+        self.cache_sync
+            .as_ref()
+            .is_none_or(sync::CacheSync::is_synced)
     }
 
     fn may_write(&self) -> bool {
@@ -197,6 +215,11 @@ pub async fn reconcile(
             return Ok(Action::await_change());
         }
     };
+    if !ctx.caches_synced() {
+        // A cache still filling would make this decision from part of the
+        // cluster ("0 pods"); every group is reconciled once they are full.
+        return Ok(Action::await_change());
+    }
     if !ctx.may_write() {
         // A standby keeps its caches warm but never writes; becoming leader
         // reconciles every ShardGroup (see `runner`).

@@ -4,6 +4,9 @@
 //! manages), maps pod, pool and ConfigMap changes to the ShardGroups they
 //! concern, and drives kube's `Controller` until shutdown.
 //!
+//! No reconcile decides before every cache has completed its first list,
+//! and every completed list reconciles every group ([`super::sync`]).
+//!
 //! Leadership: the watches run on every replica (so a standby is ready with
 //! warm caches), but a reconcile writes only while this replica leads; when
 //! it becomes leader every ShardGroup is reconciled at once.
@@ -27,6 +30,8 @@ use tokio_util::sync::CancellationToken;
 use super::apply::{MANAGED_BY, MANAGED_BY_LABEL};
 use super::metrics::ControllerMetrics;
 use super::observe::{self, Stores};
+use super::sources::Sources;
+use super::sync::{CacheSync, cache};
 use super::{Context, error_policy, reconcile, strip};
 use crate::crds::{ConsumerPool, ShardGroup};
 use crate::runtime::health::Health;
@@ -66,31 +71,52 @@ where
     }
 }
 
-/// Runs the controller until `shutdown` is cancelled. Writes happen only
-/// while `leader` is true (`None`: always). `health` is told when every cache
-/// has synced.
+/// Runs the controller until `shutdown` is cancelled. Shards come from
+/// `sources` (one operator instance's own: nothing process-wide). Writes
+/// happen only while `leader` is true (`None`: always). `health` is told when
+/// every cache has completed its first list.
 pub async fn run_controller(
     client: Client,
     config: ControllerConfig,
     metrics: ControllerMetrics,
+    sources: Sources,
     health: Option<Health>,
     shutdown: CancellationToken,
     leader: Option<watch::Receiver<bool>>,
 ) {
     let ns = config.namespace.as_deref();
-    let groups_api: Api<DeserializeGuard<ShardGroup>> = api(&client, ns);
-    let mut controller = Controller::new(groups_api, watcher::Config::default().any_semantic());
+    let mut caches = vec![
+        cache::SHARD_GROUPS,
+        cache::CONSUMER_POOLS,
+        cache::PODS,
+        cache::CONFIG_MAPS,
+    ];
+    if config.watch_nodes {
+        caches.push(cache::NODES);
+    }
+    let sync = CacheSync::new(&caches);
+
+    let (groups, group_writer) = reflector::store::<DeserializeGuard<ShardGroup>>();
+    let group_events = watcher(
+        api::<DeserializeGuard<ShardGroup>>(&client, ns),
+        watcher::Config::default().any_semantic(),
+    )
+    .default_backoff()
+    .reflect(group_writer)
+    .inspect(sync.tracker(cache::SHARD_GROUPS))
+    .applied_objects();
+    let mut controller = Controller::for_stream(group_events, groups.clone());
     if config.concurrency > 0 {
         controller = controller.with_config(
             kube::runtime::controller::Config::default().concurrency(config.concurrency),
         );
     }
-    let groups = controller.store();
 
     let (pools, pool_writer) = reflector::store::<DeserializeGuard<ConsumerPool>>();
     let pool_events = watcher(api(&client, ns), watcher::Config::default())
         .default_backoff()
         .reflect(pool_writer)
+        .inspect(sync.tracker(cache::CONSUMER_POOLS))
         .touched_objects();
 
     let (pods, pod_writer) = reflector::store::<Pod>();
@@ -102,6 +128,7 @@ pub async fn run_controller(
     .default_backoff()
     .modify(move |pod| strip::strip_pod(pod, &custom_keys(&key_groups)))
     .reflect(pod_writer)
+    .inspect(sync.tracker(cache::PODS))
     .touched_objects();
 
     let (config_maps, cm_writer) = reflector::store::<ConfigMap>();
@@ -112,6 +139,7 @@ pub async fn run_controller(
     )
     .default_backoff()
     .reflect(cm_writer)
+    .inspect(sync.tracker(cache::CONFIG_MAPS))
     .touched_objects();
 
     let (nodes, node_writer) = reflector::store();
@@ -122,6 +150,7 @@ pub async fn run_controller(
         )
         .default_backoff()
         .reflect(node_writer)
+        .inspect(sync.tracker(cache::NODES))
         .for_each(|_| ready(()));
         let token = shutdown.clone();
         tokio::spawn(async move {
@@ -138,21 +167,17 @@ pub async fn run_controller(
         nodes,
         config_maps: config_maps.clone(),
     };
-    if let Some(health) = health {
-        let (groups, pools, pods, cms) = (
-            groups.clone(),
-            pools.clone(),
-            pods.clone(),
-            config_maps.clone(),
-        );
+    {
+        let (sync, token) = (sync.clone(), shutdown.clone());
         tokio::spawn(async move {
-            let synced = groups.wait_until_ready().await.is_ok()
-                && pools.wait_until_ready().await.is_ok()
-                && pods.wait_until_ready().await.is_ok()
-                && cms.wait_until_ready().await.is_ok();
-            if synced {
-                tracing::info!("caches synced");
-                health.set_caches_synced();
+            tokio::select! {
+                () = sync.synced() => {
+                    tracing::info!("caches synced");
+                    if let Some(health) = health {
+                        health.set_caches_synced();
+                    }
+                }
+                () = token.cancelled() => {}
             }
         });
     }
@@ -164,7 +189,10 @@ pub async fn run_controller(
             instance: config.instance.clone(),
         },
     );
-    let mut context = Context::new(client.clone(), stores.clone(), metrics).with_recorder(recorder);
+    let mut context = Context::new(client.clone(), stores.clone(), metrics)
+        .with_recorder(recorder)
+        .with_sources(sources)
+        .with_cache_sync(sync.clone());
     if let Some(rx) = leader.clone() {
         context = context.with_leader(rx);
     }
@@ -173,7 +201,13 @@ pub async fn run_controller(
     let pod_groups = groups.clone();
     let pod_stores = stores.clone();
     let pool_groups = groups.clone();
-    let mut controller = controller
+    // Every ShardGroup is reconciled when the caches complete a list (the
+    // first, and every relist) and when this replica becomes leader.
+    let reconcile_all = match leader {
+        Some(rx) => futures::stream::select(sync.lists_completed(), became_leader(rx)).boxed(),
+        None => sync.lists_completed().boxed(),
+    };
+    controller
         .owns_stream(cm_events)
         .watches_stream(pod_events, move |pod: Pod| {
             observe::groups_for_pod(&pod, &pod_groups.state(), &pod_stores)
@@ -186,11 +220,8 @@ pub async fn run_controller(
             );
             observe::groups_for_pool(&ns, &name, &pool_groups.state())
         })
-        .graceful_shutdown_on(shutdown.clone().cancelled_owned());
-    if let Some(rx) = leader {
-        controller = controller.reconcile_all_on(became_leader(rx));
-    }
-    controller
+        .reconcile_all_on(reconcile_all)
+        .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(reconcile, error_policy, context)
         .for_each(|result| {
             if let Err(error) = result {

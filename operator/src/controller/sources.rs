@@ -5,6 +5,8 @@
 //! error, so the plan step never mistakes a failure for "no shards".
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use jiff::Timestamp;
@@ -13,15 +15,21 @@ use kube::ResourceExt;
 use super::observe::{LeaseObservation, TopologyObservation};
 use crate::crds::shard_group::{LeaseTableSpec, ShardSource as SourceSpec};
 use crate::crds::{ShardGroup, ShardGroupSpec};
+use crate::source::kinesis::{AwsSettings, KinesisProvider};
 use crate::source::{self, ShardSource, SourceError, Topology};
 
-/// Builds a source from a spec ([`source::for_spec`] unless replaced in tests).
-pub type SourceFactory =
-    Arc<dyn Fn(&ShardGroupSpec) -> Result<Box<dyn ShardSource>, SourceError> + Send + Sync>;
+/// A source being built (a Kinesis one may first load the AWS configuration).
+pub type BuildFuture =
+    Pin<Box<dyn Future<Output = Result<Box<dyn ShardSource>, SourceError>> + Send>>;
+
+/// Builds a source from a spec ([`source::for_spec`] over the instance's
+/// [`KinesisProvider`] unless replaced in tests).
+pub type SourceFactory = Arc<dyn Fn(&ShardGroupSpec) -> BuildFuture + Send + Sync>;
 
 struct GroupSource {
     spec: (SourceSpec, Option<LeaseTableSpec>),
-    source: Result<Arc<dyn ShardSource>, SourceError>,
+    /// `None` until a build succeeds: a failed build is retried at the next read.
+    source: Option<Arc<dyn ShardSource>>,
     last_good: Option<Topology>,
     read_at: Option<Timestamp>,
     confirmed_at: Option<Timestamp>,
@@ -30,12 +38,18 @@ struct GroupSource {
 /// Sources and last good topologies of every ShardGroup, keyed by uid.
 pub struct Sources {
     factory: SourceFactory,
+    kinesis: Option<Arc<KinesisProvider>>,
     groups: Mutex<HashMap<String, GroupSource>>,
 }
 
 impl Default for Sources {
+    /// Sources over a provider that loads the default AWS chain when the
+    /// first Kinesis ShardGroup is read (never for static groups).
     fn default() -> Self {
-        Self::new(Arc::new(source::for_spec))
+        Self::for_provider(Arc::new(KinesisProvider::new(
+            AwsSettings::DefaultChain,
+            None,
+        )))
     }
 }
 
@@ -44,26 +58,68 @@ impl Sources {
     pub fn new(factory: SourceFactory) -> Self {
         Self {
             factory,
+            kinesis: None,
             groups: Mutex::default(),
         }
+    }
+
+    /// Sources built from the spec: static ones directly, Kinesis ones from
+    /// `kinesis` (shared per stream and lease table).
+    pub fn for_provider(kinesis: Arc<KinesisProvider>) -> Self {
+        let provider = kinesis.clone();
+        let factory: SourceFactory = Arc::new(move |spec: &ShardGroupSpec| {
+            let (spec, provider) = (spec.clone(), provider.clone());
+            Box::pin(async move { source::for_spec(&spec, &provider).await })
+        });
+        Self {
+            kinesis: Some(kinesis),
+            ..Self::new(factory)
+        }
+    }
+
+    /// Sources built by a synchronous `build` (tests inject fixed or failing ones).
+    pub fn from_fn(
+        build: impl Fn(&ShardGroupSpec) -> Result<Box<dyn ShardSource>, SourceError>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self {
+        Self::new(Arc::new(move |spec: &ShardGroupSpec| {
+            let built = build(spec);
+            Box::pin(std::future::ready(built))
+        }))
     }
 
     /// Reads `group`'s topology now, keeping the last good one on failure.
     pub async fn read(&self, group: &ShardGroup, now: Timestamp) -> TopologyObservation {
         let key = key(group);
         let wanted = (group.spec.source.clone(), group.spec.lease_table.clone());
-        let source = {
+        let existing = {
             let mut groups = self.groups.lock().expect("source map poisoned");
-            let entry = groups
-                .entry(key.clone())
-                .or_insert_with(|| self.build(&group.spec, wanted.clone()));
+            let entry = groups.entry(key.clone()).or_insert_with(|| GroupSource {
+                spec: wanted.clone(),
+                source: None,
+                last_good: None,
+                read_at: None,
+                confirmed_at: None,
+            });
             if entry.spec != wanted {
                 // A different source: the old topology says nothing about it.
-                *entry = self.build(&group.spec, wanted);
+                *entry = GroupSource {
+                    spec: wanted,
+                    source: None,
+                    last_good: None,
+                    read_at: None,
+                    confirmed_at: None,
+                };
             }
             entry.source.clone()
         };
-        let (describe, result, extras) = match source {
+        let source = match existing {
+            Some(source) => Ok(source),
+            None => (self.factory)(&group.spec).await.map(Arc::from),
+        };
+        let (describe, result, extras) = match &source {
             Ok(source) => {
                 let result = source.read().await;
                 let extras = (
@@ -83,7 +139,7 @@ impl Sources {
                     .as_ref()
                     .map(|_| group.spec.lease_table.is_some());
                 let extras = (ordering, Default::default(), None);
-                (group.spec.source.summary(), Err(error), extras)
+                (group.spec.source.summary(), Err(error.clone()), extras)
             }
         };
         let (ordering_enforced, lineage, refresh_after) = extras;
@@ -98,6 +154,9 @@ impl Sources {
                 ..Default::default()
             };
         };
+        if let Ok(source) = source {
+            entry.source.get_or_insert(source);
+        }
         let error = match result {
             Ok(topology) => {
                 if entry.last_good.as_ref() != Some(&topology) {
@@ -131,7 +190,7 @@ impl Sources {
         let groups = self.groups.lock().expect("source map poisoned");
         let snapshot = groups
             .get(&key(group))
-            .and_then(|entry| entry.source.as_ref().ok())
+            .and_then(|entry| entry.source.as_ref())
             .and_then(|source| source.leases());
         match snapshot {
             Some(table) => LeaseObservation::Read(table),
@@ -141,25 +200,16 @@ impl Sources {
         }
     }
 
-    /// Drops the state of a deleted group.
+    /// Drops the state of a deleted group, and its Kinesis source when no
+    /// other group reads the same stream and lease table.
     pub fn forget(&self, group: &ShardGroup) {
-        self.groups
-            .lock()
-            .expect("source map poisoned")
-            .remove(&key(group));
-    }
-
-    fn build(
-        &self,
-        spec: &ShardGroupSpec,
-        wanted: (SourceSpec, Option<LeaseTableSpec>),
-    ) -> GroupSource {
-        GroupSource {
-            spec: wanted,
-            source: (self.factory)(spec).map(Arc::from),
-            last_good: None,
-            read_at: None,
-            confirmed_at: None,
+        let mut groups = self.groups.lock().expect("source map poisoned");
+        let Some(gone) = groups.remove(&key(group)) else {
+            return;
+        };
+        let shared = groups.values().any(|other| other.spec == gone.spec);
+        if !shared && let Some(kinesis) = &self.kinesis {
+            kinesis.forget(&group.spec);
         }
     }
 }
@@ -251,11 +301,11 @@ mod tests {
     async fn a_failed_read_keeps_the_last_good_topology_and_its_time() {
         let failing = Arc::new(AtomicBool::new(false));
         let flag = failing.clone();
-        let sources = Sources::new(Arc::new(move |_| {
+        let sources = Sources::from_fn(move |_| {
             Ok(Box::new(Flaky {
                 failing: flag.clone(),
             }) as Box<dyn ShardSource>)
-        }));
+        });
         let g = group(false);
         let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
         let first = sources.read(&g, t0).await;
@@ -289,9 +339,8 @@ mod tests {
 
     #[tokio::test]
     async fn an_unbuildable_kinesis_source_still_reports_ordering_from_the_spec() {
-        let sources = Sources::new(Arc::new(|_| {
-            Err(SourceError::Other("readers not initialised".into()))
-        }));
+        let sources =
+            Sources::from_fn(|_| Err(SourceError::Other("the endpoint cannot be reached".into())));
         let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
         for lease_table in [false, true] {
             let mut g = group(lease_table);
@@ -315,11 +364,11 @@ mod tests {
 
     #[tokio::test]
     async fn leases_come_from_the_source_only_with_a_lease_table() {
-        let sources = Sources::new(Arc::new(|_| {
+        let sources = Sources::from_fn(|_| {
             Ok(Box::new(Flaky {
                 failing: Arc::default(),
             }) as Box<dyn ShardSource>)
-        }));
+        });
         let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
         let without = group(false);
         sources.read(&without, now).await;

@@ -17,21 +17,15 @@ pub mod static_source;
 pub use static_source::StaticSource;
 
 /// Builds the source a ShardGroup spec names. A `kinesis` spec gets the
-/// shared source of its stream and lease table from the process-wide
-/// [`kinesis::SharedKinesis`] (installed at startup); without it the read
-/// fails with a transient error rather than guessing.
-pub fn for_spec(spec: &ShardGroupSpec) -> Result<Box<dyn ShardSource>, SourceError> {
+/// shared source of its stream and lease table from `kinesis` (the operator
+/// instance's provider, which loads the AWS configuration on first use).
+pub async fn for_spec(
+    spec: &ShardGroupSpec,
+    kinesis: &kinesis::KinesisProvider,
+) -> Result<Box<dyn ShardSource>, SourceError> {
     match (&spec.source.kinesis, &spec.source.static_source) {
         (None, Some(fixed)) => Ok(Box::new(StaticSource::new(fixed.clone()))),
-        // Kinesis sources are shared per stream and keep caches across
-        // reconciles, so they come from the process-wide state that
-        // `kinesis::SharedKinesis::install` sets up at startup.
-        (Some(_), _) => match kinesis::installed() {
-            Some(shared) => Ok(Box::new(shared.source_for(spec)?)),
-            None => Err(SourceError::Other(
-                "the Kinesis readers are not initialised (SharedKinesis::install)".into(),
-            )),
-        },
+        (Some(_), _) => Ok(Box::new(kinesis.source_for(spec).await?)),
         (None, None) => Err(SourceError::Invalid(
             "set exactly one of source.kinesis or source.static".into(),
         )),
@@ -97,6 +91,12 @@ pub enum SourceError {
     /// The source's configuration is invalid (waits for a spec change).
     #[error("invalid source: {0}")]
     Invalid(String),
+    /// No AWS region: neither the spec nor the operator's environment names one.
+    #[error("{0}")]
+    NoRegion(String),
+    /// The operator found no AWS credentials (default chain exhausted).
+    #[error("no AWS credentials: {0}")]
+    NoCredentials(String),
     /// Any other failure (network, 5xx, unexpected response).
     #[error("source error: {0}")]
     Other(String),
@@ -110,6 +110,8 @@ impl SourceError {
             SourceError::AccessDenied(_) => "AccessDenied",
             SourceError::Throttled(_) => "Throttled",
             SourceError::Invalid(_) => "InvalidSource",
+            SourceError::NoRegion(_) => "NoRegion",
+            SourceError::NoCredentials(_) => "NoCredentials",
             SourceError::Other(_) => "SourceError",
         }
     }

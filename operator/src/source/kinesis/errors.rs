@@ -89,8 +89,17 @@ pub fn classify_service(
 /// (timeouts, refused connections, garbled responses) as retryable.
 pub fn classify<E>(error: &SdkError<E, HttpResponse>, stream: &str) -> Failure
 where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
+    if let Some(missing) = credentials_error(error) {
+        // The default chain found nothing (no IRSA token, no Pod Identity,
+        // no instance profile, no environment): say so plainly.
+        return Failure::Fatal(SourceError::NoCredentials(format!(
+            "{stream}: {}; give the operator's pod AWS credentials (IRSA, EKS Pod Identity, \
+             or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY in its environment)",
+            chain(missing)
+        )));
+    }
     match error {
         SdkError::ServiceError(service) => {
             let err = service.err();
@@ -110,6 +119,23 @@ where
         ))),
         other => Failure::Fatal(SourceError::Other(format!("{stream}: {}", chain(other)))),
     }
+}
+
+/// The credentials failure somewhere in `error`'s source chain, if any.
+fn credentials_error<'a>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a (dyn std::error::Error + 'static)> {
+    let mut current = Some(error);
+    while let Some(cause) = current {
+        if cause
+            .downcast_ref::<aws_credential_types::provider::error::CredentialsError>()
+            .is_some()
+        {
+            return Some(cause);
+        }
+        current = cause.source();
+    }
+    None
 }
 
 /// An error and its sources joined with ": ", so logs show the root cause.

@@ -8,9 +8,9 @@ pub mod errors;
 pub mod lifecycle;
 pub mod metrics;
 pub mod pacing;
+pub mod provider;
 pub mod reader;
 pub mod registry;
-pub mod shared;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -20,11 +20,11 @@ pub use lifecycle::{
     Lifecycle, LifecycleMemory, ORDERING_NOT_ENFORCED, ORDERING_NOT_ENFORCED_MESSAGE,
 };
 pub use metrics::KinesisMetrics;
+pub use provider::{AwsSettings, KinesisProvider};
 pub use reader::{
     KinesisShard, ReaderOptions, StreamId, StreamTopology, TopologyReader, kinesis_client,
 };
 pub use registry::ReaderRegistry;
-pub use shared::{SharedKinesis, installed};
 
 use super::{ReadFuture, ShardSource, SourceError, Topology};
 use crate::crds::ShardGroupSpec;

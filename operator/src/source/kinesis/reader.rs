@@ -142,15 +142,45 @@ pub fn kinesis_client(
     Client::new(&client_config(base, region, endpoint))
 }
 
+/// The access key id of the emulators' static credentials.
+pub const EMULATOR_ACCESS_KEY_ID: &str = "AKIDSHARDRINGLOCAL";
+/// The secret of the emulators' static credentials.
+pub const EMULATOR_SECRET_ACCESS_KEY: &str = "shardring-local-secret";
+
 /// Static credentials for local emulators (they accept any signature).
 pub fn emulator_credentials() -> SharedCredentialsProvider {
     SharedCredentialsProvider::new(aws_sdk_kinesis::config::Credentials::new(
-        "AKIDSHARDRINGLOCAL",
-        "shardring-local-secret",
+        EMULATOR_ACCESS_KEY_ID,
+        EMULATOR_SECRET_ACCESS_KEY,
         None,
         None,
         "shardring-emulator",
     ))
+}
+
+/// An AWS configuration for the local emulators: their static credentials
+/// and `region`, nothing read from the environment that matters.
+pub async fn emulator_sdk_config(region: &str) -> aws_config::SdkConfig {
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .credentials_provider(emulator_credentials())
+        .region(Region::new(region.to_owned()))
+        .load()
+        .await
+}
+
+/// The environment a child `shardring run` needs to read the emulators
+/// through the default chain: their static credentials, `region`, and no
+/// instance-metadata probing.
+pub fn emulator_environment(region: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("AWS_ACCESS_KEY_ID", EMULATOR_ACCESS_KEY_ID.to_owned()),
+        (
+            "AWS_SECRET_ACCESS_KEY",
+            EMULATOR_SECRET_ACCESS_KEY.to_owned(),
+        ),
+        ("AWS_REGION", region.to_owned()),
+        ("AWS_EC2_METADATA_DISABLED", "true".to_owned()),
+    ]
 }
 
 /// Reads one stream's topology; share it through [`super::ReaderRegistry`].
