@@ -283,3 +283,116 @@ async fn calls_throttles_and_topology_age_are_exported() {
         "{text}"
     );
 }
+
+/// A credentials provider that, like an exhausted default chain, has nothing.
+#[derive(Debug)]
+struct NoCredentials;
+
+impl aws_credential_types::provider::ProvideCredentials for NoCredentials {
+    fn provide_credentials<'a>(
+        &'a self,
+    ) -> aws_credential_types::provider::future::ProvideCredentials<'a>
+    where
+        Self: 'a,
+    {
+        aws_credential_types::provider::future::ProvideCredentials::ready(Err(
+            aws_credential_types::provider::error::CredentialsError::not_loaded(
+                "no providers in chain provided credentials",
+            ),
+        ))
+    }
+}
+
+fn kinesis_spec(endpoint: &str, region: Option<&str>) -> shardring::crds::ShardGroupSpec {
+    serde_json::from_value(serde_json::json!({
+        "poolRef": {"name": "p"},
+        "source": {"kinesis": {"streamName": "creds", "region": region, "endpoint": endpoint}},
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn missing_credentials_and_region_are_named_as_such() {
+    use shardring::source::kinesis::{AwsSettings, KinesisProvider};
+    use shardring::source::{ShardSource, SourceError};
+
+    let kinesis = support::kinesis();
+    let endpoint = kinesis.endpoint();
+    support::create_stream(&support::kinesis_admin(&endpoint).await, "creds", 1).await;
+
+    // No credentials anywhere: the read says NoCredentials and how to fix it.
+    let no_credentials = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .credentials_provider(
+            aws_credential_types::provider::SharedCredentialsProvider::new(NoCredentials),
+        )
+        .region(aws_config::Region::new(support::REGION))
+        .load()
+        .await;
+    let provider = KinesisProvider::new(AwsSettings::Fixed(no_credentials), None);
+    let source = provider
+        .source_for(&kinesis_spec(&endpoint, Some(support::REGION)))
+        .await
+        .unwrap();
+    let error = ShardSource::read(&source).await.unwrap_err();
+    assert_eq!(error.reason(), "NoCredentials", "{error}");
+    assert!(error.to_string().contains("IRSA"), "{error}");
+
+    // No region in the spec nor in the environment: NoRegion, before any call.
+    let no_region = support::sdk_config()
+        .await
+        .to_builder()
+        .region(None::<aws_config::Region>)
+        .build();
+    let provider = KinesisProvider::new(AwsSettings::Fixed(no_region), None);
+    let error = provider
+        .source_for(&kinesis_spec(&endpoint, None))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, SourceError::NoRegion(_)), "{error}");
+    assert!(
+        error.to_string().contains("spec.source.kinesis.region"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn the_aws_configuration_is_loaded_only_for_the_first_kinesis_group() {
+    use std::sync::Arc;
+
+    use shardring::controller::Sources;
+    use shardring::source::kinesis::{AwsSettings, KinesisProvider};
+
+    let kinesis = support::kinesis();
+    let endpoint = kinesis.endpoint();
+    support::create_stream(&support::kinesis_admin(&endpoint).await, "creds", 1).await;
+    let provider = Arc::new(KinesisProvider::new(
+        AwsSettings::Fixed(support::sdk_config().await),
+        None,
+    ));
+    let sources = Sources::for_provider(provider.clone());
+    let now = jiff::Timestamp::now();
+
+    let mut static_group = shardring::crds::ShardGroup::new(
+        "static",
+        serde_json::from_value(serde_json::json!({
+            "poolRef": {"name": "p"},
+            "source": {"static": {"count": 3, "nameTemplate": "q-{index}"}},
+        }))
+        .unwrap(),
+    );
+    static_group.metadata.uid = Some("static-uid".into());
+    let read = sources.read(&static_group, now).await;
+    assert_eq!(read.last_good.map(|t| t.shards.len()), Some(3));
+    assert!(
+        !provider.is_loaded(),
+        "a static group never loads AWS settings"
+    );
+
+    let mut kinesis_group =
+        shardring::crds::ShardGroup::new("stream", kinesis_spec(&endpoint, Some(support::REGION)));
+    kinesis_group.metadata.uid = Some("kinesis-uid".into());
+    let read = sources.read(&kinesis_group, now).await;
+    assert!(read.error.is_none(), "{:?}", read.error);
+    assert_eq!(read.last_good.map(|t| t.shards.len()), Some(1));
+    assert!(provider.is_loaded());
+}
