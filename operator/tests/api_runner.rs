@@ -131,6 +131,7 @@ fn config() -> ControllerConfig {
         watch_nodes: false,
         instance: Some("test".into()),
         concurrency: 2,
+        ..ControllerConfig::default()
     }
 }
 

@@ -58,6 +58,11 @@ pub struct RunArgs {
     /// Most ShardGroups reconciled at once.
     #[arg(long, env = "SHARDRING_CONCURRENCY", default_value_t = 8)]
     pub concurrency: u16,
+    /// Most pod annotation writes in flight at once, over all ShardGroups
+    /// (the API server answers an excess with 429, which is retried after
+    /// its Retry-After).
+    #[arg(long, env = "SHARDRING_WRITE_CONCURRENCY", default_value_t = crate::controller::apply::DEFAULT_WRITE_CONCURRENCY)]
+    pub write_concurrency: usize,
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -114,6 +119,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         watch_nodes: !args.no_node_watch,
         instance: std::env::var("POD_NAME").ok(),
         concurrency: args.concurrency,
+        write_concurrency: args.write_concurrency,
     };
     let controller = run_controller(
         client,

@@ -27,10 +27,16 @@
 //!   can annotate one pod without one group's apply releasing another's key.
 //!   A 404 or a uid conflict (a same-named replacement pod) means the pod is
 //!   gone: the write is skipped and the next reconcile sees the new pod.
+//!   Annotation writes go out concurrently, bounded by a [`WriteLimit`]
+//!   shared by all reconciles.
 //! * Status is written with server-side apply on the status subresource, only
 //!   when it changed.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::TryStreamExt as _;
+use tokio::sync::Semaphore;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
@@ -135,6 +141,7 @@ pub async fn apply(
     group: &ShardGroup,
     decision: &Decision,
     published: &PublishedVersion,
+    writes: &WriteLimit,
     metrics: &ControllerMetrics,
     recorder: Option<&Recorder>,
 ) -> Result<(), ApplyError> {
@@ -147,14 +154,7 @@ pub async fn apply(
     }
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     let key = group.annotation_key();
-    for write in &decision.annotation_writes {
-        write_annotation(&pods, &key, write).await?;
-        metrics.write(if write.view.is_some() {
-            "annotation"
-        } else {
-            "annotation_removal"
-        });
-    }
+    write_annotations(&pods, &key, &decision.annotation_writes, writes, metrics).await?;
     if decision.status_changed {
         patch_status(client, group, &decision.status).await?;
         metrics.write("status");
@@ -378,18 +378,81 @@ pub async fn remove_annotations(
     client: &Client,
     group: &ShardGroup,
     pods: &[(String, Option<String>)],
+    writes: &WriteLimit,
     metrics: &ControllerMetrics,
 ) -> Result<(), ApplyError> {
     let api: Api<Pod> = Api::namespaced(client.clone(), &group.namespace().unwrap_or_default());
-    let key = group.annotation_key();
-    for (pod, uid) in pods {
-        let write = AnnotationWrite {
+    let removals: Vec<AnnotationWrite> = pods
+        .iter()
+        .map(|(pod, uid)| AnnotationWrite {
             pod: pod.clone(),
             uid: uid.clone(),
             view: None,
-        };
-        write_annotation(&api, &key, &write).await?;
-        metrics.write("annotation_removal");
+        })
+        .collect();
+    write_annotations(&api, &group.annotation_key(), &removals, writes, metrics).await
+}
+
+/// The bound on pod writes in flight, shared by every reconcile of one
+/// controller: thousands of annotations (a first publish, a rolling deploy)
+/// go out concurrently but never as an unbounded burst. The API server's
+/// priority and fairness answers an excess with 429 and `Retry-After`, which
+/// the client honours (kube's default retry policy) before the write counts
+/// as failed.
+#[derive(Debug, Clone)]
+pub struct WriteLimit {
+    permits: Arc<Semaphore>,
+    concurrency: usize,
+}
+
+impl WriteLimit {
+    /// At most `concurrency` writes in flight (at least one).
+    pub fn new(concurrency: usize) -> Self {
+        let concurrency = concurrency.max(1);
+        Self {
+            permits: Arc::new(Semaphore::new(concurrency)),
+            concurrency,
+        }
     }
-    Ok(())
+}
+
+impl Default for WriteLimit {
+    /// [`DEFAULT_WRITE_CONCURRENCY`] writes in flight.
+    fn default() -> Self {
+        Self::new(DEFAULT_WRITE_CONCURRENCY)
+    }
+}
+
+/// Pod writes in flight by default: the throughput of a 16-thread client,
+/// well inside the API server's default priority-and-fairness share.
+pub const DEFAULT_WRITE_CONCURRENCY: usize = 16;
+
+/// Writes `writes` to their pods, at most `limit`'s bound at once, and
+/// returns the first failure (the others in flight are dropped: every view
+/// carries its epoch, so a late one is harmless, and the retry rewrites what
+/// is still wrong). Their order does not matter: within one reconcile no
+/// pod's view depends on another's having been written.
+async fn write_annotations(
+    pods: &Api<Pod>,
+    key: &str,
+    writes: &[AnnotationWrite],
+    limit: &WriteLimit,
+    metrics: &ControllerMetrics,
+) -> Result<(), ApplyError> {
+    futures::stream::iter(writes.iter().map(Ok))
+        .try_for_each_concurrent(limit.concurrency, |write| async move {
+            let _permit = limit
+                .permits
+                .acquire()
+                .await
+                .expect("the write semaphore is never closed");
+            write_annotation(pods, key, write).await?;
+            metrics.write(if write.view.is_some() {
+                "annotation"
+            } else {
+                "annotation_removal"
+            });
+            Ok(())
+        })
+        .await
 }

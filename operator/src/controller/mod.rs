@@ -82,6 +82,8 @@ pub struct Context {
     pub clock: Clock,
     /// Whether this replica may write (the leader); `None` means always.
     pub leader: Option<watch::Receiver<bool>>,
+    /// The bound on pod writes in flight, shared by every reconcile.
+    pub writes: apply::WriteLimit,
     /// Whether the caches hold complete lists; `None` (tests that fill the
     /// stores themselves) means they do.
     pub cache_sync: Option<sync::CacheSync>,
@@ -101,6 +103,7 @@ impl Context {
             clock: Arc::new(Timestamp::now),
             leader: None,
             cache_sync: None,
+            writes: apply::WriteLimit::default(),
             failures: Mutex::default(),
         }
     }
@@ -126,6 +129,12 @@ impl Context {
     /// Builds sources with `sources` (tests inject failing ones).
     pub fn with_sources(mut self, sources: Sources) -> Self {
         self.sources = sources;
+        self
+    }
+
+    /// Writes at most `limit`'s bound of pod annotations at once.
+    pub fn with_write_limit(mut self, limit: apply::WriteLimit) -> Self {
+        self.writes = limit;
         self
     }
 
@@ -261,6 +270,7 @@ pub async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result<Action
         group,
         &decision,
         &published_version,
+        &ctx.writes,
         &ctx.metrics,
         ctx.recorder.as_ref(),
     )
@@ -285,7 +295,7 @@ pub async fn cleanup_group(group: &ShardGroup, ctx: &Context) -> Result<Action, 
     .into_iter()
     .map(|p| (p.name, Some(p.uid).filter(|u| !u.is_empty())))
     .collect();
-    apply::remove_annotations(&ctx.client, group, &carriers, &ctx.metrics).await?;
+    apply::remove_annotations(&ctx.client, group, &carriers, &ctx.writes, &ctx.metrics).await?;
     ctx.sources.forget(group);
     ctx.metrics.forget(&metrics::GroupLabels {
         namespace,

@@ -47,6 +47,8 @@ pub struct ControllerConfig {
     pub instance: Option<String>,
     /// Most reconciles at once (0: unlimited).
     pub concurrency: u16,
+    /// Most pod annotation writes in flight, over all reconciles.
+    pub write_concurrency: usize,
 }
 
 impl Default for ControllerConfig {
@@ -56,6 +58,7 @@ impl Default for ControllerConfig {
             watch_nodes: true,
             instance: None,
             concurrency: 8,
+            write_concurrency: super::apply::DEFAULT_WRITE_CONCURRENCY,
         }
     }
 }
@@ -192,6 +195,7 @@ pub async fn run_controller(
     let mut context = Context::new(client.clone(), stores.clone(), metrics)
         .with_recorder(recorder)
         .with_sources(sources)
+        .with_write_limit(super::apply::WriteLimit::new(config.write_concurrency))
         .with_cache_sync(sync.clone());
     if let Some(rx) = leader.clone() {
         context = context.with_leader(rx);
