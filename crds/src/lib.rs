@@ -25,3 +25,20 @@ pub use shard_group::{ShardGroup, ShardGroupSpec, ShardGroupStatus};
 pub const GROUP: &str = "shardring.io";
 /// API version of every shardring resource in this crate.
 pub const VERSION: &str = "v1alpha1";
+
+/// Label on a ShardGroup naming the operator instance that serves it, as an
+/// IngressClass does for Ingresses: an operator started with
+/// `--controller-class NAME` serves only the groups labelled `NAME`; one
+/// started without it serves only the groups without the label. Several
+/// operators (a test suite's beside the installed one, or one per team) can
+/// so share a cluster without ever acting on the same group.
+pub const CONTROLLER_CLASS_LABEL: &str = "shardring.io/controller-class";
+
+/// The ShardGroup label selector of an operator of `class` (see
+/// [`CONTROLLER_CLASS_LABEL`]).
+pub fn controller_class_selector(class: Option<&str>) -> String {
+    match class {
+        Some(class) => format!("{CONTROLLER_CLASS_LABEL}={class}"),
+        None => format!("!{CONTROLLER_CLASS_LABEL}"),
+    }
+}

@@ -18,6 +18,7 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 use shardring::demo::producer::Producer;
 use shardring::emulators::Emulator;
+use shardring_crds::CONTROLLER_CLASS_LABEL;
 use shardring_crds::{AssignmentDocument, ConsumerPool, ShardGroup, ShardPhase};
 
 use crate::consumers::{ConsumerSpec, Pods};
@@ -34,6 +35,11 @@ pub const REGION: &str = "us-east-1";
 pub const NAME: &str = "orders";
 /// The published ConfigMap (the operator's default name for [`NAME`]).
 pub const CONFIG_MAP: &str = "orders-assignment";
+/// The controller class of the suite's operators and ShardGroups (see
+/// [`CONTROLLER_CLASS_LABEL`]): an operator installed in the cluster under
+/// test ignores the suite's groups, and the suite's operators ignore every
+/// other group.
+pub const CONTROLLER_CLASS: &str = "shardring-e2e";
 /// Longest any one wait of a scenario may take (cold cluster, debug build).
 pub const STEP_TIMEOUT: Duration = Duration::from_secs(120);
 /// Drain timeout and lease failover of the ShardGroup, and how long a
@@ -477,7 +483,13 @@ async fn apply_pool_and_group(
     let group: ShardGroup = serde_json::from_value(json!({
         "apiVersion": "shardring.io/v1alpha1",
         "kind": "ShardGroup",
-        "metadata": {"name": NAME, "namespace": namespace},
+        "metadata": {
+            "name": NAME,
+            "namespace": namespace,
+            // Served by the suite's own operator only: an operator installed
+            // in the cluster (no class) never acts on it.
+            "labels": {CONTROLLER_CLASS_LABEL: CONTROLLER_CLASS},
+        },
         "spec": {
             "poolRef": {"name": NAME},
             "source": {"kinesis": {

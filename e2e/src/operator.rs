@@ -103,6 +103,7 @@ impl Operator {
         let metrics = ControllerMetrics::register(&mut registry);
         let config = ControllerConfig {
             namespace: Some(namespace.to_owned()),
+            controller_class: Some(crate::harness::CONTROLLER_CLASS.to_owned()),
             ..ControllerConfig::default()
         };
         let token = CancellationToken::new();
@@ -199,6 +200,8 @@ fn binary_command(path: &Path, namespace: &str, region: &str) -> Command {
             namespace,
             "--metrics-addr",
             "127.0.0.1:0",
+            "--controller-class",
+            crate::harness::CONTROLLER_CLASS,
         ])
         .envs(emulator_environment(region))
         .stdin(Stdio::null())

@@ -49,6 +49,7 @@ impl Replica {
             client.clone(),
             ControllerConfig {
                 namespace: Some(namespace.to_owned()),
+                controller_class: Some(crate::harness::CONTROLLER_CLASS.to_owned()),
                 ..ControllerConfig::default()
             },
             metrics,

@@ -64,6 +64,11 @@ impl Fixture {
         let mut group: ShardGroup = serde_yaml_from(&read("shardgroup-static.yaml")?)?;
         pool.metadata.namespace = Some(namespace.to_owned());
         group.metadata.namespace = Some(namespace.to_owned());
+        // Served by the suite's operator only, never by one installed in the cluster.
+        group.labels_mut().insert(
+            shardring_crds::CONTROLLER_CLASS_LABEL.to_owned(),
+            shardring_e2e::harness::CONTROLLER_CLASS.to_owned(),
+        );
         let name = group.name_any();
         let shards = group
             .spec

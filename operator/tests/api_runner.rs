@@ -203,6 +203,15 @@ async fn listed_groups_are_reconciled_into_a_published_assignment() {
     );
     assert!(!lists(&format!("/namespaces/{NS}/consumerpools")).is_empty());
     assert!(!lists(&format!("/namespaces/{NS}/pods")).is_empty());
+    // Only the ShardGroups of its controller class (none: unlabelled ones).
+    let groups = lists(&format!("/namespaces/{NS}/shardgroups"));
+    assert!(
+        groups.iter().all(|s| s
+            .query
+            .contains("labelSelector=%21shardring.io%2Fcontroller-class")),
+        "{:?}",
+        groups.iter().map(|s| &s.query).collect::<Vec<_>>()
+    );
     // Only the ConfigMaps shardring manages are watched.
     let cms = lists(&format!("/namespaces/{NS}/configmaps"));
     assert!(!cms.is_empty());

@@ -63,6 +63,11 @@ pub struct RunArgs {
     /// its Retry-After).
     #[arg(long, env = "SHARDRING_WRITE_CONCURRENCY", default_value_t = crate::controller::apply::DEFAULT_WRITE_CONCURRENCY)]
     pub write_concurrency: usize,
+    /// Serve only the ShardGroups labelled `shardring.io/controller-class=NAME`
+    /// (default: only those without that label), so several operators can
+    /// share a cluster.
+    #[arg(long, env = "SHARDRING_CONTROLLER_CLASS")]
+    pub controller_class: Option<String>,
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -120,6 +125,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         instance: std::env::var("POD_NAME").ok(),
         concurrency: args.concurrency,
         write_concurrency: args.write_concurrency,
+        controller_class: args.controller_class.clone(),
     };
     let controller = run_controller(
         client,

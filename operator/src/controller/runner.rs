@@ -33,7 +33,7 @@ use super::observe::{self, Stores};
 use super::sources::Sources;
 use super::sync::{CacheSync, cache};
 use super::{Context, error_policy, reconcile, strip};
-use crate::crds::{ConsumerPool, ShardGroup};
+use crate::crds::{ConsumerPool, ShardGroup, controller_class_selector};
 use crate::runtime::health::Health;
 
 /// How the controller runs.
@@ -49,6 +49,10 @@ pub struct ControllerConfig {
     pub concurrency: u16,
     /// Most pod annotation writes in flight, over all reconciles.
     pub write_concurrency: usize,
+    /// The controller class served: only ShardGroups labelled with it
+    /// (`None`: only those without the label); see
+    /// [`crate::crds::CONTROLLER_CLASS_LABEL`].
+    pub controller_class: Option<String>,
 }
 
 impl Default for ControllerConfig {
@@ -59,6 +63,7 @@ impl Default for ControllerConfig {
             instance: None,
             concurrency: 8,
             write_concurrency: super::apply::DEFAULT_WRITE_CONCURRENCY,
+            controller_class: None,
         }
     }
 }
@@ -100,9 +105,10 @@ pub async fn run_controller(
     let sync = CacheSync::new(&caches);
 
     let (groups, group_writer) = reflector::store::<DeserializeGuard<ShardGroup>>();
+    let class = controller_class_selector(config.controller_class.as_deref());
     let group_events = watcher(
         api::<DeserializeGuard<ShardGroup>>(&client, ns),
-        watcher::Config::default().any_semantic(),
+        watcher::Config::default().any_semantic().labels(&class),
     )
     .default_backoff()
     .reflect(group_writer)
