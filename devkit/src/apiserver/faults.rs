@@ -1,0 +1,202 @@
+//! What tests script and observe about requests: run-time pacing knobs
+//! (delays, the mutating in-flight limit), scripted failures, the bounded
+//! request log with per-path counters, and TokenReview bookkeeping.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::options::{MockOptions, TokenReviewer};
+
+/// Largest request body prefix the log keeps.
+pub(crate) const BODY_PREFIX: usize = 4096;
+
+/// One request as the server saw it.
+#[derive(Debug, Clone)]
+pub struct RequestRecord {
+    /// HTTP method, e.g. `PATCH`.
+    pub method: String,
+    /// Path without the query.
+    pub path: String,
+    /// Raw query string (empty when none).
+    pub query: String,
+    /// `Content-Type`, if sent.
+    pub content_type: Option<String>,
+    /// Status code answered (200 for a watch that started).
+    pub status: u16,
+    /// When the request arrived.
+    pub at: Instant,
+    /// The first 4 KiB of the body, lossily decoded.
+    pub body: String,
+}
+
+/// A scripted failure.
+#[derive(Debug, Clone)]
+struct FailRule {
+    method: String,
+    path_contains: String,
+    code: u16,
+    remaining: usize,
+}
+
+/// Knobs settable at run time.
+#[derive(Debug, Clone)]
+pub(crate) struct Knobs {
+    pub list_delay: Duration,
+    pub request_delay: Duration,
+    pub max_mutating_in_flight: Option<usize>,
+}
+
+/// Faults, pacing and the request log.
+pub(crate) struct Faults {
+    knobs: Mutex<Knobs>,
+    in_flight: AtomicUsize,
+    rules: Mutex<Vec<FailRule>>,
+    log: Mutex<VecDeque<RequestRecord>>,
+    log_capacity: usize,
+    counters: Mutex<HashMap<(String, String), u64>>,
+    token_reviews: AtomicU64,
+    reviewer: Mutex<TokenReviewer>,
+}
+
+impl std::fmt::Debug for Faults {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Faults")
+            .field("knobs", &self.knobs)
+            .field("in_flight", &self.in_flight)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Holds one mutating request's place in flight; released on drop.
+#[derive(Debug)]
+pub(crate) struct InFlight(Arc<Faults>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Faults {
+    /// Faults as `options` set them.
+    pub fn new(options: &MockOptions) -> Self {
+        Faults {
+            knobs: Mutex::new(Knobs {
+                list_delay: options.list_delay,
+                request_delay: options.request_delay,
+                max_mutating_in_flight: options.max_mutating_in_flight,
+            }),
+            in_flight: AtomicUsize::new(0),
+            rules: Mutex::new(Vec::new()),
+            log: Mutex::new(VecDeque::new()),
+            log_capacity: options.request_log_capacity,
+            counters: Mutex::new(HashMap::new()),
+            token_reviews: AtomicU64::new(0),
+            reviewer: Mutex::new(options.token_reviewer.clone()),
+        }
+    }
+
+    /// The current knobs.
+    pub fn knobs(&self) -> Knobs {
+        lock(&self.knobs).clone()
+    }
+
+    /// Changes the knobs.
+    pub fn set_knobs(&self, f: impl FnOnce(&mut Knobs)) {
+        f(&mut lock(&self.knobs));
+    }
+
+    /// Takes a place for a mutating request, or `None` when the limit is
+    /// reached (answer 429).
+    pub fn enter_mutating(self: &Arc<Self>) -> Option<InFlight> {
+        let limit = self.knobs().max_mutating_in_flight;
+        let before = self.in_flight.fetch_add(1, Ordering::SeqCst);
+        let guard = InFlight(self.clone());
+        match limit {
+            Some(limit) if before >= limit => None,
+            _ => Some(guard),
+        }
+    }
+
+    /// Scripts `count` failures with `code` for requests whose method is
+    /// `method` (any when empty) and whose path contains `path_contains`.
+    pub fn fail_next(&self, method: &str, path_contains: &str, code: u16, count: usize) {
+        lock(&self.rules).push(FailRule {
+            method: method.to_ascii_uppercase(),
+            path_contains: path_contains.to_owned(),
+            code,
+            remaining: count,
+        });
+    }
+
+    /// The scripted failure this request gets, if any (consumes one).
+    pub fn take_failure(&self, method: &str, path: &str) -> Option<u16> {
+        let mut rules = lock(&self.rules);
+        let i = rules.iter().position(|r| {
+            (r.method.is_empty() || r.method == method) && path.contains(&r.path_contains)
+        })?;
+        let code = rules[i].code;
+        rules[i].remaining -= 1;
+        if rules[i].remaining == 0 {
+            rules.remove(i);
+        }
+        Some(code)
+    }
+
+    /// Logs a finished request and counts it.
+    pub fn record(&self, record: RequestRecord) {
+        *lock(&self.counters)
+            .entry((record.method.clone(), record.path.clone()))
+            .or_default() += 1;
+        let mut log = lock(&self.log);
+        if log.len() >= self.log_capacity.max(1) {
+            log.pop_front();
+        }
+        log.push_back(record);
+    }
+
+    /// The logged requests, oldest first.
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        lock(&self.log).iter().cloned().collect()
+    }
+
+    /// Empties the log and the counters.
+    pub fn clear(&self) {
+        lock(&self.log).clear();
+        lock(&self.counters).clear();
+    }
+
+    /// Requests with `method` (any when empty) whose path contains
+    /// `path_contains`, since the start or the last clear.
+    pub fn count(&self, method: &str, path_contains: &str) -> u64 {
+        let method = method.to_ascii_uppercase();
+        lock(&self.counters)
+            .iter()
+            .filter(|((m, p), _)| (method.is_empty() || *m == method) && p.contains(path_contains))
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// Answers a TokenReview and counts it.
+    pub fn review(&self, token: &str, audiences: &[String]) -> serde_json::Value {
+        self.token_reviews.fetch_add(1, Ordering::SeqCst);
+        let reviewer = lock(&self.reviewer).clone();
+        reviewer(token, audiences)
+    }
+
+    /// TokenReviews answered.
+    pub fn token_reviews(&self) -> u64 {
+        self.token_reviews.load(Ordering::SeqCst)
+    }
+
+    /// Replaces the TokenReview answerer.
+    pub fn set_reviewer(&self, reviewer: TokenReviewer) {
+        *lock(&self.reviewer) = reviewer;
+    }
+}

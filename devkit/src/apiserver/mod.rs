@@ -1,0 +1,267 @@
+//! A faithful, stateful mock Kubernetes API server over HTTPS.
+//!
+//! [`MockApiServer::start`] binds `127.0.0.1:0`, generates a CA and a leaf
+//! certificate, and serves the kinds shardring uses with the real server's
+//! semantics: one global resourceVersion, preconditions and 409s, status
+//! subresources, server-side apply with field ownership, finalizers and
+//! graceful pod deletion, paginated lists over consistent snapshots, and
+//! watches with history replay, bookmarks and 410 Gone. Clients reach it
+//! through a kubeconfig ([`MockApiServer::kubeconfig_yaml`],
+//! [`MockApiServer::client`]) with a bearer token, as a user would.
+//!
+//! Tests also read and write directly ([`MockApiServer::create`], …): those
+//! writes produce the same resourceVersions and watch events as HTTP ones.
+
+mod direct;
+mod discovery;
+mod faults;
+mod fields;
+mod handlers;
+mod http;
+mod meta;
+mod options;
+mod resources;
+mod route;
+mod selector;
+mod status;
+mod store;
+mod tls;
+mod watch;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+
+pub use direct::ResourceRef;
+pub use faults::RequestRecord;
+pub use options::{MockOptions, TokenReviewer, unauthenticated_reviewer};
+pub use resources::ResourceType;
+
+use faults::Faults;
+use http::Shared;
+use resources::Registry;
+use store::{HistoryLimits, Store};
+
+/// A running mock API server. Dropping it stops it: the accept loop, every
+/// connection and every open watch end.
+pub struct MockApiServer {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    ca_pem: String,
+    accept: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for MockApiServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MockApiServer")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MockApiServer {
+    /// Starts a server on `127.0.0.1` at a free port.
+    ///
+    /// # Panics
+    ///
+    /// When the port cannot be bound (tests cannot go on without it).
+    pub async fn start(options: MockOptions) -> MockApiServer {
+        let identity = tls::generate();
+        let listener = TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .expect("bind 127.0.0.1:0");
+        let addr = listener.local_addr().expect("bound address");
+        let token = options
+            .token
+            .clone()
+            .unwrap_or_else(|| format!("{:016x}{:016x}", meta::random_u64(), meta::random_u64()));
+        let registry = Arc::new(Registry::new(&options.extra_resources));
+        let store = Store::new(
+            registry,
+            HistoryLimits {
+                events: options.watch_history,
+                bytes: options.watch_history_bytes,
+            },
+            options.broadcast_capacity,
+            options.continue_ttl,
+        );
+        let shared = Arc::new(Shared {
+            store,
+            faults: Arc::new(Faults::new(&options)),
+            token,
+            options,
+            shutdown: CancellationToken::new(),
+        });
+        let server = MockApiServer {
+            shared: shared.clone(),
+            addr,
+            ca_pem: identity.ca_pem,
+            accept: tokio::spawn(http::serve(
+                listener,
+                TlsAcceptor::from(identity.server_config),
+                shared,
+            )),
+        };
+        for ns in ["default", "kube-system"] {
+            server.create(serde_json::json!({
+                "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": ns }
+            }));
+        }
+        server
+    }
+
+    /// The address the server listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `https://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("https://{}", self.addr)
+    }
+
+    /// The bearer token clients must send.
+    pub fn token(&self) -> &str {
+        &self.shared.token
+    }
+
+    /// The CA certificate (PEM) that signed the server's certificate.
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
+    /// A kubeconfig for this server: its URL and CA, a user with the token,
+    /// and a current context in [`MockOptions::namespace`].
+    pub fn kubeconfig_yaml(&self) -> String {
+        format!(
+            "apiVersion: v1\n\
+             kind: Config\n\
+             clusters:\n\
+             - name: shardring-mock\n  cluster:\n    server: {url}\n    certificate-authority-data: {ca}\n\
+             users:\n\
+             - name: shardring-mock\n  user:\n    token: {token}\n\
+             contexts:\n\
+             - name: shardring-mock\n  context:\n    cluster: shardring-mock\n    user: shardring-mock\n    namespace: {ns}\n\
+             current-context: shardring-mock\n\
+             preferences: {{}}\n",
+            url = self.url(),
+            ca = STANDARD.encode(&self.ca_pem),
+            token = self.shared.token,
+            ns = self.shared.options.namespace,
+        )
+    }
+
+    /// Writes [`Self::kubeconfig_yaml`] to `path` (for `KUBECONFIG` of a
+    /// spawned process).
+    ///
+    /// # Errors
+    ///
+    /// When the file cannot be written.
+    pub fn write_kubeconfig(&self, path: impl AsRef<Path>) -> std::io::Result<()> {
+        std::fs::write(path, self.kubeconfig_yaml())
+    }
+
+    /// The `kube::Config` a user gets from this server's kubeconfig (tests
+    /// may adjust it, e.g. turn off `default_retry`).
+    ///
+    /// # Panics
+    ///
+    /// When the kubeconfig does not parse (it always does).
+    pub async fn kube_config(&self) -> kube::Config {
+        let kubeconfig =
+            kube::config::Kubeconfig::from_yaml(&self.kubeconfig_yaml()).expect("valid kubeconfig");
+        kube::Config::from_custom_kubeconfig(
+            kubeconfig,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .expect("kubeconfig loads")
+    }
+
+    /// A `kube::Client` built from this server's kubeconfig: HTTPS with the
+    /// CA, the bearer token, the context's namespace.
+    ///
+    /// kube's rustls client configuration takes the process-wide
+    /// CryptoProvider, and none is installed when two providers are
+    /// compiled in (ring through kube, aws-lc-rs through the AWS SDK), so
+    /// this installs ring's first; if one is installed already, that one
+    /// stays.
+    ///
+    /// # Panics
+    ///
+    /// When the client cannot be built (it always can for this kubeconfig).
+    pub async fn client(&self) -> kube::Client {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        kube::Client::try_from(self.kube_config().await).expect("client from the kubeconfig")
+    }
+
+    /// Changes the delay before answering lists.
+    pub fn set_list_delay(&self, delay: Duration) {
+        self.shared.faults.set_knobs(|k| k.list_delay = delay);
+    }
+
+    /// Changes the delay before answering any request.
+    pub fn set_request_delay(&self, delay: Duration) {
+        self.shared.faults.set_knobs(|k| k.request_delay = delay);
+    }
+
+    /// Changes the mutating in-flight limit (`None`: no limit).
+    pub fn set_max_mutating_in_flight(&self, limit: Option<usize>) {
+        self.shared
+            .faults
+            .set_knobs(|k| k.max_mutating_in_flight = limit);
+    }
+
+    /// Answers the next `count` requests with method `method` (any when
+    /// empty) whose path contains `path_contains` with `status_code` and a
+    /// Status body.
+    pub fn fail_next(&self, method: &str, path_contains: &str, status_code: u16, count: usize) {
+        if count > 0 {
+            self.shared
+                .faults
+                .fail_next(method, path_contains, status_code, count);
+        }
+    }
+
+    /// The logged requests, oldest first (at most
+    /// [`MockOptions::request_log_capacity`]).
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        self.shared.faults.requests()
+    }
+
+    /// Empties the request log and the counters.
+    pub fn clear_requests(&self) {
+        self.shared.faults.clear();
+    }
+
+    /// Requests with `method` (any when empty) whose path contains
+    /// `path_contains`, since the start or the last clear.
+    pub fn count(&self, method: &str, path_contains: &str) -> u64 {
+        self.shared.faults.count(method, path_contains)
+    }
+
+    /// Replaces the TokenReview answerer.
+    pub fn set_token_reviewer(&self, reviewer: TokenReviewer) {
+        self.shared.faults.set_reviewer(reviewer);
+    }
+
+    /// TokenReviews answered so far.
+    pub fn token_review_count(&self) -> u64 {
+        self.shared.faults.token_reviews()
+    }
+}
+
+impl Drop for MockApiServer {
+    fn drop(&mut self) {
+        self.shared.shutdown.cancel();
+        self.accept.abort();
+    }
+}

@@ -1,0 +1,13 @@
+//! shardring's test and benchmark kit. Owns [`apiserver`]: a stateful mock
+//! Kubernetes API server served over HTTPS, so tests and benchmarks exercise
+//! the path a real user takes — a `kube::Client` built from a kubeconfig,
+//! lists paged with continue tokens, watches with resourceVersions, bookmarks
+//! and 410 Gone — instead of mocks that answer instantly.
+//!
+//! The crate does not depend on the operator: the operator's tests depend on
+//! it.
+
+#![warn(missing_docs)]
+
+pub mod apiserver;
+pub mod fixtures;
