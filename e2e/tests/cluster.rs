@@ -497,3 +497,17 @@ fn samples_fit_the_e2e_test() {
     );
     assert!(!fx.pod_labels.is_empty());
 }
+
+/// `connect` builds its client over TLS as it does for any real cluster: a
+/// process that has not installed a rustls crypto provider (as this test
+/// binary has not) must still reach the API server.
+#[tokio::test]
+async fn connect_reaches_an_api_server_over_tls() {
+    let mock = shardring_devkit::apiserver::MockApiServer::start(Default::default()).await;
+    match shardring_e2e::cluster::connect_with(mock.kube_config().await).await {
+        Reachability::Reachable { version, .. } => {
+            assert!(version.contains("shardring-mock"), "{version}")
+        }
+        Reachability::Unreachable(reason) => panic!("the TLS API server was not reached: {reason}"),
+    }
+}
