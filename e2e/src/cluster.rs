@@ -3,6 +3,7 @@
 //! within a few seconds. Anything else means "no cluster": the tests skip and
 //! say so instead of failing on machines without one.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use kube::{Client, Config};
@@ -59,6 +60,35 @@ pub async fn connect_with(config: Config) -> Reachability {
         }
         Err(_) => {
             Reachability::Unreachable(format!("{server} did not answer within {PROBE_TIMEOUT:?}"))
+        }
+    }
+}
+
+/// The cluster under test as the suite and the processes it starts reach it.
+#[derive(Clone)]
+pub struct Cluster {
+    /// The suite's own client.
+    pub client: Client,
+    /// The kubeconfig the processes the suite starts (the operator binary,
+    /// the consumers) are given; `None`: they inherit the environment
+    /// (`KUBECONFIG`, `~/.kube/config` or in-cluster config), as the suite
+    /// found it.
+    pub kubeconfig: Option<PathBuf>,
+}
+
+impl Cluster {
+    /// The cluster the environment names, reached through `client`.
+    pub fn from_environment(client: Client) -> Self {
+        Self {
+            client,
+            kubeconfig: None,
+        }
+    }
+
+    /// Sets `KUBECONFIG` on `command` when the cluster has its own kubeconfig.
+    pub fn configure(&self, command: &mut tokio::process::Command) {
+        if let Some(path) = &self.kubeconfig {
+            command.env("KUBECONFIG", path);
         }
     }
 }

@@ -21,8 +21,9 @@ use shardring::emulators::Emulator;
 use shardring_crds::CONTROLLER_CLASS_LABEL;
 use shardring_crds::{AssignmentDocument, ConsumerPool, ShardGroup, ShardPhase};
 
+use crate::cluster::Cluster;
 use crate::consumers::{ConsumerSpec, Pods};
-use crate::operator::{Operator, OperatorError};
+use crate::operator::{Operator, OperatorError, OperatorMode};
 use crate::published::{PublishedError, assignment_document};
 use crate::stream;
 use crate::wait::{Probe, WaitError, wait_for};
@@ -106,6 +107,8 @@ pub struct Harness {
     pub kinesis: aws_sdk_kinesis::Client,
     /// The consumer pods and their processes.
     pub pods: Pods,
+    cluster: Cluster,
+    mode: OperatorMode,
     operator: Option<Operator>,
     producer: Option<Producer>,
     _emulators: (Emulator, Emulator),
@@ -115,7 +118,13 @@ impl Harness {
     /// Starts the emulators, creates the stream (`shards` shards) and the
     /// lease table, a fresh namespace with the pool and the ShardGroup, and
     /// the operator. No pods and no producer yet.
-    pub async fn start(client: Client, scenario: &str, shards: u32) -> Result<Self, HarnessError> {
+    pub async fn start(
+        cluster: Cluster,
+        mode: OperatorMode,
+        scenario: &str,
+        shards: u32,
+    ) -> Result<Self, HarnessError> {
+        let client = cluster.client.clone();
         let binary = tokio::task::spawn_blocking(|| {
             shardring::demo::consumers::locate(None).map_err(|e| e.to_string())
         })
@@ -150,7 +159,7 @@ impl Harness {
         let ready = async {
             apply_pool_and_group(&client, &namespace, &kinesis_url, &dynamo_url).await?;
             std::fs::create_dir_all(&dir)?;
-            Ok::<_, HarnessError>(Operator::start(&client, &namespace, REGION).await?)
+            Ok::<_, HarnessError>(Operator::start(&cluster, &namespace, REGION, mode).await?)
         };
         let operator = match ready.await {
             Ok(operator) => operator,
@@ -178,6 +187,8 @@ impl Harness {
             client,
             namespace,
             kinesis,
+            cluster,
+            mode,
             operator: Some(operator),
             producer: None,
             _emulators: (kinesis_emulator, dynamo_emulator),
@@ -221,7 +232,8 @@ impl Harness {
     /// Starts the operator again after [`Self::stop_operator`].
     pub async fn restart_operator(&mut self) -> Result<(), HarnessError> {
         self.stop_operator().await?;
-        self.operator = Some(Operator::start(&self.client, &self.namespace, REGION).await?);
+        self.operator =
+            Some(Operator::start(&self.cluster, &self.namespace, REGION, self.mode).await?);
         Ok(())
     }
 

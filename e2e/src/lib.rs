@@ -11,6 +11,7 @@ pub mod harness;
 pub mod operator;
 pub mod published;
 pub mod replicas;
+pub mod scenarios;
 pub mod stream;
 pub mod verdict;
 pub mod wait;

@@ -14,6 +14,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use kube::Client;
+
+use crate::cluster::Cluster;
 use shardring::controller::{ControllerConfig, ControllerMetrics, Sources, run_controller};
 use shardring::source::kinesis::reader::{emulator_environment, emulator_sdk_config};
 use shardring::source::kinesis::{AwsSettings, KinesisProvider};
@@ -23,6 +25,26 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 /// Environment variable choosing how the operator runs: `in-process` or `binary`.
 pub const MODE_ENV: &str = "SHARDRING_E2E_OPERATOR";
+
+/// How the operator under test runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OperatorMode {
+    /// `run_controller` on a task of the test's runtime.
+    InProcess,
+    /// `shardring run` as a child process.
+    Binary,
+}
+
+impl OperatorMode {
+    /// The mode [`MODE_ENV`] selects (default: in-process).
+    pub fn from_env() -> Result<Self, OperatorError> {
+        match std::env::var(MODE_ENV).as_deref() {
+            Err(_) | Ok("") | Ok("in-process") => Ok(Self::InProcess),
+            Ok("binary") => Ok(Self::Binary),
+            Ok(other) => Err(OperatorError::Mode(other.to_owned())),
+        }
+    }
+}
 
 /// How long a stopping operator may take before the test gives up on it.
 const STOP_TIMEOUT: Duration = Duration::from_secs(15);
@@ -74,20 +96,19 @@ pub enum Operator {
 }
 
 impl Operator {
-    /// Starts the operator for `namespace` in the mode [`MODE_ENV`] selects;
-    /// it reads Kinesis and DynamoDB in `region` with the emulators'
-    /// credentials.
+    /// Starts the operator for `namespace` on `cluster` in `mode`; it reads
+    /// Kinesis and DynamoDB in `region` with the emulators' credentials.
     pub async fn start(
-        client: &Client,
+        cluster: &Cluster,
         namespace: &str,
         region: &str,
+        mode: OperatorMode,
     ) -> Result<Self, OperatorError> {
-        match std::env::var(MODE_ENV).as_deref() {
-            Err(_) | Ok("") | Ok("in-process") => {
-                Ok(Self::in_process(client, namespace, region).await)
+        match mode {
+            OperatorMode::InProcess => {
+                Ok(Self::in_process(&cluster.client, namespace, region).await)
             }
-            Ok("binary") => Self::binary(namespace, region).await,
-            Ok(other) => Err(OperatorError::Mode(other.to_owned())),
+            OperatorMode::Binary => Self::binary(cluster, namespace, region).await,
         }
     }
 
@@ -122,12 +143,17 @@ impl Operator {
         }
     }
 
-    async fn binary(namespace: &str, region: &str) -> Result<Self, OperatorError> {
+    async fn binary(
+        cluster: &Cluster,
+        namespace: &str,
+        region: &str,
+    ) -> Result<Self, OperatorError> {
         let path = binary_path()?;
         if !path.is_file() {
             return Err(OperatorError::MissingBinary(path));
         }
         let mut command = binary_command(&path, namespace, region);
+        cluster.configure(&mut command);
         let child = command
             .spawn()
             .map_err(|source| OperatorError::Spawn { path, source })?;

@@ -159,8 +159,13 @@ async fn scenario(client: &Client, fx: &Fixture) -> TestResult {
     }
 
     // Scoped to the test's namespace so it cannot touch anything else.
-    let mut operator =
-        Operator::start(client, &fx.namespace, shardring_e2e::harness::REGION).await?;
+    let mut operator = Operator::start(
+        &shardring_e2e::cluster::Cluster::from_environment(client.clone()),
+        &fx.namespace,
+        shardring_e2e::harness::REGION,
+        shardring_e2e::operator::OperatorMode::from_env()?,
+    )
+    .await?;
     let first = wait_for_assignment(client, fx, &pods, &mut operator).await?;
     wait_for_annotations(client, fx, &pods, first.epoch).await?;
     wait_for_ready(client, fx).await?;

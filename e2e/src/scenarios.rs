@@ -1,0 +1,197 @@
+//! The end-to-end scenarios, each a function of a started [`Harness`]:
+//! steady state, rolling deploy, graceful termination, kill -9, scale
+//! 3 → 6 → 2, split, merge, UpdateShardCount, an operator restart mid-handoff
+//! and leader election with two replicas. They run against a real cluster
+//! (`tests/scenarios.rs`) and against the devkit's mock API server
+//! (`tests/mock_scenarios.rs`), with the operator in-process or as the
+//! binary. Every scenario ends with the checker's verdict.
+
+use crate::harness::{Harness, STEP_TIMEOUT};
+use crate::replicas::{Replica, wait_single_leader};
+use crate::verdict::{VerdictError, finish};
+use crate::{Probe, wait_for};
+
+/// What a scenario returns.
+pub type ScenarioResult = Result<(), VerdictError>;
+
+/// Lets traffic flow until `records` more records have been processed (a
+/// condition, not a pause: the scenario acts while records are in flight).
+pub async fn traffic(harness: &Harness, records: usize) -> ScenarioResult {
+    let start = harness.pods.processed().map_err(VerdictError::from)?.len();
+    let pods = &harness.pods;
+    wait_for(
+        &format!("{records} more records processed"),
+        STEP_TIMEOUT,
+        || {
+            let result = pods.processed().map(|p| {
+                let more = p.len().saturating_sub(start);
+                if more >= records {
+                    Probe::Done(())
+                } else {
+                    Probe::Pending(format!("{more} more so far"))
+                }
+            });
+            async move { result }
+        },
+    )
+    .await
+    .map_err(|e| VerdictError::Harness(e.into()))
+}
+
+/// Adds pods `<prefix>-<i>` for `i` in `range`.
+async fn add_pods(
+    harness: &mut Harness,
+    prefix: &str,
+    range: std::ops::Range<usize>,
+) -> ScenarioResult {
+    for i in range {
+        harness.pods.add(&format!("{prefix}-{i}")).await?;
+    }
+    Ok(())
+}
+
+/// Three pods reading a producing stream: the common opening.
+async fn opening(harness: &mut Harness) -> ScenarioResult {
+    harness.start_producer();
+    add_pods(harness, "v1", 0..3).await?;
+    harness.wait_settled("three pods").await?;
+    traffic(harness, 200).await
+}
+
+pub async fn steady(harness: &mut Harness) -> ScenarioResult {
+    opening(harness).await?;
+    traffic(harness, 1000).await?;
+    finish(harness, "steady").await.map(drop)
+}
+
+pub async fn rolling_deploy(harness: &mut Harness) -> ScenarioResult {
+    opening(harness).await?;
+    for i in 0..3 {
+        harness.pods.add(&format!("v2-{i}")).await?;
+        harness.pods.delete_gracefully(&format!("v1-{i}")).await?;
+        harness.wait_settled(&format!("rolled v1-{i}")).await?;
+        traffic(harness, 100).await?;
+    }
+    finish(harness, "rolling-deploy").await.map(drop)
+}
+
+pub async fn graceful_termination(harness: &mut Harness) -> ScenarioResult {
+    opening(harness).await?;
+    harness.pods.delete_gracefully("v1-0").await?;
+    harness.wait_settled("v1-0 terminated").await?;
+    traffic(harness, 200).await?;
+    finish(harness, "graceful-termination").await.map(drop)
+}
+
+pub async fn kill_9(harness: &mut Harness) -> ScenarioResult {
+    opening(harness).await?;
+    harness.pods.kill_and_force_delete("v1-0").await?;
+    harness.wait_settled("v1-0 killed").await?;
+    traffic(harness, 200).await?;
+    finish(harness, "kill-9").await.map(drop)
+}
+
+pub async fn scale(harness: &mut Harness) -> ScenarioResult {
+    opening(harness).await?;
+    add_pods(harness, "v1", 3..6).await?;
+    harness.wait_settled("scaled to six").await?;
+    traffic(harness, 200).await?;
+    for i in 2..6 {
+        harness.pods.delete_gracefully(&format!("v1-{i}")).await?;
+    }
+    harness.wait_settled("scaled to two").await?;
+    traffic(harness, 200).await?;
+    finish(harness, "scale").await.map(drop)
+}
+
+pub async fn split(harness: &mut Harness) -> ScenarioResult {
+    opening(harness).await?;
+    let parent = harness.split_widest().await?;
+    eprintln!("e2e[split]: SplitShard {parent}");
+    harness.wait_settled("children of the split").await?;
+    traffic(harness, 300).await?;
+    finish(harness, "split").await.map(drop)
+}
+
+pub async fn merge(harness: &mut Harness) -> ScenarioResult {
+    opening(harness).await?;
+    let (a, b) = harness.merge_adjacent().await?;
+    eprintln!("e2e[merge]: MergeShards {a} + {b}");
+    harness.wait_settled("child of the merge").await?;
+    traffic(harness, 300).await?;
+    finish(harness, "merge").await.map(drop)
+}
+
+pub async fn update_shard_count(harness: &mut Harness) -> ScenarioResult {
+    opening(harness).await?;
+    harness.update_shard_count(8).await?;
+    eprintln!("e2e[update-shard-count]: UpdateShardCount 4 -> 8");
+    harness.wait_settled("eight open shards").await?;
+    traffic(harness, 300).await?;
+    finish(harness, "update-shard-count").await.map(drop)
+}
+
+/// A pod whose consumer hangs (SIGSTOP) is deleted: its shards are revoked
+/// but it never lets go, so the handoff lasts the drain timeout and the
+/// lease failover — long enough to restart the operator in the middle of it.
+/// The restarted operator must finish that handoff from the published state
+/// while the hung pod is still there; then the pod is reaped.
+pub async fn operator_restart(harness: &mut Harness) -> ScenarioResult {
+    opening(harness).await?;
+    harness.pods.hang_and_delete("v1-0").await?;
+    harness.wait_handoff_in_flight().await?;
+    eprintln!("e2e[operator-restart]: handoff in flight; restarting the operator");
+    harness.restart_operator().await?;
+    harness.wait_owns_nothing("v1-0").await?;
+    harness.pods.reap("v1-0").await?;
+    harness.wait_settled("after the operator restart").await?;
+    traffic(harness, 200).await?;
+    finish(harness, "operator-restart").await.map(drop)
+}
+
+/// The harness's operator hands over to two replicas with leader election;
+/// the leader serves a scale-up, is killed, and the other replica takes over
+/// and serves the next change.
+pub async fn leader_election(harness: &mut Harness) -> ScenarioResult {
+    opening(harness).await?;
+    harness.stop_operator().await?;
+    let mut replicas = vec![
+        Replica::start(&harness.client, &harness.namespace, "replica-a").await,
+        Replica::start(&harness.client, &harness.namespace, "replica-b").await,
+    ];
+    let result = leader_election_steps(harness, &mut replicas).await;
+    for replica in replicas {
+        replica.stop().await;
+    }
+    result
+}
+
+async fn leader_election_steps(
+    harness: &mut Harness,
+    replicas: &mut Vec<Replica>,
+) -> ScenarioResult {
+    let leader = wait_single_leader(replicas).await?;
+    eprintln!("e2e[leader-election]: {} leads", replicas[leader].identity);
+    harness.pods.add("v1-3").await?;
+    harness
+        .wait_settled("scale-up served by the first leader")
+        .await?;
+    traffic(harness, 200).await?;
+    let killed = replicas.remove(leader);
+    eprintln!(
+        "e2e[leader-election]: killing the leader {}",
+        killed.identity
+    );
+    killed.kill().await;
+    let survivor = wait_single_leader(replicas).await?;
+    eprintln!(
+        "e2e[leader-election]: {} took over",
+        replicas[survivor].identity
+    );
+    harness.pods.delete_gracefully("v1-0").await?;
+    harness
+        .wait_settled("graceful deletion served by the new leader")
+        .await?;
+    traffic(harness, 200).await?;
+    finish(harness, "leader-election").await.map(drop)
+}
