@@ -54,10 +54,11 @@ pub const FINALIZER: &str = "shardring.io/cleanup";
 /// Shortest and longest retry delay after a failed reconcile.
 const BACKOFF_MIN: Duration = Duration::from_secs(2);
 const BACKOFF_MAX: Duration = Duration::from_secs(300);
-/// Conflicts on the ConfigMap in a row that are retried quietly: usually the
-/// cache had not yet seen our own previous write (a reconcile triggered by our
-/// pod patches can run before the ConfigMap watch delivers it), which the
-/// next read fixes. Past this many it is treated as any failed write (another
+/// Stale-read conflicts in a row ([`Error::is_stale_read`]: the ConfigMap's
+/// precondition, or adding the finalizer) that are retried quietly: usually
+/// the cache had not yet seen our own previous write (a reconcile triggered
+/// by our pod patches can run before the watch delivers it), which the next
+/// read fixes. Past this many it is treated as any failed write (another
 /// writer may be fighting over the ConfigMap).
 const QUIET_CONFLICTS: u32 = 3;
 /// Retry delay of a quiet conflict: about a watch event's latency.
@@ -189,6 +190,25 @@ impl Error {
         )
     }
 
+    /// Whether a write failed only because the cache it was planned from
+    /// lagged behind our own previous write: a ConfigMap precondition (409),
+    /// or adding the finalizer when the cached ShardGroup did not show it yet
+    /// (the JSON patch's `test` of the finalizer list fails with 422, or the
+    /// resourceVersion with 409). The next read fixes both.
+    pub fn is_stale_read(&self) -> bool {
+        if self.is_config_map_conflict() {
+            return true;
+        }
+        match self {
+            Error::Finalizer(error) => matches!(
+                error.as_ref(),
+                finalizer::Error::AddFinalizer(kube::Error::Api(status))
+                    if status.code == 422 || status.code == 409
+            ),
+            Error::Apply(_) => false,
+        }
+    }
+
     /// Constant label for the errors-by-reason metric.
     pub fn metric_label(&self) -> &'static str {
         match self {
@@ -311,7 +331,7 @@ pub async fn cleanup_group(group: &ShardGroup, ctx: &Context) -> Result<Action, 
 /// Error policy: a reconcile that failed is retried with exponential backoff
 /// (2 s doubling to 5 min), reset by the next success, and the first failure
 /// of a streak becomes a Warning Event. The first [`QUIET_CONFLICTS`]
-/// ConfigMap conflicts in a row are retried after [`CONFLICT_RETRY`] with
+/// stale-read conflicts in a row are retried after [`CONFLICT_RETRY`] with
 /// neither backoff nor Event; the streak's backoff and Warning count from the
 /// first failure past them.
 pub fn error_policy(
@@ -325,9 +345,9 @@ pub fn error_policy(
         .entry(ObjectRef::from_obj(obj.as_ref()))
         .or_insert(0);
     *count = count.saturating_add(1);
-    let conflict = error.is_config_map_conflict();
+    let conflict = error.is_stale_read();
     if conflict && *count <= QUIET_CONFLICTS {
-        tracing::info!(%error, retry_in = ?CONFLICT_RETRY, "the ConfigMap changed since the cache read it; retrying");
+        tracing::info!(%error, retry_in = ?CONFLICT_RETRY, "the object changed since the cache read it; retrying");
         return Action::requeue(CONFLICT_RETRY);
     }
     // Position in the streak, counting only failures that are reported.
@@ -420,5 +440,30 @@ fn record(group: &ShardGroup, decision: &Decision, metrics: &ControllerMetrics, 
         None => {
             metrics.budget_remaining.remove(&labels);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure("conflict", "Invalid")
+                .with_code(code)
+                .boxed(),
+        )
+    }
+
+    #[test]
+    fn a_finalizer_add_refused_by_its_test_is_a_stale_read() {
+        for code in [409, 422] {
+            let error = Error::Finalizer(Box::new(finalizer::Error::AddFinalizer(api_error(code))));
+            assert!(error.is_stale_read(), "{code}");
+        }
+        let forbidden = Error::Finalizer(Box::new(finalizer::Error::AddFinalizer(api_error(403))));
+        assert!(!forbidden.is_stale_read());
+        let removal = Error::Finalizer(Box::new(finalizer::Error::RemoveFinalizer(api_error(422))));
+        assert!(!removal.is_stale_read());
     }
 }
