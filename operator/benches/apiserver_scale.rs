@@ -1,0 +1,228 @@
+//! Scale on the API server, not only in the plan: the `shardring run` binary
+//! against the devkit's mock API server (TLS, paged lists, watches), at
+//! 1,000 pods / 4,000 static shards and 5,000 pods / 20,000 shards, with a
+//! plain client's throughput against the same server as the baseline,
+//! measured in the same run.
+//!
+//!     cargo bench -p shardring --bench apiserver_scale
+//!
+//! Per size it prints: the baseline's time to patch every pod once (16
+//! concurrent requests, as a plain 16-thread client) and the operator's time
+//! from start to every annotation written; pod event → published document
+//! (epoch change) p50/p99 over joins and leaves; writes per churn event; and
+//! the operator's peak RSS (VmHWM) after the first publish and after churn.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+use shardring_devkit::apiserver::{MockApiServer, MockOptions};
+use shardring_devkit::fixtures;
+
+const NS: &str = "scale";
+const CHURN_EVENTS: usize = 40;
+const ANNOTATION: &str = "assignment.shardring.io/g";
+
+struct Operator(Child);
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Operator {
+    fn peak_rss_mib(&self) -> f64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.0.id())).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .map_or(f64::NAN, |kb| kb / 1024.0)
+    }
+}
+
+struct Row {
+    size: String,
+    baseline: Duration,
+    annotations: Duration,
+    p50: Duration,
+    p99: Duration,
+    writes_per_event: f64,
+    rss_first: f64,
+    rss_churn: f64,
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index.min(sorted.len() - 1)]
+}
+
+fn epoch_of(mock: &MockApiServer) -> Option<u64> {
+    let cm = mock.get("v1", "ConfigMap", Some(NS), "g-assignment")?;
+    let doc = shardring::controller::codec::decode(&serde_json::from_value(cm).ok()?).ok()?;
+    Some(doc.epoch)
+}
+
+/// Waits until the published epoch differs from `epoch`, polling the store
+/// only when its resourceVersion moved.
+async fn next_epoch(mock: &MockApiServer, epoch: u64, deadline: Duration) -> Option<u64> {
+    let started = Instant::now();
+    let mut seen_rv = 0;
+    while started.elapsed() < deadline {
+        let rv = mock.resource_version();
+        if rv != seen_rv {
+            seen_rv = rv;
+            if let Some(now) = epoch_of(mock).filter(|e| *e != epoch) {
+                return Some(now);
+            }
+        }
+        tokio::time::sleep(Duration::from_micros(500)).await;
+    }
+    None
+}
+
+async fn baseline(client: &kube::Client, pods: usize) -> Duration {
+    let api: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let started = Instant::now();
+    futures::stream::iter(0..pods)
+        .for_each_concurrent(16, |i| {
+            let api = api.clone();
+            async move {
+                let patch = json!({"metadata": {"annotations": {"bench.example/plain": i.to_string()}}});
+                api.patch(&format!("c-{i}"), &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .expect("baseline patch");
+            }
+        })
+        .await;
+    started.elapsed()
+}
+
+fn annotated_at(mock: &MockApiServer, epoch: u64) -> usize {
+    mock.list("v1", "Pod", Some(NS))
+        .iter()
+        .filter(|p| {
+            p["metadata"]["annotations"][ANNOTATION]
+                .as_str()
+                .and_then(|a| serde_json::from_str::<Value>(a).ok())
+                .is_some_and(|v| v["epoch"] == epoch)
+        })
+        .count()
+}
+
+async fn run(pods: usize, shards: u32) -> Row {
+    let mock = Arc::new(MockApiServer::start(MockOptions::default()).await);
+    mock.create_many(fixtures::crds());
+    let since = "2026-01-01T00:00:00Z";
+    let mut objects = vec![
+        fixtures::namespace(NS),
+        fixtures::pool(NS, "p", "consumer"),
+    ];
+    objects.extend((0..pods).map(|i| fixtures::ready_pod(NS, &format!("c-{i}"), "consumer", since)));
+    mock.create_many(objects);
+    let client = mock.client().await;
+    let baseline = baseline(&client, pods).await;
+
+    let dir = std::env::temp_dir().join(format!("shardring-scale-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    mock.write_kubeconfig(&kubeconfig).unwrap();
+    // The group appears with the operator already running: its first
+    // publish is what a new group costs.
+    let operator = Operator(
+        Command::new(env!("CARGO_BIN_EXE_shardring"))
+            .args(["run", "--no-node-watch", "--metrics-addr", "127.0.0.1:0", "--namespace", NS])
+            .args(["--log-filter", "warn"])
+            .env("KUBECONFIG", &kubeconfig)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn shardring run"),
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    mock.create(fixtures::static_group(NS, "g", "p", shards));
+    let epoch = next_epoch(&mock, 0, Duration::from_secs(120)).await.expect("first publish");
+    while annotated_at(&mock, epoch) < pods {
+        assert!(started.elapsed() < Duration::from_secs(300), "annotations never completed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let annotations = started.elapsed();
+    let rss_first = operator.peak_rss_mib();
+
+    let mut latencies = Vec::with_capacity(CHURN_EVENTS);
+    let mut writes = 0u64;
+    let mut epoch = epoch;
+    for k in 0..CHURN_EVENTS {
+        // Settle: nothing in flight, then count this event's writes alone.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        epoch = epoch_of(&mock).unwrap_or(epoch);
+        mock.clear_requests();
+        let t0 = Instant::now();
+        if k % 2 == 0 {
+            mock.create(fixtures::ready_pod(NS, &format!("j-{k}"), "consumer", since));
+        } else {
+            mock.force_delete(("v1", "Pod"), Some(NS), &format!("j-{}", k - 1));
+        }
+        if let Some(next) = next_epoch(&mock, epoch, Duration::from_secs(30)).await {
+            latencies.push(t0.elapsed());
+            epoch = next;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        writes += mock
+            .requests()
+            .iter()
+            .filter(|r| r.method != "GET")
+            .count() as u64;
+    }
+    latencies.sort();
+    let rss_churn = operator.peak_rss_mib();
+    drop(operator);
+    Row {
+        size: format!("{pods} pods / {shards} shards"),
+        baseline,
+        annotations,
+        p50: percentile(&latencies, 0.5),
+        p99: percentile(&latencies, 0.99),
+        writes_per_event: writes as f64 / CHURN_EVENTS as f64,
+        rss_first,
+        rss_churn,
+    }
+}
+
+fn main() {
+    shardring::runtime::tls::install_crypto_provider();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let sizes: &[(usize, u32)] = if std::env::args().any(|a| a == "--quick") {
+        &[(1_000, 4_000)]
+    } else {
+        &[(1_000, 4_000), (5_000, 20_000)]
+    };
+    let rows: Vec<Row> = sizes.iter().map(|&(p, s)| runtime.block_on(run(p, s))).collect();
+    println!();
+    println!("| size | baseline: patch every pod (16 concurrent) | shardring: start → every annotation | ratio | event → publish p50 | p99 | writes per churn event | peak RSS after first publish | after churn |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for r in rows {
+        println!(
+            "| {} | {:.2} s | {:.2} s | {:.2}x | {:.1} ms | {:.1} ms | {:.1} | {:.1} MiB | {:.1} MiB |",
+            r.size,
+            r.baseline.as_secs_f64(),
+            r.annotations.as_secs_f64(),
+            r.annotations.as_secs_f64() / r.baseline.as_secs_f64(),
+            r.p50.as_secs_f64() * 1e3,
+            r.p99.as_secs_f64() * 1e3,
+            r.writes_per_event,
+            r.rss_first,
+            r.rss_churn,
+        );
+    }
+}
