@@ -262,6 +262,13 @@ async fn list(
         .map(|l| l.parse::<usize>())
         .transpose()
         .map_err(|_| ApiError::bad_request("invalid limit"))?;
+    // As kube-apiserver's watch cache: a list at resourceVersion "0" is
+    // served whole from the cache, whatever the limit (kubernetes#70735).
+    let limit = if req.q("resourceVersion") == Some("0") && shared.options.rv0_lists_ignore_limit {
+        None
+    } else {
+        limit
+    };
     let page = shared.store.list(rt, &filter, limit, req.q("continue"))?;
     Ok(json_response(200, list_body(rt, &page, req.partial)))
 }

@@ -52,6 +52,10 @@ pub struct MockOptions {
     pub token_reviewer: TokenReviewer,
     /// Kinds served in addition to the built-in ones.
     pub extra_resources: Vec<ResourceType>,
+    /// Whether a list at `resourceVersion=0` ignores `limit` and returns
+    /// every item in one response, as the real server's watch cache does
+    /// (default `true`).
+    pub rv0_lists_ignore_limit: bool,
 }
 
 impl Default for MockOptions {
@@ -71,6 +75,7 @@ impl Default for MockOptions {
             request_log_capacity: 20_000,
             token_reviewer: unauthenticated_reviewer(),
             extra_resources: Vec::new(),
+            rv0_lists_ignore_limit: true,
         }
     }
 }

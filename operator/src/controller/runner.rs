@@ -129,14 +129,17 @@ pub async fn run_controller(
         .touched_objects();
 
     let (pods, pod_writer) = reflector::store::<Pod>();
+    let departed = observe::departed::Departed::default();
     let key_groups = groups.clone();
-    let pod_events = watcher(
-        api::<Pod>(&client, ns),
-        watcher::Config::default().any_semantic(),
-    )
+    // Pods are listed in pages at the latest resourceVersion, not at "0":
+    // a list at "0" is served whole from the API server's watch cache,
+    // whatever the limit, and thousands of full pods in one response are
+    // most of the operator's peak memory.
+    let pod_events = watcher(api::<Pod>(&client, ns), watcher::Config::default())
     .default_backoff()
     .modify(move |pod| strip::strip_pod(pod, &custom_keys(&key_groups)))
     .reflect(pod_writer)
+    .inspect(departed.recorder())
     .inspect(sync.tracker(cache::PODS))
     .touched_objects();
 
