@@ -149,7 +149,11 @@ pub async fn apply(
         .namespace()
         .ok_or(ApplyError::Incomplete("namespace"))?;
     if let Some(doc) = &decision.document_write {
-        publish_document(client, group, doc, published).await?;
+        let encoded = match &decision.encoded_document {
+            Some(encoded) => encoded.clone(),
+            None => codec::encode(doc)?,
+        };
+        publish_document(client, group, encoded, published).await?;
         metrics.write("configmap");
     }
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
@@ -173,7 +177,14 @@ pub fn document_config_map(
     group: &ShardGroup,
     doc: &AssignmentDocument,
 ) -> Result<ConfigMap, ApplyError> {
-    let encoded = codec::encode(doc)?;
+    encoded_config_map(group, codec::encode(doc)?)
+}
+
+/// The ConfigMap that carries an encoded document for `group`.
+pub fn encoded_config_map(
+    group: &ShardGroup,
+    encoded: codec::EncodedDocument,
+) -> Result<ConfigMap, ApplyError> {
     let mut owner = group
         .controller_owner_ref(&())
         .ok_or(ApplyError::Incomplete("uid"))?;
@@ -202,10 +213,10 @@ pub fn document_config_map(
 pub async fn publish_document(
     client: &Client,
     group: &ShardGroup,
-    doc: &AssignmentDocument,
+    encoded: codec::EncodedDocument,
     published: &PublishedVersion,
 ) -> Result<(), ApplyError> {
-    let mut cm = document_config_map(group, doc)?;
+    let mut cm = encoded_config_map(group, encoded)?;
     let name = group.config_map_name();
     let api: Api<ConfigMap> =
         Api::namespaced(client.clone(), &group.namespace().unwrap_or_default());

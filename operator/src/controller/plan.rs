@@ -43,6 +43,9 @@ pub const MIN_REQUEUE: Duration = Duration::from_millis(100);
 pub struct Decision {
     /// The document to publish, when its content changed (epoch already increased).
     pub document_write: Option<AssignmentDocument>,
+    /// `document_write` as the ConfigMap carries it, encoded (and compressed)
+    /// once here, where its size is checked, and written as is.
+    pub encoded_document: Option<codec::EncodedDocument>,
     /// Pods whose annotation must change, sorted by pod name.
     pub annotation_writes: Vec<AnnotationWrite>,
     /// The status to publish.
@@ -169,14 +172,23 @@ pub fn plan(obs: &Observation) -> Decision {
     document::add_lineage(&mut records, &obs.topology.lineage);
     let (doc, changed) =
         document::next_document(obs.group.qualified_name(), records, published, kept_epoch);
-    if changed && let Err(error) = codec::encode(&doc) {
-        outcome.problem = Some(Problem {
-            reason: error.reason(),
-            message: format!("{error}; the last assignment (epoch {kept_epoch}) stays in place"),
-            blocks_ready: true,
-        });
-        return blocked(obs, outcome, requeue_after);
-    }
+    let encoded_document = if changed {
+        match codec::encode(&doc) {
+            Ok(encoded) => Some(encoded),
+            Err(error) => {
+                outcome.problem = Some(Problem {
+                    reason: error.reason(),
+                    message: format!(
+                        "{error}; the last assignment (epoch {kept_epoch}) stays in place"
+                    ),
+                    blocks_ready: true,
+                });
+                return blocked(obs, outcome, requeue_after);
+            }
+        }
+    } else {
+        None
+    };
 
     outcome.epoch = doc.epoch;
     outcome.shards = Some(shard_counts(topology, &output));
@@ -257,6 +269,7 @@ pub fn plan(obs: &Observation) -> Decision {
     let status_changed = obs.group.status.as_ref() != Some(&status);
     Decision {
         document_write: changed.then_some(doc),
+        encoded_document,
         annotation_writes,
         status,
         status_changed,
@@ -273,6 +286,7 @@ fn blocked(obs: &Observation, outcome: Outcome, requeue_after: Duration) -> Deci
     let status_changed = obs.group.status.as_ref() != Some(&status);
     Decision {
         document_write: None,
+        encoded_document: None,
         annotation_writes: Vec::new(),
         status,
         status_changed,
