@@ -3,10 +3,16 @@
 //! the status subresource, as a kubelet would, backed by a local
 //! `shardring-reference-consumer` process that knows its pod name and reads
 //! its view by watching the assignment ConfigMap through the API (the same
-//! KUBECONFIG). A finalizer keeps a deleted pod visible as terminating, so
-//! the operator sees a graceful deletion exactly as on a node: the harness
-//! then sends SIGTERM, the consumer drains until revoked and exits, and only
-//! then does the harness drop the finalizer and the pod disappears.
+//! KUBECONFIG). Like a kubelet, the harness reports the container `running`
+//! while the process runs: the operator takes a pod that never reported a
+//! started container (and is not bound to a node) for one that never ran,
+//! and would hand its shards over at once. A finalizer keeps a deleted pod
+//! visible as terminating, so the operator sees a graceful deletion exactly
+//! as on a node: the harness then sends SIGTERM, the consumer drains until
+//! revoked and exits, the harness reports the container `terminated`, and
+//! only then does it drop the finalizer (the kubelet's deletion
+//! confirmation) and the pod disappears. kill -9 with a force deletion
+//! removes the pod without that last status.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -42,6 +48,9 @@ pub struct ConsumerSpec {
     pub dynamodb_endpoint: String,
     /// Record logs and consumer logs go here.
     pub dir: PathBuf,
+    /// The kubeconfig the consumers watch the ConfigMap through; `None`:
+    /// they inherit the environment's.
+    pub kubeconfig: Option<PathBuf>,
 }
 
 /// The live pods and every record log ever written.
@@ -112,6 +121,8 @@ impl Pods {
         let now = jiff::Timestamp::now()
             .strftime("%Y-%m-%dT%H:%M:%SZ")
             .to_string();
+        // The process starts first; then the status reports it running.
+        let process = self.spawn(name)?;
         let status = json!({"status": {
             "phase": "Running",
             "conditions": [
@@ -119,11 +130,11 @@ impl Pods {
                 {"type": "Initialized", "status": "True", "lastTransitionTime": now},
                 {"type": "ContainersReady", "status": "True", "lastTransitionTime": now},
                 {"type": "Ready", "status": "True", "lastTransitionTime": now}
-            ]
+            ],
+            "containerStatuses": [container_status(json!({"running": {"startedAt": now}}), true)]
         }});
         api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
             .await?;
-        let process = self.spawn(name)?;
         eprintln!("e2e: + pod {name} Ready (consumer pid {})", process.pid());
         self.live.insert(name.to_owned(), process);
         Ok(())
@@ -134,7 +145,11 @@ impl Pods {
         let fail = |e: std::io::Error| HarnessError::Consumer(format!("starting {pod}: {e}"));
         let stderr = std::fs::File::create(spec.dir.join(format!("{pod}.consumer.log")))?;
         let log = self.record_log(pod);
-        let child = Command::new(&spec.binary)
+        let mut command = Command::new(&spec.binary);
+        if let Some(kubeconfig) = &spec.kubeconfig {
+            command.env("KUBECONFIG", kubeconfig);
+        }
+        let child = command
             .args(["--pod", pod, "--stream", NAME, "--lease-table", NAME])
             .args(["--region", REGION])
             .args(["--kinesis-endpoint", &spec.kinesis_endpoint])
@@ -184,8 +199,38 @@ impl Pods {
         )
         .await?;
         eprintln!("e2e: - pod {name}: consumer exited ({status}) after SIGTERM");
+        self.report_terminated(name, status.code().unwrap_or(137))
+            .await?;
         self.remove_finalizer(name).await?;
         self.wait_gone(name).await
+    }
+
+    /// What a kubelet reports once a deleted pod's container stopped, before
+    /// it confirms the deletion: the container `terminated`, not ready.
+    async fn report_terminated(&self, name: &str, exit_code: i32) -> Result<(), HarnessError> {
+        let now = jiff::Timestamp::now()
+            .strftime("%Y-%m-%dT%H:%M:%SZ")
+            .to_string();
+        let terminated = json!({"terminated": {
+            "exitCode": exit_code, "reason": if exit_code == 0 { "Completed" } else { "Error" },
+            "finishedAt": now
+        }});
+        let status = json!({"status": {
+            "conditions": [
+                {"type": "ContainersReady", "status": "False", "lastTransitionTime": now},
+                {"type": "Ready", "status": "False", "lastTransitionTime": now}
+            ],
+            "containerStatuses": [container_status(terminated, false)]
+        }});
+        match self
+            .api()
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(error) => Err(error.into()),
+        }
     }
 
     /// kill -9 of the consumer, then a force delete of its pod.
@@ -233,11 +278,14 @@ impl Pods {
         Ok(())
     }
 
-    /// Kills a pod's hung consumer and lets the pod go.
+    /// Kills a pod's hung consumer and lets the pod go, as a kubelet does
+    /// at the end of the grace period (the container reported terminated
+    /// before the deletion is confirmed).
     pub async fn reap(&mut self, name: &str) -> Result<(), HarnessError> {
         if let Some(mut process) = self.hung.remove(name) {
             process.kill();
             let _ = process.wait();
+            self.report_terminated(name, 137).await?;
         }
         self.remove_finalizer(name).await?;
         self.wait_gone(name).await
@@ -304,4 +352,18 @@ impl Pods {
         }
         Ok(processed)
     }
+}
+
+/// The consumer container's status in `state`, as a kubelet reports it
+/// (the fields the API requires, the image of the pod spec).
+fn container_status(state: serde_json::Value, ready: bool) -> serde_json::Value {
+    json!({
+        "name": "consumer",
+        "image": "registry.k8s.io/pause:3.10",
+        "imageID": "",
+        "ready": ready,
+        "restartCount": 0,
+        "started": ready,
+        "state": state
+    })
 }

@@ -181,6 +181,7 @@ impl Harness {
             kinesis_endpoint: kinesis_url,
             dynamodb_endpoint: dynamo_url,
             dir,
+            kubeconfig: cluster.kubeconfig.clone(),
         };
         Ok(Self {
             pods: Pods::new(client.clone(), spec),
