@@ -208,7 +208,7 @@ impl Operator {
 pub async fn emulator_sources(region: &str) -> Sources {
     let config = emulator_sdk_config(region).await;
     Sources::for_provider(std::sync::Arc::new(KinesisProvider::new(
-        AwsSettings::Fixed(config),
+        AwsSettings::Fixed(Box::new(config)),
         None,
     )))
 }

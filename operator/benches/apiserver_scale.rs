@@ -38,7 +38,8 @@ impl Drop for Operator {
 
 impl Operator {
     fn peak_rss_mib(&self) -> f64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.0.id())).unwrap_or_default();
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.0.id())).unwrap_or_default();
         status
             .lines()
             .find_map(|l| l.strip_prefix("VmHWM:"))
@@ -94,10 +95,15 @@ async fn baseline(client: &kube::Client, pods: usize) -> Duration {
         .for_each_concurrent(16, |i| {
             let api = api.clone();
             async move {
-                let patch = json!({"metadata": {"annotations": {"bench.example/plain": i.to_string()}}});
-                api.patch(&format!("c-{i}"), &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                    .expect("baseline patch");
+                let patch =
+                    json!({"metadata": {"annotations": {"bench.example/plain": i.to_string()}}});
+                api.patch(
+                    &format!("c-{i}"),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+                .expect("baseline patch");
             }
         })
         .await;
@@ -120,11 +126,9 @@ async fn run(pods: usize, shards: u32) -> Row {
     let mock = Arc::new(MockApiServer::start(MockOptions::default()).await);
     mock.create_many(fixtures::crds());
     let since = "2026-01-01T00:00:00Z";
-    let mut objects = vec![
-        fixtures::namespace(NS),
-        fixtures::pool(NS, "p", "consumer"),
-    ];
-    objects.extend((0..pods).map(|i| fixtures::ready_pod(NS, &format!("c-{i}"), "consumer", since)));
+    let mut objects = vec![fixtures::namespace(NS), fixtures::pool(NS, "p", "consumer")];
+    objects
+        .extend((0..pods).map(|i| fixtures::ready_pod(NS, &format!("c-{i}"), "consumer", since)));
     mock.create_many(objects);
     let client = mock.client().await;
     let baseline = baseline(&client, pods).await;
@@ -137,7 +141,14 @@ async fn run(pods: usize, shards: u32) -> Row {
     // publish is what a new group costs.
     let operator = Operator(
         Command::new(env!("CARGO_BIN_EXE_shardring"))
-            .args(["run", "--no-node-watch", "--metrics-addr", "127.0.0.1:0", "--namespace", NS])
+            .args([
+                "run",
+                "--no-node-watch",
+                "--metrics-addr",
+                "127.0.0.1:0",
+                "--namespace",
+                NS,
+            ])
             .args(["--log-filter", "warn"])
             .env("KUBECONFIG", &kubeconfig)
             .stdin(Stdio::null())
@@ -148,9 +159,14 @@ async fn run(pods: usize, shards: u32) -> Row {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let started = Instant::now();
     mock.create(fixtures::static_group(NS, "g", "p", shards));
-    let epoch = next_epoch(&mock, 0, Duration::from_secs(120)).await.expect("first publish");
+    let epoch = next_epoch(&mock, 0, Duration::from_secs(120))
+        .await
+        .expect("first publish");
     while annotated_at(&mock, epoch) < pods {
-        assert!(started.elapsed() < Duration::from_secs(300), "annotations never completed");
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "annotations never completed"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let annotations = started.elapsed();
@@ -166,7 +182,12 @@ async fn run(pods: usize, shards: u32) -> Row {
         mock.clear_requests();
         let t0 = Instant::now();
         if k % 2 == 0 {
-            mock.create(fixtures::ready_pod(NS, &format!("j-{k}"), "consumer", since));
+            mock.create(fixtures::ready_pod(
+                NS,
+                &format!("j-{k}"),
+                "consumer",
+                since,
+            ));
         } else {
             mock.force_delete(("v1", "Pod"), Some(NS), &format!("j-{}", k - 1));
         }
@@ -175,11 +196,7 @@ async fn run(pods: usize, shards: u32) -> Row {
             epoch = next;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
-        writes += mock
-            .requests()
-            .iter()
-            .filter(|r| r.method != "GET")
-            .count() as u64;
+        writes += mock.requests().iter().filter(|r| r.method != "GET").count() as u64;
     }
     latencies.sort();
     let rss_churn = operator.peak_rss_mib();
@@ -207,9 +224,14 @@ fn main() {
     } else {
         &[(1_000, 4_000), (5_000, 20_000)]
     };
-    let rows: Vec<Row> = sizes.iter().map(|&(p, s)| runtime.block_on(run(p, s))).collect();
+    let rows: Vec<Row> = sizes
+        .iter()
+        .map(|&(p, s)| runtime.block_on(run(p, s)))
+        .collect();
     println!();
-    println!("| size | baseline: patch every pod (16 concurrent) | shardring: start → every annotation | ratio | event → publish p50 | p99 | writes per churn event | peak RSS after first publish | after churn |");
+    println!(
+        "| size | baseline: patch every pod (16 concurrent) | shardring: start → every annotation | ratio | event → publish p50 | p99 | writes per churn event | peak RSS after first publish | after churn |"
+    );
     println!("|---|---|---|---|---|---|---|---|---|");
     for r in rows {
         println!(

@@ -44,7 +44,11 @@ fn free_port() -> u16 {
 fn start_operator(kubeconfig: &Path, identity: &str, extra: &[&str]) -> RunningOperator {
     let metrics_port = free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_shardring"))
-        .args(["run", "--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
+        .args([
+            "run",
+            "--metrics-addr",
+            &format!("127.0.0.1:{metrics_port}"),
+        ])
         .args(["--no-node-watch", "--log-filter", "info"])
         .args(extra)
         .env("KUBECONFIG", kubeconfig)
@@ -76,7 +80,11 @@ fn http_status(port: u16, path: &str) -> Option<u16> {
 
 /// Polls `done` every 50 ms until it holds, failing after `timeout` with
 /// what was last seen.
-async fn wait_until<T>(what: &str, timeout: Duration, mut done: impl FnMut() -> Result<T, String>) -> T {
+async fn wait_until<T>(
+    what: &str,
+    timeout: Duration,
+    mut done: impl FnMut() -> Result<T, String>,
+) -> T {
     let started = Instant::now();
     loop {
         match done() {
@@ -124,7 +132,10 @@ async fn shardring_run_turns_ready_as_leader_and_as_follower() {
     let a = start_operator(&kubeconfig, "replica-a", &election);
     let b = start_operator(&kubeconfig, "replica-b", &election);
     for (name, operator) in [("replica-a", &a), ("replica-b", &b)] {
-        assert_eq!(http_status(operator.metrics_port, "/healthz").unwrap_or(200), 200);
+        assert_eq!(
+            http_status(operator.metrics_port, "/healthz").unwrap_or(200),
+            200
+        );
         wait_until(
             &format!("{name}'s /readyz to answer 200"),
             Duration::from_secs(30),
@@ -137,9 +148,14 @@ async fn shardring_run_turns_ready_as_leader_and_as_follower() {
     }
     // One of them leads and publishes.
     let holder = wait_until("a Lease holder", Duration::from_secs(30), || {
-        mock.get("coordination.k8s.io/v1", "Lease", Some("default"), "shardring-test")
-            .and_then(|lease| lease["spec"]["holderIdentity"].as_str().map(str::to_owned))
-            .ok_or_else(|| "no lease".to_owned())
+        mock.get(
+            "coordination.k8s.io/v1",
+            "Lease",
+            Some("default"),
+            "shardring-test",
+        )
+        .and_then(|lease| lease["spec"]["holderIdentity"].as_str().map(str::to_owned))
+        .ok_or_else(|| "no lease".to_owned())
     })
     .await;
     wait_until("the group's document", Duration::from_secs(30), || {
@@ -155,12 +171,14 @@ async fn shardring_run_turns_ready_as_leader_and_as_follower() {
     // Without leader election: ready too.
     drop((a, b));
     let single = start_operator(&kubeconfig, "replica-c", &[]);
-    wait_until("the single replica's /readyz", Duration::from_secs(30), || {
-        match http_status(single.metrics_port, "/readyz") {
+    wait_until(
+        "the single replica's /readyz",
+        Duration::from_secs(30),
+        || match http_status(single.metrics_port, "/readyz") {
             Some(200) => Ok(()),
             other => Err(format!("{other:?}")),
-        }
-    })
+        },
+    )
     .await;
 }
 
@@ -201,7 +219,10 @@ async fn every_group_is_ready_after_a_start_with_200_groups() {
             let groups = mock.list("shardring.io/v1alpha1", "ShardGroup", None);
             let not_ready: Vec<String> = groups
                 .iter()
-                .filter(|g| ready_condition(g) != Some(("True", "Published")) || g["status"]["pods"]["eligible"] != 25)
+                .filter(|g| {
+                    ready_condition(g) != Some(("True", "Published"))
+                        || g["status"]["pods"]["eligible"] != 25
+                })
                 .map(|g| {
                     format!(
                         "{}: {:?}",
@@ -213,7 +234,11 @@ async fn every_group_is_ready_after_a_start_with_200_groups() {
             if groups.len() == GROUPS && not_ready.is_empty() {
                 Ok(())
             } else {
-                Err(format!("{} not ready, e.g. {:?}", not_ready.len(), not_ready.first()))
+                Err(format!(
+                    "{} not ready, e.g. {:?}",
+                    not_ready.len(),
+                    not_ready.first()
+                ))
             }
         },
     )

@@ -328,7 +328,7 @@ async fn missing_credentials_and_region_are_named_as_such() {
         .region(aws_config::Region::new(support::REGION))
         .load()
         .await;
-    let provider = KinesisProvider::new(AwsSettings::Fixed(no_credentials), None);
+    let provider = KinesisProvider::new(AwsSettings::Fixed(Box::new(no_credentials)), None);
     let source = provider
         .source_for(&kinesis_spec(&endpoint, Some(support::REGION)))
         .await
@@ -343,7 +343,7 @@ async fn missing_credentials_and_region_are_named_as_such() {
         .to_builder()
         .region(None::<aws_config::Region>)
         .build();
-    let provider = KinesisProvider::new(AwsSettings::Fixed(no_region), None);
+    let provider = KinesisProvider::new(AwsSettings::Fixed(Box::new(no_region)), None);
     let error = provider
         .source_for(&kinesis_spec(&endpoint, None))
         .await
@@ -366,7 +366,7 @@ async fn the_aws_configuration_is_loaded_only_for_the_first_kinesis_group() {
     let endpoint = kinesis.endpoint();
     support::create_stream(&support::kinesis_admin(&endpoint).await, "creds", 1).await;
     let provider = Arc::new(KinesisProvider::new(
-        AwsSettings::Fixed(support::sdk_config().await),
+        AwsSettings::Fixed(Box::new(support::sdk_config().await)),
         None,
     ));
     let sources = Sources::for_provider(provider.clone());

@@ -26,7 +26,7 @@ pub enum AwsSettings {
     /// Identity, profile, instance metadata), loaded on first use.
     DefaultChain,
     /// A ready configuration (static credentials for the local emulators).
-    Fixed(aws_config::SdkConfig),
+    Fixed(Box<aws_config::SdkConfig>),
 }
 
 /// Readers and per-spec Kinesis sources of one operator instance.
@@ -79,7 +79,7 @@ impl KinesisProvider {
         self.registry
             .get_or_init(|| async {
                 let config = match &self.settings {
-                    AwsSettings::Fixed(config) => config.clone(),
+                    AwsSettings::Fixed(config) => config.as_ref().clone(),
                     AwsSettings::DefaultChain => {
                         tracing::info!(
                             "loading the AWS configuration (default chain) for the first Kinesis ShardGroup"
