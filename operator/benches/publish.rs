@@ -186,6 +186,7 @@ impl World {
                 pods: pod_reader,
                 nodes: node_reader,
                 config_maps: cm_reader,
+                departed: Default::default(),
             },
             pods: pod_writer,
             config_maps: cm_writer,

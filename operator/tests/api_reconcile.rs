@@ -194,6 +194,7 @@ fn world(pool: Option<ConsumerPool>, pods: &[Pod]) -> World {
             pods: pod_reader,
             nodes: node_reader,
             config_maps: cm_reader,
+            departed: Default::default(),
         },
         pods: pod_writer,
         config_maps: cm_writer,

@@ -45,6 +45,7 @@ fn stores(pods: &[Pod], nodes: &[(&str, &str)], cms: &[ConfigMap]) -> Stores {
         pods: pod_reader,
         nodes: node_reader,
         config_maps: cm_reader,
+        departed: Default::default(),
     }
 }
 

@@ -7,6 +7,11 @@
 //! - 52900 (lease table): a consumer fenced itself, re-took its own lease at
 //!   once, and the late release of the first stop freed the re-taken lease
 //!   (the model's release was not conditional on the lease counter).
+//!
+//! The model has grown since (kubelet container statuses, unscheduled and
+//! recreated pods, watch gaps: every seed draws differently now), so these
+//! seeds no longer replay those exact runs; `sim_kubelet` and the unit tests
+//! of `controller::handoff` pin the force-deletion cases directly.
 
 use shardring::sim::{self, SimConfig};
 

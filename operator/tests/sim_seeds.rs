@@ -26,6 +26,9 @@ fn a_thousand_seeds_keep_every_invariant() {
     assert!(summary.faults.crashes > 0 && summary.faults.writes_late > 0);
     assert!(summary.handoffs.contains_key("lease_released"));
     assert!(summary.handoffs.contains_key("pod_gone"));
+    assert!(summary.handoffs.contains_key("pod_stopped"));
+    assert!(summary.events.unscheduled > 0 && summary.events.recreated > 0);
+    assert!(summary.faults.watch_gaps > 0);
 }
 
 #[test]

@@ -7,33 +7,45 @@
 //! since}` or `Pending`/`Complete`. Moving a shard from A to B first
 //! publishes it in A's `revoking` list (and nowhere as active); only when
 //! there is evidence that A let go is it published `active` on B, at a higher
-//! epoch. Evidence, strongest first ([`Evidence`]):
+//! epoch. Evidence, checked in this order ([`Evidence`]):
 //!
-//! 1. the lease table (scanned after the revoke) shows A no longer holds the
+//! 1. the kubelet's word (`pod_stopped`, with or without a lease table):
+//!    every pod named A that may have read the shard has stopped, or never
+//!    started. The pod object A (or, once it is gone, its final state in the
+//!    memory of departed pods) shows every container `terminated` while
+//!    terminating, which the kubelet reports only after it stopped them; or
+//!    it never ran anything and cannot have started before the revoke (not
+//!    bound to a node, or created after the revoke); and no earlier pod of
+//!    the same name (a StatefulSet's pod recreated) can still run. A force
+//!    deletion or a node that stopped reporting leaves a status that still
+//!    says `running`: neither is ever this evidence;
+//! 2. the lease table (scanned after the revoke) shows A no longer holds the
 //!    lease: owner changed or cleared and `checkpointOwner` is not A;
-//! 2. with a lease table: A's pod is gone from the API after a graceful
+//! 3. with a lease table: A's pod is gone from the API after a graceful
 //!    deletion (A was seen terminating with a grace period above zero and not
 //!    force-deleted since): the kubelet removes such a pod only after its
 //!    containers stopped. A force deletion of a terminating pod removes the
 //!    object at once and cannot be told apart, so this is trusted only where
 //!    the lease fences a process that outlived its pod object;
-//! 3. with a lease table: the drain timeout passed since the revoke AND A's
+//! 4. with a lease table: the drain timeout passed since the revoke AND A's
 //!    lease expired (counter unchanged for the lease failover time);
-//! 4. without a lease table (unfenced, see `docs/handoff.md`): the drain
+//! 5. without a lease table (unfenced, see `docs/handoff.md`): the drain
 //!    timeout passed since A's annotation was first seen listing the shard as
 //!    revoking, or since the revoke when A's pod is gone.
 //!
 //! A failed lease read is never evidence. All the state this needs lives in
 //! the published document (`state`, `handoff.to`, `handoff.since`) and the
 //! status (`gracefulPods`, `drainStarted`), so a restarted operator resumes
-//! every move where it was.
+//! every move where it was; only rule 1 also reads the operator's memory of
+//! departed pods, and without it falls back to the others.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use jiff::Timestamp;
 
-use super::observe::{LeaseObservation, Observation, PodInfo};
+use super::observe::departed::{Departure, Departures};
+use super::observe::{Containers, LeaseObservation, Observation, PodInfo};
 use crate::crds::{
     AssignmentDocument, Handoff, HashKeyRange, PodView, ShardGroupStatus, ShardPhase, ShardRecord,
 };
@@ -47,6 +59,9 @@ pub const HANDOFF_UNFENCED: &str = "HandoffUnfenced";
 /// Why a revoked owner is known to have let a shard go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Evidence {
+    /// The kubelet reported the owner's containers stopped (or never
+    /// started), and no earlier pod of its name can still run.
+    PodStopped,
     /// The lease table shows the owner no longer holds the shard's lease.
     LeaseReleased,
     /// The owner's pod is gone after a graceful deletion.
@@ -61,6 +76,7 @@ impl Evidence {
     /// Label for metrics and Events.
     pub fn label(self) -> &'static str {
         match self {
+            Evidence::PodStopped => "pod_stopped",
             Evidence::LeaseReleased => "lease_released",
             Evidence::PodGone => "pod_gone",
             Evidence::LeaseExpired => "lease_expired",
@@ -338,6 +354,9 @@ impl Ctx<'_> {
     ) -> Option<Evidence> {
         let now = self.obs.now;
         let pod = self.pods.get(from);
+        if pod_stopped(pod.copied(), &self.obs.departed, from, since, now) {
+            return Some(Evidence::PodStopped);
+        }
         // A pod gone after a graceful deletion stopped its containers —
         // unless it was force-deleted while terminating: the API then removes
         // the object at once, still showing the graceful grace period, and
@@ -388,6 +407,84 @@ impl Ctx<'_> {
             }
         }
     }
+}
+
+/// One pod object the kubelet's word is about: the pod as it is now, or as
+/// it was when it left the API.
+struct Incarnation {
+    containers: Containers,
+    scheduled: bool,
+    created: Option<Timestamp>,
+    generated_name: bool,
+}
+
+impl Incarnation {
+    fn of_pod(pod: &PodInfo) -> Self {
+        Self {
+            containers: pod.containers,
+            scheduled: pod.node_name.as_deref().is_some_and(|n| !n.is_empty()),
+            created: pod.created,
+            generated_name: pod.generated_name,
+        }
+    }
+
+    fn of_departure(d: &Departure) -> Self {
+        Self {
+            containers: d.containers,
+            scheduled: d.scheduled,
+            created: d.created,
+            generated_name: d.generated_name,
+        }
+    }
+
+    /// Whether no process of this pod can read a shard revoked at `since`:
+    /// its containers are stopped for good, or it never ran anything and
+    /// nothing of it can have started before the revoke (a status says
+    /// "never ran" also while the kubelet has not reported a start yet: a
+    /// pod bound to a node before the revoke may have started then).
+    fn let_go(&self, since: Timestamp) -> bool {
+        match self.containers {
+            Containers::Stopped => true,
+            Containers::NeverRan => !self.scheduled || self.created.is_some_and(|c| c > since),
+            Containers::Running => false,
+        }
+    }
+}
+
+/// Evidence `pod_stopped`: the kubelet's word that nothing named `from`
+/// reads a shard revoked at `since`. `pod` is the pod object of that name,
+/// if any; `departed` what the pod watch remembers of the pods that left.
+///
+/// 1. The latest pod of that name let go ([`Incarnation::let_go`]): the
+///    object, or when it is gone the final state of its latest remembered
+///    departure (a force deletion leaves one that still says `running`; a
+///    departure not seen, e.g. before a restart, is no evidence at all).
+/// 2. Every remembered earlier pod of that name let go too: a StatefulSet
+///    recreates a force-deleted pod under its name while the old process
+///    may still run (the published document names pods, not uids).
+/// 3. No earlier pod of that name can have left unseen: its name was
+///    generated (never reused), or the memory saw every departure of the
+///    retention period (or the pod is older than that).
+fn pod_stopped(
+    pod: Option<&PodInfo>,
+    departed: &Departures,
+    from: &str,
+    since: Timestamp,
+    now: Timestamp,
+) -> bool {
+    let earlier = departed.pods.get(from).map_or(&[][..], Vec::as_slice);
+    let latest = match pod {
+        Some(pod) => Incarnation::of_pod(pod),
+        None => match earlier.iter().max_by_key(|d| d.at) {
+            Some(d) => Incarnation::of_departure(d),
+            None => return false,
+        },
+    };
+    latest.let_go(since)
+        && earlier
+            .iter()
+            .all(|d| Incarnation::of_departure(d).let_go(since))
+        && (latest.generated_name || departed.covers(latest.created, now))
 }
 
 fn note_due(result: &mut HandoffResult, now: Timestamp, due: Timestamp) {
@@ -544,4 +641,421 @@ pub fn recover_previous(obs: &Observation) -> Option<AssignmentDocument> {
         shards,
         std::iter::empty(),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    //! Evidence `pod_stopped` through the real plan step: each case the
+    //! kubelet's word proves (the handoff completes at once, long before any
+    //! drain timeout or lease expiry), and each it must not be trusted for
+    //! (nothing completes), with and without a lease table.
+
+    use jiff::SignedDuration;
+
+    use super::*;
+    use crate::controller::observe::Published;
+    use crate::controller::plan::{Decision, plan};
+    use crate::controller::{Observation, TopologyObservation};
+    use crate::crds::consumer_pool::CapacitySpec;
+    use crate::crds::shard_group::{LeaseTableSpec, PoolRef, ShardSource, StaticSource};
+    use crate::crds::{ConsumerPool, ConsumerPoolSpec, ShardGroup, ShardGroupSpec};
+    use crate::lease::{LeaseSnapshot, LeaseTable};
+
+    /// When pod `a` is deleted and its shards revoked.
+    fn t0() -> Timestamp {
+        "2026-11-21T12:00:00Z".parse().unwrap()
+    }
+
+    fn secs(s: i64) -> SignedDuration {
+        SignedDuration::from_secs(s)
+    }
+
+    fn pod(name: &str) -> PodInfo {
+        PodInfo {
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            selected: true,
+            ready: true,
+            ready_since: Some(t0() - secs(3_600)),
+            node_name: Some("node-1".into()),
+            containers: Containers::Running,
+            created: Some(t0() - secs(3_600)),
+            generated_name: true,
+            ..Default::default()
+        }
+    }
+
+    /// Pods `a` and `b` holding two shards each, settled an hour before t0
+    /// (drain timeout 30 s, lease failover 10 s, lease table or not).
+    fn settled(lease_table: bool) -> Observation {
+        let spec = ShardGroupSpec {
+            pool_ref: PoolRef {
+                name: "consumers".into(),
+            },
+            source: ShardSource {
+                kinesis: None,
+                static_source: Some(StaticSource {
+                    count: 4,
+                    name_template: "orders-{index}".into(),
+                }),
+            },
+            lease_table: lease_table.then(|| LeaseTableSpec {
+                table_name: "orders-app".into(),
+                region: None,
+                endpoint: None,
+            }),
+            consumer_name: None,
+            standbys: 0,
+            balance: Default::default(),
+            handoff: crate::crds::shard_group::HandoffSpec {
+                drain_timeout: "30s".into(),
+                lease_failover: "10s".into(),
+            },
+            rebalance: Default::default(),
+            output: Default::default(),
+        };
+        let mut group = ShardGroup::new("orders", spec);
+        group.metadata.namespace = Some("prod".into());
+        group.metadata.generation = Some(1);
+        let mut pool = ConsumerPool::new(
+            "consumers",
+            ConsumerPoolSpec {
+                selector: Default::default(),
+                min_ready_seconds: 0,
+                capacity: CapacitySpec::default(),
+                max_shards_per_pod: None,
+                topology_keys: vec![],
+            },
+        );
+        pool.metadata.namespace = Some("prod".into());
+        let source = crate::source::StaticSource::new(StaticSource {
+            count: 4,
+            name_template: "orders-{index}".into(),
+        });
+        let mut obs = Observation {
+            group,
+            pool: Some(pool),
+            pods: vec![pod("a"), pod("b")],
+            topology: TopologyObservation {
+                source: "static:4".into(),
+                last_good: Some(source.topology()),
+                read_at: Some(t0() - secs(3_600)),
+                ..Default::default()
+            },
+            published: Published::Missing,
+            leases: LeaseObservation::unread_for(lease_table),
+            departed: Departures::default(),
+            now: t0() - secs(3_600),
+        };
+        obs = settle(obs);
+        obs.leases = leases(&obs, lease_table);
+        obs
+    }
+
+    impl LeaseObservation {
+        fn unread_for(lease_table: bool) -> Self {
+            if lease_table {
+                LeaseObservation::Failed("not read".into())
+            } else {
+                LeaseObservation::NotConfigured
+            }
+        }
+    }
+
+    /// The lease table with every owner still holding and renewing its
+    /// leases (a process that let go would have released them): only the
+    /// kubelet's word can complete a handoff now.
+    fn leases(obs: &Observation, lease_table: bool) -> LeaseObservation {
+        if !lease_table {
+            return LeaseObservation::NotConfigured;
+        }
+        let doc = obs.published.document().expect("published");
+        let leases = doc
+            .shards
+            .iter()
+            .map(|(id, r)| {
+                let snapshot = LeaseSnapshot {
+                    shard_id: id.clone(),
+                    owner: r.owner.clone(),
+                    counter: 7,
+                    counter_changed_at: obs.now,
+                    checkpoint: None,
+                    sequence_number: None,
+                    complete: false,
+                    parents: Vec::new(),
+                    children: Vec::new(),
+                    checkpoint_owner: None,
+                };
+                (id.clone(), snapshot)
+            })
+            .collect();
+        LeaseObservation::Read(LeaseTable {
+            leases,
+            scanned_at: Some(obs.now),
+            items: doc.shards.len(),
+        })
+    }
+
+    fn settle(mut obs: Observation) -> Observation {
+        let decision = plan(&obs);
+        if let Some(doc) = decision.document_write.clone() {
+            obs.published = Published::Document(doc);
+        }
+        for write in &decision.annotation_writes {
+            if let Some(pod) = obs.pods.iter_mut().find(|p| p.name == write.pod) {
+                pod.annotation = write.view.as_ref().map(|v| v.to_annotation());
+            }
+        }
+        obs.group.status = Some(decision.status);
+        obs
+    }
+
+    /// `a` gets its deletion timestamp at t0 (status still running): its two
+    /// shards are revoked at t0. Returns the observation one second later.
+    fn a_revoked(lease_table: bool) -> Observation {
+        let mut obs = settled(lease_table);
+        obs.now = t0();
+        obs.pods[0].deletion_timestamp = Some(t0());
+        obs.pods[0].deletion_grace_seconds = Some(30);
+        let mut obs = settle(obs);
+        let revoking = obs
+            .published
+            .document()
+            .unwrap()
+            .shards
+            .values()
+            .filter(|r| r.state == ShardPhase::Revoking)
+            .count();
+        assert_eq!(revoking, 2, "a's shards are revoked at t0");
+        obs.now = t0() + secs(1);
+        obs.leases = leases(&obs, lease_table);
+        obs
+    }
+
+    /// `a` turns NotReady at t0 (no deletion seen): its two shards are
+    /// revoked at t0. Returns the observation one second later.
+    fn a_not_ready(lease_table: bool) -> Observation {
+        let mut obs = settled(lease_table);
+        obs.now = t0();
+        obs.pods[0].ready = false;
+        let mut obs = settle(obs);
+        obs.now = t0() + secs(1);
+        obs.leases = leases(&obs, lease_table);
+        obs
+    }
+
+    fn evidence(decision: &Decision) -> Vec<Evidence> {
+        decision.handoffs.iter().map(|h| h.evidence).collect()
+    }
+
+    fn departure(containers: Containers) -> Departure {
+        Departure {
+            uid: "uid-a".into(),
+            at: t0() + secs(1),
+            containers,
+            scheduled: true,
+            created: Some(t0() - secs(3_600)),
+            generated_name: true,
+        }
+    }
+
+    /// The memory of a watch running for a day that saw `departures` of `a`.
+    fn remembered(departures: Vec<Departure>) -> Departures {
+        Departures {
+            watched_since: Some(t0() - secs(86_400)),
+            pods: BTreeMap::from([("a".to_owned(), departures)]),
+            ..Default::default()
+        }
+    }
+
+    /// Both modes: with a lease table (whose leases `a` still holds) and
+    /// without one (the drain timeout is 29 s away).
+    fn both(check: impl Fn(bool)) {
+        check(true);
+        check(false);
+    }
+
+    #[test]
+    fn terminating_with_every_container_terminated_is_pod_stopped() {
+        both(|lease_table| {
+            let mut obs = a_revoked(lease_table);
+            obs.pods[0].containers = Containers::Stopped;
+            let d = plan(&obs);
+            assert_eq!(evidence(&d), [Evidence::PodStopped; 2], "{lease_table}");
+            assert!(d.handoffs.iter().all(|h| h.to.as_deref() == Some("b")));
+            assert_eq!(d.handoffs[0].duration, Duration::from_secs(1));
+            // Even while the lease table cannot be read.
+            if lease_table {
+                obs.leases = LeaseObservation::Failed("throttled".into());
+                assert_eq!(evidence(&plan(&obs)), [Evidence::PodStopped; 2]);
+            }
+        });
+    }
+
+    #[test]
+    fn a_pod_that_never_ran_is_pod_stopped() {
+        both(|lease_table| {
+            // Not bound to a node: no kubelet ever ran anything of it.
+            let mut obs = a_revoked(lease_table);
+            obs.pods[0].containers = Containers::NeverRan;
+            obs.pods[0].node_name = None;
+            assert_eq!(evidence(&plan(&obs)), [Evidence::PodStopped; 2]);
+            // Bound, but created after the revoke: whatever it started saw
+            // the revoke.
+            obs.pods[0].node_name = Some("node-1".into());
+            obs.pods[0].created = Some(t0() + secs(1));
+            assert_eq!(evidence(&plan(&obs)), [Evidence::PodStopped; 2]);
+        });
+    }
+
+    #[test]
+    fn a_bound_pod_that_reported_nothing_since_before_the_revoke_is_not() {
+        both(|lease_table| {
+            // Its kubelet may have started it and not reported it yet.
+            let mut obs = a_revoked(lease_table);
+            obs.pods[0].containers = Containers::NeverRan;
+            assert_eq!(evidence(&plan(&obs)), []);
+        });
+    }
+
+    #[test]
+    fn gone_with_a_stopped_final_state_is_pod_stopped() {
+        both(|lease_table| {
+            let mut obs = a_revoked(lease_table);
+            obs.pods.remove(0);
+            obs.departed = remembered(vec![departure(Containers::Stopped)]);
+            assert_eq!(evidence(&plan(&obs)), [Evidence::PodStopped; 2]);
+            // So is one that never ran and was never bound to a node.
+            let mut never = departure(Containers::NeverRan);
+            never.scheduled = false;
+            obs.departed = remembered(vec![never]);
+            assert_eq!(evidence(&plan(&obs)), [Evidence::PodStopped; 2]);
+        });
+    }
+
+    #[test]
+    fn gone_after_a_force_deletion_waits_for_the_old_rules() {
+        both(|lease_table| {
+            // Force-deleted while running (never seen terminating): the
+            // final status still says running.
+            let mut obs = a_not_ready(lease_table);
+            obs.pods.remove(0);
+            obs.departed = remembered(vec![departure(Containers::Running)]);
+            assert_eq!(evidence(&plan(&obs)), [], "{lease_table}");
+            // The old rules still apply: with a lease table the drain
+            // timeout and the lease expired; without one the drain timeout
+            // since the revoke.
+            obs.now = t0() + secs(30);
+            let expected = if lease_table {
+                obs.leases = leases(&obs, lease_table);
+                if let LeaseObservation::Read(table) = &mut obs.leases {
+                    for lease in table.leases.values_mut() {
+                        lease.counter_changed_at = t0();
+                    }
+                }
+                Evidence::LeaseExpired
+            } else {
+                Evidence::DrainTimeout
+            };
+            assert_eq!(evidence(&plan(&obs)), [expected; 2]);
+        });
+    }
+
+    #[test]
+    fn gone_unseen_is_no_evidence() {
+        both(|lease_table| {
+            // A restarted operator: the departure happened before its watch
+            // listed the pods, so nothing says how the pod left.
+            let mut obs = a_not_ready(lease_table);
+            obs.pods.remove(0);
+            obs.departed = Departures {
+                watched_since: Some(t0() + secs(1)),
+                ..Default::default()
+            };
+            assert_eq!(evidence(&plan(&obs)), []);
+            // Nor does a departure the memory already forgot.
+            obs.departed = remembered(Vec::new());
+            assert_eq!(evidence(&plan(&obs)), []);
+        });
+    }
+
+    #[test]
+    fn a_node_that_stopped_reporting_is_no_evidence() {
+        both(|lease_table| {
+            // Terminating, and its status still says running (its kubelet
+            // cannot reach the API, or has not stopped the process yet).
+            let mut obs = a_revoked(lease_table);
+            obs.pods[0].ready = false;
+            obs.now = t0() + secs(29);
+            obs.leases = leases(&obs, lease_table);
+            assert_eq!(evidence(&plan(&obs)), []);
+            // A restarting container is not stopped either: only a
+            // terminating pod's terminated containers are.
+            let mut restarting = a_revoked(lease_table);
+            restarting.pods[0].deletion_timestamp = None;
+            restarting.pods[0].ready = false;
+            restarting.pods[0].containers = Containers::Running;
+            assert_eq!(evidence(&plan(&restarting)), []);
+        });
+    }
+
+    #[test]
+    fn an_earlier_pod_of_the_same_name_that_may_still_run_blocks_it() {
+        both(|lease_table| {
+            // A StatefulSet pod force-deleted while running, recreated under
+            // its name, not scheduled yet: the new pod never ran, the old
+            // process may still read.
+            let mut obs = a_revoked(lease_table);
+            obs.pods[0] = PodInfo {
+                uid: "uid-a-2".into(),
+                ready: false,
+                ready_since: None,
+                node_name: None,
+                containers: Containers::NeverRan,
+                created: Some(t0() + secs(1)),
+                generated_name: false,
+                ..pod("a")
+            };
+            let mut old = departure(Containers::Running);
+            old.generated_name = false;
+            obs.departed = remembered(vec![old.clone()]);
+            assert_eq!(evidence(&plan(&obs)), []);
+            // The same after a graceful deletion the kubelet confirmed.
+            old.containers = Containers::Stopped;
+            obs.departed = remembered(vec![old]);
+            assert_eq!(evidence(&plan(&obs)), [Evidence::PodStopped; 2]);
+        });
+    }
+
+    #[test]
+    fn a_reused_name_needs_a_memory_that_saw_every_recent_departure() {
+        both(|lease_table| {
+            // The StatefulSet pod again, its predecessor's departure not
+            // remembered: a watch that started a minute ago may have missed
+            // it; one that watched longer than its retention did not (or
+            // the departure was long enough ago to be over).
+            let mut obs = a_revoked(lease_table);
+            obs.pods[0].containers = Containers::Stopped;
+            obs.pods[0].generated_name = false;
+            obs.pods[0].created = Some(t0() - secs(60));
+            obs.departed.watched_since = Some(t0() - secs(60));
+            assert_eq!(evidence(&plan(&obs)), []);
+            obs.departed.watched_since = None;
+            assert_eq!(evidence(&plan(&obs)), []);
+            obs.departed.watched_since = Some(t0() - secs(601));
+            assert_eq!(evidence(&plan(&obs)), [Evidence::PodStopped; 2]);
+            obs.departed.watched_since = None;
+            obs.pods[0].created = Some(t0() - secs(601));
+            assert_eq!(evidence(&plan(&obs)), [Evidence::PodStopped; 2]);
+            // A generated name is never reused: no memory needed.
+            obs.pods[0].created = Some(t0() - secs(60));
+            obs.pods[0].generated_name = true;
+            assert_eq!(evidence(&plan(&obs)), [Evidence::PodStopped; 2]);
+        });
+    }
+
+    #[test]
+    fn pod_stopped_has_its_metrics_label() {
+        assert_eq!(Evidence::PodStopped.label(), "pod_stopped");
+    }
 }

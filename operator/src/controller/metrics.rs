@@ -46,7 +46,8 @@ pub struct MoveLabel {
 /// Label of the evidence that completed a handoff.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EvidenceLabel {
-    /// `lease_released`, `pod_gone`, `lease_expired` or `drain_timeout`.
+    /// `pod_stopped`, `lease_released`, `pod_gone`, `lease_expired` or
+    /// `drain_timeout` ([`super::handoff::Evidence::label`]).
     pub evidence: &'static str,
 }
 

@@ -8,18 +8,26 @@
 //! document ([`Stores::observe_with_version`]): the apply step conditions the
 //! next document write on it ([`PublishedVersion`]), so a write can only
 //! replace the document this reconcile planned from.
+//!
+//! Of each pod's status it keeps what the kubelet said of its containers
+//! ([`Containers`]), and from the memory of departed pods ([`departed`]) what
+//! the last status of the pods that left the API said: the handoff step's
+//! `pod_stopped` evidence reads both.
+
+pub mod departed;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, ContainerStatus, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::ResourceExt;
 use kube::core::{DeserializeGuard, ObjectMeta, PartialObjectMeta};
 use kube::runtime::reflector::{ObjectRef, Store};
 
+use self::departed::Departures;
 use super::codec;
 use crate::crds::{AssignmentDocument, ConsumerPool, ShardGroup};
 use crate::lease::LeaseTable;
@@ -45,6 +53,9 @@ pub struct Observation {
     pub published: Published,
     /// The lease table read result (handoff evidence).
     pub leases: LeaseObservation,
+    /// What the pod watch remembers of the pods that left the API (handoff
+    /// evidence); empty without a watch (tests, or right after a restart).
+    pub departed: Departures,
     /// The time of this observation: the only clock the plan step reads.
     pub now: Timestamp,
 }
@@ -75,6 +86,80 @@ impl LeaseObservation {
     }
 }
 
+/// What a pod's status says of its containers, as far as a handoff cares:
+/// whether a process of this pod may be running. Read from the status the
+/// kubelet reports ([`containers_of`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Containers {
+    /// A container runs, or ran and may run again, or the status says too
+    /// little to tell: nothing is concluded. The default.
+    #[default]
+    Running,
+    /// Every container (init and ephemeral ones included) is `terminated`
+    /// and the pod will not start them again: it is terminating (has a
+    /// deletion timestamp) or in a terminal phase (`Succeeded`, `Failed`).
+    /// The kubelet reports this after it stopped them.
+    Stopped,
+    /// Phase `Pending` and no container has ever been `running` or
+    /// `terminated` (no `lastState` either): as far as the kubelet reported,
+    /// nothing of this pod ever started.
+    NeverRan,
+}
+
+/// What the status of `pod` says of its containers (see [`Containers`]).
+pub fn containers_of(pod: &Pod) -> Containers {
+    let Some(status) = pod.status.as_ref() else {
+        return Containers::Running;
+    };
+    let lists = [
+        status.container_statuses.as_deref().unwrap_or_default(),
+        status
+            .init_container_statuses
+            .as_deref()
+            .unwrap_or_default(),
+        status
+            .ephemeral_container_statuses
+            .as_deref()
+            .unwrap_or_default(),
+    ];
+    let all = || lists.iter().flat_map(|l| l.iter());
+    let phase = status.phase.as_deref();
+    let terminating = pod.metadata.deletion_timestamp.is_some();
+    let terminal = matches!(phase, Some("Succeeded" | "Failed"));
+    let regular = status.container_statuses.as_deref().unwrap_or_default();
+    if (terminating || terminal) && !regular.is_empty() && all().all(is_terminated) {
+        return Containers::Stopped;
+    }
+    if phase == Some("Pending") && !all().any(ever_started) {
+        return Containers::NeverRan;
+    }
+    Containers::Running
+}
+
+fn is_terminated(status: &ContainerStatus) -> bool {
+    status
+        .state
+        .as_ref()
+        .is_some_and(|s| s.terminated.is_some())
+}
+
+fn ever_started(status: &ContainerStatus) -> bool {
+    let started = |s: &k8s_openapi::api::core::v1::ContainerState| {
+        s.running.is_some() || s.terminated.is_some()
+    };
+    status.state.as_ref().is_some_and(started) || status.last_state.as_ref().is_some_and(started)
+}
+
+/// Whether the API server generated the pod's name from
+/// `metadata.generateName` (a Deployment's pods): such a name is not reused
+/// by a later pod, unlike a StatefulSet's.
+pub fn has_generated_name(meta: &ObjectMeta) -> bool {
+    match (meta.generate_name.as_deref(), meta.name.as_deref()) {
+        (Some(prefix), Some(name)) => !prefix.is_empty() && name.starts_with(prefix),
+        _ => false,
+    }
+}
+
 /// One pod, stripped to what the plan step uses.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PodInfo {
@@ -100,6 +185,12 @@ pub struct PodInfo {
     pub zone: Option<String>,
     /// Current value of this group's annotation on the pod.
     pub annotation: Option<String>,
+    /// What its status says of its containers.
+    pub containers: Containers,
+    /// Its creation timestamp.
+    pub created: Option<Timestamp>,
+    /// Whether its name was generated ([`has_generated_name`]).
+    pub generated_name: bool,
 }
 
 /// The topology as the controller knows it.
@@ -185,6 +276,8 @@ pub struct Stores {
     pub nodes: Store<PartialObjectMeta<Node>>,
     /// ConfigMaps managed by shardring.
     pub config_maps: Store<ConfigMap>,
+    /// Pods that left the API, fed by the pod watch.
+    pub departed: departed::Departed,
 }
 
 impl Stores {
@@ -234,6 +327,17 @@ impl Stores {
         let version = config_map
             .as_deref()
             .map_or(PublishedVersion::Absent, published_version);
+        // Only the departures of pods the published document names matter
+        // (every pod, when there is no document to go by).
+        let departed = self.departed.departures(
+            &namespace,
+            |name| {
+                published
+                    .document()
+                    .is_none_or(|doc| doc.pods.contains_key(name))
+            },
+            now,
+        );
         let observation = Observation {
             group: group.clone(),
             pool,
@@ -241,6 +345,7 @@ impl Stores {
             topology,
             published,
             leases: LeaseObservation::unread(group),
+            departed,
             now,
         };
         (observation, version)
@@ -333,6 +438,9 @@ fn pod_info(
         node_name,
         zone,
         annotation,
+        containers: containers_of(pod),
+        created: meta.creation_timestamp.as_ref().map(|t| t.0),
+        generated_name: has_generated_name(meta),
     }
 }
 
@@ -417,7 +525,195 @@ pub fn groups_for_pool(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+    use k8s_openapi::api::core::v1::{
+        ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
+        PodStatus,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelectorRequirement, Time};
+
+    fn running() -> ContainerState {
+        ContainerState {
+            running: Some(ContainerStateRunning::default()),
+            ..Default::default()
+        }
+    }
+
+    fn terminated() -> ContainerState {
+        ContainerState {
+            terminated: Some(ContainerStateTerminated {
+                exit_code: 143,
+                reason: Some("Error".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn waiting(reason: &str) -> ContainerState {
+        ContainerState {
+            waiting: Some(ContainerStateWaiting {
+                reason: Some(reason.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn status(name: &str, state: ContainerState) -> ContainerStatus {
+        ContainerStatus {
+            name: name.into(),
+            image: "consumer:1".into(),
+            state: Some(state),
+            ..Default::default()
+        }
+    }
+
+    /// A pod in `phase` with container statuses `containers` (and init
+    /// container statuses `init`), terminating or not.
+    fn pod_with(
+        phase: &str,
+        terminating: bool,
+        containers: Vec<ContainerStatus>,
+        init: Vec<ContainerStatus>,
+    ) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some("consumer-0".into()),
+                deletion_timestamp: terminating.then_some(Time(Timestamp::UNIX_EPOCH)),
+                ..Default::default()
+            },
+            spec: None,
+            status: Some(PodStatus {
+                phase: Some(phase.into()),
+                container_statuses: (!containers.is_empty()).then_some(containers),
+                init_container_statuses: (!init.is_empty()).then_some(init),
+                ..Default::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn a_terminating_pod_whose_containers_all_terminated_is_stopped() {
+        let done = vec![
+            status("consumer", terminated()),
+            status("sidecar", terminated()),
+        ];
+        let init = vec![status("init", terminated())];
+        let pod = pod_with("Running", true, done.clone(), init.clone());
+        assert_eq!(containers_of(&pod), Containers::Stopped);
+        // The kubelet's terminal phase for a deleted pod, too.
+        let pod = pod_with("Failed", true, done.clone(), init.clone());
+        assert_eq!(containers_of(&pod), Containers::Stopped);
+        // An evicted pod: terminal phase, not deleted yet; never restarted.
+        let pod = pod_with("Failed", false, done.clone(), init);
+        assert_eq!(containers_of(&pod), Containers::Stopped);
+    }
+
+    #[test]
+    fn a_container_that_may_run_is_running() {
+        // Terminating, one container still running (the kubelet is
+        // stopping it, or stopped reporting).
+        let pod = pod_with(
+            "Running",
+            true,
+            vec![
+                status("consumer", terminated()),
+                status("sidecar", running()),
+            ],
+            vec![],
+        );
+        assert_eq!(containers_of(&pod), Containers::Running);
+        // A sidecar (restartable init container) still running.
+        let pod = pod_with(
+            "Running",
+            true,
+            vec![status("consumer", terminated())],
+            vec![status("proxy", running())],
+        );
+        assert_eq!(containers_of(&pod), Containers::Running);
+        // Not terminating: a terminated container is restarted.
+        let pod = pod_with(
+            "Running",
+            false,
+            vec![status("consumer", terminated())],
+            vec![],
+        );
+        assert_eq!(containers_of(&pod), Containers::Running);
+        // Marked Failed by the pod garbage collector (its node is gone), the
+        // container statuses untouched: nothing says the process stopped.
+        let pod = pod_with("Failed", true, vec![status("consumer", running())], vec![]);
+        assert_eq!(containers_of(&pod), Containers::Running);
+        // Terminating with no container status at all: nothing concluded.
+        let pod = pod_with("Running", true, vec![], vec![]);
+        assert_eq!(containers_of(&pod), Containers::Running);
+        // No status at all.
+        let mut pod = pod_with("Running", true, vec![], vec![]);
+        pod.status = None;
+        assert_eq!(containers_of(&pod), Containers::Running);
+    }
+
+    #[test]
+    fn a_pending_pod_that_never_started_anything_never_ran() {
+        // Unscheduled: no container status yet.
+        let pod = pod_with("Pending", false, vec![], vec![]);
+        assert_eq!(containers_of(&pod), Containers::NeverRan);
+        // Stuck in image pull, terminating or not.
+        for terminating in [false, true] {
+            let pod = pod_with(
+                "Pending",
+                terminating,
+                vec![status("consumer", waiting("ImagePullBackOff"))],
+                vec![status("init", waiting("PodInitializing"))],
+            );
+            assert_eq!(containers_of(&pod), Containers::NeverRan);
+        }
+        // Waiting after it ran once (a crash loop): it ran.
+        let mut crashed = status("consumer", waiting("CrashLoopBackOff"));
+        crashed.last_state = Some(terminated());
+        let pod = pod_with("Pending", false, vec![crashed], vec![]);
+        assert_eq!(containers_of(&pod), Containers::Running);
+        // One container running while another waits for its image: the
+        // kubelet reports `Pending`, but something runs.
+        let pod = pod_with(
+            "Pending",
+            false,
+            vec![
+                status("consumer", running()),
+                status("sidecar", waiting("ErrImagePull")),
+            ],
+            vec![],
+        );
+        assert_eq!(containers_of(&pod), Containers::Running);
+        // An init container that ran (it may have read something).
+        let pod = pod_with(
+            "Pending",
+            false,
+            vec![status("consumer", waiting("PodInitializing"))],
+            vec![status("init", running())],
+        );
+        assert_eq!(containers_of(&pod), Containers::Running);
+        // `Running` with no statuses is no `Pending`: nothing concluded.
+        let pod = pod_with("Running", false, vec![], vec![]);
+        assert_eq!(containers_of(&pod), Containers::Running);
+    }
+
+    #[test]
+    fn pod_info_carries_what_the_evidence_rule_reads() {
+        let mut pod = pod_with("Running", true, vec![status("c", terminated())], vec![]);
+        pod.metadata.generate_name = Some("consumer-7d9f-".into());
+        pod.metadata.name = Some("consumer-7d9f-abcde".into());
+        pod.metadata.creation_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
+        let info = pod_info(&pod, true, None, &|_: &str| None);
+        assert_eq!(info.containers, Containers::Stopped);
+        assert_eq!(info.created, Some(Timestamp::UNIX_EPOCH));
+        assert!(info.generated_name);
+        // A StatefulSet's pod: its name is its own, and comes back.
+        pod.metadata.generate_name = None;
+        pod.metadata.name = Some("consumer-0".into());
+        assert!(!pod_info(&pod, true, None, &|_: &str| None).generated_name);
+        pod.metadata.generate_name = Some("other-".into());
+        assert!(!has_generated_name(&pod.metadata));
+    }
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs

@@ -136,12 +136,12 @@ pub async fn run_controller(
     // whatever the limit, and thousands of full pods in one response are
     // most of the operator's peak memory.
     let pod_events = watcher(api::<Pod>(&client, ns), watcher::Config::default())
-    .default_backoff()
-    .modify(move |pod| strip::strip_pod(pod, &custom_keys(&key_groups)))
-    .reflect(pod_writer)
-    .inspect(departed.recorder())
-    .inspect(sync.tracker(cache::PODS))
-    .touched_objects();
+        .default_backoff()
+        .modify(move |pod| strip::strip_pod(pod, &custom_keys(&key_groups)))
+        .reflect(pod_writer)
+        .inspect(departed.recorder())
+        .inspect(sync.tracker(cache::PODS))
+        .touched_objects();
 
     let (config_maps, cm_writer) = reflector::store::<ConfigMap>();
     let managed = format!("{MANAGED_BY_LABEL}={MANAGED_BY}");
@@ -178,6 +178,7 @@ pub async fn run_controller(
         pods: pods.clone(),
         nodes,
         config_maps: config_maps.clone(),
+        departed,
     };
     {
         let (sync, token) = (sync.clone(), shutdown.clone());

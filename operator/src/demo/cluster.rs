@@ -1,12 +1,16 @@
 //! The demo's in-process cluster: the objects a Kubernetes API server would
 //! hold for one ShardGroup (the group with its status, its ConsumerPool, the
 //! pool's pods, the published document) kept as plain data, plus the kubelet
-//! duties the demo needs: a pod's consumer process is started with the pod,
-//! receives SIGTERM when the pod is deleted gracefully, is killed when the
-//! grace period runs out, and the pod object disappears once its process has
-//! exited. The controller reads it through [`Cluster::observation`] and
-//! writes it through [`Cluster::apply`], which also projects each pod's
-//! annotation into its downward-API file, the way kubelet does.
+//! duties the demo needs: a pod's consumer process is started with the pod
+//! (its status shows the container running), receives SIGTERM when the pod
+//! is deleted gracefully, is killed when the grace period runs out; once the
+//! process has exited the status shows the container terminated, and only
+//! after that does the pod object disappear. A kill -9 with a force
+//! deletion removes the object at once, its status still `running`. The
+//! controller reads it through [`Cluster::observation`] (with the memory of
+//! departed pods its pod watch would keep) and writes it through
+//! [`Cluster::apply`], which also projects each pod's annotation into its
+//! downward-API file, the way kubelet does.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,7 +21,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::core::ObjectMeta;
 
 use super::consumers::ConsumerProcess;
-use crate::controller::observe::LeaseObservation;
+use crate::controller::observe::departed::{self, Departed, Departure};
+use crate::controller::observe::{Containers, LeaseObservation};
 use crate::controller::{Decision, Observation, PodInfo, Published, TopologyObservation};
 use crate::crds::consumer_pool::ConsumerPoolSpec;
 use crate::crds::shard_group::{
@@ -56,6 +61,21 @@ pub struct DemoPod {
     pub kill_at: Option<Instant>,
 }
 
+impl DemoPod {
+    /// The departure of this pod as the pod watch reports it: its final
+    /// status, at `now`.
+    fn departure(&self, now: Timestamp) -> Departure {
+        Departure {
+            uid: self.info.uid.clone(),
+            at: now,
+            containers: self.info.containers,
+            scheduled: self.info.node_name.is_some(),
+            created: self.info.created,
+            generated_name: self.info.generated_name,
+        }
+    }
+}
+
 /// The in-process API objects of the demo's ShardGroup.
 #[derive(Debug)]
 pub struct Cluster {
@@ -69,6 +89,9 @@ pub struct Cluster {
     pub published: Option<AssignmentDocument>,
     /// Record logs of every pod that ever ran, deleted ones included.
     pub record_logs: Vec<PathBuf>,
+    /// The controller's memory of departed pods (what its pod watch saw
+    /// leave; a restarted controller starts a new one).
+    pub departed: Departed,
     dir: PathBuf,
     next_uid: u64,
 }
@@ -146,6 +169,8 @@ impl Cluster {
             pods: BTreeMap::new(),
             published: None,
             record_logs: Vec::new(),
+            // The cluster starts empty: the controller sees every pod leave.
+            departed: Departed::watched_from(Timestamp::MIN, departed::RETENTION),
             dir: dir.to_path_buf(),
             next_uid: 1,
         }
@@ -177,6 +202,8 @@ impl Cluster {
             ready: true,
             ready_since: Some(now),
             node_name: Some("demo-node".to_owned()),
+            containers: Containers::Running,
+            created: Some(now),
             ..PodInfo::default()
         };
         self.pods.insert(
@@ -211,12 +238,15 @@ impl Cluster {
     }
 
     /// kill -9 of pod `name`'s process and a force delete of its object:
-    /// the object is gone at once, with no deletion timestamp ever shown.
-    /// Returns whether the pod existed.
+    /// the object is gone at once, with no deletion timestamp ever shown and
+    /// its status still saying `running` (the controller's watch sees that
+    /// final state). Returns whether the pod existed.
     pub fn force_delete(&mut self, name: &str) -> bool {
         let Some(mut pod) = self.pods.remove(name) else {
             return false;
         };
+        self.departed
+            .record(NAMESPACE, name, pod.departure(Timestamp::now()));
         if let Some(mut process) = pod.process.take() {
             process.kill();
             let _ = process.wait();
@@ -236,14 +266,27 @@ impl Cluster {
         }
     }
 
-    /// Kubelet: kills processes whose grace period ran out, and removes the
-    /// objects of terminating pods whose process has exited. Returns the
-    /// removed pods and pods whose process died while not terminating.
+    /// Kubelet: kills processes whose grace period ran out; when the process
+    /// of a terminating pod has exited, reports its container terminated,
+    /// and removes the object at the next call (so a controller that plans
+    /// in between sees that status). Returns the removed pods and pods whose
+    /// process died while not terminating.
     pub fn reap(&mut self) -> Reaped {
         let mut reaped = Reaped::default();
         let now = Instant::now();
+        let mut gone = Vec::new();
         for (name, pod) in &mut self.pods {
             let Some(process) = &mut pod.process else {
+                // Terminating with nothing running: the status shows the
+                // container terminated first, the object goes at the call
+                // after.
+                if pod.info.deletion_timestamp.is_some() {
+                    if pod.info.containers == Containers::Stopped {
+                        gone.push(name.clone());
+                    } else {
+                        pod.info.containers = Containers::Stopped;
+                    }
+                }
                 continue;
             };
             if pod.kill_at.is_some_and(|at| now >= at) {
@@ -252,15 +295,19 @@ impl Cluster {
             }
             if let Some(status) = process.exited() {
                 if pod.info.deletion_timestamp.is_some() {
-                    reaped.removed.push(name.clone());
+                    pod.info.containers = Containers::Stopped;
                 } else {
                     reaped.crashed.push((name.clone(), status));
                 }
                 pod.process = None;
             }
         }
-        for name in &reaped.removed {
-            self.pods.remove(name);
+        let at = Timestamp::now();
+        for name in gone {
+            if let Some(pod) = self.pods.remove(&name) {
+                self.departed.record(NAMESPACE, &name, pod.departure(at));
+                reaped.removed.push(name);
+            }
         }
         reaped
     }
@@ -282,6 +329,7 @@ impl Cluster {
                 .clone()
                 .map_or(Published::Missing, Published::Document),
             leases,
+            departed: self.departed.departures(NAMESPACE, |_| true, now),
             now,
         }
     }

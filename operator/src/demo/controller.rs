@@ -67,7 +67,8 @@ impl Shared {
 
     /// One reconcile at `now` with the source's read result, then kubelet's
     /// turn. Pods are reaped after the plan, so the controller sees every
-    /// deleted pod terminating at least once, as its watch would.
+    /// deleted pod terminating at least once, as its watch would (and the
+    /// terminated status of its container before it is gone).
     pub fn reconcile(&mut self, observed: Result<KinesisObservation, SourceError>, now: Timestamp) {
         self.plan_and_apply(observed, now);
         let reaped = self.cluster.reap();
@@ -388,7 +389,9 @@ mod tests {
         assert!(doc.pods["b"].active.iter().all(|s| !a_shards.contains(s)));
         assert!(!shared.settled());
 
-        // `sleep` exits on SIGTERM; the pod object goes, then the handoff completes.
+        // `sleep` exits on SIGTERM; the status shows its container
+        // terminated before the pod object goes: the handoff completes on
+        // the kubelet's word.
         let deadline = Instant::now() + Duration::from_secs(10);
         while shared.cluster.pods.contains_key("a") {
             assert!(Instant::now() < deadline, "pod a was not reaped");
@@ -405,7 +408,7 @@ mod tests {
                 matches!(
                     m.kind,
                     MoveKind::HandedOver {
-                        evidence: "pod_gone",
+                        evidence: "pod_stopped",
                         ..
                     }
                 )

@@ -353,10 +353,10 @@ impl Stage {
     }
 
     /// Restarts the controller: the control loop stops, everything it kept
-    /// in memory (topology, lease snapshot, the source's caches) is lost,
-    /// and a new loop starts from what the cluster holds (the published
-    /// document, the ShardGroup's status, the pods), as a new operator
-    /// process would.
+    /// in memory (topology, lease snapshot, the source's caches, the memory
+    /// of departed pods) is lost, and a new loop starts from what the
+    /// cluster holds (the published document, the ShardGroup's status, the
+    /// pods), as a new operator process would.
     pub async fn restart_controller(&mut self) {
         self.stop_control_loop().await;
         {
@@ -364,6 +364,11 @@ impl Stage {
             state.topology = None;
             state.topology_read_at = None;
             state.leases = None;
+            // The new controller's pod watch lists the pods when it starts:
+            // it has seen no pod leave before that.
+            let departed = crate::controller::observe::departed::Departed::default();
+            departed.listed(Timestamp::now());
+            state.cluster.departed = departed;
         }
         println!("  ! controller stopped; a new one starts from the published state");
         let source = source(&self.sdk, &self.kinesis_url, &self.dynamo_url);

@@ -9,12 +9,15 @@
 //! Pod B joins (becomes Ready), pod A is deleted gracefully or killed with
 //! SIGKILL; time moves in ticks of 5 s, up to a bound, so drain timeouts and
 //! lease expiries happen; a lease release may lag (delivered later, in any
-//! order).
+//! order). A deleted pod A's kubelet reports its container terminated once
+//! the consumer exited, then removes the object; the operator's memory of
+//! departed pods sees the removal unless the restart wiped it.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 
 use super::operator::{Operator, ts};
-use crate::controller::observe::LeaseObservation;
+use crate::controller::observe::departed::{Departure, Departures};
+use crate::controller::observe::{Containers, LeaseObservation};
 use crate::controller::plan::plan;
 use crate::controller::{Observation, PodInfo, Published, TopologyObservation};
 use crate::crds::{AssignmentDocument, PodView, ShardGroupStatus};
@@ -93,6 +96,10 @@ struct State {
     restarted: bool,
     a_deleted: bool,
     a_killed: bool,
+    /// Pod A's status shows its container terminated.
+    a_stopped: bool,
+    /// The operator's memory holds A's departure (its final state).
+    a_departure_seen: bool,
 }
 
 /// Runs the search.
@@ -172,6 +179,7 @@ fn successors(s: &State, template: &Operator, b: Bounds) -> Vec<(&'static str, S
         let mut n = s.clone();
         n.restarted = true;
         n.seen = None;
+        n.a_departure_seen = false;
         out.push(("operator restart", n));
     }
     for p in 0..2 {
@@ -232,12 +240,23 @@ fn successors(s: &State, template: &Operator, b: Bounds) -> Vec<(&'static str, S
         n.ready[0] = false;
         out.push(("pod-a kill -9", n));
     }
-    // The kubelet removes a deleted pod once its process exited.
+    // The kubelet reports a deleted pod's container terminated once its
+    // process exited (at once when it holds nothing), then removes it.
     let a = &s.consumers[0];
-    if s.deleting[0] && s.object[0] && (!a.alive || (a.reading.is_empty() && a.active.is_empty())) {
+    if s.deleting[0]
+        && s.object[0]
+        && !s.a_stopped
+        && (!a.alive || (a.reading.is_empty() && a.active.is_empty()))
+    {
         let mut n = s.clone();
         n.consumers[0] = ConsumerState::default();
+        n.a_stopped = true;
+        out.push(("pod-a container terminated", n));
+    }
+    if s.deleting[0] && s.object[0] && s.a_stopped {
+        let mut n = s.clone();
         n.object[0] = false;
+        n.a_departure_seen = true;
         out.push(("pod-a gone", n));
     }
     out
@@ -344,9 +363,32 @@ fn reconcile(s: &State, template: &Operator) -> State {
             deletion_timestamp: s.deleting[p].then_some(now),
             deletion_grace_seconds: s.deleting[p].then_some(30),
             annotation: s.annotations[p].clone(),
+            containers: if p == 0 && s.a_stopped {
+                Containers::Stopped
+            } else {
+                Containers::Running
+            },
+            node_name: Some(format!("node-{p}")),
+            created: Some(ts(-3_600_000)),
+            generated_name: true,
             ..Default::default()
         })
         .collect();
+    let mut departed = Departures {
+        watched_since: Some(ts(0)),
+        ..Default::default()
+    };
+    if s.a_departure_seen {
+        let departure = Departure {
+            uid: "uid-0".into(),
+            at: now,
+            containers: Containers::Stopped,
+            scheduled: true,
+            created: Some(ts(-3_600_000)),
+            generated_name: true,
+        };
+        departed.pods.insert(PODS[0].to_owned(), vec![departure]);
+    }
     let shards = SHARDS
         .iter()
         .map(|id| Shard {
@@ -375,6 +417,7 @@ fn reconcile(s: &State, template: &Operator) -> State {
             scanned_at: Some(now),
             items: 2,
         }),
+        departed,
         now,
     };
     let d = plan(&obs);

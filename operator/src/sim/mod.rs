@@ -6,7 +6,7 @@
 //! random delays, plus the operator ([`operator`]) with crashes, failed and
 //! late writes (a late document write lands at any later time, only while
 //! its resourceVersion precondition holds), failed and stale topology reads
-//! and failed lease scans. The
+//! and failed lease scans, pod watch gaps. The
 //! operator plans with [`crate::controller::plan::plan`], exactly what
 //! `shardring run` executes.
 //!
@@ -33,6 +33,7 @@ pub use scenario::{RollingDeploy, rolling_deploy};
 use self::operator::{FaultCounts, Faults, Operator};
 use self::rng::Rng;
 use self::world::{Ms, Rules, SimPod, StreamShard, World};
+use crate::controller::observe::Containers;
 
 /// How a run is shaped.
 #[derive(Debug, Clone, Copy)]
@@ -69,6 +70,10 @@ pub struct EventCounts {
     pub splits: u64,
     /// Shard merges.
     pub merges: u64,
+    /// Pods created unscheduled (bound to a node later, or never).
+    pub unscheduled: u64,
+    /// StatefulSet pods recreated under the name of one that was removed.
+    pub recreated: u64,
 }
 
 /// The result of one seed.
@@ -102,6 +107,7 @@ pub fn run_seed(seed: u64, config: SimConfig) -> SeedOutcome {
     };
     let mut world = World::new(rules);
     let min_ready = rng.below(3) as u32;
+    let statefulset = rng.chance(0.3);
     let mut op = Operator::new(lease_table, "20s", "6s", "5s", min_ready);
     op.faults = Faults {
         write_fail: 0.05,
@@ -117,6 +123,9 @@ pub fn run_seed(seed: u64, config: SimConfig) -> SeedOutcome {
         events: EventCounts::default(),
         next_pod: 0,
         next_shard: 0,
+        next_uid: 0,
+        statefulset,
+        recreate: 0.5,
     };
     let shards = sim.rng.range(3, 8);
     for _ in 0..shards {
@@ -133,6 +142,18 @@ pub fn run_seed(seed: u64, config: SimConfig) -> SeedOutcome {
         }
     }
     sim.op.faults = Faults::default();
+    // Every pod gets a node (a pod that stays unscheduled would keep the
+    // quiet checks from ever seeing its share placed).
+    let now = sim.world.now;
+    for pod in sim
+        .world
+        .pods
+        .iter_mut()
+        .filter(|p| p.object && !p.scheduled)
+    {
+        pod.scheduled = true;
+        pod.start_at = Some(now + 500);
+    }
     // The quiet phase starts from a pool with at least two pods.
     let live = sim
         .world
@@ -197,6 +218,27 @@ pub struct Sim {
     pub events: EventCounts,
     next_pod: u32,
     next_shard: u32,
+    next_uid: u32,
+    /// The pods are a StatefulSet's: fixed names, and a pod removed after
+    /// a graceful deletion may come back under its name (as a new pod).
+    /// Otherwise a Deployment's: generated names, never reused.
+    pub statefulset: bool,
+    /// How likely a StatefulSet pod removed after a graceful deletion comes
+    /// back under its name.
+    pub recreate: f64,
+}
+
+/// How a new pod starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodStart {
+    /// Bound to a node at once; its process starts within 2 s.
+    Soon,
+    /// Bound to a node at once; its process starts after this many ms (a
+    /// slow image pull).
+    After(Ms),
+    /// Not bound to a node (the scheduler finds no room): it never starts
+    /// until it is.
+    Unscheduled,
 }
 
 impl Sim {
@@ -209,6 +251,9 @@ impl Sim {
             events: EventCounts::default(),
             next_pod: 0,
             next_shard: 0,
+            next_uid: 0,
+            statefulset: false,
+            recreate: 0.0,
         }
     }
 
@@ -229,25 +274,53 @@ impl Sim {
     pub fn add_pod(&mut self) -> String {
         let n = self.next_pod;
         self.next_pod += 1;
+        let name = format!("pod-{n:02}");
+        self.spawn_pod(name.clone(), PodStart::Soon);
+        name
+    }
+
+    /// Creates pod `name` (a new pod, with a new uid, even when the name was
+    /// used before), starting as `start`; returns its index.
+    pub fn spawn_pod(&mut self, name: String, start: PodStart) -> usize {
+        assert!(
+            !self.world.pods.iter().any(|p| p.object && p.name == name),
+            "a pod object named {name} exists"
+        );
+        let uid = format!("uid-{}", self.next_uid);
+        self.next_uid += 1;
         let node = self.rng.below(self.world.nodes.len() as u64) as usize;
-        let start = self.world.now + self.rng.range(200, 2_000);
+        let now = self.world.now;
+        let start_at = match start {
+            PodStart::Soon => Some(now + self.rng.range(200, 2_000)),
+            PodStart::After(ms) => Some(now + ms),
+            PodStart::Unscheduled => None,
+        };
         self.world.pods.push(SimPod {
-            name: format!("pod-{n:02}"),
-            uid: format!("uid-{n}"),
+            name,
+            uid,
             node,
             ready_since: None,
             deletion: None,
             object: true,
             annotation: None,
             process: None,
-            start_at: Some(start),
+            start_at,
             kill_at: None,
+            containers: Containers::NeverRan,
+            scheduled: start != PodStart::Unscheduled,
+            started_once: false,
+            created: now,
+            generated_name: !self.statefulset,
         });
         self.events.joins += 1;
-        format!("pod-{n:02}")
+        if start == PodStart::Unscheduled {
+            self.events.unscheduled += 1;
+        }
+        self.world.pods.len() - 1
     }
 
-    /// Starts the graceful deletion of pod `i`.
+    /// Starts the graceful deletion of pod `i`. A pod not bound to a node
+    /// is removed by the API server at once (no kubelet has to stop it).
     pub fn delete_gracefully(&mut self, i: usize, grace_s: i64) {
         let now = self.world.now;
         let pod = &mut self.world.pods[i];
@@ -258,6 +331,52 @@ impl Sim {
             c.terminating = true;
         }
         self.events.graceful_deletes += 1;
+        if !self.world.pods[i].scheduled {
+            self.remove_object(i, true);
+        }
+    }
+
+    /// kill -9 of pod `i`'s process (if any) and a force deletion of its
+    /// object: gone at once, its last status as it was. Its process dies
+    /// within `linger` ms (its kubelet notices), or when its node heals.
+    pub fn force_delete(&mut self, i: usize, linger: Ms) {
+        let now = self.world.now;
+        let cut = self.world.partitioned(self.world.pods[i].node);
+        let pod = &mut self.world.pods[i];
+        pod.start_at = None;
+        if !cut {
+            pod.kill_at = Some(now + linger);
+        }
+        self.events.force_deletes += 1;
+        self.remove_object(i, false);
+    }
+
+    /// Pod `i`'s object leaves the API (the operator's watch sees its final
+    /// state). After a graceful deletion a StatefulSet recreates the pod
+    /// under its name, sometimes.
+    fn remove_object(&mut self, i: usize, graceful: bool) {
+        let now = self.world.now;
+        self.world.pods[i].object = false;
+        self.op.pod_left(now, &self.world.pods[i]);
+        if graceful && self.statefulset && self.rng.chance(self.recreate) {
+            let start = self.random_start();
+            let name = self.world.pods[i].name.clone();
+            self.spawn_pod(name, start);
+            self.events.recreated += 1;
+        }
+    }
+
+    /// How a pod the simulation adds starts: mostly soon, sometimes after a
+    /// slow image pull, sometimes not scheduled for a while.
+    fn random_start(&mut self) -> PodStart {
+        let roll = self.rng.below(100);
+        if roll < 10 {
+            PodStart::Unscheduled
+        } else if roll < 20 {
+            PodStart::After(self.rng.range(10_000, 40_000))
+        } else {
+            PodStart::Soon
+        }
     }
 
     /// Injects random faults and events.
@@ -268,7 +387,10 @@ impl Sim {
             .filter(|&i| w.pods[i].object && w.pods[i].deletion.is_none())
             .collect();
         if live.len() < 6 && rng.chance(0.02) {
-            self.add_pod();
+            let n = self.next_pod;
+            self.next_pod += 1;
+            let start = self.random_start();
+            self.spawn_pod(format!("pod-{n:02}"), start);
             return;
         }
         let rng = &mut self.rng;
@@ -293,17 +415,32 @@ impl Sim {
             if objects.len() >= 2
                 && let Some(&i) = rng.pick(&objects)
             {
-                let now = w.now;
-                let cut = w.partitioned(w.pods[i].node);
-                let pod = &mut w.pods[i];
-                pod.object = false;
-                pod.start_at = None;
-                if !cut {
-                    pod.kill_at = Some(now + rng.range(0, 2_000));
-                }
-                self.events.force_deletes += 1;
+                // Its kubelet notices the deletion and kills the process
+                // within a second or two, or, slow, after up to 10 s.
+                let linger = if rng.chance(0.3) {
+                    rng.range(2_000, 10_000)
+                } else {
+                    rng.range(0, 2_000)
+                };
+                self.force_delete(i, linger);
             }
         }
+        let rng = &mut self.rng;
+        let w = &mut self.world;
+        // The scheduler finds room for an unscheduled pod.
+        let now = w.now;
+        for pod in w.pods.iter_mut().filter(|p| p.object && !p.scheduled) {
+            if pod.deletion.is_none() && rng.chance(0.01) {
+                pod.scheduled = true;
+                pod.start_at = Some(now + rng.range(200, 2_000));
+            }
+        }
+        if rng.chance(0.003) {
+            let until = now + rng.range(1_000, 20_000);
+            self.op.watch_gap(now, until);
+        }
+        let rng = &mut self.rng;
+        let w = &mut self.world;
         if w.rules.lease_table && rng.chance(0.004) {
             let n = rng.below(w.nodes.len() as u64) as usize;
             w.nodes[n] = Some(w.now + rng.range(5_000, 60_000));
@@ -337,6 +474,7 @@ impl Sim {
     pub fn step(&mut self) {
         let dt: Ms = self.rng.range(100, 600);
         self.world.now += dt;
+        self.op.tick(self.world.now);
         self.op.land(&mut self.world);
         self.world.land_lease_writes();
         self.lifecycle();
@@ -368,10 +506,18 @@ impl Sim {
                     pod.start_at = Some(now + self.rng.range(1_000, 4_000));
                 }
             }
+            // The kubelet removes a deleted pod once its process is gone and
+            // it reported its final status (containers terminated, or never
+            // started); the operator may or may not see that status first.
             let pod = &self.world.pods[i];
-            // The kubelet removes a deleted pod once its process is gone.
-            if pod.deletion.is_some() && pod.process.is_none() && pod.object && !cut {
-                self.world.pods[i].object = false;
+            if pod.deletion.is_some()
+                && pod.process.is_none()
+                && pod.object
+                && !cut
+                && pod.containers == pod.true_containers()
+                && self.rng.chance(0.5)
+            {
+                self.remove_object(i, true);
             }
             // A force-deleted pod on a healed node is killed.
             let pod = &self.world.pods[i];
@@ -379,12 +525,22 @@ impl Sim {
                 self.world.pods[i].kill_at = Some(now + 500);
             }
             let pod = &self.world.pods[i];
-            if pod.start_at.is_some_and(|s| s <= now) && pod.object && !cut {
+            if pod.start_at.is_some_and(|s| s <= now) && pod.object && pod.scheduled && !cut {
                 let process = self.world.new_process(&mut self.rng);
                 let pod = &mut self.world.pods[i];
                 pod.process = Some(process);
                 pod.start_at = None;
-                pod.ready_since = Some(now);
+                pod.started_once = true;
+            }
+            // The kubelet reports what runs (and readiness with it), late,
+            // and only while its node reaches the API.
+            let pod = &self.world.pods[i];
+            if !cut && pod.object && pod.scheduled && self.rng.chance(0.7) {
+                let pod = &mut self.world.pods[i];
+                pod.containers = pod.true_containers();
+                if pod.process.is_some() && pod.deletion.is_none() && pod.ready_since.is_none() {
+                    pod.ready_since = Some(now);
+                }
             }
             // The node controller marks pods of a lost node NotReady.
             if cut_long
@@ -393,14 +549,6 @@ impl Sim {
                     .is_some_and(|r| now - r > 40_000)
             {
                 self.world.pods[i].ready_since = None;
-            }
-            if !cut
-                && self.world.pods[i].ready_since.is_none()
-                && self.world.pods[i].process.is_some()
-                && self.world.pods[i].object
-                && self.world.pods[i].deletion.is_none()
-            {
-                self.world.pods[i].ready_since = Some(now);
             }
         }
     }
@@ -537,6 +685,8 @@ impl Summary {
         e.partitions += o.events.partitions;
         e.splits += o.events.splits;
         e.merges += o.events.merges;
+        e.unscheduled += o.events.unscheduled;
+        e.recreated += o.events.recreated;
         let f = &mut self.faults;
         f.writes_failed += o.faults.writes_failed;
         f.writes_late += o.faults.writes_late;
@@ -545,6 +695,7 @@ impl Summary {
         f.topology_stale += o.faults.topology_stale;
         f.lease_failed += o.faults.lease_failed;
         f.crashes += o.faults.crashes;
+        f.watch_gaps += o.faults.watch_gaps;
         self.records.0 += o.records.0;
         self.records.1 += o.records.1;
     }

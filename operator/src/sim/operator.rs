@@ -16,14 +16,20 @@
 //! runs between its read and its write) — only if its precondition still
 //! holds. Late annotation and status writes (no resourceVersion precondition)
 //! still land before the next reconcile.
+//!
+//! Its memory also holds the real memory of departed pods
+//! ([`crate::controller::observe::departed`]), fed with every pod object that
+//! leaves the API while its watch runs: not while it is down (a crash starts
+//! an empty one), nor during a watch gap (a relist).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::{SignedDuration, Timestamp};
 
 use super::rng::Rng;
-use super::world::{Checkpoint, Ms, World};
+use super::world::{Checkpoint, Ms, SimPod, World};
 use crate::controller::observe::LeaseObservation;
+use crate::controller::observe::departed::{CAPACITY, Departed, Departure};
 use crate::controller::plan::{Decision, plan};
 use crate::controller::{Observation, PodInfo, Published, TopologyObservation};
 use crate::crds::consumer_pool::CapacitySpec;
@@ -84,7 +90,13 @@ pub struct FaultCounts {
     pub lease_failed: u64,
     /// Operator crashes.
     pub crashes: u64,
+    /// Pod watch gaps (relists): departures in them are not seen.
+    pub watch_gaps: u64,
 }
+
+/// How long the simulated operator remembers departed pods (shorter than
+/// the real operator's, so runs of a few simulated minutes see it expire).
+pub const DEPARTED_RETENTION_MS: Ms = 60_000;
 
 /// The API server's objects plus the operator process.
 #[derive(Debug, Clone)]
@@ -115,6 +127,10 @@ pub struct Operator {
     /// Owner changes of active shards.
     pub moves: u64,
     last_owner: BTreeMap<String, String>,
+    /// The memory of departed pods (lost in a crash).
+    pub departed: Departed,
+    /// The pod watch is relisting until then: departures are not seen.
+    watch_gap_until: Option<Ms>,
 }
 
 /// Simulated epoch zero.
@@ -190,6 +206,9 @@ impl Operator {
             handoffs: Vec::new(),
             moves: 0,
             last_owner: BTreeMap::new(),
+            // The world starts empty: the first operator sees every pod leave.
+            departed: Departed::watched_from(Timestamp::MIN, retention()),
+            watch_gap_until: None,
         }
     }
 
@@ -200,6 +219,43 @@ impl Operator {
         self.down_until = now + down;
         self.next_reconcile = now + down;
         self.fired.crashes += 1;
+        // The new operator's watch lists the pods when it starts: it sees
+        // every departure from then on, none before.
+        self.departed = Departed::with_limits(retention(), CAPACITY);
+        self.departed.listed(ts(self.down_until));
+        self.watch_gap_until = None;
+    }
+
+    /// The pod watch expires and relists, done at `until`: departures
+    /// before then are not seen.
+    pub fn watch_gap(&mut self, now: Ms, until: Ms) {
+        if now < self.down_until || self.watch_gap_until.is_some() {
+            return;
+        }
+        self.departed
+            .record_event(&kube::runtime::watcher::Event::Init, ts(now));
+        self.watch_gap_until = Some(until);
+        self.fired.watch_gaps += 1;
+    }
+
+    /// Time passes for the pod watch: a relist that is due completes.
+    pub fn tick(&mut self, now: Ms) {
+        if let Some(until) = self.watch_gap_until
+            && now >= until
+        {
+            self.departed.listed(ts(until));
+            self.watch_gap_until = None;
+        }
+    }
+
+    /// Pod `pod`'s object left the API at `now`: the watch reports it with
+    /// its final state, unless the operator is down or relisting.
+    pub fn pod_left(&mut self, now: Ms, pod: &SimPod) {
+        let watching = now >= self.down_until && self.watch_gap_until.is_none();
+        if watching {
+            self.departed
+                .record("sim", &pod.name, departure_of(pod, now));
+        }
     }
 
     /// Lands late writes that are due.
@@ -301,6 +357,7 @@ impl Operator {
                 .clone()
                 .map_or(Published::Missing, Published::Document),
             leases,
+            departed: self.departed.departures("sim", |_| true, ts(now)),
             now: ts(now),
         }
     }
@@ -469,11 +526,31 @@ pub fn pod_infos(world: &World) -> Vec<PodInfo> {
             ready_since: p.ready_since.map(ts),
             deletion_timestamp: p.deletion.map(|(at, _)| ts(at)),
             deletion_grace_seconds: p.deletion.map(|(_, g)| g),
-            node_name: Some(format!("node-{}", p.node)),
+            node_name: p.scheduled.then(|| format!("node-{}", p.node)),
             zone: None,
             annotation: p.annotation.clone(),
+            containers: p.containers,
+            created: Some(ts(p.created)),
+            generated_name: p.generated_name,
         })
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out
+}
+
+/// The departure of `pod`, whose object left the API at `now`, as the
+/// watch's DELETED event shows it.
+pub fn departure_of(pod: &SimPod, now: Ms) -> Departure {
+    Departure {
+        uid: pod.uid.clone(),
+        at: ts(now),
+        containers: pod.containers,
+        scheduled: pod.scheduled,
+        created: Some(ts(pod.created)),
+        generated_name: pod.generated_name,
+    }
+}
+
+fn retention() -> std::time::Duration {
+    std::time::Duration::from_millis(DEPARTED_RETENTION_MS as u64)
 }

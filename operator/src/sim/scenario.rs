@@ -85,7 +85,8 @@ pub fn rolling_deploy(seed: u64, pods: usize, shards: usize) -> RollingDeploy {
     }
 }
 
-fn run_until(sim: &mut Sim, max_steps: u32, done: impl Fn(&Sim) -> bool) {
+/// Steps `sim` until `done` holds (or a violation, or `max_steps` steps).
+pub fn run_until(sim: &mut Sim, max_steps: u32, done: impl Fn(&Sim) -> bool) {
     for _ in 0..max_steps {
         if done(sim) || sim.world.violation.is_some() {
             return;
@@ -94,8 +95,9 @@ fn run_until(sim: &mut Sim, max_steps: u32, done: impl Fn(&Sim) -> bool) {
     }
 }
 
-/// Runs until no handoff is in flight and every active shard is read.
-fn settle(sim: &mut Sim, max_steps: u32) {
+/// Runs until no handoff is in flight and every active shard is read (and
+/// at least a minute passed since the start).
+pub fn settle(sim: &mut Sim, max_steps: u32) {
     run_until(sim, max_steps, |s| {
         let Some(doc) = &s.op.doc else { return false };
         let quiet = doc

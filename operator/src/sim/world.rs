@@ -6,6 +6,10 @@
 //! and release as soon as a shard is no longer active, fence themselves when
 //! they cannot renew, and read records in order from the last checkpoint.
 //!
+//! Each pod's status is what its kubelet last reported: its containers
+//! ([`Containers`]) and readiness, updated only while its node reaches the
+//! API, and late (a step or more after the process started or stopped).
+//!
 //! The invariants on readers are checked here, as records are read:
 //! never two readers of one shard, never a child before its parents
 //! completed, never a record skipped.
@@ -13,6 +17,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::rng::Rng;
+use crate::controller::observe::Containers;
 use crate::crds::PodView;
 
 /// Milliseconds of simulated time.
@@ -122,6 +127,33 @@ pub struct SimPod {
     pub start_at: Option<Ms>,
     /// When the kubelet kills the process (grace deadline or force deletion).
     pub kill_at: Option<Ms>,
+    /// What the pod's status says of its containers: what the kubelet last
+    /// reported (it lags, and stops while the node is cut off).
+    pub containers: Containers,
+    /// Bound to a node (`spec.nodeName`); an unscheduled pod never starts.
+    pub scheduled: bool,
+    /// Whether a process of this pod ever started (the truth, which the
+    /// status reports late).
+    pub started_once: bool,
+    /// Creation time.
+    pub created: Ms,
+    /// Whether the API server generated its name (a Deployment's pod);
+    /// `false`: a StatefulSet's, whose name a later pod takes again.
+    pub generated_name: bool,
+}
+
+impl SimPod {
+    /// What the kubelet would report of the containers now.
+    pub fn true_containers(&self) -> Containers {
+        match (&self.process, self.started_once) {
+            (Some(_), _) => Containers::Running,
+            (None, false) => Containers::NeverRan,
+            // Stopped for good only once the pod is terminating; otherwise
+            // the kubelet restarts it (the status says it ran and will again).
+            (None, true) if self.deletion.is_some() => Containers::Stopped,
+            (None, true) => Containers::Running,
+        }
+    }
 }
 
 /// The world's timing rules (match the ShardGroup spec of the run).

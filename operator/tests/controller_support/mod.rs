@@ -141,6 +141,7 @@ pub fn observation(count: u32, pods: Vec<PodInfo>) -> Observation {
         topology: topology(count),
         published: Published::Missing,
         leases: Default::default(),
+        departed: Default::default(),
         now: now(),
     }
 }

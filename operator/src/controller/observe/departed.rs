@@ -1,0 +1,410 @@
+//! A small, bounded memory of the pods that left the API: for each pod the
+//! watch reported deleted in the last [`RETENTION`], its uid and what its
+//! final object (the one the DELETED event carries, with the kubelet's last
+//! status) said of its containers. The handoff step reads it, through the
+//! observation ([`Departures`]), to tell a pod the kubelet stopped before
+//! confirming its deletion from one that was force-deleted, or whose node
+//! stopped reporting, while its process may still run (see
+//! `docs/handoff.md`, evidence `pod_stopped`).
+//!
+//! The runner feeds it every event of the pod watch ([`Departed::recorder`]);
+//! the observe step reads it ([`Departed::departures`]). What it does not
+//! know it says: [`Departures::watched_since`] is the time since which every
+//! departure was seen. It is unset until the watch's first list completed,
+//! set again at every relist (a watch that expired may have missed DELETED
+//! events: their pods simply vanish from the new list), and moved forward
+//! when the memory is full and forgets its oldest entry. A restarted
+//! operator starts with an empty memory; the handoff step then falls back to
+//! the older rules wherever the memory would have been needed.
+//!
+//! Bounded: at most [`CAPACITY`] entries (a few hundred kilobytes), each
+//! kept for [`RETENTION`].
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::watcher;
+
+use super::{Containers, containers_of, has_generated_name};
+
+/// How long a departure is remembered. A process that outlived its pod
+/// object (a force deletion) by more than this is assumed gone: longer than
+/// any sensible `terminationGracePeriodSeconds` or `handoff.drainTimeout`.
+pub const RETENTION: Duration = Duration::from_secs(600);
+/// Most departures remembered at once (the oldest is forgotten first).
+pub const CAPACITY: usize = 4096;
+
+/// One pod that left the API, as its final object showed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Departure {
+    /// Its uid (a pod of the same name created later has another).
+    pub uid: String,
+    /// When the watch reported it gone.
+    pub at: Timestamp,
+    /// What its final status said of its containers.
+    pub containers: Containers,
+    /// Whether it was bound to a node (`spec.nodeName`).
+    pub scheduled: bool,
+    /// Its creation timestamp.
+    pub created: Option<Timestamp>,
+    /// Whether the API server generated its name (`metadata.generateName`).
+    pub generated_name: bool,
+}
+
+impl Departure {
+    /// The departure of `pod`, reported at `at`.
+    pub fn of(pod: &Pod, at: Timestamp) -> Self {
+        Self {
+            uid: pod.metadata.uid.clone().unwrap_or_default(),
+            at,
+            containers: containers_of(pod),
+            scheduled: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .is_some_and(|n| !n.is_empty()),
+            created: pod.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            generated_name: has_generated_name(&pod.metadata),
+        }
+    }
+}
+
+/// What the memory knows about one namespace's departed pods at one moment:
+/// the plain data the (pure) plan step reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Departures {
+    /// Since when every departure was seen; `None`: no memory (nothing
+    /// listed yet, a relist in progress, or a caller without a watch).
+    pub watched_since: Option<Timestamp>,
+    /// How long departures are kept: one older than this may be forgotten.
+    pub retention: Duration,
+    /// Per pod name, the remembered departures, oldest first.
+    pub pods: BTreeMap<String, Vec<Departure>>,
+}
+
+impl Default for Departures {
+    fn default() -> Self {
+        Self {
+            watched_since: None,
+            retention: RETENTION,
+            pods: BTreeMap::new(),
+        }
+    }
+}
+
+impl Departures {
+    /// Whether no earlier pod of the same name as one created at `created`
+    /// can have left unseen and still run: either the memory saw every
+    /// departure of the last [`Self::retention`], or the pod was created
+    /// longer ago than that (an earlier pod of its name left before it was
+    /// created, so longer ago than the retention: assumed gone).
+    pub fn covers(&self, created: Option<Timestamp>, now: Timestamp) -> bool {
+        let horizon = sub(now, self.retention);
+        self.watched_since.is_some_and(|w| w <= horizon) || created.is_some_and(|c| c <= horizon)
+    }
+}
+
+fn sub(t: Timestamp, d: Duration) -> Timestamp {
+    SignedDuration::try_from(d)
+        .ok()
+        .and_then(|d| t.checked_sub(d).ok())
+        .unwrap_or(Timestamp::MIN)
+}
+
+#[derive(Debug)]
+struct Entry {
+    namespace: String,
+    name: String,
+    departure: Departure,
+}
+
+#[derive(Debug)]
+struct Memory {
+    entries: VecDeque<Entry>,
+    watched_since: Option<Timestamp>,
+    retention: Duration,
+    capacity: usize,
+}
+
+impl Memory {
+    fn prune(&mut self, now: Timestamp) {
+        let horizon = sub(now, self.retention);
+        while self
+            .entries
+            .front()
+            .is_some_and(|e| e.departure.at < horizon)
+        {
+            self.entries.pop_front();
+        }
+    }
+}
+
+/// The memory of departed pods (clones share it). One per operator
+/// instance, never process-wide.
+#[derive(Debug, Clone)]
+pub struct Departed {
+    memory: Arc<Mutex<Memory>>,
+}
+
+impl Default for Departed {
+    /// An empty memory that has seen nothing yet (no list completed).
+    fn default() -> Self {
+        Self::with_limits(RETENTION, CAPACITY)
+    }
+}
+
+impl Departed {
+    /// An empty memory keeping at most `capacity` departures for `retention`.
+    pub fn with_limits(retention: Duration, capacity: usize) -> Self {
+        Self {
+            memory: Arc::new(Mutex::new(Memory {
+                entries: VecDeque::new(),
+                watched_since: None,
+                retention,
+                capacity: capacity.max(1),
+            })),
+        }
+    }
+
+    /// A memory that has seen every departure since `since`: for in-process
+    /// clusters (the simulation, the demo) that report every pod removal to
+    /// it, from their start (`Timestamp::MIN` when nothing existed before).
+    pub fn watched_from(since: Timestamp, retention: Duration) -> Self {
+        let departed = Self::with_limits(retention, CAPACITY);
+        departed.lock().watched_since = Some(since);
+        departed
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Memory> {
+        self.memory.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// An `inspect` callback for the pod watch stream (after the strip step,
+    /// which keeps what [`Departure::of`] reads), with the system clock.
+    pub fn recorder(
+        &self,
+    ) -> impl FnMut(&Result<watcher::Event<Pod>, watcher::Error>) + Send + 'static {
+        let departed = self.clone();
+        move |event| {
+            if let Ok(event) = event {
+                departed.record_event(event, Timestamp::now());
+            }
+        }
+    }
+
+    /// Takes one watch event seen at `now`: a DELETED event is a departure;
+    /// a relist starting forgets since when everything was seen, and its end
+    /// sets it to `now` (departures during the gap were not seen).
+    pub fn record_event(&self, event: &watcher::Event<Pod>, now: Timestamp) {
+        match event {
+            watcher::Event::Delete(pod) => {
+                let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+                let name = pod.metadata.name.clone().unwrap_or_default();
+                self.record(&namespace, &name, Departure::of(pod, now));
+            }
+            watcher::Event::Init => self.lock().watched_since = None,
+            watcher::Event::InitDone => self.listed(now),
+            watcher::Event::Apply(_) | watcher::Event::InitApply(_) => {}
+        }
+    }
+
+    /// A complete list of the pods was seen at `at`: every departure from
+    /// then on is seen (unless a list already covers an earlier time).
+    pub fn listed(&self, at: Timestamp) {
+        let mut memory = self.lock();
+        if memory.watched_since.is_none() {
+            memory.watched_since = Some(at);
+        }
+    }
+
+    /// Remembers that pod `namespace/name` left.
+    pub fn record(&self, namespace: &str, name: &str, departure: Departure) {
+        let mut memory = self.lock();
+        memory.prune(departure.at);
+        while memory.entries.len() >= memory.capacity {
+            let Some(forgotten) = memory.entries.pop_front() else {
+                break;
+            };
+            // What left before the forgotten entry is no longer all known.
+            let at = forgotten.departure.at;
+            memory.watched_since = memory.watched_since.map(|w| w.max(at));
+        }
+        memory.entries.push_back(Entry {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            departure,
+        });
+    }
+
+    /// The departures in `namespace` of the pods `wanted` selects, as of `now`.
+    pub fn departures(
+        &self,
+        namespace: &str,
+        wanted: impl Fn(&str) -> bool,
+        now: Timestamp,
+    ) -> Departures {
+        let mut memory = self.lock();
+        memory.prune(now);
+        let mut pods: BTreeMap<String, Vec<Departure>> = BTreeMap::new();
+        for entry in memory
+            .entries
+            .iter()
+            .filter(|e| e.namespace == namespace && wanted(&e.name))
+        {
+            pods.entry(entry.name.clone())
+                .or_default()
+                .push(entry.departure.clone());
+        }
+        Departures {
+            watched_since: memory.watched_since,
+            retention: memory.retention,
+            pods,
+        }
+    }
+
+    /// How many departures are remembered.
+    pub fn len(&self) -> usize {
+        self.lock().entries.len()
+    }
+
+    /// Whether nothing is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{
+        ContainerState, ContainerStateTerminated, ContainerStatus, PodSpec, PodStatus,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use kube::api::ObjectMeta;
+
+    use super::*;
+
+    fn t(s: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + s).unwrap()
+    }
+
+    /// Pod `name` as the stripped DELETED event shows it: terminating, its
+    /// container terminated or not.
+    fn pod(namespace: &str, name: &str, terminated: bool) -> Pod {
+        let state = if terminated {
+            ContainerState {
+                terminated: Some(ContainerStateTerminated::default()),
+                ..Default::default()
+            }
+        } else {
+            ContainerState {
+                running: Some(Default::default()),
+                ..Default::default()
+            }
+        };
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some(namespace.into()),
+                uid: Some(format!("uid-{name}")),
+                deletion_timestamp: Some(Time(t(0))),
+                creation_timestamp: Some(Time(t(-100))),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                node_name: Some("node-1".into()),
+                ..Default::default()
+            }),
+            status: Some(PodStatus {
+                phase: Some("Running".into()),
+                container_statuses: Some(vec![ContainerStatus {
+                    state: Some(state),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn all(_: &str) -> bool {
+        true
+    }
+
+    #[test]
+    fn deleted_events_are_remembered_with_their_final_state() {
+        let departed = Departed::default();
+        departed.record_event(&watcher::Event::Init, t(0));
+        departed.record_event(&watcher::Event::InitApply(pod("prod", "a", false)), t(0));
+        departed.record_event(&watcher::Event::InitDone, t(1));
+        departed.record_event(&watcher::Event::Apply(pod("prod", "a", false)), t(2));
+        departed.record_event(&watcher::Event::Delete(pod("prod", "a", true)), t(3));
+        departed.record_event(&watcher::Event::Delete(pod("prod", "b", false)), t(4));
+        departed.record_event(&watcher::Event::Delete(pod("other", "c", true)), t(5));
+        let seen = departed.departures("prod", all, t(6));
+        assert_eq!(seen.watched_since, Some(t(1)));
+        assert_eq!(seen.pods.len(), 2, "only the namespace's");
+        let a = &seen.pods["a"][0];
+        assert_eq!(
+            (a.uid.as_str(), a.at, a.containers, a.scheduled, a.created),
+            ("uid-a", t(3), Containers::Stopped, true, Some(t(-100)))
+        );
+        assert_eq!(seen.pods["b"][0].containers, Containers::Running);
+        // Only the pods asked for.
+        let only_b = departed.departures("prod", |n| n == "b", t(6));
+        assert_eq!(only_b.pods.keys().collect::<Vec<_>>(), ["b"]);
+    }
+
+    #[test]
+    fn a_relist_restarts_what_was_seen_and_departures_expire() {
+        let departed = Departed::default();
+        assert_eq!(departed.departures("prod", all, t(0)).watched_since, None);
+        departed.record_event(&watcher::Event::Init, t(0));
+        departed.record_event(&watcher::Event::InitDone, t(1));
+        departed.record_event(&watcher::Event::Delete(pod("prod", "a", true)), t(2));
+        // The watch expired: what left during the relist is not seen.
+        departed.record_event(&watcher::Event::Init, t(10));
+        assert_eq!(departed.departures("prod", all, t(11)).watched_since, None);
+        departed.record_event(&watcher::Event::InitDone, t(12));
+        let seen = departed.departures("prod", all, t(13));
+        assert_eq!(seen.watched_since, Some(t(12)));
+        assert_eq!(seen.pods["a"].len(), 1, "what was seen before stays");
+        // Past the retention it is forgotten (assumed long over).
+        let later = t(2) + RETENTION + Duration::from_secs(1);
+        assert!(departed.departures("prod", all, later).pods.is_empty());
+        assert!(departed.is_empty());
+    }
+
+    #[test]
+    fn a_full_memory_forgets_the_oldest_and_says_so() {
+        let departed = Departed::with_limits(RETENTION, 2);
+        departed.listed(t(0));
+        for (i, name) in ["a", "b", "c"].into_iter().enumerate() {
+            let at = t(10 + i as i64);
+            departed.record_event(&watcher::Event::Delete(pod("prod", name, true)), at);
+        }
+        let seen = departed.departures("prod", all, t(20));
+        assert_eq!(seen.pods.keys().collect::<Vec<_>>(), ["b", "c"]);
+        // Departures up to the forgotten one's are no longer all known.
+        assert_eq!(seen.watched_since, Some(t(10)));
+        assert_eq!(departed.len(), 2);
+    }
+
+    #[test]
+    fn coverage_needs_the_whole_retention_or_an_old_pod() {
+        let now = t(10_000);
+        let mut seen = Departures {
+            watched_since: Some(now - RETENTION),
+            ..Default::default()
+        };
+        assert!(seen.covers(None, now));
+        seen.watched_since = Some(now - RETENTION + Duration::from_secs(1));
+        assert!(!seen.covers(Some(now - Duration::from_secs(5)), now));
+        assert!(seen.covers(Some(now - RETENTION), now));
+        seen.watched_since = None;
+        assert!(!seen.covers(None, now));
+        let everything = Departed::watched_from(Timestamp::MIN, RETENTION);
+        assert!(everything.departures("prod", all, now).covers(None, now));
+    }
+}
