@@ -35,6 +35,19 @@ struct GroupSource {
     confirmed_at: Option<Timestamp>,
 }
 
+impl GroupSource {
+    /// Nothing built or read yet for `spec`.
+    fn new(spec: (SourceSpec, Option<LeaseTableSpec>)) -> Self {
+        Self {
+            spec,
+            source: None,
+            last_good: None,
+            read_at: None,
+            confirmed_at: None,
+        }
+    }
+}
+
 /// Sources and last good topologies of every ShardGroup, keyed by uid.
 pub struct Sources {
     factory: SourceFactory,
@@ -96,22 +109,12 @@ impl Sources {
         let wanted = (group.spec.source.clone(), group.spec.lease_table.clone());
         let existing = {
             let mut groups = self.groups.lock().expect("source map poisoned");
-            let entry = groups.entry(key.clone()).or_insert_with(|| GroupSource {
-                spec: wanted.clone(),
-                source: None,
-                last_good: None,
-                read_at: None,
-                confirmed_at: None,
-            });
+            let entry = groups
+                .entry(key.clone())
+                .or_insert_with(|| GroupSource::new(wanted.clone()));
             if entry.spec != wanted {
                 // A different source: the old topology says nothing about it.
-                *entry = GroupSource {
-                    spec: wanted,
-                    source: None,
-                    last_good: None,
-                    read_at: None,
-                    confirmed_at: None,
-                };
+                *entry = GroupSource::new(wanted);
             }
             entry.source.clone()
         };
