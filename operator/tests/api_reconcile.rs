@@ -195,6 +195,7 @@ fn world(pool: Option<ConsumerPool>, pods: &[Pod]) -> World {
             nodes: node_reader,
             config_maps: cm_reader,
             departed: Default::default(),
+            documents: Default::default(),
         },
         pods: pod_writer,
         config_maps: cm_writer,

@@ -46,6 +46,7 @@ fn stores(pods: &[Pod], nodes: &[(&str, &str)], cms: &[ConfigMap]) -> Stores {
         nodes: node_reader,
         config_maps: cm_reader,
         departed: Default::default(),
+        documents: Default::default(),
     }
 }
 
@@ -119,7 +120,7 @@ fn the_published_document_is_read_from_the_owned_config_map() {
     cm.metadata.resource_version = Some("417".into());
     let stores = stores(&[], &[], std::slice::from_ref(&cm));
     let (obs, version) = stores.observe_with_version(&g, topology(2), now());
-    assert_eq!(obs.published, Published::Document(doc));
+    assert_eq!(obs.published, Published::from(doc));
     // The version is kept with the document it was decoded from: the next
     // document write is conditioned on it.
     assert_eq!(version, PublishedVersion::At("417".into()));

@@ -235,7 +235,7 @@ fn revoking_on(obs: &Observation, pod: &str) -> usize {
 /// status).
 fn settle_with(mut obs: Observation, decision: &shardring::controller::Decision) -> Observation {
     if let Some(doc) = decision.document_write.clone() {
-        obs.published = Published::Document(doc);
+        obs.published = Published::from(doc);
     }
     for write in &decision.annotation_writes {
         if let Some(pod) = obs.pods.iter_mut().find(|p| p.name == write.pod) {

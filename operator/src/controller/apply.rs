@@ -132,6 +132,15 @@ fn conflict_message(name: &str, expected: &PublishedVersion) -> String {
     )
 }
 
+/// What [`apply`] wrote that the next reconcile can use.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// The resourceVersion at which the API server stores exactly the
+    /// document this decision wrote (`None` when none was written, or the
+    /// stored content differs from what was sent).
+    pub document_version: Option<String>,
+}
+
 /// Writes everything `decision` asks for, counting each request in `metrics`;
 /// the document write is conditioned on `published`, the ConfigMap the
 /// decision was planned from. Events are best effort: a failed Event is
@@ -144,16 +153,17 @@ pub async fn apply(
     writes: &WriteLimit,
     metrics: &ControllerMetrics,
     recorder: Option<&Recorder>,
-) -> Result<(), ApplyError> {
+) -> Result<Applied, ApplyError> {
     let namespace = group
         .namespace()
         .ok_or(ApplyError::Incomplete("namespace"))?;
+    let mut applied = Applied::default();
     if let Some(doc) = &decision.document_write {
         let encoded = match &decision.encoded_document {
             Some(encoded) => encoded.clone(),
             None => codec::encode(doc)?,
         };
-        publish_document(client, group, encoded, published).await?;
+        applied.document_version = publish_document(client, group, encoded, published).await?;
         metrics.write("configmap");
     }
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
@@ -169,7 +179,7 @@ pub async fn apply(
             metrics.write("event");
         }
     }
-    Ok(())
+    Ok(applied)
 }
 
 /// The ConfigMap that carries `doc` for `group`.
@@ -210,12 +220,14 @@ pub fn encoded_config_map(
 /// Publishes the document's ConfigMap, conditioned on `published`: a create
 /// when no ConfigMap was observed, else a server-side apply carrying the
 /// observed resourceVersion. A 409 is [`ApplyError::ConfigMapConflict`].
+/// Returns the resourceVersion at which the stored document is exactly the
+/// one sent ([`Applied::document_version`]).
 pub async fn publish_document(
     client: &Client,
     group: &ShardGroup,
     encoded: codec::EncodedDocument,
     published: &PublishedVersion,
-) -> Result<(), ApplyError> {
+) -> Result<Option<String>, ApplyError> {
     let mut cm = encoded_config_map(group, encoded)?;
     let name = group.config_map_name();
     let api: Api<ConfigMap> =
@@ -249,10 +261,35 @@ pub async fn publish_document(
             source,
         },
     })?;
-    if matches!(published, PublishedVersion::At(_)) {
-        remove_stale_encoding(&api, &cm, &written).await;
+    if matches!(published, PublishedVersion::At(_))
+        && remove_stale_encoding(&api, &cm, &written).await
+    {
+        // A second write followed: the next read decodes what it left.
+        return Ok(None);
     }
-    Ok(())
+    Ok(stored_as_sent(&cm, &written))
+}
+
+/// The resourceVersion of `written` when its document keys hold exactly
+/// what `sent` carried.
+fn stored_as_sent(sent: &ConfigMap, written: &ConfigMap) -> Option<String> {
+    let same = same_entries(sent.data.as_ref(), written.data.as_ref())
+        && same_entries(sent.binary_data.as_ref(), written.binary_data.as_ref());
+    same.then(|| written.metadata.resource_version.clone())
+        .flatten()
+        .filter(|v| !v.is_empty())
+}
+
+/// Whether two optional maps hold the same entries (absent = empty).
+fn same_entries<V: PartialEq>(
+    a: Option<&BTreeMap<String, V>>,
+    b: Option<&BTreeMap<String, V>>,
+) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => a == b,
+        (Some(m), None) | (None, Some(m)) => m.is_empty(),
+        (None, None) => true,
+    }
 }
 
 /// The document keys `written` still has that `wanted` (the encoding just
@@ -283,11 +320,16 @@ pub fn stale_encoding_patch(wanted: &ConfigMap, written: &ConfigMap) -> Option<s
 }
 
 /// Removes a stale document key left by an encoding switch (see
-/// [`stale_encoding_patch`]). Best effort: the document is published; on
-/// failure the key stays until the next document write tries again.
-async fn remove_stale_encoding(api: &Api<ConfigMap>, wanted: &ConfigMap, written: &ConfigMap) {
+/// [`stale_encoding_patch`]), saying whether it tried. Best effort: the
+/// document is published; on failure the key stays until the next document
+/// write tries again.
+async fn remove_stale_encoding(
+    api: &Api<ConfigMap>,
+    wanted: &ConfigMap,
+    written: &ConfigMap,
+) -> bool {
     let Some(patch) = stale_encoding_patch(wanted, written) else {
-        return;
+        return false;
     };
     let params = PatchParams {
         field_manager: Some(MANAGER.into()),
@@ -297,6 +339,7 @@ async fn remove_stale_encoding(api: &Api<ConfigMap>, wanted: &ConfigMap, written
     if let Err(error) = api.patch(&name, &params, &Patch::Merge(&patch)).await {
         tracing::warn!(%error, configmap = %name, "could not remove the document key of the previous encoding; the next publish retries");
     }
+    true
 }
 
 /// The merge patch body of one annotation write.
@@ -466,4 +509,57 @@ async fn write_annotations(
             Ok(())
         })
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::ByteString;
+
+    fn config_map(data: &[(&str, &str)], binary: &[(&str, &[u8])], version: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                resource_version: Some(version.into()),
+                ..Default::default()
+            },
+            data: (!data.is_empty()).then(|| {
+                data.iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect()
+            }),
+            binary_data: (!binary.is_empty()).then(|| {
+                binary
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), ByteString(v.to_vec())))
+                    .collect()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_document_stored_as_sent_is_known_at_its_version() {
+        let sent = config_map(&[], &[(CONFIGMAP_GZIP_KEY, b"gz")], "");
+        let written = config_map(&[], &[(CONFIGMAP_GZIP_KEY, b"gz")], "17");
+        assert_eq!(stored_as_sent(&sent, &written), Some("17".into()));
+        let plain = config_map(&[(CONFIGMAP_KEY, "{}")], &[], "");
+        let stored = config_map(&[(CONFIGMAP_KEY, "{}")], &[], "18");
+        assert_eq!(stored_as_sent(&plain, &stored), Some("18".into()));
+    }
+
+    #[test]
+    fn a_document_stored_otherwise_is_not_known() {
+        let sent = config_map(&[], &[(CONFIGMAP_GZIP_KEY, b"gz")], "");
+        // Another writer's key beside ours, other bytes, or no version.
+        let extra = config_map(
+            &[(CONFIGMAP_KEY, "{}")],
+            &[(CONFIGMAP_GZIP_KEY, b"gz")],
+            "5",
+        );
+        let other = config_map(&[], &[(CONFIGMAP_GZIP_KEY, b"zz")], "6");
+        let unversioned = config_map(&[], &[(CONFIGMAP_GZIP_KEY, b"gz")], "");
+        for written in [extra, other, unversioned] {
+            assert_eq!(stored_as_sent(&sent, &written), None, "{written:?}");
+        }
+    }
 }

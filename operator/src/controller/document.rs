@@ -7,10 +7,11 @@
 //! churn event writes only the pods it affects. Epochs a pod sees still only
 //! grow, which is all the consumer contract needs.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use crate::crds::assignment::ViewError;
-use crate::crds::{AssignmentDocument, PodView, ShardRecord};
+use crate::crds::{AssignmentDocument, PodAssignment, PodView, ShardRecord};
 
 use super::observe::PodInfo;
 
@@ -26,17 +27,17 @@ pub struct AnnotationWrite {
     pub view: Option<PodView>,
 }
 
-/// The next document: `previous` itself when the content is unchanged (no
-/// write), else the new content at `base_epoch + 1`.
+/// The next document: `previous` itself (borrowed: nothing to write) when the
+/// content is unchanged, else the new content at `base_epoch + 1`.
 ///
 /// `base_epoch` is the highest epoch known (the previous document's and the
 /// status's), so a deleted or unreadable ConfigMap never makes the epoch go back.
-pub fn next_document(
+pub fn next_document<'a>(
     shard_group: String,
     shards: BTreeMap<String, ShardRecord>,
-    previous: Option<&AssignmentDocument>,
+    previous: Option<&'a AssignmentDocument>,
     base_epoch: u64,
-) -> (AssignmentDocument, bool) {
+) -> Cow<'a, AssignmentDocument> {
     let mut doc =
         AssignmentDocument::from_shards(shard_group, base_epoch + 1, shards, std::iter::empty());
     if let Some(prev) = previous
@@ -46,12 +47,15 @@ pub fn next_document(
         && prev.shards == doc.shards
         && prev.pods == doc.pods
     {
-        return (prev.clone(), false);
+        return Cow::Borrowed(prev);
     }
     // Pods that hold nothing are left out of the document.
-    doc.pods
-        .retain(|_, p| !(p.active.is_empty() && p.standby.is_empty() && p.revoking.is_empty()));
-    (doc, true)
+    doc.pods.retain(|_, p| !holds_nothing(p));
+    Cow::Owned(doc)
+}
+
+fn holds_nothing(pod: &PodAssignment) -> bool {
+    pod.active.is_empty() && pod.standby.is_empty() && pod.revoking.is_empty()
 }
 
 /// Adds each child's parents from the source's `lineage` to records that

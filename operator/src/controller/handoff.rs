@@ -799,7 +799,7 @@ mod tests {
     fn settle(mut obs: Observation) -> Observation {
         let decision = plan(&obs);
         if let Some(doc) = decision.document_write.clone() {
-            obs.published = Published::Document(doc);
+            obs.published = Published::from(doc);
         }
         for write in &decision.annotation_writes {
             if let Some(pod) = obs.pods.iter_mut().find(|p| p.name == write.pod) {

@@ -20,6 +20,7 @@ pub mod sources;
 pub mod status;
 pub mod strip;
 pub mod sync;
+pub mod triggers;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -285,7 +286,7 @@ pub async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result<Action
     ctx.metrics
         .plan_duration
         .observe(started.elapsed().as_secs_f64());
-    apply::apply(
+    let applied = apply::apply(
         &ctx.client,
         group,
         &decision,
@@ -296,6 +297,15 @@ pub async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result<Action
     )
     .await?;
     record(group, &decision, &ctx.metrics, (ctx.clock)());
+    if let (Some(version), Some(document)) = (applied.document_version, decision.document_write) {
+        // The next reconcile reads this very document: keep it decoded.
+        ctx.stores.documents.remember(
+            &group.namespace().unwrap_or_default(),
+            &group.config_map_name(),
+            version,
+            Arc::new(document),
+        );
+    }
     Ok(Action::requeue(decision.requeue_after))
 }
 
@@ -317,6 +327,9 @@ pub async fn cleanup_group(group: &ShardGroup, ctx: &Context) -> Result<Action, 
     .collect();
     apply::remove_annotations(&ctx.client, group, &carriers, &ctx.writes, &ctx.metrics).await?;
     ctx.sources.forget(group);
+    ctx.stores
+        .documents
+        .forget(&namespace, &group.config_map_name());
     ctx.metrics.forget(&metrics::GroupLabels {
         namespace,
         shardgroup: group.name_any(),

@@ -15,6 +15,7 @@
 //! `pod_stopped` evidence reads both.
 
 pub mod departed;
+pub mod documents;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -28,6 +29,7 @@ use kube::core::{DeserializeGuard, ObjectMeta, PartialObjectMeta};
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use self::departed::Departures;
+use self::documents::DocumentCache;
 use super::codec;
 use crate::crds::{AssignmentDocument, ConsumerPool, ShardGroup};
 use crate::lease::LeaseTable;
@@ -231,18 +233,25 @@ pub enum Published {
     /// No ConfigMap yet.
     #[default]
     Missing,
-    /// The decoded document.
-    Document(AssignmentDocument),
+    /// The decoded document (shared with the cache of decoded documents:
+    /// [`documents`]).
+    Document(Arc<AssignmentDocument>),
     /// A ConfigMap exists but its document could not be decoded (the next
     /// publish replaces it; the epoch continues from status).
     Unreadable(String),
+}
+
+impl From<AssignmentDocument> for Published {
+    fn from(document: AssignmentDocument) -> Self {
+        Published::Document(Arc::new(document))
+    }
 }
 
 impl Published {
     /// The document, when one was decoded.
     pub fn document(&self) -> Option<&AssignmentDocument> {
         match self {
-            Published::Document(doc) => Some(doc),
+            Published::Document(doc) => Some(doc.as_ref()),
             _ => None,
         }
     }
@@ -278,6 +287,8 @@ pub struct Stores {
     pub config_maps: Store<ConfigMap>,
     /// Pods that left the API, fed by the pod watch.
     pub departed: departed::Departed,
+    /// The decoded documents of the ConfigMaps, by resourceVersion.
+    pub documents: DocumentCache,
 }
 
 impl Stores {
@@ -323,7 +334,7 @@ impl Stores {
             .get(&ObjectRef::new(&group.config_map_name()).within(&namespace));
         let published = config_map
             .as_deref()
-            .map_or(Published::Missing, decode_published);
+            .map_or(Published::Missing, |cm| self.documents.published(cm));
         let version = config_map
             .as_deref()
             .map_or(PublishedVersion::Absent, published_version);
@@ -363,7 +374,7 @@ impl Stores {
 /// Decodes the document of an owned ConfigMap.
 pub fn decode_published(cm: &ConfigMap) -> Published {
     match codec::decode(cm) {
-        Ok(doc) => Published::Document(doc),
+        Ok(doc) => Published::from(doc),
         Err(error) => Published::Unreadable(error.to_string()),
     }
 }

@@ -9,6 +9,7 @@
 //! status says why. A failed read with a known topology plans on the last good
 //! one (the document never shrinks because of a read error).
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -167,11 +168,11 @@ pub fn plan(obs: &Observation) -> Decision {
         drain_timeout: obs.group.spec.handoff.drain_timeout().unwrap_or_default(),
         lease_failover: obs.group.spec.handoff.lease_failover().unwrap_or_default(),
     };
-    let step = handoff::step(obs, timing, topology, &output, previous_doc);
-    let mut records = step.records.clone();
+    let mut step = handoff::step(obs, timing, topology, &output, previous_doc);
+    let mut records = std::mem::take(&mut step.records);
     document::add_lineage(&mut records, &obs.topology.lineage);
-    let (doc, changed) =
-        document::next_document(obs.group.qualified_name(), records, published, kept_epoch);
+    let doc = document::next_document(obs.group.qualified_name(), records, published, kept_epoch);
+    let changed = matches!(doc, Cow::Owned(_));
     let encoded_document = if changed {
         match codec::encode(&doc) {
             Ok(encoded) => Some(encoded),
@@ -268,7 +269,7 @@ pub fn plan(obs: &Observation) -> Decision {
     }
     let status_changed = obs.group.status.as_ref() != Some(&status);
     Decision {
-        document_write: changed.then_some(doc),
+        document_write: changed.then(|| doc.into_owned()),
         encoded_document,
         annotation_writes,
         status,

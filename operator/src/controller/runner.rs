@@ -5,7 +5,9 @@
 //! concern, and drives kube's `Controller` until shutdown.
 //!
 //! No reconcile decides before every cache has completed its first list,
-//! and every completed list reconciles every group ([`super::sync`]).
+//! and every completed list reconciles every group ([`super::sync`]). The
+//! operator's own status and document writes wake no reconcile
+//! ([`super::triggers`]).
 //!
 //! Leadership: the watches run on every replica (so a standby is ready with
 //! warm caches), but a reconcile writes only while this replica leads; when
@@ -22,17 +24,18 @@ use kube::core::DeserializeGuard;
 use kube::core::PartialObjectMeta;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::{Controller, WatchStreamExt, watcher};
+use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::apply::{MANAGED_BY, MANAGED_BY_LABEL};
 use super::metrics::ControllerMetrics;
+use super::observe::documents::DocumentCache;
 use super::observe::{self, Stores};
 use super::sources::Sources;
 use super::sync::{CacheSync, cache};
-use super::{Context, error_policy, reconcile, strip};
+use super::{Context, error_policy, reconcile, strip, triggers};
 use crate::crds::{ConsumerPool, ShardGroup, controller_class_selector};
 use crate::runtime::health::Health;
 
@@ -113,7 +116,8 @@ pub async fn run_controller(
     .default_backoff()
     .reflect(group_writer)
     .inspect(sync.tracker(cache::SHARD_GROUPS))
-    .applied_objects();
+    .applied_objects()
+    .predicate_filter(triggers::group_change, PredicateConfig::default());
     let mut controller = Controller::for_stream(group_events, groups.clone());
     if config.concurrency > 0 {
         controller = controller.with_config(
@@ -144,6 +148,8 @@ pub async fn run_controller(
         .touched_objects();
 
     let (config_maps, cm_writer) = reflector::store::<ConfigMap>();
+    let documents = DocumentCache::default();
+    let known = documents.clone();
     let managed = format!("{MANAGED_BY_LABEL}={MANAGED_BY}");
     let cm_events = watcher(
         api::<ConfigMap>(&client, ns),
@@ -152,6 +158,7 @@ pub async fn run_controller(
     .default_backoff()
     .reflect(cm_writer)
     .inspect(sync.tracker(cache::CONFIG_MAPS))
+    .filter(move |event| ready(!triggers::known_document_update(&known, event)))
     .touched_objects();
 
     let (nodes, node_writer) = reflector::store();
@@ -179,6 +186,7 @@ pub async fn run_controller(
         nodes,
         config_maps: config_maps.clone(),
         departed,
+        documents,
     };
     {
         let (sync, token) = (sync.clone(), shutdown.clone());

@@ -327,7 +327,7 @@ impl Cluster {
             published: self
                 .published
                 .clone()
-                .map_or(Published::Missing, Published::Document),
+                .map_or(Published::Missing, Published::from),
             leases,
             departed: self.departed.departures(NAMESPACE, |_| true, now),
             now,

@@ -410,7 +410,7 @@ fn reconcile(s: &State, template: &Operator) -> State {
             ..Default::default()
         },
         published: s.doc.as_deref().map_or(Published::Missing, |j| {
-            Published::Document(serde_json::from_str::<AssignmentDocument>(j).expect("doc"))
+            Published::from(serde_json::from_str::<AssignmentDocument>(j).expect("doc"))
         }),
         leases: LeaseObservation::Read(LeaseTable {
             leases,

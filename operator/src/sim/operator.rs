@@ -352,10 +352,7 @@ impl Operator {
             pool: Some(self.pool.clone()),
             pods: pod_infos(world),
             topology,
-            published: self
-                .doc
-                .clone()
-                .map_or(Published::Missing, Published::Document),
+            published: self.doc.clone().map_or(Published::Missing, Published::from),
             leases,
             departed: self.departed.departures("sim", |_| true, ts(now)),
             now: ts(now),

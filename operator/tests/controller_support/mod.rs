@@ -151,7 +151,7 @@ pub fn observation(count: u32, pods: Vec<PodInfo>) -> Observation {
 pub fn settle(mut obs: Observation) -> Observation {
     let decision = plan(&obs);
     if let Some(doc) = decision.document_write.clone() {
-        obs.published = Published::Document(doc);
+        obs.published = Published::from(doc);
     }
     for write in &decision.annotation_writes {
         let pod = obs.pods.iter_mut().find(|p| p.name == write.pod).unwrap();

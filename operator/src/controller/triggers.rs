@@ -1,0 +1,144 @@
+//! Which watch events wake a ShardGroup's reconcile, beyond the mapping of
+//! pods and pools to their groups (see [`super::observe`]).
+//!
+//! Every reconcile of a large group costs tens of milliseconds, and one that
+//! runs while an event arrives delays that event's publish. So the
+//! operator's own writes do not wake a reconcile where they cannot change
+//! its outcome:
+//!
+//! * a ShardGroup wakes its reconcile when its generation (the spec), its
+//!   deletion timestamp or its finalizers change, never for a status write
+//!   (only the operator writes status, and every reconcile reads the latest
+//!   one from the cache). A ShardGroup that cannot be read wakes it at every
+//!   change, so a fix is seen at once;
+//! * an owned ConfigMap wakes it unless it is at a version whose document is
+//!   already known ([`DocumentCache::knows`]): the operator's own write, or
+//!   one a reconcile already read. A deletion always wakes it (the document
+//!   is rebuilt).
+//!
+//! The caches still apply every event: only the wake-up is skipped.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::core::DeserializeGuard;
+use kube::runtime::watcher;
+
+use super::observe::documents::DocumentCache;
+use crate::crds::ShardGroup;
+
+/// The predicate of the ShardGroup watch (`predicate_filter`): a reconcile
+/// runs when this value changes.
+pub fn group_change(group: &DeserializeGuard<ShardGroup>) -> Option<u64> {
+    let meta = match &group.0 {
+        Ok(group) => &group.metadata,
+        // Unreadable: every change may be the fix.
+        Err(invalid) => return Some(hash(&invalid.metadata.resource_version)),
+    };
+    Some(hash(&(
+        meta.generation,
+        meta.deletion_timestamp.as_ref().map(|t| t.0),
+        &meta.finalizers,
+    )))
+}
+
+/// Whether `event` is a ConfigMap update whose document is already known,
+/// which wakes no reconcile.
+pub fn known_document_update(
+    documents: &DocumentCache,
+    event: &Result<watcher::Event<ConfigMap>, watcher::Error>,
+) -> bool {
+    matches!(event, Ok(watcher::Event::Apply(cm)) if documents.knows(cm))
+}
+
+fn hash(value: &impl Hash) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    value.hash(&mut hasher);
+    hasher.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crds::shard_group::{PoolRef, ShardSource, StaticSource};
+    use crate::crds::{AssignmentDocument, ShardGroupSpec, ShardGroupStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use kube::api::ObjectMeta;
+    use std::sync::Arc;
+
+    fn group() -> ShardGroup {
+        let mut group = ShardGroup::new(
+            "g",
+            ShardGroupSpec {
+                pool_ref: PoolRef { name: "p".into() },
+                source: ShardSource {
+                    kinesis: None,
+                    static_source: Some(StaticSource {
+                        count: 4,
+                        name_template: "s-{index}".into(),
+                    }),
+                },
+                lease_table: None,
+                consumer_name: None,
+                standbys: 0,
+                balance: Default::default(),
+                handoff: Default::default(),
+                rebalance: Default::default(),
+                output: Default::default(),
+            },
+        );
+        group.metadata.generation = Some(1);
+        group.metadata.resource_version = Some("10".into());
+        group
+    }
+
+    fn change(g: &ShardGroup) -> Option<u64> {
+        group_change(&DeserializeGuard(Ok(g.clone())))
+    }
+
+    #[test]
+    fn a_status_write_wakes_no_reconcile_and_spec_deletion_finalizers_do() {
+        let before = group();
+        let mut status_only = before.clone();
+        status_only.status = Some(ShardGroupStatus {
+            epoch: 9,
+            ..Default::default()
+        });
+        status_only.metadata.resource_version = Some("11".into());
+        assert_eq!(change(&before), change(&status_only));
+
+        let mut spec = before.clone();
+        spec.metadata.generation = Some(2);
+        let mut finalized = before.clone();
+        finalized.metadata.finalizers = Some(vec!["shardring.io/cleanup".into()]);
+        let mut deleted = before.clone();
+        deleted.metadata.deletion_timestamp = Some(Time("2026-01-01T00:00:00Z".parse().unwrap()));
+        for other in [spec, finalized, deleted] {
+            assert_ne!(change(&before), change(&other), "{:?}", other.metadata);
+        }
+    }
+
+    fn config_map(version: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                namespace: Some("ns".into()),
+                name: Some("g-assignment".into()),
+                resource_version: Some(version.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn only_a_known_document_update_is_quiet() {
+        let documents = DocumentCache::default();
+        let doc = Arc::new(AssignmentDocument::new("ns/g", 1));
+        documents.remember("ns", "g-assignment", "7".into(), doc);
+        let apply = |v: &str| Ok(watcher::Event::Apply(config_map(v)));
+        assert!(known_document_update(&documents, &apply("7")));
+        assert!(!known_document_update(&documents, &apply("8")));
+        let deleted = Ok(watcher::Event::Delete(config_map("7")));
+        assert!(!known_document_update(&documents, &deleted));
+    }
+}
