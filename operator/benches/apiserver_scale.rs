@@ -11,6 +11,8 @@
 //! from start to every annotation written; pod event → published document
 //! (epoch change) p50/p99 over joins and leaves; writes per churn event; and
 //! the operator's peak RSS (VmHWM) after the first publish and after churn.
+//! Then start-up with 200 groups of 25 pods and 20 shards each, all created
+//! before the operator starts: the time until every group is Ready.
 
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -37,6 +39,32 @@ impl Drop for Operator {
 }
 
 impl Operator {
+    /// `shardring run` against `mock`, watching `namespace` (all when `None`).
+    fn spawn(mock: &MockApiServer, namespace: Option<&str>) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "shardring-scale-{}-{}",
+            std::process::id(),
+            mock.resource_version()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let kubeconfig = dir.join("kubeconfig");
+        mock.write_kubeconfig(&kubeconfig).unwrap();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_shardring"));
+        command.args(["run", "--no-node-watch", "--metrics-addr", "127.0.0.1:0"]);
+        if let Some(namespace) = namespace {
+            command.args(["--namespace", namespace]);
+        }
+        Operator(
+            command
+                .args(["--log-filter", "warn"])
+                .env("KUBECONFIG", &kubeconfig)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("spawn shardring run"),
+        )
+    }
+
     fn peak_rss_mib(&self) -> f64 {
         let status =
             std::fs::read_to_string(format!("/proc/{}/status", self.0.id())).unwrap_or_default();
@@ -51,6 +79,7 @@ impl Operator {
 struct Row {
     size: String,
     baseline: Duration,
+    first_publish: Duration,
     annotations: Duration,
     p50: Duration,
     p99: Duration,
@@ -64,23 +93,39 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[index.min(sorted.len() - 1)]
 }
 
+/// The published ConfigMap's resourceVersion and, decoded, its epoch.
 fn epoch_of(mock: &MockApiServer) -> Option<u64> {
-    let cm = mock.get("v1", "ConfigMap", Some(NS), "g-assignment")?;
-    let doc = shardring::controller::codec::decode(&serde_json::from_value(cm).ok()?).ok()?;
-    Some(doc.epoch)
+    published(mock, None).and_then(|(_, epoch)| epoch)
 }
 
-/// Waits until the published epoch differs from `epoch`, polling the store
-/// only when its resourceVersion moved.
+/// The published ConfigMap's resourceVersion, and its epoch unless the
+/// ConfigMap is still at `known_rv` (decoding 20,000 shards costs the mock's
+/// process CPU that the operator's writes need).
+fn published(mock: &MockApiServer, known_rv: Option<&str>) -> Option<(String, Option<u64>)> {
+    let cm = mock.get("v1", "ConfigMap", Some(NS), "g-assignment")?;
+    let rv = cm["metadata"]["resourceVersion"].as_str()?.to_owned();
+    if known_rv == Some(rv.as_str()) {
+        return Some((rv, None));
+    }
+    let doc = shardring::controller::codec::decode(&serde_json::from_value(cm).ok()?).ok()?;
+    Some((rv, Some(doc.epoch)))
+}
+
+/// Waits until the published epoch differs from `epoch`, decoding the
+/// document only when the ConfigMap changed.
 async fn next_epoch(mock: &MockApiServer, epoch: u64, deadline: Duration) -> Option<u64> {
     let started = Instant::now();
     let mut seen_rv = 0;
+    let mut seen_cm: Option<String> = None;
     while started.elapsed() < deadline {
         let rv = mock.resource_version();
         if rv != seen_rv {
             seen_rv = rv;
-            if let Some(now) = epoch_of(mock).filter(|e| *e != epoch) {
-                return Some(now);
+            if let Some((cm_rv, decoded)) = published(mock, seen_cm.as_deref()) {
+                seen_cm = Some(cm_rv);
+                if let Some(now) = decoded.filter(|e| *e != epoch) {
+                    return Some(now);
+                }
             }
         }
         tokio::time::sleep(Duration::from_micros(500)).await;
@@ -133,43 +178,39 @@ async fn run(pods: usize, shards: u32) -> Row {
     let client = mock.client().await;
     let baseline = baseline(&client, pods).await;
 
-    let dir = std::env::temp_dir().join(format!("shardring-scale-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let kubeconfig = dir.join("kubeconfig");
-    mock.write_kubeconfig(&kubeconfig).unwrap();
     // The group appears with the operator already running: its first
     // publish is what a new group costs.
-    let operator = Operator(
-        Command::new(env!("CARGO_BIN_EXE_shardring"))
-            .args([
-                "run",
-                "--no-node-watch",
-                "--metrics-addr",
-                "127.0.0.1:0",
-                "--namespace",
-                NS,
-            ])
-            .args(["--log-filter", "warn"])
-            .env("KUBECONFIG", &kubeconfig)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("spawn shardring run"),
-    );
+    let operator = Operator::spawn(&mock, Some(NS));
     tokio::time::sleep(Duration::from_millis(300)).await;
+    mock.clear_requests();
     let started = Instant::now();
     mock.create(fixtures::static_group(NS, "g", "p", shards));
     let epoch = next_epoch(&mock, 0, Duration::from_secs(120))
         .await
         .expect("first publish");
-    while annotated_at(&mock, epoch) < pods {
+    let first_publish = started.elapsed();
+    // Completion is read from the request log (when the last pod write
+    // arrived), checked against the pods themselves once: polling by listing
+    // every pod would load the mock, which shares this process, and slow the
+    // very writes being measured.
+    loop {
         assert!(
             started.elapsed() < Duration::from_secs(300),
             "annotations never completed"
         );
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        if mock.count("PATCH", "/pods/") >= pods as u64 && annotated_at(&mock, epoch) >= pods {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let annotations = started.elapsed();
+    let last_write = mock
+        .requests()
+        .iter()
+        .filter(|r| r.method == "PATCH" && r.path.contains("/pods/") && r.status < 300)
+        .map(|r| r.at)
+        .max()
+        .expect("pod writes were logged");
+    let annotations = last_write.duration_since(started);
     let rss_first = operator.peak_rss_mib();
 
     let mut latencies = Vec::with_capacity(CHURN_EVENTS);
@@ -204,12 +245,48 @@ async fn run(pods: usize, shards: u32) -> Row {
     Row {
         size: format!("{pods} pods / {shards} shards"),
         baseline,
+        first_publish,
         annotations,
         p50: percentile(&latencies, 0.5),
         p99: percentile(&latencies, 0.99),
         writes_per_event: writes as f64 / CHURN_EVENTS as f64,
         rss_first,
         rss_churn,
+    }
+}
+
+/// Start-up with many groups: `groups` namespaces, each with a pool of
+/// `pods` Ready pods and a static group of `shards`, all created before the
+/// operator starts; the time from spawning `shardring run` until every group
+/// is Ready (reason Published) with all its pods eligible.
+async fn startup(groups: usize, pods: usize, shards: u32) -> Duration {
+    let mock = MockApiServer::start(MockOptions::default()).await;
+    fixtures::populate(&mock, "team", groups, pods, shards);
+    let started = Instant::now();
+    let _operator = Operator::spawn(&mock, None);
+    loop {
+        let ready = mock
+            .list("shardring.io/v1alpha1", "ShardGroup", None)
+            .iter()
+            .filter(|g| {
+                g["status"]["pods"]["eligible"] == pods
+                    && g["status"]["conditions"].as_array().is_some_and(|c| {
+                        c.iter().any(|c| {
+                            c["type"] == "Ready"
+                                && c["status"] == "True"
+                                && c["reason"] == "Published"
+                        })
+                    })
+            })
+            .count();
+        if ready == groups {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "only {ready} of {groups} groups Ready after 120 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -228,16 +305,23 @@ fn main() {
         .iter()
         .map(|&(p, s)| runtime.block_on(run(p, s)))
         .collect();
+    let startup = runtime.block_on(startup(200, 25, 20));
     println!();
     println!(
-        "| size | baseline: patch every pod (16 concurrent) | shardring: start → every annotation | ratio | event → publish p50 | p99 | writes per churn event | peak RSS after first publish | after churn |"
+        "start-up: 200 groups x 25 pods x 20 shards, all created before the operator: every group Ready {:.2} s after spawning `shardring run`",
+        startup.as_secs_f64()
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!();
+    println!(
+        "| size | baseline: patch every pod (16 concurrent) | shardring: group created → first publish | → every annotation | ratio | event → publish p50 | p99 | writes per churn event | peak RSS after first publish | after churn |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for r in rows {
         println!(
-            "| {} | {:.2} s | {:.2} s | {:.2}x | {:.1} ms | {:.1} ms | {:.1} | {:.1} MiB | {:.1} MiB |",
+            "| {} | {:.2} s | {:.2} s | {:.2} s | {:.2}x | {:.1} ms | {:.1} ms | {:.1} | {:.1} MiB | {:.1} MiB |",
             r.size,
             r.baseline.as_secs_f64(),
+            r.first_publish.as_secs_f64(),
             r.annotations.as_secs_f64(),
             r.annotations.as_secs_f64() / r.baseline.as_secs_f64(),
             r.p50.as_secs_f64() * 1e3,

@@ -5,7 +5,9 @@
 //!
 //! It reports the time of the first publish, of a no-op reconcile, and of one
 //! pod-churn event (a pod leaves, a pod joins) with the write requests each
-//! sends, plus the process's peak RSS (VmHWM). Run with
+//! sends, the heap the stores hold and the peak heap of each step above it
+//! (counted by this binary's allocator: what the operator's own data costs,
+//! whatever the allocator keeps), plus the process's peak RSS (VmHWM). Run with
 //! `cargo bench -p shardring --bench publish` (add `-- --pods N --shards M`
 //! to change the scale).
 
@@ -31,6 +33,21 @@ use shardring::crds::shard_group::{PoolRef, RebalanceSpec, ShardSource, StaticSo
 use shardring::crds::{
     ConsumerPool, ConsumerPoolSpec, ShardGroup, ShardGroupSpec, ShardGroupStatus,
 };
+
+/// The system allocator, counting the bytes live and their peak.
+#[global_allocator]
+static ALLOCATOR: peak_alloc::PeakAlloc = peak_alloc::PeakAlloc;
+
+fn mib(bytes: usize) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+/// Heap live now, and the peak since the last call (then reset to now).
+fn heap() -> (usize, usize) {
+    let peak = ALLOCATOR.peak_usage();
+    ALLOCATOR.reset_peak_usage();
+    (ALLOCATOR.current_usage(), peak)
+}
 
 const NS: &str = "bench";
 const KEY: &str = "assignment.shardring.io/orders";
@@ -187,6 +204,7 @@ impl World {
                 nodes: node_reader,
                 config_maps: cm_reader,
                 departed: Default::default(),
+                documents: Default::default(),
             },
             pods: pod_writer,
             config_maps: cm_writer,
@@ -204,9 +222,13 @@ impl World {
                 self.group.status = Some(
                     serde_json::from_value::<ShardGroupStatus>(body["status"].clone()).unwrap(),
                 );
-            } else if s.path.contains("/configmaps/") {
+            } else if s.path.contains("/configmaps") {
+                // The first publish is a create (POST .../configmaps), later
+                // ones an apply (PATCH .../configmaps/<name>).
                 let mut cm: ConfigMap = serde_json::from_slice(&s.body).unwrap();
                 cm.metadata.namespace = Some(NS.into());
+                cm.metadata.resource_version =
+                    Some(format!("{}", self.clock.load(Ordering::SeqCst)));
                 self.config_maps
                     .apply_watcher_event(&watcher::Event::Apply(cm));
             } else if s.path.contains("/pods/") {
@@ -279,7 +301,7 @@ fn counts(seen: &[Seen]) -> String {
     for s in seen {
         let kind = if s.path.ends_with("/status") {
             "status"
-        } else if s.path.contains("/configmaps/") {
+        } else if s.path.contains("/configmaps") {
             "configmap"
         } else if s.path.contains("/pods/") {
             "pod"
@@ -330,6 +352,8 @@ async fn main() {
     let shards = arg("--shards", 20_000) as u32;
     let rounds = arg("--rounds", 5);
     let mut world = World::new(pods, shards);
+    let (stores_heap, _) = heap();
+    let mut peaks: Vec<(&str, usize)> = Vec::new();
     println!("plan+publish bench: {pods} pods, {shards} static shards, mocked API server");
     println!(
         "{:<30} {:>10} {:>10}  write requests",
@@ -337,6 +361,7 @@ async fn main() {
     );
 
     let (first, seen) = world.reconcile().await;
+    peaks.push(("first publish", heap().1));
     println!(
         "{:<30} {:>10} {:>10}  {}",
         "first publish",
@@ -346,7 +371,7 @@ async fn main() {
     );
     let cm_bytes = seen
         .iter()
-        .find(|s| s.path.contains("/configmaps/"))
+        .find(|s| s.path.contains("/configmaps"))
         .map_or(0, |s| s.body.len());
 
     let mut noop = Vec::new();
@@ -356,6 +381,7 @@ async fn main() {
         noop.push(t);
         noop_writes = counts(&seen);
     }
+    peaks.push(("no-op reconcile", heap().1));
     report("no-op reconcile", &mut noop, &noop_writes);
 
     // One pod leaves gracefully: it gets a deletion timestamp (its shards are
@@ -411,7 +437,7 @@ async fn main() {
             let (t, seen) = world.reconcile().await;
             total += t;
             looks += 1;
-            let published = seen.iter().any(|s| s.path.contains("/configmaps/"));
+            let published = seen.iter().any(|s| s.path.contains("/configmaps"));
             all.extend(seen);
             if published {
                 break;
@@ -420,12 +446,28 @@ async fn main() {
         steps[3].1.push(total);
         steps[3].2 = format!("{} over {looks} reconciles", counts(&all));
     }
+    peaks.push(("churn (leaves and joins)", heap().1));
     for (step, times, writes) in &mut steps {
         report(step, times, writes);
     }
     println!(
         "document in the ConfigMap apply body: {} KiB",
         cm_bytes / 1024
+    );
+    println!(
+        "heap held by the stores ({pods} pods, pool, document after the first publish: see below): {:.1} MiB before the first reconcile",
+        mib(stores_heap)
+    );
+    for (step, peak) in peaks {
+        println!(
+            "peak heap during {step}: {:.1} MiB ({:.1} MiB above the stores)",
+            mib(peak),
+            mib(peak.saturating_sub(stores_heap))
+        );
+    }
+    println!(
+        "heap live at the end: {:.1} MiB",
+        mib(ALLOCATOR.current_usage())
     );
     println!("peak RSS (VmHWM): {:.1} MiB", peak_rss_mib());
 }
