@@ -137,7 +137,9 @@ fn backoff(options: &ReaderOptions, attempt: u32, random: u64) -> Duration {
 impl ShardReader {
     /// Opens a reader of `shard` in `stream` (a name or an ARN) positioned
     /// after `checkpoint`: after its sequence number, or at TRIM_HORIZON /
-    /// LATEST. `SHARD_END` gives a reader that is already at its end.
+    /// LATEST. `SHARD_END` gives a reader that is already at its end;
+    /// `AT_TIMESTAMP` (whose timestamp the checkpoint does not hold) and no
+    /// checkpoint start at TRIM_HORIZON.
     pub async fn open(
         client: Client,
         stream: &str,
@@ -232,7 +234,7 @@ impl ShardReader {
                     .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
                     .starting_sequence_number(sequence),
                 Checkpoint::Latest => request.shard_iterator_type(ShardIteratorType::Latest),
-                Checkpoint::TrimHorizon | Checkpoint::ShardEnd => {
+                Checkpoint::TrimHorizon | Checkpoint::AtTimestamp | Checkpoint::ShardEnd => {
                     request.shard_iterator_type(ShardIteratorType::TrimHorizon)
                 }
             };

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 
-use super::{Checkpoint, LeaseError};
+use super::{Checkpoint, LeaseError, LeaseRecord};
 use crate::view::AssignmentView;
 
 type Item = HashMap<String, AttributeValue>;
@@ -53,30 +53,21 @@ pub struct Lease {
 }
 
 impl Lease {
+    /// The item of `shard`'s lease, parsed as the KCL lease record it is.
     fn from_item(shard: &str, item: &Item) -> Self {
-        let string = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned();
-        let number = |name: &str| {
-            item.get(name)
-                .and_then(|v| v.as_n().ok())
-                .and_then(|n| n.parse().ok())
-        };
-        let strings = |name: &str| match item.get(name) {
-            Some(AttributeValue::Ss(set)) => {
-                let mut set = set.clone();
-                set.sort();
-                set
-            }
-            Some(AttributeValue::S(one)) => vec![one.clone()],
-            _ => Vec::new(),
-        };
+        let record = LeaseRecord::with_key(shard.to_owned(), item);
         Self {
-            shard: shard.to_owned(),
-            owner: string("leaseOwner").filter(|owner| !owner.is_empty()),
-            counter: number("leaseCounter"),
-            checkpoint: string("checkpoint").as_deref().and_then(Checkpoint::parse),
-            owner_switches_since_checkpoint: number("ownerSwitchesSinceCheckpoint"),
-            parent_shard_ids: strings("parentShardId"),
-            child_shard_ids: strings("childShardIds"),
+            owner: record.lease_owner,
+            counter: record.lease_counter,
+            // An `AT_TIMESTAMP` start keeps its timestamp in another
+            // attribute: treated as no checkpoint (start at TRIM_HORIZON).
+            checkpoint: record
+                .checkpoint
+                .filter(|checkpoint| *checkpoint != Checkpoint::AtTimestamp),
+            owner_switches_since_checkpoint: record.owner_switches_since_checkpoint,
+            parent_shard_ids: record.parent_shard_ids,
+            child_shard_ids: record.child_shard_ids,
+            shard: record.lease_key,
         }
     }
 }

@@ -10,13 +10,14 @@
 //! owner write), `checkpoint` (S: a sequence number, `TRIM_HORIZON` or
 //! `SHARD_END`), `checkpointSubSequenceNumber` (N),
 //! `ownerSwitchesSinceCheckpoint` (N), `parentShardId` (SS), `childShardIds` (SS).
+//! [`record`] parses such an item; the operator reads lease tables with it too.
 
-mod checkpoint;
 mod manager;
+pub mod record;
 mod table;
 
-pub use checkpoint::Checkpoint;
 pub use manager::{Lease, LeaseConfig, LeaseManager, TakeOutcome};
+pub use record::{Checkpoint, CheckpointKind, LeaseRecord, StreamQualifier};
 pub use table::{TableError, create_table};
 
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};

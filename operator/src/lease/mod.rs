@@ -3,13 +3,15 @@
 //! (owner, counter and when it last changed, checkpoint, completion). The
 //! handoff logic uses them as evidence that a pod has let a shard go; the
 //! Kinesis lifecycle uses them to tell when a parent shard is complete.
+//! A row is parsed by the consumer crate's [`record`] module, the one
+//! definition of the KCL lease record that consumers write with.
 
 pub mod reader;
-pub mod record;
 pub mod snapshot;
 
 pub use reader::{LeaseMetrics, LeaseReader, dynamodb_client};
-pub use record::{Checkpoint, CheckpointKind, LeaseRecord, StreamQualifier};
+pub use shardring_consumer::lease::record;
+pub use shardring_consumer::lease::{Checkpoint, CheckpointKind, LeaseRecord, StreamQualifier};
 pub use snapshot::{LeaseSnapshot, LeaseTable};
 
 /// Why a lease table read failed. Each variant has a constant reason used in

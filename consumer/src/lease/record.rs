@@ -1,28 +1,45 @@
-//! One row of a KCL-format lease table, parsed from a DynamoDB item. Every
+//! One row of a KCL-format lease table, parsed from a DynamoDB item, and its
+//! checkpoint: the one definition of the KCL lease record, used by this
+//! crate's lease manager and by the operator's lease-table reader. Every
 //! field but `leaseKey` may be missing (older KCL versions, other writers):
 //! missing or malformed fields become `None`/empty rather than errors.
 
 use std::collections::HashMap;
+use std::fmt;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-/// Where a worker's checkpoint stands in a shard.
+/// Where a worker's checkpoint stands in a shard, as the KCL stores it in the
+/// `checkpoint` attribute: a sequence number or one of the sentinels.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Checkpoint {
-    /// Read up to this sequence number.
+    /// Processed up to and including this sequence number.
     Sequence(String),
-    /// Read to the end of a closed shard: the shard is complete.
+    /// Read to the end of a closed shard: the shard is complete, never read
+    /// again.
     ShardEnd,
     /// Not started; will start at the oldest record.
     TrimHorizon,
     /// Not started; will start at the newest record.
     Latest,
-    /// Not started; will start at a timestamp.
+    /// Not started; will start at a timestamp (stored in another attribute).
     AtTimestamp,
 }
 
 impl Checkpoint {
-    /// Parses the `checkpoint` attribute (KCL sentinel names or a number).
+    /// The attribute value.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Sequence(sequence) => sequence,
+            Self::ShardEnd => "SHARD_END",
+            Self::TrimHorizon => "TRIM_HORIZON",
+            Self::Latest => "LATEST",
+            Self::AtTimestamp => "AT_TIMESTAMP",
+        }
+    }
+
+    /// Parses the `checkpoint` attribute (KCL sentinel names or a number);
+    /// anything else is `None`.
     pub fn parse(text: &str) -> Option<Self> {
         match text {
             "SHARD_END" => Some(Self::ShardEnd),
@@ -45,6 +62,12 @@ impl Checkpoint {
             Self::Latest => CheckpointKind::Latest,
             Self::AtTimestamp => CheckpointKind::AtTimestamp,
         }
+    }
+}
+
+impl fmt::Display for Checkpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -172,9 +195,14 @@ fn strings(item: &Item, name: &str) -> Vec<String> {
 impl LeaseRecord {
     /// Parses one item; `None` when it has no string `leaseKey`.
     pub fn from_item(item: &Item) -> Option<Self> {
-        let lease_key = string(item, "leaseKey")?;
+        Some(Self::with_key(string(item, "leaseKey")?, item))
+    }
+
+    /// Parses the item of the lease keyed `lease_key` (a lease read by its
+    /// key), whatever the item's own `leaseKey` attribute holds.
+    pub fn with_key(lease_key: String, item: &Item) -> Self {
         let (stream, shard_id) = split_lease_key(&lease_key);
-        Some(Self {
+        Self {
             shard_id,
             stream,
             lease_owner: string(item, "leaseOwner"),
@@ -191,7 +219,7 @@ impl LeaseRecord {
             starting_hash_key: string(item, "startingHashKey"),
             ending_hash_key: string(item, "endingHashKey"),
             lease_key,
-        })
+        }
     }
 
     /// Whether this lease belongs to `stream` (plain keys belong to any).
@@ -302,5 +330,27 @@ mod tests {
             Some(Checkpoint::Sequence("12".into()))
         );
         assert_eq!(Checkpoint::parse("garbage"), None);
+        assert_eq!(Checkpoint::parse(""), None);
+    }
+
+    #[test]
+    fn round_trips_sentinels_and_sequences() {
+        for checkpoint in [
+            Checkpoint::TrimHorizon,
+            Checkpoint::Latest,
+            Checkpoint::AtTimestamp,
+            Checkpoint::ShardEnd,
+            Checkpoint::Sequence("49590338271490256608559692538361571095921575989136588898".into()),
+        ] {
+            assert_eq!(
+                Checkpoint::parse(checkpoint.as_str()),
+                Some(checkpoint.clone())
+            );
+            assert_eq!(checkpoint.to_string(), checkpoint.as_str());
+            assert_eq!(
+                checkpoint.kind().as_str() == "SEQUENCE",
+                matches!(checkpoint, Checkpoint::Sequence(_))
+            );
+        }
     }
 }
