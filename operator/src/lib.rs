@@ -6,6 +6,7 @@
 pub use shardring_crds as crds;
 pub use shardring_engine as engine;
 
+pub mod aws;
 pub mod cli;
 pub mod controller;
 pub mod demo;

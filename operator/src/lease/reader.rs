@@ -16,9 +16,7 @@ use prometheus_client::registry::Registry;
 use super::LeaseError;
 use super::record::LeaseRecord;
 use super::snapshot::{LeaseTable, build};
-use crate::source::kinesis::errors::{chain, is_access_code, is_throttle_code};
-use crate::source::kinesis::pacing::Backoff;
-use crate::source::kinesis::reader::client_config;
+use crate::aws::{Backoff, chain, client_config, is_access_code, is_throttle_code};
 
 type TableLabels = Vec<(String, String)>;
 

@@ -1,10 +1,12 @@
-//! Classification of AWS SDK failures into [`SourceError`] with constant
-//! reasons, plus whether a retry with backoff may help. Shared by the Kinesis
-//! topology reader; the lease reader uses the same codes for DynamoDB.
+//! Classification of Kinesis SDK failures into [`SourceError`] with constant
+//! reasons, plus whether a retry with backoff may help, for the topology
+//! reader. The error codes come from [`crate::aws`], which the lease-table
+//! reader classifies DynamoDB failures with too.
 
 use aws_sdk_kinesis::config::http::HttpResponse;
 use aws_sdk_kinesis::error::{ProvideErrorMetadata, SdkError};
 
+use crate::aws::{chain, is_access_code, is_throttle_code};
 use crate::source::SourceError;
 
 /// What a failed call means for the caller.
@@ -16,41 +18,6 @@ pub enum Failure {
     Retry(SourceError),
     /// A paging token expired (after 300 s): restart the listing.
     RestartListing(SourceError),
-}
-
-/// Error codes AWS uses for throttling across services.
-const THROTTLE_CODES: &[&str] = &[
-    "LimitExceededException",
-    "ProvisionedThroughputExceededException",
-    "ThrottlingException",
-    "Throttling",
-    "ThrottledException",
-    "RequestLimitExceeded",
-    "TooManyRequestsException",
-    "RequestThrottled",
-    "RequestThrottledException",
-    "SlowDown",
-];
-
-/// Error codes meaning the credentials may not make the call.
-const ACCESS_CODES: &[&str] = &[
-    "AccessDeniedException",
-    "AccessDenied",
-    "UnrecognizedClientException",
-    "InvalidSignatureException",
-    "ExpiredTokenException",
-    "KMSAccessDeniedException",
-    "MissingAuthenticationToken",
-];
-
-/// Whether `code` is an AWS throttling error code.
-pub fn is_throttle_code(code: &str) -> bool {
-    THROTTLE_CODES.contains(&code)
-}
-
-/// Whether `code` is an AWS access error code.
-pub fn is_access_code(code: &str) -> bool {
-    ACCESS_CODES.contains(&code)
 }
 
 /// Classifies a service error by its code, message and HTTP status.
@@ -136,18 +103,6 @@ fn credentials_error<'a>(
         current = cause.source();
     }
     None
-}
-
-/// An error and its sources joined with ": ", so logs show the root cause.
-pub fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

@@ -11,14 +11,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_sdk_kinesis::Client;
-use aws_sdk_kinesis::config::retry::RetryConfig;
-use aws_sdk_kinesis::config::timeout::TimeoutConfig;
 use aws_sdk_kinesis::config::{Region, SharedCredentialsProvider};
 use tokio::time::Instant;
 
 use super::errors::{Failure, classify};
 use super::metrics::KinesisMetrics;
 use super::pacing::{Backoff, MinInterval};
+use crate::aws::client_config;
 use crate::engine::HashKeyRange;
 use crate::source::SourceError;
 
@@ -103,34 +102,6 @@ impl Default for ReaderOptions {
             min_refresh_interval: Duration::from_secs(10),
         }
     }
-}
-
-/// The AWS settings every operator client uses (Kinesis and the lease
-/// table's DynamoDB): the shared config (default credential chain) with an
-/// optional region and endpoint override, short timeouts, and SDK retries
-/// off — the readers retry themselves so they can count throttles and bound
-/// attempts.
-pub fn client_config(
-    base: &aws_config::SdkConfig,
-    region: Option<&str>,
-    endpoint: Option<&str>,
-) -> aws_config::SdkConfig {
-    let mut builder = base
-        .to_builder()
-        .retry_config(RetryConfig::disabled())
-        .timeout_config(
-            TimeoutConfig::builder()
-                .connect_timeout(Duration::from_secs(3))
-                .operation_attempt_timeout(Duration::from_secs(10))
-                .build(),
-        );
-    if let Some(region) = region {
-        builder = builder.region(Region::new(region.to_owned()));
-    }
-    if let Some(endpoint) = endpoint {
-        builder = builder.endpoint_url(endpoint);
-    }
-    builder.build()
 }
 
 /// Builds a Kinesis client with [`client_config`].
