@@ -276,10 +276,15 @@ pub async fn reconcile(
 
 /// Observe, plan and apply for a live ShardGroup.
 pub async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result<Action, Error> {
+    // The source read is stamped with the time it started; the observation
+    // (and everything after it) with one time read once the read is done:
+    // `now` must never precede what was observed, or a lease scan taken
+    // during the read would look newer than the revokes this reconcile
+    // publishes at `now`, and count as evidence that they were released.
     let topology = ctx.sources.read(group, (ctx.clock)()).await;
+    let now = (ctx.clock)();
     let (mut observation, published_version) =
-        ctx.stores
-            .observe_with_version(group, topology, (ctx.clock)());
+        ctx.stores.observe_with_version(group, topology, now);
     observation.leases = ctx.sources.leases(group);
     let started = Instant::now();
     let decision = plan(&observation);
@@ -296,7 +301,7 @@ pub async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result<Action
         ctx.recorder.as_ref(),
     )
     .await?;
-    record(group, &decision, &ctx.metrics, (ctx.clock)());
+    record(group, &decision, &ctx.metrics, now);
     if let (Some(version), Some(document)) = (applied.document_version, decision.document_write) {
         // The next reconcile reads this very document: keep it decoded.
         ctx.stores.documents.remember(

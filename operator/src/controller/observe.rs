@@ -25,7 +25,7 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::core::v1::{ConfigMap, ContainerStatus, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::ResourceExt;
-use kube::core::{DeserializeGuard, ObjectMeta, PartialObjectMeta};
+use kube::core::{DeserializeGuard, ObjectMeta, PartialObjectMeta, Selector, SelectorExt};
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use self::departed::Departures;
@@ -398,11 +398,13 @@ pub fn collect_pods<'a>(
     annotation_key: &str,
     zone_of: impl Fn(&str) -> Option<String>,
 ) -> Vec<PodInfo> {
+    let selector = selector.map(PodSelector::new);
     let mut out: Vec<PodInfo> = pods
         .filter(|pod| pod.metadata.namespace.as_deref() == Some(namespace))
         .filter_map(|pod| {
-            let selected =
-                selector.is_some_and(|s| selector_matches(s, pod.metadata.labels.as_ref()));
+            let selected = selector
+                .as_ref()
+                .is_some_and(|s| s.matches(pod.metadata.labels.as_ref()));
             let annotation = pod
                 .metadata
                 .annotations
@@ -455,34 +457,29 @@ fn pod_info(
     }
 }
 
-/// Whether a label selector matches a label set (matchLabels and
-/// matchExpressions, as the API server evaluates them). An empty selector
-/// matches everything.
-pub fn selector_matches(
-    selector: &LabelSelector,
-    labels: Option<&BTreeMap<String, String>>,
-) -> bool {
-    let empty = BTreeMap::new();
-    let labels = labels.unwrap_or(&empty);
-    let labels_ok = selector
-        .match_labels
-        .as_ref()
-        .is_none_or(|want| want.iter().all(|(k, v)| labels.get(k) == Some(v)));
-    let expressions_ok = selector.match_expressions.as_ref().is_none_or(|exprs| {
-        exprs.iter().all(|e| {
-            let values = e.values.as_deref().unwrap_or_default();
-            let value = labels.get(&e.key);
-            match e.operator.as_str() {
-                "In" => value.is_some_and(|v| values.contains(v)),
-                "NotIn" => value.is_none_or(|v| !values.contains(v)),
-                "Exists" => value.is_some(),
-                "DoesNotExist" => value.is_none(),
-                // An unknown operator matches nothing, as the API server refuses it.
-                _ => false,
-            }
-        })
-    });
-    labels_ok && expressions_ok
+/// A pool's label selector, evaluated by kube's [`Selector`] (matchLabels
+/// and matchExpressions, as the API server evaluates them). An empty selector
+/// matches every pod; one the API server would refuse (an unknown operator,
+/// `In` without values) matches none.
+#[derive(Debug, Clone)]
+pub struct PodSelector(Option<Selector>);
+
+impl PodSelector {
+    /// Parses `selector` once, for any number of pods.
+    pub fn new(selector: &LabelSelector) -> Self {
+        Self(Selector::try_from(selector.clone()).ok())
+    }
+
+    /// Whether a pod with `labels` is selected.
+    pub fn matches(&self, labels: Option<&BTreeMap<String, String>>) -> bool {
+        let Some(selector) = &self.0 else {
+            return false;
+        };
+        match labels {
+            Some(labels) => selector.matches(labels),
+            None => selector.matches(&BTreeMap::new()),
+        }
+    }
 }
 
 /// The ShardGroups a pod change concerns: groups whose pool selects the pod,
@@ -509,7 +506,7 @@ pub fn groups_for_pod(
                 || stores
                     .pool(&namespace, &g.spec.pool_ref.name)
                     .is_some_and(|p| {
-                        selector_matches(&p.spec.selector, pod.metadata.labels.as_ref())
+                        PodSelector::new(&p.spec.selector).matches(pod.metadata.labels.as_ref())
                     })
         })
         .map(|g| ObjectRef::from_obj(g.as_ref()))
@@ -750,19 +747,23 @@ mod tests {
                 },
             ]),
         };
-        assert!(selector_matches(
-            &sel,
-            Some(&labels(&[("app", "c"), ("tier", "a")]))
-        ));
-        assert!(!selector_matches(
-            &sel,
-            Some(&labels(&[("app", "c"), ("tier", "b")]))
-        ));
-        assert!(!selector_matches(
-            &sel,
-            Some(&labels(&[("app", "c"), ("tier", "a"), ("off", "1")]))
-        ));
-        assert!(!selector_matches(&sel, None));
-        assert!(selector_matches(&LabelSelector::default(), None));
+        assert!(PodSelector::new(&sel).matches(Some(&labels(&[("app", "c"), ("tier", "a")]))));
+        assert!(!PodSelector::new(&sel).matches(Some(&labels(&[("app", "c"), ("tier", "b")]))));
+        assert!(!PodSelector::new(&sel).matches(Some(&labels(&[
+            ("app", "c"),
+            ("tier", "a"),
+            ("off", "1")
+        ]))));
+        assert!(!PodSelector::new(&sel).matches(None));
+        assert!(PodSelector::new(&LabelSelector::default()).matches(None));
+        let refused = LabelSelector {
+            match_labels: None,
+            match_expressions: Some(vec![LabelSelectorRequirement {
+                key: "tier".into(),
+                operator: "Near".into(),
+                values: None,
+            }]),
+        };
+        assert!(!PodSelector::new(&refused).matches(Some(&labels(&[("tier", "a")]))));
     }
 }
