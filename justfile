@@ -22,7 +22,7 @@ lint:
     cargo fmt --all --check
     cargo clippy --workspace --all-targets -- -D warnings
 
-# Regenerate the committed CRD YAML (config/crd/bases/) from the types, as the drift test (`cargo test -p shardring-crds --test generated`) expects it.
+# Regenerate the committed CRD YAML (config/crd/bases/) from the types, as the drift test (`cargo test -p shardring-crds --test it generated::`) expects it.
 crds:
     cargo run -p shardring -- crds --write config/crd/bases
 

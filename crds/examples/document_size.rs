@@ -6,7 +6,7 @@
 //!
 //!     cargo run --release -p shardring-crds --example document_size
 
-#[path = "../tests/common/fixtures.rs"]
+#[path = "../tests/it/common/fixtures.rs"]
 mod fixtures;
 
 use std::io::Write as _;

@@ -1,7 +1,7 @@
 //! The `ShardGroup` custom resource: what is consumed (a Kinesis stream or a
 //! static set of partition queues), by which `ConsumerPool`, and how shards are
 //! balanced, handed over and published. The schema carries the CEL rules that
-//! keep invalid specs out of the API server (see `tests/cel.rs`); the typed
+//! keep invalid specs out of the API server (see `tests/it/cel.rs`); the typed
 //! accessors at the bottom turn validated strings into values so the controller
 //! never parses spec text itself.
 

@@ -3,16 +3,15 @@
 //! (raw bytes counted, as the API server's ConfigMap validation does), and a group that cannot fit is refused with a clear error
 //! instead of being truncated.
 
-mod common;
-
 use std::collections::BTreeMap;
 
-use common::fixtures::{Rng, kinesis_document};
 use shardring_crds::assignment::encoding::{
     EncodeError, Encoding, MAX_ENCODED_BYTES, decode, encode,
 };
 use shardring_crds::assignment::{CONFIGMAP_GZIP_KEY, CONFIGMAP_KEY};
 use shardring_crds::{AssignmentDocument, ShardPhase, ShardRecord};
+
+use crate::common::fixtures::{Rng, kinesis_document};
 
 #[test]
 fn twenty_thousand_shards_on_five_thousand_pods_fit_and_round_trip() {

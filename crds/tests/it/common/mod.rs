@@ -2,9 +2,6 @@
 //! or rewrite the file when `SHARDRING_UPDATE_GOLDEN=1`; realistic documents
 //! in `fixtures.rs`.
 
-// Each test binary uses a different subset of these helpers.
-#![allow(dead_code)]
-
 pub mod fixtures;
 
 use std::path::{Path, PathBuf};

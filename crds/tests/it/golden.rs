@@ -9,12 +9,12 @@
 //!
 //!     SHARDRING_UPDATE_GOLDEN=1 cargo test -p shardring-crds
 
-mod common;
-
 use std::collections::BTreeMap;
 
 use shardring_crds::assignment::{document_schema, pod_view_schema};
 use shardring_crds::{AssignmentDocument, Handoff, HashKeyRange, PodView, ShardPhase, ShardRecord};
+
+use crate::common;
 
 const POD_A: &str = "consumer-7d9f8b6c5d-x2k4q";
 const POD_B: &str = "consumer-7d9f8b6c5d-m8n2p";

@@ -2,11 +2,11 @@
 //! into its typed resource and passes the CRD's CEL rules, and the kustomization
 //! lists only files that exist.
 
-mod common;
-
 use kube::CustomResourceExt;
 use kube::core::cel::Validator;
 use shardring_crds::{ConsumerPool, ShardGroup};
+
+use crate::common;
 
 fn sample(name: &str) -> serde_json::Value {
     let path = common::workspace_path(&format!("config/samples/{name}"));

@@ -9,9 +9,9 @@
 //! (`cargo run -p shardring -- crds --write config/crd/bases` writes the same
 //! CRD files from the binary.)
 
-mod common;
-
 use shardring_crds::{crd_files, crd_yaml};
+
+use crate::common;
 
 #[test]
 fn committed_crds_match_the_types() {
