@@ -1,6 +1,6 @@
 //! The hashes the engine is built on, fixed forever because assignments must
 //! be identical on every machine and every release (pinned by golden vectors
-//! in `tests/golden.rs`).
+//! in `tests/it/golden.rs`).
 //!
 //! * shard position: `xxh3_64(consumerName ‖ 0x00 ‖ shardId)` (XXH3, 64-bit,
 //!   seed 0, over the UTF-8 bytes);

@@ -4,11 +4,10 @@
 //! against the reference XXH3 implementation (python-xxhash
 //! `xxh3_64_intdigest`).
 
-mod common;
-
-use common::*;
 use shardring_engine::hash::{VIRTUAL_NODES, mix, pod_hash, shard_hash, vnode_hash};
 use shardring_engine::{Balance, Rebalance};
+
+use crate::common::*;
 
 #[test]
 fn hash_vectors() {

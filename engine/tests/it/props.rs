@@ -1,15 +1,14 @@
 //! Property tests: every rule of the engine over random inputs.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 
-use common::*;
 use proptest::prelude::*;
 use shardring_engine::{
     Balance, HashKeyRange, PlanInput, PlanOutput, Pod, Previous, Rebalance, Shard, ShardState,
     model::range_weight,
 };
+
+use crate::common::*;
 
 /// Random pods: some not ready, some terminating, capacities 1..=cap_max,
 /// zones a..c and nodes.

@@ -1,9 +1,8 @@
 //! Hand-written scenarios for every rule of the engine, with exact expectations.
 
-mod common;
-
-use common::*;
 use shardring_engine::{Balance, PlanError, Pod, Previous, Rebalance, ShardState};
+
+use crate::common::*;
 
 #[test]
 fn balances_the_issue_examples() {

@@ -1,5 +1,4 @@
 //! Builders shared by the engine's integration tests.
-#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 
