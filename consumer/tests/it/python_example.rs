@@ -6,11 +6,11 @@
 //! boto3 (`SHARDRING_PYTHON`, default `python3`) and says clearly when it
 //! skips.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use crate::support;
 
 const STREAM: &str = "payments";
 const TABLE: &str = "leases";

@@ -4,11 +4,11 @@
 //! SIGTERM, and the checker proves the shared record log: no overlap, no
 //! loss, order held.
 
-mod support;
-
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use crate::support;
 
 const STREAM: &str = "orders";
 const TABLE: &str = "leases";

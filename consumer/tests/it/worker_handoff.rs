@@ -6,8 +6,6 @@
 //! checkpointed `SHARD_END`. The checker proves no overlap, no loss and
 //! per-hold order over everything processed.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -20,6 +18,8 @@ use shardring_consumer::view::{self, ViewPublisher};
 use shardring_consumer::worker::{RecordHandler, ShardContext, Worker, WorkerConfig, WorkerReport};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+
+use crate::support;
 
 const STREAM: &str = "events";
 const TABLE: &str = "leases";

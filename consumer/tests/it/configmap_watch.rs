@@ -3,8 +3,6 @@
 //! `metadata.name=<name>`), takes each newer epoch, ignores a stale epoch,
 //! reads the gzip form, and keeps the last view when a version is broken.
 
-#![cfg(feature = "kube")]
-
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

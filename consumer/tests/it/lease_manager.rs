@@ -2,8 +2,6 @@
 //! take, renew and checkpoint conditional on owner and counter, release,
 //! expiry takeover after the failover time, and conditional-write conflicts.
 
-mod support;
-
 use std::time::Duration;
 
 use shardring_consumer::PodView;
@@ -11,6 +9,8 @@ use shardring_consumer::lease::{
     Checkpoint, LeaseConfig, LeaseError, LeaseManager, TakeOutcome, create_table,
 };
 use shardring_consumer::view::{self, AssignmentView, ViewPublisher};
+
+use crate::support;
 
 const TABLE: &str = "leases";
 

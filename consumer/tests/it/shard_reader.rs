@@ -3,14 +3,14 @@
 //! resumes after a checkpoint without repeating or skipping, and the lease
 //! records `SHARD_END` with the children.
 
-mod support;
-
 use std::time::Duration;
 
 use shardring_consumer::PodView;
 use shardring_consumer::lease::{Checkpoint, LeaseConfig, LeaseManager, TakeOutcome, create_table};
 use shardring_consumer::reader::{ReaderOptions, ShardReader};
 use shardring_consumer::view;
+
+use crate::support;
 
 const STREAM: &str = "orders";
 

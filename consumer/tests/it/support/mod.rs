@@ -4,8 +4,6 @@
 //! and kills them by pid on drop. A small copy of the operator's harness so
 //! this crate does not depend on the operator.
 
-#![allow(dead_code)]
-
 use std::fs::{File, OpenOptions};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
