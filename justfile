@@ -30,7 +30,7 @@ crds:
 golden:
     SHARDRING_UPDATE_GOLDEN=1 cargo test -p shardring-crds
 
-# Copy the CRDs into the Helm chart and re-render deploy/install.yaml (needs kubectl); `cargo test -p shardring --test manifests` checks them.
+# Copy the CRDs into the Helm chart and re-render deploy/install.yaml (needs kubectl); `cargo test -p shardring --test it manifests::` checks them.
 manifests:
     ./scripts/generate.sh
 

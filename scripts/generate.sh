@@ -5,7 +5,8 @@
 #   - deploy/install.yaml: `kubectl kustomize config/default`.
 # Run it after changing the CRDs (regenerated first with
 # `SHARDRING_UPDATE_GOLDEN=1 cargo test -p shardring-crds`), config/rbac or
-# config/manager; `cargo test -p shardring --test manifests` fails until you do.
+# config/manager; `cargo test -p shardring --test it manifests::` fails until
+# you do.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 

@@ -5,8 +5,6 @@
 //! Without a lease table, ordering is reported as not enforced and children
 //! are assigned at once. Prints the split-to-pending latency it measures.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,7 +13,9 @@ use shardring::engine::{PlanInput, PlanOutput, Pod, Previous, ShardState, plan};
 use shardring::lease::LeaseReader;
 use shardring::source::ShardSource;
 use shardring::source::kinesis::{KinesisObservation, KinesisShardSource};
-use support::KclLease;
+
+use crate::support;
+use crate::support::KclLease;
 
 const PARENT: &str = "shardId-000000000000";
 const TABLE: &str = "events-app";

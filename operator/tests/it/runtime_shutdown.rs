@@ -1,13 +1,22 @@
-//! Graceful shutdown: a real SIGTERM sent to this test process cancels the
-//! shared token (this file is its own test binary, so the signal reaches no
-//! other test), and a token cancelled for another reason ends the task.
+//! Graceful shutdown: a real SIGTERM sent to the test's process cancels the
+//! shared token (the test runs in a process of its own, so the signal
+//! reaches no other test), and a token cancelled for another reason ends the
+//! task.
 
 use std::time::Duration;
 
 use shardring::runtime::shutdown::{CancellationToken, cancel_on_signal};
 
+use crate::own_process::in_own_process;
+
 #[tokio::test]
 async fn sigterm_cancels_the_token_and_other_cancellation_ends_the_task() {
+    if !in_own_process(
+        module_path!(),
+        "sigterm_cancels_the_token_and_other_cancellation_ends_the_task",
+    ) {
+        return;
+    }
     // A token cancelled by someone else: the watcher task just ends.
     let other = CancellationToken::new();
     let task = cancel_on_signal(&other).unwrap();

@@ -2,11 +2,8 @@
 //! a revoked owner let go (and what never does), graceful termination,
 //! restart safety and move pacing.
 
-mod controller_support;
-
 use std::collections::BTreeMap;
 
-use controller_support::*;
 use jiff::{SignedDuration, Timestamp};
 use shardring::controller::handoff::Evidence;
 use shardring::controller::observe::LeaseObservation;
@@ -14,6 +11,8 @@ use shardring::controller::{Observation, Published, plan};
 use shardring::crds::ShardPhase;
 use shardring::crds::shard_group::LeaseTableSpec;
 use shardring::lease::{LeaseSnapshot, LeaseTable};
+
+use crate::controller_support::*;
 
 fn later(mut obs: Observation, secs: i64) -> Observation {
     obs.now += SignedDuration::from_secs(secs);

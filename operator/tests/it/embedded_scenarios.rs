@@ -11,11 +11,12 @@
 //! Lease API (covered by `runtime_leader` against a mocked API server and by
 //! the e2e suite on a real cluster).
 //!
-//! Scenarios run one at a time (each starts two emulators and several
-//! consumers on a small machine). Needs Node.js (the emulators are installed
-//! with npm into `e2e/` when missing) and the reference consumer binary,
-//! which `cargo test --workspace` builds; on its own run `cargo build -p
-//! shardring -p shardring-consumer --bin shardring-reference-consumer` first.
+//! Scenarios run one at a time, and not beside the demo ([`crate::STAGE`]):
+//! each starts two emulators and several consumers on a small machine.
+//! Needs Node.js (the emulators are installed with npm into `e2e/` when
+//! missing) and the reference consumer binary, which `cargo test
+//! --workspace` builds; on its own run `cargo build -p shardring -p
+//! shardring-consumer --bin shardring-reference-consumer` first.
 
 use std::path::PathBuf;
 
@@ -24,9 +25,6 @@ use shardring::demo::report::{MoveEvent, MoveKind, Verdict};
 use shardring::demo::stage::{Stage, shards_in};
 use shardring::demo::story::stage_config;
 use shardring::demo::{DemoConfig, DemoError};
-
-/// One scenario at a time.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A scenario's files: removed when it passes, kept (and named) when not.
 struct Files(PathBuf);
@@ -136,7 +134,7 @@ fn evidence_in(moves: &[MoveEvent], phase: &str) -> Vec<&'static str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_termination_hands_over_on_the_lease_release() {
-    let _serial = SERIAL.lock().await;
+    let _stage = crate::STAGE.lock().await;
     let files = Files::new("graceful");
     let stage = start(&files, 4).await;
     let result = async {
@@ -166,7 +164,7 @@ async fn graceful_termination_hands_over_on_the_lease_release() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_waits_for_the_lease_to_expire() {
-    let _serial = SERIAL.lock().await;
+    let _stage = crate::STAGE.lock().await;
     let files = Files::new("kill-9");
     let stage = start(&files, 4).await;
     let result = async {
@@ -192,7 +190,7 @@ async fn kill_9_waits_for_the_lease_to_expire() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scale_3_to_6_to_2() {
-    let _serial = SERIAL.lock().await;
+    let _stage = crate::STAGE.lock().await;
     let files = Files::new("scale");
     let stage = start(&files, 6).await;
     let result = async {
@@ -220,7 +218,7 @@ async fn scale_3_to_6_to_2() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn split_shard() {
-    let _serial = SERIAL.lock().await;
+    let _stage = crate::STAGE.lock().await;
     let files = Files::new("split");
     let stage = start(&files, 4).await;
     let result = async {
@@ -241,7 +239,7 @@ async fn split_shard() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn merge_shards() {
-    let _serial = SERIAL.lock().await;
+    let _stage = crate::STAGE.lock().await;
     let files = Files::new("merge");
     let stage = start(&files, 4).await;
     let result = async {
@@ -264,7 +262,7 @@ async fn merge_shards() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn update_shard_count_4_to_8() {
-    let _serial = SERIAL.lock().await;
+    let _stage = crate::STAGE.lock().await;
     let files = Files::new("update-shard-count");
     let stage = start(&files, 4).await;
     let result = async {
@@ -289,7 +287,7 @@ async fn update_shard_count_4_to_8() {
 /// grace period runs out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn controller_restarted_mid_handoff() {
-    let _serial = SERIAL.lock().await;
+    let _stage = crate::STAGE.lock().await;
     let files = Files::new("controller-restart");
     let mut stage = start(&files, 4).await;
     let result = async {

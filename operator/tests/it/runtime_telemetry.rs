@@ -1,10 +1,16 @@
-//! Installing the global subscriber (its own test binary, since a process has
-//! one global subscriber): JSON logs install once; a second install is an error.
+//! Installing the global subscriber (in a process of its own, since a
+//! process has one global subscriber): JSON logs install once; a second
+//! install is an error.
 
 use shardring::runtime::telemetry::{LogFormat, init};
 
+use crate::own_process::in_own_process;
+
 #[test]
 fn json_logging_installs_once() {
+    if !in_own_process(module_path!(), "json_logging_installs_once") {
+        return;
+    }
     init(LogFormat::Json, "info,shardring=debug").unwrap();
     tracing::info!(shard = "shardId-000000000001", "a structured event");
     let error = init(LogFormat::Text, "info").unwrap_err();

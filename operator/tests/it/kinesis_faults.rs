@@ -3,14 +3,14 @@
 //! number of attempts with an error (never an empty topology), keeps its last
 //! good topology, and pages with NextToken alone.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use shardring::engine::{PlanInput, Pod, Previous, plan};
 use shardring::source::kinesis::pacing::Backoff;
 use shardring::source::kinesis::{ReaderOptions, StreamId, TopologyReader, kinesis_client};
-use support::proxy::{Fault, FaultProxy};
+
+use crate::support;
+use crate::support::proxy::{Fault, FaultProxy};
 
 async fn reader_via(
     proxy: &FaultProxy,

@@ -13,6 +13,8 @@ use shardring::demo::{self, DemoConfig};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_story_passes_the_checker() {
+    // Not beside an embedded scenario, which runs the same stage.
+    let _stage = crate::STAGE.lock().await;
     let config = DemoConfig {
         duration_scale: 0.5,
         ..DemoConfig::default()

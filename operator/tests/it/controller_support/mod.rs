@@ -1,8 +1,6 @@
 //! Builders shared by the controller tests: ShardGroups, pools, pods and
 //! observations with fixed names, uids and times, so assertions can be exact.
 
-#![allow(dead_code)]
-
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
@@ -13,7 +11,7 @@ use shardring::controller::{Observation, PodInfo, Published, TopologyObservation
 use shardring::crds::consumer_pool::CapacitySpec;
 use shardring::crds::shard_group::{PoolRef, ShardSource, StaticSource as StaticSpec};
 use shardring::crds::{
-    AssignmentDocument, ConsumerPool, ConsumerPoolSpec, PodView, ShardGroup, ShardGroupSpec,
+    AssignmentDocument, ConsumerPool, ConsumerPoolSpec, ShardGroup, ShardGroupSpec,
 };
 use shardring::source::StaticSource;
 
@@ -167,14 +165,6 @@ pub fn settle(mut obs: Observation) -> Observation {
 /// The published document of a settled observation.
 pub fn document(obs: &Observation) -> &AssignmentDocument {
     obs.published.document().expect("a published document")
-}
-
-/// A pod's current annotation view.
-pub fn view(obs: &Observation, pod: &str) -> Option<PodView> {
-    let p = obs.pods.iter().find(|p| p.name == pod)?;
-    p.annotation
-        .as_deref()
-        .map(|a| serde_json::from_str(a).unwrap())
 }
 
 /// Pod names `consumer-0..n`.

@@ -7,12 +7,9 @@
 //! resourceVersion; a 409 on either stops the reconcile before anything that
 //! depends on the document.
 
-mod controller_support;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use controller_support::*;
 use http::{Request, Response};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::Client;
@@ -25,6 +22,8 @@ use serde_json::{Value, json};
 use shardring::controller::apply::document_config_map;
 use shardring::controller::{Context, ControllerMetrics, FINALIZER, Stores, plan, reconcile};
 use shardring::crds::{AssignmentDocument, ConsumerPool, PodView, ShardGroup};
+
+use crate::controller_support::*;
 
 /// One request as the mock API server saw it.
 #[derive(Debug, Clone)]

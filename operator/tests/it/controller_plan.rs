@@ -1,15 +1,14 @@
 //! Pure tests of the controller's plan step: no API server, just
 //! observations in and decisions out.
 
-mod controller_support;
-
 use std::time::Duration;
 
-use controller_support::*;
 use shardring::controller::conditions::{self, reason};
 use shardring::controller::{EventKind, Published, plan};
 use shardring::crds::ShardPhase;
 use shardring::source::SourceError;
+
+use crate::controller_support::*;
 
 fn condition<'a>(status: &'a shardring::crds::ShardGroupStatus, type_: &str) -> (&'a str, &'a str) {
     let c = conditions::find(&status.conditions, type_)

@@ -2,11 +2,8 @@
 //! observation holds when built from reflector stores, and which groups a pod
 //! or pool change wakes up.
 
-mod controller_support;
-
 use std::sync::Arc;
 
-use controller_support::*;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::core::{DeserializeGuard, ObjectMeta, PartialObjectMeta};
 use kube::runtime::reflector::{self, ObjectRef};
@@ -15,6 +12,8 @@ use shardring::controller::apply::document_config_map;
 use shardring::controller::observe::{ZONE_LABEL, groups_for_pod, groups_for_pool};
 use shardring::controller::{Published, PublishedVersion, Stores};
 use shardring::crds::{AssignmentDocument, ShardGroup, ShardRecord};
+
+use crate::controller_support::*;
 
 fn stores(pods: &[Pod], nodes: &[(&str, &str)], cms: &[ConfigMap]) -> Stores {
     let (pools, mut pool_writer) =

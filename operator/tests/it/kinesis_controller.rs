@@ -6,13 +6,9 @@
 //! source's jittered refresh; a throttled read keeps the document whole and
 //! marks the topology stale.
 
-mod controller_support;
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use controller_support::{GROUP_UID, observation, pods, settle};
 use shardring::controller::Sources;
 use shardring::controller::conditions::{self, DEGRADED, ORDERING_NOT_ENFORCED};
 use shardring::controller::plan;
@@ -23,7 +19,10 @@ use shardring::source::kinesis::pacing::Backoff;
 use shardring::source::kinesis::{
     KinesisShardSource, ReaderOptions, StreamId, TopologyReader, kinesis_client,
 };
-use support::proxy::{Fault, FaultProxy};
+
+use crate::controller_support::{GROUP_UID, observation, pods, settle};
+use crate::support;
+use crate::support::proxy::{Fault, FaultProxy};
 
 const PARENT: &str = "shardId-000000000000";
 

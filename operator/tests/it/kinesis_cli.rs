@@ -2,11 +2,10 @@
 //! the issue (`{"shards": [{"id", "state", "parents", "hashKeyRange",
 //! "leaseOwner", "checkpoint"}]}`) and the table format.
 
-mod support;
-
 use std::process::Command;
 
-use support::KclLease;
+use crate::support;
+use crate::support::KclLease;
 
 fn topology(args: &[&str]) -> (bool, String, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_shardring"))

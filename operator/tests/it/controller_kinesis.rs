@@ -4,12 +4,9 @@
 //! document), the source's jittered requeue, oversized pod views
 //! (`PodViewTooLarge`) and `balance: hashRange` weights from the topology.
 
-mod controller_support;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use controller_support::*;
 use jiff::SignedDuration;
 use shardring::controller::conditions::{self, DEGRADED, ORDERING_NOT_ENFORCED, READY};
 use shardring::controller::{Observation, plan};
@@ -18,6 +15,9 @@ use shardring::crds::{ShardGroup, ShardPhase};
 use shardring::engine::{HashKeyRange, Shard, ShardState};
 use shardring::source::kinesis::ORDERING_NOT_ENFORCED_MESSAGE;
 use shardring::source::{SourceError, Topology};
+
+use crate::controller_support;
+use crate::controller_support::*;
 
 /// A group reading stream `orders` (refresh 30 s), with or without a lease table.
 fn kinesis_group(lease_table: bool) -> ShardGroup {

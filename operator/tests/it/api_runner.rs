@@ -6,12 +6,9 @@
 //! shutdown ends the run. Watches are left pending (no events), so what the
 //! controller does comes from the initial lists alone.
 
-mod controller_support;
-
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use controller_support::*;
 use http::{Request, Response};
 use kube::Client;
 use kube::client::Body;
@@ -19,6 +16,8 @@ use serde_json::{Value, json};
 use shardring::controller::{ControllerConfig, ControllerMetrics, Sources, run_controller};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+
+use crate::controller_support::*;
 
 /// One request as the mock saw it.
 #[derive(Debug, Clone)]

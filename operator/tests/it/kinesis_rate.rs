@@ -5,13 +5,13 @@
 //! calls per (real) minute for 1 and 3 groups on one stream and checks them
 //! against the design bound: 2 per group per minute, at most 6 per stream.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use shardring::source::kinesis::pacing::{jitter_interval, jitter_unit};
 use shardring::source::kinesis::{ReaderOptions, ReaderRegistry, StreamId, TopologyReader};
+
+use crate::support;
 
 /// Real seconds per test second.
 const SCALE: f64 = 100.0;

@@ -2,13 +2,13 @@
 //! KCL-format items (plain and multi-stream keys, missing fields), counter
 //! change times across scans with an injected clock, and error reasons.
 
-mod support;
-
 use std::time::Duration;
 
 use jiff::Timestamp;
 use shardring::lease::{CheckpointKind, LeaseReader};
-use support::KclLease;
+
+use crate::support;
+use crate::support::KclLease;
 
 fn at(seconds: i64) -> Timestamp {
     Timestamp::from_second(1_800_000_000 + seconds).expect("valid")

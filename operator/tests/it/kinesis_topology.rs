@@ -1,13 +1,13 @@
 //! The Kinesis topology reader against kinesis-local: create, split, merge,
 //! UpdateShardCount 2→4→8, multi-page listings, and shared readers.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use shardring::source::kinesis::{KinesisShard, ReaderOptions, ReaderRegistry, StreamId};
+
+use crate::support;
 
 const MAX: u128 = u128::MAX;
 

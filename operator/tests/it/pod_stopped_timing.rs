@@ -7,30 +7,33 @@
 //! the watches deliver (pod changes, and the operator's own document and
 //! annotation writes), and at each decision's requeue time.
 //!
-//! `cargo test -p shardring --test pod_stopped_timing -- --nocapture`
+//! `cargo test -p shardring --test it pod_stopped_timing:: -- --nocapture`
 //! prints the table.
 
-mod controller_support;
-
-use controller_support::*;
 use jiff::{SignedDuration, Timestamp};
 use shardring::controller::observe::Containers;
 use shardring::controller::observe::departed::{Departure, Departures};
 use shardring::controller::{Observation, PodInfo, Published, plan};
 use shardring::crds::{ConsumerPool, ShardGroup, ShardPhase};
 
+use crate::controller_support::*;
+
 /// The sample ShardGroup and ConsumerPool, as `kubectl apply -k
 /// config/samples/` creates them.
 fn samples() -> (ShardGroup, ConsumerPool) {
-    let mut group: ShardGroup =
-        serde_yaml::from_str(include_str!("../../config/samples/shardgroup-static.yaml"))
-            .expect("the sample ShardGroup");
+    let mut group: ShardGroup = serde_yaml::from_str(include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../config/samples/shardgroup-static.yaml"
+    )))
+    .expect("the sample ShardGroup");
     group.metadata.namespace = Some(NS.into());
     group.metadata.uid = Some(GROUP_UID.into());
     group.metadata.generation = Some(1);
-    let mut pool: ConsumerPool =
-        serde_yaml::from_str(include_str!("../../config/samples/consumerpool.yaml"))
-            .expect("the sample ConsumerPool");
+    let mut pool: ConsumerPool = serde_yaml::from_str(include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../config/samples/consumerpool.yaml"
+    )))
+    .expect("the sample ConsumerPool");
     pool.metadata.namespace = Some(NS.into());
     assert!(group.spec.lease_table.is_none());
     assert_eq!(group.spec.handoff.drain_timeout, "30s");

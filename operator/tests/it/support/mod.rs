@@ -2,9 +2,7 @@
 //! starts kinesis-local and dynalite (installed on first use by
 //! `shardring::emulators`), builds SDK clients with dummy credentials in
 //! us-east-1, and offers the setup calls tests need (streams, resharding,
-//! KCL-format lease tables). Each test binary uses the parts it needs.
-
-#![allow(dead_code)]
+//! KCL-format lease tables).
 
 pub mod proxy;
 
@@ -67,14 +65,6 @@ pub async fn reader(endpoint: &str, stream: &str, page_size: Option<i32>) -> Top
         options,
         None,
     )
-}
-
-/// Waits until the stream is ACTIVE (setup only: the reader never calls
-/// DescribeStream*).
-pub async fn wait_active(client: &aws_sdk_kinesis::Client, stream: &str) {
-    reshard::wait_active(client, stream)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// Creates a provisioned stream with `shards` shards and waits for ACTIVE.

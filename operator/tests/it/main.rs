@@ -1,0 +1,52 @@
+//! The operator's integration tests, in one test binary: each module was a
+//! test file, and so a test binary, of its own, and linking this crate 30
+//! times was most of a CI run. Run one module with
+//! `cargo test -p shardring --test it <module>::`, e.g.
+//! `cargo test -p shardring --test it manifests::`.
+//!
+//! Shared: `controller_support` (fixtures of the pure controller tests),
+//! `support` (the local AWS emulators and a fault proxy) and `own_process`
+//! (the two tests that need a process to themselves run in a child
+//! process). The tests of the former files now run side by side; those that
+//! must not say so ([`STAGE`]).
+
+mod api_reconcile;
+mod api_runner;
+mod api_server;
+mod cli_plan;
+mod controller_kinesis;
+mod controller_observe;
+mod controller_plan;
+mod controller_support;
+mod demo_run;
+mod embedded_scenarios;
+mod handoff_protocol;
+mod kinesis_cli;
+mod kinesis_controller;
+mod kinesis_faults;
+mod kinesis_lifecycle;
+mod kinesis_rate;
+mod kinesis_topology;
+mod lease_table;
+mod manifests;
+mod own_process;
+mod pod_stopped_timing;
+mod runtime_crd_wait;
+mod runtime_leader;
+mod runtime_leader_failover;
+mod runtime_server;
+mod runtime_shutdown;
+mod runtime_telemetry;
+mod sim_explore;
+mod sim_kubelet;
+mod sim_regressions;
+mod sim_seeds;
+mod support;
+
+/// The demo's stage (two emulators, a producer and several consumer
+/// processes) runs once at a time: `demo_run` and each of the
+/// `embedded_scenarios` hold this while they run, since two stages at once
+/// starve each other on a small machine. (Within their own binaries the
+/// scenarios took turns on a lock of their own, and cargo ran the demo's
+/// binary on its own.)
+static STAGE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
