@@ -2,8 +2,8 @@
 //! steady state, rolling deploy, graceful termination, kill -9, scale
 //! 3 → 6 → 2, split, merge, UpdateShardCount, an operator restart mid-handoff
 //! and leader election with two replicas. They run against a real cluster
-//! (`tests/scenarios.rs`) and against the devkit's mock API server
-//! (`tests/mock_scenarios.rs`), with the operator in-process or as the
+//! (`tests/it/scenarios.rs`) and against the devkit's mock API server
+//! (`tests/it/mock_scenarios.rs`), with the operator in-process or as the
 //! binary. Every scenario ends with the checker's verdict.
 
 use crate::harness::{Harness, STEP_TIMEOUT};

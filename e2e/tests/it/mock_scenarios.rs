@@ -7,7 +7,8 @@
 //! process) or the emulators' credentials in its environment (binary).
 //!
 //! Scenarios run one at a time (each starts its own emulators and consumer
-//! processes; on two cores they would starve each other).
+//! processes; on two cores they would starve each other), and not beside
+//! the tests on a real cluster either ([`crate::TURNS`]).
 
 use std::path::PathBuf;
 
@@ -16,9 +17,6 @@ use shardring_e2e::cluster::Cluster;
 use shardring_e2e::harness::Harness;
 use shardring_e2e::operator::OperatorMode;
 use shardring_e2e::scenarios::{self, ScenarioResult};
-
-/// Serialises the scenarios of this binary.
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A mock API server and the kubeconfig file its child processes use.
 async fn mock_cluster(scenario: &str) -> (MockApiServer, Cluster) {
@@ -43,7 +41,7 @@ async fn run(
     shards: u32,
     body: impl AsyncFnOnce(&mut Harness) -> ScenarioResult,
 ) {
-    let _turn = ONE_AT_A_TIME.lock().await;
+    let _turn = crate::TURNS.write().await;
     let (_mock, cluster) = mock_cluster(scenario).await;
     let mut harness = Harness::start(cluster, mode, scenario, shards)
         .await

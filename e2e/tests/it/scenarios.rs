@@ -54,6 +54,7 @@ macro_rules! scenario {
         let Some(client) = cluster($name).await else {
             return;
         };
+        let _turn = crate::TURNS.read().await;
         let mode = OperatorMode::from_env().unwrap_or_else(|e| panic!("{e}"));
         let cluster = Cluster::from_environment(client);
         let mut harness = match Harness::start(cluster, mode, $name, $shards).await {

@@ -1,0 +1,23 @@
+//! The end-to-end tests, in one test binary (one link of the operator, the
+//! consumer library and the devkit instead of one per file): each module
+//! was a test file of its own. Run one with
+//! `cargo test -p shardring-e2e --test it <module>::`, e.g. `cluster::`
+//! (`scenarios::` also matches `mock_scenarios::`: add `-- --skip
+//! mock_scenarios` for the real-cluster suite alone).
+//!
+//! `cluster` and `scenarios` need a cluster reachable through KUBECONFIG
+//! and skip without one; `mock_scenarios` runs the same scenarios against
+//! the devkit's mock API server.
+
+mod cluster;
+mod mock_scenarios;
+mod own_process;
+mod scenarios;
+
+/// Turns for the tests that run the operator against an API server, each
+/// with its own emulators and consumer processes (on two cores, two of them
+/// starve each other). A mock scenario takes it exclusively: one at a time,
+/// as within their own binary before. The tests on a real cluster share it
+/// (they ran side by side within theirs), so none of them runs beside a
+/// mock scenario: cargo ran the former binaries one after another.
+static TURNS: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
