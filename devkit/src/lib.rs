@@ -2,7 +2,9 @@
 //! Kubernetes API server served over HTTPS, so tests and benchmarks exercise
 //! the path a real user takes — a `kube::Client` built from a kubeconfig,
 //! lists paged with continue tokens, watches with resourceVersions, bookmarks
-//! and 410 Gone — instead of mocks that answer instantly.
+//! and 410 Gone — instead of mocks that answer instantly. Also the shared
+//! fixtures, and [`process::in_own_process`] for tests that need a process
+//! of their own.
 //!
 //! The crate does not depend on the operator: the operator's tests depend on
 //! it.
@@ -11,3 +13,4 @@
 
 pub mod apiserver;
 pub mod fixtures;
+pub mod process;

@@ -28,7 +28,7 @@ use shardring_e2e::{
     wait_for,
 };
 
-use crate::own_process::in_own_process;
+use shardring_devkit::process::in_own_process;
 
 /// Field manager of everything this test applies.
 const MANAGER: &str = "shardring-e2e";

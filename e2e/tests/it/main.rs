@@ -11,7 +11,6 @@
 
 mod cluster;
 mod mock_scenarios;
-mod own_process;
 mod scenarios;
 
 /// Turns for the tests that run the operator against an API server, each

@@ -5,9 +5,9 @@
 //! `cargo test -p shardring --test it manifests::`.
 //!
 //! Shared: `controller_support` (fixtures of the pure controller tests),
-//! `support` (the local AWS emulators and a fault proxy) and `own_process`
-//! (the two tests that need a process to themselves run in a child
-//! process). The tests of the former files now run side by side; those that
+//! `support` (the local AWS emulators and a fault proxy); the two tests
+//! that need a process to themselves run in a child process
+//! (`shardring_devkit::process::in_own_process`). The tests of the former files now run side by side; those that
 //! must not say so ([`STAGE`]).
 
 mod api_reconcile;
@@ -29,7 +29,6 @@ mod kinesis_rate;
 mod kinesis_topology;
 mod lease_table;
 mod manifests;
-mod own_process;
 mod pod_stopped_timing;
 mod runtime_crd_wait;
 mod runtime_leader;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use shardring::runtime::shutdown::{CancellationToken, cancel_on_signal};
 
-use crate::own_process::in_own_process;
+use shardring_devkit::process::in_own_process;
 
 #[tokio::test]
 async fn sigterm_cancels_the_token_and_other_cancellation_ends_the_task() {

@@ -4,7 +4,7 @@
 
 use shardring::runtime::telemetry::{LogFormat, init};
 
-use crate::own_process::in_own_process;
+use shardring_devkit::process::in_own_process;
 
 #[test]
 fn json_logging_installs_once() {

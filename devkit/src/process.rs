@@ -1,8 +1,8 @@
-//! One test in a child process of its own, for a test that needs a fresh
-//! process now that every test of the crate shares one binary: `cluster`
-//! checks that `connect` works in a process where nothing installed a
-//! rustls crypto provider, which another test's mock API client would
-//! otherwise have done already.
+//! One test in a child process of its own, for tests that need a process to
+//! themselves in a crate whose tests share one binary (`tests/it`): a test
+//! that sends SIGTERM to its process, installs the process's one global
+//! tracing subscriber, or checks what happens before anything installed a
+//! rustls crypto provider.
 
 use std::process::Command;
 
@@ -10,8 +10,8 @@ use std::process::Command;
 const CHILD: &str = "SHARDRING_TEST_OWN_PROCESS";
 
 /// Whether the calling test runs its body here: `true` in the child process
-/// started for it. Otherwise runs this test binary again with only this
-/// test (`module` is the caller's `module_path!()`, `test` its function
+/// started for it. Otherwise runs the current test binary again with only
+/// this test (`module` is the caller's `module_path!()`, `test` its function
 /// name), fails when that run fails or does not run exactly that test, and
 /// returns `false`.
 pub fn in_own_process(module: &str, test: &str) -> bool {
