@@ -30,7 +30,6 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use self::departed::Departures;
 use self::documents::DocumentCache;
-use super::codec;
 use crate::crds::{AssignmentDocument, ConsumerPool, ShardGroup};
 use crate::lease::LeaseTable;
 use crate::source::{SourceError, Topology};
@@ -368,14 +367,6 @@ impl Stores {
     pub fn pool(&self, namespace: &str, name: &str) -> Option<ConsumerPool> {
         let guard = self.pools.get(&ObjectRef::new(name).within(namespace))?;
         guard.0.as_ref().ok().cloned()
-    }
-}
-
-/// Decodes the document of an owned ConfigMap.
-pub fn decode_published(cm: &ConfigMap) -> Published {
-    match codec::decode(cm) {
-        Ok(doc) => Published::from(doc),
-        Err(error) => Published::Unreadable(error.to_string()),
     }
 }
 

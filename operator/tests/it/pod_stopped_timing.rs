@@ -111,23 +111,7 @@ fn move_time(flow: Flow, kubelet: bool) -> i64 {
             pod.deletion_grace_seconds = Some(30);
         }
         Flow::Forced => {
-            let i = obs
-                .pods
-                .iter()
-                .position(|p| p.name == "consumer-3")
-                .unwrap();
-            let pod = obs.pods.remove(i);
-            obs.departed.pods.insert(
-                pod.name.clone(),
-                vec![Departure {
-                    uid: pod.uid.clone(),
-                    at: start,
-                    containers: Containers::Running,
-                    scheduled: true,
-                    created: pod.created,
-                    generated_name: pod.generated_name,
-                }],
-            );
+            depart(&mut obs, start, Some(Containers::Running));
         }
     }
     for tick in 0..2_000 {
@@ -155,23 +139,8 @@ fn move_time(flow: Flow, kubelet: bool) -> i64 {
             });
         }
         if gone_at == Some(ms) {
-            let i = obs
-                .pods
-                .iter()
-                .position(|p| p.name == "consumer-3")
-                .unwrap();
-            let pod = obs.pods.remove(i);
-            obs.departed.pods.insert(
-                pod.name.clone(),
-                vec![Departure {
-                    uid: pod.uid.clone(),
-                    at: obs.now,
-                    containers: pod.containers,
-                    scheduled: true,
-                    created: pod.created,
-                    generated_name: pod.generated_name,
-                }],
-            );
+            let now = obs.now;
+            depart(&mut obs, now, None);
             if flow == Flow::NeverStarted {
                 obs.pods.push(PodInfo {
                     uid: "uid-consumer-3-recreated".into(),
@@ -224,6 +193,28 @@ fn move_time(flow: Flow, kubelet: bool) -> i64 {
         }
     }
     panic!("{flow:?}: consumer-3's queues never moved");
+}
+
+/// Pod `consumer-3` leaves the API at `at`; the pod watch remembers its
+/// final status (`containers`, or what the pod showed last when `None`).
+fn depart(obs: &mut Observation, at: Timestamp, containers: Option<Containers>) {
+    let i = obs
+        .pods
+        .iter()
+        .position(|p| p.name == "consumer-3")
+        .unwrap();
+    let pod = obs.pods.remove(i);
+    obs.departed.pods.insert(
+        pod.name.clone(),
+        vec![Departure {
+            uid: pod.uid.clone(),
+            at,
+            containers: containers.unwrap_or(pod.containers),
+            scheduled: true,
+            created: pod.created,
+            generated_name: pod.generated_name,
+        }],
+    );
 }
 
 fn revoking_on(obs: &Observation, pod: &str) -> usize {
