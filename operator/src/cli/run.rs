@@ -101,6 +101,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     crds?;
     health.set_crds_established();
 
+    // The election stops on its own token, cancelled only once the
+    // controller has finished: a stopping leader keeps renewing (and so
+    // keeps the Lease) until its in-flight reconciles wrote their last
+    // write, and only then releases it. With one token, a standby could take
+    // over while the old leader's last writes were still going out.
+    let election = CancellationToken::new();
     let mut lease_task = None;
     let leader = if args.leader_election {
         let namespace = args
@@ -112,7 +118,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         tracing::info!(lease = %args.lease_name, %namespace, identity = %config.identity, "leader election on");
         let handle = LeaderElector::new(client.clone(), config)
             .with_metrics(leader_metrics)
-            .spawn(token.clone());
+            .spawn(election.clone());
         lease_task = Some(handle.task);
         Some(handle.is_leader)
     } else {
@@ -141,24 +147,25 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let code = match lease_task {
         Some(mut task) => tokio::select! {
             () = &mut controller => {
-                // Shutdown: give the election task time to release the Lease.
-                token.cancel();
+                // Shutdown, and the controller's last write is done: now
+                // release the Lease (the election task has time to).
+                election.cancel();
                 if tokio::time::timeout(Duration::from_secs(10), &mut task).await.is_err() {
                     tracing::warn!("leader election did not stop in time");
                 }
                 ExitCode::SUCCESS
             }
             result = &mut task => {
-                let died = !token.is_cancelled();
+                // Nothing cancels the election before the controller ends,
+                // so the task ending first is always a failure.
                 match result {
-                    Ok(Ok(())) if !died => {}
                     Ok(Ok(())) => tracing::error!("leader election stopped unexpectedly; exiting"),
                     Ok(Err(error)) => tracing::error!(%error, "leader election failed; exiting"),
                     Err(error) => tracing::error!(%error, "leader election task panicked; exiting"),
                 }
                 token.cancel();
                 controller.await;
-                if died { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+                ExitCode::FAILURE
             }
         },
         None => {

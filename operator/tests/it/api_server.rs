@@ -4,6 +4,8 @@
 //! user's operator reaches its cluster:
 //! - `shardring run` itself (the binary, leader election on a Lease) turns
 //!   ready on the leader and on the follower, and only the leader writes;
+//! - a leader stopped by SIGTERM releases its Lease only after its last
+//!   write (a standby taking over at once never overlaps with it);
 //! - after a start with 200 ShardGroups whose pods, pools and groups all
 //!   exist already, every group is published and Ready, whatever order the
 //!   caches fill in.
@@ -251,4 +253,91 @@ async fn every_group_is_ready_after_a_start_with_200_groups() {
     // that had not finished its list.
     shutdown.cancel();
     run.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopping_leader_releases_the_lease_only_after_its_last_write() {
+    let mock = MockApiServer::start(MockOptions::default()).await;
+    fixtures::populate(&mock, "app", 1, 30, 60);
+    let dir = tempdir();
+    let kubeconfig = dir.join("kubeconfig");
+    mock.write_kubeconfig(&kubeconfig).unwrap();
+    // Slow answers and two writes at a time: the first publish's 30
+    // annotation writes take about two seconds, so SIGTERM lands while the
+    // reconcile is still writing.
+    mock.set_request_delay(Duration::from_millis(150));
+    let mut leader = start_operator(
+        &kubeconfig,
+        "replica-a",
+        &[
+            "--leader-election",
+            "--lease-name",
+            "shardring-test",
+            "--write-concurrency",
+            "2",
+        ],
+    );
+    wait_until(
+        "the leader's first annotation writes",
+        Duration::from_secs(60),
+        || match mock.count("PATCH", "/pods/") {
+            n if n >= 2 => Ok(()),
+            n => Err(format!("{n} pod writes")),
+        },
+    )
+    .await;
+    let sigterm_at = Instant::now();
+    let terminated = Command::new("kill")
+        .args(["-TERM", &leader.child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(terminated.success());
+    let exited = wait_until("the leader to exit", Duration::from_secs(30), || {
+        leader
+            .child
+            .try_wait()
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "still running".to_owned())
+    })
+    .await;
+    assert!(exited.success(), "exit status {exited}");
+
+    let lease = mock
+        .get(
+            "coordination.k8s.io/v1",
+            "Lease",
+            Some("default"),
+            "shardring-test",
+        )
+        .expect("the Lease exists");
+    assert!(
+        lease["spec"]["holderIdentity"].is_null(),
+        "the Lease was released: {lease}"
+    );
+    let requests = mock.requests();
+    let released = requests
+        .iter()
+        .filter(|r| r.method == "PUT" && r.path.ends_with("/leases/shardring-test"))
+        .map(|r| r.at)
+        .max()
+        .expect("the release was logged");
+    let writes: Vec<_> = requests
+        .iter()
+        .filter(|r| !r.path.contains("/leases/") && r.method != "GET")
+        .collect();
+    // The test means something only if the reconcile in flight went on
+    // writing after SIGTERM.
+    assert!(
+        writes.iter().any(|r| r.at > sigterm_at),
+        "no write after SIGTERM: the reconcile had finished before it"
+    );
+    let late: Vec<String> = writes
+        .iter()
+        .filter(|r| r.at >= released)
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert!(
+        late.is_empty(),
+        "writes sent after the Lease was released: {late:?}"
+    );
 }
