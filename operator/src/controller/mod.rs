@@ -281,16 +281,20 @@ pub async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result<Action
     // `now` must never precede what was observed, or a lease scan taken
     // during the read would look newer than the revokes this reconcile
     // publishes at `now`, and count as evidence that they were released.
+    let started = Instant::now();
     let topology = ctx.sources.read(group, (ctx.clock)()).await;
     let now = (ctx.clock)();
+    let read = started.elapsed();
     let (mut observation, published_version) =
         ctx.stores.observe_with_version(group, topology, now);
     observation.leases = ctx.sources.leases(group);
-    let started = Instant::now();
+    let observed = started.elapsed();
     let decision = plan(&observation);
+    drop(observation);
+    let planned = started.elapsed();
     ctx.metrics
         .plan_duration
-        .observe(started.elapsed().as_secs_f64());
+        .observe((planned - observed).as_secs_f64());
     let applied = apply::apply(
         &ctx.client,
         group,
@@ -301,6 +305,13 @@ pub async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result<Action
         ctx.recorder.as_ref(),
     )
     .await?;
+    tracing::debug!(
+        read_ms = read.as_millis(),
+        observe_ms = (observed - read).as_millis(),
+        plan_ms = (planned - observed).as_millis(),
+        apply_ms = (started.elapsed() - planned).as_millis(),
+        "reconciled"
+    );
     record(group, &decision, &ctx.metrics, now);
     if let (Some(version), Some(document)) = (applied.document_version, decision.document_write) {
         // The next reconcile reads this very document: keep it decoded.
