@@ -138,20 +138,12 @@ pub fn plan(obs: &Observation) -> Decision {
             .map(|p| p.name.as_str()),
         obs.now,
     );
-    let input = PlanInput {
+    let mut input = PlanInput {
         options: plan_options(obs, pool, &pacing),
         shards: topology.shards.clone(),
         pods,
         previous: handoff::engine_previous(previous_doc),
     };
-    // While the delay holds optional moves back, look again when it ends,
-    // but only if there is something to rebalance then.
-    let pacing_wait = pacing.next_change.filter(|_| {
-        let mut unpaced = input.clone();
-        unpaced.options.rebalance = Rebalance::All;
-        unpaced.options.max_optional_moves = None;
-        engine::plan(&unpaced).is_ok_and(|o| o.optional_moves() > 0)
-    });
     let output = match engine::plan(&input) {
         Ok(output) => output,
         Err(error) => {
@@ -220,11 +212,20 @@ pub fn plan(obs: &Observation) -> Decision {
         unfenced: obs.group.spec.lease_table.is_none(),
     });
     let mut requeue_after = requeue_after;
-    for wait in [step.next_check, pacing_wait].into_iter().flatten() {
+    if let Some(wait) = step.next_check {
         requeue_after = requeue_after.min(wait.max(MIN_REQUEUE));
     }
     if outcome.moves_in_flight > 0 {
         requeue_after = requeue_after.min(IN_FLIGHT_POLL);
+    }
+    // While the delay holds optional moves back, look again when it ends,
+    // but only if there is something to rebalance then. That takes a second
+    // engine run, made only when its answer can bring the next look forward.
+    if let Some(wait) = pacing.next_change.map(|w| w.max(MIN_REQUEUE))
+        && wait < requeue_after
+        && rebalances_unpaced(&mut input)
+    {
+        requeue_after = wait;
     }
     outcome.problem = obs.topology.error.as_ref().map(|error| Problem {
         reason: error.reason(),
@@ -282,6 +283,17 @@ pub fn plan(obs: &Observation) -> Decision {
 }
 
 /// A decision that keeps the document and annotations as they are.
+/// Whether the engine, free of the rebalance delay and move budget, would
+/// make optional moves from `input` (left as it was found).
+fn rebalances_unpaced(input: &mut PlanInput) -> bool {
+    let paced = (input.options.rebalance, input.options.max_optional_moves);
+    input.options.rebalance = Rebalance::All;
+    input.options.max_optional_moves = None;
+    let rebalances = engine::plan(input).is_ok_and(|o| o.optional_moves() > 0);
+    (input.options.rebalance, input.options.max_optional_moves) = paced;
+    rebalances
+}
+
 fn blocked(obs: &Observation, outcome: Outcome, requeue_after: Duration) -> Decision {
     let (status, events) = status::build(obs, &outcome);
     let status_changed = obs.group.status.as_ref() != Some(&status);
