@@ -12,10 +12,13 @@
 //!   table;
 //! - `movement`: how shards move (`handoff`) and how optional moves are paced
 //!   (`rebalance`);
-//! - `status`: the observed state;
+//! - `status`: the observed state, with `move_log` (an entry of the move
+//!   budget's log) and `lenient` (how its stored times are read);
 //! - `error`: the error of a typed spec accessor.
 
 mod error;
+mod lenient;
+mod move_log;
 mod movement;
 mod source;
 mod spec;
@@ -24,6 +27,7 @@ mod status;
 mod tests;
 
 pub use error::SpecError;
+pub use move_log::{MoveLogEntry, MoveLogEntryError};
 pub use movement::{HandoffSpec, RebalanceSpec};
 pub use source::{KinesisSource, LeaseTableSpec, ShardSource, StaticSource};
 pub use spec::{BalanceMode, OutputSpec, PoolRef, ShardGroup, ShardGroupSpec};

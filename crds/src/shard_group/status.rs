@@ -1,12 +1,21 @@
 //! The observed state of a ShardGroup: what the operator last published
 //! (epoch, counts, load, conditions) and the handoff and pacing bookkeeping a
 //! restarted operator resumes from.
+//!
+//! Times are typed (`jiff::Timestamp`, written as RFC 3339 strings exactly as
+//! before) and read leniently: a time that does not parse reads as absent,
+//! as the controller treated it when these fields were strings, instead of
+//! failing the whole object (see `lenient.rs`).
 
 use std::collections::BTreeMap;
 
+use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+use super::lenient;
+use super::move_log::MoveLogEntry;
 
 /// Observed state of a ShardGroup.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -44,16 +53,24 @@ pub struct ShardGroupStatus {
     /// log, one entry per reconcile that moved shards, `<RFC 3339 time> <count>`
     /// (required moves are logged too and use up the budget; only optional
     /// moves wait for it).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub move_log: Vec<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "lenient::move_log"
+    )]
+    pub move_log: Vec<MoveLogEntry>,
     /// Optional moves the budget still allows in the current window; absent
     /// without `rebalance.maxMovesPerWindow`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub move_budget_remaining: Option<u64>,
     /// When the set of eligible pods last changed (RFC 3339): optional moves
     /// wait `rebalance.delay` after it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_pod_change: Option<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::time"
+    )]
+    pub last_pod_change: Option<Timestamp>,
     /// Digest of the eligible pod set at `lastPodChange`, so a restarted
     /// operator can tell whether the pod set changed while it was away.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -66,14 +83,26 @@ pub struct ShardGroupStatus {
     /// Per pod holding revoking shards: when its annotation was first seen
     /// listing all of them as `revoking` (RFC 3339). Without a lease table the
     /// drain timeout is counted from this time.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub drain_started: BTreeMap<String, String>,
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "lenient::times"
+    )]
+    pub drain_started: BTreeMap<String, Timestamp>,
     /// When the oldest revoke still in flight was published (RFC 3339).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub oldest_revoke: Option<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::time"
+    )]
+    pub oldest_revoke: Option<Timestamp>,
     /// When the topology was last read successfully (RFC 3339).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_topology_time: Option<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::time"
+    )]
+    pub last_topology_time: Option<Timestamp>,
     /// Standard conditions: Ready, Balanced, Progressing, Degraded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,

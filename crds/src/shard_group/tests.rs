@@ -99,3 +99,78 @@ fn accessors_report_the_field_of_a_bad_duration() {
     };
     assert_eq!(rebalance.delay(), Ok(Duration::ZERO));
 }
+
+#[test]
+fn status_times_keep_their_rfc_3339_wire_format() {
+    let stored = serde_json::json!({
+        "epoch": 3,
+        "shards": {"total": 0, "open": 0, "closed": 0, "pending": 0, "unassigned": 0},
+        "pods": {"selected": 0, "eligible": 0},
+        "minLoad": 0, "maxLoad": 0, "movesInFlight": 1,
+        "moveLog": ["2026-11-21T12:00:00Z 3", "2026-11-21T12:00:30.25Z 1"],
+        "lastPodChange": "2026-11-21T11:59:00Z",
+        "drainStarted": {"a": "2026-11-21T12:00:01.123456789Z"},
+        "oldestRevoke": "2026-11-21T12:00:00Z",
+        "lastTopologyTime": "2026-11-21T12:00:02.5Z"
+    });
+    let status: ShardGroupStatus = serde_json::from_value(stored.clone()).unwrap();
+    let t = |text: &str| text.parse::<jiff::Timestamp>().unwrap();
+    assert_eq!(status.last_pod_change, Some(t("2026-11-21T11:59:00Z")));
+    assert_eq!(
+        status.move_log,
+        [
+            MoveLogEntry {
+                at: t("2026-11-21T12:00:00Z"),
+                moves: 3
+            },
+            MoveLogEntry {
+                at: t("2026-11-21T12:00:30.25Z"),
+                moves: 1
+            }
+        ]
+    );
+    assert_eq!(serde_json::to_value(&status).unwrap(), stored);
+}
+
+#[test]
+fn status_times_that_do_not_parse_read_as_absent() {
+    let status: ShardGroupStatus = serde_json::from_value(serde_json::json!({
+        "moveLog": ["garbage 3", "2026-11-21T12:00:00Z", "2026-11-21T12:00:05Z x"],
+        "lastPodChange": "yesterday",
+        "drainStarted": {"a": "soon", "b": "2026-11-21T12:00:01Z"},
+        "oldestRevoke": "",
+        "lastTopologyTime": "2026-11-21 12:00"
+    }))
+    .unwrap();
+    let t = |text: &str| text.parse::<jiff::Timestamp>().unwrap();
+    // A bare time is one move; the other entries are dropped.
+    assert_eq!(
+        status.move_log,
+        [MoveLogEntry {
+            at: t("2026-11-21T12:00:00Z"),
+            moves: 1
+        }]
+    );
+    assert_eq!(status.last_pod_change, None);
+    assert_eq!(
+        status.drain_started,
+        std::collections::BTreeMap::from([("b".to_owned(), t("2026-11-21T12:00:01Z"))])
+    );
+    assert_eq!(status.oldest_revoke, None);
+    assert_eq!(status.last_topology_time, None);
+    // A value of the wrong type still fails, as it did for the strings.
+    let wrong = serde_json::json!({"lastPodChange": 12});
+    assert!(serde_json::from_value::<ShardGroupStatus>(wrong).is_err());
+}
+
+#[test]
+fn a_move_log_entry_reads_what_it_writes() {
+    let entry = MoveLogEntry {
+        at: "2026-11-21T12:00:00Z".parse().unwrap(),
+        moves: 2,
+    };
+    assert_eq!(entry.to_string(), "2026-11-21T12:00:00Z 2");
+    assert_eq!(entry.to_string().parse(), Ok(entry));
+    assert!("garbage 3".parse::<MoveLogEntry>().is_err());
+    assert!("".parse::<MoveLogEntry>().is_err());
+}
