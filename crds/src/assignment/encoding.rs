@@ -374,6 +374,19 @@ mod tests {
             decode(Some(&garbage), None),
             Err(DecodeError::Json(_))
         ));
+        // A revoke time that is not RFC 3339 (the operator never writes one).
+        let mut revoking = serde_json::to_value(small()).unwrap();
+        revoking["shards"]["orders-0"]["state"] = "Revoking".into();
+        let data =
+            |doc: &serde_json::Value| BTreeMap::from([(CONFIGMAP_KEY.to_owned(), doc.to_string())]);
+        revoking["shards"]["orders-0"]["handoff"] =
+            serde_json::json!({"since": "2026-11-21T12:00:00Z"});
+        decode(Some(&data(&revoking)), None).unwrap();
+        revoking["shards"]["orders-0"]["handoff"] = serde_json::json!({"since": "soon"});
+        assert!(matches!(
+            decode(Some(&data(&revoking)), None),
+            Err(DecodeError::Json(_))
+        ));
     }
 
     #[test]

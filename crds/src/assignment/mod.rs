@@ -18,6 +18,7 @@ pub mod encoding;
 
 use std::collections::BTreeMap;
 
+use jiff::Timestamp;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -177,7 +178,13 @@ pub struct Handoff {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to: Option<String>,
     /// When the revoke was first published (RFC 3339).
-    pub since: String,
+    // Typed, unlike the status times, strictly: a document the operator
+    // wrote always holds a valid time; one edited by hand so that it does
+    // not is an unreadable document, which the operator treats as a corrupt
+    // ConfigMap (it rebuilds the assignment from the pods' annotations, every
+    // move in flight restarting its drain) and a consumer as an invalid
+    // document. A string field used to restart only that shard's drain.
+    pub since: Timestamp,
 }
 
 /// One shard's entry in the document.

@@ -83,7 +83,7 @@ fn example() -> AssignmentDocument {
                 ),
                 Some(Handoff {
                     to: Some(POD_C.into()),
-                    since: "2026-11-21T19:40:00Z".into(),
+                    since: "2026-11-21T19:40:00Z".parse().unwrap(),
                 }),
             ),
         ),

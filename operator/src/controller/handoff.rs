@@ -46,6 +46,7 @@ use jiff::Timestamp;
 
 use super::observe::departed::{Departure, Departures};
 use super::observe::{Containers, LeaseObservation, Observation, PodInfo};
+use crate::crds::shard_group::MoveLogEntry;
 use crate::crds::{
     AssignmentDocument, Handoff, HashKeyRange, PodView, ShardGroupStatus, ShardPhase, ShardRecord,
 };
@@ -104,20 +105,20 @@ pub struct Completed {
 /// resumes it (see the status fields of the same names).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProtocolStatus {
-    /// The move budget's log, `<RFC 3339> <count>` per reconcile that moved shards.
-    pub move_log: Vec<String>,
+    /// The move budget's log, one entry per reconcile that moved shards.
+    pub move_log: Vec<MoveLogEntry>,
     /// Optional moves the budget still allows in the window.
     pub move_budget_remaining: Option<u64>,
     /// When the eligible pod set last changed.
-    pub last_pod_change: Option<String>,
+    pub last_pod_change: Option<Timestamp>,
     /// Digest of the eligible pod set.
     pub pod_set_digest: Option<String>,
     /// Pods seen terminating gracefully that hold revoking shards.
     pub graceful_pods: Vec<String>,
     /// Per pod: when its annotation was first seen listing all its revoking shards.
-    pub drain_started: BTreeMap<String, String>,
+    pub drain_started: BTreeMap<String, Timestamp>,
     /// When the oldest revoke in flight was published.
-    pub oldest_revoke: Option<String>,
+    pub oldest_revoke: Option<Timestamp>,
     /// Whether handoffs run without a lease table (weaker guarantee). Not
     /// persisted: recomputed from the spec on every plan.
     pub unfenced: bool,
@@ -129,11 +130,11 @@ impl ProtocolStatus {
         Self {
             move_log: status.move_log.clone(),
             move_budget_remaining: status.move_budget_remaining,
-            last_pod_change: status.last_pod_change.clone(),
+            last_pod_change: status.last_pod_change,
             pod_set_digest: status.pod_set_digest.clone(),
             graceful_pods: status.graceful_pods.clone(),
             drain_started: status.drain_started.clone(),
-            oldest_revoke: status.oldest_revoke.clone(),
+            oldest_revoke: status.oldest_revoke,
             unfenced: false,
         }
     }
@@ -160,7 +161,7 @@ pub struct HandoffResult {
     /// Pods seen terminating gracefully that still hold revoking shards.
     pub graceful_pods: Vec<String>,
     /// Drain clocks per pod holding revoking shards.
-    pub drain_started: BTreeMap<String, String>,
+    pub drain_started: BTreeMap<String, Timestamp>,
     /// When the oldest revoke in flight was published.
     pub oldest_revoke: Option<Timestamp>,
     /// How long until some revoke in flight may complete by a timeout, if any.
@@ -261,13 +262,12 @@ pub fn step(
     result.drain_started = drain
         .into_iter()
         .filter(|(p, _)| holders.contains(p.as_str()))
-        .map(|(p, t)| (p, t.to_string()))
         .collect();
     result.oldest_revoke = result
         .records
         .values()
         .filter_map(|r| r.handoff.as_ref())
-        .filter_map(|h| h.since.parse::<Timestamp>().ok())
+        .map(|h| h.since)
         .min();
     result
 }
@@ -312,7 +312,7 @@ impl Ctx<'_> {
             return;
         }
         let since = match (&prev.state, &prev.handoff) {
-            (ShardPhase::Revoking, Some(h)) => h.since.parse::<Timestamp>().unwrap_or(now),
+            (ShardPhase::Revoking, Some(h)) => h.since,
             (ShardPhase::Revoking, None) => now,
             _ => {
                 result.revokes_started += 1;
@@ -337,10 +337,7 @@ impl Ctx<'_> {
         record.state = ShardPhase::Revoking;
         record.standbys = standbys.into_iter().filter(|s| *s != from).collect();
         record.owner = Some(from);
-        record.handoff = Some(Handoff {
-            to: owner,
-            since: since.to_string(),
-        });
+        record.handoff = Some(Handoff { to: owner, since });
     }
 
     /// Evidence that `from` let `shard` go, revoked at `since`; notes in
@@ -529,7 +526,7 @@ fn graceful_pods(remembered: &[String], pods: &[PodInfo]) -> BTreeSet<String> {
 /// document, when its annotation was first seen listing all of them as
 /// revoking. A pod whose annotation misses one has no clock (yet).
 fn drain_clocks(
-    remembered: &BTreeMap<String, String>,
+    remembered: &BTreeMap<String, Timestamp>,
     published: Option<&AssignmentDocument>,
     pods: &BTreeMap<&str, &PodInfo>,
     now: Timestamp,
@@ -562,11 +559,11 @@ fn drain_clocks(
                 .revoking
                 .iter()
                 .filter_map(|s| doc.shards.get(s)?.handoff.as_ref())
-                .filter_map(|h| h.since.parse::<Timestamp>().ok())
+                .map(|h| h.since)
                 .max();
             let clock = remembered
                 .get(name)
-                .and_then(|t| t.parse::<Timestamp>().ok())
+                .copied()
                 .filter(|t| latest_revoke.is_none_or(|r| *t >= r) && *t <= now)
                 .unwrap_or(now);
             clocks.insert(name.clone(), clock);
@@ -609,7 +606,7 @@ pub fn recover_previous(obs: &Observation) -> Option<AssignmentDocument> {
     if active.is_empty() && revoking.is_empty() {
         return None;
     }
-    let now = obs.now.to_string();
+    let now = obs.now;
     let mut shards: BTreeMap<String, ShardRecord> = revoking
         .into_iter()
         .map(|(id, owner)| {
@@ -618,7 +615,7 @@ pub fn recover_previous(obs: &Observation) -> Option<AssignmentDocument> {
                 state: ShardPhase::Revoking,
                 handoff: Some(Handoff {
                     to: None,
-                    since: now.clone(),
+                    since: now,
                 }),
                 ..Default::default()
             };

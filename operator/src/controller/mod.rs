@@ -448,13 +448,9 @@ fn record(group: &ShardGroup, decision: &Decision, metrics: &ControllerMetrics, 
         .revokes_pending
         .get_or_create(&labels)
         .set(status.moves_in_flight as i64);
-    let oldest_age = status
-        .oldest_revoke
-        .as_deref()
-        .and_then(|since| since.parse::<Timestamp>().ok())
-        .map_or(0.0, |since| {
-            now.duration_since(since).as_secs_f64().max(0.0)
-        });
+    let oldest_age = status.oldest_revoke.map_or(0.0, |since| {
+        now.duration_since(since).as_secs_f64().max(0.0)
+    });
     metrics
         .oldest_revoke_age
         .get_or_create(&labels)

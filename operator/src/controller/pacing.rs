@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use crate::crds::shard_group::RebalanceSpec;
+use crate::crds::shard_group::{MoveLogEntry, RebalanceSpec};
 use crate::engine::Rebalance;
 
 /// What the engine may do in this plan, and the bookkeeping to store.
@@ -30,7 +30,7 @@ pub struct Pacing {
     /// Digest of the eligible pod set.
     pub pod_set_digest: String,
     /// The move log within the window, oldest first.
-    pub log: Vec<(Timestamp, u64)>,
+    pub log: Vec<MoveLogEntry>,
     /// The configured budget per window.
     pub budget: Option<u64>,
     /// How long until pacing may allow more optional moves (end of the delay,
@@ -52,26 +52,13 @@ pub fn pod_set_digest<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
     format!("{hash:016x}")
 }
 
-/// Parses one move-log entry `<RFC 3339> <count>` (a bare time counts one).
-pub fn parse_log_entry(entry: &str) -> Option<(Timestamp, u64)> {
-    let mut parts = entry.split_whitespace();
-    let time = parts.next()?.parse::<Timestamp>().ok()?;
-    let count = parts.next().map_or(Some(1), |c| c.parse::<u64>().ok())?;
-    Some((time, count))
-}
-
-/// Formats one move-log entry.
-pub fn format_log_entry(time: Timestamp, count: u64) -> String {
-    format!("{time} {count}")
-}
-
 /// Works out the pacing of one plan from the spec, the stored bookkeeping,
 /// the eligible pods and `now`. Invalid durations were refused before.
 pub fn pace<'a>(
     spec: &RebalanceSpec,
-    stored_change: Option<&str>,
+    stored_change: Option<Timestamp>,
     stored_digest: Option<&str>,
-    stored_log: &[String],
+    stored_log: &[MoveLogEntry],
     eligible: impl IntoIterator<Item = &'a str>,
     now: Timestamp,
 ) -> Pacing {
@@ -79,16 +66,16 @@ pub fn pace<'a>(
     let window = spec.window().unwrap_or(Duration::from_secs(60));
     let digest = pod_set_digest(eligible);
     let last_pod_change = match (stored_digest, stored_change) {
-        (Some(d), Some(t)) if d == digest => t.parse::<Timestamp>().unwrap_or(now).min(now),
+        (Some(d), Some(t)) if d == digest => t.min(now),
         _ => now,
     };
     let window_start = sub(now, window);
-    let log: Vec<(Timestamp, u64)> = stored_log
+    let log: Vec<MoveLogEntry> = stored_log
         .iter()
-        .filter_map(|e| parse_log_entry(e))
-        .filter(|(t, _)| *t > window_start && *t <= now)
+        .filter(|e| e.at > window_start && e.at <= now)
+        .copied()
         .collect();
-    let used: u64 = log.iter().map(|(_, c)| c).sum();
+    let used: u64 = log.iter().map(|e| e.moves).sum();
     let budget = spec.max_moves_per_window.map(u64::from);
     let delay_end = add(last_pod_change, delay);
     let mut next_change = None;
@@ -101,9 +88,9 @@ pub fn pace<'a>(
     let max_optional_moves = budget.map(|b| b.saturating_sub(used).min(u64::from(u32::MAX)) as u32);
     if rebalance == Rebalance::All
         && max_optional_moves == Some(0)
-        && let Some((oldest, _)) = log.first()
+        && let Some(oldest) = log.first()
     {
-        next_change = Some(add(*oldest, window).duration_since(now).unsigned_abs());
+        next_change = Some(add(oldest.at, window).duration_since(now).unsigned_abs());
     }
     Pacing {
         rebalance,
@@ -119,21 +106,17 @@ pub fn pace<'a>(
 impl Pacing {
     /// Logs `moves` made at `now` and returns the stored log and the budget
     /// left.
-    pub fn record(&self, moves: u64, now: Timestamp) -> (Vec<String>, Option<u64>) {
+    pub fn record(&self, moves: u64, now: Timestamp) -> (Vec<MoveLogEntry>, Option<u64>) {
         let mut log = self.log.clone();
         if moves > 0 {
             match log.last_mut() {
-                Some((t, c)) if *t == now => *c += moves,
-                _ => log.push((now, moves)),
+                Some(last) if last.at == now => last.moves += moves,
+                _ => log.push(MoveLogEntry { at: now, moves }),
             }
         }
-        let used: u64 = log.iter().map(|(_, c)| c).sum();
+        let used: u64 = log.iter().map(|e| e.moves).sum();
         let remaining = self.budget.map(|b| b.saturating_sub(used));
-        let entries = log
-            .into_iter()
-            .map(|(t, c)| format_log_entry(t, c))
-            .collect();
-        (entries, remaining)
+        (log, remaining)
     }
 }
 
@@ -167,6 +150,10 @@ mod tests {
         Timestamp::from_second(1_800_000_000 + secs).unwrap()
     }
 
+    fn entry(at: Timestamp, moves: u64) -> MoveLogEntry {
+        MoveLogEntry { at, moves }
+    }
+
     #[test]
     fn digest_ignores_order() {
         assert_eq!(pod_set_digest(["a", "b"]), pod_set_digest(["b", "a"]));
@@ -180,11 +167,11 @@ mod tests {
         let first = pace(&s, None, None, &[], ["a", "b"], t(0));
         assert_eq!(first.rebalance, Rebalance::RequiredOnly);
         assert_eq!(first.next_change, Some(Duration::from_secs(30)));
-        let change = first.last_pod_change.to_string();
+        let change = first.last_pod_change;
         // Same pod set 20 s later (e.g. after a restart): still waiting.
         let later = pace(
             &s,
-            Some(&change),
+            Some(change),
             Some(&first.pod_set_digest),
             &[],
             ["b", "a"],
@@ -194,7 +181,7 @@ mod tests {
         assert_eq!(later.last_pod_change, t(0));
         let done = pace(
             &s,
-            Some(&change),
+            Some(change),
             Some(&first.pod_set_digest),
             &[],
             ["a", "b"],
@@ -204,7 +191,7 @@ mod tests {
         // A change restarts the delay.
         let changed = pace(
             &s,
-            Some(&change),
+            Some(change),
             Some(&first.pod_set_digest),
             &[],
             ["a"],
@@ -218,33 +205,16 @@ mod tests {
     fn budget_slides_with_the_window() {
         let s = spec("0s", Some(5), "1m");
         let digest = pod_set_digest(["a"]);
-        let log = vec![format_log_entry(t(0), 3), format_log_entry(t(30), 2)];
-        let p = pace(
-            &s,
-            Some(&t(-100).to_string()),
-            Some(&digest),
-            &log,
-            ["a"],
-            t(45),
-        );
+        let log = vec![entry(t(0), 3), entry(t(30), 2)];
+        let p = pace(&s, Some(t(-100)), Some(&digest), &log, ["a"], t(45));
         assert_eq!(p.max_optional_moves, Some(0));
         assert_eq!(p.next_change, Some(Duration::from_secs(15)));
-        let p = pace(
-            &s,
-            Some(&t(-100).to_string()),
-            Some(&digest),
-            &log,
-            ["a"],
-            t(60),
-        );
+        let p = pace(&s, Some(t(-100)), Some(&digest), &log, ["a"], t(60));
         assert_eq!(p.max_optional_moves, Some(3));
         let (entries, remaining) = p.record(2, t(60));
-        assert_eq!(
-            entries,
-            vec![format_log_entry(t(30), 2), format_log_entry(t(60), 2)]
-        );
+        assert_eq!(entries, vec![entry(t(30), 2), entry(t(60), 2)]);
         assert_eq!(remaining, Some(1));
-        assert_eq!(parse_log_entry(&t(5).to_string()), Some((t(5), 1)));
-        assert_eq!(parse_log_entry("garbage 3"), None);
+        assert_eq!(t(5).to_string().parse(), Ok(entry(t(5), 1)));
+        assert!("garbage 3".parse::<MoveLogEntry>().is_err());
     }
 }

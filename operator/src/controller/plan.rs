@@ -130,7 +130,7 @@ pub fn plan(obs: &Observation) -> Decision {
     let current = obs.group.status.clone().unwrap_or_default();
     let pacing = pacing::pace(
         &obs.group.spec.rebalance,
-        current.last_pod_change.as_deref(),
+        current.last_pod_change,
         current.pod_set_digest.as_deref(),
         &current.move_log,
         pods.iter()
@@ -197,18 +197,18 @@ pub fn plan(obs: &Observation) -> Decision {
         .as_ref()
         .and_then(|s| s.last_topology_time.as_ref());
     if changed || recorded.is_none() {
-        outcome.topology_time = obs.topology.read_at.map(|t| t.to_string());
+        outcome.topology_time = obs.topology.read_at;
     }
     let moved = output.required_moves() + output.optional_moves();
     let (move_log, move_budget_remaining) = pacing.record(moved, obs.now);
     outcome.protocol = Some(handoff::ProtocolStatus {
         move_log,
         move_budget_remaining,
-        last_pod_change: Some(pacing.last_pod_change.to_string()),
+        last_pod_change: Some(pacing.last_pod_change),
         pod_set_digest: Some(pacing.pod_set_digest.clone()),
         graceful_pods: step.graceful_pods.clone(),
         drain_started: step.drain_started.clone(),
-        oldest_revoke: step.oldest_revoke.map(|t| t.to_string()),
+        oldest_revoke: step.oldest_revoke,
         unfenced: obs.group.spec.lease_table.is_none(),
     });
     let mut requeue_after = requeue_after;

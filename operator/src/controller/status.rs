@@ -3,6 +3,7 @@
 //! time comes from the observation, and an unchanged outcome yields a status
 //! equal to the current one (so nothing is written).
 
+use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use super::conditions::{
@@ -44,8 +45,8 @@ pub struct Outcome {
     pub problem: Option<Problem>,
     /// Pods that received shards in the published document.
     pub pods_with_shards: u64,
-    /// When the current topology was read (RFC 3339), if known.
-    pub topology_time: Option<String>,
+    /// When the current topology was read, if known.
+    pub topology_time: Option<Timestamp>,
     /// Handoff and pacing bookkeeping, `None` to keep the current one (no
     /// plan was made).
     pub protocol: Option<ProtocolStatus>,
@@ -207,10 +208,7 @@ pub fn build(obs: &Observation, outcome: &Outcome) -> (ShardGroupStatus, Vec<Eve
         graceful_pods: protocol.graceful_pods,
         drain_started: protocol.drain_started,
         oldest_revoke: protocol.oldest_revoke,
-        last_topology_time: outcome
-            .topology_time
-            .clone()
-            .or(current.last_topology_time.clone()),
+        last_topology_time: outcome.topology_time.or(current.last_topology_time),
         conditions,
     };
     (status, events)

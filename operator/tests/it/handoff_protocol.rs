@@ -282,7 +282,7 @@ fn optional_moves_wait_for_the_delay_and_the_budget() {
     );
     let status = obs.group.status.clone().unwrap();
     assert_eq!(
-        status.last_pod_change.as_deref(),
+        status.last_pod_change.map(|t| t.to_string()).as_deref(),
         Some("2026-11-21T12:00:00Z")
     );
     // After the delay, at most two moves in the window.

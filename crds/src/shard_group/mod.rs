@@ -1,0 +1,44 @@
+//! The `ShardGroup` custom resource: what is consumed (a Kinesis stream or a
+//! static set of partition queues), by which `ConsumerPool`, and how shards are
+//! balanced, handed over and published. The schema carries the CEL rules that
+//! keep invalid specs out of the API server (see `tests/it/cel.rs`); the typed
+//! accessors beside each type turn validated strings into values so the
+//! controller never parses spec text itself.
+//!
+//! One file per part of the resource, all re-exported here:
+//! - `spec`: the resource itself, its top-level spec, the pool
+//!   reference, the balance mode and the output names;
+//! - `source`: where the shards come from (Kinesis or static) and the lease
+//!   table;
+//! - `movement`: how shards move (`handoff`) and how optional moves are paced
+//!   (`rebalance`);
+//! - `status`: the observed state, with `move_log` (an entry of the move
+//!   budget's log) and `lenient` (how its stored times are read);
+//! - `error`: the error of a typed spec accessor.
+
+mod error;
+mod lenient;
+mod move_log;
+mod movement;
+mod source;
+mod spec;
+mod status;
+#[cfg(test)]
+mod tests;
+
+pub use error::SpecError;
+pub use move_log::{MoveLogEntry, MoveLogEntryError};
+pub use movement::{HandoffSpec, RebalanceSpec};
+pub use source::{KinesisSource, LeaseTableSpec, ShardSource, StaticSource};
+pub use spec::{BalanceMode, OutputSpec, PoolRef, ShardGroup, ShardGroupSpec};
+pub use status::{PodCounts, ShardCounts, ShardGroupStatus};
+
+/// CEL: a positive Go-style duration (`30s`, `1m30s`, `250ms`).
+const POSITIVE_DURATION: &str =
+    "self.matches('^([0-9]+(ms|s|m|h))+$') && duration(self) > duration('0s')";
+/// CEL: a Go-style duration that may be zero.
+const DURATION: &str = "self.matches('^([0-9]+(ms|s|m|h))+$')";
+/// CEL: an endpoint URL.
+const ENDPOINT_URL: &str = "self.matches('^https?://[^\\\\s/]+(/.*)?$')";
+/// CEL: an AWS region name.
+const REGION: &str = "self.matches('^[a-z]{2}(-[a-z]+)+-[0-9]+$')";

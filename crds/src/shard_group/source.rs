@@ -1,0 +1,164 @@
+//! Where the shards come from: exactly one of a Kinesis stream or a static
+//! set of named partitions, plus the optional KCL lease table read as
+//! evidence of handoffs and parent completion; with the accessors that read
+//! a stream's name and region from its ARN and name the static partitions.
+
+use std::time::Duration;
+
+use kube::KubeSchema;
+use serde::{Deserialize, Serialize};
+
+use super::error::positive;
+use super::{ENDPOINT_URL, REGION, SpecError};
+
+/// The source of shards: exactly one field is set.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("has(self.kinesis) != has(self.static)").message("set exactly one of source.kinesis or source.static"),
+    validation = Rule::new("has(self.kinesis) == has(oldSelf.kinesis)").message("the source type (kinesis or static) cannot be changed; create a new ShardGroup instead")
+)]
+pub struct ShardSource {
+    /// An AWS Kinesis data stream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kinesis: Option<KinesisSource>,
+    /// A fixed number of named partitions (RabbitMQ queues, SQS queues, ...).
+    #[serde(default, rename = "static", skip_serializing_if = "Option::is_none")]
+    pub static_source: Option<StaticSource>,
+}
+
+/// A Kinesis data stream, read with ListShards.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("has(self.streamName) != has(self.streamARN)").message("set exactly one of kinesis.streamName or kinesis.streamARN"),
+    validation = Rule::new("(has(self.streamName) ? self.streamName : '') == (has(oldSelf.streamName) ? oldSelf.streamName : '') && (has(self.streamARN) ? self.streamARN : '') == (has(oldSelf.streamARN) ? oldSelf.streamARN : '')").message("the stream cannot be changed (shard ids repeat across streams, so leases and the published assignment cannot carry over); create a new ShardGroup instead")
+)]
+pub struct KinesisSource {
+    /// Stream name (1 to 128 of `a-z A-Z 0-9 _ . -`); set this or `streamARN`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 128))]
+    #[x_kube(validation = Rule::new("self.matches('^[a-zA-Z0-9_.-]{1,128}$')").message("kinesis.streamName must be 1 to 128 characters of a-z, A-Z, 0-9, '_', '.', '-'"))]
+    pub stream_name: Option<String>,
+    /// Stream ARN, `arn:aws:kinesis:<region>:<account>:stream/<name>`; set this
+    /// or `streamName`.
+    #[serde(default, rename = "streamARN", skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048))]
+    #[x_kube(validation = Rule::new("size(self) <= 2048 && self.matches('^arn:aws[a-z-]*:kinesis:[a-z0-9-]+:[0-9]{12}:stream/[a-zA-Z0-9_.-]{1,128}$')").message("kinesis.streamARN must look like arn:aws:kinesis:us-east-1:123456789012:stream/my-stream"))]
+    pub stream_arn: Option<String>,
+    /// AWS region, e.g. `us-east-1`; defaults to the region in the stream ARN,
+    /// else the operator's region from the default AWS chain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = Rule::new(REGION).message("kinesis.region must be an AWS region such as us-east-1"))]
+    pub region: Option<String>,
+    /// Endpoint URL override (`http://` or `https://`), for VPC endpoints and
+    /// local emulators.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048))]
+    #[x_kube(validation = Rule::new(ENDPOINT_URL).message("kinesis.endpoint must be an http:// or https:// URL"))]
+    pub endpoint: Option<String>,
+    /// How often the shard list is refreshed (jittered): a duration of at least
+    /// 1s such as `30s` (the default) or `1m`.
+    #[serde(default = "default_refresh_interval")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = Rule::new("self.matches('^([0-9]+(ms|s|m|h))+$') && duration(self) >= duration('1s')").message("kinesis.refreshInterval must be a duration of at least 1s, such as 30s or 1m"))]
+    pub refresh_interval: String,
+}
+
+/// A fixed set of partitions named from a template.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StaticSource {
+    /// Number of partitions, 1 to 100000. May be changed: new partitions are
+    /// assigned, removed ones are revoked.
+    #[x_kube(validation = Rule::new("self >= 1 && self <= 100000").message("static.count must be between 1 and 100000"))]
+    pub count: u32,
+    /// Name of each partition; `{index}` is replaced by 0..count-1 and must
+    /// appear (at most 200 characters). Default `partition-{index}`.
+    #[serde(default = "default_name_template")]
+    #[schemars(length(max = 200))]
+    #[x_kube(validation = Rule::new("size(self) <= 200 && self.contains('{index}')").message("static.nameTemplate must contain {index} (replaced by 0..count-1), e.g. orders-{index}, and be at most 200 characters"))]
+    pub name_template: String,
+}
+
+/// A DynamoDB lease table in the KCL format.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseTableSpec {
+    /// Table name (the KCL application name by default): 3 to 255 of
+    /// `a-z A-Z 0-9 _ . -`.
+    #[schemars(length(max = 255))]
+    #[x_kube(validation = Rule::new("self.matches('^[a-zA-Z0-9_.-]{3,255}$')").message("leaseTable.tableName must be a DynamoDB table name: 3 to 255 characters of a-z, A-Z, 0-9, '_', '.', '-'"))]
+    pub table_name: String,
+    /// AWS region; defaults to the Kinesis source's region.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = Rule::new(REGION).message("leaseTable.region must be an AWS region such as us-east-1"))]
+    pub region: Option<String>,
+    /// Endpoint URL override (`http://` or `https://`), for VPC endpoints and
+    /// local emulators.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048))]
+    #[x_kube(validation = Rule::new(ENDPOINT_URL).message("leaseTable.endpoint must be an http:// or https:// URL"))]
+    pub endpoint: Option<String>,
+}
+
+fn default_refresh_interval() -> String {
+    "30s".into()
+}
+fn default_name_template() -> String {
+    "partition-{index}".into()
+}
+
+impl KinesisSource {
+    /// `refreshInterval` as a duration.
+    pub fn refresh_interval(&self) -> Result<Duration, SpecError> {
+        positive("source.kinesis.refreshInterval", &self.refresh_interval)
+    }
+
+    /// The stream name: `streamName`, else the name part of `streamARN`.
+    pub fn stream_name(&self) -> Option<&str> {
+        self.stream_name.as_deref().or_else(|| {
+            self.stream_arn
+                .as_deref()?
+                .rsplit_once(":stream/")
+                .map(|(_, name)| name)
+        })
+    }
+
+    /// The region: `region`, else the region field of `streamARN`.
+    pub fn region(&self) -> Option<&str> {
+        self.region.as_deref().or_else(|| {
+            self.stream_arn
+                .as_deref()?
+                .split(':')
+                .nth(3)
+                .filter(|r| !r.is_empty())
+        })
+    }
+}
+
+impl StaticSource {
+    /// Name of partition `index`: the template with `{index}` replaced.
+    pub fn partition_name(&self, index: u32) -> String {
+        self.name_template.replace("{index}", &index.to_string())
+    }
+
+    /// Names of all `count` partitions, in index order.
+    pub fn partition_names(&self) -> impl Iterator<Item = String> + '_ {
+        (0..self.count).map(|index| self.partition_name(index))
+    }
+}
+
+impl ShardSource {
+    /// Short description for the `Source` printer column: `kinesis:<stream>`
+    /// or `static:<count>`.
+    pub fn summary(&self) -> String {
+        match (&self.kinesis, &self.static_source) {
+            (Some(kinesis), _) => format!("kinesis:{}", kinesis.stream_name().unwrap_or("?")),
+            (None, Some(fixed)) => format!("static:{}", fixed.count),
+            (None, None) => "none".to_owned(),
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! The observed state of a ShardGroup: what the operator last published
+//! (epoch, counts, load, conditions) and the handoff and pacing bookkeeping a
+//! restarted operator resumes from.
+//!
+//! Times are typed (`jiff::Timestamp`, written as RFC 3339 strings exactly as
+//! before) and read leniently: a time that does not parse reads as absent,
+//! as the controller treated it when these fields were strings, instead of
+//! failing the whole object (see `lenient.rs`).
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::lenient;
+use super::move_log::MoveLogEntry;
+
+/// Observed state of a ShardGroup.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ShardGroupStatus {
+    /// `metadata.generation` of the spec this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Epoch of the published assignment (increases with every published change).
+    #[serde(default)]
+    pub epoch: u64,
+    /// Short description of the source for `kubectl get`, e.g. `kinesis:orders`
+    /// or `static:16`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// Shard counts.
+    #[serde(default)]
+    pub shards: ShardCounts,
+    /// Pod counts of the pool.
+    #[serde(default)]
+    pub pods: PodCounts,
+    /// Fewest and most shards on one eligible pod, as `min/max`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<String>,
+    /// Fewest shards on one eligible pod.
+    #[serde(default)]
+    pub min_load: u64,
+    /// Most shards on one eligible pod.
+    #[serde(default)]
+    pub max_load: u64,
+    /// Shards being handed over right now.
+    #[serde(default)]
+    pub moves_in_flight: u64,
+    /// Moves made within the current rebalance window: the move budget's
+    /// log, one entry per reconcile that moved shards, `<RFC 3339 time> <count>`
+    /// (required moves are logged too and use up the budget; only optional
+    /// moves wait for it).
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "lenient::move_log"
+    )]
+    pub move_log: Vec<MoveLogEntry>,
+    /// Optional moves the budget still allows in the current window; absent
+    /// without `rebalance.maxMovesPerWindow`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub move_budget_remaining: Option<u64>,
+    /// When the set of eligible pods last changed (RFC 3339): optional moves
+    /// wait `rebalance.delay` after it.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::time"
+    )]
+    pub last_pod_change: Option<Timestamp>,
+    /// Digest of the eligible pod set at `lastPodChange`, so a restarted
+    /// operator can tell whether the pod set changed while it was away.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_set_digest: Option<String>,
+    /// Pods seen terminating with a grace period above zero that still hold
+    /// revoking shards: once such a pod is gone from the API, it has stopped,
+    /// which completes its handoffs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub graceful_pods: Vec<String>,
+    /// Per pod holding revoking shards: when its annotation was first seen
+    /// listing all of them as `revoking` (RFC 3339). Without a lease table the
+    /// drain timeout is counted from this time.
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "lenient::times"
+    )]
+    pub drain_started: BTreeMap<String, Timestamp>,
+    /// When the oldest revoke still in flight was published (RFC 3339).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::time"
+    )]
+    pub oldest_revoke: Option<Timestamp>,
+    /// When the topology was last read successfully (RFC 3339).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::time"
+    )]
+    pub last_topology_time: Option<Timestamp>,
+    /// Standard conditions: Ready, Balanced, Progressing, Degraded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+/// Shard counts of a ShardGroup.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ShardCounts {
+    /// Readable shards (open, or closed with complete parents).
+    #[serde(default)]
+    pub total: u64,
+    /// Open shards.
+    #[serde(default)]
+    pub open: u64,
+    /// Closed shards still to be read to their end.
+    #[serde(default)]
+    pub closed: u64,
+    /// Children waiting for their parents to complete.
+    #[serde(default)]
+    pub pending: u64,
+    /// Readable shards with no owner (no eligible pod had room).
+    #[serde(default)]
+    pub unassigned: u64,
+}
+
+/// Pod counts of a ShardGroup's pool.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodCounts {
+    /// Pods the pool's selector matches.
+    #[serde(default)]
+    pub selected: u64,
+    /// Pods ready for minReadySeconds and not terminating: they receive shards.
+    #[serde(default)]
+    pub eligible: u64,
+}
