@@ -27,7 +27,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
-use shardring::controller::{Context, ControllerMetrics, FINALIZER, Stores, reconcile};
+use shardring::controller::{CachedPod, Context, ControllerMetrics, FINALIZER, Stores, reconcile};
 use shardring::crds::consumer_pool::CapacitySpec;
 use shardring::crds::shard_group::{PoolRef, RebalanceSpec, ShardSource, StaticSource};
 use shardring::crds::{
@@ -146,8 +146,9 @@ fn pool() -> ConsumerPool {
     p
 }
 
-fn pod(name: &str) -> Pod {
-    Pod {
+/// A Ready pod as the operator's cache holds it.
+fn pod(name: &str) -> CachedPod {
+    CachedPod::from(&Pod {
         metadata: ObjectMeta {
             name: Some(name.into()),
             namespace: Some(NS.into()),
@@ -168,7 +169,7 @@ fn pod(name: &str) -> Pod {
             }]),
             ..Default::default()
         }),
-    }
+    })
 }
 
 /// The mocked cluster: reflector stores as a synced watch fills them.
@@ -177,7 +178,7 @@ struct World {
     clock: Arc<AtomicI64>,
     group: ShardGroup,
     stores: Stores,
-    pods: Writer<Pod>,
+    pods: Writer<CachedPod>,
     config_maps: Writer<ConfigMap>,
     _pools: Writer<DeserializeGuard<ConsumerPool>>,
     _nodes: Writer<PartialObjectMeta<Node>>,

@@ -38,12 +38,13 @@ use std::sync::Arc;
 use futures::TryStreamExt as _;
 use tokio::sync::Semaphore;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
+use super::cached_pod::CachedPod;
 use super::codec;
 use super::document::AnnotationWrite;
 use super::events::{EventKind, EventNote};
@@ -166,7 +167,7 @@ pub async fn apply(
         applied.document_version = publish_document(client, group, encoded, published).await?;
         metrics.write("configmap");
     }
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    let pods: Api<CachedPod> = Api::namespaced(client.clone(), &namespace);
     let key = group.annotation_key();
     write_annotations(&pods, &key, &decision.annotation_writes, writes, metrics).await?;
     if decision.status_changed {
@@ -358,7 +359,7 @@ pub fn annotation_patch(key: &str, write: &AnnotationWrite) -> serde_json::Value
 /// Sets or removes one pod's annotation. A pod that is gone (404) or was
 /// replaced (409 on the uid precondition) is skipped.
 pub async fn write_annotation(
-    pods: &Api<Pod>,
+    pods: &Api<CachedPod>,
     key: &str,
     write: &AnnotationWrite,
 ) -> Result<(), ApplyError> {
@@ -435,7 +436,8 @@ pub async fn remove_annotations(
     writes: &WriteLimit,
     metrics: &ControllerMetrics,
 ) -> Result<(), ApplyError> {
-    let api: Api<Pod> = Api::namespaced(client.clone(), &group.namespace().unwrap_or_default());
+    let api: Api<CachedPod> =
+        Api::namespaced(client.clone(), &group.namespace().unwrap_or_default());
     let removals: Vec<AnnotationWrite> = pods
         .iter()
         .map(|(pod, uid)| AnnotationWrite {
@@ -487,7 +489,7 @@ pub const DEFAULT_WRITE_CONCURRENCY: usize = 16;
 /// is still wrong). Their order does not matter: within one reconcile no
 /// pod's view depends on another's having been written.
 async fn write_annotations(
-    pods: &Api<Pod>,
+    pods: &Api<CachedPod>,
     key: &str,
     writes: &[AnnotationWrite],
     limit: &WriteLimit,

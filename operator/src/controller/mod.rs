@@ -6,6 +6,7 @@
 //! [`runner`] builds the watches and runs it all.
 
 pub mod apply;
+pub mod cached_pod;
 pub mod codec;
 pub mod conditions;
 pub mod document;
@@ -38,6 +39,7 @@ use tokio::sync::watch;
 use tracing::instrument;
 
 pub use apply::ApplyError;
+pub use cached_pod::CachedPod;
 pub use document::AnnotationWrite;
 pub use events::{EventKind, EventNote};
 pub use metrics::ControllerMetrics;

@@ -21,8 +21,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use jiff::Timestamp;
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::api::core::v1::{ConfigMap, ContainerStatus, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::ResourceExt;
 use kube::core::{DeserializeGuard, ObjectMeta, PartialObjectMeta, Selector, SelectorExt};
@@ -30,6 +30,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use self::departed::Departures;
 use self::documents::DocumentCache;
+use super::cached_pod::{CachedContainerState, CachedContainerStatus, CachedPod};
 use crate::crds::{AssignmentDocument, ConsumerPool, ShardGroup};
 use crate::lease::LeaseTable;
 use crate::source::{SourceError, Topology};
@@ -108,7 +109,7 @@ pub enum Containers {
 }
 
 /// What the status of `pod` says of its containers (see [`Containers`]).
-pub fn containers_of(pod: &Pod) -> Containers {
+pub fn containers_of(pod: &CachedPod) -> Containers {
     let Some(status) = pod.status.as_ref() else {
         return Containers::Running;
     };
@@ -137,17 +138,15 @@ pub fn containers_of(pod: &Pod) -> Containers {
     Containers::Running
 }
 
-fn is_terminated(status: &ContainerStatus) -> bool {
+fn is_terminated(status: &CachedContainerStatus) -> bool {
     status
         .state
         .as_ref()
         .is_some_and(|s| s.terminated.is_some())
 }
 
-fn ever_started(status: &ContainerStatus) -> bool {
-    let started = |s: &k8s_openapi::api::core::v1::ContainerState| {
-        s.running.is_some() || s.terminated.is_some()
-    };
+fn ever_started(status: &CachedContainerStatus) -> bool {
+    let started = |s: &CachedContainerState| s.running.is_some() || s.terminated.is_some();
     status.state.as_ref().is_some_and(started) || status.last_state.as_ref().is_some_and(started)
 }
 
@@ -279,7 +278,7 @@ pub struct Stores {
     /// ConsumerPools (a malformed one is held as an error, never stalls the watch).
     pub pools: Store<DeserializeGuard<ConsumerPool>>,
     /// Pods (stripped).
-    pub pods: Store<Pod>,
+    pub pods: Store<CachedPod>,
     /// Nodes' metadata (zone labels).
     pub nodes: Store<PartialObjectMeta<Node>>,
     /// ConfigMaps managed by shardring.
@@ -383,7 +382,7 @@ pub fn published_version(cm: &ConfigMap) -> PublishedVersion {
 /// matches plus those carrying `annotation_key`, stripped to [`PodInfo`] and
 /// sorted by name.
 pub fn collect_pods<'a>(
-    pods: impl Iterator<Item = &'a Pod>,
+    pods: impl Iterator<Item = &'a CachedPod>,
     namespace: &str,
     selector: Option<&LabelSelector>,
     annotation_key: &str,
@@ -411,7 +410,7 @@ pub fn collect_pods<'a>(
 }
 
 fn pod_info(
-    pod: &Pod,
+    pod: &CachedPod,
     selected: bool,
     annotation: Option<String>,
     zone_of: &impl Fn(&str) -> Option<String>,
@@ -476,7 +475,7 @@ impl PodSelector {
 /// The ShardGroups a pod change concerns: groups whose pool selects the pod,
 /// and groups whose annotation the pod carries.
 pub fn groups_for_pod(
-    pod: &Pod,
+    pod: &CachedPod,
     groups: &[Arc<DeserializeGuard<ShardGroup>>],
     stores: &Stores,
 ) -> Vec<ObjectRef<DeserializeGuard<ShardGroup>>> {
@@ -526,7 +525,7 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{
         ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
-        PodStatus,
+        ContainerStatus, Pod, PodStatus,
     };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelectorRequirement, Time};
 
@@ -574,8 +573,8 @@ mod tests {
         terminating: bool,
         containers: Vec<ContainerStatus>,
         init: Vec<ContainerStatus>,
-    ) -> Pod {
-        Pod {
+    ) -> CachedPod {
+        CachedPod::from(&Pod {
             metadata: ObjectMeta {
                 name: Some("consumer-0".into()),
                 deletion_timestamp: terminating.then_some(Time(Timestamp::UNIX_EPOCH)),
@@ -588,7 +587,7 @@ mod tests {
                 init_container_statuses: (!init.is_empty()).then_some(init),
                 ..Default::default()
             }),
-        }
+        })
     }
 
     #[test]

@@ -18,7 +18,7 @@ use std::future::ready;
 use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::api::Api;
 use kube::core::DeserializeGuard;
 use kube::core::PartialObjectMeta;
@@ -30,6 +30,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::apply::{MANAGED_BY, MANAGED_BY_LABEL};
+use super::cached_pod::CachedPod;
 use super::metrics::ControllerMetrics;
 use super::observe::documents::DocumentCache;
 use super::observe::{self, Stores};
@@ -132,14 +133,14 @@ pub async fn run_controller(
         .inspect(sync.tracker(cache::CONSUMER_POOLS))
         .touched_objects();
 
-    let (pods, pod_writer) = reflector::store::<Pod>();
+    let (pods, pod_writer) = reflector::store::<CachedPod>();
     let departed = observe::departed::Departed::default();
     let key_groups = groups.clone();
     // Pods are listed in pages at the latest resourceVersion, not at "0":
     // a list at "0" is served whole from the API server's watch cache,
     // whatever the limit, and thousands of full pods in one response are
     // most of the operator's peak memory.
-    let pod_events = watcher(api::<Pod>(&client, ns), watcher::Config::default())
+    let pod_events = watcher(api::<CachedPod>(&client, ns), watcher::Config::default())
         .default_backoff()
         .modify(move |pod| strip::strip_pod(pod, &custom_keys(&key_groups)))
         .reflect(pod_writer)
@@ -231,7 +232,7 @@ pub async fn run_controller(
     };
     controller
         .owns_stream(cm_events)
-        .watches_stream(pod_events, move |pod: Pod| {
+        .watches_stream(pod_events, move |pod: CachedPod| {
             observe::groups_for_pod(&pod, &pod_groups.state(), &pod_stores)
         })
         .watches_stream(pool_events, move |pool: DeserializeGuard<ConsumerPool>| {

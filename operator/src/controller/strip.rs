@@ -1,11 +1,12 @@
 //! What the pod cache keeps. Pods are the largest objects the operator
-//! watches, so every pod is cut down before it enters the reflector store to
-//! what the observe step reads: name, namespace, uid, labels, creation and
+//! watches: they are decoded as [`CachedPod`], which declares only the
+//! fields shardring reads, and each is cut down further before it enters the
+//! reflector store to what the observe step reads: name, namespace, uid, labels, creation and
 //! deletion timestamps, grace period, `generateName`, node name, the Ready
 //! condition, the phase, what the container statuses say
 //! ([`crate::controller::observe::containers_of`]) and only the annotations
-//! shardring writes. Everything else (managedFields, the spec's containers,
-//! most of the status) is dropped.
+//! shardring writes. Everything else (managedFields, owner references,
+//! finalizers, foreign annotations, conditions other than Ready) is dropped.
 //!
 //! The container statuses shrink to at most one, carrying only its state's
 //! kind, chosen so that [`containers_of`] reads the same from the stripped
@@ -20,17 +21,15 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::{
-    ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStatus, Pod,
-    PodCondition, PodSpec, PodStatus,
+use super::cached_pod::{
+    CachedContainerState, CachedContainerStatus, CachedPod, CachedPodStatus, Present,
 };
-
 use super::observe::{Containers, containers_of};
 use crate::crds::assignment::ANNOTATION_PREFIX;
 
 /// Strips `pod` in place, keeping annotations under the shardring prefix and
 /// those named in `extra_keys` (custom `spec.output.annotationKey`s).
-pub fn strip_pod(pod: &mut Pod, extra_keys: &BTreeSet<String>) {
+pub fn strip_pod(pod: &mut CachedPod, extra_keys: &BTreeSet<String>) {
     let meta = &mut pod.metadata;
     meta.managed_fields = None;
     meta.owner_references = None;
@@ -41,54 +40,55 @@ pub fn strip_pod(pod: &mut Pod, extra_keys: &BTreeSet<String>) {
             meta.annotations = None;
         }
     }
-    let node_name = pod.spec.as_ref().and_then(|s| s.node_name.clone());
-    pod.spec = Some(PodSpec {
-        node_name,
-        ..Default::default()
-    });
-    let ready: Option<PodCondition> = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
-        .map(|c| PodCondition {
-            type_: c.type_.clone(),
-            status: c.status.clone(),
-            last_transition_time: c.last_transition_time.clone(),
-            ..Default::default()
-        });
+    if pod.spec.as_ref().is_some_and(|s| s.node_name.is_none()) {
+        pod.spec = None;
+    }
     let containers = containers_of(pod);
-    let phase = pod.status.as_ref().and_then(|s| s.phase.clone());
+    let Some(status) = pod.status.as_mut() else {
+        return;
+    };
+    if let Some(conditions) = status.conditions.as_mut() {
+        conditions.retain(|c| c.type_ == "Ready");
+        conditions.shrink_to_fit();
+        if conditions.is_empty() {
+            status.conditions = None;
+        }
+    }
     let state = match containers {
         Containers::NeverRan => None,
-        Containers::Stopped => Some(ContainerState {
-            terminated: Some(ContainerStateTerminated::default()),
+        Containers::Stopped => Some(CachedContainerState {
+            terminated: Some(Present {}),
             ..Default::default()
         }),
         // Outside `Pending`, no status at all already reads as running.
-        Containers::Running if phase.as_deref() != Some("Pending") => None,
-        Containers::Running => Some(ContainerState {
-            running: Some(ContainerStateRunning::default()),
+        Containers::Running if status.phase.as_deref() != Some("Pending") => None,
+        Containers::Running => Some(CachedContainerState {
+            running: Some(Present {}),
             ..Default::default()
         }),
     };
-    pod.status = Some(PodStatus {
-        conditions: ready.map(|c| vec![c]),
-        phase,
+    *status = CachedPodStatus {
+        phase: status.phase.take(),
+        conditions: status.conditions.take(),
         container_statuses: state.map(|state| {
-            vec![ContainerStatus {
+            vec![CachedContainerStatus {
                 state: Some(state),
-                ..Default::default()
+                last_state: None,
             }]
         }),
-        ..Default::default()
-    });
+        init_container_statuses: None,
+        ephemeral_container_statuses: None,
+    };
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::ContainerStateWaiting;
+    use crate::controller::cached_pod::{CachedCondition, CachedPodSpec};
+    use k8s_openapi::api::core::v1::{
+        ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
+        ContainerStatus, Pod, PodCondition, PodSpec, PodStatus,
+    };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, Time};
     use kube::api::ObjectMeta;
 
@@ -127,7 +127,7 @@ mod tests {
 
     #[test]
     fn keeps_only_what_observe_reads() {
-        let mut pod = Pod {
+        let full = Pod {
             metadata: ObjectMeta {
                 name: Some("p-7d9f-abcde".into()),
                 generate_name: Some("p-7d9f-".into()),
@@ -175,6 +175,7 @@ mod tests {
                 ..Default::default()
             }),
         };
+        let mut pod = CachedPod::from(&full);
         strip_pod(&mut pod, &BTreeSet::from(["example.com/shards".to_owned()]));
         let annotations = pod.metadata.annotations.as_ref().unwrap();
         assert_eq!(
@@ -187,30 +188,27 @@ mod tests {
         assert!(pod.metadata.creation_timestamp.is_some());
         assert_eq!(
             pod.spec.as_ref().unwrap(),
-            &PodSpec {
+            &CachedPodSpec {
                 node_name: Some("n1".into()),
-                ..Default::default()
             }
         );
-        let status = pod.status.unwrap();
-        assert!(status.pod_ip.is_none());
+        let status = pod.status.clone().unwrap();
         assert_eq!(status.phase.as_deref(), Some("Running"));
-        let conditions = status.conditions.clone().unwrap();
-        assert_eq!(conditions.len(), 1);
         assert_eq!(
-            (
-                conditions[0].type_.as_str(),
-                conditions[0].message.as_deref()
-            ),
-            ("Ready", None)
+            status.conditions.clone().unwrap(),
+            vec![CachedCondition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                last_transition_time: None,
+            }]
         );
         // A running pod keeps no container status (its phase says enough).
         assert!(status.init_container_statuses.is_none());
         assert!(status.container_statuses.is_none());
-        assert_eq!(containers_of(&pod_of(status.clone())), Containers::Running);
+        assert_eq!(containers_of(&pod), Containers::Running);
         // A stopped one keeps one, with only the kind of its state: no name,
         // image, ids, counts or messages.
-        let mut stopped = Pod {
+        let mut stopped = CachedPod::from(&Pod {
             metadata: ObjectMeta {
                 deletion_timestamp: Some(Time(jiff::Timestamp::UNIX_EPOCH)),
                 ..Default::default()
@@ -224,26 +222,18 @@ mod tests {
                 ]),
                 ..Default::default()
             }),
-        };
+        });
         strip_pod(&mut stopped, &BTreeSet::new());
         assert_eq!(
             stopped.status.unwrap().container_statuses,
-            Some(vec![ContainerStatus {
-                state: Some(ContainerState {
-                    terminated: Some(ContainerStateTerminated::default()),
-                    ..Default::default()
+            Some(vec![CachedContainerStatus {
+                state: Some(CachedContainerState {
+                    terminated: Some(Present {}),
+                    running: None,
                 }),
-                ..Default::default()
+                last_state: None,
             }])
         );
-    }
-
-    fn pod_of(status: PodStatus) -> Pod {
-        Pod {
-            metadata: ObjectMeta::default(),
-            spec: None,
-            status: Some(status),
-        }
     }
 
     /// Pods in every state the evidence rule distinguishes: the stripped
@@ -301,7 +291,7 @@ mod tests {
             ),
         ];
         for (phase, terminating, statuses, expected) in cases {
-            let mut pod = Pod {
+            let full = Pod {
                 metadata: ObjectMeta {
                     name: Some("p".into()),
                     deletion_timestamp: terminating.then_some(Time(jiff::Timestamp::UNIX_EPOCH)),
@@ -314,6 +304,7 @@ mod tests {
                     ..Default::default()
                 }),
             };
+            let mut pod = CachedPod::from(&full);
             assert_eq!(containers_of(&pod), expected, "{phase} {statuses:?}");
             strip_pod(&mut pod, &BTreeSet::new());
             assert_eq!(

@@ -20,7 +20,9 @@ use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use shardring::controller::apply::document_config_map;
-use shardring::controller::{Context, ControllerMetrics, FINALIZER, Stores, plan, reconcile};
+use shardring::controller::{
+    CachedPod, Context, ControllerMetrics, FINALIZER, Stores, plan, reconcile,
+};
 use shardring::crds::{AssignmentDocument, ConsumerPool, PodView, ShardGroup};
 
 use crate::controller_support::*;
@@ -172,7 +174,7 @@ fn is_apply(method: &http::Method, body: &Value) -> bool {
 /// Reflector stores filled as a synced watch would fill them.
 struct World {
     stores: Stores,
-    pods: Writer<Pod>,
+    pods: Writer<CachedPod>,
     config_maps: Writer<ConfigMap>,
 }
 
@@ -181,9 +183,9 @@ fn world(pool: Option<ConsumerPool>, pods: &[Pod]) -> World {
     if let Some(pool) = pool {
         pool_writer.apply_watcher_event(&watcher::Event::Apply(DeserializeGuard(Ok(pool))));
     }
-    let (pod_reader, mut pod_writer) = reflector::store::<Pod>();
+    let (pod_reader, mut pod_writer) = reflector::store::<CachedPod>();
     for pod in pods {
-        pod_writer.apply_watcher_event(&watcher::Event::Apply(pod.clone()));
+        pod_writer.apply_watcher_event(&watcher::Event::Apply(CachedPod::from(pod)));
     }
     let (node_reader, _node_writer) = reflector::store::<PartialObjectMeta<Node>>();
     let (cm_reader, cm_writer) = reflector::store::<ConfigMap>();
@@ -424,7 +426,11 @@ async fn a_joining_pod_writes_the_configmap_and_only_the_changed_pods() {
     settle(&mut group, &mut world).await;
     world
         .pods
-        .apply_watcher_event(&watcher::Event::Apply(pod("consumer-3", true, None)));
+        .apply_watcher_event(&watcher::Event::Apply(CachedPod::from(&pod(
+            "consumer-3",
+            true,
+            None,
+        ))));
     let seen = reconcile_once(&group, &world.stores).await;
     let doc = assert_configmap_apply(&seen[0], SETTLED_VERSION);
     assert_eq!(doc.epoch, 2);
@@ -515,7 +521,11 @@ async fn deleting_a_shardgroup_removes_its_annotations_then_the_finalizer() {
     // A pod outside the pool without the annotation is left alone.
     world
         .pods
-        .apply_watcher_event(&watcher::Event::Apply(pod("bystander", true, None)));
+        .apply_watcher_event(&watcher::Event::Apply(CachedPod::from(&pod(
+            "bystander",
+            true,
+            None,
+        ))));
     group.metadata.deletion_timestamp =
         Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
     let seen = reconcile_once(&group, &world.stores).await;
@@ -670,7 +680,11 @@ async fn settled_with_a_joining_pod() -> (ShardGroup, World) {
     settle(&mut group, &mut world).await;
     world
         .pods
-        .apply_watcher_event(&watcher::Event::Apply(pod("consumer-3", true, None)));
+        .apply_watcher_event(&watcher::Event::Apply(CachedPod::from(&pod(
+            "consumer-3",
+            true,
+            None,
+        ))));
     (group, world)
 }
 

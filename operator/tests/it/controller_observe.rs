@@ -10,7 +10,7 @@ use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::watcher;
 use shardring::controller::apply::document_config_map;
 use shardring::controller::observe::{ZONE_LABEL, groups_for_pod, groups_for_pool};
-use shardring::controller::{Published, PublishedVersion, Stores};
+use shardring::controller::{CachedPod, Published, PublishedVersion, Stores};
 use shardring::crds::{AssignmentDocument, ShardGroup, ShardRecord};
 
 use crate::controller_support::*;
@@ -19,9 +19,9 @@ fn stores(pods: &[Pod], nodes: &[(&str, &str)], cms: &[ConfigMap]) -> Stores {
     let (pools, mut pool_writer) =
         reflector::store::<DeserializeGuard<shardring::crds::ConsumerPool>>();
     pool_writer.apply_watcher_event(&watcher::Event::Apply(DeserializeGuard(Ok(pool(30)))));
-    let (pod_reader, mut pod_writer) = reflector::store::<Pod>();
+    let (pod_reader, mut pod_writer) = reflector::store::<CachedPod>();
     for p in pods {
-        pod_writer.apply_watcher_event(&watcher::Event::Apply(p.clone()));
+        pod_writer.apply_watcher_event(&watcher::Event::Apply(CachedPod::from(p)));
     }
     let (node_reader, mut node_writer) = reflector::store::<PartialObjectMeta<Node>>();
     for (name, zone) in nodes {
@@ -147,9 +147,10 @@ fn pod_changes_wake_the_groups_that_select_or_annotate_them() {
     let stores = stores(&[], &[], &[]);
     let groups = vec![Arc::new(DeserializeGuard(Ok(group(4))))];
     let expected = vec![ObjectRef::<DeserializeGuard<ShardGroup>>::new("orders").within(NS)];
-    assert_eq!(groups_for_pod(&selected, &groups, &stores), expected);
-    assert_eq!(groups_for_pod(&annotated, &groups, &stores), expected);
-    assert!(groups_for_pod(&unrelated, &groups, &stores).is_empty());
+    let wakes = |pod: &Pod| groups_for_pod(&CachedPod::from(pod), &groups, &stores);
+    assert_eq!(wakes(&selected), expected);
+    assert_eq!(wakes(&annotated), expected);
+    assert!(wakes(&unrelated).is_empty());
     assert_eq!(groups_for_pool(NS, POOL, &groups), expected);
     assert!(groups_for_pool(NS, "other-pool", &groups).is_empty());
     assert!(groups_for_pool("other", POOL, &groups).is_empty());

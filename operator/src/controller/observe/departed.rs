@@ -25,10 +25,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher;
 
 use super::{Containers, containers_of, has_generated_name};
+use crate::controller::cached_pod::CachedPod;
 
 /// How long a departure is remembered. A process that outlived its pod
 /// object (a force deletion) by more than this is assumed gone: longer than
@@ -56,7 +56,7 @@ pub struct Departure {
 
 impl Departure {
     /// The departure of `pod`, reported at `at`.
-    pub fn of(pod: &Pod, at: Timestamp) -> Self {
+    pub fn of(pod: &CachedPod, at: Timestamp) -> Self {
         Self {
             uid: pod.metadata.uid.clone().unwrap_or_default(),
             at,
@@ -186,7 +186,7 @@ impl Departed {
     /// which keeps what [`Departure::of`] reads), with the system clock.
     pub fn recorder(
         &self,
-    ) -> impl FnMut(&Result<watcher::Event<Pod>, watcher::Error>) + Send + 'static {
+    ) -> impl FnMut(&Result<watcher::Event<CachedPod>, watcher::Error>) + Send + 'static {
         let departed = self.clone();
         move |event| {
             if let Ok(event) = event {
@@ -198,7 +198,7 @@ impl Departed {
     /// Takes one watch event seen at `now`: a DELETED event is a departure;
     /// a relist starting forgets since when everything was seen, and its end
     /// sets it to `now` (departures during the gap were not seen).
-    pub fn record_event(&self, event: &watcher::Event<Pod>, now: Timestamp) {
+    pub fn record_event(&self, event: &watcher::Event<CachedPod>, now: Timestamp) {
         match event {
             watcher::Event::Delete(pod) => {
                 let namespace = pod.metadata.namespace.clone().unwrap_or_default();
@@ -279,7 +279,7 @@ impl Departed {
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::{
-        ContainerState, ContainerStateTerminated, ContainerStatus, PodSpec, PodStatus,
+        ContainerState, ContainerStateTerminated, ContainerStatus, Pod, PodSpec, PodStatus,
     };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use kube::api::ObjectMeta;
@@ -292,7 +292,7 @@ mod tests {
 
     /// Pod `name` as the stripped DELETED event shows it: terminating, its
     /// container terminated or not.
-    fn pod(namespace: &str, name: &str, terminated: bool) -> Pod {
+    fn pod(namespace: &str, name: &str, terminated: bool) -> CachedPod {
         let state = if terminated {
             ContainerState {
                 terminated: Some(ContainerStateTerminated::default()),
@@ -304,7 +304,7 @@ mod tests {
                 ..Default::default()
             }
         };
-        Pod {
+        CachedPod::from(&Pod {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 namespace: Some(namespace.into()),
@@ -325,7 +325,7 @@ mod tests {
                 }]),
                 ..Default::default()
             }),
-        }
+        })
     }
 
     fn all(_: &str) -> bool {
