@@ -1,0 +1,192 @@
+//! Evidence that a revoked owner let a shard go, in the order the protocol
+//! checks it (see the list in `mod.rs`): the kubelet's word
+//! (`pod_stopped`, with the pod-name reuse rules), the lease table (released,
+//! or expired after the drain timeout), a graceful deletion with a lease
+//! table, and the unfenced drain timeout. It also notes when a timeout may
+//! complete a revoke later, so the reconcile looks again then.
+
+use jiff::Timestamp;
+
+use super::clocks::add;
+use super::step::{Ctx, HandoffResult};
+use crate::controller::observe::departed::{Departure, Departures};
+use crate::controller::observe::{Containers, LeaseObservation, PodInfo};
+
+/// Why a revoked owner is known to have let a shard go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Evidence {
+    /// The kubelet reported the owner's containers stopped (or never
+    /// started), and no earlier pod of its name can still run.
+    PodStopped,
+    /// The lease table shows the owner no longer holds the shard's lease.
+    LeaseReleased,
+    /// The owner's pod is gone after a graceful deletion.
+    PodGone,
+    /// The drain timeout passed and the owner's lease expired.
+    LeaseExpired,
+    /// No lease table: the drain timeout passed (unfenced).
+    DrainTimeout,
+}
+
+impl Evidence {
+    /// Label for metrics and Events.
+    pub fn label(self) -> &'static str {
+        match self {
+            Evidence::PodStopped => "pod_stopped",
+            Evidence::LeaseReleased => "lease_released",
+            Evidence::PodGone => "pod_gone",
+            Evidence::LeaseExpired => "lease_expired",
+            Evidence::DrainTimeout => "drain_timeout",
+        }
+    }
+}
+
+impl Ctx<'_> {
+    /// Evidence that `from` let `shard` go, revoked at `since`; notes in
+    /// `result.next_check` when a timeout may complete it later.
+    pub(super) fn evidence(
+        &self,
+        from: &str,
+        shard: &str,
+        since: Timestamp,
+        result: &mut HandoffResult,
+    ) -> Option<Evidence> {
+        let now = self.obs.now;
+        let pod = self.pods.get(from);
+        if pod_stopped(pod.copied(), &self.obs.departed, from, since, now) {
+            return Some(Evidence::PodStopped);
+        }
+        // A pod gone after a graceful deletion stopped its containers —
+        // unless it was force-deleted while terminating: the API then removes
+        // the object at once, still showing the graceful grace period, and
+        // the process runs until the kubelet kills it (or its node heals).
+        // The operator cannot tell the two apart, so a gone pod is evidence
+        // only where the lease fences such a survivor; without a lease table
+        // its shards wait for the drain timeout since the revoke (below).
+        let fenced = !matches!(self.obs.leases, LeaseObservation::NotConfigured);
+        if fenced && pod.is_none() && self.graceful.contains(from) {
+            return Some(Evidence::PodGone);
+        }
+        let drain_due = add(since, self.timing.drain_timeout);
+        match &self.obs.leases {
+            LeaseObservation::Read(table) => {
+                // A scan from before the revoke says nothing about letting go.
+                if table.scanned_at.is_none_or(|at| at < since) {
+                    return None;
+                }
+                let Some(lease) = table.get(shard) else {
+                    return Some(Evidence::LeaseReleased);
+                };
+                if lease.owner.as_deref() != Some(from)
+                    && lease.checkpoint_owner.as_deref() != Some(from)
+                {
+                    return Some(Evidence::LeaseReleased);
+                }
+                let expiry = add(lease.counter_changed_at, self.timing.lease_failover);
+                let due = drain_due.max(expiry);
+                if now >= due {
+                    return Some(Evidence::LeaseExpired);
+                }
+                note_due(result, now, due);
+                None
+            }
+            LeaseObservation::Failed(_) => None,
+            LeaseObservation::NotConfigured => {
+                let clock = if pod.is_some() {
+                    *self.drain.get(from)?
+                } else {
+                    since
+                };
+                let due = add(clock, self.timing.drain_timeout);
+                if now >= due {
+                    return Some(Evidence::DrainTimeout);
+                }
+                note_due(result, now, due);
+                None
+            }
+        }
+    }
+}
+
+/// One pod object the kubelet's word is about: the pod as it is now, or as
+/// it was when it left the API.
+struct Incarnation {
+    containers: Containers,
+    scheduled: bool,
+    created: Option<Timestamp>,
+    generated_name: bool,
+}
+
+impl Incarnation {
+    fn of_pod(pod: &PodInfo) -> Self {
+        Self {
+            containers: pod.containers,
+            scheduled: pod.node_name.as_deref().is_some_and(|n| !n.is_empty()),
+            created: pod.created,
+            generated_name: pod.generated_name,
+        }
+    }
+
+    fn of_departure(d: &Departure) -> Self {
+        Self {
+            containers: d.containers,
+            scheduled: d.scheduled,
+            created: d.created,
+            generated_name: d.generated_name,
+        }
+    }
+
+    /// Whether no process of this pod can read a shard revoked at `since`:
+    /// its containers are stopped for good, or it never ran anything and
+    /// nothing of it can have started before the revoke (a status says
+    /// "never ran" also while the kubelet has not reported a start yet: a
+    /// pod bound to a node before the revoke may have started then).
+    fn let_go(&self, since: Timestamp) -> bool {
+        match self.containers {
+            Containers::Stopped => true,
+            Containers::NeverRan => !self.scheduled || self.created.is_some_and(|c| c > since),
+            Containers::Running => false,
+        }
+    }
+}
+
+/// Evidence `pod_stopped`: the kubelet's word that nothing named `from`
+/// reads a shard revoked at `since`. `pod` is the pod object of that name,
+/// if any; `departed` what the pod watch remembers of the pods that left.
+///
+/// 1. The latest pod of that name let go ([`Incarnation::let_go`]): the
+///    object, or when it is gone the final state of its latest remembered
+///    departure (a force deletion leaves one that still says `running`; a
+///    departure not seen, e.g. before a restart, is no evidence at all).
+/// 2. Every remembered earlier pod of that name let go too: a StatefulSet
+///    recreates a force-deleted pod under its name while the old process
+///    may still run (the published document names pods, not uids).
+/// 3. No earlier pod of that name can have left unseen: its name was
+///    generated (never reused), or the memory saw every departure of the
+///    retention period (or the pod is older than that).
+fn pod_stopped(
+    pod: Option<&PodInfo>,
+    departed: &Departures,
+    from: &str,
+    since: Timestamp,
+    now: Timestamp,
+) -> bool {
+    let earlier = departed.pods.get(from).map_or(&[][..], Vec::as_slice);
+    let latest = match pod {
+        Some(pod) => Incarnation::of_pod(pod),
+        None => match earlier.iter().max_by_key(|d| d.at) {
+            Some(d) => Incarnation::of_departure(d),
+            None => return false,
+        },
+    };
+    latest.let_go(since)
+        && earlier
+            .iter()
+            .all(|d| Incarnation::of_departure(d).let_go(since))
+        && (latest.generated_name || departed.covers(latest.created, now))
+}
+
+fn note_due(result: &mut HandoffResult, now: Timestamp, due: Timestamp) {
+    let wait = due.duration_since(now).unsigned_abs();
+    result.next_check = Some(result.next_check.map_or(wait, |w| w.min(wait)));
+}

@@ -1,0 +1,225 @@
+//! The step that advances the records: for every shard of the topology, the
+//! record to publish given the engine's owner and the previous record (stay,
+//! start a revoke, keep revoking, or complete the handoff on evidence), and
+//! the engine's view of the previous assignment that the plan feeds it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use super::clocks::{Timing, drain_clocks, graceful_pods};
+use super::evidence::Evidence;
+use crate::controller::observe::{Observation, PodInfo};
+use crate::crds::{AssignmentDocument, Handoff, HashKeyRange, ShardPhase, ShardRecord};
+use crate::engine::{PlanOutput, Previous, ShardState};
+use crate::source::Topology;
+
+/// A handoff that completed in this plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completed {
+    /// The shard.
+    pub shard: String,
+    /// Its previous owner.
+    pub from: String,
+    /// Its new owner (`None`: no eligible pod had room).
+    pub to: Option<String>,
+    /// What showed the previous owner let go.
+    pub evidence: Evidence,
+    /// Time from the revoke to now.
+    pub duration: Duration,
+}
+
+/// The result of the handoff step.
+#[derive(Debug, Clone, Default)]
+pub struct HandoffResult {
+    /// The shard records to publish.
+    pub records: BTreeMap<String, ShardRecord>,
+    /// Handoffs completed in this plan.
+    pub completed: Vec<Completed>,
+    /// Revokes started in this plan.
+    pub revokes_started: u64,
+    /// Pods seen terminating gracefully that still hold revoking shards.
+    pub graceful_pods: Vec<String>,
+    /// Drain clocks per pod holding revoking shards.
+    pub drain_started: BTreeMap<String, Timestamp>,
+    /// When the oldest revoke in flight was published.
+    pub oldest_revoke: Option<Timestamp>,
+    /// How long until some revoke in flight may complete by a timeout, if any.
+    pub next_check: Option<Duration>,
+}
+
+/// The engine's view of the previous assignment: an `Active` shard is on its
+/// owner; a `Revoking` shard is on its destination (so the engine neither
+/// re-plans nor re-counts a move already decided), or unplaced when it has
+/// none yet.
+pub fn engine_previous(published: Option<&AssignmentDocument>) -> BTreeMap<String, Previous> {
+    let Some(doc) = published else {
+        return BTreeMap::new();
+    };
+    doc.shards
+        .iter()
+        .filter_map(|(id, r)| {
+            let owner = match r.state {
+                ShardPhase::Active => r.owner.clone()?,
+                ShardPhase::Revoking => r.handoff.as_ref()?.to.clone()?,
+                ShardPhase::Pending | ShardPhase::Complete => return None,
+            };
+            let prev = if r.standbys.is_empty() {
+                Previous::Owner(owner)
+            } else {
+                Previous::Full {
+                    owner,
+                    standbys: r.standbys.clone(),
+                }
+            };
+            Some((id.clone(), prev))
+        })
+        .collect()
+}
+
+/// Runs the handoff step for one plan.
+pub fn step(
+    obs: &Observation,
+    timing: Timing,
+    topology: &Topology,
+    output: &PlanOutput,
+    published: Option<&AssignmentDocument>,
+) -> HandoffResult {
+    let now = obs.now;
+    let current = obs.group.status.clone().unwrap_or_default();
+    let pods: BTreeMap<&str, &PodInfo> = obs.pods.iter().map(|p| (p.name.as_str(), p)).collect();
+    let graceful = graceful_pods(&current.graceful_pods, &obs.pods);
+    let drain = drain_clocks(&current.drain_started, published, &pods, now);
+    let ctx = Ctx {
+        obs,
+        timing,
+        pods: &pods,
+        graceful: &graceful,
+        drain: &drain,
+    };
+    let pending: BTreeSet<&str> = output.pending.iter().map(String::as_str).collect();
+    let mut result = HandoffResult::default();
+    for shard in &topology.shards {
+        let mut record = ShardRecord {
+            parents: shard.parents.clone(),
+            hash_key_range: shard.hash_key_range.as_ref().map(|r| HashKeyRange {
+                start: r.start.clone(),
+                end: r.end.clone(),
+            }),
+            ..Default::default()
+        };
+        if shard.state == ShardState::Complete {
+            record.state = ShardPhase::Complete;
+        } else if pending.contains(shard.id.as_str()) {
+            record.state = ShardPhase::Pending;
+        } else {
+            let target = output.assignment.get(&shard.id);
+            let owner = target.and_then(|a| a.owner.clone());
+            let standbys = target.map(|a| a.standbys.clone()).unwrap_or_default();
+            let previous = published.and_then(|d| d.shards.get(&shard.id));
+            ctx.place(
+                &shard.id,
+                previous,
+                owner,
+                standbys,
+                &mut record,
+                &mut result,
+            );
+        }
+        result.records.insert(shard.id.clone(), record);
+    }
+    // Keep only the bookkeeping of pods that still hold revoking shards.
+    let holders: BTreeSet<&str> = result
+        .records
+        .values()
+        .filter(|r| r.state == ShardPhase::Revoking)
+        .filter_map(|r| r.owner.as_deref())
+        .collect();
+    result.graceful_pods = graceful
+        .into_iter()
+        .filter(|p| holders.contains(p.as_str()))
+        .collect();
+    result.drain_started = drain
+        .into_iter()
+        .filter(|(p, _)| holders.contains(p.as_str()))
+        .collect();
+    result.oldest_revoke = result
+        .records
+        .values()
+        .filter_map(|r| r.handoff.as_ref())
+        .map(|h| h.since)
+        .min();
+    result
+}
+
+/// What one step decides from: the observation, the timing rules, the pods
+/// by name, the pods known to be terminating gracefully and the drain clocks.
+pub(super) struct Ctx<'a> {
+    pub(super) obs: &'a Observation,
+    pub(super) timing: Timing,
+    pub(super) pods: &'a BTreeMap<&'a str, &'a PodInfo>,
+    pub(super) graceful: &'a BTreeSet<String>,
+    pub(super) drain: &'a BTreeMap<String, Timestamp>,
+}
+
+impl Ctx<'_> {
+    /// Fills `record` for a readable shard the engine placed on `owner`.
+    fn place(
+        &self,
+        id: &str,
+        previous: Option<&ShardRecord>,
+        owner: Option<String>,
+        standbys: Vec<String>,
+        record: &mut ShardRecord,
+        result: &mut HandoffResult,
+    ) {
+        let now = self.obs.now;
+        let held = previous.and_then(|p| match p.state {
+            ShardPhase::Active | ShardPhase::Revoking => p.owner.clone().map(|o| (o, p)),
+            ShardPhase::Pending | ShardPhase::Complete => None,
+        });
+        let Some((from, prev)) = held else {
+            // Nobody reads it: publish it active at once.
+            record.state = ShardPhase::Active;
+            record.owner = owner;
+            record.standbys = standbys;
+            return;
+        };
+        if owner.as_deref() == Some(from.as_str()) {
+            // Stays (or a revoke is called off: its owner is wanted again and
+            // nobody else was given the shard).
+            record.state = ShardPhase::Active;
+            record.owner = owner;
+            record.standbys = standbys;
+            return;
+        }
+        let since = match (&prev.state, &prev.handoff) {
+            (ShardPhase::Revoking, Some(h)) => h.since,
+            (ShardPhase::Revoking, None) => now,
+            _ => {
+                result.revokes_started += 1;
+                now
+            }
+        };
+        if prev.state == ShardPhase::Revoking
+            && let Some(evidence) = self.evidence(&from, id, since, result)
+        {
+            result.completed.push(Completed {
+                shard: id.to_owned(),
+                from,
+                to: owner.clone(),
+                evidence,
+                duration: now.duration_since(since).unsigned_abs(),
+            });
+            record.state = ShardPhase::Active;
+            record.owner = owner;
+            record.standbys = standbys;
+            return;
+        }
+        record.state = ShardPhase::Revoking;
+        record.standbys = standbys.into_iter().filter(|s| *s != from).collect();
+        record.owner = Some(from);
+        record.handoff = Some(Handoff { to: owner, since });
+    }
+}

@@ -1,0 +1,190 @@
+//! The cases of evidence `pod_stopped`: what the kubelet's word proves and
+//! what it must not be trusted for.
+
+use std::time::Duration;
+
+use super::*;
+
+#[test]
+fn terminating_with_every_container_terminated_is_pod_stopped() {
+    both(|lease_table| {
+        let mut obs = a_revoked(lease_table);
+        obs.pods[0].containers = Containers::Stopped;
+        let d = plan(&obs);
+        assert_eq!(evidence(&d), [Evidence::PodStopped; 2], "{lease_table}");
+        assert!(d.handoffs.iter().all(|h| h.to.as_deref() == Some("b")));
+        assert_eq!(d.handoffs[0].duration, Duration::from_secs(1));
+        // Even while the lease table cannot be read.
+        if lease_table {
+            obs.leases = LeaseObservation::Failed("throttled".into());
+            assert_eq!(evidence(&plan(&obs)), [Evidence::PodStopped; 2]);
+        }
+    });
+}
+
+#[test]
+fn a_pod_that_never_ran_is_pod_stopped() {
+    both(|lease_table| {
+        // Not bound to a node: no kubelet ever ran anything of it.
+        let mut obs = a_revoked(lease_table);
+        obs.pods[0].containers = Containers::NeverRan;
+        obs.pods[0].node_name = None;
+        assert_eq!(evidence(&plan(&obs)), [Evidence::PodStopped; 2]);
+        // Bound, but created after the revoke: whatever it started saw
+        // the revoke.
+        obs.pods[0].node_name = Some("node-1".into());
+        obs.pods[0].created = Some(t0() + secs(1));
+        assert_eq!(evidence(&plan(&obs)), [Evidence::PodStopped; 2]);
+    });
+}
+
+#[test]
+fn a_bound_pod_that_reported_nothing_since_before_the_revoke_is_not() {
+    both(|lease_table| {
+        // Its kubelet may have started it and not reported it yet.
+        let mut obs = a_revoked(lease_table);
+        obs.pods[0].containers = Containers::NeverRan;
+        assert_eq!(evidence(&plan(&obs)), []);
+    });
+}
+
+#[test]
+fn gone_with_a_stopped_final_state_is_pod_stopped() {
+    both(|lease_table| {
+        let mut obs = a_revoked(lease_table);
+        obs.pods.remove(0);
+        obs.departed = remembered(vec![departure(Containers::Stopped)]);
+        assert_eq!(evidence(&plan(&obs)), [Evidence::PodStopped; 2]);
+        // So is one that never ran and was never bound to a node.
+        let mut never = departure(Containers::NeverRan);
+        never.scheduled = false;
+        obs.departed = remembered(vec![never]);
+        assert_eq!(evidence(&plan(&obs)), [Evidence::PodStopped; 2]);
+    });
+}
+
+#[test]
+fn gone_after_a_force_deletion_waits_for_the_old_rules() {
+    both(|lease_table| {
+        // Force-deleted while running (never seen terminating): the
+        // final status still says running.
+        let mut obs = a_not_ready(lease_table);
+        obs.pods.remove(0);
+        obs.departed = remembered(vec![departure(Containers::Running)]);
+        assert_eq!(evidence(&plan(&obs)), [], "{lease_table}");
+        // The old rules still apply: with a lease table the drain
+        // timeout and the lease expired; without one the drain timeout
+        // since the revoke.
+        obs.now = t0() + secs(30);
+        let expected = if lease_table {
+            obs.leases = leases(&obs, lease_table);
+            if let LeaseObservation::Read(table) = &mut obs.leases {
+                for lease in table.leases.values_mut() {
+                    lease.counter_changed_at = t0();
+                }
+            }
+            Evidence::LeaseExpired
+        } else {
+            Evidence::DrainTimeout
+        };
+        assert_eq!(evidence(&plan(&obs)), [expected; 2]);
+    });
+}
+
+#[test]
+fn gone_unseen_is_no_evidence() {
+    both(|lease_table| {
+        // A restarted operator: the departure happened before its watch
+        // listed the pods, so nothing says how the pod left.
+        let mut obs = a_not_ready(lease_table);
+        obs.pods.remove(0);
+        obs.departed = Departures {
+            watched_since: Some(t0() + secs(1)),
+            ..Default::default()
+        };
+        assert_eq!(evidence(&plan(&obs)), []);
+        // Nor does a departure the memory already forgot.
+        obs.departed = remembered(Vec::new());
+        assert_eq!(evidence(&plan(&obs)), []);
+    });
+}
+
+#[test]
+fn a_node_that_stopped_reporting_is_no_evidence() {
+    both(|lease_table| {
+        // Terminating, and its status still says running (its kubelet
+        // cannot reach the API, or has not stopped the process yet).
+        let mut obs = a_revoked(lease_table);
+        obs.pods[0].ready = false;
+        obs.now = t0() + secs(29);
+        obs.leases = leases(&obs, lease_table);
+        assert_eq!(evidence(&plan(&obs)), []);
+        // A restarting container is not stopped either: only a
+        // terminating pod's terminated containers are.
+        let mut restarting = a_revoked(lease_table);
+        restarting.pods[0].deletion_timestamp = None;
+        restarting.pods[0].ready = false;
+        restarting.pods[0].containers = Containers::Running;
+        assert_eq!(evidence(&plan(&restarting)), []);
+    });
+}
+
+#[test]
+fn an_earlier_pod_of_the_same_name_that_may_still_run_blocks_it() {
+    both(|lease_table| {
+        // A StatefulSet pod force-deleted while running, recreated under
+        // its name, not scheduled yet: the new pod never ran, the old
+        // process may still read.
+        let mut obs = a_revoked(lease_table);
+        obs.pods[0] = PodInfo {
+            uid: "uid-a-2".into(),
+            ready: false,
+            ready_since: None,
+            node_name: None,
+            containers: Containers::NeverRan,
+            created: Some(t0() + secs(1)),
+            generated_name: false,
+            ..pod("a")
+        };
+        let mut old = departure(Containers::Running);
+        old.generated_name = false;
+        obs.departed = remembered(vec![old.clone()]);
+        assert_eq!(evidence(&plan(&obs)), []);
+        // The same after a graceful deletion the kubelet confirmed.
+        old.containers = Containers::Stopped;
+        obs.departed = remembered(vec![old]);
+        assert_eq!(evidence(&plan(&obs)), [Evidence::PodStopped; 2]);
+    });
+}
+
+#[test]
+fn a_reused_name_needs_a_memory_that_saw_every_recent_departure() {
+    both(|lease_table| {
+        // The StatefulSet pod again, its predecessor's departure not
+        // remembered: a watch that started a minute ago may have missed
+        // it; one that watched longer than its retention did not (or
+        // the departure was long enough ago to be over).
+        let mut obs = a_revoked(lease_table);
+        obs.pods[0].containers = Containers::Stopped;
+        obs.pods[0].generated_name = false;
+        obs.pods[0].created = Some(t0() - secs(60));
+        obs.departed.watched_since = Some(t0() - secs(60));
+        assert_eq!(evidence(&plan(&obs)), []);
+        obs.departed.watched_since = None;
+        assert_eq!(evidence(&plan(&obs)), []);
+        obs.departed.watched_since = Some(t0() - secs(601));
+        assert_eq!(evidence(&plan(&obs)), [Evidence::PodStopped; 2]);
+        obs.departed.watched_since = None;
+        obs.pods[0].created = Some(t0() - secs(601));
+        assert_eq!(evidence(&plan(&obs)), [Evidence::PodStopped; 2]);
+        // A generated name is never reused: no memory needed.
+        obs.pods[0].created = Some(t0() - secs(60));
+        obs.pods[0].generated_name = true;
+        assert_eq!(evidence(&plan(&obs)), [Evidence::PodStopped; 2]);
+    });
+}
+
+#[test]
+fn pod_stopped_has_its_metrics_label() {
+    assert_eq!(Evidence::PodStopped.label(), "pod_stopped");
+}

@@ -1,0 +1,213 @@
+//! The plan's inputs: the checks that block a plan (invalid spec, missing
+//! pool, no topology, no eligible pod), the pool's pods as the engine sees
+//! them (eligibility after `minReadySeconds`, capacity, zone), the engine
+//! options, and the engine run under the pacing of optional moves.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use crate::controller::conditions::reason;
+use crate::controller::handoff;
+use crate::controller::observe::{Observation, PodInfo};
+use crate::controller::pacing;
+use crate::controller::status::{Outcome, Problem};
+use crate::crds::shard_group::{PodCounts, ShardGroupSpec};
+use crate::crds::{AssignmentDocument, ConsumerPool};
+use crate::engine::{self, Balance, PlanInput, PlanOptions, PlanOutput};
+use crate::source::Topology;
+
+/// What the engine plans from, once nothing blocks the plan.
+pub(super) struct Inputs<'a> {
+    /// The group's pool.
+    pub(super) pool: &'a ConsumerPool,
+    /// The pool's selected pods, as the engine sees them.
+    pub(super) pods: Vec<engine::Pod>,
+    /// The topology to plan on (the last good one after a failed read).
+    pub(super) topology: &'a Topology,
+}
+
+/// The pool, its pods and the topology to plan on, or the problem that
+/// blocks the plan, checked in this order: an invalid spec, a missing pool,
+/// no topology yet, no eligible pod. Counts the pool's pods into `outcome`
+/// once the pool is known.
+pub(super) fn inputs<'a>(
+    obs: &'a Observation,
+    kept_epoch: u64,
+    outcome: &mut Outcome,
+) -> Result<Inputs<'a>, Problem> {
+    if let Err(error) = check_spec(&obs.group.spec) {
+        return Err(Problem {
+            reason: reason::INVALID_SPEC,
+            message: format!("{error}; fix the ShardGroup spec"),
+            blocks_ready: true,
+        });
+    }
+    let Some(pool) = &obs.pool else {
+        return Err(Problem {
+            reason: reason::POOL_NOT_FOUND,
+            message: format!(
+                "ConsumerPool {:?} not found in this namespace; create it or fix spec.poolRef.name (the last assignment, epoch {kept_epoch}, stays in place)",
+                obs.group.spec.pool_ref.name
+            ),
+            blocks_ready: true,
+        });
+    };
+    let pods = engine_pods(&obs.pods, pool, obs.now);
+    outcome.pods = pod_counts(&obs.pods, &pods);
+    let Some(topology) = &obs.topology.last_good else {
+        return Err(match &obs.topology.error {
+            Some(error) => Problem {
+                reason: error.reason(),
+                message: format!("cannot read the source: {error}"),
+                blocks_ready: true,
+            },
+            None => Problem {
+                reason: reason::TOPOLOGY_UNKNOWN,
+                message: "the source has not been read yet".into(),
+                blocks_ready: true,
+            },
+        });
+    };
+    if outcome.pods.eligible == 0 {
+        return Err(Problem {
+            reason: reason::NO_READY_PODS,
+            message: format!(
+                "ConsumerPool {:?} selects {} pods and none is Ready for minReadySeconds ({}s) without terminating; the last assignment (epoch {kept_epoch}) stays in place",
+                obs.group.spec.pool_ref.name, outcome.pods.selected, pool.spec.min_ready_seconds
+            ),
+            blocks_ready: true,
+        });
+    }
+    Ok(Inputs {
+        pool,
+        pods,
+        topology,
+    })
+}
+
+/// Interprets every duration of the spec, so a stored spec that predates a
+/// validation rule is reported instead of guessed at.
+fn check_spec(spec: &ShardGroupSpec) -> Result<(), crate::crds::shard_group::SpecError> {
+    spec.handoff.drain_timeout()?;
+    spec.handoff.lease_failover()?;
+    spec.rebalance.delay()?;
+    spec.rebalance.window()?;
+    if let Some(kinesis) = &spec.source.kinesis {
+        kinesis.refresh_interval()?;
+    }
+    Ok(())
+}
+
+/// Engine options from the spec and pool.
+fn plan_options(obs: &Observation, pool: &ConsumerPool, pacing: &pacing::Pacing) -> PlanOptions {
+    let spec = &obs.group.spec;
+    PlanOptions {
+        consumer_name: obs.group.consumer_name(),
+        balance: match spec.balance {
+            crate::crds::shard_group::BalanceMode::Count => Balance::Count,
+            crate::crds::shard_group::BalanceMode::HashRange => Balance::HashRange,
+        },
+        standbys: spec.standbys,
+        max_shards_per_pod: pool.spec.max_shards_per_pod.unwrap_or(0),
+        rebalance: pacing.rebalance,
+        max_optional_moves: pacing.max_optional_moves,
+    }
+}
+
+/// Whether a pod may receive shards at `now`: Ready for the pool's
+/// `minReadySeconds` and not terminating.
+pub fn eligible(pod: &PodInfo, min_ready: Duration, now: Timestamp) -> bool {
+    pod.selected && pod.deletion_timestamp.is_none() && ready_for(pod, min_ready, now)
+}
+
+fn ready_for(pod: &PodInfo, min_ready: Duration, now: Timestamp) -> bool {
+    if !pod.ready {
+        return false;
+    }
+    if min_ready.is_zero() {
+        return true;
+    }
+    // Without a transition time the pod has been Ready as long as we know.
+    pod.ready_since.is_none_or(|since| {
+        since
+            .as_millisecond()
+            .saturating_add(min_ready.as_millis() as i64)
+            <= now.as_millisecond()
+    })
+}
+
+/// The pool's selected pods as engine pods (not-yet-eligible pods are passed
+/// as not ready, terminating ones as terminating, so their shards move).
+fn engine_pods(pods: &[PodInfo], pool: &ConsumerPool, now: Timestamp) -> Vec<engine::Pod> {
+    let min_ready = pool.spec.min_ready();
+    pods.iter()
+        .filter(|p| p.selected)
+        .map(|p| engine::Pod {
+            name: p.name.clone(),
+            ready: ready_for(p, min_ready, now),
+            terminating: p.deletion_timestamp.is_some(),
+            capacity: pool.spec.capacity.weight_of(&p.labels).max(1),
+            zone: p.zone.clone(),
+            node: p.node_name.clone(),
+            ready_since: p.ready_since.map(|t| t.as_second()),
+        })
+        .collect()
+}
+
+fn pod_counts(all: &[PodInfo], pods: &[engine::Pod]) -> PodCounts {
+    PodCounts {
+        selected: all.iter().filter(|p| p.selected).count() as u64,
+        eligible: pods.iter().filter(|p| p.ready && !p.terminating).count() as u64,
+    }
+}
+
+/// The engine's plan, and the pacing it ran under.
+pub(super) struct Engined {
+    /// Whether and how many optional moves were allowed, and the bookkeeping.
+    pub(super) pacing: pacing::Pacing,
+    /// The engine's assignment.
+    pub(super) output: PlanOutput,
+    /// What the engine planned from (kept to ask it again without the
+    /// rebalance delay: [`super::requeue::rebalances_unpaced`]).
+    pub(super) input: PlanInput,
+}
+
+/// Paces the optional moves and runs the engine on the pods and topology,
+/// with the previous assignment (`previous_doc`) as its starting point; a
+/// refused input is the problem that blocks the plan.
+pub(super) fn run_engine(
+    obs: &Observation,
+    pool: &ConsumerPool,
+    pods: Vec<engine::Pod>,
+    topology: &Topology,
+    previous_doc: Option<&AssignmentDocument>,
+) -> Result<Engined, Problem> {
+    let current = obs.group.status.clone().unwrap_or_default();
+    let pacing = pacing::pace(
+        &obs.group.spec.rebalance,
+        current.last_pod_change,
+        current.pod_set_digest.as_deref(),
+        &current.move_log,
+        pods.iter()
+            .filter(|p| p.ready && !p.terminating)
+            .map(|p| p.name.as_str()),
+        obs.now,
+    );
+    let input = PlanInput {
+        options: plan_options(obs, pool, &pacing),
+        shards: topology.shards.clone(),
+        pods,
+        previous: handoff::engine_previous(previous_doc),
+    };
+    let output = engine::plan(&input).map_err(|error| Problem {
+        reason: reason::PLAN_FAILED,
+        message: format!("the assignment engine refused the input: {error}"),
+        blocks_ready: true,
+    })?;
+    Ok(Engined {
+        pacing,
+        output,
+        input,
+    })
+}

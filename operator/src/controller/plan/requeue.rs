@@ -1,0 +1,88 @@
+//! When to reconcile again without a watch event: the source's refresh
+//! (sooner after a failed read), the next pod to finish `minReadySeconds`,
+//! the protocol's timers, and the poll while handoffs are in flight.
+
+use std::time::Duration;
+
+use super::{DEFAULT_REFRESH, ERROR_RETRY, IN_FLIGHT_POLL, MIN_REQUEUE, STATIC_REFRESH};
+use crate::controller::observe::Observation;
+use crate::engine::{self, PlanInput, Rebalance};
+
+/// When to look again: the source's refresh (sooner after a failed read), or
+/// when the next pod finishes `minReadySeconds`, whichever comes first. A
+/// Kinesis source's refresh is its own jittered one (so groups do not read
+/// in step), else the spec's interval.
+pub(super) fn requeue_after(obs: &Observation) -> Duration {
+    let refresh = match &obs.group.spec.source.kinesis {
+        Some(kinesis) => obs
+            .topology
+            .refresh_after
+            .unwrap_or_else(|| kinesis.refresh_interval().unwrap_or(DEFAULT_REFRESH)),
+        None => STATIC_REFRESH,
+    };
+    let mut after = if obs.topology.error.is_some() {
+        refresh.min(ERROR_RETRY)
+    } else {
+        refresh
+    };
+    if let Some(pool) = &obs.pool {
+        let min_ready = pool.spec.min_ready();
+        for pod in obs
+            .pods
+            .iter()
+            .filter(|p| p.selected && p.ready && p.deletion_timestamp.is_none())
+        {
+            if let Some(since) = pod.ready_since {
+                let due = since
+                    .as_millisecond()
+                    .saturating_add(min_ready.as_millis() as i64);
+                let wait = due - obs.now.as_millisecond();
+                if wait > 0 {
+                    after = after.min(Duration::from_millis(wait as u64));
+                }
+            }
+        }
+    }
+    after
+}
+
+/// `base`, shortened to the protocol's next check (a drain timeout; never
+/// below [`MIN_REQUEUE`]) and, while moves are in flight, to
+/// [`IN_FLIGHT_POLL`]; then, while the rebalance delay holds optional moves
+/// back, to its end (`delay_end`) if there is something to rebalance then.
+/// Knowing that takes a second engine run (`rebalances`), made only when
+/// the delay's end would bring the next look forward.
+pub(super) fn next_requeue(
+    base: Duration,
+    next_check: Option<Duration>,
+    moves_in_flight: u64,
+    delay_end: Option<Duration>,
+    rebalances: impl FnOnce() -> bool,
+) -> Duration {
+    let mut requeue_after = base;
+    if let Some(wait) = next_check {
+        requeue_after = requeue_after.min(wait.max(MIN_REQUEUE));
+    }
+    if moves_in_flight > 0 {
+        requeue_after = requeue_after.min(IN_FLIGHT_POLL);
+    }
+    if let Some(wait) = delay_end.map(|w| w.max(MIN_REQUEUE))
+        && wait < requeue_after
+        && rebalances()
+    {
+        requeue_after = wait;
+    }
+    requeue_after
+}
+
+/// Whether the engine, free of the rebalance delay and the move budget,
+/// would make optional moves from `input` (left as it was found: its pacing
+/// options are swapped out and back, not the 20,000-shard input cloned).
+pub(super) fn rebalances_unpaced(input: &mut PlanInput) -> bool {
+    let paced = (input.options.rebalance, input.options.max_optional_moves);
+    input.options.rebalance = Rebalance::All;
+    input.options.max_optional_moves = None;
+    let rebalances = engine::plan(input).is_ok_and(|o| o.optional_moves() > 0);
+    (input.options.rebalance, input.options.max_optional_moves) = paced;
+    rebalances
+}
