@@ -76,7 +76,7 @@ pub fn culprit_line(text: &str, error: &PlanError) -> Option<usize> {
         PlanError::DuplicateShard(id) | PlanError::DuplicatePod(id) => (id, 2),
         PlanError::BadHashKeyRange { shard, .. } => (shard, 1),
         PlanError::ZeroCapacity(pod) => (pod, 1),
-        PlanError::EmptyName(_) => return None,
+        PlanError::EmptyName(_) | PlanError::TooMany(..) => return None,
     };
     let quoted = |line: &str| {
         line.match_indices(needle.as_str()).any(|(at, _)| {
