@@ -31,7 +31,7 @@ pub enum Format {
 }
 
 /// Runs the command.
-pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
     let text = std::fs::read_to_string(&args.input)
         .with_context(|| format!("reading {}", args.input.display()))?;
     let input = parse(&text).with_context(|| format!("in {}", args.input.display()))?;
