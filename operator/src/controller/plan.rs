@@ -213,7 +213,7 @@ pub fn plan(obs: &Observation) -> Decision {
         move_log,
         move_budget_remaining,
         last_pod_change: Some(pacing.last_pod_change.to_string()),
-        pod_set_digest: Some(pacing.pod_set_digest.clone()),
+        pod_set_digest: Some(pacing.pod_set_digest),
         graceful_pods: step.graceful_pods.clone(),
         drain_started: step.drain_started.clone(),
         oldest_revoke: step.oldest_revoke.map(|t| t.to_string()),
@@ -344,7 +344,7 @@ fn ready_for(pod: &PodInfo, min_ready: Duration, now: Timestamp) -> bool {
     pod.ready_since.is_none_or(|since| {
         since
             .as_millisecond()
-            .saturating_add(min_ready.as_millis() as i64)
+            .saturating_add(i64::try_from(min_ready.as_millis()).unwrap_or(i64::MAX))
             <= now.as_millisecond()
     })
 }
@@ -469,10 +469,10 @@ fn requeue_after(obs: &Observation) -> Duration {
             if let Some(since) = pod.ready_since {
                 let due = since
                     .as_millisecond()
-                    .saturating_add(min_ready.as_millis() as i64);
+                    .saturating_add(i64::try_from(min_ready.as_millis()).unwrap_or(i64::MAX));
                 let wait = due - obs.now.as_millisecond();
                 if wait > 0 {
-                    after = after.min(Duration::from_millis(wait as u64));
+                    after = after.min(Duration::from_millis(wait.unsigned_abs()));
                 }
             }
         }

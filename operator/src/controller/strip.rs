@@ -207,7 +207,7 @@ mod tests {
         // A running pod keeps no container status (its phase says enough).
         assert!(status.init_container_statuses.is_none());
         assert!(status.container_statuses.is_none());
-        assert_eq!(containers_of(&pod_of(status.clone())), Containers::Running);
+        assert_eq!(containers_of(&pod_of(status)), Containers::Running);
         // A stopped one keeps one, with only the kind of its state: no name,
         // image, ids, counts or messages.
         let mut stopped = Pod {
@@ -296,7 +296,7 @@ mod tests {
             (
                 "Pending",
                 false,
-                vec![container("a", running()), container("b", waiting.clone())],
+                vec![container("a", running()), container("b", waiting)],
                 Containers::Running,
             ),
         ];
