@@ -130,6 +130,8 @@ impl CheckReport {
         if gaps.is_empty() {
             return None;
         }
+        // In 0..=len by the clamp (and a float-to-int cast saturates anyway).
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         let rank = ((q.clamp(0.0, 1.0) * gaps.len() as f64).ceil() as usize).max(1);
         gaps.get(rank - 1).copied()
     }

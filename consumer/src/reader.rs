@@ -149,7 +149,12 @@ impl ShardReader {
     ) -> Result<Self, ReaderError> {
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64)
+            // The low 64 bits of `as_nanos()`, without a truncating cast.
+            .map_or(0, |d| {
+                d.as_secs()
+                    .wrapping_mul(1_000_000_000)
+                    .wrapping_add(u64::from(d.subsec_nanos()))
+            })
             ^ shard.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
                 (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
             });

@@ -143,7 +143,7 @@ impl Harness {
         kinesis
             .create_stream()
             .stream_name(NAME)
-            .shard_count(shards as i32)
+            .shard_count(i32::try_from(shards).map_err(aws)?)
             .send()
             .await
             .map_err(aws)?;

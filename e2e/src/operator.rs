@@ -108,7 +108,7 @@ impl Operator {
             OperatorMode::InProcess => {
                 Ok(Self::in_process(&cluster.client, namespace, region).await)
             }
-            OperatorMode::Binary => Self::binary(cluster, namespace, region).await,
+            OperatorMode::Binary => Self::binary(cluster, namespace, region),
         }
     }
 
@@ -143,11 +143,7 @@ impl Operator {
         }
     }
 
-    async fn binary(
-        cluster: &Cluster,
-        namespace: &str,
-        region: &str,
-    ) -> Result<Self, OperatorError> {
+    fn binary(cluster: &Cluster, namespace: &str, region: &str) -> Result<Self, OperatorError> {
         let path = binary_path()?;
         if !path.is_file() {
             return Err(OperatorError::MissingBinary(path));

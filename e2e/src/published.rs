@@ -117,9 +117,6 @@ mod tests {
             r#"{"epoch":7,"active":["orders-1"]}"#.to_owned(),
         )]));
         let view = pod_view(&pod, &key).unwrap().unwrap();
-        assert_eq!(
-            (view.epoch, view.active.clone()),
-            (7, vec!["orders-1".to_owned()])
-        );
+        assert_eq!((view.epoch, view.active), (7, vec!["orders-1".to_owned()]));
     }
 }

@@ -26,6 +26,9 @@ pub enum PlanError {
         /// What is wrong with it.
         reason: String,
     },
+    /// More pods or shards than the engine's `u32` indices address.
+    #[error("too many {0}: {1} (at most {2})")]
+    TooMany(&'static str, usize, usize),
 }
 
 impl PlanError {
@@ -37,6 +40,7 @@ impl PlanError {
             PlanError::EmptyName(_) => "empty_name",
             PlanError::ZeroCapacity(_) => "zero_capacity",
             PlanError::BadHashKeyRange { .. } => "bad_hash_key_range",
+            PlanError::TooMany(..) => "too_many",
         }
     }
 }

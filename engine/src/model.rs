@@ -12,6 +12,22 @@ use xxhash_rust::xxh3::xxh3_64;
 /// Marker for "no pod" in index fields.
 pub const NONE: u32 = u32::MAX;
 
+/// Most shards a plan takes: shard indices are `u32`.
+pub const MAX_SHARDS: usize = u32::MAX as usize;
+
+/// Most pods a plan takes: pod indices are `u32` below [`NONE`], and the ring
+/// numbers `VIRTUAL_NODES` points per pod in a `u32`.
+pub const MAX_PODS: usize = (u32::MAX / hash::VIRTUAL_NODES) as usize;
+
+/// An index into `Model::pods`, `Model::shards` or the ring as stored (`u32`).
+/// [`Model::build`] rejects inputs over [`MAX_PODS`] and [`MAX_SHARDS`], so
+/// every such index fits.
+#[allow(clippy::cast_possible_truncation)] // bounded by MAX_PODS / MAX_SHARDS, checked in build
+pub(crate) fn index(i: usize) -> u32 {
+    debug_assert!(u32::try_from(i).is_ok(), "index {i} over u32");
+    i as u32
+}
+
 /// One pod, interned.
 pub struct PodRec<'a> {
     /// Name (unique).
@@ -76,6 +92,12 @@ impl<'a> Model<'a> {
     pub fn build(input: &'a PlanInput) -> Result<Self, PlanError> {
         let consumer = input.options.consumer_name.as_bytes();
         let mut buf = Vec::with_capacity(128);
+        if input.pods.len() > MAX_PODS {
+            return Err(PlanError::TooMany("pods", input.pods.len(), MAX_PODS));
+        }
+        if input.shards.len() > MAX_SHARDS {
+            return Err(PlanError::TooMany("shards", input.shards.len(), MAX_SHARDS));
+        }
 
         // Pods: validate all, keep the eligible ones, sorted by name.
         let mut all: Vec<&crate::types::Pod> = input.pods.iter().collect();
@@ -185,7 +207,7 @@ impl<'a> Model<'a> {
             let mut waiting = false;
             for parent in &shard.parents {
                 if let Ok(p) = order.binary_search_by(|s| s.id.as_str().cmp(parent)) {
-                    parents.push(p as u32);
+                    parents.push(index(p));
                     waiting |= order[p].state != ShardState::Complete;
                 }
             }
@@ -203,7 +225,7 @@ impl<'a> Model<'a> {
         let mut by_hash: Vec<(u64, u32)> = pods
             .iter()
             .enumerate()
-            .map(|(i, p)| (xxh3_64(p.name.as_bytes()), i as u32))
+            .map(|(i, p)| (xxh3_64(p.name.as_bytes()), index(i)))
             .collect();
         by_hash.sort_unstable();
         let mut model = Model {
@@ -236,10 +258,10 @@ impl<'a> Model<'a> {
 fn intern<'a>(names: &mut Vec<&'a str>, name: Option<&'a str>) -> u32 {
     let Some(name) = name else { return NONE };
     match names.iter().position(|n| *n == name) {
-        Some(i) => i as u32,
+        Some(i) => index(i),
         None => {
             names.push(name);
-            (names.len() - 1) as u32
+            index(names.len() - 1)
         }
     }
 }
@@ -254,7 +276,9 @@ pub fn range_weight(start: &str, end: &str) -> Result<u64, String> {
     }
     // ceil((end - start + 1) / 2^64) = ((end - start) >> 64) + 1; the full
     // space saturates at 2^64 - 1, one unit short, which no balance notices.
-    Ok(((end - start) >> 64) as u64).map(|hi| hi.saturating_add(1))
+    #[allow(clippy::cast_possible_truncation)] // a u128 shifted right by 64 fits in a u64
+    let hi = ((end - start) >> 64) as u64;
+    Ok(hi.saturating_add(1))
 }
 
 /// hashRange mode: a shard without a range weighs the mean of the ranged ones
@@ -266,7 +290,10 @@ fn fill_missing_weights(shards: &mut [ShardRec<'_>]) {
         .fold((0u128, 0u128), |(sum, n), s| {
             (sum + u128::from(s.weight), n + 1)
         });
-    let mean = sum.checked_div(n).map_or(1, |m| m.max(1) as u64);
+    // A mean of u64 weights fits in a u64: the fallback is never taken.
+    let mean = sum
+        .checked_div(n)
+        .map_or(1, |m| u64::try_from(m.max(1)).unwrap_or(u64::MAX));
     for s in shards.iter_mut().filter(|s| s.weight == 0) {
         s.weight = mean;
     }

@@ -25,10 +25,17 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use crate::hash::mix;
-use crate::model::{Class, Model, NONE};
+use crate::model::{Class, Model, NONE, index};
 use crate::quota::apportion;
 use crate::ring::{Ring, Walker};
 use crate::types::{Balance, PlanOptions, Rebalance};
+
+/// A weight·capacity product as a signed distance. It exceeds `i128::MAX`
+/// only when hash ranges overlap far beyond the key space; saturating keeps
+/// the comparisons ordered where a wrapping cast would flip the sign.
+fn signed(x: u128) -> i128 {
+    i128::try_from(x).unwrap_or(i128::MAX)
+}
 
 /// Ring points a hashRange placement inspects for a pod that fits before
 /// taking the pod furthest below its fair share.
@@ -113,7 +120,7 @@ impl State<'_, '_> {
         for (i, s) in self.model.shards.iter().enumerate() {
             if s.class == Class::Readable && s.prev_owner != NONE {
                 let at = &mut fill[s.prev_owner as usize];
-                bucket[*at] = i as u32;
+                bucket[*at] = index(i);
                 *at += 1;
             }
         }
@@ -151,7 +158,9 @@ impl State<'_, '_> {
         let granted = grant(&optional, budget);
         for e in 0..p {
             let slice = &mut bucket[start[e]..start[e + 1]];
-            let keep = (current[e] - required[e] - granted[e]) as usize;
+            // Counts of this slice (a usize length) or less: saturating is never hit.
+            let keep = usize::try_from(current[e] - required[e] - granted[e]).unwrap_or(usize::MAX);
+            let granted_e = usize::try_from(granted[e]).unwrap_or(usize::MAX);
             if keep < slice.len() {
                 let pod_hash = model.pods[e].hash;
                 let shards = &model.shards;
@@ -159,8 +168,8 @@ impl State<'_, '_> {
             }
             for (at, &s) in slice.iter().enumerate() {
                 if at < keep {
-                    self.owner[s as usize] = e as u32;
-                } else if at < keep + granted[e] as usize {
+                    self.owner[s as usize] = index(e);
+                } else if at < keep + granted_e {
                     self.release[s as usize] = Release::Optional;
                 } else {
                     self.release[s as usize] = Release::Required;
@@ -198,7 +207,7 @@ impl State<'_, '_> {
         // Signed distance of a pod's weight above its fair share, scaled by
         // the total capacity so it stays integral: w·C − W·c.
         let over = |w: u128, e: usize| -> i128 {
-            (w * capacity) as i128 - (total * u128::from(model.pods[e].capacity)) as i128
+            signed(w * capacity) - signed(total * u128::from(model.pods[e].capacity))
         };
         let mut wload = vec![0u128; p];
         let (start, mut bucket) = self.sticky();
@@ -214,12 +223,15 @@ impl State<'_, '_> {
                 let rec = &shards[s as usize];
                 (rec.weight, mix(rec.hash ^ pod_hash), s)
             });
-            let within_cap = slice.len().min(self.cap as usize);
+            // A cap beyond usize (unlimited is u64::MAX) keeps the whole slice.
+            let within_cap = slice
+                .len()
+                .min(usize::try_from(self.cap).unwrap_or(usize::MAX));
             for (at, &s) in slice.iter().enumerate() {
                 if at >= within_cap {
                     self.release[s as usize] = Release::Required;
                 } else if over(wload[e], e) < 0 {
-                    self.owner[s as usize] = e as u32;
+                    self.owner[s as usize] = index(e);
                     self.loads[e] += 1;
                     wload[e] += u128::from(model.shards[s as usize].weight);
                 } else {
@@ -250,12 +262,12 @@ impl State<'_, '_> {
             self.release[s as usize] = Release::Optional;
             let w = u128::from(model.shards[s as usize].weight);
             if !optional[e].is_empty() {
-                heap.push((excess - (w * capacity) as i128, Reverse(e)));
+                heap.push((excess.saturating_sub(signed(w * capacity)), Reverse(e)));
             }
         }
         for (e, list) in optional.iter().enumerate() {
             for &s in list {
-                self.owner[s as usize] = e as u32;
+                self.owner[s as usize] = index(e);
                 self.loads[e] += 1;
                 wload[e] += u128::from(model.shards[s as usize].weight);
             }
@@ -272,14 +284,13 @@ impl State<'_, '_> {
         };
         let mut walker = Walker::new(self.ring, p, |e| room(&self.loads, &wload, e));
         let mut roomiest =
-            Roomiest::new((0..p as u32).map(|e| (over(wload[e as usize], e as usize), e)));
+            Roomiest::new((0..index(p)).map(|e| (over(wload[e as usize], e as usize), e)));
         for s in free {
             let rec = &model.shards[s as usize];
             let w = u128::from(rec.weight);
             // A pod fits a shard when taking it ends at most half the shard
             // past its fair share (with equal weights: ⌊⌋/⌈⌉ shards).
-            let fits =
-                |wload: &[u128], e: usize| 2 * over(wload[e] + w, e) <= (w * capacity) as i128;
+            let fits = |wload: &[u128], e: usize| 2 * over(wload[e] + w, e) <= signed(w * capacity);
             let parent = self.parent_owner(s, &|loads, e| {
                 room(loads, &wload, e) && fits(&wload, e as usize)
             });
@@ -303,7 +314,7 @@ impl State<'_, '_> {
                 (0..p)
                     .filter(|&e| self.loads[e] < cap)
                     .min_by_key(|&e| (over(wload[e], e), e))
-                    .map(|e| e as u32)
+                    .map(index)
             };
             let Some(e) = target else { break };
             self.assign(s, e);
@@ -330,7 +341,7 @@ impl State<'_, '_> {
 
     /// Readable shards without an owner yet, in model order.
     fn free(&self) -> Vec<u32> {
-        (0..self.model.shards.len() as u32)
+        (0..index(self.model.shards.len()))
             .filter(|&s| {
                 self.model.shards[s as usize].class == Class::Readable
                     && self.owner[s as usize] == NONE

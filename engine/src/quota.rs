@@ -60,11 +60,14 @@ pub fn apportion<K: Ord>(
     let mut given = 0u64;
     for &i in &free {
         let share = u128::from(remaining) * u128::from(weights[i]);
-        quota[i] = (share / wsum) as u64;
+        #[allow(clippy::cast_possible_truncation)] // share / wsum <= remaining, a u64
+        let q = (share / wsum) as u64;
+        quota[i] = q;
         rem[i] = share % wsum;
         given += quota[i];
     }
-    let left = (remaining - given) as usize;
+    // At most one per free pod, so it fits; saturating is never hit.
+    let left = usize::try_from(remaining - given).unwrap_or(usize::MAX);
     if left > 0 {
         let mut candidates: Vec<usize> = free.into_iter().filter(|&i| rem[i] > 0).collect();
         candidates.sort_unstable_by(|&a, &b| {

@@ -5,7 +5,7 @@
 //! 100,000 shards stays linear even when most pods are full.
 
 use crate::hash::{VIRTUAL_NODES, vnode_hash};
-use crate::model::PodRec;
+use crate::model::{PodRec, index};
 
 /// Sorted ring points and, per pod, where its points sit.
 pub struct Ring {
@@ -22,7 +22,7 @@ impl Ring {
         let mut nodes: Vec<(u64, u32)> = Vec::with_capacity(pods.len() * VIRTUAL_NODES as usize);
         for (p, pod) in pods.iter().enumerate() {
             for i in 0..VIRTUAL_NODES {
-                nodes.push((vnode_hash(&mut buf, pod.name, i), p as u32));
+                nodes.push((vnode_hash(&mut buf, pod.name, i), index(p)));
             }
         }
         nodes.sort_unstable();
@@ -30,7 +30,7 @@ impl Ring {
         let mut fill = vec![0u32; pods.len()];
         for (at, &(_, p)) in nodes.iter().enumerate() {
             let p = p as usize;
-            by_pod[p * VIRTUAL_NODES as usize + fill[p] as usize] = at as u32;
+            by_pod[p * VIRTUAL_NODES as usize + fill[p] as usize] = index(at);
             fill[p] += 1;
         }
         Ring {
@@ -78,11 +78,11 @@ impl Walker {
     /// Starts with the pods for which `open(pod)` holds.
     pub fn new(ring: &Ring, pods: usize, open: impl Fn(u32) -> bool) -> Self {
         let mut walker = Walker {
-            next: (0..ring.len() as u32).collect(),
+            next: (0..index(ring.len())).collect(),
             open_pods: pods,
             closed: vec![false; pods],
         };
-        for p in 0..pods as u32 {
+        for p in 0..index(pods) {
             if !open(p) {
                 walker.close(ring, p);
             }
@@ -96,7 +96,7 @@ impl Walker {
             return;
         }
         self.open_pods -= 1;
-        let n = self.next.len() as u32;
+        let n = index(self.next.len());
         for &at in ring.points_of(pod) {
             self.next[at as usize] = (at + 1) % n;
         }

@@ -13,7 +13,7 @@
 //! (in a single-zone pool) only when every other pod is taken.
 
 use crate::hash::mix;
-use crate::model::{Class, Model, NONE};
+use crate::model::{Class, Model, NONE, index};
 use crate::quota::apportion;
 use crate::ring::{Ring, Walker};
 use crate::types::PlanOptions;
@@ -41,7 +41,7 @@ pub fn place(
         return Vec::new();
     }
     let pods = &model.pods;
-    let assigned: Vec<u32> = (0..model.shards.len() as u32)
+    let assigned: Vec<u32> = (0..index(model.shards.len()))
         .filter(|&s| model.shards[s as usize].class == Class::Readable && owner[s as usize] != NONE)
         .collect();
     let mut chosen: Vec<Vec<u32>> = vec![Vec::new(); model.shards.len()];
@@ -143,7 +143,7 @@ pub fn place(
                 Some((sc, e)) if sc & HARD == 0 => e,
                 _ => {
                     let was = |e: u32| !previous_of(s).contains(&e);
-                    (0..p as u32)
+                    (0..index(p))
                         .filter(|&e| e as usize != o && !mine.contains(&e))
                         .min_by_key(|&e| {
                             (

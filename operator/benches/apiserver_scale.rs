@@ -105,6 +105,8 @@ struct Row {
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    // A float-to-int cast saturates, and the index is clamped to the slice below.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[index.min(sorted.len() - 1)]
 }

@@ -76,7 +76,7 @@ fn assign(
                         capacity: 1,
                         zone: None,
                         node: None,
-                        ready_since: Some(since as i64),
+                        ready_since: Some(i64::try_from(since).expect("a pod number")),
                     })
                     .collect(),
                 previous: previous
@@ -95,7 +95,7 @@ fn assign(
             .iter()
             .map(|id| {
                 let h = shard_hash(CONSUMER, id);
-                let index = ((p as u128 * u128::from(h)) >> 64) as usize;
+                let index = usize::try_from((p as u128 * u128::from(h)) >> 64).expect("below p");
                 (id.clone(), sorted[index].clone())
             })
             .collect(),

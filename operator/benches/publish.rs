@@ -257,8 +257,10 @@ impl World {
 
     /// Moves the simulated clock forward.
     fn advance(&self, by: Duration) {
-        self.clock
-            .fetch_add(by.as_millis() as i64, Ordering::SeqCst);
+        self.clock.fetch_add(
+            i64::try_from(by.as_millis()).expect("a bench step"),
+            Ordering::SeqCst,
+        );
     }
 
     /// The simulated time.
@@ -350,7 +352,7 @@ fn ms(d: Duration) -> String {
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let pods = arg("--pods", 5_000);
-    let shards = arg("--shards", 20_000) as u32;
+    let shards = u32::try_from(arg("--shards", 20_000)).expect("--shards fits in a u32");
     let rounds = arg("--rounds", 5);
     let mut world = World::new(pods, shards);
     let (stores_heap, _) = heap();

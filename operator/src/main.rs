@@ -42,11 +42,11 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         Command::Demo(args) => cli::demo::run(args).await,
         Command::Run(args) => cli::run::run(args).await,
-        Command::Crds(args) => cli::crds::run(args).await,
-        Command::Plan(args) => cli::plan::run(args).await,
-        Command::HashKeys(args) => cli::hash_keys::run(args).await,
+        Command::Crds(args) => cli::crds::run(args),
+        Command::Plan(args) => cli::plan::run(args),
+        Command::HashKeys(args) => cli::hash_keys::run(args),
         Command::Topology(args) => cli::topology::run(args).await,
-        Command::Simulate(args) => cli::simulate::run(args).await,
+        Command::Simulate(args) => cli::simulate::run(args),
     };
     match result {
         Ok(code) => code,

@@ -178,10 +178,10 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
 async fn watch_configmap(
     args: &Args,
     name: String,
-    publisher: shardring_consumer::view::ViewPublisher,
+    publisher: view::ViewPublisher,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let client = shardring_consumer::view::kube::client().await?;
-    Ok(shardring_consumer::view::kube::ConfigMapSource {
+    let client = view::kube::client().await?;
+    Ok(view::kube::ConfigMapSource {
         namespace: args.namespace.clone(),
         name,
         pod: args.pod.clone(),

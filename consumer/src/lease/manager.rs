@@ -159,7 +159,10 @@ impl LeaseManager {
         let Some(entry) = self.entry(shard) else {
             return false;
         };
-        let validity = self.config.failover - self.config.failover / 10;
+        let validity = self
+            .config
+            .failover
+            .saturating_sub(self.config.failover / 10);
         entry.written_at().elapsed() < validity
     }
 
@@ -217,7 +220,7 @@ impl LeaseManager {
                 {
                     return Ok(TakeOutcome::HeldByOther {
                         owner: owner.clone(),
-                        expires_in: self.config.failover - observed_for,
+                        expires_in: self.config.failover.saturating_sub(observed_for),
                     });
                 }
                 self.take_over(&current).await?

@@ -168,7 +168,7 @@ mod tests {
 
     #[test]
     fn a_withdrawn_annotation_means_no_shards() {
-        let (publisher, assignment) = crate::view::channel();
+        let (publisher, assignment) = channel();
         assert!(!publisher.withdraw(), "nothing to withdraw before a view");
         assert!(publisher.offer(view(5, &["s1"], &[])));
         assert!(publisher.withdraw());
@@ -184,7 +184,7 @@ mod tests {
 
     #[test]
     fn nothing_is_acquirable_before_the_first_view() {
-        let (_publisher, assignment) = crate::view::channel();
+        let (_publisher, assignment) = channel();
         assert_eq!(assignment.current(), None);
         assert_eq!(assignment.epoch(), 0);
         assert!(!assignment.can_acquire("s1"));
@@ -192,7 +192,7 @@ mod tests {
 
     #[test]
     fn can_acquire_only_active_shards_of_the_newest_epoch() {
-        let (publisher, assignment) = crate::view::channel();
+        let (publisher, assignment) = channel();
         assert!(publisher.offer(view(3, &["s1", "s2"], &[])));
         assert!(assignment.can_acquire("s1"));
         assert!(!assignment.can_acquire("s9"), "standby is not acquirable");
@@ -205,7 +205,7 @@ mod tests {
 
     #[test]
     fn older_epochs_are_ignored() {
-        let (publisher, assignment) = crate::view::channel();
+        let (publisher, assignment) = channel();
         assert!(publisher.offer(view(10, &["s2"], &["s1"])));
         assert!(!publisher.offer(view(9, &["s1"], &[])), "older epoch");
         assert!(!assignment.can_acquire("s1"));
@@ -217,7 +217,7 @@ mod tests {
 
     #[tokio::test]
     async fn watchers_see_each_accepted_change() {
-        let (publisher, mut assignment) = crate::view::channel();
+        let (publisher, mut assignment) = channel();
         let waiter = tokio::spawn(async move {
             let first = assignment.first().await.unwrap();
             let second = assignment.changed().await.unwrap();

@@ -155,7 +155,7 @@ pub fn unquote_go(quoted: &str) -> Result<String, String> {
             'b' => bytes.push(0x08),
             'f' => bytes.push(0x0c),
             'v' => bytes.push(0x0b),
-            'x' => bytes.push(hex(2)? as u8),
+            'x' => bytes.push(u8::try_from(hex(2)?).map_err(|_| "bad \\x escape".to_owned())?),
             'u' | 'U' => {
                 let code = hex(if escape == 'u' { 4 } else { 8 })?;
                 let c = char::from_u32(code).ok_or_else(|| format!("bad code point {code:#x}"))?;

@@ -121,7 +121,7 @@ async fn watches_the_one_configmap_and_fences_epochs() {
         json!({"type": "MODIFIED", "object": gzipped(4, &["s2"], 6)}),
     ];
     let (url, seen) = serve(events).await;
-    shardring_consumer::view::kube::install_crypto_provider();
+    view::kube::install_crypto_provider();
     let config = kube::Config::new(url.parse().unwrap());
     let client = kube::Client::try_from(config).unwrap();
     let (publisher, assignment) = view::channel();

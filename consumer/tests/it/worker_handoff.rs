@@ -54,7 +54,7 @@ struct Pod {
 
 const FAILOVER: Duration = Duration::from_secs(3);
 
-async fn start_pod(
+fn start_pod(
     name: &str,
     kinesis: &aws_sdk_kinesis::Client,
     dynamodb: &aws_sdk_dynamodb::Client,
@@ -152,8 +152,8 @@ async fn revoke_handoff_drain_and_shard_end() {
     produce(&kinesis, &k1, "b", 10, &mut produced).await;
 
     let log = Arc::new(Collect::default());
-    let mut a = start_pod("pod-a", &kinesis, &dynamodb, log.clone()).await;
-    let mut b = start_pod("pod-b", &kinesis, &dynamodb, log.clone()).await;
+    let mut a = start_pod("pod-a", &kinesis, &dynamodb, log.clone());
+    let mut b = start_pod("pod-b", &kinesis, &dynamodb, log.clone());
     publish(&a, 1, &[s0, s1], &[]);
     publish(&b, 1, &[], &[]);
     wait_for(
@@ -291,7 +291,7 @@ async fn a_stolen_lease_stops_the_reader_at_once() {
     let mut produced = Vec::new();
     produce(&kinesis, "1", "a", 5, &mut produced).await;
     let log = Arc::new(Collect::default());
-    let mut a = start_pod("pod-a", &kinesis, &dynamodb, log.clone()).await;
+    let mut a = start_pod("pod-a", &kinesis, &dynamodb, log.clone());
     publish(&a, 1, &[&s0], &[]);
     wait_for("pod-a to read", Duration::from_secs(30), async || {
         all_processed(&log, &produced)

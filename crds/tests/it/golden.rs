@@ -20,11 +20,11 @@ const POD_A: &str = "consumer-7d9f8b6c5d-x2k4q";
 const POD_B: &str = "consumer-7d9f8b6c5d-m8n2p";
 const POD_C: &str = "consumer-7d9f8b6c5d-q7r9t";
 
-fn range(start: &str, end: &str) -> Option<HashKeyRange> {
-    Some(HashKeyRange {
+fn range(start: &str, end: &str) -> HashKeyRange {
+    HashKeyRange {
         start: start.into(),
         end: end.into(),
-    })
+    }
 }
 
 /// A stream created with 3 shards; shard 0 split into 3 and 4 and was read to
@@ -41,7 +41,7 @@ fn example() -> AssignmentDocument {
         state,
         standbys: standbys.iter().map(|s| (*s).to_owned()).collect(),
         parents: parents.iter().map(|s| (*s).to_owned()).collect(),
-        hash_key_range,
+        hash_key_range: Some(hash_key_range),
         handoff,
     };
     let shards = BTreeMap::from([

@@ -52,7 +52,7 @@ fn static_shard_group_sample() {
         .static_source
         .as_ref()
         .expect("static source");
-    assert_eq!(source.partition_names().collect::<Vec<_>>().len(), 16);
+    assert_eq!(source.partition_names().count(), 16);
     assert_eq!(source.partition_name(15), "orders-15");
     assert_eq!(group.spec.pool_ref.name, "consumers");
     assert!(group.spec.handoff.drain_timeout().is_ok() && group.spec.rebalance.window().is_ok());

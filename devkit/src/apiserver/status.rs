@@ -25,12 +25,12 @@ impl std::fmt::Display for ApiError {
     }
 }
 
-fn details(rt: &ResourceType, name: &str) -> Option<Value> {
+fn details(rt: &ResourceType, name: &str) -> Value {
     let mut d = json!({ "name": name, "kind": rt.plural });
     if !rt.group.is_empty() {
         d["group"] = json!(rt.group);
     }
-    Some(d)
+    d
 }
 
 impl ApiError {
@@ -75,7 +75,7 @@ impl ApiError {
     /// 404: the object does not exist.
     pub fn not_found(rt: &ResourceType, name: &str) -> Self {
         ApiError {
-            details: details(rt, name),
+            details: Some(details(rt, name)),
             ..Self::new(
                 404,
                 "NotFound",
@@ -87,7 +87,7 @@ impl ApiError {
     /// 409: create of an existing object.
     pub fn already_exists(rt: &ResourceType, name: &str) -> Self {
         ApiError {
-            details: details(rt, name),
+            details: Some(details(rt, name)),
             ..Self::new(
                 409,
                 "AlreadyExists",
@@ -99,7 +99,7 @@ impl ApiError {
     /// 409: the resourceVersion precondition failed.
     pub fn conflict(rt: &ResourceType, name: &str) -> Self {
         ApiError {
-            details: details(rt, name),
+            details: Some(details(rt, name)),
             ..Self::new(
                 409,
                 "Conflict",
@@ -116,7 +116,7 @@ impl ApiError {
     /// conflicts).
     pub fn conflict_with(rt: &ResourceType, name: &str, message: String) -> Self {
         ApiError {
-            details: details(rt, name),
+            details: Some(details(rt, name)),
             ..Self::new(409, "Conflict", message)
         }
     }
@@ -124,7 +124,7 @@ impl ApiError {
     /// 422: the object is invalid.
     pub fn invalid(rt: &ResourceType, name: &str, cause: &str) -> Self {
         ApiError {
-            details: details(rt, name),
+            details: Some(details(rt, name)),
             ..Self::new(
                 422,
                 "Invalid",
@@ -195,7 +195,7 @@ impl ApiError {
 
 /// The `Status` the real server answers a completed delete with.
 pub(crate) fn success_status(rt: &ResourceType, name: &str, uid: Option<&str>) -> Value {
-    let mut details = details(rt, name).unwrap_or_else(|| json!({}));
+    let mut details = details(rt, name);
     if let Some(uid) = uid {
         details["uid"] = json!(uid);
     }

@@ -146,7 +146,7 @@ proptest! {
         let mut shuffled = inp.clone();
         shuffle(&mut shuffled.shards, seed);
         shuffle(&mut shuffled.pods, seed.rotate_left(17));
-        prop_assert_eq!(run(&shuffled), out.clone());
+        prop_assert_eq!(&run(&shuffled), &out);
         // Re-planning from the result moves no owner; standbys that a
         // topology conflict pushed over their quota settle within one re-plan.
         let mut again = inp.clone();
@@ -330,7 +330,7 @@ proptest! {
         prop_assert_eq!(out.moves, out.loads["pod-joining"]);
         prop_assert_eq!(out.required_moves(), 0);
 
-        let mut shrunk = inp.clone();
+        let mut shrunk = inp;
         let gone = shrunk.pods.remove(leave.index(p)).name;
         let out = run(&shrunk);
         prop_assert!(spread(&out) <= 1);
@@ -346,6 +346,6 @@ fn shuffle<T>(items: &mut [T], seed: u64) {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        items.swap(i, (x % (i as u64 + 1)) as usize);
+        items.swap(i, usize::try_from(x % (i as u64 + 1)).expect("below i + 1"));
     }
 }

@@ -168,7 +168,7 @@ fn standbys_avoid_the_owner_zone() {
     }
     assert!(standby_load.values().all(|&l| l == 10), "{standby_load:?}");
     // Sticky.
-    let mut next = inp.clone();
+    let mut next = inp;
     next.previous = previous_of(&out);
     assert_eq!(run(&next).assignment, out.assignment);
 }
@@ -243,7 +243,7 @@ fn previous_owner_forms_are_equivalent() {
 /// old ones, as the controller passes them. Returns moves per shard.
 fn rolling_deploy(s: usize, p: usize) -> f64 {
     let aged = |name: String, since: usize| Pod {
-        ready_since: Some(since as i64),
+        ready_since: Some(i64::try_from(since).expect("a small step number")),
         ..pod(&name)
     };
     let mut inp = input(
@@ -275,6 +275,7 @@ fn rolling_deploy(s: usize, p: usize) -> f64 {
 }
 
 #[test]
+#[allow(clippy::float_cmp)] // exactly one move per shard is the point: total / s is exactly 1.0
 fn rolling_deploy_moves_each_shard_exactly_once() {
     // Divisible or not: the ⌈⌉ quotas never land on an old pod that is
     // about to go, so no shard moves twice.

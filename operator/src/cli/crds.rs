@@ -21,7 +21,7 @@ pub struct CrdsArgs {
 }
 
 /// Runs the command.
-pub async fn run(args: CrdsArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: CrdsArgs) -> anyhow::Result<ExitCode> {
     match args.write {
         None => {
             let mut stdout = std::io::stdout().lock();
@@ -47,13 +47,12 @@ pub async fn run(args: CrdsArgs) -> anyhow::Result<ExitCode> {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn write_creates_one_file_per_crd() {
+    #[test]
+    fn write_creates_one_file_per_crd() {
         let dir = std::env::temp_dir().join(format!("shardring-crds-test-{}", std::process::id()));
         let code = run(CrdsArgs {
             write: Some(dir.clone()),
         })
-        .await
         .unwrap();
         assert_eq!(code, ExitCode::SUCCESS);
         for (name, yaml) in crate::crds::crd_files() {

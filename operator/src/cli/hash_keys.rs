@@ -21,7 +21,7 @@ pub struct HashKeysArgs {
 }
 
 /// Runs the command.
-pub async fn run(args: HashKeysArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: HashKeysArgs) -> anyhow::Result<ExitCode> {
     let existing = match &args.existing {
         Some(path) => {
             let text = std::fs::read_to_string(path)

@@ -31,7 +31,7 @@ pub enum Format {
 }
 
 /// Runs the command.
-pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
     let text = std::fs::read_to_string(&args.input)
         .with_context(|| format!("reading {}", args.input.display()))?;
     let input = parse(&text).with_context(|| format!("in {}", args.input.display()))?;
@@ -76,7 +76,7 @@ pub fn culprit_line(text: &str, error: &PlanError) -> Option<usize> {
         PlanError::DuplicateShard(id) | PlanError::DuplicatePod(id) => (id, 2),
         PlanError::BadHashKeyRange { shard, .. } => (shard, 1),
         PlanError::ZeroCapacity(pod) => (pod, 1),
-        PlanError::EmptyName(_) => return None,
+        PlanError::EmptyName(_) | PlanError::TooMany(..) => return None,
     };
     let quoted = |line: &str| {
         line.match_indices(needle.as_str()).any(|(at, _)| {

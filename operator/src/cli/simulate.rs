@@ -36,7 +36,7 @@ pub struct SimulateArgs {
 }
 
 /// Runs the simulation; exits with failure when any seed violated an invariant.
-pub async fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     let config = SimConfig {
         steps: args.steps,
         quiet_steps: args.quiet_steps,

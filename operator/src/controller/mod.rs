@@ -90,7 +90,7 @@ pub struct Context {
     pub writes: apply::WriteLimit,
     /// Whether the caches hold complete lists; `None` (tests that fill the
     /// stores themselves) means they do.
-    pub cache_sync: Option<sync::CacheSync>,
+    pub cache_sync: Option<CacheSync>,
     /// Consecutive failures per group, for the retry backoff.
     failures: Mutex<HashMap<ObjectRef<DeserializeGuard<ShardGroup>>, u32>>,
 }
@@ -143,15 +143,13 @@ impl Context {
     }
 
     /// Decides only once every cache has completed its first list.
-    pub fn with_cache_sync(mut self, sync: sync::CacheSync) -> Self {
+    pub fn with_cache_sync(mut self, sync: CacheSync) -> Self {
         self.cache_sync = Some(sync);
         self
     }
 
     fn caches_synced(&self) -> bool {
-        self.cache_sync
-            .as_ref()
-            .is_none_or(sync::CacheSync::is_synced)
+        self.cache_sync.as_ref().is_none_or(CacheSync::is_synced)
     }
 
     fn may_write(&self) -> bool {
@@ -296,7 +294,7 @@ pub async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result<Action
     let planned = started.elapsed();
     ctx.metrics
         .plan_duration
-        .observe((planned - observed).as_secs_f64());
+        .observe(planned.saturating_sub(observed).as_secs_f64());
     let applied = apply::apply(
         &ctx.client,
         group,
@@ -309,9 +307,9 @@ pub async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result<Action
     .await?;
     tracing::debug!(
         read_ms = read.as_millis(),
-        observe_ms = (observed - read).as_millis(),
-        plan_ms = (planned - observed).as_millis(),
-        apply_ms = (started.elapsed() - planned).as_millis(),
+        observe_ms = observed.saturating_sub(read).as_millis(),
+        plan_ms = planned.saturating_sub(observed).as_millis(),
+        apply_ms = started.elapsed().saturating_sub(planned).as_millis(),
         "reconciled"
     );
     record(group, &decision, &ctx.metrics, now);
@@ -407,6 +405,12 @@ pub fn error_policy(
     Action::requeue(delay)
 }
 
+/// A count as an `i64` gauge value, saturating (a gauge pinned at the top is
+/// more honest than a negative one).
+fn gauge(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
 fn record(group: &ShardGroup, decision: &Decision, metrics: &ControllerMetrics, now: Timestamp) {
     let labels = metrics::GroupLabels {
         namespace: group.namespace().unwrap_or_default(),
@@ -415,15 +419,15 @@ fn record(group: &ShardGroup, decision: &Decision, metrics: &ControllerMetrics, 
     metrics
         .shards
         .get_or_create(&labels)
-        .set(decision.status.shards.total as i64);
+        .set(gauge(decision.status.shards.total));
     metrics
         .pods
         .get_or_create(&labels)
-        .set(decision.status.pods.eligible as i64);
+        .set(gauge(decision.status.pods.eligible));
     metrics
         .epoch
         .get_or_create(&labels)
-        .set(decision.status.epoch as i64);
+        .set(gauge(decision.status.epoch));
     let (required, optional) = decision.moves;
     if required > 0 {
         metrics
@@ -449,7 +453,7 @@ fn record(group: &ShardGroup, decision: &Decision, metrics: &ControllerMetrics, 
     metrics
         .revokes_pending
         .get_or_create(&labels)
-        .set(status.moves_in_flight as i64);
+        .set(gauge(status.moves_in_flight));
     let oldest_age = status.oldest_revoke.map_or(0.0, |since| {
         now.duration_since(since).as_secs_f64().max(0.0)
     });
@@ -462,7 +466,7 @@ fn record(group: &ShardGroup, decision: &Decision, metrics: &ControllerMetrics, 
             metrics
                 .budget_remaining
                 .get_or_create(&labels)
-                .set(remaining as i64);
+                .set(gauge(remaining));
         }
         None => {
             metrics.budget_remaining.remove(&labels);

@@ -603,7 +603,7 @@ mod tests {
         let pod = pod_with("Failed", true, done.clone(), init.clone());
         assert_eq!(containers_of(&pod), Containers::Stopped);
         // An evicted pod: terminal phase, not deleted yet; never restarted.
-        let pod = pod_with("Failed", false, done.clone(), init);
+        let pod = pod_with("Failed", false, done, init);
         assert_eq!(containers_of(&pod), Containers::Stopped);
     }
 

@@ -85,7 +85,8 @@ pub fn pace<'a>(
     } else {
         Rebalance::All
     };
-    let max_optional_moves = budget.map(|b| b.saturating_sub(used).min(u64::from(u32::MAX)) as u32);
+    let max_optional_moves =
+        budget.map(|b| u32::try_from(b.saturating_sub(used)).unwrap_or(u32::MAX));
     if rebalance == Rebalance::All
         && max_optional_moves == Some(0)
         && let Some(oldest) = log.first()

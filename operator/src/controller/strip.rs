@@ -286,7 +286,7 @@ mod tests {
             (
                 "Pending",
                 false,
-                vec![container("a", running()), container("b", waiting.clone())],
+                vec![container("a", running()), container("b", waiting)],
                 Containers::Running,
             ),
         ];

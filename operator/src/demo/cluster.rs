@@ -229,7 +229,8 @@ impl Cluster {
             return true;
         }
         pod.info.deletion_timestamp = Some(now);
-        pod.info.deletion_grace_seconds = Some(grace.as_secs().max(1) as i64);
+        pod.info.deletion_grace_seconds =
+            Some(i64::try_from(grace.as_secs().max(1)).unwrap_or(i64::MAX));
         pod.kill_at = Some(Instant::now() + grace);
         if let Some(process) = &pod.process {
             process.terminate();

@@ -23,7 +23,10 @@ pub async fn create_stream(kinesis: &Client, stream: &str, shards: u32) -> Resul
     kinesis
         .create_stream()
         .stream_name(stream)
-        .shard_count(shards as i32)
+        .shard_count(
+            i32::try_from(shards)
+                .map_err(|_| DemoError::Aws(format!("{shards} shards: too many")))?,
+        )
         .send()
         .await
         .map_err(aws)?;
@@ -112,7 +115,10 @@ pub async fn update_shard_count(
     kinesis
         .update_shard_count()
         .stream_name(stream)
-        .target_shard_count(target as i32)
+        .target_shard_count(
+            i32::try_from(target)
+                .map_err(|_| DemoError::Aws(format!("{target} shards: too many")))?,
+        )
         .scaling_type(ScalingType::UniformScaling)
         .send()
         .await
@@ -246,11 +252,11 @@ mod tests {
         assert_eq!(open.len(), 5, "{open:?}");
         assert!(!open.contains(&parent));
         let family = parents(&kinesis, stream).await.unwrap();
-        let children: Vec<_> = family
+        let children = family
             .iter()
             .filter(|(_, p)| **p == [parent.clone()])
-            .collect();
-        assert_eq!(children.len(), 2, "{family:?}");
+            .count();
+        assert_eq!(children, 2, "{family:?}");
 
         let (a, b) = merge_adjacent(&kinesis, stream).await.unwrap();
         let open = open_shards(&kinesis, stream).await.unwrap();

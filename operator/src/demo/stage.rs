@@ -151,7 +151,7 @@ impl Stage {
         let producer = Producer::start(kinesis.clone(), STREAM.to_owned(), BATCH, BATCH_INTERVAL);
         println!(
             "producer: {} records/s over {} partition keys",
-            BATCH as u64 * 1000 / BATCH_INTERVAL.as_millis() as u64,
+            BATCH as u128 * 1000 / BATCH_INTERVAL.as_millis(),
             super::producer::PARTITION_KEYS
         );
         let mut stage = Self {

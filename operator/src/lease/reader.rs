@@ -146,7 +146,7 @@ impl LeaseReader {
             metrics
                 .leases
                 .get_or_create(&labels)
-                .set(table.leases.len() as i64);
+                .set(i64::try_from(table.leases.len()).unwrap_or(i64::MAX));
         }
         Ok(table)
     }

@@ -268,7 +268,7 @@ pub fn is_expired(spec: &LeaseSpec, default_duration: Duration, now: Timestamp) 
     let seconds = spec
         .lease_duration_seconds
         .map(i64::from)
-        .unwrap_or(default_duration.as_secs() as i64);
+        .unwrap_or(i64::try_from(default_duration.as_secs()).unwrap_or(i64::MAX));
     now.duration_since(*renewed) > SignedDuration::from_secs(seconds)
 }
 

@@ -116,7 +116,8 @@ impl ProcessStats {
         let status = std::fs::read_to_string("/proc/self/status").ok()?;
         let boot_time = boot_time_seconds()?;
         let mut stats = Self::parse(&stat, &status, boot_time)?;
-        stats.open_fds = std::fs::read_dir("/proc/self/fd").ok()?.count() as i64;
+        let open_fds = std::fs::read_dir("/proc/self/fd").ok()?.count();
+        stats.open_fds = i64::try_from(open_fds).unwrap_or(i64::MAX);
         stats.max_fds = std::fs::read_to_string("/proc/self/limits")
             .ok()
             .and_then(|limits| parse_max_fds(&limits));
@@ -142,7 +143,7 @@ impl ProcessStats {
             resident_bytes: resident_kib * 1024,
             virtual_bytes,
             cpu_seconds: (utime + stime) as f64 / USER_HZ,
-            threads: threads as i64,
+            threads: i64::try_from(threads).unwrap_or(i64::MAX),
             start_time_seconds: boot_time_seconds + start_ticks as f64 / USER_HZ,
             open_fds: 0,
             max_fds: None,
@@ -244,6 +245,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[allow(clippy::float_cmp)] // exact: 300 / 100 and 1.7e9 + 1000 / 100 are exactly representable
     fn parses_stat_with_spaces_in_the_command_name() {
         let stat = "4242 (shard ring) S 1 4242 4242 0 -1 4194560 900 0 0 0 250 50 0 0 20 0 7 0 1000 52428800 3000 18446744073709551615";
         let status = "Name:\tshardring\nVmRSS:\t   12000 kB\nThreads:\t7\n";

@@ -106,7 +106,7 @@ pub fn run_seed(seed: u64, config: SimConfig) -> SeedOutcome {
         max_lease_lag: 2_000,
     };
     let mut world = World::new(rules);
-    let min_ready = rng.below(3) as u32;
+    let min_ready = u32::try_from(rng.below(3)).expect("below 3");
     let statefulset = rng.chance(0.3);
     let mut op = Operator::new(lease_table, "20s", "6s", "5s", min_ready);
     op.faults = Faults {
@@ -288,7 +288,7 @@ impl Sim {
         );
         let uid = format!("uid-{}", self.next_uid);
         self.next_uid += 1;
-        let node = self.rng.below(self.world.nodes.len() as u64) as usize;
+        let node = self.rng.index(self.world.nodes.len());
         let now = self.world.now;
         let start_at = match start {
             PodStart::Soon => Some(now + self.rng.range(200, 2_000)),
@@ -442,14 +442,14 @@ impl Sim {
         let rng = &mut self.rng;
         let w = &mut self.world;
         if w.rules.lease_table && rng.chance(0.004) {
-            let n = rng.below(w.nodes.len() as u64) as usize;
+            let n = rng.index(w.nodes.len());
             w.nodes[n] = Some(w.now + rng.range(5_000, 60_000));
             self.events.partitions += 1;
         }
         if w.rules.lease_table && rng.chance(0.006) {
             let open: Vec<usize> = (0..w.stream.len()).filter(|&i| w.stream[i].open).collect();
             if open.len() >= 2 && (open.len() >= 10 || rng.chance(0.5)) {
-                let a = open[rng.below(open.len() as u64) as usize];
+                let a = open[rng.index(open.len())];
                 let b = open[(open.iter().position(|&x| x == a).expect("in") + 1) % open.len()];
                 w.stream[a].open = false;
                 w.stream[b].open = false;
@@ -721,6 +721,8 @@ pub fn percentile(values: &mut [u64], p: f64) -> u64 {
         return 0;
     }
     values.sort_unstable();
+    // A float-to-int cast saturates, and the rank is clamped to the slice below.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let rank = ((p / 100.0) * (values.len() - 1) as f64).round() as usize;
     values[rank.min(values.len() - 1)]
 }

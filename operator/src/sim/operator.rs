@@ -417,8 +417,10 @@ impl Operator {
             }
         }
         for h in &decision.handoffs {
-            self.handoffs
-                .push((h.evidence.label(), h.duration.as_millis() as u64));
+            self.handoffs.push((
+                h.evidence.label(),
+                u64::try_from(h.duration.as_millis()).unwrap_or(u64::MAX),
+            ));
         }
         self.land_racing(world, rng);
         let mut writes = Vec::new();

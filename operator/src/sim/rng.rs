@@ -27,7 +27,13 @@ impl Rng {
 
     /// A number in `lo..=hi`.
     pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + self.below((hi - lo + 1).max(1) as u64) as i64
+        let n = (hi - lo + 1).max(1).unsigned_abs();
+        lo + i64::try_from(self.below(n)).expect("below hi - lo + 1, an i64")
+    }
+
+    /// An index in `0..n` (0 when `n` is 0), drawn like [`Self::below`].
+    pub fn index(&mut self, n: usize) -> usize {
+        usize::try_from(self.below(n as u64)).expect("below n, a usize")
     }
 
     /// True with probability `p`.
@@ -40,7 +46,7 @@ impl Rng {
         if items.is_empty() {
             None
         } else {
-            items.get(self.below(items.len() as u64) as usize)
+            items.get(self.index(items.len()))
         }
     }
 }

@@ -369,7 +369,7 @@ impl World {
                 continue;
             };
             let r = c.reading.get_mut(&shard).expect("reading");
-            let to = (r.pos + rng.range(0, 5) as u64).min(s.records);
+            let to = (r.pos + rng.range(0, 5).unsigned_abs()).min(s.records);
             if to > r.pos {
                 let from = r.pos;
                 r.pos = to;

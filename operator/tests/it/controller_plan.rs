@@ -94,6 +94,7 @@ fn an_unchanged_world_writes_nothing() {
 }
 
 #[test]
+#[allow(clippy::redundant_clone)] // a separate copy is the point: the decision must not depend on the instance
 fn the_same_observation_gives_the_same_decision() {
     let obs = settle(observation(20, pods(3)));
     let mut obs2 = obs.clone();
@@ -287,8 +288,8 @@ fn a_missing_pool_keeps_the_assignment_and_says_so() {
         (EventKind::Warning, reason::POOL_NOT_FOUND)
     );
     // The warning is not repeated while nothing changes.
-    let mut again = obs.clone();
-    again.group.status = Some(d.status.clone());
+    let mut again = obs;
+    again.group.status = Some(d.status);
     let d2 = plan(&again);
     assert!(d2.events.is_empty() && !d2.status_changed);
 }
@@ -350,7 +351,7 @@ fn a_failed_read_plans_on_the_last_good_topology() {
         ("True", "Throttled")
     );
     // Handoffs are in flight: look for evidence again soon.
-    assert_eq!(d.requeue_after, shardring::controller::plan::IN_FLIGHT_POLL);
+    assert_eq!(d.requeue_after, plan::IN_FLIGHT_POLL);
 }
 
 #[test]
@@ -379,7 +380,7 @@ fn the_epoch_moves_only_on_change_and_never_goes_back() {
     let d = plan(&lost);
     assert_eq!(d.document_write.as_ref().unwrap().epoch, 8);
     // An unreadable ConfigMap is replaced, also continuing the epoch.
-    let mut broken = obs.clone();
+    let mut broken = obs;
     broken.published = Published::Unreadable("bad".into());
     assert_eq!(plan(&broken).document_write.unwrap().epoch, 2);
 }

@@ -147,7 +147,7 @@ fn a_failed_or_old_lease_read_is_not_evidence() {
     assert_eq!(d.document_write, None);
     // A scan from before the revoke (a stale cache) showing no owner is not
     // evidence either.
-    let mut stale = later(obs.clone(), 3600);
+    let mut stale = later(obs, 3600);
     let t = table(&mut stale);
     t.leases.values_mut().for_each(|l| l.owner = None);
     t.scanned_at = Some(now() - SignedDuration::from_secs(1));
@@ -235,7 +235,7 @@ fn a_restarted_operator_resumes_moves_without_extra_ones() {
     let before = document(&obs).clone();
     // A new operator: same document and status, nothing in memory, a lease
     // table it has not read yet. It publishes nothing new.
-    let mut restarted = later(obs.clone(), 3);
+    let mut restarted = later(obs, 3);
     restarted.leases = LeaseObservation::Failed("not read yet".into());
     let d = plan(&restarted);
     assert_eq!(d.document_write, None);
@@ -254,7 +254,7 @@ fn a_restarted_operator_resumes_moves_without_extra_ones() {
 #[test]
 fn a_lost_configmap_is_rebuilt_from_the_pods_annotations() {
     let obs = settle(observation(8, pods(4)));
-    let mut lost = obs.clone();
+    let mut lost = obs;
     lost.published = Published::Missing;
     lost.pods.push(pod_info("consumer-9"));
     lost.group.spec.rebalance.delay = "0s".into();

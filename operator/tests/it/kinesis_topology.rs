@@ -107,7 +107,8 @@ async fn update_shard_count_doubles_twice() {
     let reader = support::reader(&kinesis.endpoint(), "scale", None).await;
     let mut listed_before = 2;
     for target in [4usize, 8] {
-        support::update_shard_count(&admin, "scale", target as i32).await;
+        support::update_shard_count(&admin, "scale", i32::try_from(target).expect("8 at most"))
+            .await;
         let shards = reader.list().await.expect("list").shards;
         assert_eq!(open(&shards).len(), target, "{shards:?}");
         assert!(shards.len() > listed_before, "closed shards are kept");
@@ -148,7 +149,7 @@ async fn pages_through_more_shards_than_one_page() {
         let reader = support::reader(&kinesis.endpoint(), "wide", Some(page)).await;
         let paged = reader.list().await.expect("list");
         assert_eq!(paged.shards, whole.shards, "page size {page}");
-        let expected_calls = 7u32.div_ceil(page as u32);
+        let expected_calls = 7u32.div_ceil(page.unsigned_abs());
         // A last full page may need one more (empty) call to learn it was last.
         assert!(
             paged.calls == expected_calls || paged.calls == expected_calls + 1,

@@ -41,7 +41,7 @@ impl Clock for TestClock {
 const NOW: i64 = 1_800_000_000;
 
 fn ts(second: i64) -> String {
-    k8s_openapi::jiff::fmt::strtime::format(
+    jiff::fmt::strtime::format(
         "%Y-%m-%dT%H:%M:%S%.6fZ",
         Timestamp::from_second(second).unwrap(),
     )
@@ -298,7 +298,7 @@ fn elector(client: kube::Client, metrics: LeaderMetrics) -> LeaderElector {
 async fn serve_acquire(handle: &mut ApiHandle) {
     serve_get(handle, None).await;
     let (body, send) = expect(handle, Method::POST, COLLECTION).await;
-    let mut created = body.clone();
+    let mut created = body;
     created["metadata"]["resourceVersion"] = json!("1");
     respond(send, 201, &created);
 }

@@ -29,7 +29,10 @@ impl Rng {
     pub fn suffix(&mut self, len: usize) -> String {
         const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
         (0..len)
-            .map(|_| ALPHABET[(self.next() % ALPHABET.len() as u64) as usize] as char)
+            .map(|_| {
+                let at = self.next() % ALPHABET.len() as u64;
+                char::from(ALPHABET[usize::try_from(at).expect("below the alphabet's length")])
+            })
             .collect()
     }
 }
@@ -66,7 +69,10 @@ pub fn kinesis_document(shards: usize, pods: usize, standbys: usize) -> Assignme
     // scattering each pod's shards over the id space, as a hash ring does.
     let mut slots: Vec<usize> = (0..shards).collect();
     for i in (1..slots.len()).rev() {
-        slots.swap(i, (rng.next() % (i as u64 + 1)) as usize);
+        slots.swap(
+            i,
+            usize::try_from(rng.next() % (i as u64 + 1)).expect("below i + 1"),
+        );
     }
     let records: BTreeMap<String, ShardRecord> = (0..shards)
         .map(|i| {

@@ -253,7 +253,7 @@ impl State {
         };
         let h = &mut coll.history;
         h.bytes += event.object.len();
-        h.events.push_back(event.clone());
+        h.events.push_back(event);
         while h.events.len() > limits.events.max(1)
             || (h.bytes > limits.bytes && h.events.len() > 1)
         {

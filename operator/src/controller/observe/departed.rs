@@ -381,7 +381,7 @@ mod tests {
         let departed = Departed::with_limits(RETENTION, 2);
         departed.listed(t(0));
         for (i, name) in ["a", "b", "c"].into_iter().enumerate() {
-            let at = t(10 + i as i64);
+            let at = t(10 + i64::try_from(i).expect("three names"));
             departed.record_event(&watcher::Event::Delete(pod("prod", name, true)), at);
         }
         let seen = departed.departures("prod", all, t(20));

@@ -132,7 +132,7 @@ fn ready_for(pod: &PodInfo, min_ready: Duration, now: Timestamp) -> bool {
     pod.ready_since.is_none_or(|since| {
         since
             .as_millisecond()
-            .saturating_add(min_ready.as_millis() as i64)
+            .saturating_add(i64::try_from(min_ready.as_millis()).unwrap_or(i64::MAX))
             <= now.as_millisecond()
     })
 }

@@ -35,10 +35,10 @@ pub(super) fn requeue_after(obs: &Observation) -> Duration {
             if let Some(since) = pod.ready_since {
                 let due = since
                     .as_millisecond()
-                    .saturating_add(min_ready.as_millis() as i64);
+                    .saturating_add(i64::try_from(min_ready.as_millis()).unwrap_or(i64::MAX));
                 let wait = due - obs.now.as_millisecond();
                 if wait > 0 {
-                    after = after.min(Duration::from_millis(wait as u64));
+                    after = after.min(Duration::from_millis(wait.unsigned_abs()));
                 }
             }
         }

@@ -69,9 +69,13 @@ pub async fn reader(endpoint: &str, stream: &str, page_size: Option<i32>) -> Top
 
 /// Creates a provisioned stream with `shards` shards and waits for ACTIVE.
 pub async fn create_stream(client: &aws_sdk_kinesis::Client, stream: &str, shards: i32) {
-    reshard::create_stream(client, stream, shards as u32)
-        .await
-        .unwrap_or_else(|e| panic!("CreateStream: {e}"));
+    reshard::create_stream(
+        client,
+        stream,
+        u32::try_from(shards).expect("a positive shard count"),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("CreateStream: {e}"));
 }
 
 /// Splits `shard` at the middle of its range and waits for ACTIVE.
@@ -103,9 +107,13 @@ pub async fn merge(client: &aws_sdk_kinesis::Client, stream: &str, shard: &str, 
 
 /// UpdateShardCount (uniform scaling) and waits for ACTIVE.
 pub async fn update_shard_count(client: &aws_sdk_kinesis::Client, stream: &str, target: i32) {
-    reshard::update_shard_count(client, stream, target as u32)
-        .await
-        .unwrap_or_else(|e| panic!("UpdateShardCount: {e}"));
+    reshard::update_shard_count(
+        client,
+        stream,
+        u32::try_from(target).expect("a positive shard count"),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("UpdateShardCount: {e}"));
 }
 
 /// Creates a lease table in the KCL layout (hash key `leaseKey`, on demand).
