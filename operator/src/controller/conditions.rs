@@ -22,7 +22,13 @@ pub const DEGRADED: &str = "Degraded";
 /// Degraded reports (and clears) transient problems such as a stale topology.
 /// Kubernetes API conventions allow such condition types as long as the
 /// condition is always present (True or False) once it applies.
-pub const ORDERING_NOT_ENFORCED: &str = crate::source::kinesis::ORDERING_NOT_ENFORCED;
+pub const ORDERING_NOT_ENFORCED: &str = "OrderingNotEnforced";
+
+/// The message of the `OrderingNotEnforced` condition.
+pub const ORDERING_NOT_ENFORCED_MESSAGE: &str = "no lease table is configured, so shardring cannot see when a parent \
+     shard has been read to its end: children of split or merged shards are assigned at once and records for a key may \
+     be read out of order across a reshard; set spec.leaseTable to the KCL application's lease table to hold children \
+     until their parents are complete";
 
 /// Reasons, constant strings shared by conditions, Events and metrics.
 pub mod reason {

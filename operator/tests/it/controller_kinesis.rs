@@ -8,12 +8,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jiff::SignedDuration;
+use shardring::controller::conditions::ORDERING_NOT_ENFORCED_MESSAGE;
 use shardring::controller::conditions::{self, DEGRADED, ORDERING_NOT_ENFORCED, READY};
 use shardring::controller::{Observation, plan};
 use shardring::crds::shard_group::{BalanceMode, KinesisSource, LeaseTableSpec, ShardSource};
 use shardring::crds::{ShardGroup, ShardPhase};
 use shardring::engine::{HashKeyRange, Shard, ShardState};
-use shardring::source::kinesis::ORDERING_NOT_ENFORCED_MESSAGE;
 use shardring::source::{SourceError, Topology};
 
 use crate::controller_support;

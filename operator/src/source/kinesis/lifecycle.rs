@@ -39,15 +39,6 @@ pub struct Lifecycle {
     pub lineage: BTreeMap<String, Vec<String>>,
 }
 
-/// Condition type shown when children are not held back for their parents.
-pub const ORDERING_NOT_ENFORCED: &str = "OrderingNotEnforced";
-
-/// The message of the `OrderingNotEnforced` condition.
-pub const ORDERING_NOT_ENFORCED_MESSAGE: &str = "no lease table is configured, so shardring cannot see when a parent \
-     shard has been read to its end: children of split or merged shards are assigned at once and records for a key may \
-     be read out of order across a reshard; set spec.leaseTable to the KCL application's lease table to hold children \
-     until their parents are complete";
-
 /// Whether a lease's worker has started reading: its checkpoint is a
 /// sequence number or the shard's end, not an initial position.
 fn has_started(lease: &LeaseSnapshot) -> bool {

@@ -16,9 +16,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-pub use lifecycle::{
-    Lifecycle, LifecycleMemory, ORDERING_NOT_ENFORCED, ORDERING_NOT_ENFORCED_MESSAGE,
-};
+pub use lifecycle::{Lifecycle, LifecycleMemory};
 pub use metrics::KinesisMetrics;
 pub use provider::{AwsSettings, KinesisProvider};
 pub use reader::{
