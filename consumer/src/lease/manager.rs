@@ -16,10 +16,9 @@ use std::time::{Duration, Instant};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 
+use super::record::Item;
 use super::{Checkpoint, LeaseError, LeaseRecord};
 use crate::view::AssignmentView;
-
-type Item = HashMap<String, AttributeValue>;
 
 /// What a lease manager needs to know.
 #[derive(Debug, Clone)]
@@ -268,17 +267,15 @@ impl LeaseManager {
     }
 
     async fn create(&self, shard: &str) -> Result<Lease, LeaseError> {
-        let item: Item = [
-            ("leaseKey", s(shard)),
-            ("leaseOwner", s(&self.config.worker_id)),
-            ("leaseCounter", n(1)),
-            ("checkpoint", s(Checkpoint::TrimHorizon.as_str())),
-            ("checkpointSubSequenceNumber", n(0)),
-            ("ownerSwitchesSinceCheckpoint", n(0)),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
+        let item = LeaseRecord {
+            lease_owner: Some(self.config.worker_id.clone()),
+            lease_counter: Some(1),
+            checkpoint: Some(Checkpoint::TrimHorizon),
+            checkpoint_sub_sequence_number: Some(0),
+            owner_switches_since_checkpoint: Some(0),
+            ..LeaseRecord::new(shard)
+        }
+        .to_item();
         self.client
             .put_item()
             .table_name(&self.config.table)

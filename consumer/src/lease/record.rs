@@ -1,8 +1,10 @@
-//! One row of a KCL-format lease table, parsed from a DynamoDB item, and its
-//! checkpoint: the one definition of the KCL lease record, used by this
-//! crate's lease manager and by the operator's lease-table reader. Every
-//! field but `leaseKey` may be missing (older KCL versions, other writers):
-//! missing or malformed fields become `None`/empty rather than errors.
+//! One row of a KCL-format lease table, parsed from a DynamoDB item and
+//! written back as one, and its checkpoint: the one definition of the KCL
+//! lease record (its attribute names in [`attribute`]), used by this crate's
+//! lease manager, by the operator's lease-table reader and by tests that
+//! write lease tables as the KCL does. Every field but `leaseKey` may be
+//! missing (older KCL versions, other writers): missing or malformed fields
+//! become `None`/empty rather than errors.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -99,6 +101,34 @@ impl CheckpointKind {
     }
 }
 
+/// The attribute names of a lease item, as the KCL writes them.
+pub mod attribute {
+    /// The hash key: a shard id, or `account:stream:creationEpoch:shardId`.
+    pub const LEASE_KEY: &str = "leaseKey";
+    /// The worker holding the lease (S, absent when free).
+    pub const LEASE_OWNER: &str = "leaseOwner";
+    /// Bumped by every owner write (N).
+    pub const LEASE_COUNTER: &str = "leaseCounter";
+    /// A sequence number or a sentinel (S).
+    pub const CHECKPOINT: &str = "checkpoint";
+    /// Sub-sequence number of an aggregated record (N).
+    pub const CHECKPOINT_SUB_SEQUENCE_NUMBER: &str = "checkpointSubSequenceNumber";
+    /// Owner changes since the last checkpoint (N).
+    pub const OWNER_SWITCHES_SINCE_CHECKPOINT: &str = "ownerSwitchesSinceCheckpoint";
+    /// Parent shard ids (SS).
+    pub const PARENT_SHARD_ID: &str = "parentShardId";
+    /// Child shard ids, written at shard end (SS).
+    pub const CHILD_SHARD_IDS: &str = "childShardIds";
+    /// The worker that owns the checkpoint during a graceful handoff (S).
+    pub const CHECKPOINT_OWNER: &str = "checkpointOwner";
+    /// Measured throughput (N).
+    pub const THROUGHPUT_KBPS: &str = "throughputKBps";
+    /// Start of the shard's hash key range (S).
+    pub const STARTING_HASH_KEY: &str = "startingHashKey";
+    /// End of the shard's hash key range (S).
+    pub const ENDING_HASH_KEY: &str = "endingHashKey";
+}
+
 /// The multi-stream part of a lease key `account:stream:creationEpoch:shardId`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct StreamQualifier {
@@ -160,7 +190,8 @@ pub fn split_lease_key(key: &str) -> (Option<StreamQualifier>, String) {
     }
 }
 
-type Item = HashMap<String, AttributeValue>;
+/// A DynamoDB item: attribute name to value.
+pub type Item = HashMap<String, AttributeValue>;
 
 fn string(item: &Item, name: &str) -> Option<String> {
     match item.get(name)? {
@@ -193,9 +224,32 @@ fn strings(item: &Item, name: &str) -> Vec<String> {
 }
 
 impl LeaseRecord {
+    /// The lease keyed `lease_key` with nothing else set: what a bare item
+    /// holding only its key parses to.
+    pub fn new(lease_key: impl Into<String>) -> Self {
+        let lease_key = lease_key.into();
+        let (stream, shard_id) = split_lease_key(&lease_key);
+        Self {
+            lease_key,
+            shard_id,
+            stream,
+            lease_owner: None,
+            lease_counter: None,
+            checkpoint: None,
+            checkpoint_sub_sequence_number: None,
+            owner_switches_since_checkpoint: None,
+            parent_shard_ids: Vec::new(),
+            child_shard_ids: Vec::new(),
+            checkpoint_owner: None,
+            throughput_kbps: None,
+            starting_hash_key: None,
+            ending_hash_key: None,
+        }
+    }
+
     /// Parses one item; `None` when it has no string `leaseKey`.
     pub fn from_item(item: &Item) -> Option<Self> {
-        Some(Self::with_key(string(item, "leaseKey")?, item))
+        Some(Self::with_key(string(item, attribute::LEASE_KEY)?, item))
     }
 
     /// Parses the item of the lease keyed `lease_key` (a lease read by its
@@ -205,21 +259,75 @@ impl LeaseRecord {
         Self {
             shard_id,
             stream,
-            lease_owner: string(item, "leaseOwner"),
-            lease_counter: number(item, "leaseCounter"),
-            checkpoint: string(item, "checkpoint")
+            lease_owner: string(item, attribute::LEASE_OWNER),
+            lease_counter: number(item, attribute::LEASE_COUNTER),
+            checkpoint: string(item, attribute::CHECKPOINT)
                 .as_deref()
                 .and_then(Checkpoint::parse),
-            checkpoint_sub_sequence_number: number(item, "checkpointSubSequenceNumber"),
-            owner_switches_since_checkpoint: number(item, "ownerSwitchesSinceCheckpoint"),
-            parent_shard_ids: strings(item, "parentShardId"),
-            child_shard_ids: strings(item, "childShardIds"),
-            checkpoint_owner: string(item, "checkpointOwner"),
-            throughput_kbps: number(item, "throughputKBps"),
-            starting_hash_key: string(item, "startingHashKey"),
-            ending_hash_key: string(item, "endingHashKey"),
+            checkpoint_sub_sequence_number: number(item, attribute::CHECKPOINT_SUB_SEQUENCE_NUMBER),
+            owner_switches_since_checkpoint: number(
+                item,
+                attribute::OWNER_SWITCHES_SINCE_CHECKPOINT,
+            ),
+            parent_shard_ids: strings(item, attribute::PARENT_SHARD_ID),
+            child_shard_ids: strings(item, attribute::CHILD_SHARD_IDS),
+            checkpoint_owner: string(item, attribute::CHECKPOINT_OWNER),
+            throughput_kbps: number(item, attribute::THROUGHPUT_KBPS),
+            starting_hash_key: string(item, attribute::STARTING_HASH_KEY),
+            ending_hash_key: string(item, attribute::ENDING_HASH_KEY),
             lease_key,
         }
+    }
+
+    /// The item the KCL would store for this lease: strings as S, counters
+    /// as N, shard id lists as SS; unset fields (and empty lists) are left
+    /// out. [`Self::from_item`] reads it back as this record.
+    pub fn to_item(&self) -> Item {
+        let text = |name: &str, value: Option<&str>| {
+            value.map(|text| (name.to_owned(), AttributeValue::S(text.to_owned())))
+        };
+        let numeric = |name: &str, value: Option<String>| {
+            value.map(|text| (name.to_owned(), AttributeValue::N(text)))
+        };
+        let set = |name: &str, ids: &[String]| {
+            (!ids.is_empty()).then(|| (name.to_owned(), AttributeValue::Ss(ids.to_vec())))
+        };
+        let counter = |value: Option<u64>| value.map(|n| n.to_string());
+        [
+            text(attribute::LEASE_KEY, Some(&self.lease_key)),
+            text(attribute::LEASE_OWNER, self.lease_owner.as_deref()),
+            numeric(attribute::LEASE_COUNTER, counter(self.lease_counter)),
+            text(
+                attribute::CHECKPOINT,
+                self.checkpoint.as_ref().map(Checkpoint::as_str),
+            ),
+            numeric(
+                attribute::CHECKPOINT_SUB_SEQUENCE_NUMBER,
+                counter(self.checkpoint_sub_sequence_number),
+            ),
+            numeric(
+                attribute::OWNER_SWITCHES_SINCE_CHECKPOINT,
+                counter(self.owner_switches_since_checkpoint),
+            ),
+            set(attribute::PARENT_SHARD_ID, &self.parent_shard_ids),
+            set(attribute::CHILD_SHARD_IDS, &self.child_shard_ids),
+            text(
+                attribute::CHECKPOINT_OWNER,
+                self.checkpoint_owner.as_deref(),
+            ),
+            numeric(
+                attribute::THROUGHPUT_KBPS,
+                self.throughput_kbps.map(|kbps| kbps.to_string()),
+            ),
+            text(
+                attribute::STARTING_HASH_KEY,
+                self.starting_hash_key.as_deref(),
+            ),
+            text(attribute::ENDING_HASH_KEY, self.ending_hash_key.as_deref()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
     }
 
     /// Whether this lease belongs to `stream` (plain keys belong to any).
@@ -311,6 +419,44 @@ mod tests {
         assert_eq!(lease.checkpoint, None);
         assert!(lease.parent_shard_ids.is_empty());
         assert!(LeaseRecord::from_item(&Item::new()).is_none());
+    }
+
+    #[test]
+    fn an_item_written_from_a_record_reads_back_as_that_record() {
+        let full = LeaseRecord {
+            lease_owner: Some("worker-a".into()),
+            lease_counter: Some(17),
+            checkpoint: Some(Checkpoint::Sequence("4959033827149025660855".into())),
+            checkpoint_sub_sequence_number: Some(0),
+            owner_switches_since_checkpoint: Some(1),
+            parent_shard_ids: vec!["shardId-000000000000".into()],
+            child_shard_ids: vec!["shardId-000000000003".into(), "shardId-000000000004".into()],
+            checkpoint_owner: Some("worker-b".into()),
+            throughput_kbps: Some(12.5),
+            starting_hash_key: Some("0".into()),
+            ending_hash_key: Some("100".into()),
+            ..LeaseRecord::new("123456789012:orders:1700000000:shardId-000000000002")
+        };
+        assert_eq!(full.shard_id, "shardId-000000000002");
+        assert_eq!(LeaseRecord::from_item(&full.to_item()), Some(full.clone()));
+        let item = full.to_item();
+        assert_eq!(item["leaseCounter"], AttributeValue::N("17".into()));
+        assert_eq!(
+            item["parentShardId"],
+            AttributeValue::Ss(vec!["shardId-000000000000".into()])
+        );
+
+        let bare = LeaseRecord::new("shardId-000000000007");
+        assert_eq!(
+            bare.to_item(),
+            Item::from([("leaseKey".to_owned(), s("shardId-000000000007"))])
+        );
+        assert_eq!(LeaseRecord::from_item(&bare.to_item()), Some(bare));
+        let ended = LeaseRecord {
+            checkpoint: Some(Checkpoint::ShardEnd),
+            ..LeaseRecord::new("shardId-000000000001")
+        };
+        assert_eq!(ended.to_item()["checkpoint"], s("SHARD_END"));
     }
 
     #[test]

@@ -4,8 +4,10 @@
 
 use std::process::Command;
 
+use shardring::lease::{Checkpoint, LeaseRecord};
+
 use crate::support;
-use crate::support::KclLease;
+use crate::support::kcl_lease;
 
 fn topology(args: &[&str]) -> (bool, String, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_shardring"))
@@ -39,25 +41,25 @@ async fn prints_the_shard_tree_with_leases() {
     support::put_lease(
         &ddb,
         "clicks-app",
-        &KclLease {
-            key: "shardId-000000000000",
-            owner: Some("pod-a"),
-            counter: 7,
-            checkpoint: "SHARD_END",
-            ..Default::default()
-        },
+        &kcl_lease(
+            "shardId-000000000000",
+            Some("pod-a"),
+            7,
+            Checkpoint::ShardEnd,
+        ),
     )
     .await;
     support::put_lease(
         &ddb,
         "clicks-app",
-        &KclLease {
-            key: "shardId-000000000001",
-            owner: Some("pod-b"),
-            counter: 1,
-            checkpoint: "12345",
-            parents: &["shardId-000000000000"],
-            ..Default::default()
+        &LeaseRecord {
+            parent_shard_ids: vec!["shardId-000000000000".into()],
+            ..kcl_lease(
+                "shardId-000000000001",
+                Some("pod-b"),
+                1,
+                Checkpoint::Sequence("12345".into()),
+            )
         },
     )
     .await;

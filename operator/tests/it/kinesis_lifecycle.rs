@@ -10,12 +10,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use shardring::engine::{PlanInput, PlanOutput, Pod, Previous, ShardState, plan};
-use shardring::lease::LeaseReader;
+use shardring::lease::{Checkpoint, LeaseReader, LeaseRecord};
 use shardring::source::ShardSource;
 use shardring::source::kinesis::{KinesisObservation, KinesisShardSource};
 
 use crate::support;
-use crate::support::KclLease;
+use crate::support::kcl_lease;
 
 const PARENT: &str = "shardId-000000000000";
 const TABLE: &str = "events-app";
@@ -89,13 +89,12 @@ async fn children_wait_for_the_parent_then_follow_its_owner() {
     support::put_lease(
         &ddb,
         TABLE,
-        &KclLease {
-            key: PARENT,
-            owner: Some(&parent_owner),
-            counter: 1,
-            checkpoint: "49000000000000000000000000000000000000000000000000000001",
-            ..Default::default()
-        },
+        &kcl_lease(
+            PARENT,
+            Some(&parent_owner),
+            1,
+            Checkpoint::Sequence("49000000000000000000000000000000000000000000000000000001".into()),
+        ),
     )
     .await;
 
@@ -153,13 +152,7 @@ async fn children_wait_for_the_parent_then_follow_its_owner() {
     support::put_lease(
         &ddb,
         TABLE,
-        &KclLease {
-            key: PARENT,
-            owner: Some(&parent_owner),
-            counter: 2,
-            checkpoint: "SHARD_END",
-            ..Default::default()
-        },
+        &kcl_lease(PARENT, Some(&parent_owner), 2, Checkpoint::ShardEnd),
     )
     .await;
     let done = source
@@ -194,13 +187,16 @@ async fn children_wait_for_the_parent_then_follow_its_owner() {
         support::put_lease(
             &ddb,
             TABLE,
-            &KclLease {
-                key: child,
-                owner: Some(&parent_owner),
-                counter: 1,
-                checkpoint: "49000000000000000000000000000000000000000000000000000002",
-                parents: &[PARENT],
-                ..Default::default()
+            &LeaseRecord {
+                parent_shard_ids: vec![PARENT.into()],
+                ..kcl_lease(
+                    child,
+                    Some(&parent_owner),
+                    1,
+                    Checkpoint::Sequence(
+                        "49000000000000000000000000000000000000000000000000000002".into(),
+                    ),
+                )
             },
         )
         .await;

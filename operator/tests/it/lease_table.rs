@@ -5,10 +5,10 @@
 use std::time::Duration;
 
 use jiff::Timestamp;
-use shardring::lease::{CheckpointKind, LeaseReader};
+use shardring::lease::{Checkpoint, CheckpointKind, LeaseReader, LeaseRecord};
 
 use crate::support;
-use crate::support::KclLease;
+use crate::support::kcl_lease;
 
 fn at(seconds: i64) -> Timestamp {
     Timestamp::from_second(1_800_000_000 + seconds).expect("valid")
@@ -19,75 +19,63 @@ async fn scans_every_page_and_tracks_counter_changes() {
     let dynamo = support::dynamodb();
     let client = support::dynamodb_admin(&dynamo.endpoint()).await;
     support::create_lease_table(&client, "orders-app").await;
+    let parent = "shardId-000000000000";
     let leases = [
-        KclLease {
-            key: "shardId-000000000000",
-            owner: None,
-            counter: 9,
-            checkpoint: "SHARD_END",
-            children: &["shardId-000000000001", "shardId-000000000002"],
-            ..Default::default()
+        LeaseRecord {
+            child_shard_ids: vec!["shardId-000000000001".into(), "shardId-000000000002".into()],
+            ..kcl_lease(parent, None, 9, Checkpoint::ShardEnd)
         },
-        KclLease {
-            key: "shardId-000000000001",
-            owner: Some("pod-a"),
-            counter: 3,
-            checkpoint: "49590338271490256608559692538361571095921575989136588898",
-            parents: &["shardId-000000000000"],
-            ..Default::default()
+        LeaseRecord {
+            parent_shard_ids: vec![parent.into()],
+            ..kcl_lease(
+                "shardId-000000000001",
+                Some("pod-a"),
+                3,
+                Checkpoint::Sequence(
+                    "49590338271490256608559692538361571095921575989136588898".into(),
+                ),
+            )
         },
-        KclLease {
-            key: "shardId-000000000002",
-            owner: Some("pod-b"),
-            counter: 5,
-            checkpoint: "TRIM_HORIZON",
-            parents: &["shardId-000000000000"],
-            ..Default::default()
+        LeaseRecord {
+            parent_shard_ids: vec![parent.into()],
+            ..kcl_lease(
+                "shardId-000000000002",
+                Some("pod-b"),
+                5,
+                Checkpoint::TrimHorizon,
+            )
         },
-        KclLease {
-            key: "shardId-000000000003",
-            owner: Some("pod-b"),
-            counter: 1,
-            checkpoint: "LATEST",
-            ..Default::default()
-        },
-        KclLease {
-            key: "shardId-000000000004",
-            owner: Some("pod-a"),
-            counter: 1,
-            checkpoint: "AT_TIMESTAMP",
-            ..Default::default()
-        },
+        kcl_lease("shardId-000000000003", Some("pod-b"), 1, Checkpoint::Latest),
+        kcl_lease(
+            "shardId-000000000004",
+            Some("pod-a"),
+            1,
+            Checkpoint::AtTimestamp,
+        ),
         // Multi-stream keys: one for this stream, one for another.
-        KclLease {
-            key: "000000000000:orders:1700000000:shardId-000000000005",
-            owner: Some("pod-c"),
-            counter: 2,
-            checkpoint: "LATEST",
-            ..Default::default()
-        },
-        KclLease {
-            key: "000000000000:payments:1700000000:shardId-000000000009",
-            owner: Some("pod-z"),
-            counter: 2,
-            checkpoint: "LATEST",
-            ..Default::default()
-        },
+        kcl_lease(
+            "000000000000:orders:1700000000:shardId-000000000005",
+            Some("pod-c"),
+            2,
+            Checkpoint::Latest,
+        ),
+        kcl_lease(
+            "000000000000:payments:1700000000:shardId-000000000009",
+            Some("pod-z"),
+            2,
+            Checkpoint::Latest,
+        ),
     ];
     for lease in &leases {
         support::put_lease(&client, "orders-app", lease).await;
     }
     // A bare item with only its key (older writers) is tolerated.
-    client
-        .put_item()
-        .table_name("orders-app")
-        .item(
-            "leaseKey",
-            aws_sdk_dynamodb::types::AttributeValue::S("shardId-000000000006".into()),
-        )
-        .send()
-        .await
-        .expect("PutItem");
+    support::put_lease(
+        &client,
+        "orders-app",
+        &LeaseRecord::new("shardId-000000000006"),
+    )
+    .await;
 
     let mut registry = prometheus_client::registry::Registry::with_prefix("shardring");
     let metrics = shardring::lease::LeaseMetrics::register(&mut registry);
@@ -139,8 +127,8 @@ async fn scans_every_page_and_tracks_counter_changes() {
     support::put_lease(
         &client,
         "orders-app",
-        &KclLease {
-            counter: 4,
+        &LeaseRecord {
+            lease_counter: Some(4),
             ..leases[1].clone()
         },
     )

@@ -2,19 +2,18 @@
 //! starts kinesis-local and dynalite (installed on first use by
 //! `shardring::emulators`), builds SDK clients with dummy credentials in
 //! us-east-1, and offers the setup calls tests need (streams, resharding,
-//! KCL-format lease tables).
+//! KCL-format lease tables, whose items are written by the one KCL lease
+//! record, `shardring::lease::record`).
 
 pub mod proxy;
 
-use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType,
-    ScalarAttributeType,
-};
+use aws_sdk_dynamodb::types::AttributeValue;
 use shardring::demo::reshard;
 use shardring::emulators::Emulator;
+use shardring::lease::record::attribute;
+use shardring::lease::{Checkpoint, LeaseRecord};
 use shardring::source::kinesis::reader::emulator_credentials;
 use shardring::source::kinesis::{ReaderOptions, StreamId, TopologyReader, kinesis_client};
 
@@ -116,105 +115,38 @@ pub async fn update_shard_count(client: &aws_sdk_kinesis::Client, stream: &str, 
     .unwrap_or_else(|e| panic!("UpdateShardCount: {e}"));
 }
 
-/// Creates a lease table in the KCL layout (hash key `leaseKey`, on demand).
+/// Creates a lease table in the KCL layout and waits for ACTIVE.
 pub async fn create_lease_table(client: &aws_sdk_dynamodb::Client, table: &str) {
-    client
-        .create_table()
-        .table_name(table)
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name("leaseKey")
-                .attribute_type(ScalarAttributeType::S)
-                .build()
-                .expect("attribute"),
-        )
-        .key_schema(
-            KeySchemaElement::builder()
-                .attribute_name("leaseKey")
-                .key_type(KeyType::Hash)
-                .build()
-                .expect("key"),
-        )
-        .billing_mode(BillingMode::PayPerRequest)
-        .send()
+    shardring_consumer::lease::create_table(client, table, Duration::from_secs(30))
         .await
-        .expect("CreateTable");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let status = client
-            .describe_table()
-            .table_name(table)
-            .send()
-            .await
-            .ok()
-            .and_then(|out| out.table().and_then(|t| t.table_status().cloned()));
-        if status == Some(aws_sdk_dynamodb::types::TableStatus::Active) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "table {table} not ACTIVE within 30 s"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// A lease as the KCL writes it: `key` held by `owner` (`None`: free) at
+/// `counter`, checkpointed at `checkpoint`, no owner switch since. Parents
+/// and children are added with struct update syntax.
+pub fn kcl_lease(
+    key: &str,
+    owner: Option<&str>,
+    counter: u64,
+    checkpoint: Checkpoint,
+) -> LeaseRecord {
+    LeaseRecord {
+        lease_owner: owner.map(str::to_owned),
+        lease_counter: Some(counter),
+        checkpoint: Some(checkpoint),
+        checkpoint_sub_sequence_number: Some(0),
+        owner_switches_since_checkpoint: Some(0),
+        ..LeaseRecord::new(key)
     }
 }
 
-/// A lease as the KCL writes it.
-#[derive(Debug, Clone, Default)]
-pub struct KclLease<'a> {
-    /// leaseKey (plain shard id or `account:stream:epoch:shard`).
-    pub key: &'a str,
-    /// leaseOwner.
-    pub owner: Option<&'a str>,
-    /// leaseCounter.
-    pub counter: u64,
-    /// checkpoint.
-    pub checkpoint: &'a str,
-    /// parentShardId.
-    pub parents: &'a [&'a str],
-    /// childShardIds.
-    pub children: &'a [&'a str],
-}
-
-/// Writes (or overwrites) one lease item in the KCL format.
-pub async fn put_lease(client: &aws_sdk_dynamodb::Client, table: &str, lease: &KclLease<'_>) {
-    let mut item: HashMap<String, AttributeValue> = HashMap::new();
-    item.insert("leaseKey".into(), AttributeValue::S(lease.key.into()));
-    if let Some(owner) = lease.owner {
-        item.insert("leaseOwner".into(), AttributeValue::S(owner.into()));
-    }
-    item.insert(
-        "leaseCounter".into(),
-        AttributeValue::N(lease.counter.to_string()),
-    );
-    item.insert(
-        "checkpoint".into(),
-        AttributeValue::S(lease.checkpoint.into()),
-    );
-    item.insert(
-        "checkpointSubSequenceNumber".into(),
-        AttributeValue::N("0".into()),
-    );
-    item.insert(
-        "ownerSwitchesSinceCheckpoint".into(),
-        AttributeValue::N("0".into()),
-    );
-    if !lease.parents.is_empty() {
-        item.insert(
-            "parentShardId".into(),
-            AttributeValue::Ss(lease.parents.iter().map(|p| (*p).to_owned()).collect()),
-        );
-    }
-    if !lease.children.is_empty() {
-        item.insert(
-            "childShardIds".into(),
-            AttributeValue::Ss(lease.children.iter().map(|p| (*p).to_owned()).collect()),
-        );
-    }
+/// Writes (or overwrites) `lease`'s item as the KCL stores it.
+pub async fn put_lease(client: &aws_sdk_dynamodb::Client, table: &str, lease: &LeaseRecord) {
     client
         .put_item()
         .table_name(table)
-        .set_item(Some(item))
+        .set_item(Some(lease.to_item()))
         .send()
         .await
         .expect("PutItem");
@@ -225,7 +157,7 @@ pub async fn delete_lease(client: &aws_sdk_dynamodb::Client, table: &str, key: &
     client
         .delete_item()
         .table_name(table)
-        .key("leaseKey", AttributeValue::S(key.into()))
+        .key(attribute::LEASE_KEY, AttributeValue::S(key.into()))
         .send()
         .await
         .expect("DeleteItem");
