@@ -35,6 +35,17 @@ pub const FINALIZER: &str = "e2e.shardring.io/process-running";
 /// Keeps every pod unscheduled.
 pub const SCHEDULING_GATE: &str = "shardring.io/e2e-never-schedule";
 
+/// The conditions of a Running pod that became Ready at `since` (RFC 3339),
+/// as a kubelet reports them.
+pub fn ready_conditions(since: &str) -> serde_json::Value {
+    json!([
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": since},
+        {"type": "Initialized", "status": "True", "lastTransitionTime": since},
+        {"type": "ContainersReady", "status": "True", "lastTransitionTime": since},
+        {"type": "Ready", "status": "True", "lastTransitionTime": since}
+    ])
+}
+
 /// How consumer processes are started.
 #[derive(Debug, Clone)]
 pub struct ConsumerSpec {
@@ -125,12 +136,7 @@ impl Pods {
         let process = self.spawn(name)?;
         let status = json!({"status": {
             "phase": "Running",
-            "conditions": [
-                {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
-                {"type": "Initialized", "status": "True", "lastTransitionTime": now},
-                {"type": "ContainersReady", "status": "True", "lastTransitionTime": now},
-                {"type": "Ready", "status": "True", "lastTransitionTime": now}
-            ],
+            "conditions": ready_conditions(&now),
             "containerStatuses": [container_status(json!({"running": {"startedAt": now}}), true)]
         }});
         api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))

@@ -8,13 +8,11 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{Condition, conditions};
-use kube::{Api, Client, ResourceExt};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client};
 use serde_json::json;
 use shardring::demo::producer::Producer;
 use shardring::emulators::Emulator;
@@ -23,6 +21,7 @@ use shardring_crds::{AssignmentDocument, ConsumerPool, ShardGroup, ShardPhase};
 
 use crate::cluster::Cluster;
 use crate::consumers::{ConsumerSpec, Pods};
+use crate::namespace::{apply_crds, create_namespace, delete_namespace, unique_namespace};
 use crate::operator::{Operator, OperatorError, OperatorMode};
 use crate::published::{PublishedError, assignment_document};
 use crate::stream;
@@ -165,9 +164,7 @@ impl Harness {
             Ok(operator) => operator,
             Err(error) => {
                 // Nothing else will clean up a namespace whose harness never started.
-                let _ = Api::<Namespace>::all(client.clone())
-                    .delete(&namespace, &DeleteParams::default())
-                    .await;
+                let _ = delete_namespace(&client, &namespace).await;
                 return Err(error);
             }
         };
@@ -350,25 +347,7 @@ impl Harness {
         let _ = self.stop_producer().await;
         let stopped = self.stop_operator().await;
         self.pods.kill_all().await;
-        let groups = Api::<ShardGroup>::namespaced(self.client.clone(), &self.namespace);
-        for group in groups.list(&ListParams::default()).await? {
-            let patch = json!({"metadata": {"finalizers": null}});
-            groups
-                .patch(
-                    &group.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(&patch),
-                )
-                .await?;
-        }
-        match Api::<Namespace>::all(self.client.clone())
-            .delete(&self.namespace, &DeleteParams::default())
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(error) => return Err(error.into()),
-        }
+        delete_namespace(&self.client, &self.namespace).await?;
         stopped
     }
 }
@@ -430,52 +409,6 @@ fn settled(
             ));
         }
     }
-    Ok(())
-}
-
-fn unique_namespace(scenario: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or_default();
-    format!("sr-e2e-{scenario}-{:x}{:x}", std::process::id(), nanos)
-}
-
-async fn apply_crds(client: &Client) -> Result<(), HarnessError> {
-    let crds = Api::<CustomResourceDefinition>::all(client.clone());
-    for crd in shardring_crds::crd::crds() {
-        let name = crd.name_any();
-        crds.patch(
-            &name,
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(&crd),
-        )
-        .await?;
-        wait_for(&format!("CRD {name} Established"), STEP_TIMEOUT, || {
-            let (crds, name) = (crds.clone(), name.clone());
-            async move {
-                let crd = crds.get_opt(&name).await?;
-                Ok::<_, HarnessError>(
-                    if conditions::is_crd_established().matches_object(crd.as_ref()) {
-                        Probe::Done(())
-                    } else {
-                        Probe::Pending("not Established".into())
-                    },
-                )
-            }
-        })
-        .await?;
-    }
-    Ok(())
-}
-
-async fn create_namespace(client: &Client, namespace: &str) -> Result<(), HarnessError> {
-    let ns: Namespace = serde_json::from_value(json!({
-        "metadata": {"name": namespace, "labels": {"app.kubernetes.io/part-of": "shardring-e2e"}}
-    }))?;
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await?;
     Ok(())
 }
 
@@ -612,16 +545,6 @@ mod tests {
         assert_eq!(
             CONFIG_MAP,
             format!("{NAME}{}", shardring_crds::assignment::CONFIGMAP_SUFFIX)
-        );
-    }
-
-    #[test]
-    fn namespaces_are_valid_dns_labels() {
-        let ns = unique_namespace("update-shard-count");
-        assert!(ns.len() <= 63, "{ns}");
-        assert!(
-            ns.chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         );
     }
 }

@@ -8,6 +8,7 @@
 pub mod cluster;
 pub mod consumers;
 pub mod harness;
+pub mod namespace;
 pub mod operator;
 pub mod published;
 pub mod replicas;

@@ -12,17 +12,17 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::Path;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 use shardring_crds::assignment::CONFIGMAP_SUFFIX;
 use shardring_crds::{AssignmentDocument, ConsumerPool, ShardGroup};
 use shardring_e2e::cluster::SKIP_MESSAGE;
+use shardring_e2e::consumers::{SCHEDULING_GATE, ready_conditions};
+use shardring_e2e::harness::{MANAGER, STEP_TIMEOUT};
+use shardring_e2e::namespace::{apply_crds, create_namespace, delete_namespace, unique_namespace};
 use shardring_e2e::{
     Operator, Probe, Reachability, assignment_document, connect, default_annotation_key, pod_view,
     wait_for,
@@ -30,13 +30,8 @@ use shardring_e2e::{
 
 use shardring_devkit::process::in_own_process;
 
-/// Field manager of everything this test applies.
-const MANAGER: &str = "shardring-e2e";
 /// Consumer pods created for the test.
 const PODS: usize = 3;
-/// Per wait: covers the samples' minReadySeconds and drain timeout on a cold
-/// cluster with a debug build.
-const TIMEOUT: Duration = Duration::from_secs(120);
 
 type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
@@ -132,12 +127,12 @@ async fn publishes_assignment_and_rebalances_on_a_real_cluster() {
         }
     };
     let _turn = crate::TURNS.read().await;
-    let namespace = unique_namespace();
+    let namespace = unique_namespace("cluster");
     let result = match Fixture::from_samples(&namespace) {
         Ok(fixture) => scenario(&client, &fixture).await,
         Err(error) => Err(error),
     };
-    let cleanup = cleanup(&client, &namespace).await;
+    let cleanup = delete_namespace(&client, &namespace).await;
     if let Err(error) = result {
         panic!("e2e scenario failed in namespace {namespace}: {error}");
     }
@@ -222,7 +217,7 @@ async fn scenario(client: &Client, fx: &Fixture) -> TestResult {
     groups.delete(&fx.name, &DeleteParams::default()).await?;
     wait_for(
         &format!("ShardGroup {} to be deleted", fx.name),
-        TIMEOUT,
+        STEP_TIMEOUT,
         || async {
             Ok::<_, kube::Error>(match groups.get_opt(&fx.name).await? {
                 None => Probe::Done(()),
@@ -236,45 +231,6 @@ async fn scenario(client: &Client, fx: &Fixture) -> TestResult {
     Ok(())
 }
 
-/// Server-side applies both CRDs and waits until they are Established.
-async fn apply_crds(client: &Client) -> TestResult {
-    let crds = Api::<CustomResourceDefinition>::all(client.clone());
-    for crd in shardring_crds::crd::crds() {
-        let name = crd.name_any();
-        crds.patch(
-            &name,
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(&crd),
-        )
-        .await?;
-        tokio::time::timeout(
-            TIMEOUT,
-            await_condition(crds.clone(), &name, conditions::is_crd_established()),
-        )
-        .await
-        .map_err(|_| format!("CRD {name} not Established within {TIMEOUT:?}"))??;
-    }
-    Ok(())
-}
-
-fn unique_namespace() -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or_default();
-    format!("shardring-e2e-{:x}{:x}", std::process::id(), nanos)
-}
-
-async fn create_namespace(client: &Client, namespace: &str) -> TestResult {
-    let ns: Namespace = serde_json::from_value(json!({
-        "metadata": {"name": namespace, "labels": {"app.kubernetes.io/part-of": "shardring-e2e"}}
-    }))?;
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await?;
-    Ok(())
-}
-
 /// Creates a pod the scheduler never binds (a scheduling gate), then marks it
 /// Running and Ready through the status subresource, as a kubelet would.
 async fn create_ready_pod(client: &Client, fx: &Fixture, name: &str) -> TestResult {
@@ -282,7 +238,7 @@ async fn create_ready_pod(client: &Client, fx: &Fixture, name: &str) -> TestResu
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {"name": name, "labels": fx.pod_labels},
         "spec": {
-            "schedulingGates": [{"name": "shardring.io/e2e-never-schedule"}],
+            "schedulingGates": [{"name": SCHEDULING_GATE}],
             "containers": [{"name": "consumer", "image": "registry.k8s.io/pause:3.10"}]
         }
     }))?;
@@ -290,15 +246,7 @@ async fn create_ready_pod(client: &Client, fx: &Fixture, name: &str) -> TestResu
     let now = jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string();
-    let status = json!({"status": {
-        "phase": "Running",
-        "conditions": [
-            {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
-            {"type": "Initialized", "status": "True", "lastTransitionTime": now},
-            {"type": "ContainersReady", "status": "True", "lastTransitionTime": now},
-            {"type": "Ready", "status": "True", "lastTransitionTime": now}
-        ]
-    }});
+    let status = json!({"status": {"phase": "Running", "conditions": ready_conditions(&now)}});
     pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
         .await?;
     Ok(())
@@ -318,7 +266,7 @@ async fn wait_for_assignment(
         "ConfigMap {} to assign {} shards to {pods:?}",
         fx.config_map, fx.shards
     );
-    let doc = wait_for(&what, TIMEOUT, || {
+    let doc = wait_for(&what, STEP_TIMEOUT, || {
         let alive = operator.check_running();
         let config_maps = config_maps.clone();
         let expected = expected.clone();
@@ -389,7 +337,7 @@ async fn wait_for_annotations(
     let api = Api::<Pod>::namespaced(client.clone(), &fx.namespace);
     wait_for(
         &format!("annotations at epoch >= {epoch} on {pods:?}"),
-        TIMEOUT,
+        STEP_TIMEOUT,
         || async {
             let mut active = BTreeSet::new();
             for name in pods {
@@ -422,7 +370,7 @@ async fn wait_for_ready(client: &Client, fx: &Fixture) -> TestResult {
     let api = Api::<ShardGroup>::namespaced(client.clone(), &fx.namespace);
     wait_for(
         &format!("ShardGroup {} Ready=True", fx.name),
-        TIMEOUT,
+        STEP_TIMEOUT,
         || async {
             let group = api.get(&fx.name).await?;
             let status = group.status.as_ref();
@@ -446,7 +394,7 @@ async fn wait_for_ready(client: &Client, fx: &Fixture) -> TestResult {
 /// Waits until none of `pods` carries the group's annotation.
 async fn wait_for_no_annotations(client: &Client, fx: &Fixture, pods: &[String]) -> TestResult {
     let api = Api::<Pod>::namespaced(client.clone(), &fx.namespace);
-    wait_for("annotations to be removed", TIMEOUT, || async {
+    wait_for("annotations to be removed", STEP_TIMEOUT, || async {
         for name in pods {
             if pod_view(&api.get(name).await?, &fx.annotation_key)?.is_some() {
                 return Ok::<_, Box<dyn std::error::Error + Send + Sync>>(Probe::Pending(format!(
@@ -458,34 +406,6 @@ async fn wait_for_no_annotations(client: &Client, fx: &Fixture, pods: &[String])
     })
     .await?;
     Ok(())
-}
-
-/// Removes everything the test created, even after a failure: finalizers on
-/// leftover ShardGroups are dropped first (the operator may be gone), then the
-/// namespace is deleted. The CRDs stay: deleting them would delete every
-/// ShardGroup in the cluster.
-async fn cleanup(client: &Client, namespace: &str) -> TestResult {
-    let groups = Api::<ShardGroup>::namespaced(client.clone(), namespace);
-    if let Ok(list) = groups.list(&ListParams::default()).await {
-        for group in list {
-            let patch = json!({"metadata": {"finalizers": null}});
-            groups
-                .patch(
-                    &group.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(&patch),
-                )
-                .await?;
-        }
-    }
-    match Api::<Namespace>::all(client.clone())
-        .delete(namespace, &DeleteParams::default())
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(error) => Err(error.into()),
-    }
 }
 
 /// The committed samples parse and fit this test (a static source, pods
