@@ -2,9 +2,11 @@
 //! Kubernetes API server served over HTTPS, so tests and benchmarks exercise
 //! the path a real user takes — a `kube::Client` built from a kubeconfig,
 //! lists paged with continue tokens, watches with resourceVersions, bookmarks
-//! and 410 Gone — instead of mocks that answer instantly. Also the shared
-//! fixtures, and [`process::in_own_process`] for tests that need a process
-//! of their own.
+//! and 410 Gone — instead of mocks that answer instantly. Also what every
+//! crate's tests share: the [`fixtures`] they put on it, the one launcher of
+//! the local AWS [`emulators`] (kinesis-local and dynalite), the [`wait`]
+//! helpers they poll with, and [`process::in_own_process`] for tests that
+//! need a process of their own.
 //!
 //! The crate does not depend on the operator: the operator's tests depend on
 //! it.
@@ -12,5 +14,7 @@
 #![warn(missing_docs)]
 
 pub mod apiserver;
+pub mod emulators;
 pub mod fixtures;
 pub mod process;
+pub mod wait;

@@ -28,7 +28,7 @@ use shardring_consumer::check::{self, ProcessedRecord};
 use crate::harness::{
     CONFIG_MAP, DRAIN_TIMEOUT, HarnessError, LEASE_FAILOVER, NAME, REGION, STEP_TIMEOUT,
 };
-use crate::wait::{Probe, wait_for};
+use shardring_devkit::wait::{Probe, wait_for};
 
 /// Keeps a deleted pod terminating until its consumer process has exited.
 pub const FINALIZER: &str = "e2e.shardring.io/process-running";

@@ -15,9 +15,9 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::json;
 use shardring::demo::producer::Producer;
-use shardring::emulators::Emulator;
 use shardring_crds::CONTROLLER_CLASS_LABEL;
 use shardring_crds::{AssignmentDocument, ConsumerPool, ShardGroup, ShardPhase};
+use shardring_devkit::emulators::Emulator;
 
 use crate::cluster::Cluster;
 use crate::consumers::{ConsumerSpec, Pods};
@@ -25,7 +25,7 @@ use crate::namespace::{apply_crds, create_namespace, delete_namespace, unique_na
 use crate::operator::{Operator, OperatorError, OperatorMode};
 use crate::published::{PublishedError, assignment_document};
 use crate::stream;
-use crate::wait::{Probe, WaitError, wait_for};
+use shardring_devkit::wait::{Probe, WaitError, wait_for};
 
 /// Field manager of everything the harness applies.
 pub const MANAGER: &str = "shardring-e2e";
@@ -59,7 +59,7 @@ pub enum HarnessError {
     Kube(#[from] kube::Error),
     /// An emulator could not be installed or started.
     #[error(transparent)]
-    Emulator(#[from] shardring::emulators::EmulatorError),
+    Emulator(#[from] shardring_devkit::emulators::EmulatorError),
     /// A Kinesis or DynamoDB call on the emulators failed.
     #[error("AWS emulator call failed: {0}")]
     Aws(String),
@@ -274,7 +274,7 @@ impl Harness {
                 }
                 .into());
             }
-            tokio::time::sleep(crate::wait::POLL_INTERVAL).await;
+            tokio::time::sleep(shardring_devkit::wait::POLL_INTERVAL).await;
         }
     }
 

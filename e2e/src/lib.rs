@@ -1,8 +1,8 @@
 //! Harness for shardring's end-to-end tests against a real Kubernetes cluster:
 //! finding a reachable cluster (or skipping clearly), polling with deadlines
-//! instead of fixed sleeps, running the operator (in-process, or as the
-//! `shardring run` binary), and reading what the operator published
-//! (ConfigMap and pod annotations).
+//! instead of fixed sleeps (the devkit's `wait`, re-exported), running the
+//! operator (in-process, or as the `shardring run` binary), and reading what
+//! the operator published (ConfigMap and pod annotations).
 //! The tests themselves live in `tests/`; how to run them is in `docs/e2e.md`.
 
 pub mod cluster;
@@ -15,9 +15,8 @@ pub mod replicas;
 pub mod scenarios;
 pub mod stream;
 pub mod verdict;
-pub mod wait;
 
 pub use cluster::{Reachability, connect};
 pub use operator::{Operator, OperatorError};
 pub use published::{PublishedError, assignment_document, default_annotation_key, pod_view};
-pub use wait::{Probe, WaitError, wait_for};
+pub use shardring_devkit::wait::{Probe, WaitError, wait_for};

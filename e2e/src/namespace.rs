@@ -16,7 +16,7 @@ use serde_json::json;
 use shardring_crds::ShardGroup;
 
 use crate::harness::{HarnessError, MANAGER, STEP_TIMEOUT};
-use crate::wait::{Probe, wait_for};
+use shardring_devkit::wait::{Probe, wait_for};
 
 /// A namespace name of its own for `scenario`: `sr-e2e-<scenario>-<random>`.
 pub fn unique_namespace(scenario: &str) -> String {

@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::harness::{HarnessError, STEP_TIMEOUT};
-use crate::wait::{Probe, wait_for};
+use shardring_devkit::wait::{Probe, wait_for};
 
 /// The Lease both replicas compete for.
 pub const LEASE_NAME: &str = "shardring-e2e-leader";

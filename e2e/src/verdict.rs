@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use shardring_consumer::check::{self, CheckReport};
 
 use crate::harness::{Harness, HarnessError, STEP_TIMEOUT};
-use crate::wait::{Probe, wait_for};
+use shardring_devkit::wait::{Probe, wait_for};
 
 /// Why a scenario's verdict is a failure.
 #[derive(Debug, thiserror::Error)]

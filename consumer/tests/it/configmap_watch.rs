@@ -5,11 +5,12 @@
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 use shardring_consumer::view::{self, kube::ConfigMapSource};
 use shardring_crds::assignment::{AssignmentDocument, PodAssignment};
+use shardring_devkit::wait::until;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -102,11 +103,11 @@ async fn serve(events: Vec<serde_json::Value>) -> (String, Arc<Mutex<Vec<String>
 }
 
 async fn wait_for_epoch(assignment: &view::AssignmentView, epoch: u64) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while assignment.epoch() < epoch {
-        assert!(Instant::now() < deadline, "epoch {epoch} never arrived");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let what = format!("epoch {epoch} to arrive");
+    until(&what, Duration::from_secs(10), async || {
+        assignment.epoch() >= epoch
+    })
+    .await;
 }
 
 #[tokio::test]

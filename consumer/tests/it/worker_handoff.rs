@@ -16,6 +16,7 @@ use shardring_consumer::lease::{Checkpoint, LeaseConfig, LeaseManager, create_ta
 use shardring_consumer::reader::{ReaderOptions, Record};
 use shardring_consumer::view::{self, ViewPublisher};
 use shardring_consumer::worker::{RecordHandler, ShardContext, Worker, WorkerConfig, WorkerReport};
+use shardring_devkit::wait::until;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -99,14 +100,6 @@ fn publish(pod: &Pod, epoch: u64, active: &[&str], revoking: &[&str]) {
     });
 }
 
-async fn wait_for(what: &str, timeout: Duration, mut condition: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !condition().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 fn processed(log: &Collect) -> Vec<ProcessedRecord> {
     log.0.lock().unwrap().clone()
 }
@@ -156,7 +149,7 @@ async fn revoke_handoff_drain_and_shard_end() {
     let mut b = start_pod("pod-b", &kinesis, &dynamodb, log.clone());
     publish(&a, 1, &[s0, s1], &[]);
     publish(&b, 1, &[], &[]);
-    wait_for(
+    until(
         "pod-a to read everything",
         Duration::from_secs(30),
         async || all_processed(&log, &produced),
@@ -168,7 +161,7 @@ async fn revoke_handoff_drain_and_shard_end() {
     produce(&kinesis, &k1, "c", 5, &mut produced).await;
     let revoked_at = Instant::now();
     publish(&a, 2, &[s0], &[s1]);
-    wait_for("pod-a to release s1", Duration::from_secs(10), async || {
+    until("pod-a to release s1", Duration::from_secs(10), async || {
         let row = a.leases.fetch(s1).await.unwrap().unwrap();
         row.owner.is_none()
     })
@@ -180,7 +173,7 @@ async fn revoke_handoff_drain_and_shard_end() {
     publish(&b, 3, &[s1], &[]);
     produce(&kinesis, &k1, "e", 5, &mut produced).await;
     produce(&kinesis, &k0, "f", 5, &mut produced).await;
-    wait_for(
+    until(
         "the handoff to catch up",
         Duration::from_secs(30),
         async || all_processed(&log, &produced),
@@ -193,7 +186,7 @@ async fn revoke_handoff_drain_and_shard_end() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!a.task.is_finished(), "a must read on until revoked");
     produce(&kinesis, &k0, "g", 5, &mut produced).await;
-    wait_for("a to drain-read", Duration::from_secs(30), async || {
+    until("a to drain-read", Duration::from_secs(30), async || {
         all_processed(&log, &produced)
     })
     .await;
@@ -210,7 +203,7 @@ async fn revoke_handoff_drain_and_shard_end() {
     // checkpoints SHARD_END.
     publish(&b, 5, &[s0, s1], &[]);
     produce(&kinesis, &k0, "h", 5, &mut produced).await;
-    wait_for("b to read s0", Duration::from_secs(30), async || {
+    until("b to read s0", Duration::from_secs(30), async || {
         all_processed(&log, &produced)
     })
     .await;
@@ -223,13 +216,13 @@ async fn revoke_handoff_drain_and_shard_end() {
         .await
         .expect("SplitShard");
     support::wait_active(&kinesis, STREAM).await;
-    wait_for("s1 to end", Duration::from_secs(30), async || {
+    until("s1 to end", Duration::from_secs(30), async || {
         b.leases.fetch(s1).await.unwrap().unwrap().checkpoint == Some(Checkpoint::ShardEnd)
     })
     .await;
     let row = b.leases.fetch(s1).await.unwrap().unwrap();
     assert_eq!(row.child_shard_ids.len(), 2);
-    wait_for(
+    until(
         "b to release the ended shard",
         Duration::from_secs(10),
         async || !b.leases.held().contains(&s1.to_owned()),
@@ -250,7 +243,7 @@ async fn revoke_handoff_drain_and_shard_end() {
     )
     .await;
     publish(&b, 6, &[s0, c0, c1], &[]);
-    wait_for(
+    until(
         "b to read the children",
         Duration::from_secs(30),
         async || all_processed(&log, &produced),
@@ -293,7 +286,7 @@ async fn a_stolen_lease_stops_the_reader_at_once() {
     let log = Arc::new(Collect::default());
     let mut a = start_pod("pod-a", &kinesis, &dynamodb, log.clone());
     publish(&a, 1, &[&s0], &[]);
-    wait_for("pod-a to read", Duration::from_secs(30), async || {
+    until("pod-a to read", Duration::from_secs(30), async || {
         all_processed(&log, &produced)
     })
     .await;
@@ -320,7 +313,7 @@ async fn a_stolen_lease_stops_the_reader_at_once() {
         .send()
         .await
         .unwrap();
-    wait_for("pod-a to notice", Duration::from_secs(10), async || {
+    until("pod-a to notice", Duration::from_secs(10), async || {
         a.leases.held().is_empty()
     })
     .await;

@@ -218,8 +218,8 @@ async fn a_missing_stream_is_stream_not_found() {
 #[tokio::test]
 async fn a_stream_being_resharded_lists_without_flapping() {
     // Resharding takes 1.5 s here, so the stream is seen UPDATING.
-    let kinesis = shardring::emulators::Emulator::start_with(
-        shardring::emulators::EmulatorKind::Kinesis,
+    let kinesis = shardring_devkit::emulators::Emulator::start_with(
+        shardring_devkit::emulators::EmulatorKind::Kinesis,
         &[("UPDATE_SHARD_COUNT_DURATION", "1500ms")],
     )
     .unwrap_or_else(|e| panic!("{e}"));

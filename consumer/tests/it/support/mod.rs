@@ -1,167 +1,31 @@
-//! Test harness for the consumer's integration tests: starts kinesis-local
-//! and dynalite (pinned in `e2e/package.json`, installed there with npm on
-//! first use under a file lock) on free loopback ports, waits for the port,
-//! and kills them by pid on drop. A small copy of the operator's harness so
-//! this crate does not depend on the operator.
+//! Test harness for the consumer's integration tests: kinesis-local and
+//! dynalite started by the devkit's launcher (the one every crate's tests
+//! use; it does not depend on the operator, so neither does this crate),
+//! streams and records on them, the assignment document file and the
+//! checker's report.
 
-use std::fs::{File, OpenOptions};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use shardring_consumer::check::{self, CheckReport, ProducedRecord};
 use shardring_consumer::clients;
 use shardring_consumer::lease::{LeaseConfig, LeaseManager, create_table};
 use shardring_consumer::view::file::write_atomically;
 use shardring_crds::assignment::{AssignmentDocument, PodAssignment};
+use shardring_devkit::emulators::Emulator;
+use shardring_devkit::wait::until;
 
 /// Region every test uses.
 pub const REGION: &str = "us-east-1";
 
-/// A running emulator; killed on drop.
-pub struct Emulator {
-    child: Child,
-    port: u16,
-}
-
-impl Emulator {
-    /// `http://127.0.0.1:<port>`.
-    pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for Emulator {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn e2e_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("e2e")
-}
-
-fn installed(dir: &Path) -> bool {
-    let modules = dir.join("node_modules");
-    modules.join("kinesis-local/main.js").is_file()
-        && modules.join("kinesis-local/server.json").is_file()
-        && modules.join("dynalite/cli.js").is_file()
-}
-
-fn ensure_installed() -> PathBuf {
-    let dir = e2e_dir();
-    if installed(&dir) {
-        return dir;
-    }
-    let lock_dir = dir.join(".emulators");
-    std::fs::create_dir_all(&lock_dir).expect("lock dir");
-    let lock = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(lock_dir.join("install.lock"))
-        .expect("install lock");
-    lock.lock().expect("take install lock");
-    if !installed(&dir) {
-        let status = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--prefix"])
-            .arg(&dir)
-            .stdin(Stdio::null())
-            .status()
-            .expect("run npm (is Node.js installed?)");
-        assert!(status.success(), "npm ci in {} failed", dir.display());
-    }
-    dir
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
-}
-
-fn start(kinesis: bool) -> Emulator {
-    let dir = ensure_installed();
-    let modules = dir.join("node_modules");
-    for _ in 0..3 {
-        let port = free_port();
-        let name = if kinesis { "kinesis-local" } else { "dynalite" };
-        let log = std::env::temp_dir().join(format!("shardring-consumer-{name}-{port}.log"));
-        let out = File::create(&log).expect("log file");
-        let err = out.try_clone().expect("log file");
-        let mut command = Command::new("node");
-        if kinesis {
-            let package = modules.join("kinesis-local");
-            command
-                .arg(package.join("main.js"))
-                .current_dir(&package)
-                .env("KINESIS_MOCK_PLAIN_PORT", port.to_string())
-                .env("KINESIS_MOCK_TLS_PORT", free_port().to_string())
-                .env("KINESIS_MOCK_CERT_PATH", package.join("server.json"))
-                .env("SHOULD_PERSIST_DATA", "false")
-                .env("LOAD_DATA_IF_EXISTS", "false")
-                .env("AWS_REGION", REGION)
-                .env("LOG_LEVEL", "WARN");
-            for duration in [
-                "CREATE_STREAM_DURATION",
-                "DELETE_STREAM_DURATION",
-                "SPLIT_SHARD_DURATION",
-                "MERGE_SHARDS_DURATION",
-                "UPDATE_SHARD_COUNT_DURATION",
-            ] {
-                command.env(duration, "0ms");
-            }
-        } else {
-            command
-                .arg(modules.join("dynalite/cli.js"))
-                .current_dir(&dir)
-                .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-                .args([
-                    "--createTableMs",
-                    "0",
-                    "--deleteTableMs",
-                    "0",
-                    "--updateTableMs",
-                    "0",
-                ]);
-        }
-        let mut child = command
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .expect("run node");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let address = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-        loop {
-            if let Ok(Some(_)) = child.try_wait() {
-                break;
-            }
-            if TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_ok() {
-                return Emulator { child, port };
-            }
-            if Instant::now() >= deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-    panic!("emulator did not start (see shardring-consumer-*.log in the temp dir)");
-}
-
-/// Starts kinesis-local.
+/// Starts kinesis-local, failing the test with the emulator's log if it cannot.
 pub fn kinesis() -> Emulator {
-    start(true)
+    Emulator::start_kinesis().unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Starts dynalite.
 pub fn dynamodb() -> Emulator {
-    start(false)
+    Emulator::start_dynamodb().unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A DynamoDB client for `endpoint`.
@@ -194,24 +58,24 @@ pub async fn create_stream(client: &aws_sdk_kinesis::Client, stream: &str, shard
 
 /// Waits until `stream` is ACTIVE.
 pub async fn wait_active(client: &aws_sdk_kinesis::Client, stream: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let status = client
-            .describe_stream_summary()
-            .stream_name(stream)
-            .send()
-            .await
-            .ok()
-            .and_then(|o| {
-                o.stream_description_summary()
-                    .map(|s| s.stream_status().clone())
-            });
-        if status == Some(aws_sdk_kinesis::types::StreamStatus::Active) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "stream {stream} not ACTIVE");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until(
+        &format!("stream {stream} to be ACTIVE"),
+        Duration::from_secs(30),
+        async || {
+            let status = client
+                .describe_stream_summary()
+                .stream_name(stream)
+                .send()
+                .await
+                .ok()
+                .and_then(|o| {
+                    o.stream_description_summary()
+                        .map(|s| s.stream_status().clone())
+                });
+            status == Some(aws_sdk_kinesis::types::StreamStatus::Active)
+        },
+    )
+    .await;
 }
 
 /// Open shard ids of `stream`, sorted.
@@ -273,13 +137,9 @@ pub fn publish(path: &Path, shard_group: &str, epoch: u64, pods: &[(&str, &[&str
     write_atomically(path, &serde_json::to_vec(&document).unwrap()).unwrap();
 }
 
-/// Polls `condition` every 25 ms; fails the test after 30 s.
-pub async fn wait_until(what: &str, mut condition: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !condition().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+/// Polls `condition` until it holds; fails the test after 30 s.
+pub async fn wait_until(what: &str, condition: impl AsyncFnMut() -> bool) {
+    until(what, Duration::from_secs(30), condition).await;
 }
 
 /// The checker's report over the record log at `log` (missing = empty).

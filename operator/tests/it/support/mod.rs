@@ -1,6 +1,6 @@
 //! Shared harness for integration tests against the local AWS emulators:
-//! starts kinesis-local and dynalite (installed on first use by
-//! `shardring::emulators`), builds SDK clients with dummy credentials in
+//! starts kinesis-local and dynalite (the devkit's launcher, which installs
+//! them on first use), builds SDK clients with dummy credentials in
 //! us-east-1, and offers the setup calls tests need (streams, resharding,
 //! KCL-format lease tables, whose items are written by the one KCL lease
 //! record, `shardring::lease::record`).
@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use shardring::demo::reshard;
-use shardring::emulators::Emulator;
 use shardring::lease::record::attribute;
 use shardring::lease::{Checkpoint, LeaseRecord};
 use shardring::source::kinesis::reader::emulator_credentials;
 use shardring::source::kinesis::{ReaderOptions, StreamId, TopologyReader, kinesis_client};
+use shardring_devkit::emulators::Emulator;
 
 /// The region every test uses.
 pub const REGION: &str = "us-east-1";

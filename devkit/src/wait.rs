@@ -1,6 +1,8 @@
-//! Polling with a deadline: end-to-end tests wait for a condition to hold
-//! rather than sleeping a fixed time, and a timeout reports the last thing
-//! observed so a failure says what was missing.
+//! Polling with a deadline, for every crate's tests: they wait for a
+//! condition to hold rather than sleeping a fixed time. [`wait_for`] returns
+//! an error whose timeout reports the last thing observed, so a failure says
+//! what was missing (the end-to-end harness); [`until`] polls a plain
+//! condition fast and fails the calling test when it never holds.
 
 use std::future::Future;
 use std::time::Duration;
@@ -81,6 +83,22 @@ where
     }
 }
 
+/// How often [`until`] re-checks its condition.
+pub const FAST_POLL_INTERVAL: Duration = Duration::from_millis(20);
+
+/// Polls `condition` every [`FAST_POLL_INTERVAL`] until it holds; panics
+/// (failing the calling test) with `what` once `timeout` has passed.
+pub async fn until(what: &str, timeout: Duration, mut condition: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !condition().await {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(FAST_POLL_INTERVAL).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,6 +136,23 @@ mod tests {
         let message = error.to_string();
         assert!(message.contains("waiting for never"), "{message}");
         assert!(message.contains("last seen: still pending"), "{message}");
+    }
+
+    #[tokio::test]
+    async fn until_returns_once_the_condition_holds() {
+        let mut calls = 0;
+        until("three calls", Duration::from_secs(10), async || {
+            calls += 1;
+            calls >= 3
+        })
+        .await;
+        assert_eq!(calls, 3);
+    }
+
+    #[tokio::test]
+    #[should_panic(expected = "waiting for never")]
+    async fn until_fails_the_test_after_the_timeout() {
+        until("never", Duration::from_millis(100), async || false).await;
     }
 
     #[tokio::test]
