@@ -7,10 +7,10 @@
 //! skips.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
-use crate::support;
+use crate::support::{self, Consumers, Process};
 
 const STREAM: &str = "payments";
 const TABLE: &str = "leases";
@@ -21,28 +21,6 @@ fn example() -> PathBuf {
 
 fn python() -> String {
     std::env::var("SHARDRING_PYTHON").unwrap_or_else(|_| "python3".to_owned())
-}
-
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Process {
-    fn wait_exit(&mut self, timeout: Duration) -> std::process::ExitStatus {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.0.try_wait().unwrap() {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "process did not exit in time");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
 }
 
 #[test]
@@ -90,22 +68,20 @@ async fn python_and_rust_consumers_share_leases_and_hand_over() {
     let (s0, s1) = (shards[0].as_str(), shards[1].as_str());
     let (k0, k1) = ("1".to_owned(), (u128::MAX / 2 + 10).to_string());
     let (view, log) = (dir.join("assignment.json"), dir.join("records.jsonl"));
+    let consumers = Consumers {
+        kinesis_url: &kinesis_url,
+        dynamo_url: &dynamo_url,
+        stream: STREAM,
+        table: TABLE,
+        view: &view,
+        log: &log,
+    };
     support::publish(&view, "default/payments", 1, &[("py", &[s0, s1], &[])]);
 
     let mut py = Process(
         Command::new(python())
             .arg(example())
-            .args(["--pod", "py", "--stream", STREAM, "--lease-table", TABLE])
-            .args([
-                "--kinesis-endpoint",
-                &kinesis_url,
-                "--dynamodb-endpoint",
-                &dynamo_url,
-            ])
-            .arg("--view-file")
-            .arg(&view)
-            .arg("--log")
-            .arg(&log)
+            .args(consumers.args("py"))
             .args([
                 "--failover",
                 "3",
@@ -124,47 +100,12 @@ async fn python_and_rust_consumers_share_leases_and_hand_over() {
     let mut produced = Vec::new();
     support::produce(&kinesis, STREAM, &k0, "a", 6, &mut produced).await;
     support::produce(&kinesis, STREAM, &k1, "b", 6, &mut produced).await;
-    support::wait_until("the Python consumer to read everything", async || {
-        support::report(&log, &produced).lost.is_empty()
-    })
-    .await;
+    support::wait_all_read("the Python consumer to read everything", &log, &produced).await;
 
     // Move s1 to the Rust reference consumer, two-phase.
     support::publish(&view, "default/payments", 2, &[("py", &[s0], &[s1])]);
-    support::wait_until("Python to release s1", async || {
-        observer
-            .fetch(s1)
-            .await
-            .unwrap()
-            .is_some_and(|l| l.owner.is_none())
-    })
-    .await;
-    let mut rust = Process(
-        Command::new(env!("CARGO_BIN_EXE_shardring-reference-consumer"))
-            .args(["--pod", "rs", "--stream", STREAM, "--lease-table", TABLE])
-            .args([
-                "--kinesis-endpoint",
-                &kinesis_url,
-                "--dynamodb-endpoint",
-                &dynamo_url,
-            ])
-            .arg("--view-file")
-            .arg(&view)
-            .arg("--log")
-            .arg(&log)
-            .args([
-                "--poll-ms",
-                "50",
-                "--idle-ms",
-                "50",
-                "--failover-ms",
-                "3000",
-            ])
-            .stdin(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("rs.stderr")).unwrap())
-            .spawn()
-            .expect("start the reference consumer"),
-    );
+    support::wait_released("Python to release s1", &observer, s1).await;
+    let rust = consumers.reference("rs");
     support::produce(&kinesis, STREAM, &k1, "c", 6, &mut produced).await;
     support::publish(
         &view,
@@ -173,22 +114,12 @@ async fn python_and_rust_consumers_share_leases_and_hand_over() {
         &[("py", &[s0], &[]), ("rs", &[s1], &[])],
     );
     support::produce(&kinesis, STREAM, &k0, "d", 6, &mut produced).await;
-    support::wait_until("both to read", async || {
-        support::report(&log, &produced).lost.is_empty()
-    })
-    .await;
+    support::wait_all_read("both to read", &log, &produced).await;
 
     // SIGTERM on the Python pod: it reads on until s0 is revoked, then exits.
-    let killed = Command::new("kill")
-        .args(["-TERM", &py.0.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    py.terminate();
     support::produce(&kinesis, STREAM, &k0, "e", 6, &mut produced).await;
-    support::wait_until("Python to read on after SIGTERM", async || {
-        support::report(&log, &produced).lost.is_empty()
-    })
-    .await;
+    support::wait_all_read("Python to read on after SIGTERM", &log, &produced).await;
     assert!(py.0.try_wait().unwrap().is_none());
     support::publish(
         &view,
@@ -200,12 +131,8 @@ async fn python_and_rust_consumers_share_leases_and_hand_over() {
     assert_eq!(observer.fetch(s0).await.unwrap().unwrap().owner, None);
     support::publish(&view, "default/payments", 5, &[("rs", &[s0, s1], &[])]);
     support::produce(&kinesis, STREAM, &k0, "f", 6, &mut produced).await;
-    support::wait_until("Rust to take s0 over", async || {
-        support::report(&log, &produced).lost.is_empty()
-    })
-    .await;
-    let _ = rust.0.kill();
-    let _ = rust.0.wait();
+    support::wait_all_read("Rust to take s0 over", &log, &produced).await;
+    drop(rust);
 
     let verdict = support::report(&log, &produced);
     println!("{}", verdict.summary());

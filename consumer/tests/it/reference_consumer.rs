@@ -4,77 +4,12 @@
 //! SIGTERM, and the checker proves the shared record log: no overlap, no
 //! loss, order held.
 
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support;
+use crate::support::{self, Consumers};
 
 const STREAM: &str = "orders";
 const TABLE: &str = "leases";
-
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Process {
-    fn terminate(&self) {
-        let status = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.0.id().to_string())
-            .status()
-            .expect("kill -TERM");
-        assert!(status.success());
-    }
-
-    fn wait_exit(&mut self, timeout: Duration) -> std::process::ExitStatus {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.0.try_wait().unwrap() {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "consumer did not exit in time");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-fn spawn(pod: &str, kinesis: &str, dynamodb: &str, view: &Path, log: &Path) -> Process {
-    let stderr = std::fs::File::create(log.with_extension(format!("{pod}.stderr"))).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_shardring-reference-consumer"))
-        .args(["--pod", pod, "--stream", STREAM, "--lease-table", TABLE])
-        .args([
-            "--kinesis-endpoint",
-            kinesis,
-            "--dynamodb-endpoint",
-            dynamodb,
-        ])
-        .arg("--view-file")
-        .arg(view)
-        .arg("--log")
-        .arg(log)
-        .args([
-            "--poll-ms",
-            "50",
-            "--idle-ms",
-            "50",
-            "--failover-ms",
-            "3000",
-        ])
-        .args(["--drain-deadline-ms", "20000"])
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(stderr)
-        .spawn()
-        .expect("start the reference consumer");
-    Process(child)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_processes_hand_shards_over_through_the_document_file() {
@@ -92,22 +27,27 @@ async fn two_processes_hand_shards_over_through_the_document_file() {
     let (k0, k1) = ("1".to_owned(), (u128::MAX / 2 + 10).to_string());
     let view = dir.join("assignment.json");
     let log = dir.join("records.jsonl");
+    let consumers = Consumers {
+        kinesis_url: &kinesis_url,
+        dynamo_url: &dynamo_url,
+        stream: STREAM,
+        table: TABLE,
+        view: &view,
+        log: &log,
+    };
     support::publish(
         &view,
         "default/orders",
         1,
         &[("pod-a", &[s0, s1], &[]), ("pod-b", &[], &[])],
     );
-    let mut a = spawn("pod-a", &kinesis_url, &dynamo_url, &view, &log);
-    let mut b = spawn("pod-b", &kinesis_url, &dynamo_url, &view, &log);
+    let mut a = consumers.reference("pod-a");
+    let mut b = consumers.reference("pod-b");
 
     let mut produced = Vec::new();
     support::produce(&kinesis, STREAM, &k0, "a", 8, &mut produced).await;
     support::produce(&kinesis, STREAM, &k1, "b", 8, &mut produced).await;
-    support::wait_until("pod-a to read everything", async || {
-        support::report(&log, &produced).lost.is_empty()
-    })
-    .await;
+    support::wait_all_read("pod-a to read everything", &log, &produced).await;
 
     // Move s1 to pod-b: revoke, wait for the release, then activate.
     support::publish(
@@ -116,14 +56,7 @@ async fn two_processes_hand_shards_over_through_the_document_file() {
         2,
         &[("pod-a", &[s0], &[s1]), ("pod-b", &[], &[])],
     );
-    support::wait_until("pod-a to release s1", async || {
-        observer
-            .fetch(s1)
-            .await
-            .unwrap()
-            .is_some_and(|l| l.owner.is_none())
-    })
-    .await;
+    support::wait_released("pod-a to release s1", &observer, s1).await;
     support::produce(&kinesis, STREAM, &k1, "c", 8, &mut produced).await;
     support::publish(
         &view,
@@ -132,18 +65,12 @@ async fn two_processes_hand_shards_over_through_the_document_file() {
         &[("pod-a", &[s0], &[]), ("pod-b", &[s1], &[])],
     );
     support::produce(&kinesis, STREAM, &k1, "d", 8, &mut produced).await;
-    support::wait_until("pod-b to read s1", async || {
-        support::report(&log, &produced).lost.is_empty()
-    })
-    .await;
+    support::wait_all_read("pod-b to read s1", &log, &produced).await;
 
     // Graceful termination of pod-a: it reads on until s0 is revoked.
     a.terminate();
     support::produce(&kinesis, STREAM, &k0, "e", 8, &mut produced).await;
-    support::wait_until("pod-a to read on after SIGTERM", async || {
-        support::report(&log, &produced).lost.is_empty()
-    })
-    .await;
+    support::wait_all_read("pod-a to read on after SIGTERM", &log, &produced).await;
     assert!(
         a.0.try_wait().unwrap().is_none(),
         "pod-a exited before its revoke"
@@ -158,10 +85,7 @@ async fn two_processes_hand_shards_over_through_the_document_file() {
     assert_eq!(observer.fetch(s0).await.unwrap().unwrap().owner, None);
     support::publish(&view, "default/orders", 5, &[("pod-b", &[s0, s1], &[])]);
     support::produce(&kinesis, STREAM, &k0, "f", 8, &mut produced).await;
-    support::wait_until("pod-b to take s0 over", async || {
-        support::report(&log, &produced).lost.is_empty()
-    })
-    .await;
+    support::wait_all_read("pod-b to take s0 over", &log, &produced).await;
 
     b.terminate();
     support::publish(&view, "default/orders", 6, &[("pod-b", &[], &[s0, s1])]);
@@ -188,14 +112,19 @@ async fn after_kill_9_the_next_owner_waits_for_expiry_and_resumes_from_the_check
     } = setup;
     let s0 = shards.remove(0);
     let (view, log) = (dir.join("assignment.json"), dir.join("records.jsonl"));
+    let consumers = Consumers {
+        kinesis_url: &kinesis_url,
+        dynamo_url: &dynamo_url,
+        stream: STREAM,
+        table: TABLE,
+        view: &view,
+        log: &log,
+    };
     support::publish(&view, "default/orders", 1, &[("pod-a", &[&s0], &[])]);
-    let mut a = spawn("pod-a", &kinesis_url, &dynamo_url, &view, &log);
+    let mut a = consumers.reference("pod-a");
     let mut produced = Vec::new();
     support::produce(&kinesis, STREAM, "1", "a", 8, &mut produced).await;
-    support::wait_until("pod-a to read", async || {
-        support::report(&log, &produced).lost.is_empty()
-    })
-    .await;
+    support::wait_all_read("pod-a to read", &log, &produced).await;
 
     // kill -9: no release. The operator would wait for the lease to expire;
     // here the shard is published on pod-b at once, and pod-b must still
@@ -209,7 +138,7 @@ async fn after_kill_9_the_next_owner_waits_for_expiry_and_resumes_from_the_check
     );
     support::produce(&kinesis, STREAM, "1", "b", 8, &mut produced).await;
     support::publish(&view, "default/orders", 2, &[("pod-b", &[&s0], &[])]);
-    let _b = spawn("pod-b", &kinesis_url, &dynamo_url, &view, &log);
+    let _b = consumers.reference("pod-b");
     support::wait_until("pod-b to take over", async || {
         observer
             .fetch(&s0)
@@ -223,10 +152,7 @@ async fn after_kill_9_the_next_owner_waits_for_expiry_and_resumes_from_the_check
         waited >= Duration::from_secs(3),
         "took over after {waited:?}"
     );
-    support::wait_until("pod-b to catch up", async || {
-        support::report(&log, &produced).lost.is_empty()
-    })
-    .await;
+    support::wait_all_read("pod-b to catch up", &log, &produced).await;
     let verdict = support::report(&log, &produced);
     println!(
         "kill -9: lease taken over after {waited:?}; {}",

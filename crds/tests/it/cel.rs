@@ -8,19 +8,11 @@ use kube::core::cel::Validator;
 use serde_json::{Value, json};
 use shardring_crds::{ConsumerPool, ShardGroup};
 
+use crate::common;
+
 /// The messages of every rule `object` breaks (with `old` for transition rules).
 fn violations<K: CustomResourceExt>(object: &Value, old: Option<&Value>) -> Vec<String> {
-    let crd = K::crd();
-    let schema = serde_json::to_value(
-        crd.spec.versions[0]
-            .schema
-            .as_ref()
-            .unwrap()
-            .open_api_v3_schema
-            .as_ref()
-            .unwrap(),
-    )
-    .unwrap();
+    let schema = common::open_api_schema::<K>();
     match Validator::new().validate(&schema, object, old) {
         Ok(()) => Vec::new(),
         Err(errors) => errors.iter().map(|e| e.message.clone()).collect(),

@@ -15,17 +15,7 @@ fn sample(name: &str) -> serde_json::Value {
 }
 
 fn assert_valid<K: CustomResourceExt>(name: &str, object: &serde_json::Value) {
-    let crd = K::crd();
-    let schema = serde_json::to_value(
-        crd.spec.versions[0]
-            .schema
-            .as_ref()
-            .unwrap()
-            .open_api_v3_schema
-            .as_ref()
-            .unwrap(),
-    )
-    .unwrap();
+    let schema = common::open_api_schema::<K>();
     if let Err(errors) = Validator::new().validate(&schema, object, None) {
         panic!("{name} breaks the CRD's rules: {errors}");
     }

@@ -16,9 +16,7 @@ use shardring::crds::ShardPhase;
 use shardring::crds::shard_group::{KinesisSource, ShardSource as SourceSpec};
 use shardring::source::ShardSource;
 use shardring::source::kinesis::pacing::Backoff;
-use shardring::source::kinesis::{
-    KinesisShardSource, ReaderOptions, StreamId, TopologyReader, kinesis_client,
-};
+use shardring::source::kinesis::{KinesisShardSource, ReaderOptions};
 
 use crate::controller_support::{GROUP_UID, observation, pods, settle};
 use crate::support;
@@ -38,23 +36,11 @@ async fn a_split_without_a_lease_table_is_placed_at_once_with_its_lineage() {
     let admin = support::kinesis_admin(&kinesis.endpoint()).await;
     support::create_stream(&admin, "orders", 1).await;
     let proxy = FaultProxy::start(&kinesis.endpoint()).await;
-    let client = kinesis_client(
-        &support::sdk_config().await,
-        Some(support::REGION),
-        Some(&proxy.endpoint()),
-    );
     let options = ReaderOptions {
-        page_size: None,
         backoff: BACKOFF,
-        min_call_interval: Duration::from_millis(1),
-        min_refresh_interval: Duration::ZERO,
+        ..support::fast_options(None)
     };
-    let reader = Arc::new(TopologyReader::new(
-        client,
-        StreamId::named("orders"),
-        options,
-        None,
-    ));
+    let reader = Arc::new(support::reader_with(&proxy.endpoint(), "orders", options, None).await);
     let source = Arc::new(KinesisShardSource::new(reader, None));
     let shared = source.clone();
     let sources = Sources::from_fn(move |_| Ok(Box::new(shared.clone()) as Box<dyn ShardSource>));

@@ -5,31 +5,25 @@
 
 use std::time::{Duration, Instant};
 
-use shardring::engine::{PlanInput, Pod, Previous, plan};
+use shardring::engine::{PlanInput, Previous, plan};
 use shardring::source::kinesis::pacing::Backoff;
-use shardring::source::kinesis::{ReaderOptions, StreamId, TopologyReader, kinesis_client};
+use shardring::source::kinesis::{ReaderOptions, TopologyReader};
 
 use crate::support;
 use crate::support::proxy::{Fault, FaultProxy};
 
+/// A reader of `stream` through `proxy`, backing off on `backoff`.
 async fn reader_via(
     proxy: &FaultProxy,
     stream: &str,
     backoff: Backoff,
     page_size: Option<i32>,
 ) -> TopologyReader {
-    let client = kinesis_client(
-        &support::sdk_config().await,
-        Some(support::REGION),
-        Some(&proxy.endpoint()),
-    );
     let options = ReaderOptions {
-        page_size,
         backoff,
-        min_call_interval: Duration::from_millis(1),
-        min_refresh_interval: Duration::ZERO,
+        ..support::fast_options(page_size)
     };
-    TopologyReader::new(client, StreamId::named(stream), options, None)
+    support::reader_with(&proxy.endpoint(), stream, options, None).await
 }
 
 const BACKOFF: Backoff = Backoff {
@@ -82,7 +76,7 @@ async fn persistent_throttling_is_an_error_and_the_last_topology_survives() {
     assert_eq!(good.shards.len(), 4);
 
     // Plan once with the good topology.
-    let pods = vec![pod("a"), pod("b")];
+    let pods = vec![support::ready_pod("a"), support::ready_pod("b")];
     let shards = good.shards.iter().map(|s| shardring::engine::Shard {
         id: s.id.clone(),
         hash_key_range: s.hash_key_range.clone(),
@@ -196,18 +190,6 @@ async fn follow_up_pages_carry_the_token_without_the_stream_and_retry_in_place()
     }
 }
 
-fn pod(name: &str) -> Pod {
-    Pod {
-        name: name.to_owned(),
-        ready: true,
-        terminating: false,
-        capacity: 1,
-        zone: None,
-        node: None,
-        ready_since: None,
-    }
-}
-
 #[tokio::test]
 async fn a_failed_read_observes_the_last_topology_as_stale() {
     let kinesis = support::kinesis();
@@ -254,18 +236,11 @@ async fn calls_throttles_and_topology_age_are_exported() {
     let proxy = FaultProxy::start(&kinesis.endpoint()).await;
     let mut registry = prometheus_client::registry::Registry::with_prefix("shardring");
     let metrics = shardring::source::kinesis::KinesisMetrics::register(&mut registry);
-    let client = kinesis_client(
-        &support::sdk_config().await,
-        Some(support::REGION),
-        Some(&proxy.endpoint()),
-    );
     let options = ReaderOptions {
-        page_size: None,
         backoff: BACKOFF,
-        min_call_interval: Duration::from_millis(1),
-        min_refresh_interval: Duration::ZERO,
+        ..support::fast_options(None)
     };
-    let reader = TopologyReader::new(client, StreamId::named("metered"), options, Some(metrics));
+    let reader = support::reader_with(&proxy.endpoint(), "metered", options, Some(metrics)).await;
     proxy.push([Fault::Throttle, Fault::Throttle]);
     reader.topology().await.expect("read");
     let mut text = String::new();

@@ -21,18 +21,7 @@ const PARENT: &str = "shardId-000000000000";
 const TABLE: &str = "events-app";
 
 fn pods() -> Vec<Pod> {
-    ["pod-a", "pod-b"]
-        .into_iter()
-        .map(|name| Pod {
-            name: name.to_owned(),
-            ready: true,
-            terminating: false,
-            capacity: 1,
-            zone: None,
-            node: None,
-            ready_since: None,
-        })
-        .collect()
+    vec![support::ready_pod("pod-a"), support::ready_pod("pod-b")]
 }
 
 fn plan_from(observation: &KinesisObservation, previous: &PlanOutput) -> PlanOutput {

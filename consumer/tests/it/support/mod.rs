@@ -1,11 +1,14 @@
 //! Test harness for the consumer's integration tests: kinesis-local and
 //! dynalite started by the devkit's launcher (the one every crate's tests
 //! use; it does not depend on the operator, so neither does this crate),
-//! streams and records on them, the assignment document file and the
-//! checker's report.
+//! streams and records on them, the assignment document file, the checker's
+//! report, and the consumer processes the process-level tests run (the
+//! reference consumer binary), killed on drop.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
 
 use shardring_consumer::check::{self, CheckReport, ProducedRecord};
 use shardring_consumer::clients;
@@ -142,6 +145,23 @@ pub async fn wait_until(what: &str, condition: impl AsyncFnMut() -> bool) {
     until(what, Duration::from_secs(30), condition).await;
 }
 
+/// Waits until the record log at `log` holds every record of `produced`.
+pub async fn wait_all_read(what: &str, log: &Path, produced: &[ProducedRecord]) {
+    wait_until(what, async || report(log, produced).lost.is_empty()).await;
+}
+
+/// Waits until `shard`'s lease has no owner, as `observer` reads it.
+pub async fn wait_released(what: &str, observer: &LeaseManager, shard: &str) {
+    wait_until(what, async || {
+        observer
+            .fetch(shard)
+            .await
+            .unwrap()
+            .is_some_and(|lease| lease.owner.is_none())
+    })
+    .await;
+}
+
 /// The checker's report over the record log at `log` (missing = empty).
 pub fn report(log: &Path, produced: &[ProducedRecord]) -> CheckReport {
     let text = std::fs::read_to_string(log).unwrap_or_default();
@@ -219,5 +239,108 @@ pub async fn setup(stream: &str, table: &str, shards: i32, name: &str) -> Setup 
         observer,
         dir,
         _emulators: (kinesis_emulator, dynamo_emulator),
+    }
+}
+
+/// A consumer process of a test; killed (and reaped) on drop.
+pub struct Process(pub Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Process {
+    /// Sends SIGTERM, as the kubelet does on a graceful deletion.
+    pub fn terminate(&self) {
+        let status = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.0.id().to_string())
+            .status()
+            .expect("kill -TERM");
+        assert!(status.success());
+    }
+
+    /// Waits for the process to exit; fails the test after `timeout`.
+    pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.0.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "process did not exit in time");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Where the consumer processes of a test read and write: the emulators,
+/// the stream and lease table, the document file they watch and the record
+/// log they share.
+pub struct Consumers<'a> {
+    /// kinesis-local's endpoint.
+    pub kinesis_url: &'a str,
+    /// dynalite's endpoint.
+    pub dynamo_url: &'a str,
+    /// The stream.
+    pub stream: &'a str,
+    /// The lease table.
+    pub table: &'a str,
+    /// The assignment document file (as a mounted ConfigMap).
+    pub view: &'a Path,
+    /// The shared record log.
+    pub log: &'a Path,
+}
+
+impl Consumers<'_> {
+    /// The arguments both the reference consumer and the Python example
+    /// take: the pod's name and where it reads and writes.
+    pub fn args(&self, pod: &str) -> Vec<OsString> {
+        let mut args: Vec<OsString> = [
+            "--pod",
+            pod,
+            "--stream",
+            self.stream,
+            "--lease-table",
+            self.table,
+            "--kinesis-endpoint",
+            self.kinesis_url,
+            "--dynamodb-endpoint",
+            self.dynamo_url,
+            "--view-file",
+        ]
+        .map(OsString::from)
+        .into();
+        args.extend([self.view.into(), "--log".into(), self.log.into()]);
+        args
+    }
+
+    /// Starts the reference consumer binary as `pod`: polling every 50 ms,
+    /// a 3 s lease failover, a 20 s drain deadline after SIGTERM; its stderr
+    /// goes next to the log (`<log>.<pod>.stderr`).
+    pub fn reference(&self, pod: &str) -> Process {
+        let stderr =
+            std::fs::File::create(self.log.with_extension(format!("{pod}.stderr"))).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_shardring-reference-consumer"))
+            .args(self.args(pod))
+            .args([
+                "--poll-ms",
+                "50",
+                "--idle-ms",
+                "50",
+                "--failover-ms",
+                "3000",
+                "--drain-deadline-ms",
+                "20000",
+            ])
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("start the reference consumer");
+        Process(child)
     }
 }

@@ -1,10 +1,12 @@
 //! Shared helpers of the tests: compare generated text with a committed file,
-//! or rewrite the file when `SHARDRING_UPDATE_GOLDEN=1`; realistic documents
-//! in `fixtures.rs`.
+//! or rewrite the file when `SHARDRING_UPDATE_GOLDEN=1`; a CRD's schema as CEL
+//! rules are evaluated against; realistic documents in `fixtures.rs`.
 
 pub mod fixtures;
 
 use std::path::{Path, PathBuf};
+
+use kube::CustomResourceExt;
 
 /// Environment variable that makes the tests rewrite committed files instead of
 /// comparing them.
@@ -16,6 +18,18 @@ pub fn workspace_path(relative: &str) -> PathBuf {
         .parent()
         .expect("crds/ has a parent")
         .join(relative)
+}
+
+/// The `openAPIV3Schema` of `K`'s CRD (its one version) as JSON: what the
+/// API server, and kube's CEL validator here, evaluate the rules against.
+pub fn open_api_schema<K: CustomResourceExt>() -> serde_json::Value {
+    let crd = K::crd();
+    let schema = crd.spec.versions[0]
+        .schema
+        .as_ref()
+        .and_then(|validation| validation.open_api_v3_schema.as_ref())
+        .expect("the CRD has an openAPIV3Schema");
+    serde_json::to_value(schema).expect("a schema serialises")
 }
 
 /// Asserts that the committed file at `relative` (from the workspace root)

@@ -11,10 +11,13 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use shardring::demo::reshard;
+use shardring::engine::Pod;
 use shardring::lease::record::attribute;
 use shardring::lease::{Checkpoint, LeaseRecord};
 use shardring::source::kinesis::reader::emulator_credentials;
-use shardring::source::kinesis::{ReaderOptions, StreamId, TopologyReader, kinesis_client};
+use shardring::source::kinesis::{
+    KinesisMetrics, ReaderOptions, StreamId, TopologyReader, kinesis_client,
+};
 use shardring_devkit::emulators::Emulator;
 
 /// The region every test uses.
@@ -50,20 +53,49 @@ pub async fn dynamodb_admin(endpoint: &str) -> aws_sdk_dynamodb::Client {
     shardring::lease::dynamodb_client(&sdk_config().await, Some(REGION), Some(endpoint))
 }
 
-/// A topology reader of `stream` with fast test pacing.
-pub async fn reader(endpoint: &str, stream: &str, page_size: Option<i32>) -> TopologyReader {
-    let options = ReaderOptions {
+/// Reader options with fast test pacing (1 ms between calls, no refresh
+/// floor) and pages of `page_size` shards.
+pub fn fast_options(page_size: Option<i32>) -> ReaderOptions {
+    ReaderOptions {
         page_size,
         min_call_interval: Duration::from_millis(1),
         min_refresh_interval: Duration::ZERO,
         ..ReaderOptions::default()
-    };
+    }
+}
+
+/// A topology reader of `stream` at `endpoint` (kinesis-local, or a fault
+/// proxy in front of it).
+pub async fn reader_with(
+    endpoint: &str,
+    stream: &str,
+    options: ReaderOptions,
+    metrics: Option<KinesisMetrics>,
+) -> TopologyReader {
     TopologyReader::new(
         kinesis_admin(endpoint).await,
         StreamId::named(stream),
         options,
-        None,
+        metrics,
     )
+}
+
+/// A topology reader of `stream` with fast test pacing.
+pub async fn reader(endpoint: &str, stream: &str, page_size: Option<i32>) -> TopologyReader {
+    reader_with(endpoint, stream, fast_options(page_size), None).await
+}
+
+/// A ready engine pod `name` of capacity 1.
+pub fn ready_pod(name: &str) -> Pod {
+    Pod {
+        name: name.to_owned(),
+        ready: true,
+        terminating: false,
+        capacity: 1,
+        zone: None,
+        node: None,
+        ready_since: None,
+    }
 }
 
 /// Creates a provisioned stream with `shards` shards and waits for ACTIVE.
