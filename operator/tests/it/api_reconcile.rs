@@ -7,10 +7,10 @@
 //! resourceVersion; a 409 on either stops the reconcile before anything that
 //! depends on the document.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use http::{Request, Response};
+use http::Response;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::Client;
 use kube::client::Body;
@@ -25,25 +25,10 @@ use shardring::controller::{
 };
 use shardring::crds::{AssignmentDocument, ConsumerPool, PodView, ShardGroup};
 
+use crate::controller_support::mock_api::{
+    Requests, Seen, failure, json_response, recording_client,
+};
 use crate::controller_support::*;
-
-/// One request as the mock API server saw it.
-#[derive(Debug, Clone)]
-struct Seen {
-    method: String,
-    path: String,
-    /// Query parameters as sorted `k=v` pairs.
-    query: String,
-    content_type: String,
-    body: Value,
-}
-
-/// Query parameters sorted, `&`-joined, empty pairs dropped.
-fn query_pairs(query: &str) -> String {
-    let mut pairs: Vec<&str> = query.split('&').filter(|p| !p.is_empty()).collect();
-    pairs.sort_unstable();
-    pairs.join("&")
-}
 
 /// How the mock API server answers ConfigMap writes.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -61,41 +46,15 @@ enum CmAnswer {
 }
 
 /// Mock API server: records requests, answers like the API server would.
-fn mock_client(group: ShardGroup) -> (Client, Arc<Mutex<Vec<Seen>>>) {
+fn mock_client(group: ShardGroup) -> (Client, Requests) {
     mock_client_with(group, CmAnswer::Written)
 }
 
 /// Like [`mock_client`], answering ConfigMap writes as `cm`.
-fn mock_client_with(group: ShardGroup, cm: CmAnswer) -> (Client, Arc<Mutex<Vec<Seen>>>) {
-    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let log = seen.clone();
-    tokio::spawn(async move {
-        while let Some((request, send)) = handle.next_request().await {
-            let (parts, body) = request.into_parts();
-            let bytes = body.collect_bytes().await.unwrap();
-            let body: Value = if bytes.is_empty() {
-                Value::Null
-            } else {
-                serde_json::from_slice(&bytes).unwrap()
-            };
-            let path = parts.uri.path().to_owned();
-            let response = respond(&parts.method, &path, &body, &group, cm);
-            log.lock().unwrap().push(Seen {
-                method: parts.method.to_string(),
-                path,
-                query: query_pairs(parts.uri.query().unwrap_or_default()),
-                content_type: parts
-                    .headers
-                    .get("content-type")
-                    .map(|v| v.to_str().unwrap().to_owned())
-                    .unwrap_or_default(),
-                body,
-            });
-            send.send_response(response);
-        }
-    });
-    (Client::new(service, "default"), seen)
+fn mock_client_with(group: ShardGroup, cm: CmAnswer) -> (Client, Requests) {
+    recording_client("default", move |method, seen| {
+        Some(respond(method, &seen.path, &seen.body, &group, cm))
+    })
 }
 
 fn respond(
@@ -105,13 +64,6 @@ fn respond(
     group: &ShardGroup,
     cm: CmAnswer,
 ) -> Response<Body> {
-    let failure = |code: u16, reason: &str, message: &str| {
-        let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "code": code, "message": message});
-        Response::builder()
-            .status(code)
-            .body(Body::from(serde_json::to_vec(&status).unwrap()))
-            .unwrap()
-    };
     let is_cm = path.contains("/configmaps");
     if is_cm && cm == CmAnswer::Fail {
         return failure(500, "InternalError", "etcd timeout");
@@ -135,17 +87,10 @@ fn respond(
         let mut written = body.clone();
         written["metadata"]["resourceVersion"] = json!("43");
         written["binaryData"] = json!({"assignment.json.gz": "H4sIAAAAAAAA/wMAAAAAAAAAAAA="});
-        return Response::builder()
-            .status(200)
-            .body(Body::from(serde_json::to_vec(&written).unwrap()))
-            .unwrap();
+        return json_response(200, &written);
     }
     let json = if path.contains("/pods/missing") {
-        let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404, "message": "pods \"missing\" not found"});
-        return Response::builder()
-            .status(404)
-            .body(Body::from(serde_json::to_vec(&status).unwrap()))
-            .unwrap();
+        return failure(404, "NotFound", "pods \"missing\" not found");
     } else if is_cm || path.ends_with("/events") {
         body.clone()
     } else if let Some(name) = path.split("/pods/").nth(1) {
@@ -159,10 +104,7 @@ fn respond(
     } else {
         panic!("unexpected request {method} {path}")
     };
-    Response::builder()
-        .status(200)
-        .body(Body::from(serde_json::to_vec(&json).unwrap()))
-        .unwrap()
+    json_response(200, &json)
 }
 
 /// Whether a ConfigMap request body is the apply (it carries `kind`; the

@@ -6,10 +6,10 @@
 //! shutdown ends the run. Watches are left pending (no events), so what the
 //! controller does comes from the initial lists alone.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use http::{Request, Response};
+use http::Response;
 use kube::Client;
 use kube::client::Body;
 use serde_json::{Value, json};
@@ -17,57 +17,19 @@ use shardring::controller::{ControllerConfig, ControllerMetrics, Sources, run_co
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::controller_support::mock_api::{Requests, Seen, json_response, recording_client};
 use crate::controller_support::*;
-
-/// One request as the mock saw it.
-#[derive(Debug, Clone)]
-struct Seen {
-    method: String,
-    path: String,
-    query: String,
-    body: Value,
-}
-
-impl Seen {
-    fn is_write(&self) -> bool {
-        self.method != "GET"
-    }
-}
 
 /// A mock API server holding one ShardGroup, its pool and three ready pods.
 /// Lists answer with those; watches never answer (no events); writes echo
 /// what they were sent, as the API server returns the stored object.
-fn mock_api() -> (Client, Arc<Mutex<Vec<Seen>>>) {
-    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let log = seen.clone();
-    tokio::spawn(async move {
-        // Open watches: kept unanswered for the life of the mock.
-        let mut watches = Vec::new();
-        while let Some((request, send)) = handle.next_request().await {
-            let (parts, body) = request.into_parts();
-            let bytes = body.collect_bytes().await.unwrap();
-            let body: Value = if bytes.is_empty() {
-                Value::Null
-            } else {
-                serde_json::from_slice(&bytes).unwrap_or(Value::Null)
-            };
-            let path = parts.uri.path().to_owned();
-            let query = parts.uri.query().unwrap_or_default().to_owned();
-            log.lock().unwrap().push(Seen {
-                method: parts.method.to_string(),
-                path: path.clone(),
-                query: query.clone(),
-                body: body.clone(),
-            });
-            if query.split('&').any(|p| p == "watch=true") {
-                watches.push(send);
-                continue;
-            }
-            send.send_response(respond(&parts.method, &path, &body));
+fn mock_api() -> (Client, Requests) {
+    recording_client(NS, |method, seen| {
+        if seen.query.split('&').any(|p| p == "watch=true") {
+            return None;
         }
-    });
-    (Client::new(service, NS), seen)
+        Some(respond(method, &seen.path, &seen.body))
+    })
 }
 
 fn list(api_version: &str, kind: &str, items: Vec<Value>) -> Value {
@@ -118,10 +80,7 @@ fn respond(method: &http::Method, path: &str, body: &Value) -> Response<Body> {
     } else {
         panic!("unexpected request {method} {path}")
     };
-    Response::builder()
-        .status(200)
-        .body(Body::from(serde_json::to_vec(&value).unwrap()))
-        .unwrap()
+    json_response(200, &value)
 }
 
 fn config() -> ControllerConfig {

@@ -1,5 +1,8 @@
 //! Builders shared by the controller tests: ShardGroups, pools, pods and
-//! observations with fixed names, uids and times, so assertions can be exact.
+//! observations with fixed names, uids and times, so assertions can be exact;
+//! the recording mock API server of the API-level tests in [`mock_api`].
+
+pub mod mock_api;
 
 use std::collections::BTreeMap;
 
