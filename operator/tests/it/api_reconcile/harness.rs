@@ -1,0 +1,154 @@
+//! What a reconcile test runs in: reflector stores filled as a synced watch
+//! fills them ([`World`]), the controller's context on a mock client, one
+//! reconcile with every request it sent, and [`settle`], which brings the
+//! stores and group to what the API server holds after a publish.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use kube::Client;
+use kube::core::{DeserializeGuard, PartialObjectMeta};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, store::Writer};
+use kube::runtime::watcher;
+use shardring::controller::apply::document_config_map;
+use shardring::controller::{CachedPod, Context, ControllerMetrics, Stores, plan, reconcile};
+use shardring::crds::{ConsumerPool, ShardGroup};
+
+use super::mock::{CmAnswer, mock_client, mock_client_with};
+use crate::controller_support::mock_api::Seen;
+use crate::controller_support::*;
+
+/// Reflector stores filled as a synced watch would fill them.
+pub(super) struct World {
+    pub(super) stores: Stores,
+    pub(super) pods: Writer<CachedPod>,
+    pub(super) config_maps: Writer<ConfigMap>,
+}
+
+pub(super) fn world(pool: Option<ConsumerPool>, pods: &[Pod]) -> World {
+    let (pool_reader, mut pool_writer) = reflector::store::<DeserializeGuard<ConsumerPool>>();
+    if let Some(pool) = pool {
+        pool_writer.apply_watcher_event(&watcher::Event::Apply(DeserializeGuard(Ok(pool))));
+    }
+    let (pod_reader, mut pod_writer) = reflector::store::<CachedPod>();
+    for pod in pods {
+        pod_writer.apply_watcher_event(&watcher::Event::Apply(CachedPod::from(pod)));
+    }
+    let (node_reader, _node_writer) = reflector::store::<PartialObjectMeta<Node>>();
+    let (cm_reader, cm_writer) = reflector::store::<ConfigMap>();
+    World {
+        stores: Stores {
+            pools: pool_reader,
+            pods: pod_reader,
+            nodes: node_reader,
+            config_maps: cm_reader,
+            departed: Default::default(),
+            documents: Default::default(),
+        },
+        pods: pod_writer,
+        config_maps: cm_writer,
+    }
+}
+
+fn context(client: Client, stores: Stores) -> Arc<Context> {
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "shardring".into(),
+            instance: Some("test".into()),
+        },
+    );
+    Arc::new(
+        Context::new(client, stores, ControllerMetrics::default())
+            .with_recorder(recorder)
+            .with_clock(Arc::new(now)),
+    )
+}
+
+/// Runs one reconcile of `group` and returns every request it sent.
+pub(super) async fn reconcile_once(group: &ShardGroup, stores: &Stores) -> Vec<Seen> {
+    let (result, seen) = reconcile_answering(group, stores, CmAnswer::Written).await;
+    result.expect("reconcile succeeded");
+    seen
+}
+
+/// Runs one reconcile of `group` against a server answering ConfigMap
+/// writes as `cm`; returns its result and every request it sent.
+pub(super) async fn reconcile_answering(
+    group: &ShardGroup,
+    stores: &Stores,
+    cm: CmAnswer,
+) -> (Result<(), shardring::controller::Error>, Vec<Seen>) {
+    let (client, seen) = mock_client_with(group.clone(), cm);
+    let ctx = context(client, stores.clone());
+    let result = tokio::time::timeout(
+        Duration::from_secs(10),
+        reconcile(Arc::new(DeserializeGuard(Ok(group.clone()))), ctx),
+    )
+    .await
+    .expect("reconcile finished")
+    .map(|_action| ());
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let seen = seen.lock().unwrap().clone();
+    (result, seen)
+}
+
+/// Brings the stores and group to what the API server holds after the
+/// controller has published for them (the plan applied without a server).
+pub(super) async fn settle(group: &mut ShardGroup, world: &mut World) {
+    let ctx = context(mock_client(group.clone()).0, world.stores.clone());
+    let topology = ctx.sources.read(group, now()).await;
+    let decision = plan(&world.stores.observe(group, topology, now()));
+    if let Some(doc) = &decision.document_write {
+        let mut cm = document_config_map(group, doc).unwrap();
+        cm.metadata.resource_version = Some(SETTLED_VERSION.into());
+        world
+            .config_maps
+            .apply_watcher_event(&watcher::Event::Apply(cm));
+    }
+    for write in &decision.annotation_writes {
+        let mut pod = (*world
+            .stores
+            .pods
+            .state()
+            .into_iter()
+            .find(|p| p.metadata.name.as_deref() == Some(&write.pod))
+            .unwrap())
+        .clone();
+        let annotations = pod.metadata.annotations.get_or_insert_default();
+        match &write.view {
+            Some(view) => annotations.insert(KEY.into(), serde_json::to_string(view).unwrap()),
+            None => annotations.remove(KEY),
+        };
+        world.pods.apply_watcher_event(&watcher::Event::Apply(pod));
+    }
+    group.status = Some(decision.status);
+}
+
+/// A settled group whose pool gains a pod: the next reconcile writes the
+/// document (first phase of the moves) and the donors' annotations.
+pub(super) async fn settled_with_a_joining_pod() -> (ShardGroup, World) {
+    let mut group = group(6);
+    group.spec.rebalance.delay = "0s".into();
+    let mut world = world(Some(pool(0)), &three_pods());
+    settle(&mut group, &mut world).await;
+    world
+        .pods
+        .apply_watcher_event(&watcher::Event::Apply(CachedPod::from(&pod(
+            "consumer-3",
+            true,
+            None,
+        ))));
+    (group, world)
+}
+
+pub(super) fn three_pods() -> Vec<Pod> {
+    (0..3)
+        .map(|i| pod(&format!("consumer-{i}"), true, None))
+        .collect()
+}
+
+/// The resourceVersion of the ConfigMap [`settle`] leaves in the store.
+pub(super) const SETTLED_VERSION: &str = "42";
