@@ -1,7 +1,7 @@
 //! Rendering of the CustomResourceDefinitions as YAML: the single source for
 //! `shardring crds`, the committed files under `config/crd/bases/` (checked
 //! for drift by `tests/it/generated.rs`) and the Helm chart's copy of them
-//! (checked by the operator's `tests/it/manifests.rs`).
+//! (checked by the operator's `tests/it/manifests/chart.rs`).
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
