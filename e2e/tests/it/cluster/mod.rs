@@ -1,0 +1,182 @@
+//! End-to-end test of the operator core against a real cluster reachable
+//! through KUBECONFIG (kind, k3d, EKS, ...): the CRDs applied and Established,
+//! the committed samples (`config/samples/consumerpool.yaml` and
+//! `shardgroup-static.yaml`) applied in a fresh namespace, consumer pods that
+//! are never scheduled (a scheduling gate) but marked Ready through their
+//! status, and the operator running (in-process by default); then the
+//! published ConfigMap, every pod's annotation and `Ready=True`; a deleted
+//! pod's shards move to the others and nothing else moves; deleting the
+//! ShardGroup strips the annotations. Without a cluster it prints
+//! `SKIPPED: ...` and passes. See docs/e2e.md.
+//!
+//! The samples and what the checks derive from them are in `fixture`, the
+//! waits on what the operator published in `waits`; `connect` checks that
+//! the suite reaches an API server over TLS.
+
+mod connect;
+mod fixture;
+mod waits;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+use shardring_crds::{ConsumerPool, ShardGroup};
+use shardring_e2e::cluster::SKIP_MESSAGE;
+use shardring_e2e::consumers::{SCHEDULING_GATE, ready_conditions};
+use shardring_e2e::harness::{MANAGER, STEP_TIMEOUT};
+use shardring_e2e::namespace::{apply_crds, create_namespace, delete_namespace, unique_namespace};
+use shardring_e2e::{Operator, Probe, Reachability, connect, wait_for};
+
+use self::fixture::Fixture;
+use self::waits::{
+    wait_for_annotations, wait_for_assignment, wait_for_no_annotations, wait_for_ready,
+};
+
+/// Consumer pods created for the test.
+const PODS: usize = 3;
+
+type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+#[tokio::test]
+async fn publishes_assignment_and_rebalances_on_a_real_cluster() {
+    let client = match connect().await {
+        Reachability::Reachable { client, version } => {
+            eprintln!("e2e: cluster reachable, Kubernetes {version}");
+            client
+        }
+        Reachability::Unreachable(reason) => {
+            // Written to stderr directly (not `eprintln!`) so the line shows
+            // even though the test harness captures output of passing tests.
+            let _ = writeln!(std::io::stderr(), "{SKIP_MESSAGE} ({reason})");
+            return;
+        }
+    };
+    let _turn = crate::TURNS.read().await;
+    let namespace = unique_namespace("cluster");
+    let result = match Fixture::from_samples(&namespace) {
+        Ok(fixture) => scenario(&client, &fixture).await,
+        Err(error) => Err(error),
+    };
+    let cleanup = delete_namespace(&client, &namespace).await;
+    if let Err(error) = result {
+        panic!("e2e scenario failed in namespace {namespace}: {error}");
+    }
+    if let Err(error) = cleanup {
+        panic!("e2e cleanup of namespace {namespace} failed: {error}");
+    }
+}
+
+async fn scenario(client: &Client, fx: &Fixture) -> TestResult {
+    apply_crds(client).await?;
+    create_namespace(client, &fx.namespace).await?;
+    let params = PatchParams::apply(MANAGER).force();
+    Api::<ConsumerPool>::namespaced(client.clone(), &fx.namespace)
+        .patch(&fx.pool.name_any(), &params, &Patch::Apply(&fx.pool))
+        .await?;
+    Api::<ShardGroup>::namespaced(client.clone(), &fx.namespace)
+        .patch(&fx.name, &params, &Patch::Apply(&fx.group))
+        .await?;
+    let mut pods: Vec<String> = (0..PODS).map(|i| format!("consumer-{i}")).collect();
+    for pod in &pods {
+        create_ready_pod(client, fx, pod).await?;
+    }
+
+    // Scoped to the test's namespace so it cannot touch anything else.
+    let mut operator = Operator::start(
+        &shardring_e2e::cluster::Cluster::from_environment(client.clone()),
+        &fx.namespace,
+        shardring_e2e::harness::REGION,
+        shardring_e2e::operator::OperatorMode::from_env()?,
+    )
+    .await?;
+    let first = wait_for_assignment(client, fx, &pods, &mut operator).await?;
+    wait_for_annotations(client, fx, &pods, first.epoch).await?;
+    wait_for_ready(client, fx).await?;
+    eprintln!(
+        "e2e: epoch {} published to {} pods",
+        first.epoch,
+        pods.len()
+    );
+
+    // One pod leaves: its shards must move to the others, nothing else.
+    let leaving = pods.pop().ok_or("no pods")?;
+    let owners: BTreeMap<String, String> = first
+        .shards
+        .iter()
+        .filter_map(|(shard, record)| record.owner.clone().map(|o| (shard.clone(), o)))
+        .collect();
+    Api::<Pod>::namespaced(client.clone(), &fx.namespace)
+        .delete(&leaving, &DeleteParams::default())
+        .await?;
+    let second = wait_for_assignment(client, fx, &pods, &mut operator).await?;
+    if second.epoch <= first.epoch {
+        return Err(format!(
+            "epoch did not increase: {} -> {}",
+            first.epoch, second.epoch
+        )
+        .into());
+    }
+    for (shard, owner) in &owners {
+        let now = second
+            .shards
+            .get(shard)
+            .and_then(|record| record.owner.as_deref());
+        if owner != &leaving && now != Some(owner.as_str()) {
+            return Err(format!(
+                "shard {shard} moved from {owner} to {now:?} although {owner} stayed"
+            )
+            .into());
+        }
+    }
+    wait_for_annotations(client, fx, &pods, second.epoch).await?;
+    wait_for_ready(client, fx).await?;
+    eprintln!(
+        "e2e: after {leaving} left, epoch {} spreads {} shards over {} pods",
+        second.epoch,
+        fx.shards,
+        pods.len()
+    );
+
+    // Deleting the ShardGroup runs its finalizer: annotations are stripped.
+    let groups = Api::<ShardGroup>::namespaced(client.clone(), &fx.namespace);
+    groups.delete(&fx.name, &DeleteParams::default()).await?;
+    wait_for(
+        &format!("ShardGroup {} to be deleted", fx.name),
+        STEP_TIMEOUT,
+        || async {
+            Ok::<_, kube::Error>(match groups.get_opt(&fx.name).await? {
+                None => Probe::Done(()),
+                Some(group) => Probe::Pending(format!("finalizers {:?}", group.finalizers())),
+            })
+        },
+    )
+    .await?;
+    wait_for_no_annotations(client, fx, &pods).await?;
+    operator.stop().await?;
+    Ok(())
+}
+
+/// Creates a pod the scheduler never binds (a scheduling gate), then marks it
+/// Running and Ready through the status subresource, as a kubelet would.
+async fn create_ready_pod(client: &Client, fx: &Fixture, name: &str) -> TestResult {
+    let pods = Api::<Pod>::namespaced(client.clone(), &fx.namespace);
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": fx.pod_labels},
+        "spec": {
+            "schedulingGates": [{"name": SCHEDULING_GATE}],
+            "containers": [{"name": "consumer", "image": "registry.k8s.io/pause:3.10"}]
+        }
+    }))?;
+    pods.create(&PostParams::default(), &pod).await?;
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let status = json!({"status": {"phase": "Running", "conditions": ready_conditions(&now)}});
+    pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await?;
+    Ok(())
+}
