@@ -13,6 +13,7 @@ pub mod operator;
 pub mod published;
 pub mod replicas;
 pub mod scenarios;
+mod settled;
 pub mod stream;
 pub mod verdict;
 
