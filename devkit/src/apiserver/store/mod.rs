@@ -6,6 +6,7 @@
 //! history and broadcasts, all under the store's lock so watches and lists
 //! see one order.
 
+mod create;
 mod delete;
 mod read;
 mod write;

@@ -1,8 +1,9 @@
-//! Create, replace and patch (merge, JSON patch, server-side apply) with the
-//! real server's rules: system metadata it owns, resourceVersion and uid
+//! Replace and patch (merge, JSON patch, server-side apply) with the real
+//! server's rules: system metadata it owns, resourceVersion and uid
 //! preconditions, status subresource isolation, generation bumps, field
 //! ownership, no-op writes that change nothing, and removal of an object
-//! whose last finalizer goes while it is being deleted.
+//! whose last finalizer goes while it is being deleted. An apply to an
+//! absent object is a create ([`super::create`]).
 
 use std::sync::Arc;
 
@@ -13,6 +14,7 @@ use super::super::fields::{self, Managed, Writer};
 use super::super::meta::{self, meta_mut, meta_str};
 use super::super::resources::ResourceType;
 use super::super::status::ApiError;
+use super::create::create_locked;
 use super::{Change, State, Store, obj_key};
 
 /// A write to an existing object.
@@ -40,7 +42,7 @@ pub(crate) struct Written {
 }
 
 /// Fields of `metadata` only the server sets.
-const SYSTEM_META: [&str; 8] = [
+pub(super) const SYSTEM_META: [&str; 8] = [
     "uid",
     "creationTimestamp",
     "deletionTimestamp",
@@ -51,7 +53,7 @@ const SYSTEM_META: [&str; 8] = [
     "selfLink",
 ];
 
-fn check_names(
+pub(super) fn check_names(
     rt: &ResourceType,
     obj: &Value,
     ns: Option<&str>,
@@ -147,22 +149,6 @@ fn scope(rt: &ResourceType, status: bool, new: Value, old: &Value) -> Value {
 }
 
 impl Store {
-    /// Creates an object (POST, or an apply of an absent object when
-    /// `apply` is set). `keep_status` keeps the body's `.status` for kinds
-    /// with a status subresource (direct test writes only).
-    pub fn create(
-        &self,
-        rt: &Arc<ResourceType>,
-        ns: Option<&str>,
-        body: Value,
-        manager: &str,
-        keep_status: bool,
-        apply: bool,
-    ) -> Result<Written, ApiError> {
-        let mut state = self.lock();
-        create_locked(&mut state, rt, ns, body, manager, keep_status, apply)
-    }
-
     /// Writes to an existing object (or creates it, for an apply of the main
     /// resource).
     pub fn update(
@@ -376,111 +362,6 @@ pub(crate) fn finish_write(
         bytes,
         created: false,
     }
-}
-
-/// A create under the lock (see [`Store::create`]).
-fn create_locked(
-    state: &mut State,
-    rt: &Arc<ResourceType>,
-    ns: Option<&str>,
-    mut obj: Value,
-    manager: &str,
-    keep_status: bool,
-    apply: bool,
-) -> Result<Written, ApiError> {
-    if !obj.is_object() {
-        return Err(ApiError::bad_request("the body must be an object"));
-    }
-    let name = match (meta_str(&obj, "name"), meta_str(&obj, "generateName")) {
-        (Some(n), _) if !n.is_empty() => n.to_owned(),
-        (_, Some(prefix)) if !prefix.is_empty() => meta::generated_name(prefix),
-        _ => {
-            return Err(ApiError::invalid(
-                rt,
-                "",
-                "metadata.name: Required value: name or generateName is required",
-            ));
-        }
-    };
-    let ns = if rt.namespaced {
-        let ns = ns
-            .or_else(|| meta_str(&obj, "namespace"))
-            .filter(|n| !n.is_empty())
-            .ok_or_else(|| ApiError::bad_request("a namespaced object needs a namespace"))?
-            .to_owned();
-        Some(ns)
-    } else {
-        None
-    };
-    check_names(
-        rt,
-        &obj,
-        ns.as_deref(),
-        meta_str(&obj, "name").unwrap_or(&name),
-    )?;
-    let key = obj_key(rt, ns.as_deref(), &name);
-    if state.entry(rt, &key).is_some() {
-        return Err(ApiError::already_exists(rt, &name));
-    }
-    if let Some(ns) = &ns
-        && state.namespace_terminating(ns)
-    {
-        return Err(ApiError::new(
-            403,
-            "Forbidden",
-            format!(
-                "{} \"{name}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
-                rt.qualified()
-            ),
-        ));
-    }
-    obj["apiVersion"] = json!(rt.api_version());
-    obj["kind"] = json!(rt.kind);
-    let m = meta_mut(&mut obj);
-    for k in SYSTEM_META {
-        m.remove(k);
-    }
-    m.insert("name".into(), json!(name));
-    match &ns {
-        Some(ns) => m.insert("namespace".into(), json!(ns)),
-        None => m.remove("namespace"),
-    };
-    let now = meta::timestamp(0);
-    m.insert("uid".into(), json!(meta::new_uid()));
-    m.insert("creationTimestamp".into(), json!(now));
-    m.insert("generation".into(), json!(1));
-    if rt.status_subresource && (!keep_status || obj.get("status").is_none_or(Value::is_null)) {
-        obj.as_object_mut().map(|o| o.remove("status"));
-        if let Some(status) = meta::initial_status(rt) {
-            obj["status"] = status;
-        }
-    }
-    meta::apply_create_defaults(rt, &mut obj);
-    if rt.is_crd() {
-        meta::establish_crd(&mut obj);
-        state.registry.register_crd(&obj);
-    }
-    let api_version = rt.api_version();
-    let mut managed = Managed::default();
-    let w = Writer {
-        manager,
-        subresource: None,
-        api_version: &api_version,
-        now: &now,
-    };
-    let owned = fields::leaf_paths(&obj);
-    if apply {
-        managed.record_apply(w, owned, &[]);
-    } else {
-        managed.record_update(w, &owned.into_iter().collect::<Vec<_>>(), &[]);
-    }
-    obj["metadata"]["managedFields"] = managed.render();
-    let (obj, bytes) = state.commit(rt, key, Change::Upsert(obj, managed));
-    Ok(Written {
-        obj,
-        bytes,
-        created: true,
-    })
 }
 
 /// The real server's JSON patch (evanphx/json-patch) lets a `test` for

@@ -1,0 +1,140 @@
+//! Creating an object (POST, or a server-side apply of an absent one) with
+//! the real server's rules: a name or generateName, the namespace of the URL
+//! or the body (refused while the namespace terminates), a 409 for an
+//! existing name, the system metadata it owns set afresh (uid,
+//! creationTimestamp, generation), status and defaults initialised, a CRD
+//! established and served, and field ownership recorded for the creator.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::super::fields::{self, Managed, Writer};
+use super::super::meta::{self, meta_mut, meta_str};
+use super::super::resources::ResourceType;
+use super::super::status::ApiError;
+use super::write::{SYSTEM_META, Written, check_names};
+use super::{Change, State, Store, obj_key};
+
+impl Store {
+    /// Creates an object (POST, or an apply of an absent object when
+    /// `apply` is set). `keep_status` keeps the body's `.status` for kinds
+    /// with a status subresource (direct test writes only).
+    pub fn create(
+        &self,
+        rt: &Arc<ResourceType>,
+        ns: Option<&str>,
+        body: Value,
+        manager: &str,
+        keep_status: bool,
+        apply: bool,
+    ) -> Result<Written, ApiError> {
+        let mut state = self.lock();
+        create_locked(&mut state, rt, ns, body, manager, keep_status, apply)
+    }
+}
+
+/// A create under the lock (see [`Store::create`]).
+pub(super) fn create_locked(
+    state: &mut State,
+    rt: &Arc<ResourceType>,
+    ns: Option<&str>,
+    mut obj: Value,
+    manager: &str,
+    keep_status: bool,
+    apply: bool,
+) -> Result<Written, ApiError> {
+    if !obj.is_object() {
+        return Err(ApiError::bad_request("the body must be an object"));
+    }
+    let name = match (meta_str(&obj, "name"), meta_str(&obj, "generateName")) {
+        (Some(n), _) if !n.is_empty() => n.to_owned(),
+        (_, Some(prefix)) if !prefix.is_empty() => meta::generated_name(prefix),
+        _ => {
+            return Err(ApiError::invalid(
+                rt,
+                "",
+                "metadata.name: Required value: name or generateName is required",
+            ));
+        }
+    };
+    let ns = if rt.namespaced {
+        let ns = ns
+            .or_else(|| meta_str(&obj, "namespace"))
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| ApiError::bad_request("a namespaced object needs a namespace"))?
+            .to_owned();
+        Some(ns)
+    } else {
+        None
+    };
+    check_names(
+        rt,
+        &obj,
+        ns.as_deref(),
+        meta_str(&obj, "name").unwrap_or(&name),
+    )?;
+    let key = obj_key(rt, ns.as_deref(), &name);
+    if state.entry(rt, &key).is_some() {
+        return Err(ApiError::already_exists(rt, &name));
+    }
+    if let Some(ns) = &ns
+        && state.namespace_terminating(ns)
+    {
+        return Err(ApiError::new(
+            403,
+            "Forbidden",
+            format!(
+                "{} \"{name}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+                rt.qualified()
+            ),
+        ));
+    }
+    obj["apiVersion"] = json!(rt.api_version());
+    obj["kind"] = json!(rt.kind);
+    let m = meta_mut(&mut obj);
+    for k in SYSTEM_META {
+        m.remove(k);
+    }
+    m.insert("name".into(), json!(name));
+    match &ns {
+        Some(ns) => m.insert("namespace".into(), json!(ns)),
+        None => m.remove("namespace"),
+    };
+    let now = meta::timestamp(0);
+    m.insert("uid".into(), json!(meta::new_uid()));
+    m.insert("creationTimestamp".into(), json!(now));
+    m.insert("generation".into(), json!(1));
+    if rt.status_subresource && (!keep_status || obj.get("status").is_none_or(Value::is_null)) {
+        obj.as_object_mut().map(|o| o.remove("status"));
+        if let Some(status) = meta::initial_status(rt) {
+            obj["status"] = status;
+        }
+    }
+    meta::apply_create_defaults(rt, &mut obj);
+    if rt.is_crd() {
+        meta::establish_crd(&mut obj);
+        state.registry.register_crd(&obj);
+    }
+    let api_version = rt.api_version();
+    let mut managed = Managed::default();
+    let w = Writer {
+        manager,
+        subresource: None,
+        api_version: &api_version,
+        now: &now,
+    };
+    let owned = fields::leaf_paths(&obj);
+    if apply {
+        managed.record_apply(w, owned, &[]);
+    } else {
+        managed.record_update(w, &owned.into_iter().collect::<Vec<_>>(), &[]);
+    }
+    obj["metadata"]["managedFields"] = managed.render();
+    let (obj, bytes) = state.commit(rt, key, Change::Upsert(obj, managed));
+    Ok(Written {
+        obj,
+        bytes,
+        created: true,
+    })
+}
