@@ -95,6 +95,16 @@ pub(super) fn assert_status_apply(s: &Seen) -> Value {
     s.body["status"].clone()
 }
 
+/// The condition of type `type_` in an applied `status`.
+pub(super) fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
+    status["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == type_)
+        .unwrap_or_else(|| panic!("no {type_} condition in {status}"))
+}
+
 pub(super) fn assert_event(s: &Seen, reason: &str) {
     assert_eq!((s.method.as_str(), s.path.as_str()), ("POST", EVENTS_PATH));
     assert_eq!(s.body["reason"], reason);

@@ -6,13 +6,15 @@
 use kube::runtime::reflector;
 use kube::runtime::watcher;
 use serde_json::json;
-use shardring::controller::{CachedPod, Stores};
+use shardring::controller::Stores;
 
 use super::asserts::{
     STATUS_PATH, assert_annotation_patch, assert_configmap_apply, assert_configmap_create,
-    assert_event, assert_status_apply, writes,
+    assert_event, assert_status_apply, condition, writes,
 };
-use super::harness::{SETTLED_VERSION, reconcile_once, settle, three_pods, world};
+use super::harness::{
+    SETTLED_VERSION, reconcile_once, settle, settled_with_a_joining_pod, three_pods, world,
+};
 use crate::controller_support::*;
 
 #[tokio::test]
@@ -36,12 +38,7 @@ async fn first_publish_creates_the_configmap_then_annotations_then_status() {
     assert_eq!(status["load"], "2/2");
     assert_eq!(status["shards"]["total"], 6);
     assert_eq!(status["pods"], json!({"selected": 3, "eligible": 3}));
-    let ready = status["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["type"] == "Ready")
-        .unwrap();
+    let ready = condition(&status, "Ready");
     assert_eq!(
         (ready["status"].as_str(), ready["reason"].as_str()),
         (Some("True"), Some("Published"))
@@ -52,17 +49,7 @@ async fn first_publish_creates_the_configmap_then_annotations_then_status() {
 
 #[tokio::test]
 async fn a_joining_pod_writes_the_configmap_and_only_the_changed_pods() {
-    let mut group = group(6);
-    group.spec.rebalance.delay = "0s".into();
-    let mut world = world(Some(pool(0)), &three_pods());
-    settle(&mut group, &mut world).await;
-    world
-        .pods
-        .apply_watcher_event(&watcher::Event::Apply(CachedPod::from(&pod(
-            "consumer-3",
-            true,
-            None,
-        ))));
+    let (group, world) = settled_with_a_joining_pod().await;
     let seen = reconcile_once(&group, &world.stores).await;
     let doc = assert_configmap_apply(&seen[0], SETTLED_VERSION);
     assert_eq!(doc.epoch, 2);
@@ -131,12 +118,7 @@ async fn a_missing_pool_only_writes_status_and_a_warning() {
     assert_eq!(seen.len(), 2, "{seen:#?}");
     let status = assert_status_apply(&seen[0]);
     assert_eq!(status["epoch"], 1, "the assignment stays");
-    let ready = status["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["type"] == "Ready")
-        .unwrap();
+    let ready = condition(&status, "Ready");
     assert_eq!(
         (ready["status"].as_str(), ready["reason"].as_str()),
         (Some("False"), Some("PoolNotFound"))
