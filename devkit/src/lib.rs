@@ -13,8 +13,10 @@
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "apiserver")]
 pub mod apiserver;
 pub mod emulators;
+#[cfg(feature = "apiserver")]
 pub mod fixtures;
 pub mod process;
 pub mod wait;

@@ -10,7 +10,7 @@ pub mod aws;
 pub mod cli;
 pub mod controller;
 pub mod demo;
-pub mod emulators;
+pub use shardring_devkit::emulators;
 pub mod lease;
 pub mod runtime;
 pub mod sim;
