@@ -115,20 +115,10 @@ mod tests {
 
     fn record(shard: &str, owner: Option<&str>, counter: u64, checkpoint: &str) -> LeaseRecord {
         LeaseRecord {
-            lease_key: shard.to_owned(),
-            shard_id: shard.to_owned(),
-            stream: None,
             lease_owner: owner.map(str::to_owned),
             lease_counter: Some(counter),
             checkpoint: Checkpoint::parse(checkpoint),
-            checkpoint_sub_sequence_number: None,
-            owner_switches_since_checkpoint: None,
-            parent_shard_ids: Vec::new(),
-            child_shard_ids: Vec::new(),
-            checkpoint_owner: None,
-            throughput_kbps: None,
-            starting_hash_key: None,
-            ending_hash_key: None,
+            ..LeaseRecord::new(shard)
         }
     }
 
