@@ -1,7 +1,9 @@
 //! shardring's API crate: the `ShardGroup` and `ConsumerPool` custom resources
-//! (group `shardring.io`, version `v1alpha1`) and the published assignment
-//! document that consumer pods read. It makes no client calls, so consumers and
-//! tools can depend on it without pulling in a Kubernetes client.
+//! (group `shardring.io`, version `v1alpha1`), the published assignment
+//! document that consumer pods read, and the KCL lease-record contract
+//! ([`lease_record`]) that consumers write and the operator reads. It makes
+//! no client calls, so consumers and tools can depend on it without pulling
+//! in a Kubernetes client.
 
 // Every public item documents the API it describes (field docs become CRD
 // descriptions shown by `kubectl explain`).
@@ -11,6 +13,7 @@ pub mod assignment;
 pub mod consumer_pool;
 pub mod crd;
 pub mod duration;
+pub mod lease_record;
 pub mod shard_group;
 
 pub use assignment::{
