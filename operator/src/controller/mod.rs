@@ -1,5 +1,6 @@
 //! The ShardGroup controller: a reconcile pipeline of observe (I/O, from
-//! reflector stores) → plan (pure) → apply (writes) → status. Each step lives
+//! reflector stores) → plan (pure, the controller core's:
+//! [`shardring_core::plan()`]) → apply (writes) → status. Each I/O step lives
 //! in its own module; this one holds the shared [`Context`], the reconcile
 //! and error-policy functions kube's `Controller` calls, and the finalizer
 //! that cleans pod annotations up when a ShardGroup is deleted.
@@ -7,18 +8,10 @@
 
 pub mod apply;
 pub mod cached_pod;
-pub mod codec;
-pub mod conditions;
-pub mod document;
-pub mod events;
-pub mod handoff;
 pub mod metrics;
 pub mod observe;
-pub mod pacing;
-pub mod plan;
 pub mod runner;
 pub mod sources;
-pub mod status;
 pub mod strip;
 pub mod sync;
 pub mod triggers;
@@ -38,13 +31,18 @@ use kube::{Client, ResourceExt};
 use tokio::sync::watch;
 use tracing::instrument;
 
+// The pure steps are the controller core's (`shardring-core`), re-exported
+// under their former paths for the CLI, the tests and the benches.
+pub use shardring_core::plan::{self, Decision, plan};
+pub use shardring_core::{
+    AnnotationWrite, EventKind, EventNote, codec, conditions, document, events, handoff, pacing,
+    status,
+};
+
 pub use apply::ApplyError;
 pub use cached_pod::CachedPod;
-pub use document::AnnotationWrite;
-pub use events::{EventKind, EventNote};
 pub use metrics::ControllerMetrics;
 pub use observe::{Observation, PodInfo, Published, PublishedVersion, Stores, TopologyObservation};
-pub use plan::{Decision, plan};
 pub use runner::{ControllerConfig, run_controller};
 pub use sources::Sources;
 pub use sync::CacheSync;

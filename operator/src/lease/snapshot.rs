@@ -1,68 +1,16 @@
-//! Per-shard lease snapshots, pure: from the scanned lease records, the
-//! previous snapshot and an injected `now`, work out each lease's owner,
-//! counter, when that counter last changed (a counter unchanged for the lease
-//! failover time means the owner stopped renewing: the lease has expired) and
-//! whether the shard is complete (checkpoint `SHARD_END`).
+//! Per-shard lease snapshots ([`LeaseTable`], a type of the controller
+//! core), built purely: from the scanned lease records, the previous
+//! snapshot and an injected `now`, work out each lease's owner, counter,
+//! when that counter last changed (a counter unchanged for the lease failover
+//! time means the owner stopped renewing: the lease has expired) and whether
+//! the shard is complete (checkpoint `SHARD_END`).
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use jiff::Timestamp;
+pub use shardring_core::leases::{LeaseSnapshot, LeaseTable};
 
 use super::record::{CheckpointKind, LeaseRecord};
-
-/// What the lease table says about one shard.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LeaseSnapshot {
-    /// The shard id.
-    pub shard_id: String,
-    /// Current owner, `None` when the lease is released.
-    pub owner: Option<String>,
-    /// Lease counter (0 when absent).
-    pub counter: u64,
-    /// When this reader first saw the current counter (or owner). On the
-    /// first scan it is the scan time: earlier history is unknown.
-    pub counter_changed_at: Timestamp,
-    /// The checkpoint's kind.
-    pub checkpoint: Option<CheckpointKind>,
-    /// The checkpoint's sequence number, when it is one.
-    pub sequence_number: Option<String>,
-    /// Read to its end (`SHARD_END`).
-    pub complete: bool,
-    /// Parent shard ids recorded in the lease.
-    pub parents: Vec<String>,
-    /// Child shard ids recorded in the lease.
-    pub children: Vec<String>,
-    /// The worker a graceful handoff is giving the shard to.
-    pub checkpoint_owner: Option<String>,
-}
-
-impl LeaseSnapshot {
-    /// Whether the owner has not renewed for `failover` as of `now`: KCL
-    /// workers may then take the lease, so the owner must have let go.
-    pub fn is_expired(&self, now: Timestamp, failover: Duration) -> bool {
-        let idle = now.duration_since(self.counter_changed_at);
-        idle >= jiff::SignedDuration::try_from(failover).unwrap_or(jiff::SignedDuration::MAX)
-    }
-}
-
-/// All leases of one scan, keyed by shard id.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct LeaseTable {
-    /// Shard id -> snapshot.
-    pub leases: BTreeMap<String, LeaseSnapshot>,
-    /// When the scan finished.
-    pub scanned_at: Option<Timestamp>,
-    /// Items scanned (including ones for other streams or unparsable).
-    pub items: usize,
-}
-
-impl LeaseTable {
-    /// The lease of `shard_id`.
-    pub fn get(&self, shard_id: &str) -> Option<&LeaseSnapshot> {
-        self.leases.get(shard_id)
-    }
-}
 
 /// Builds the next table from scanned records and the previous table.
 /// `stream` keeps only leases for that stream (multi-stream keys naming
@@ -110,6 +58,8 @@ pub fn build(
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::super::record::Checkpoint;
     use super::*;
 

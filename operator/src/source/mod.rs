@@ -8,8 +8,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
+use shardring_core::leases::LeaseTable;
+
+pub use shardring_core::topology::{SourceError, Topology};
+
 use crate::crds::ShardGroupSpec;
-use crate::engine::Shard;
 
 pub mod kinesis;
 pub mod static_source;
@@ -36,13 +39,6 @@ pub async fn for_spec(
 /// as trait objects.
 pub type ReadFuture<'a> = Pin<Box<dyn Future<Output = Result<Topology, SourceError>> + Send + 'a>>;
 
-/// The shards a source reported at one moment.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Topology {
-    /// Every shard the source still lists (open and closed), in source order.
-    pub shards: Vec<Shard>,
-}
-
 /// A source of shards for one ShardGroup.
 pub trait ShardSource: Send + Sync {
     /// Short description for status and `kubectl get`, e.g. `kinesis:orders`.
@@ -52,7 +48,7 @@ pub trait ShardSource: Send + Sync {
     /// The lease-table snapshot of the last successful scan, for handoff
     /// evidence; `None` when the source reads no lease table or has not
     /// scanned it successfully yet.
-    fn leases(&self) -> Option<crate::lease::LeaseTable> {
+    fn leases(&self) -> Option<LeaseTable> {
         None
     }
     /// Whether children are held back until their parents are complete:
@@ -72,57 +68,5 @@ pub trait ShardSource: Send + Sync {
     /// controller use its fixed schedule.
     fn next_refresh(&self) -> Option<Duration> {
         None
-    }
-}
-
-/// Why a source read failed. Each variant has a constant reason string used in
-/// status conditions, Events and metrics.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SourceError {
-    /// The stream (or queue set) does not exist.
-    #[error("stream not found: {0}")]
-    StreamNotFound(String),
-    /// The operator's credentials may not read the source.
-    #[error("access denied: {0}")]
-    AccessDenied(String),
-    /// The source throttled us; the read is retried with backoff.
-    #[error("throttled: {0}")]
-    Throttled(String),
-    /// The source's configuration is invalid (waits for a spec change).
-    #[error("invalid source: {0}")]
-    Invalid(String),
-    /// No AWS region: neither the spec nor the operator's environment names one.
-    #[error("{0}")]
-    NoRegion(String),
-    /// The operator found no AWS credentials (default chain exhausted).
-    #[error("no AWS credentials: {0}")]
-    NoCredentials(String),
-    /// Any other failure (network, 5xx, unexpected response).
-    #[error("source error: {0}")]
-    Other(String),
-}
-
-impl SourceError {
-    /// Constant condition/Event reason for this error.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            SourceError::StreamNotFound(_) => "StreamNotFound",
-            SourceError::AccessDenied(_) => "AccessDenied",
-            SourceError::Throttled(_) => "Throttled",
-            SourceError::Invalid(_) => "InvalidSource",
-            SourceError::NoRegion(_) => "NoRegion",
-            SourceError::NoCredentials(_) => "NoCredentials",
-            SourceError::Other(_) => "SourceError",
-        }
-    }
-
-    /// Label for the errors-by-reason metric.
-    pub fn metric_label(&self) -> &'static str {
-        self.reason()
-    }
-
-    /// Whether retrying can help (everything but an invalid spec).
-    pub fn is_transient(&self) -> bool {
-        !matches!(self, SourceError::Invalid(_))
     }
 }

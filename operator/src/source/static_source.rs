@@ -3,10 +3,10 @@
 //! key ranges and no lineage: every partition is an open shard, and a read can
 //! never fail, so its topology is simply the template expanded `count` times.
 
+use shardring_core::topology::Topology;
 use shardring_crds::shard_group::StaticSource as StaticSpec;
 
-use super::{ReadFuture, ShardSource, Topology};
-use crate::engine::{Shard, ShardState};
+use super::{ReadFuture, ShardSource};
 
 /// A [`ShardSource`] over a fixed set of partition names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,19 +20,9 @@ impl StaticSource {
         Self { spec }
     }
 
-    /// The topology, computed without I/O.
+    /// The topology, computed without I/O ([`Topology::of_static`]).
     pub fn topology(&self) -> Topology {
-        let shards = self
-            .spec
-            .partition_names()
-            .map(|id| Shard {
-                id,
-                hash_key_range: None,
-                parents: Vec::new(),
-                state: ShardState::Open,
-            })
-            .collect();
-        Topology { shards }
+        Topology::of_static(&self.spec)
     }
 }
 
@@ -50,6 +40,7 @@ impl ShardSource for StaticSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::ShardState;
 
     fn spec(count: u32, template: &str) -> StaticSpec {
         StaticSpec {

@@ -24,94 +24,31 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use kube::runtime::watcher;
+use shardring_core::departures::horizon;
+pub use shardring_core::departures::{Departure, Departures, RETENTION};
 
-use super::{Containers, containers_of, has_generated_name};
+use super::{containers_of, has_generated_name};
 use crate::controller::cached_pod::CachedPod;
 
-/// How long a departure is remembered. A process that outlived its pod
-/// object (a force deletion) by more than this is assumed gone: longer than
-/// any sensible `terminationGracePeriodSeconds` or `handoff.drainTimeout`.
-pub const RETENTION: Duration = Duration::from_secs(600);
 /// Most departures remembered at once (the oldest is forgotten first).
 pub const CAPACITY: usize = 4096;
 
-/// One pod that left the API, as its final object showed it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Departure {
-    /// Its uid (a pod of the same name created later has another).
-    pub uid: String,
-    /// When the watch reported it gone.
-    pub at: Timestamp,
-    /// What its final status said of its containers.
-    pub containers: Containers,
-    /// Whether it was bound to a node (`spec.nodeName`).
-    pub scheduled: bool,
-    /// Its creation timestamp.
-    pub created: Option<Timestamp>,
-    /// Whether the API server generated its name (`metadata.generateName`).
-    pub generated_name: bool,
-}
-
-impl Departure {
-    /// The departure of `pod`, reported at `at`.
-    pub fn of(pod: &CachedPod, at: Timestamp) -> Self {
-        Self {
-            uid: pod.metadata.uid.clone().unwrap_or_default(),
-            at,
-            containers: containers_of(pod),
-            scheduled: pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.as_deref())
-                .is_some_and(|n| !n.is_empty()),
-            created: pod.metadata.creation_timestamp.as_ref().map(|t| t.0),
-            generated_name: has_generated_name(&pod.metadata),
-        }
+/// The departure of `pod`, reported at `at`.
+fn departure_of(pod: &CachedPod, at: Timestamp) -> Departure {
+    Departure {
+        uid: pod.metadata.uid.clone().unwrap_or_default(),
+        at,
+        containers: containers_of(pod),
+        scheduled: pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .is_some_and(|n| !n.is_empty()),
+        created: pod.metadata.creation_timestamp.as_ref().map(|t| t.0),
+        generated_name: has_generated_name(&pod.metadata),
     }
-}
-
-/// What the memory knows about one namespace's departed pods at one moment:
-/// the plain data the (pure) plan step reads.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Departures {
-    /// Since when every departure was seen; `None`: no memory (nothing
-    /// listed yet, a relist in progress, or a caller without a watch).
-    pub watched_since: Option<Timestamp>,
-    /// How long departures are kept: one older than this may be forgotten.
-    pub retention: Duration,
-    /// Per pod name, the remembered departures, oldest first.
-    pub pods: BTreeMap<String, Vec<Departure>>,
-}
-
-impl Default for Departures {
-    fn default() -> Self {
-        Self {
-            watched_since: None,
-            retention: RETENTION,
-            pods: BTreeMap::new(),
-        }
-    }
-}
-
-impl Departures {
-    /// Whether no earlier pod of the same name as one created at `created`
-    /// can have left unseen and still run: either the memory saw every
-    /// departure of the last [`Self::retention`], or the pod was created
-    /// longer ago than that (an earlier pod of its name left before it was
-    /// created, so longer ago than the retention: assumed gone).
-    pub fn covers(&self, created: Option<Timestamp>, now: Timestamp) -> bool {
-        let horizon = sub(now, self.retention);
-        self.watched_since.is_some_and(|w| w <= horizon) || created.is_some_and(|c| c <= horizon)
-    }
-}
-
-fn sub(t: Timestamp, d: Duration) -> Timestamp {
-    SignedDuration::try_from(d)
-        .ok()
-        .and_then(|d| t.checked_sub(d).ok())
-        .unwrap_or(Timestamp::MIN)
 }
 
 #[derive(Debug)]
@@ -131,7 +68,7 @@ struct Memory {
 
 impl Memory {
     fn prune(&mut self, now: Timestamp) {
-        let horizon = sub(now, self.retention);
+        let horizon = horizon(now, self.retention);
         while self
             .entries
             .front()
@@ -183,7 +120,7 @@ impl Departed {
     }
 
     /// An `inspect` callback for the pod watch stream (after the strip step,
-    /// which keeps what [`Departure::of`] reads), with the system clock.
+    /// which keeps what a [`Departure`] reads), with the system clock.
     pub fn recorder(
         &self,
     ) -> impl FnMut(&Result<watcher::Event<CachedPod>, watcher::Error>) + Send + 'static {
@@ -203,7 +140,7 @@ impl Departed {
             watcher::Event::Delete(pod) => {
                 let namespace = pod.metadata.namespace.clone().unwrap_or_default();
                 let name = pod.metadata.name.clone().unwrap_or_default();
-                self.record(&namespace, &name, Departure::of(pod, now));
+                self.record(&namespace, &name, departure_of(pod, now));
             }
             watcher::Event::Init => self.lock().watched_since = None,
             watcher::Event::InitDone => self.listed(now),
@@ -283,6 +220,7 @@ mod tests {
     };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use kube::api::ObjectMeta;
+    use shardring_core::observation::Containers;
 
     use super::*;
 
@@ -392,19 +330,14 @@ mod tests {
     }
 
     #[test]
-    fn coverage_needs_the_whole_retention_or_an_old_pod() {
+    fn a_memory_watched_from_the_start_covers_everything() {
         let now = t(10_000);
-        let mut seen = Departures {
-            watched_since: Some(now - RETENTION),
-            ..Default::default()
-        };
-        assert!(seen.covers(None, now));
-        seen.watched_since = Some(now - RETENTION + Duration::from_secs(1));
-        assert!(!seen.covers(Some(now - Duration::from_secs(5)), now));
-        assert!(seen.covers(Some(now - RETENTION), now));
-        seen.watched_since = None;
-        assert!(!seen.covers(None, now));
         let everything = Departed::watched_from(Timestamp::MIN, RETENTION);
         assert!(everything.departures("prod", all, now).covers(None, now));
+        assert!(
+            !Departed::default()
+                .departures("prod", all, now)
+                .covers(None, now)
+        );
     }
 }

@@ -9,8 +9,8 @@ use jiff::Timestamp;
 
 use super::clocks::add;
 use super::step::{Ctx, HandoffResult};
-use crate::controller::observe::departed::{Departure, Departures};
-use crate::controller::observe::{Containers, LeaseObservation, PodInfo};
+use crate::departures::{Departure, Departures};
+use crate::observation::{Containers, LeaseObservation, PodInfo};
 
 /// Why a revoked owner is known to have let a shard go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

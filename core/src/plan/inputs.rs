@@ -7,15 +7,15 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use crate::controller::conditions::reason;
-use crate::controller::handoff;
-use crate::controller::observe::{Observation, PodInfo};
-use crate::controller::pacing;
-use crate::controller::status::{Outcome, Problem};
+use crate::conditions::reason;
 use crate::crds::shard_group::{PodCounts, ShardGroupSpec};
 use crate::crds::{AssignmentDocument, ConsumerPool};
 use crate::engine::{self, Balance, PlanInput, PlanOptions, PlanOutput};
-use crate::source::Topology;
+use crate::handoff;
+use crate::observation::{Observation, PodInfo};
+use crate::pacing;
+use crate::status::{Outcome, Problem};
+use crate::topology::Topology;
 
 /// What the engine plans from, once nothing blocks the plan.
 pub(super) struct Inputs<'a> {

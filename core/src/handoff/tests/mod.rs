@@ -12,15 +12,16 @@ use std::collections::BTreeMap;
 use jiff::{SignedDuration, Timestamp};
 
 use super::Evidence;
-use crate::controller::observe::departed::{Departure, Departures};
-use crate::controller::observe::{Containers, LeaseObservation, PodInfo, Published};
-use crate::controller::plan::{Decision, plan};
-use crate::controller::{Observation, TopologyObservation};
 use crate::crds::ShardPhase;
 use crate::crds::consumer_pool::CapacitySpec;
 use crate::crds::shard_group::{LeaseTableSpec, PoolRef, ShardSource, StaticSource};
 use crate::crds::{ConsumerPool, ConsumerPoolSpec, ShardGroup, ShardGroupSpec};
-use crate::lease::{LeaseSnapshot, LeaseTable};
+use crate::departures::{Departure, Departures};
+use crate::leases::{LeaseSnapshot, LeaseTable};
+use crate::observation::{Containers, LeaseObservation, PodInfo, Published};
+use crate::observation::{Observation, TopologyObservation};
+use crate::plan::{Decision, plan};
+use crate::topology::Topology;
 
 /// When pod `a` is deleted and its shards revoked.
 fn t0() -> Timestamp {
@@ -89,7 +90,7 @@ fn settled(lease_table: bool) -> Observation {
         },
     );
     pool.metadata.namespace = Some("prod".into());
-    let source = crate::source::StaticSource::new(StaticSource {
+    let topology = Topology::of_static(&StaticSource {
         count: 4,
         name_template: "orders-{index}".into(),
     });
@@ -99,7 +100,7 @@ fn settled(lease_table: bool) -> Observation {
         pods: vec![pod("a"), pod("b")],
         topology: TopologyObservation {
             source: "static:4".into(),
-            last_good: Some(source.topology()),
+            last_good: Some(topology),
             read_at: Some(t0() - secs(3_600)),
             ..Default::default()
         },

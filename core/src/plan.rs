@@ -26,14 +26,14 @@ use self::outcome::{
     stale_message,
 };
 use self::requeue::{next_requeue, rebalances_unpaced, requeue_after};
-use super::codec;
-use super::conditions::reason;
-use super::document::{self, AnnotationWrite};
-use super::events::EventNote;
-use super::handoff;
-use super::observe::Observation;
-use super::status::{self, Outcome, Problem};
+use crate::codec;
+use crate::conditions::reason;
 use crate::crds::{AssignmentDocument, ShardGroupStatus};
+use crate::document::{self, AnnotationWrite};
+use crate::events::EventNote;
+use crate::handoff;
+use crate::observation::Observation;
+use crate::status::{self, Outcome, Problem};
 
 pub use self::inputs::eligible;
 

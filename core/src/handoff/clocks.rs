@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use crate::controller::observe::PodInfo;
 use crate::crds::{AssignmentDocument, PodView};
+use crate::observation::PodInfo;
 
 /// The timing rules of the protocol, from the spec.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

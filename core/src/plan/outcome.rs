@@ -2,15 +2,15 @@
 //! status outcome, the problem naming oversized pod views, and the messages
 //! of the Published Event and of a stale topology.
 
-use crate::controller::document;
-use crate::controller::handoff;
-use crate::controller::observe::Observation;
-use crate::controller::pacing;
-use crate::controller::status::{Outcome, Problem};
 use crate::crds::shard_group::ShardCounts;
 use crate::crds::{AssignmentDocument, ShardPhase};
+use crate::document;
 use crate::engine::{self, PlanOutput, ShardState};
-use crate::source::Topology;
+use crate::handoff;
+use crate::observation::Observation;
+use crate::pacing;
+use crate::status::{Outcome, Problem};
+use crate::topology::Topology;
 
 /// Records in `outcome` what the assignment in place after this plan looks
 /// like: epoch, shard counts, load, moves in flight, pods with shards and
@@ -148,7 +148,7 @@ pub(super) fn published_message(
 
 /// The Degraded message for a failed read planned on the last good
 /// topology: the error, and how old that topology is.
-pub(super) fn stale_message(obs: &Observation, error: &crate::source::SourceError) -> String {
+pub(super) fn stale_message(obs: &Observation, error: &crate::topology::SourceError) -> String {
     let age = obs
         .topology
         .confirmed_at

@@ -10,10 +10,10 @@ use jiff::Timestamp;
 
 use super::clocks::{Timing, drain_clocks, graceful_pods};
 use super::evidence::Evidence;
-use crate::controller::observe::{Observation, PodInfo};
 use crate::crds::{AssignmentDocument, Handoff, HashKeyRange, ShardPhase, ShardRecord};
 use crate::engine::{PlanOutput, Previous, ShardState};
-use crate::source::Topology;
+use crate::observation::{Observation, PodInfo};
+use crate::topology::Topology;
 
 /// A handoff that completed in this plan.
 #[derive(Debug, Clone, PartialEq, Eq)]

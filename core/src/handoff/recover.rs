@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::controller::observe::Observation;
 use crate::crds::{AssignmentDocument, Handoff, PodView, ShardPhase, ShardRecord};
+use crate::observation::Observation;
 
 /// When the published document is missing or unreadable, the assignment the
 /// pods are acting on is rebuilt from their annotations, so a deleted or

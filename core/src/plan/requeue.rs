@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use super::{DEFAULT_REFRESH, ERROR_RETRY, IN_FLIGHT_POLL, MIN_REQUEUE, STATIC_REFRESH};
-use crate::controller::observe::Observation;
 use crate::engine::{self, PlanInput, Rebalance};
+use crate::observation::Observation;
 
 /// When to look again: the source's refresh (sooner after a failed read), or
 /// when the next pod finishes `minReadySeconds`, whichever comes first. A

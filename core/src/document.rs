@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use crate::crds::assignment::ViewError;
 use crate::crds::{AssignmentDocument, PodAssignment, PodView, ShardRecord};
 
-use super::observe::PodInfo;
+use crate::observation::PodInfo;
 
 /// One pod annotation to write: the new view, or `None` to remove it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,15 +6,15 @@
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
-use super::conditions::{
+use crate::conditions::{
     self, BALANCED, DEGRADED, ORDERING_NOT_ENFORCED, ORDERING_NOT_ENFORCED_MESSAGE, PROGRESSING,
     READY, reason,
 };
-use super::events::EventNote;
-use super::handoff::{HANDOFF_UNFENCED, ProtocolStatus};
-use super::observe::Observation;
 use crate::crds::ShardGroupStatus;
 use crate::crds::shard_group::{PodCounts, ShardCounts};
+use crate::events::EventNote;
+use crate::handoff::{HANDOFF_UNFENCED, ProtocolStatus};
+use crate::observation::Observation;
 
 /// Something that keeps the group from its desired state.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,0 +1,40 @@
+//! shardring's controller core: every decision the operator makes, as pure
+//! functions of what it observed. It owns the observation types
+//! ([`observation`], [`departures`], [`leases`], [`topology`]), the plan
+//! step ([`plan()`]: one [`Observation`] in, one [`Decision`] out), the
+//! two-phase handoff rules ([`handoff`]), the building of the published
+//! document and pod annotations ([`document`], encoded by [`codec`]), of the
+//! status, its conditions and the Events ([`status`], [`conditions`],
+//! [`events`]), and the pacing of optional moves ([`pacing`]).
+//!
+//! It depends on the API and engine crates only: no Kubernetes client, no
+//! AWS SDK, no async runtime, and it reads no clock (the observation carries
+//! `now`). The operator's adapters observe and apply around it; the
+//! simulation and the demo drive the same [`plan()`].
+
+// The API and engine crates under the names the operator gives them.
+use shardring_crds as crds;
+use shardring_engine as engine;
+
+pub mod codec;
+pub mod conditions;
+pub mod departures;
+pub mod document;
+pub mod events;
+pub mod handoff;
+pub mod leases;
+pub mod observation;
+pub mod pacing;
+pub mod plan;
+pub mod status;
+pub mod topology;
+
+pub use document::AnnotationWrite;
+pub use events::{EventKind, EventNote};
+pub use leases::{LeaseSnapshot, LeaseTable};
+pub use observation::{
+    Containers, LeaseObservation, Observation, PodInfo, Published, PublishedVersion,
+    TopologyObservation,
+};
+pub use plan::{Decision, plan};
+pub use topology::{SourceError, Topology};
