@@ -43,14 +43,14 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
+use shardring_core::codec;
+use shardring_core::document::AnnotationWrite;
+use shardring_core::events::{EventKind, EventNote};
+use shardring_core::observation::PublishedVersion;
+use shardring_core::plan::Decision;
 
 use super::cached_pod::CachedPod;
-use super::codec;
-use super::document::AnnotationWrite;
-use super::events::{EventKind, EventNote};
 use super::metrics::ControllerMetrics;
-use super::observe::PublishedVersion;
-use super::plan::Decision;
 use crate::crds::assignment::{CONFIGMAP_GZIP_KEY, CONFIGMAP_KEY};
 use crate::crds::{AssignmentDocument, ShardGroup, ShardGroupStatus};
 

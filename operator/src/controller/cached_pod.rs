@@ -8,7 +8,7 @@
 //! `PodSpec` alone has dozens of inline fields); at 5,000 pods that was most
 //! of the operator's steady-state heap. [`super::strip`] then drops what is
 //! declared but not needed (managedFields, foreign annotations, container
-//! statuses beyond the one that decides [`super::observe::Containers`]).
+//! statuses beyond the one that decides [`shardring_core::observation::Containers`]).
 //!
 //! It is the same resource as `v1/Pod` (same group, kind and path), so it
 //! is listed, watched and patched with `Api<CachedPod>` like the full type.

@@ -33,6 +33,9 @@ use tracing::instrument;
 
 // The pure steps are the controller core's (`shardring-core`), re-exported
 // under their former paths for the CLI, the tests and the benches.
+pub use shardring_core::observation::{
+    Observation, PodInfo, Published, PublishedVersion, TopologyObservation,
+};
 pub use shardring_core::plan::{self, Decision, plan};
 pub use shardring_core::{
     AnnotationWrite, EventKind, EventNote, codec, conditions, document, events, handoff, pacing,
@@ -42,7 +45,7 @@ pub use shardring_core::{
 pub use apply::ApplyError;
 pub use cached_pod::CachedPod;
 pub use metrics::ControllerMetrics;
-pub use observe::{Observation, PodInfo, Published, PublishedVersion, Stores, TopologyObservation};
+pub use observe::Stores;
 pub use runner::{ControllerConfig, run_controller};
 pub use sources::Sources;
 pub use sync::CacheSync;

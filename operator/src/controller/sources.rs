@@ -11,12 +11,13 @@ use std::sync::{Arc, Mutex};
 
 use jiff::Timestamp;
 use kube::ResourceExt;
+use shardring_core::observation::{LeaseObservation, TopologyObservation};
+use shardring_core::topology::{SourceError, Topology};
 
-use super::observe::{LeaseObservation, TopologyObservation};
 use crate::crds::shard_group::{LeaseTableSpec, ShardSource as SourceSpec};
 use crate::crds::{ShardGroup, ShardGroupSpec};
 use crate::source::kinesis::{AwsSettings, KinesisProvider};
-use crate::source::{self, ShardSource, SourceError, Topology};
+use crate::source::{self, ShardSource};
 
 /// A source being built (a Kinesis one may first load the AWS configuration).
 pub type BuildFuture =
@@ -234,8 +235,8 @@ mod tests {
     use super::*;
     use crate::crds::shard_group::{PoolRef, StaticSource as StaticSpec};
     use crate::engine::{Shard, ShardState};
-    use crate::lease::LeaseTable;
     use crate::source::ReadFuture;
+    use shardring_core::leases::LeaseTable;
 
     /// A source that fails while `failing` is set and reports a lease snapshot.
     struct Flaky {

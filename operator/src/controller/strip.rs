@@ -24,7 +24,9 @@ use std::collections::BTreeSet;
 use super::cached_pod::{
     CachedContainerState, CachedContainerStatus, CachedPod, CachedPodStatus, Present,
 };
-use super::observe::{Containers, containers_of};
+use shardring_core::observation::Containers;
+
+use super::observe::containers_of;
 use crate::crds::assignment::ANNOTATION_PREFIX;
 
 /// Strips `pod` in place, keeping annotations under the shardring prefix and

@@ -21,9 +21,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::core::ObjectMeta;
 
 use super::consumers::ConsumerProcess;
-use crate::controller::observe::departed::{self, Departed, Departure};
-use crate::controller::observe::{Containers, LeaseObservation};
-use crate::controller::{Decision, Observation, PodInfo, Published, TopologyObservation};
+use shardring_core::departures::{Departure, RETENTION};
+use shardring_core::observation::{
+    Containers, LeaseObservation, Observation, PodInfo, Published, TopologyObservation,
+};
+use shardring_core::plan::Decision;
+
+use crate::controller::observe::departed::Departed;
 use crate::crds::consumer_pool::ConsumerPoolSpec;
 use crate::crds::shard_group::{
     HandoffSpec, KinesisSource, LeaseTableSpec, PoolRef, RebalanceSpec, ShardGroupSpec, ShardSource,
@@ -170,7 +174,7 @@ impl Cluster {
             published: None,
             record_logs: Vec::new(),
             // The cluster starts empty: the controller sees every pod leave.
-            departed: Departed::watched_from(Timestamp::MIN, departed::RETENTION),
+            departed: Departed::watched_from(Timestamp::MIN, RETENTION),
             dir: dir.to_path_buf(),
             next_uid: 1,
         }

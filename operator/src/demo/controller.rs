@@ -16,13 +16,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::cluster::Cluster;
 use super::report::{self, MoveEvent, MoveKind};
-use crate::controller::observe::LeaseObservation;
-use crate::controller::{Decision, TopologyObservation, plan};
 use crate::crds::{AssignmentDocument, ShardPhase};
-use crate::lease::LeaseTable;
-use crate::source::Topology;
+use crate::source::ShardSource;
 use crate::source::kinesis::{KinesisObservation, KinesisShardSource};
-use crate::source::{ShardSource, SourceError};
+use shardring_core::leases::LeaseTable;
+use shardring_core::observation::{LeaseObservation, PodInfo, TopologyObservation};
+use shardring_core::plan::{Decision, plan};
+use shardring_core::topology::{SourceError, Topology};
 
 /// The state the control loop and the story share.
 #[derive(Debug)]
@@ -207,7 +207,7 @@ fn diff(
     previous: Option<&AssignmentDocument>,
     doc: &AssignmentDocument,
     decision: &Decision,
-    pods: &[crate::controller::PodInfo],
+    pods: &[PodInfo],
     phase: &'static str,
 ) -> Vec<MoveEvent> {
     let mut events = Vec::new();

@@ -16,14 +16,15 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 
 use super::operator::{Operator, ts};
-use crate::controller::observe::departed::{Departure, Departures};
-use crate::controller::observe::{Containers, LeaseObservation};
-use crate::controller::plan::plan;
-use crate::controller::{Observation, PodInfo, Published, TopologyObservation};
 use crate::crds::{AssignmentDocument, PodView, ShardGroupStatus};
 use crate::engine::{Shard, ShardState};
-use crate::lease::{LeaseSnapshot, LeaseTable};
-use crate::source::Topology;
+use shardring_core::departures::{Departure, Departures};
+use shardring_core::leases::{LeaseSnapshot, LeaseTable};
+use shardring_core::observation::{
+    Containers, LeaseObservation, Observation, PodInfo, Published, TopologyObservation,
+};
+use shardring_core::plan;
+use shardring_core::topology::Topology;
 
 const PODS: [&str; 2] = ["pod-a", "pod-b"];
 const SHARDS: [&str; 2] = ["shard-0", "shard-1"];

@@ -33,7 +33,7 @@ pub use scenario::{RollingDeploy, rolling_deploy};
 use self::operator::{FaultCounts, Faults, Operator};
 use self::rng::Rng;
 use self::world::{Ms, Rules, SimPod, StreamShard, World};
-use crate::controller::observe::Containers;
+use shardring_core::observation::Containers;
 
 /// How a run is shaped.
 #[derive(Debug, Clone, Copy)]
@@ -639,7 +639,7 @@ impl Sim {
             return;
         }
         let obs = self.op.observe(&self.world, &mut self.rng);
-        let again = crate::controller::plan::plan(&obs);
+        let again = shardring_core::plan(&obs);
         if again.document_write.is_some() || again.moves != (0, 0) {
             self.world
                 .violate("quiet: planning again still changes the document".into());

@@ -28,10 +28,15 @@ use jiff::{SignedDuration, Timestamp};
 
 use super::rng::Rng;
 use super::world::{Checkpoint, Ms, SimPod, World};
-use crate::controller::observe::LeaseObservation;
-use crate::controller::observe::departed::{CAPACITY, Departed, Departure};
-use crate::controller::plan::{Decision, plan};
-use crate::controller::{Observation, PodInfo, Published, TopologyObservation};
+use shardring_core::departures::Departure;
+use shardring_core::leases::{LeaseSnapshot, LeaseTable};
+use shardring_core::observation::{
+    LeaseObservation, Observation, PodInfo, Published, TopologyObservation,
+};
+use shardring_core::plan::{Decision, plan};
+use shardring_core::topology::{SourceError, Topology};
+
+use crate::controller::observe::departed::{CAPACITY, Departed};
 use crate::crds::consumer_pool::CapacitySpec;
 use crate::crds::shard_group::{LeaseTableSpec, PoolRef, ShardSource, StaticSource};
 use crate::crds::{
@@ -39,8 +44,6 @@ use crate::crds::{
     ShardGroupStatus, ShardPhase,
 };
 use crate::engine::{Shard, ShardState};
-use crate::lease::{LeaseSnapshot, LeaseTable};
-use crate::source::Topology;
 
 /// Probabilities of the operator-side faults.
 #[derive(Debug, Clone, Copy, Default)]
@@ -320,7 +323,7 @@ impl Operator {
         let mut error = None;
         if rng.chance(self.faults.topology_fail) {
             self.fired.topology_failed += 1;
-            error = Some(crate::source::SourceError::Throttled("simulated".into()));
+            error = Some(SourceError::Throttled("simulated".into()));
         } else if self.last_good.is_some() && rng.chance(self.faults.topology_stale) {
             // A cached read: the topology is not refreshed (it never goes
             // back before what this operator already saw).

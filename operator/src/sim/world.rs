@@ -17,8 +17,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::rng::Rng;
-use crate::controller::observe::Containers;
 use crate::crds::PodView;
+use shardring_core::observation::Containers;
 
 /// Milliseconds of simulated time.
 pub type Ms = i64;

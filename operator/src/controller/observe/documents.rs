@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 use k8s_openapi::api::core::v1::ConfigMap;
 
 use super::Published;
-use crate::controller::codec;
 use crate::crds::AssignmentDocument;
+use shardring_core::codec;
 
 /// Decoded documents by ConfigMap (namespace, name). Cheap to clone: clones
 /// share one cache.

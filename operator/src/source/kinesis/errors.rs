@@ -7,7 +7,7 @@ use aws_sdk_kinesis::config::http::HttpResponse;
 use aws_sdk_kinesis::error::{ProvideErrorMetadata, SdkError};
 
 use crate::aws::{chain, is_access_code, is_throttle_code};
-use crate::source::SourceError;
+use shardring_core::topology::SourceError;
 
 /// What a failed call means for the caller.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,7 +13,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::reader::KinesisShard;
 use crate::engine::{Shard, ShardState};
-use crate::lease::{CheckpointKind, LeaseSnapshot, LeaseTable};
+use shardring_core::leases::{LeaseSnapshot, LeaseTable};
+use shardring_crds::lease_record::CheckpointKind;
 
 /// What the lifecycle remembers between reads.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -24,9 +24,12 @@ pub use reader::{
 };
 pub use registry::ReaderRegistry;
 
-use super::{ReadFuture, ShardSource, SourceError, Topology};
+use shardring_core::leases::LeaseTable;
+use shardring_core::topology::{SourceError, Topology};
+
+use super::{ReadFuture, ShardSource};
 use crate::crds::ShardGroupSpec;
-use crate::lease::{LeaseError, LeaseMetrics, LeaseReader, LeaseTable, dynamodb_client};
+use crate::lease::{LeaseError, LeaseMetrics, LeaseReader, dynamodb_client};
 use pacing::{jitter_interval, jitter_unit};
 
 /// One observation of a Kinesis ShardGroup's source.

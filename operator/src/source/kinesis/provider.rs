@@ -17,7 +17,7 @@ use tokio::sync::OnceCell;
 use super::{KinesisMetrics, KinesisShardSource, ReaderOptions, ReaderRegistry};
 use crate::crds::ShardGroupSpec;
 use crate::lease::LeaseMetrics;
-use crate::source::SourceError;
+use shardring_core::topology::SourceError;
 
 /// Where the AWS configuration comes from.
 #[derive(Debug, Clone)]

@@ -19,7 +19,7 @@ use super::metrics::KinesisMetrics;
 use super::pacing::{Backoff, MinInterval};
 use crate::aws::client_config;
 use crate::engine::HashKeyRange;
-use crate::source::SourceError;
+use shardring_core::topology::SourceError;
 
 /// Which stream to read: by name, or by ARN (cross-account streams).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

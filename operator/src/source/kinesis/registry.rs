@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, Weak};
 use super::metrics::KinesisMetrics;
 use super::reader::{ReaderOptions, StreamId, TopologyReader, kinesis_client};
 use crate::crds::shard_group::KinesisSource as KinesisSpec;
-use crate::source::SourceError;
+use shardring_core::topology::SourceError;
 
 /// What makes two readers the same.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
