@@ -74,7 +74,7 @@ pub mod reason {
 
 /// Builds condition `type_`, keeping the previous `lastTransitionTime` when
 /// the status is unchanged.
-pub fn condition(
+pub(crate) fn condition(
     type_: &str,
     status: bool,
     reason: &str,

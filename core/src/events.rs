@@ -25,7 +25,7 @@ pub struct EventNote {
 
 impl EventNote {
     /// A `Normal` event.
-    pub fn normal(reason: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn normal(reason: &'static str, message: impl Into<String>) -> Self {
         Self {
             kind: EventKind::Normal,
             reason,

@@ -3,9 +3,11 @@
 //! ([`observation`], [`departures`], [`leases`], [`topology`]), the plan
 //! step ([`plan()`]: one [`Observation`] in, one [`Decision`] out), the
 //! two-phase handoff rules ([`handoff`]), the building of the published
-//! document and pod annotations ([`document`], encoded by [`codec`]), of the
-//! status, its conditions and the Events ([`status`], [`conditions`],
-//! [`events`]), and the pacing of optional moves ([`pacing`]).
+//! document and pod annotations (`document`, encoded by [`codec`]), of the
+//! status, its conditions and the Events (`status`, [`conditions`],
+//! `events`), and the pacing of optional moves (`pacing`). What only the
+//! core itself uses is `pub(crate)`: the public items are what the operator,
+//! the simulation, the demo and the tests call.
 //!
 //! It depends on the API and engine crates only: no Kubernetes client, no
 //! AWS SDK, no async runtime, and it reads no clock (the observation carries
@@ -19,14 +21,14 @@ use shardring_engine as engine;
 pub mod codec;
 pub mod conditions;
 pub mod departures;
-pub mod document;
-pub mod events;
+pub(crate) mod document;
+pub(crate) mod events;
 pub mod handoff;
 pub mod leases;
 pub mod observation;
-pub mod pacing;
+pub(crate) mod pacing;
 pub mod plan;
-pub mod status;
+pub(crate) mod status;
 pub mod topology;
 
 pub use document::AnnotationWrite;

@@ -20,7 +20,7 @@ use crate::engine::Rebalance;
 
 /// What the engine may do in this plan, and the bookkeeping to store.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pacing {
+pub(crate) struct Pacing {
     /// Whether optional moves are allowed at all.
     pub rebalance: Rebalance,
     /// Most optional moves this plan may make (`None`: no budget configured).
@@ -39,7 +39,7 @@ pub struct Pacing {
 }
 
 /// Digest (FNV-1a 64, hex) of a set of pod names; order does not matter.
-pub fn pod_set_digest<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
+pub(crate) fn pod_set_digest<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
     let mut sorted: Vec<&str> = names.into_iter().collect();
     sorted.sort_unstable();
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
@@ -54,7 +54,7 @@ pub fn pod_set_digest<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
 
 /// Works out the pacing of one plan from the spec, the stored bookkeeping,
 /// the eligible pods and `now`. Invalid durations were refused before.
-pub fn pace<'a>(
+pub(crate) fn pace<'a>(
     spec: &RebalanceSpec,
     stored_change: Option<Timestamp>,
     stored_digest: Option<&str>,
@@ -107,7 +107,7 @@ pub fn pace<'a>(
 impl Pacing {
     /// Logs `moves` made at `now` and returns the stored log and the budget
     /// left.
-    pub fn record(&self, moves: u64, now: Timestamp) -> (Vec<MoveLogEntry>, Option<u64>) {
+    pub(crate) fn record(&self, moves: u64, now: Timestamp) -> (Vec<MoveLogEntry>, Option<u64>) {
         let mut log = self.log.clone();
         if moves > 0 {
             match log.last_mut() {

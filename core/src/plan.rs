@@ -39,16 +39,16 @@ pub use self::inputs::eligible;
 
 /// How often a static source is re-read (it cannot change without a spec
 /// change, which triggers a reconcile anyway).
-pub const STATIC_REFRESH: Duration = Duration::from_secs(300);
+pub(crate) const STATIC_REFRESH: Duration = Duration::from_secs(300);
 /// Retry interval after a failed topology read, when shorter than the refresh.
-pub const ERROR_RETRY: Duration = Duration::from_secs(30);
+pub(crate) const ERROR_RETRY: Duration = Duration::from_secs(30);
 /// Refresh used when a Kinesis refresh interval cannot be read.
-pub const DEFAULT_REFRESH: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_REFRESH: Duration = Duration::from_secs(30);
 /// How often a group with handoffs in flight looks for evidence again (the
 /// lease table and pod deletions do not trigger a reconcile by themselves).
 pub const IN_FLIGHT_POLL: Duration = Duration::from_secs(2);
 /// Shortest requeue for a timer (a drain timeout or the rebalance delay).
-pub const MIN_REQUEUE: Duration = Duration::from_millis(100);
+pub(crate) const MIN_REQUEUE: Duration = Duration::from_millis(100);
 
 /// What one reconcile should do.
 #[derive(Debug, Clone, PartialEq)]

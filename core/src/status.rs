@@ -18,7 +18,7 @@ use crate::observation::Observation;
 
 /// Something that keeps the group from its desired state.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
+pub(crate) struct Problem {
     /// Constant reason.
     pub reason: &'static str,
     /// What is wrong and what to do.
@@ -30,7 +30,7 @@ pub struct Problem {
 
 /// What the plan step learned, from which status is built.
 #[derive(Debug, Clone, Default)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// Epoch of the document in place after this reconcile.
     pub epoch: u64,
     /// Shard counts, `None` to keep the current ones (no plan was made).
@@ -53,7 +53,7 @@ pub struct Outcome {
 }
 
 /// The status for `outcome`, and the Events its condition transitions call for.
-pub fn build(obs: &Observation, outcome: &Outcome) -> (ShardGroupStatus, Vec<EventNote>) {
+pub(crate) fn build(obs: &Observation, outcome: &Outcome) -> (ShardGroupStatus, Vec<EventNote>) {
     let current = obs.group.status.clone().unwrap_or_default();
     let generation = obs.group.metadata.generation;
     let now = obs.now;

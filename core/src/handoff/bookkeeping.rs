@@ -11,7 +11,7 @@ use crate::crds::shard_group::MoveLogEntry;
 /// Handoff and pacing bookkeeping kept in the ShardGroup status so a restart
 /// resumes it (see the status fields of the same names).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ProtocolStatus {
+pub(crate) struct ProtocolStatus {
     /// The move budget's log, one entry per reconcile that moved shards.
     pub move_log: Vec<MoveLogEntry>,
     /// Optional moves the budget still allows in the window.
@@ -33,7 +33,7 @@ pub struct ProtocolStatus {
 
 impl ProtocolStatus {
     /// The bookkeeping stored in `status`.
-    pub fn from_status(status: &ShardGroupStatus) -> Self {
+    pub(crate) fn from_status(status: &ShardGroupStatus) -> Self {
         Self {
             move_log: status.move_log.clone(),
             move_budget_remaining: status.move_budget_remaining,

@@ -13,7 +13,7 @@ use crate::observation::PodInfo;
 
 /// The timing rules of the protocol, from the spec.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timing {
+pub(crate) struct Timing {
     /// `handoff.drainTimeout`.
     pub drain_timeout: Duration,
     /// `handoff.leaseFailover`.

@@ -53,12 +53,13 @@ mod step;
 #[cfg(test)]
 mod tests;
 
-pub use bookkeeping::ProtocolStatus;
-pub use clocks::Timing;
+pub(crate) use bookkeeping::ProtocolStatus;
+pub(crate) use clocks::Timing;
 pub use evidence::Evidence;
-pub use recover::recover_previous;
-pub use step::{Completed, HandoffResult, engine_previous, step};
+pub(crate) use recover::recover_previous;
+pub use step::Completed;
+pub(crate) use step::{HandoffResult, engine_previous, step};
 
 /// Progressing reason while handoffs run without a lease table (the weaker,
 /// unfenced guarantee: see `docs/handoff.md`).
-pub const HANDOFF_UNFENCED: &str = "HandoffUnfenced";
+pub(crate) const HANDOFF_UNFENCED: &str = "HandoffUnfenced";

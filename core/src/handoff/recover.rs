@@ -14,7 +14,7 @@ use crate::observation::Observation;
 /// with the highest epoch; one only in `revoking` lists stays revoking (its
 /// drain starts over). `None` when the document was read, or no pod carries
 /// a view.
-pub fn recover_previous(obs: &Observation) -> Option<AssignmentDocument> {
+pub(crate) fn recover_previous(obs: &Observation) -> Option<AssignmentDocument> {
     if obs.published.document().is_some() {
         return None;
     }

@@ -32,7 +32,7 @@ pub struct Completed {
 
 /// The result of the handoff step.
 #[derive(Debug, Clone, Default)]
-pub struct HandoffResult {
+pub(crate) struct HandoffResult {
     /// The shard records to publish.
     pub records: BTreeMap<String, ShardRecord>,
     /// Handoffs completed in this plan.
@@ -53,7 +53,9 @@ pub struct HandoffResult {
 /// owner; a `Revoking` shard is on its destination (so the engine neither
 /// re-plans nor re-counts a move already decided), or unplaced when it has
 /// none yet.
-pub fn engine_previous(published: Option<&AssignmentDocument>) -> BTreeMap<String, Previous> {
+pub(crate) fn engine_previous(
+    published: Option<&AssignmentDocument>,
+) -> BTreeMap<String, Previous> {
     let Some(doc) = published else {
         return BTreeMap::new();
     };
@@ -79,7 +81,7 @@ pub fn engine_previous(published: Option<&AssignmentDocument>) -> BTreeMap<Strin
 }
 
 /// Runs the handoff step for one plan.
-pub fn step(
+pub(crate) fn step(
     obs: &Observation,
     timing: Timing,
     topology: &Topology,

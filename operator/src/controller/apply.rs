@@ -44,10 +44,9 @@ use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use shardring_core::codec;
-use shardring_core::document::AnnotationWrite;
-use shardring_core::events::{EventKind, EventNote};
 use shardring_core::observation::PublishedVersion;
 use shardring_core::plan::Decision;
+use shardring_core::{AnnotationWrite, EventKind, EventNote};
 
 use super::cached_pod::CachedPod;
 use super::metrics::ControllerMetrics;

@@ -37,10 +37,7 @@ pub use shardring_core::observation::{
     Observation, PodInfo, Published, PublishedVersion, TopologyObservation,
 };
 pub use shardring_core::plan::{self, Decision, plan};
-pub use shardring_core::{
-    AnnotationWrite, EventKind, EventNote, codec, conditions, document, events, handoff, pacing,
-    status,
-};
+pub use shardring_core::{AnnotationWrite, EventKind, EventNote, codec, conditions, handoff};
 
 pub use apply::ApplyError;
 pub use cached_pod::CachedPod;
