@@ -4,14 +4,18 @@
 //! handoff logic uses them as evidence that a pod has let a shard go; the
 //! Kinesis lifecycle uses them to tell when a parent shard is complete.
 //! A row is parsed by the consumer crate's [`record`] module, the one
-//! definition of the KCL lease record that consumers write with.
+//! definition of the KCL lease record that consumers write with; its
+//! checkpoint and attribute names are the API crate's
+//! ([`shardring_crds::lease_record`]), and the snapshots the controller
+//! core's ([`shardring_core::leases`]).
 
 pub mod reader;
 pub mod snapshot;
 
 pub use reader::{LeaseMetrics, LeaseReader, dynamodb_client};
 pub use shardring_consumer::lease::record;
-pub use shardring_consumer::lease::{Checkpoint, CheckpointKind, LeaseRecord, StreamQualifier};
+pub use shardring_consumer::lease::{LeaseRecord, StreamQualifier};
+pub use shardring_crds::lease_record::{Checkpoint, CheckpointKind};
 pub use snapshot::{LeaseSnapshot, LeaseTable};
 
 /// Why a lease table read failed. Each variant has a constant reason used in
