@@ -1,7 +1,9 @@
-//! The shardring operator's library: the assignment engine (re-exported from
-//! its own dependency-free crate), the controller core, the shard sources, the
-//! Kubernetes adapter, the runtime (metrics, health, leader election) and the
-//! command-line front ends.
+//! The shardring operator's library: the adapters around the pure crates
+//! (the assignment engine and the controller core `shardring_core`, whose
+//! modules [`controller`] re-exports): the Kubernetes observe and apply
+//! steps, the shard sources (Kinesis, static) and the lease-table reader, the
+//! runtime (metrics, health, leader election), the simulation, the demo and
+//! the command-line front ends.
 
 pub use shardring_crds as crds;
 pub use shardring_engine as engine;
