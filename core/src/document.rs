@@ -8,7 +8,9 @@
 //! grow, which is all the consumer contract needs.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Deserialize;
 
 use crate::crds::assignment::ViewError;
 use crate::crds::{AssignmentDocument, PodAssignment, PodView, ShardRecord};
@@ -97,17 +99,24 @@ pub fn annotation_writes(
 ) -> (Vec<AnnotationWrite>, Vec<Oversized>) {
     let mut writes = Vec::new();
     let mut oversized = Vec::new();
+    // Hashed once: a lookup per pod in the sorted map compared names a
+    // dozen times each (most of this function at 5,000 pods).
+    let lists_of: HashMap<&str, &PodAssignment> = doc
+        .pods
+        .iter()
+        .map(|(name, lists)| (name.as_str(), lists))
+        .collect();
     for pod in pods {
         // A pod that left the pool keeps its view while it still has shards
         // to give back: it must see the revoke to stop reading them.
-        let wanted = doc
-            .pods
-            .get(&pod.name)
+        let wanted = lists_of
+            .get(pod.name.as_str())
+            .copied()
             .filter(|entry| pod.selected || !entry.revoking.is_empty());
         let current = pod
             .annotation
             .as_deref()
-            .map(serde_json::from_str::<PodView>);
+            .map(serde_json::from_str::<CurrentLists<'_>>);
         match (wanted, current) {
             (None, None) => {}
             (None, Some(_)) => writes.push(AnnotationWrite {
@@ -116,9 +125,9 @@ pub fn annotation_writes(
                 view: None,
             }),
             (Some(lists), Some(Ok(view)))
-                if view.active == lists.active
-                    && view.standby == lists.standby
-                    && view.revoking == lists.revoking => {}
+                if same(&view.active, &lists.active)
+                    && same(&view.standby, &lists.standby)
+                    && same(&view.revoking, &lists.revoking) => {}
             (Some(lists), _) => {
                 let view = PodView {
                     epoch: doc.epoch,
@@ -141,6 +150,26 @@ pub fn annotation_writes(
         }
     }
     (writes, oversized)
+}
+
+/// The lists of a pod's current annotation, borrowed from its text where
+/// they need no unescaping: every reconcile compares all of them, and at
+/// 5,000 pods owned copies were a tenth of a no-op plan.
+#[derive(Deserialize)]
+struct CurrentLists<'a> {
+    /// Required, as in [`PodView`]: a view without its epoch is rewritten.
+    #[serde(rename = "epoch")]
+    _epoch: u64,
+    #[serde(default, borrow)]
+    active: Vec<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    standby: Vec<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    revoking: Vec<Cow<'a, str>>,
+}
+
+fn same(current: &[Cow<'_, str>], wanted: &[String]) -> bool {
+    current.len() == wanted.len() && current.iter().zip(wanted).all(|(c, w)| c == w)
 }
 
 fn uid(pod: &PodInfo) -> Option<String> {

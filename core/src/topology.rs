@@ -16,11 +16,22 @@ pub struct Topology {
 }
 
 impl Topology {
+    /// The shards in id order (the order of the document's records). A
+    /// source that lists them sorted costs one pass to check.
+    pub fn sorted_by_id(&self) -> Vec<&Shard> {
+        let mut shards: Vec<&Shard> = self.shards.iter().collect();
+        if !shards.is_sorted_by(|a, b| a.id <= b.id) {
+            shards.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+        }
+        shards
+    }
+
     /// The topology of a `static` source: the name template expanded `count`
     /// times, every partition an open shard without hash key range or
-    /// parents. Such a source never fails to read.
+    /// parents, listed in id order (as the document lists them, so each plan
+    /// checks the order instead of sorting). Such a source never fails to read.
     pub fn of_static(spec: &StaticSource) -> Self {
-        let shards = spec
+        let mut shards: Vec<Shard> = spec
             .partition_names()
             .map(|id| Shard {
                 id,
@@ -29,6 +40,7 @@ impl Topology {
                 state: ShardState::Open,
             })
             .collect();
+        shards.sort_unstable_by(|a, b| a.id.cmp(&b.id));
         Topology { shards }
     }
 }

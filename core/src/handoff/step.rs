@@ -102,7 +102,15 @@ pub(crate) fn step(
     };
     let pending: BTreeSet<&str> = output.pending.iter().map(String::as_str).collect();
     let mut result = HandoffResult::default();
-    for shard in &topology.shards {
+    // The engine's assignment and the published records are maps sorted by
+    // shard id: walking the shards in id order joins all three in one pass,
+    // without a map lookup per shard (at 20,000 shards the lookups and the
+    // one-by-one inserts were a third of the plan), and the records come
+    // out sorted, so the map is built in bulk.
+    let mut assigned = SortedCursor::new(output.assignment.iter());
+    let mut published_records = SortedCursor::new(published.into_iter().flat_map(|d| &d.shards));
+    let mut records = Vec::with_capacity(topology.shards.len());
+    for shard in topology.sorted_by_id() {
         let mut record = ShardRecord {
             parents: shard.parents.clone(),
             hash_key_range: shard.hash_key_range.as_ref().map(|r| HashKeyRange {
@@ -111,15 +119,15 @@ pub(crate) fn step(
             }),
             ..Default::default()
         };
+        let target = assigned.get(&shard.id);
+        let previous = published_records.get(&shard.id);
         if shard.state == ShardState::Complete {
             record.state = ShardPhase::Complete;
         } else if pending.contains(shard.id.as_str()) {
             record.state = ShardPhase::Pending;
         } else {
-            let target = output.assignment.get(&shard.id);
             let owner = target.and_then(|a| a.owner.clone());
             let standbys = target.map(|a| a.standbys.clone()).unwrap_or_default();
-            let previous = published.and_then(|d| d.shards.get(&shard.id));
             ctx.place(
                 &shard.id,
                 previous,
@@ -129,8 +137,11 @@ pub(crate) fn step(
                 &mut result,
             );
         }
-        result.records.insert(shard.id.clone(), record);
+        records.push((shard.id.clone(), record));
     }
+    // Sorted input: `collect` only checks the order and builds the tree in
+    // bulk (a repeated id keeps its last record, as inserting would).
+    result.records = records.into_iter().collect();
     // Keep only the bookkeeping of pods that still hold revoking shards.
     let holders: BTreeSet<&str> = result
         .records
@@ -153,6 +164,35 @@ pub(crate) fn step(
         .map(|h| h.since)
         .min();
     result
+}
+
+/// A cursor over a map's entries in key order, asked for keys in ascending
+/// order: each entry is passed over once, whatever the number of asks.
+struct SortedCursor<'a, V: 'a, I: Iterator<Item = (&'a String, &'a V)>> {
+    entries: std::iter::Peekable<I>,
+}
+
+impl<'a, V: 'a, I: Iterator<Item = (&'a String, &'a V)>> SortedCursor<'a, V, I> {
+    fn new(entries: I) -> Self {
+        Self {
+            entries: entries.peekable(),
+        }
+    }
+
+    /// The value at `key`; keys asked must not decrease.
+    fn get(&mut self, key: &str) -> Option<&'a V> {
+        while let Some((at, value)) = self.entries.peek() {
+            match at.as_str().cmp(key) {
+                std::cmp::Ordering::Less => {
+                    self.entries.next();
+                }
+                // Not consumed: a repeated key is answered again.
+                std::cmp::Ordering::Equal => return Some(*value),
+                std::cmp::Ordering::Greater => return None,
+            }
+        }
+        None
+    }
 }
 
 /// What one step decides from: the observation, the timing rules, the pods

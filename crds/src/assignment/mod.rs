@@ -16,7 +16,7 @@
 
 pub mod encoding;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use jiff::Timestamp;
 use schemars::JsonSchema;
@@ -262,9 +262,13 @@ impl AssignmentDocument {
     /// `shards` (keeping pods that now hold nothing, with empty lists), so the
     /// two views of the document cannot disagree. Lists come out sorted.
     pub fn reindex_pods(&mut self) {
-        for entry in self.pods.values_mut() {
-            *entry = PodAssignment::default();
-        }
+        // Indexed by borrowed names first: one String per pod, not one
+        // clone of the owner's name per shard (20,000 at scale).
+        let mut index: HashMap<&str, PodAssignment> = self
+            .pods
+            .keys()
+            .map(|pod| (pod.as_str(), PodAssignment::default()))
+            .collect();
         for (id, shard) in &self.shards {
             let list: fn(&mut PodAssignment) -> &mut Vec<String> = match shard.state {
                 ShardPhase::Active => |p: &mut PodAssignment| &mut p.active,
@@ -272,16 +276,17 @@ impl AssignmentDocument {
                 ShardPhase::Pending | ShardPhase::Complete => continue,
             };
             if let Some(owner) = &shard.owner {
-                list(self.pods.entry(owner.clone()).or_default()).push(id.clone());
+                list(index.entry(owner).or_default()).push(id.clone());
             }
             for standby in &shard.standbys {
-                self.pods
-                    .entry(standby.clone())
-                    .or_default()
-                    .standby
-                    .push(id.clone());
+                index.entry(standby).or_default().standby.push(id.clone());
             }
         }
+        let pods: BTreeMap<String, PodAssignment> = index
+            .into_iter()
+            .map(|(pod, lists)| (pod.to_owned(), lists))
+            .collect();
+        self.pods = pods;
     }
 
     /// The compact view of `pod` for its annotation; empty lists when the pod

@@ -1,0 +1,221 @@
+//! The plan step alone at scale: one ShardGroup of 20,000 static shards over
+//! 5,000 Ready pods, planned from an [`Observation`] built in memory (no
+//! stores, no API server). Prints the median and worst time of a no-op plan
+//! (everything published and every annotation current), of a pod leaving
+//! (its shards start a revoke) and of a pod joining (balancing moves start),
+//! with the engine run alone on the same input as the baseline measured in
+//! the same run: what the plan costs above the assignment itself.
+//!
+//!     cargo bench -p shardring-core --bench plan [-- --pods N --shards M --rounds R]
+//!
+//! `--no-op-only` times the no-op plan alone (to profile it).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use shardring_core::{Observation, PodInfo, Published, Topology, TopologyObservation, plan};
+use shardring_crds::consumer_pool::CapacitySpec;
+use shardring_crds::shard_group::{PoolRef, RebalanceSpec, ShardSource, StaticSource};
+use shardring_crds::{ConsumerPool, ConsumerPoolSpec, ShardGroup, ShardGroupSpec};
+
+const NS: &str = "bench";
+
+fn group(shards: u32) -> ShardGroup {
+    let mut group = ShardGroup::new(
+        "orders",
+        ShardGroupSpec {
+            pool_ref: PoolRef {
+                name: "consumers".into(),
+            },
+            source: ShardSource {
+                kinesis: None,
+                static_source: Some(StaticSource {
+                    count: shards,
+                    name_template: "orders-{index}".into(),
+                }),
+            },
+            lease_table: None,
+            consumer_name: None,
+            standbys: 0,
+            balance: Default::default(),
+            handoff: Default::default(),
+            // Balancing moves start at once (the default waits 30 s).
+            rebalance: RebalanceSpec {
+                delay: "0s".into(),
+                ..Default::default()
+            },
+            output: Default::default(),
+        },
+    );
+    group.metadata.namespace = Some(NS.into());
+    group.metadata.uid = Some("bench-uid".into());
+    group.metadata.generation = Some(1);
+    group
+}
+
+fn pool() -> ConsumerPool {
+    let mut pool = ConsumerPool::new(
+        "consumers",
+        ConsumerPoolSpec {
+            selector: Default::default(),
+            min_ready_seconds: 0,
+            capacity: CapacitySpec::default(),
+            max_shards_per_pod: None,
+            topology_keys: vec![],
+        },
+    );
+    pool.metadata.namespace = Some(NS.into());
+    pool
+}
+
+fn pod(name: &str) -> PodInfo {
+    PodInfo {
+        name: name.into(),
+        uid: format!("uid-{name}"),
+        labels: BTreeMap::from([("app".into(), "consumer".into())]),
+        selected: true,
+        ready: true,
+        ready_since: Some(Timestamp::UNIX_EPOCH),
+        node_name: Some("node-1".into()),
+        created: Some(Timestamp::UNIX_EPOCH),
+        ..Default::default()
+    }
+}
+
+/// The observation after `obs`'s decision was applied as the API server
+/// would: the document published, the annotations written, the status set.
+fn applied(mut obs: Observation) -> Observation {
+    let decision = plan(&obs);
+    if let Some(doc) = decision.document_write {
+        obs.published = Published::from(doc);
+    }
+    let key = obs.group.annotation_key();
+    for write in decision.annotation_writes {
+        let pod = obs.pods.iter_mut().find(|p| p.name == write.pod).unwrap();
+        pod.annotation = write.view.map(|v| v.to_checked_annotation(&key).unwrap());
+    }
+    obs.group.status = Some(decision.status);
+    obs
+}
+
+/// Times `plan(obs)` `rounds` times: (median, max).
+fn time(obs: &Observation, rounds: usize) -> (Duration, Duration) {
+    let mut times: Vec<Duration> = (0..rounds)
+        .map(|_| {
+            let start = Instant::now();
+            std::hint::black_box(plan(std::hint::black_box(obs)));
+            start.elapsed()
+        })
+        .collect();
+    times.sort();
+    (times[times.len() / 2], times[times.len() - 1])
+}
+
+fn arg(name: &str, default: usize) -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .map_or(default, |v| v.parse().expect("a number"))
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn main() {
+    let pods = arg("--pods", 5_000);
+    let shards = u32::try_from(arg("--shards", 20_000)).expect("--shards fits in a u32");
+    let rounds = arg("--rounds", 15);
+    let group = group(shards);
+    let source = group.spec.source.static_source.clone().unwrap();
+    let mut obs = Observation {
+        group,
+        pool: Some(pool()),
+        pods: (0..pods).map(|i| pod(&format!("p-{i}"))).collect(),
+        topology: TopologyObservation {
+            source: "static".into(),
+            last_good: Some(Topology::of_static(&source)),
+            read_at: Some(Timestamp::UNIX_EPOCH),
+            ..Default::default()
+        },
+        published: Published::Missing,
+        leases: Default::default(),
+        departed: Default::default(),
+        now: Timestamp::from_second(1_000_000).unwrap(),
+    };
+    let (first, _) = time(&obs, 3);
+    obs = applied(obs);
+    let noop = time(&obs, rounds);
+    if std::env::args().any(|a| a == "--no-op-only") {
+        // For a profiler: the no-op plan alone, `rounds` times.
+        println!("no-op plan: {} median, {} max", ms(noop.0), ms(noop.1));
+        return;
+    }
+
+    // The engine alone on what the no-op plan feeds it: the baseline.
+    let input = shardring_engine::PlanInput {
+        options: shardring_engine::PlanOptions {
+            consumer_name: obs.group.consumer_name(),
+            ..Default::default()
+        },
+        shards: obs.topology.last_good.clone().unwrap().shards,
+        pods: obs
+            .pods
+            .iter()
+            .map(|p| shardring_engine::Pod {
+                name: p.name.clone(),
+                ready: true,
+                terminating: false,
+                capacity: 1,
+                zone: None,
+                node: p.node_name.clone(),
+                ready_since: p.ready_since.map(|t| t.as_second()),
+            })
+            .collect(),
+        previous: obs
+            .published
+            .document()
+            .unwrap()
+            .shards
+            .iter()
+            .map(|(id, r)| {
+                let owner = r.owner.clone().unwrap();
+                (id.clone(), shardring_engine::Previous::Owner(owner))
+            })
+            .collect(),
+    };
+    let mut engine_times: Vec<Duration> = (0..rounds)
+        .map(|_| {
+            let start = Instant::now();
+            std::hint::black_box(shardring_engine::plan(&input).unwrap());
+            start.elapsed()
+        })
+        .collect();
+    engine_times.sort();
+
+    let mut leave = obs.clone();
+    leave.pods[0].deletion_timestamp = Some(leave.now);
+    let leave_times = time(&leave, rounds);
+    let mut join = obs;
+    join.pods.push(pod("p-new"));
+    let join_times = time(&join, rounds);
+
+    println!("plan step: {pods} pods, {shards} static shards, {rounds} rounds");
+    println!("{:<40} {:>10} {:>10}", "step", "median", "max");
+    let engine = (engine_times[rounds / 2], engine_times[rounds - 1]);
+    for (step, (median, max)) in [
+        ("baseline: engine alone (no-op input)", engine),
+        ("first plan (nothing published)", (first, first)),
+        ("no-op plan", noop),
+        ("pod leaves (revokes start)", leave_times),
+        ("pod joins (balancing moves)", join_times),
+    ] {
+        println!("{step:<40} {:>10} {:>10}", ms(median), ms(max));
+    }
+    println!(
+        "no-op plan / engine alone: {:.2}x",
+        noop.0.as_secs_f64() / engine.0.as_secs_f64()
+    );
+}
