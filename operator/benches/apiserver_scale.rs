@@ -56,10 +56,14 @@ impl Operator {
             command.args(["--namespace", namespace]);
         }
         // SHARDRING_BENCH_LOG=<file>: the operator's debug log (each
-        // reconcile's phase timings) goes there, to see where time goes.
+        // reconcile's phase timings) goes there, to see where time goes;
+        // SHARDRING_BENCH_LOG_FILTER replaces its filter (e.g. add
+        // `kube_runtime::controller=debug` to see what woke each reconcile).
+        let log_filter = std::env::var("SHARDRING_BENCH_LOG_FILTER")
+            .unwrap_or_else(|_| "warn,shardring::controller=debug".into());
         let (filter, stdout) = match std::env::var_os("SHARDRING_BENCH_LOG") {
             Some(path) => (
-                "warn,shardring::controller=debug",
+                log_filter.as_str(),
                 Stdio::from(
                     std::fs::OpenOptions::new()
                         .create(true)

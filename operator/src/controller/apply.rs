@@ -50,6 +50,7 @@ use shardring_core::{AnnotationWrite, EventKind, EventNote};
 
 use super::cached_pod::CachedPod;
 use super::metrics::ControllerMetrics;
+use super::own_writes::OwnWrites;
 use crate::crds::assignment::{CONFIGMAP_GZIP_KEY, CONFIGMAP_KEY};
 use crate::crds::{AssignmentDocument, ShardGroup, ShardGroupStatus};
 
@@ -163,7 +164,8 @@ pub async fn apply(
             Some(encoded) => encoded.clone(),
             None => codec::encode(doc)?,
         };
-        applied.document_version = publish_document(client, group, encoded, published).await?;
+        applied.document_version =
+            publish_document(client, group, encoded, published, &writes.own).await?;
         metrics.write("configmap");
     }
     let pods: Api<CachedPod> = Api::namespaced(client.clone(), &namespace);
@@ -227,6 +229,7 @@ pub async fn publish_document(
     group: &ShardGroup,
     encoded: codec::EncodedDocument,
     published: &PublishedVersion,
+    own: &OwnWrites,
 ) -> Result<Option<String>, ApplyError> {
     let mut cm = encoded_config_map(group, encoded)?;
     let name = group.config_map_name();
@@ -267,7 +270,12 @@ pub async fn publish_document(
         // A second write followed: the next read decodes what it left.
         return Ok(None);
     }
-    Ok(stored_as_sent(&cm, &written))
+    let version = stored_as_sent(&cm, &written);
+    if version.is_some() {
+        // Its echo is what this reconcile wrote: no need to wake for it.
+        own.record(&written);
+    }
+    Ok(version)
 }
 
 /// The resourceVersion of `written` when its document keys hold exactly
@@ -361,6 +369,7 @@ pub async fn write_annotation(
     pods: &Api<CachedPod>,
     key: &str,
     write: &AnnotationWrite,
+    own: &OwnWrites,
 ) -> Result<(), ApplyError> {
     let patch = annotation_patch(key, write);
     match pods
@@ -374,7 +383,10 @@ pub async fn write_annotation(
         )
         .await
     {
-        Ok(_) => Ok(()),
+        Ok(written) => {
+            own.record(&written);
+            Ok(())
+        }
         Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
             tracing::debug!(pod = %write.pod, code = status.code, "pod gone before its annotation was written; skipped");
             Ok(())
@@ -454,10 +466,15 @@ pub async fn remove_annotations(
 /// priority and fairness answers an excess with 429 and `Retry-After`, which
 /// the client honours (kube's default retry policy) before the write counts
 /// as failed.
+///
+/// It also remembers the pod versions those writes produced
+/// ([`OwnWrites`]), so the pod watch can tell their echoes from changes.
 #[derive(Debug, Clone)]
 pub struct WriteLimit {
     permits: Arc<Semaphore>,
     concurrency: usize,
+    /// The versions the writes produced.
+    pub own: OwnWrites,
 }
 
 impl WriteLimit {
@@ -467,6 +484,7 @@ impl WriteLimit {
         Self {
             permits: Arc::new(Semaphore::new(concurrency)),
             concurrency,
+            own: OwnWrites::default(),
         }
     }
 }
@@ -501,7 +519,7 @@ async fn write_annotations(
                 .acquire()
                 .await
                 .expect("the write semaphore is never closed");
-            write_annotation(pods, key, write).await?;
+            write_annotation(pods, key, write, &limit.own).await?;
             metrics.write(if write.view.is_some() {
                 "annotation"
             } else {

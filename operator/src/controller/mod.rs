@@ -10,6 +10,7 @@ pub mod apply;
 pub mod cached_pod;
 pub mod metrics;
 pub mod observe;
+pub mod own_writes;
 pub mod runner;
 pub mod sources;
 pub mod strip;

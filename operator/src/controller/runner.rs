@@ -6,7 +6,7 @@
 //!
 //! No reconcile decides before every cache has completed its first list,
 //! and every completed list reconciles every group ([`super::sync`]). The
-//! operator's own status and document writes wake no reconcile
+//! operator's own status, document and annotation writes wake no reconcile
 //! ([`super::triggers`]).
 //!
 //! Leadership: the watches run on every replica (so a standby is ready with
@@ -134,6 +134,9 @@ pub async fn run_controller(
         .touched_objects();
 
     let (pods, pod_writer) = reflector::store::<CachedPod>();
+    let write_limit = super::apply::WriteLimit::new(config.write_concurrency);
+    let own_writes = write_limit.own.clone();
+    let own_documents = write_limit.own.clone();
     let departed = observe::departed::Departed::default();
     let key_groups = groups.clone();
     // Pods are listed in pages at the latest resourceVersion, not at "0":
@@ -146,6 +149,7 @@ pub async fn run_controller(
         .reflect(pod_writer)
         .inspect(departed.recorder())
         .inspect(sync.tracker(cache::PODS))
+        .filter(move |event| ready(!triggers::own_write_echo(&own_writes, event)))
         .touched_objects();
 
     let (config_maps, cm_writer) = reflector::store::<ConfigMap>();
@@ -159,7 +163,12 @@ pub async fn run_controller(
     .default_backoff()
     .reflect(cm_writer)
     .inspect(sync.tracker(cache::CONFIG_MAPS))
-    .filter(move |event| ready(!triggers::known_document_update(&known, event)))
+    .filter(move |event| {
+        ready(
+            !triggers::known_document_update(&known, event)
+                && !triggers::own_write_echo(&own_documents, event),
+        )
+    })
     .touched_objects();
 
     let (nodes, node_writer) = reflector::store();
@@ -214,7 +223,7 @@ pub async fn run_controller(
     let mut context = Context::new(client.clone(), stores.clone(), metrics)
         .with_recorder(recorder)
         .with_sources(sources)
-        .with_write_limit(super::apply::WriteLimit::new(config.write_concurrency))
+        .with_write_limit(write_limit)
         .with_cache_sync(sync.clone());
     if let Some(rx) = leader.clone() {
         context = context.with_leader(rx);

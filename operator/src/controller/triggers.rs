@@ -14,7 +14,12 @@
 //! * an owned ConfigMap wakes it unless it is at a version whose document is
 //!   already known ([`DocumentCache::knows`]): the operator's own write, or
 //!   one a reconcile already read. A deletion always wakes it (the document
-//!   is rebuilt).
+//!   is rebuilt);
+//! * a pod wakes its groups unless it is the echo of the operator's own
+//!   annotation write: at exactly the version that write produced
+//!   ([`OwnWrites`]); the same holds for the document's ConfigMap, whose
+//!   echo can arrive before the written document is in the cache. A deleted
+//!   object always wakes them.
 //!
 //! The caches still apply every event: only the wake-up is skipped.
 
@@ -25,6 +30,7 @@ use kube::core::DeserializeGuard;
 use kube::runtime::watcher;
 
 use super::observe::documents::DocumentCache;
+use super::own_writes::OwnWrites;
 use crate::crds::ShardGroup;
 
 /// The predicate of the ShardGroup watch (`predicate_filter`): a reconcile
@@ -49,6 +55,23 @@ pub fn known_document_update(
     event: &Result<watcher::Event<ConfigMap>, watcher::Error>,
 ) -> bool {
     matches!(event, Ok(watcher::Event::Apply(cm)) if documents.knows(cm))
+}
+
+/// Whether `event` is the echo of the operator's own write (to a pod or the
+/// document's ConfigMap), which wakes no reconcile. A deletion forgets the
+/// object's last write.
+pub fn own_write_echo<K: kube::Resource<DynamicType = ()>>(
+    own: &OwnWrites,
+    event: &Result<watcher::Event<K>, watcher::Error>,
+) -> bool {
+    match event {
+        Ok(watcher::Event::Apply(pod)) => own.is_echo(pod),
+        Ok(watcher::Event::Delete(pod)) => {
+            own.forget(pod);
+            false
+        }
+        _ => false,
+    }
 }
 
 fn hash(value: &impl Hash) -> u64 {
@@ -140,5 +163,23 @@ mod tests {
         assert!(!known_document_update(&documents, &apply("8")));
         let deleted = Ok(watcher::Event::Delete(config_map("7")));
         assert!(!known_document_update(&documents, &deleted));
+    }
+
+    #[test]
+    fn only_the_echo_of_an_own_write_is_quiet_and_a_deletion_forgets_it() {
+        let own = OwnWrites::default();
+        own.record(&config_map("7"));
+        let apply = |v: &str| Ok(watcher::Event::Apply(config_map(v)));
+        assert!(!own_write_echo(&own, &apply("6")));
+        assert!(own_write_echo(&own, &apply("7")));
+        // A relist delivers every object again: it wakes the groups.
+        assert!(!own_write_echo(
+            &own,
+            &Ok(watcher::Event::InitApply(config_map("7")))
+        ));
+        own.record(&config_map("9"));
+        let deleted = Ok(watcher::Event::Delete(config_map("9")));
+        assert!(!own_write_echo(&own, &deleted));
+        assert!(!own_write_echo(&own, &apply("9")));
     }
 }
