@@ -20,6 +20,8 @@ use shardring_engine as engine;
 
 pub mod codec;
 pub mod conditions;
+pub mod cycle;
+
 pub mod departures;
 pub(crate) mod document;
 pub(crate) mod events;
@@ -38,5 +40,6 @@ pub use observation::{
     Containers, LeaseObservation, Observation, PodInfo, Published, PublishedVersion,
     TopologyObservation,
 };
+pub use cycle::{Apply, Observe, Observed, cycle};
 pub use plan::{Decision, plan};
 pub use topology::{SourceError, Topology};
