@@ -7,10 +7,10 @@
 //! process has exited the status shows the container terminated, and only
 //! after that does the pod object disappear. A kill -9 with a force
 //! deletion removes the object at once, its status still `running`. The
-//! controller reads it through [`Cluster::observation`] (with the memory of
-//! departed pods its pod watch would keep) and writes it through
-//! [`Cluster::apply`], which also projects each pod's annotation into its
-//! downward-API file, the way kubelet does.
+//! controller's reconcile is the core's cycle over [`Cluster::reconcile`]:
+//! it observes the cluster (with the memory of departed pods its pod watch
+//! would keep) and writes to it in the operator's order, projecting each
+//! pod's annotation into its downward-API file, the way kubelet does.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -22,17 +22,19 @@ use kube::core::ObjectMeta;
 
 use super::consumers::ConsumerProcess;
 use shardring_core::departures::{Departure, RETENTION};
+use shardring_core::cycle::{Apply, DocumentWrite, Observe, Observed};
 use shardring_core::observation::{
-    Containers, LeaseObservation, Observation, PodInfo, Published, TopologyObservation,
+    Containers, LeaseObservation, Observation, PodInfo, Published, PublishedVersion,
+    TopologyObservation,
 };
-use shardring_core::plan::Decision;
+use shardring_core::{AnnotationWrite, EventNote};
 
 use crate::controller::observe::departed::Departed;
 use crate::crds::consumer_pool::ConsumerPoolSpec;
 use crate::crds::shard_group::{
     HandoffSpec, KinesisSource, LeaseTableSpec, PoolRef, RebalanceSpec, ShardGroupSpec, ShardSource,
 };
-use crate::crds::{AssignmentDocument, ConsumerPool, ShardGroup};
+use crate::crds::{AssignmentDocument, ConsumerPool, ShardGroup, ShardGroupStatus};
 
 /// Namespace of every demo object.
 pub const NAMESPACE: &str = "default";
@@ -317,6 +319,19 @@ impl Cluster {
         reaped
     }
 
+    /// One reconcile's view of the cluster, for the core's cycle: observed
+    /// with the source's read results `topology` and `leases`.
+    pub fn reconcile(
+        &mut self,
+        topology: TopologyObservation,
+        leases: LeaseObservation,
+    ) -> Reconcile<'_> {
+        Reconcile {
+            cluster: self,
+            reads: Some((topology, leases)),
+        }
+    }
+
     /// The controller's observation of the group at `now`.
     pub fn observation(
         &self,
@@ -339,23 +354,19 @@ impl Cluster {
         }
     }
 
-    /// Applies a decision: stores the document and status, writes each
-    /// changed pod annotation and projects it into the pod's downward-API
-    /// file (temp file + rename, as kubelet swaps it atomically).
-    pub fn apply(&mut self, decision: &Decision) -> std::io::Result<()> {
-        if let Some(doc) = &decision.document_write {
-            self.published = Some(doc.clone());
-            let json = serde_json::to_vec_pretty(doc).map_err(std::io::Error::other)?;
-            shardring_consumer::view::file::write_atomically(
-                &self.dir.join("assignment.json"),
-                &json,
-            )?;
-        }
-        if decision.status_changed {
-            self.group.status = Some(decision.status.clone());
-        }
+    /// Stores the published document, also as a file beside the pods'.
+    fn publish(&mut self, doc: &AssignmentDocument) -> std::io::Result<()> {
+        self.published = Some(doc.clone());
+        let json = serde_json::to_vec_pretty(doc).map_err(std::io::Error::other)?;
+        shardring_consumer::view::file::write_atomically(&self.dir.join("assignment.json"), &json)
+    }
+
+    /// Writes each pod annotation and projects it into the pod's
+    /// downward-API file (temp file + rename, as kubelet swaps it
+    /// atomically).
+    fn annotate(&mut self, writes: &[AnnotationWrite]) -> std::io::Result<()> {
         let key = self.group.annotation_key();
-        for write in &decision.annotation_writes {
+        for write in writes {
             let Some(pod) = self.pods.get_mut(&write.pod) else {
                 continue;
             };
@@ -395,6 +406,47 @@ impl Cluster {
             }
         }
     }
+}
+
+/// One reconcile of the [`Cluster`]: the core's cycle observes it with the
+/// source's read results and writes to it (document, annotations, status;
+/// the demo keeps no Events).
+pub struct Reconcile<'a> {
+    cluster: &'a mut Cluster,
+    /// The topology and lease table reads, until the observe half takes them.
+    reads: Option<(TopologyObservation, LeaseObservation)>,
+}
+
+impl Observe for Reconcile<'_> {
+    async fn observe(&mut self, now: Timestamp) -> Observed {
+        let (topology, leases) = self.reads.take().unwrap_or_default();
+        Observed {
+            observation: self.cluster.observation(topology, leases, now),
+            // The in-process store applies every write at once: nothing
+            // can land after a newer one, so there is no precondition.
+            published: PublishedVersion::Absent,
+        }
+    }
+}
+
+impl Apply for Reconcile<'_> {
+    type Error = std::io::Error;
+    type Receipt = ();
+
+    async fn document(&mut self, write: DocumentWrite<'_>) -> std::io::Result<()> {
+        self.cluster.publish(write.document)
+    }
+
+    async fn annotations(&mut self, writes: &[AnnotationWrite]) -> std::io::Result<()> {
+        self.cluster.annotate(writes)
+    }
+
+    async fn status(&mut self, status: &ShardGroupStatus) -> std::io::Result<()> {
+        self.cluster.group.status = Some(status.clone());
+        Ok(())
+    }
+
+    async fn events(&mut self, _: &[EventNote]) {}
 }
 
 /// What [`Cluster::reap`] found.
