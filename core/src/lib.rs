@@ -36,6 +36,7 @@ pub mod plan;
 pub(crate) mod status;
 pub mod topology;
 
+pub use cycle::{Apply, Observe, Observed, cycle};
 pub use document::AnnotationWrite;
 pub use events::{EventKind, EventNote};
 pub use leases::{LeaseSnapshot, LeaseTable};
@@ -43,6 +44,5 @@ pub use observation::{
     Containers, LeaseObservation, Observation, PodInfo, Published, PublishedVersion,
     TopologyObservation,
 };
-pub use cycle::{Apply, Observe, Observed, cycle};
 pub use plan::{Decision, plan};
 pub use topology::{SourceError, Topology};

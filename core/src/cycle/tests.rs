@@ -136,7 +136,10 @@ impl Apply for Recorder {
 
     async fn document(&mut self, write: DocumentWrite<'_>) -> Result<u64, String> {
         self.base = Some(write.base.clone());
-        assert!(write.encoded.is_some(), "the plan step's encoding is passed on");
+        assert!(
+            write.encoded.is_some(),
+            "the plan step's encoding is passed on"
+        );
         self.write(Step::Document).map(|()| write.document.epoch)
     }
 
@@ -157,16 +160,29 @@ impl Apply for Recorder {
     }
 }
 
-const ALL: [Step; 4] = [Step::Document, Step::Annotations, Step::Status, Step::Events];
+const ALL: [Step; 4] = [
+    Step::Document,
+    Step::Annotations,
+    Step::Status,
+    Step::Events,
+];
 
 #[test]
 fn a_cycle_writes_document_then_annotations_then_status_then_events() {
     let mut target = Recorder::failing(None);
     let done = ready(cycle(&mut target, now()));
-    assert_eq!(target.observed_at, Some(now()), "observed at the caller's time");
+    assert_eq!(
+        target.observed_at,
+        Some(now()),
+        "observed at the caller's time"
+    );
     assert_eq!(target.calls, ALL);
     assert_eq!(done.applied.steps, ALL);
-    assert_eq!(done.applied.document, Some(1), "the document write's receipt");
+    assert_eq!(
+        done.applied.document,
+        Some(1),
+        "the document write's receipt"
+    );
     assert_eq!(
         target.base,
         Some(PublishedVersion::At("7".into())),
@@ -186,7 +202,11 @@ fn a_failed_write_stops_the_cycle_before_anything_after_it() {
         let mut target = Recorder::failing(Some(fail));
         let done = ready(cycle(&mut target, now()));
         assert_eq!(target.calls, ALL[..=i], "{fail:?}: tried up to the failure");
-        assert_eq!(done.applied.steps, ALL[..i], "{fail:?}: completed before it");
+        assert_eq!(
+            done.applied.steps,
+            ALL[..i],
+            "{fail:?}: completed before it"
+        );
         let stopped = done.stopped.as_ref().expect("stopped");
         assert_eq!(stopped.step, fail);
         assert_eq!(stopped.error, format!("{fail:?} failed"));

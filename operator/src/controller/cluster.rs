@@ -81,10 +81,10 @@ impl Observe for Cluster<'_> {
     /// lease scan, with the published ConfigMap's version.
     async fn observe(&mut self, now: jiff::Timestamp) -> Observed {
         let topology = self.topology.take().unwrap_or_default();
-        let (mut observation, published) =
-            self.ctx
-                .stores
-                .observe_with_version(self.group, topology, now);
+        let (mut observation, published) = self
+            .ctx
+            .stores
+            .observe_with_version(self.group, topology, now);
         observation.leases = self.ctx.sources.leases(self.group);
         self.observed = self.started.elapsed();
         Observed {

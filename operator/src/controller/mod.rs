@@ -295,7 +295,10 @@ pub async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result<Action
         read_ms = read.as_millis(),
         observe_ms = timings.observed.saturating_sub(read).as_millis(),
         plan_ms = timings.planned.saturating_sub(timings.observed).as_millis(),
-        apply_ms = started.elapsed().saturating_sub(timings.planned).as_millis(),
+        apply_ms = started
+            .elapsed()
+            .saturating_sub(timings.planned)
+            .as_millis(),
         "reconciled"
     );
     record(group, &decision, &ctx.metrics, now);

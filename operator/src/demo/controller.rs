@@ -20,8 +20,8 @@ use super::report::{self, MoveEvent, MoveKind};
 use crate::crds::{AssignmentDocument, ShardPhase};
 use crate::source::ShardSource;
 use crate::source::kinesis::{KinesisObservation, KinesisShardSource};
-use shardring_core::leases::LeaseTable;
 use shardring_core::cycle::{self, cycle};
+use shardring_core::leases::LeaseTable;
 use shardring_core::observation::{LeaseObservation, TopologyObservation};
 use shardring_core::plan::Decision;
 use shardring_core::topology::{SourceError, Topology};
@@ -229,7 +229,10 @@ fn diff(
         match (before_state, record.state) {
             (Some(ShardPhase::Active), ShardPhase::Revoking) => {
                 let from = record.owner.clone();
-                let pod = from.as_ref().and_then(|name| pods.get(name)).map(|p| &p.info);
+                let pod = from
+                    .as_ref()
+                    .and_then(|name| pods.get(name))
+                    .map(|p| &p.info);
                 let reason = match pod {
                     None => "required: pod gone",
                     Some(p) if p.deletion_timestamp.is_some() => "required: pod terminating",

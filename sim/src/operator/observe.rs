@@ -145,7 +145,6 @@ impl Operator {
             items: world.leases.len(),
         }
     }
-
 }
 
 /// The pods as the API shows them.
