@@ -23,8 +23,8 @@
 //! Time only moves in the simulation; the same seed replays the same run.
 //!
 //! The crate: [`run`] (one seed, many seeds, their summary), [`sim`] (the
-//! simulated system and its step), [`inject`] (the random faults and events
-//! of a step), [`quiet`] (the checks once the system went quiet),
+//! simulated system and its step), `inject` (the random faults and events
+//! of a step), `quiet` (the checks once the system went quiet),
 //! [`world`] (pods, stream, lease table, consumers), [`operator`] (the
 //! operator process and the API objects), [`scenario`] (planned-event
 //! measurements), [`explore`] (an exhaustive search of a small

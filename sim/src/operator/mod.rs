@@ -1,13 +1,12 @@
 //! The simulated operator around the REAL controller core: each reconcile is
 //! the core's cycle ([`shardring_core::cycle()`]), the one the operator runs,
 //! with in-memory implementations of its two halves: `observe` builds the
-//! [`Observation`] from the simulated API objects, topology and lease table
-//! (with failed and stale reads), `apply` writes to the simulated API
-//! server, with writes that fail or land late. The cycle orders the writes
-//! (document, then annotations, then status) and stops at the first failed
-//! one. Its memory (last good
-//! topology, previous lease scan) is lost when it crashes; only the API
-//! objects survive.
+//! [`Observation`](shardring_core::Observation) from the simulated API
+//! objects, topology and lease table (with failed and stale reads), `apply`
+//! writes to the simulated API server, with writes that fail or land late.
+//! The cycle orders the writes (document, then annotations, then status) and
+//! stops at the first failed one. Its memory (last good topology, previous
+//! lease scan) is lost when it crashes; only the API objects survive.
 //!
 //! The document write carries the precondition of the real one: the version
 //! of the ConfigMap the reconcile read (or "none yet" for the create). The
