@@ -1,7 +1,7 @@
 //! Apply: the API requests of the writing step of a reconcile. The order of
 //! the writes (the ConfigMap document first, then the pod annotations, then
 //! the status, then Events) and the stop at the first failed one are the
-//! core's cycle's ([`shardring_core::cycle`]); `super::cluster` calls these
+//! core's cycle's ([`shardring_core::cycle()`]); `super::cluster` calls these
 //! requests for it.
 //!
 //! * The ConfigMap `<sg>-assignment` carries an owner reference to the
