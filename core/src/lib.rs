@@ -1,18 +1,21 @@
 //! shardring's controller core: every decision the operator makes, as pure
 //! functions of what it observed. It owns the observation types
-//! ([`observation`], [`departures`], [`leases`], [`topology`]), the plan
+//! ([`observation`], [`departures`], [`leases`], [`topology`]) and the
+//! memory of departed pods that feeds them ([`departed`]), the plan
 //! step ([`plan()`]: one [`Observation`] in, one [`Decision`] out), the
 //! two-phase handoff rules ([`handoff`]), the building of the published
 //! document and pod annotations (`document`, encoded by [`codec`]), of the
 //! status, its conditions and the Events (`status`, [`conditions`],
-//! `events`), and the pacing of optional moves (`pacing`). What only the
+//! `events`), the pacing of optional moves (`pacing`), and the one
+//! reconcile cycle ([`cycle()`]: observe → plan → apply through the
+//! [`Observe`] and [`Apply`] traits, writes in the contract's order). What only the
 //! core itself uses is `pub(crate)`: the public items are what the operator,
 //! the simulation, the demo and the tests call.
 //!
 //! It depends on the API and engine crates only: no Kubernetes client, no
 //! AWS SDK, no async runtime, and it reads no clock (the observation carries
-//! `now`). The operator's adapters observe and apply around it; the
-//! simulation and the demo drive the same [`plan()`].
+//! `now`). The operator's adapters, the simulation and the demo implement
+//! the cycle's two halves; none of them runs a loop of its own.
 
 // The API and engine crates under the names the operator gives them.
 use shardring_crds as crds;
@@ -20,6 +23,8 @@ use shardring_engine as engine;
 
 pub mod codec;
 pub mod conditions;
+pub mod cycle;
+pub mod departed;
 pub mod departures;
 pub(crate) mod document;
 pub(crate) mod events;
@@ -31,6 +36,7 @@ pub mod plan;
 pub(crate) mod status;
 pub mod topology;
 
+pub use cycle::{Apply, Observe, Observed, cycle};
 pub use document::AnnotationWrite;
 pub use events::{EventKind, EventNote};
 pub use leases::{LeaseSnapshot, LeaseTable};

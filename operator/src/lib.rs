@@ -2,8 +2,9 @@
 //! (the assignment engine and the controller core `shardring_core`, whose
 //! modules [`controller`] re-exports): the Kubernetes observe and apply
 //! steps, the shard sources (Kinesis, static) and the lease-table reader, the
-//! runtime (metrics, health, leader election), the simulation, the demo and
-//! the command-line front ends.
+//! runtime (metrics, health, leader election), the demo and the
+//! command-line front ends (`shardring simulate` runs the simulation crate,
+//! `shardring_sim`).
 
 pub use shardring_crds as crds;
 pub use shardring_engine as engine;
@@ -15,5 +16,4 @@ pub mod demo;
 pub use shardring_devkit::emulators;
 pub mod lease;
 pub mod runtime;
-pub mod sim;
 pub mod source;

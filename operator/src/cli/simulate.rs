@@ -1,5 +1,5 @@
 //! `shardring simulate`: runs the deterministic simulation of the handoff
-//! protocol around the real controller core (see [`crate::sim`]) over many
+//! protocol around the real controller core (see [`shardring_sim`]) over many
 //! seeds, prints one line per failing seed and a summary line
 //! `seeds: N, violations: V`; `--seed S` replays one seed exactly;
 //! `--report` adds handoff durations, injected faults and a rolling deploy's
@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use crate::sim::{self, SimConfig};
+use shardring_sim::{self as sim, SimConfig};
 
 /// Arguments of `shardring simulate`.
 #[derive(Debug, Args)]

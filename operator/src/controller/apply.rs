@@ -1,6 +1,8 @@
-//! Apply: the writing step of a reconcile. It turns a [`Decision`] into API
-//! requests, in the order the consumer contract needs: the ConfigMap document
-//! first, then the pod annotations, then the status, then Events.
+//! Apply: the API requests of the writing step of a reconcile. The order of
+//! the writes (the ConfigMap document first, then the pod annotations, then
+//! the status, then Events) and the stop at the first failed one are the
+//! core's cycle's ([`shardring_core::cycle()`]); `super::cluster` calls these
+//! requests for it.
 //!
 //! * The ConfigMap `<sg>-assignment` carries an owner reference to the
 //!   ShardGroup (controller, blockOwnerDeletion) and the `managed-by` labels.
@@ -45,7 +47,6 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use shardring_core::codec;
 use shardring_core::observation::PublishedVersion;
-use shardring_core::plan::Decision;
 use shardring_core::{AnnotationWrite, EventKind, EventNote};
 
 use super::cached_pod::CachedPod;
@@ -133,57 +134,6 @@ fn conflict_message(name: &str, expected: &PublishedVersion) -> String {
     )
 }
 
-/// What [`apply`] wrote that the next reconcile can use.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Applied {
-    /// The resourceVersion at which the API server stores exactly the
-    /// document this decision wrote (`None` when none was written, or the
-    /// stored content differs from what was sent).
-    pub document_version: Option<String>,
-}
-
-/// Writes everything `decision` asks for, counting each request in `metrics`;
-/// the document write is conditioned on `published`, the ConfigMap the
-/// decision was planned from. Events are best effort: a failed Event is
-/// logged, never an error.
-pub async fn apply(
-    client: &Client,
-    group: &ShardGroup,
-    decision: &Decision,
-    published: &PublishedVersion,
-    writes: &WriteLimit,
-    metrics: &ControllerMetrics,
-    recorder: Option<&Recorder>,
-) -> Result<Applied, ApplyError> {
-    let namespace = group
-        .namespace()
-        .ok_or(ApplyError::Incomplete("namespace"))?;
-    let mut applied = Applied::default();
-    if let Some(doc) = &decision.document_write {
-        let encoded = match &decision.encoded_document {
-            Some(encoded) => encoded.clone(),
-            None => codec::encode(doc)?,
-        };
-        applied.document_version =
-            publish_document(client, group, encoded, published, &writes.own).await?;
-        metrics.write("configmap");
-    }
-    let pods: Api<CachedPod> = Api::namespaced(client.clone(), &namespace);
-    let key = group.annotation_key();
-    write_annotations(&pods, &key, &decision.annotation_writes, writes, metrics).await?;
-    if decision.status_changed {
-        patch_status(client, group, &decision.status).await?;
-        metrics.write("status");
-    }
-    if let Some(recorder) = recorder {
-        for note in &decision.events {
-            publish_event(recorder, group, note).await;
-            metrics.write("event");
-        }
-    }
-    Ok(applied)
-}
-
 /// The ConfigMap that carries `doc` for `group`.
 pub fn document_config_map(
     group: &ShardGroup,
@@ -222,8 +172,8 @@ pub fn encoded_config_map(
 /// Publishes the document's ConfigMap, conditioned on `published`: a create
 /// when no ConfigMap was observed, else a server-side apply carrying the
 /// observed resourceVersion. A 409 is [`ApplyError::ConfigMapConflict`].
-/// Returns the resourceVersion at which the stored document is exactly the
-/// one sent ([`Applied::document_version`]).
+/// Returns the resourceVersion at which the API server stores exactly the
+/// document sent (`None` when the stored content differs from it).
 pub async fn publish_document(
     client: &Client,
     group: &ShardGroup,
@@ -505,7 +455,7 @@ pub const DEFAULT_WRITE_CONCURRENCY: usize = 16;
 /// carries its epoch, so a late one is harmless, and the retry rewrites what
 /// is still wrong). Their order does not matter: within one reconcile no
 /// pod's view depends on another's having been written.
-async fn write_annotations(
+pub async fn write_annotations(
     pods: &Api<CachedPod>,
     key: &str,
     writes: &[AnnotationWrite],
@@ -531,54 +481,4 @@ async fn write_annotations(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use k8s_openapi::ByteString;
-
-    fn config_map(data: &[(&str, &str)], binary: &[(&str, &[u8])], version: &str) -> ConfigMap {
-        ConfigMap {
-            metadata: ObjectMeta {
-                resource_version: Some(version.into()),
-                ..Default::default()
-            },
-            data: (!data.is_empty()).then(|| {
-                data.iter()
-                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                    .collect()
-            }),
-            binary_data: (!binary.is_empty()).then(|| {
-                binary
-                    .iter()
-                    .map(|(k, v)| ((*k).to_owned(), ByteString(v.to_vec())))
-                    .collect()
-            }),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn a_document_stored_as_sent_is_known_at_its_version() {
-        let sent = config_map(&[], &[(CONFIGMAP_GZIP_KEY, b"gz")], "");
-        let written = config_map(&[], &[(CONFIGMAP_GZIP_KEY, b"gz")], "17");
-        assert_eq!(stored_as_sent(&sent, &written), Some("17".into()));
-        let plain = config_map(&[(CONFIGMAP_KEY, "{}")], &[], "");
-        let stored = config_map(&[(CONFIGMAP_KEY, "{}")], &[], "18");
-        assert_eq!(stored_as_sent(&plain, &stored), Some("18".into()));
-    }
-
-    #[test]
-    fn a_document_stored_otherwise_is_not_known() {
-        let sent = config_map(&[], &[(CONFIGMAP_GZIP_KEY, b"gz")], "");
-        // Another writer's key beside ours, other bytes, or no version.
-        let extra = config_map(
-            &[(CONFIGMAP_KEY, "{}")],
-            &[(CONFIGMAP_GZIP_KEY, b"gz")],
-            "5",
-        );
-        let other = config_map(&[], &[(CONFIGMAP_GZIP_KEY, b"zz")], "6");
-        let unversioned = config_map(&[], &[(CONFIGMAP_GZIP_KEY, b"gz")], "");
-        for written in [extra, other, unversioned] {
-            assert_eq!(stored_as_sent(&sent, &written), None, "{written:?}");
-        }
-    }
-}
+mod tests;

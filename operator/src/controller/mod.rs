@@ -1,13 +1,15 @@
-//! The ShardGroup controller: a reconcile pipeline of observe (I/O, from
-//! reflector stores) → plan (pure, the controller core's:
-//! [`shardring_core::plan()`]) → apply (writes) → status. Each I/O step lives
-//! in its own module; this one holds the shared [`Context`], the reconcile
+//! The ShardGroup controller: each reconcile is the controller core's cycle
+//! ([`shardring_core::cycle()`]: observe → plan → apply, the writes in the
+//! contract's order) over the Kubernetes cluster (`cluster`: observe from
+//! the reflector stores and sources, apply through [`apply`]'s requests).
+//! Each I/O step lives in its own module; this one holds the shared [`Context`], the reconcile
 //! and error-policy functions kube's `Controller` calls, and the finalizer
 //! that cleans pod annotations up when a ShardGroup is deleted.
 //! [`runner`] builds the watches and runs it all.
 
 pub mod apply;
 pub mod cached_pod;
+mod cluster;
 pub mod metrics;
 pub mod observe;
 pub mod own_writes;
@@ -273,7 +275,8 @@ pub async fn reconcile(
     result
 }
 
-/// Observe, plan and apply for a live ShardGroup.
+/// Observe, plan and apply for a live ShardGroup: the source read, then the
+/// core's cycle at the time read once it is done.
 pub async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result<Action, Error> {
     // The source read is stamped with the time it started; the observation
     // (and everything after it) with one time read once the read is done:
@@ -284,35 +287,23 @@ pub async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result<Action
     let topology = ctx.sources.read(group, (ctx.clock)()).await;
     let now = (ctx.clock)();
     let read = started.elapsed();
-    let (mut observation, published_version) =
-        ctx.stores.observe_with_version(group, topology, now);
-    observation.leases = ctx.sources.leases(group);
-    let observed = started.elapsed();
-    let decision = plan(&observation);
-    drop(observation);
-    let planned = started.elapsed();
-    ctx.metrics
-        .plan_duration
-        .observe(planned.saturating_sub(observed).as_secs_f64());
-    let applied = apply::apply(
-        &ctx.client,
-        group,
-        &decision,
-        &published_version,
-        &ctx.writes,
-        &ctx.metrics,
-        ctx.recorder.as_ref(),
-    )
-    .await?;
+    // Observe → plan → apply: the core's cycle, over this cluster.
+    let mut cluster = cluster::Cluster::new(group, ctx, topology, started);
+    let done = shardring_core::cycle(&mut cluster, now).await;
+    let timings = cluster.timings();
+    let (decision, applied) = done.into_result()?;
     tracing::debug!(
         read_ms = read.as_millis(),
-        observe_ms = observed.saturating_sub(read).as_millis(),
-        plan_ms = planned.saturating_sub(observed).as_millis(),
-        apply_ms = started.elapsed().saturating_sub(planned).as_millis(),
+        observe_ms = timings.observed.saturating_sub(read).as_millis(),
+        plan_ms = timings.planned.saturating_sub(timings.observed).as_millis(),
+        apply_ms = started
+            .elapsed()
+            .saturating_sub(timings.planned)
+            .as_millis(),
         "reconciled"
     );
     record(group, &decision, &ctx.metrics, now);
-    if let (Some(version), Some(document)) = (applied.document_version, decision.document_write) {
+    if let (Some(Some(version)), Some(document)) = (applied.document, decision.document_write) {
         // The next reconcile reads this very document: keep it decoded.
         ctx.stores.documents.remember(
             &group.namespace().unwrap_or_default(),

@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 use super::apply::{MANAGED_BY, MANAGED_BY_LABEL};
 use super::cached_pod::CachedPod;
 use super::metrics::ControllerMetrics;
+use super::observe::departed::WatchDeparted as _;
 use super::observe::documents::DocumentCache;
 use super::observe::{self, Stores};
 use super::sources::Sources;

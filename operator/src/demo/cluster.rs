@@ -7,10 +7,10 @@
 //! process has exited the status shows the container terminated, and only
 //! after that does the pod object disappear. A kill -9 with a force
 //! deletion removes the object at once, its status still `running`. The
-//! controller reads it through [`Cluster::observation`] (with the memory of
-//! departed pods its pod watch would keep) and writes it through
-//! [`Cluster::apply`], which also projects each pod's annotation into its
-//! downward-API file, the way kubelet does.
+//! controller's reconcile is the core's cycle over [`Cluster::reconcile`]:
+//! it observes the cluster (with the memory of departed pods its pod watch
+//! would keep) and writes to it in the operator's order, projecting each
+//! pod's annotation into its downward-API file, the way kubelet does.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -21,18 +21,19 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::core::ObjectMeta;
 
 use super::consumers::ConsumerProcess;
+use shardring_core::departed::Departed;
 use shardring_core::departures::{Departure, RETENTION};
-use shardring_core::observation::{
-    Containers, LeaseObservation, Observation, PodInfo, Published, TopologyObservation,
-};
-use shardring_core::plan::Decision;
+use shardring_core::observation::{Containers, PodInfo};
 
-use crate::controller::observe::departed::Departed;
 use crate::crds::consumer_pool::ConsumerPoolSpec;
 use crate::crds::shard_group::{
     HandoffSpec, KinesisSource, LeaseTableSpec, PoolRef, RebalanceSpec, ShardGroupSpec, ShardSource,
 };
 use crate::crds::{AssignmentDocument, ConsumerPool, ShardGroup};
+
+mod reconcile;
+
+pub use self::reconcile::{Reconcile, go_quote};
 
 /// Namespace of every demo object.
 pub const NAMESPACE: &str = "default";
@@ -317,66 +318,6 @@ impl Cluster {
         reaped
     }
 
-    /// The controller's observation of the group at `now`.
-    pub fn observation(
-        &self,
-        topology: TopologyObservation,
-        leases: LeaseObservation,
-        now: Timestamp,
-    ) -> Observation {
-        Observation {
-            group: self.group.clone(),
-            pool: Some(self.pool.clone()),
-            pods: self.pods.values().map(|p| p.info.clone()).collect(),
-            topology,
-            published: self
-                .published
-                .clone()
-                .map_or(Published::Missing, Published::from),
-            leases,
-            departed: self.departed.departures(NAMESPACE, |_| true, now),
-            now,
-        }
-    }
-
-    /// Applies a decision: stores the document and status, writes each
-    /// changed pod annotation and projects it into the pod's downward-API
-    /// file (temp file + rename, as kubelet swaps it atomically).
-    pub fn apply(&mut self, decision: &Decision) -> std::io::Result<()> {
-        if let Some(doc) = &decision.document_write {
-            self.published = Some(doc.clone());
-            let json = serde_json::to_vec_pretty(doc).map_err(std::io::Error::other)?;
-            shardring_consumer::view::file::write_atomically(
-                &self.dir.join("assignment.json"),
-                &json,
-            )?;
-        }
-        if decision.status_changed {
-            self.group.status = Some(decision.status.clone());
-        }
-        let key = self.group.annotation_key();
-        for write in &decision.annotation_writes {
-            let Some(pod) = self.pods.get_mut(&write.pod) else {
-                continue;
-            };
-            // The uid precondition of the real apply: a write meant for
-            // another pod of the same name is refused.
-            if write.uid.as_deref().is_some_and(|uid| uid != pod.info.uid) {
-                continue;
-            }
-            pod.info.annotation = write.view.as_ref().map(|v| v.to_annotation());
-            let text = match &pod.info.annotation {
-                Some(value) => format!("{key}={}\n", go_quote(value)),
-                None => String::new(),
-            };
-            shardring_consumer::view::file::write_atomically(
-                &pod.annotations_file,
-                text.as_bytes(),
-            )?;
-        }
-        Ok(())
-    }
-
     /// Names of pods that are not terminating, sorted.
     pub fn live_pods(&self) -> Vec<String> {
         self.pods
@@ -406,51 +347,4 @@ pub struct Reaped {
     pub killed: Vec<String>,
     /// Pods whose process exited without being asked to.
     pub crashed: Vec<(String, std::process::ExitStatus)>,
-}
-
-/// Quotes `value` the way Go's `strconv.Quote` does for the downward-API
-/// annotations file (the characters a JSON view can hold).
-pub fn go_quote(value: &str) -> String {
-    let mut out = String::with_capacity(value.len() + 2);
-    out.push('"');
-    for c in value.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn quoted_views_parse_back() {
-        let view = crate::crds::PodView {
-            epoch: 7,
-            active: vec!["shardId-000000000001".into()],
-            standby: Vec::new(),
-            revoking: vec!["shardId-000000000002".into()],
-        };
-        let line = format!(
-            "assignment.shardring.io/orders={}\n",
-            go_quote(&view.to_annotation())
-        );
-        let parsed =
-            shardring_consumer::view::parse::view_from_annotations_file(&line, "default/orders")
-                .unwrap()
-                .unwrap();
-        assert_eq!(parsed, view);
-        assert_eq!(go_quote("a\\b\"\u{1}"), "\"a\\\\b\\\"\\x01\"");
-    }
 }

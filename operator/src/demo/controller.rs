@@ -1,9 +1,10 @@
 //! The demo's control loop: every tick it observes the stream and the lease
 //! table through the real Kinesis source, builds the controller's
 //! [`Observation`](crate::controller::Observation) from the in-process
-//! cluster, runs the real pure plan step ([`crate::controller::plan`]) and
-//! applies its decision to the cluster (document, status, pod annotations
-//! projected into the consumers' files). It also plays kubelet (reaping
+//! cluster and runs the controller core's cycle ([`shardring_core::cycle()`],
+//! the operator's: the real plan step, then the writes in the operator's
+//! order: document, pod annotations projected into the consumers' files,
+//! status). It also plays kubelet (reaping
 //! pods whose consumer exited) and turns every published change into move
 //! log lines and a per-pod table.
 
@@ -14,14 +15,15 @@ use std::time::{Duration, Instant};
 use jiff::Timestamp;
 use tokio_util::sync::CancellationToken;
 
-use super::cluster::Cluster;
+use super::cluster::{Cluster, DemoPod};
 use super::report::{self, MoveEvent, MoveKind};
 use crate::crds::{AssignmentDocument, ShardPhase};
 use crate::source::ShardSource;
 use crate::source::kinesis::{KinesisObservation, KinesisShardSource};
+use shardring_core::cycle::{self, cycle};
 use shardring_core::leases::LeaseTable;
-use shardring_core::observation::{LeaseObservation, PodInfo, TopologyObservation};
-use shardring_core::plan::{Decision, plan};
+use shardring_core::observation::{LeaseObservation, TopologyObservation};
+use shardring_core::plan::Decision;
 use shardring_core::topology::{SourceError, Topology};
 
 /// The state the control loop and the story share.
@@ -121,22 +123,24 @@ impl Shared {
             error,
             ..Default::default()
         };
-        let observation = self.cluster.observation(topology, leases, now);
-        let decision = plan(&observation);
-        self.plans += 1;
         let previous = self.cluster.published.clone();
-        if let Err(error) = self.cluster.apply(&decision) {
-            self.problems
-                .push(format!("applying epoch failed: {error}"));
-            return;
-        }
+        let done = cycle::ready(cycle(&mut self.cluster.reconcile(topology, leases), now));
+        self.plans += 1;
+        let decision = match done.into_result() {
+            Ok((decision, _)) => decision,
+            Err(error) => {
+                self.problems
+                    .push(format!("applying epoch failed: {error}"));
+                return;
+            }
+        };
         if let Some(doc) = &decision.document_write {
             self.published_at = Some(now);
             let events = diff(
                 previous.as_ref(),
                 doc,
                 &decision,
-                &observation.pods,
+                &self.cluster.pods,
                 self.phase,
             );
             for event in &events {
@@ -207,7 +211,7 @@ fn diff(
     previous: Option<&AssignmentDocument>,
     doc: &AssignmentDocument,
     decision: &Decision,
-    pods: &[PodInfo],
+    pods: &BTreeMap<String, DemoPod>,
     phase: &'static str,
 ) -> Vec<MoveEvent> {
     let mut events = Vec::new();
@@ -225,7 +229,10 @@ fn diff(
         match (before_state, record.state) {
             (Some(ShardPhase::Active), ShardPhase::Revoking) => {
                 let from = record.owner.clone();
-                let pod = pods.iter().find(|p| Some(&p.name) == from.as_ref());
+                let pod = from
+                    .as_ref()
+                    .and_then(|name| pods.get(name))
+                    .map(|p| &p.info);
                 let reason = match pod {
                     None => "required: pod gone",
                     Some(p) if p.deletion_timestamp.is_some() => "required: pod terminating",

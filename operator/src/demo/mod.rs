@@ -1,7 +1,7 @@
 //! `shardring demo`: the whole system on one machine in about a minute, no
 //! cluster needed. It starts kinesis-local and dynalite
 //! ([`crate::emulators`]), creates a stream and a KCL lease table, and runs
-//! the real controller core ([`crate::controller::plan`]) against an
+//! the operator's reconcile cycle ([`shardring_core::cycle()`]) against an
 //! in-process cluster model ([`cluster`]) with the real Kinesis source and
 //! lease reader. The consumer pods are real `shardring-reference-consumer`
 //! processes ([`consumers`]) reading their downward-API files; a producer

@@ -36,10 +36,6 @@ mod runtime_leader_failover;
 mod runtime_server;
 mod runtime_shutdown;
 mod runtime_telemetry;
-mod sim_explore;
-mod sim_kubelet;
-mod sim_regressions;
-mod sim_seeds;
 mod support;
 
 /// The demo's stage (two emulators, a producer and several consumer

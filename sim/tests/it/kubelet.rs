@@ -6,11 +6,11 @@
 //! Without a lease table (drain timeout 20 s), where the drain timeout is
 //! the only other evidence.
 
-use shardring::crds::ShardPhase;
-use shardring::sim::operator::Operator;
-use shardring::sim::scenario::{run_until, settle};
-use shardring::sim::world::Rules;
-use shardring::sim::{PodStart, Sim};
+use shardring_crds::ShardPhase;
+use shardring_sim::operator::Operator;
+use shardring_sim::scenario::{run_until, settle};
+use shardring_sim::world::Rules;
+use shardring_sim::{PodStart, Sim};
 
 const DRAIN_MS: u64 = 20_000;
 

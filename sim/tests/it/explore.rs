@@ -3,7 +3,7 @@
 //! lost API writes, lagging lease releases, one operator restart, a joining
 //! pod, a graceful deletion or a SIGKILL, within a bounded clock.
 
-use shardring::sim::explore::{Bounds, explore};
+use shardring_sim::explore::{Bounds, explore};
 
 #[test]
 fn no_reachable_state_has_two_readers() {

@@ -3,7 +3,7 @@
 //! shrink from a read error, quiet state owned, read and balanced), the same
 //! seed gives the same run, and a rolling deploy moves each shard about once.
 
-use shardring::sim::{self, SimConfig};
+use shardring_sim::{self as sim, SimConfig};
 
 fn assert_clean(summary: &sim::Summary) {
     assert!(

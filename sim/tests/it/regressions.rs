@@ -10,10 +10,10 @@
 //!
 //! The model has grown since (kubelet container statuses, unscheduled and
 //! recreated pods, watch gaps: every seed draws differently now), so these
-//! seeds no longer replay those exact runs; `sim_kubelet` and the unit tests
+//! seeds no longer replay those exact runs; `kubelet` and the unit tests
 //! of `controller::handoff` pin the force-deletion cases directly.
 
-use shardring::sim::{self, SimConfig};
+use shardring_sim::{self as sim, SimConfig};
 
 #[test]
 fn once_failing_seeds_keep_every_invariant() {

@@ -1,0 +1,152 @@
+//! The Kubernetes cluster as the core's reconcile cycle
+//! ([`shardring_core::cycle()`]) sees it, for one ShardGroup: the observe
+//! half reads the reflector stores (with the source read the reconcile made
+//! before, and the lease scan), the apply half makes the API requests of
+//! [`super::apply`], counting each in the metrics. It also times the
+//! reconcile's phases (the core reads no clock): observe, plan and apply.
+
+use std::time::{Duration, Instant};
+
+use kube::ResourceExt;
+use kube::api::Api;
+use shardring_core::cycle::{Apply, DocumentWrite, Observe, Observed};
+use shardring_core::observation::TopologyObservation;
+use shardring_core::plan::Decision;
+use shardring_core::{AnnotationWrite, EventNote, codec};
+
+use super::Context;
+use super::apply::{self, ApplyError};
+use super::cached_pod::CachedPod;
+use crate::crds::{ShardGroup, ShardGroupStatus};
+
+/// One reconcile's reach into the cluster.
+pub(crate) struct Cluster<'a> {
+    group: &'a ShardGroup,
+    ctx: &'a Context,
+    /// The source read, until the observe half takes it.
+    topology: Option<TopologyObservation>,
+    /// When the reconcile started (before its source read).
+    started: Instant,
+    /// Elapsed since `started` when the observation was built.
+    observed: Duration,
+    /// Elapsed since `started` when the plan step decided.
+    planned: Duration,
+}
+
+/// How long each phase of a reconcile took.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timings {
+    /// Until the observation was built (the source read included).
+    pub(crate) observed: Duration,
+    /// Until the plan step decided.
+    pub(crate) planned: Duration,
+}
+
+impl<'a> Cluster<'a> {
+    /// The cluster of `group`, with the source read `topology` made since
+    /// `started`.
+    pub(crate) fn new(
+        group: &'a ShardGroup,
+        ctx: &'a Context,
+        topology: TopologyObservation,
+        started: Instant,
+    ) -> Self {
+        Self {
+            group,
+            ctx,
+            topology: Some(topology),
+            started,
+            observed: Duration::ZERO,
+            planned: Duration::ZERO,
+        }
+    }
+
+    /// The phases' times so far.
+    pub(crate) fn timings(&self) -> Timings {
+        Timings {
+            observed: self.observed,
+            planned: self.planned,
+        }
+    }
+
+    fn namespace(&self) -> Result<String, ApplyError> {
+        self.group
+            .namespace()
+            .ok_or(ApplyError::Incomplete("namespace"))
+    }
+}
+
+impl Observe for Cluster<'_> {
+    /// The observation from the reflector stores, the source read and the
+    /// lease scan, with the published ConfigMap's version.
+    async fn observe(&mut self, now: jiff::Timestamp) -> Observed {
+        let topology = self.topology.take().unwrap_or_default();
+        let (mut observation, published) = self
+            .ctx
+            .stores
+            .observe_with_version(self.group, topology, now);
+        observation.leases = self.ctx.sources.leases(self.group);
+        self.observed = self.started.elapsed();
+        Observed {
+            observation,
+            published,
+        }
+    }
+}
+
+impl Apply for Cluster<'_> {
+    type Error = ApplyError;
+    /// The resourceVersion at which the API server stores exactly the
+    /// document written (`None`: the stored content differs).
+    type Receipt = Option<String>;
+
+    async fn planned(&mut self, _: &Decision) {
+        self.planned = self.started.elapsed();
+        self.ctx
+            .metrics
+            .plan_duration
+            .observe(self.planned.saturating_sub(self.observed).as_secs_f64());
+    }
+
+    async fn document(&mut self, write: DocumentWrite<'_>) -> Result<Option<String>, ApplyError> {
+        self.namespace()?;
+        let encoded = match write.encoded {
+            Some(encoded) => encoded.clone(),
+            None => codec::encode(write.document)?,
+        };
+        let version = apply::publish_document(
+            &self.ctx.client,
+            self.group,
+            encoded,
+            write.base,
+            &self.ctx.writes.own,
+        )
+        .await?;
+        self.ctx.metrics.write("configmap");
+        Ok(version)
+    }
+
+    async fn annotations(&mut self, writes: &[AnnotationWrite]) -> Result<(), ApplyError> {
+        let pods: Api<CachedPod> = Api::namespaced(self.ctx.client.clone(), &self.namespace()?);
+        let key = self.group.annotation_key();
+        apply::write_annotations(&pods, &key, writes, &self.ctx.writes, &self.ctx.metrics).await
+    }
+
+    async fn status(&mut self, status: &ShardGroupStatus) -> Result<(), ApplyError> {
+        self.namespace()?;
+        apply::patch_status(&self.ctx.client, self.group, status).await?;
+        self.ctx.metrics.write("status");
+        Ok(())
+    }
+
+    /// Best effort: a failed Event is logged by [`apply::publish_event`].
+    async fn events(&mut self, events: &[EventNote]) {
+        let Some(recorder) = &self.ctx.recorder else {
+            return;
+        };
+        for note in events {
+            apply::publish_event(recorder, self.group, note).await;
+            self.ctx.metrics.write("event");
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! The apply half of the simulated operator's cycle, and the simulated API
+//! server's side of each write. Each write may fail (the cycle stops), or
+//! time out for the client and land later (the cycle stops too: a client
+//! that gave up reports an error): a document write at any later time, only
+//! while its precondition holds, the others before the next reconcile. A
+//! document write whose precondition no longer holds is refused (409).
+
+use super::{Operator, Reconcile};
+use crate::crds::{AssignmentDocument, PodView, ShardGroupStatus, ShardPhase};
+use crate::rng::Rng;
+use crate::world::{Ms, World};
+use shardring_core::AnnotationWrite;
+use shardring_core::cycle::{Apply, DocumentWrite};
+use shardring_core::observation::PublishedVersion;
+use shardring_core::plan::Decision;
+
+/// Longest delay of a late document write, ms (reconciles run every 0.5–3 s).
+const LATE_DOC_MAX_MS: Ms = 60_000;
+
+/// A write the API server will apply later.
+#[derive(Debug, Clone)]
+pub(super) enum Write {
+    /// The document, conditioned on the ConfigMap version the reconcile read
+    /// (`Absent`: a create, refused once a ConfigMap exists).
+    Doc(Box<AssignmentDocument>, PublishedVersion),
+    Annotation(String, String, Option<PodView>),
+    Status(Box<ShardGroupStatus>),
+}
+
+/// Why a simulated write did not go through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteError {
+    /// It failed.
+    Failed,
+    /// The client gave up; the server applies it later.
+    Late,
+    /// The document's precondition refused it (409).
+    Refused,
+}
+
+impl Reconcile<'_> {
+    /// One write through the faults: it fails, lands later, or is applied
+    /// now.
+    fn write(&mut self, write: Write) -> Result<(), WriteError> {
+        let op = &mut *self.op;
+        if self.rng.chance(op.faults.write_fail) {
+            op.fired.writes_failed += 1;
+            return Err(WriteError::Failed);
+        }
+        if self.rng.chance(op.faults.write_late) {
+            // The client gives up; the server applies it later: a document
+            // write at any time (its precondition decides), the others
+            // shortly after.
+            op.fired.writes_late += 1;
+            let delay = match write {
+                Write::Doc(..) => self.rng.range(1, LATE_DOC_MAX_MS),
+                _ => self.rng.range(1, 400),
+            };
+            op.late.push((self.world.now + delay, write));
+            return Err(WriteError::Late);
+        }
+        if op.commit(self.world, write) {
+            Ok(())
+        } else {
+            // 409: nothing after the document goes out.
+            Err(WriteError::Refused)
+        }
+    }
+}
+
+impl Apply for Reconcile<'_> {
+    type Error = WriteError;
+    type Receipt = ();
+
+    /// Checks the decision (a read error never shrinks the document),
+    /// records its handoffs, and lets a late document write land between
+    /// this reconcile's read and its own write.
+    async fn planned(&mut self, decision: &Decision) {
+        if let Some(doc) = &decision.document_write {
+            let lost: Vec<&String> = self
+                .before
+                .iter()
+                .filter(|s| !doc.shards.contains_key(*s))
+                .collect();
+            if !lost.is_empty() && self.read_error {
+                self.world.violate(format!(
+                    "a read error shrank the document: {lost:?} dropped"
+                ));
+            }
+        }
+        for h in &decision.handoffs {
+            self.op.handoffs.push((
+                h.evidence.label(),
+                u64::try_from(h.duration.as_millis()).unwrap_or(u64::MAX),
+            ));
+        }
+        self.op.land_racing(self.world, self.rng);
+    }
+
+    async fn document(&mut self, write: DocumentWrite<'_>) -> Result<(), WriteError> {
+        self.write(Write::Doc(
+            Box::new(write.document.clone()),
+            write.base.clone(),
+        ))
+    }
+
+    async fn annotations(&mut self, writes: &[AnnotationWrite]) -> Result<(), WriteError> {
+        for w in writes {
+            self.write(Write::Annotation(
+                w.pod.clone(),
+                w.uid.clone().unwrap_or_default(),
+                w.view.clone(),
+            ))?;
+        }
+        Ok(())
+    }
+
+    async fn status(&mut self, status: &ShardGroupStatus) -> Result<(), WriteError> {
+        self.write(Write::Status(Box::new(status.clone())))
+    }
+
+    /// The simulated API server keeps no Events.
+    async fn events(&mut self, _: &[shardring_core::EventNote]) {}
+}
+
+impl Operator {
+    /// Lands late writes that are due.
+    pub fn land(&mut self, world: &mut World) {
+        let now = world.now;
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.late)
+            .into_iter()
+            .partition(|(at, _)| *at <= now);
+        self.late = later;
+        for (_, write) in due {
+            self.commit(world, write);
+        }
+    }
+
+    /// The precondition of a document write planned now: the ConfigMap's
+    /// version, `Absent` when there is none.
+    pub(super) fn doc_base(&self) -> PublishedVersion {
+        match &self.doc {
+            Some(_) => PublishedVersion::At(self.doc_version.to_string()),
+            None => PublishedVersion::Absent,
+        }
+    }
+
+    /// A late document write may land while a reconcile runs, after its read
+    /// and before its own write (which its precondition then refuses).
+    fn land_racing(&mut self, world: &mut World, rng: &mut Rng) {
+        let Some(i) = self
+            .late
+            .iter()
+            .position(|(_, w)| matches!(w, Write::Doc(..)))
+        else {
+            return;
+        };
+        if rng.chance(0.5) {
+            let (_, write) = self.late.remove(i);
+            self.commit(world, write);
+        }
+    }
+
+    /// Applies one write as the API server would; false when the document's
+    /// precondition refused it.
+    fn commit(&mut self, world: &mut World, write: Write) -> bool {
+        match write {
+            Write::Doc(doc, base) => {
+                if base != self.doc_base() {
+                    self.fired.writes_refused += 1;
+                    return false;
+                }
+                if let Some(current) = &self.doc
+                    && doc.epoch <= current.epoch
+                {
+                    world.violate(format!(
+                        "the published epoch went from {} to {}",
+                        current.epoch, doc.epoch
+                    ));
+                }
+                for (id, r) in &doc.shards {
+                    if r.state != ShardPhase::Active {
+                        continue;
+                    }
+                    if let Some(owner) = &r.owner {
+                        let prev = self.last_owner.insert(id.clone(), owner.clone());
+                        if prev.is_some_and(|p| &p != owner) {
+                            self.moves += 1;
+                        }
+                    }
+                }
+                self.doc = Some(*doc);
+                self.doc_version += 1;
+            }
+            Write::Annotation(pod, uid, view) => {
+                if let Some(p) = world
+                    .pods
+                    .iter_mut()
+                    .find(|p| p.object && p.name == pod && p.uid == uid)
+                {
+                    p.annotation = view.map(|v| v.to_annotation());
+                }
+            }
+            Write::Status(status) => self.status = Some(*status),
+        }
+        true
+    }
+}

@@ -1,0 +1,255 @@
+//! The simulated operator around the REAL controller core: each reconcile is
+//! the core's cycle ([`shardring_core::cycle()`]), the one the operator runs,
+//! with in-memory implementations of its two halves: `observe` builds the
+//! [`Observation`](shardring_core::Observation) from the simulated API
+//! objects, topology and lease table (with failed and stale reads), `apply`
+//! writes to the simulated API server, with writes that fail or land late.
+//! The cycle orders the writes (document, then annotations, then status) and
+//! stops at the first failed one. Its memory (last good topology, previous
+//! lease scan) is lost when it crashes; only the API objects survive.
+//!
+//! The document write carries the precondition of the real one: the version
+//! of the ConfigMap the reconcile read (or "none yet" for the create). The
+//! simulated API server refuses it, as a 409, when the ConfigMap changed
+//! since; a refused write stops the apply like a failed one. A document write
+//! the client gave up on lands at any later time (up to a minute, across any
+//! number of reconciles, crashes and leader changes, or while a reconcile
+//! runs between its read and its write) — only if its precondition still
+//! holds. Late annotation and status writes (no resourceVersion precondition)
+//! still land before the next reconcile.
+//!
+//! Its memory also holds the real memory of departed pods
+//! ([`shardring_core::departed`]), fed with every pod object that
+//! leaves the API while its watch runs: not while it is down (a crash starts
+//! an empty one), nor during a watch gap (a relist).
+//!
+//! This module holds the operator process (its memory, crashes, watch gaps)
+//! and its reconcile; `faults` the fault probabilities and counts,
+//! `observe` the observe half, `apply` the apply half and the simulated API
+//! server's writes.
+
+mod apply;
+mod faults;
+mod observe;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use jiff::{SignedDuration, Timestamp};
+
+use crate::crds::consumer_pool::CapacitySpec;
+use crate::crds::shard_group::{LeaseTableSpec, PoolRef, ShardSource, StaticSource};
+use crate::crds::{
+    AssignmentDocument, ConsumerPool, ConsumerPoolSpec, ShardGroup, ShardGroupSpec,
+    ShardGroupStatus,
+};
+use crate::rng::Rng;
+use crate::world::{Ms, SimPod, World};
+use shardring_core::cycle::{self, cycle};
+use shardring_core::departed::{CAPACITY, Departed};
+use shardring_core::leases::LeaseTable;
+use shardring_core::plan::Decision;
+use shardring_core::topology::Topology;
+
+use self::apply::Write;
+pub use self::apply::WriteError;
+pub use self::faults::{FaultCounts, Faults};
+pub use self::observe::{departure_of, pod_infos};
+
+/// How long the simulated operator remembers departed pods (shorter than
+/// the real operator's, so runs of a few simulated minutes see it expire).
+pub const DEPARTED_RETENTION_MS: Ms = 60_000;
+
+/// The API server's objects plus the operator process.
+#[derive(Debug, Clone)]
+pub struct Operator {
+    /// The ShardGroup (spec; its status is `status`).
+    pub group: ShardGroup,
+    /// The pool.
+    pub pool: ConsumerPool,
+    /// The published document (ConfigMap).
+    pub doc: Option<AssignmentDocument>,
+    /// The ConfigMap's resourceVersion: bumped by every document write that lands.
+    pub doc_version: u64,
+    /// The ShardGroup status.
+    pub status: Option<ShardGroupStatus>,
+    late: Vec<(Ms, Write)>,
+    last_good: Option<(Topology, Ms)>,
+    lease_prev: Option<LeaseTable>,
+    /// Not running until then (crashed, a new leader takes over).
+    pub down_until: Ms,
+    /// Next reconcile.
+    pub next_reconcile: Ms,
+    /// Fault probabilities.
+    pub faults: Faults,
+    /// Fault counts.
+    pub fired: FaultCounts,
+    /// Handoff durations (ms) by evidence label.
+    pub handoffs: Vec<(&'static str, u64)>,
+    /// Owner changes of active shards.
+    pub moves: u64,
+    last_owner: BTreeMap<String, String>,
+    /// The memory of departed pods (lost in a crash).
+    pub departed: Departed,
+    /// The pod watch is relisting until then: departures are not seen.
+    watch_gap_until: Option<Ms>,
+}
+
+/// Simulated epoch zero.
+pub fn ts(ms: Ms) -> Timestamp {
+    Timestamp::from_second(1_800_000_000).expect("valid") + SignedDuration::from_millis(ms)
+}
+
+impl Operator {
+    /// An operator for a group with the given timings.
+    pub fn new(
+        lease_table: bool,
+        drain: &str,
+        failover: &str,
+        delay: &str,
+        min_ready: u32,
+    ) -> Self {
+        let spec = ShardGroupSpec {
+            pool_ref: PoolRef {
+                name: "consumers".into(),
+            },
+            source: ShardSource {
+                kinesis: None,
+                static_source: Some(StaticSource {
+                    count: 1,
+                    name_template: "shard-{index}".into(),
+                }),
+            },
+            lease_table: lease_table.then(|| LeaseTableSpec {
+                table_name: "app".into(),
+                region: None,
+                endpoint: None,
+            }),
+            consumer_name: None,
+            standbys: 0,
+            balance: Default::default(),
+            handoff: crate::crds::shard_group::HandoffSpec {
+                drain_timeout: drain.into(),
+                lease_failover: failover.into(),
+            },
+            rebalance: crate::crds::shard_group::RebalanceSpec {
+                delay: delay.into(),
+                ..Default::default()
+            },
+            output: Default::default(),
+        };
+        let mut group = ShardGroup::new("sim", spec);
+        group.metadata.namespace = Some("sim".into());
+        group.metadata.generation = Some(1);
+        let mut pool = ConsumerPool::new(
+            "consumers",
+            ConsumerPoolSpec {
+                selector: Default::default(),
+                min_ready_seconds: min_ready,
+                capacity: CapacitySpec::default(),
+                max_shards_per_pod: None,
+                topology_keys: vec![],
+            },
+        );
+        pool.metadata.namespace = Some("sim".into());
+        Self {
+            group,
+            pool,
+            doc: None,
+            doc_version: 0,
+            status: None,
+            late: Vec::new(),
+            last_good: None,
+            lease_prev: None,
+            down_until: 0,
+            next_reconcile: 0,
+            faults: Faults::default(),
+            fired: FaultCounts::default(),
+            handoffs: Vec::new(),
+            moves: 0,
+            last_owner: BTreeMap::new(),
+            // The world starts empty: the first operator sees every pod leave.
+            departed: Departed::watched_from(Timestamp::MIN, retention()),
+            watch_gap_until: None,
+        }
+    }
+
+    /// The operator crashes: memory lost, a new one starts after `down` ms.
+    pub fn crash(&mut self, now: Ms, down: Ms) {
+        self.last_good = None;
+        self.lease_prev = None;
+        self.down_until = now + down;
+        self.next_reconcile = now + down;
+        self.fired.crashes += 1;
+        // The new operator's watch lists the pods when it starts: it sees
+        // every departure from then on, none before.
+        self.departed = Departed::with_limits(retention(), CAPACITY);
+        self.departed.listed(ts(self.down_until));
+        self.watch_gap_until = None;
+    }
+
+    /// The pod watch expires and relists, done at `until`: departures
+    /// before then are not seen.
+    pub fn watch_gap(&mut self, now: Ms, until: Ms) {
+        if now < self.down_until || self.watch_gap_until.is_some() {
+            return;
+        }
+        self.departed.relisting();
+        self.watch_gap_until = Some(until);
+        self.fired.watch_gaps += 1;
+    }
+
+    /// Time passes for the pod watch: a relist that is due completes.
+    pub fn tick(&mut self, now: Ms) {
+        if let Some(until) = self.watch_gap_until
+            && now >= until
+        {
+            self.departed.listed(ts(until));
+            self.watch_gap_until = None;
+        }
+    }
+
+    /// Pod `pod`'s object left the API at `now`: the watch reports it with
+    /// its final state, unless the operator is down or relisting.
+    pub fn pod_left(&mut self, now: Ms, pod: &SimPod) {
+        let watching = now >= self.down_until && self.watch_gap_until.is_none();
+        if watching {
+            self.departed
+                .record("sim", &pod.name, departure_of(pod, now));
+        }
+    }
+
+    /// One reconcile: the core's cycle over this operator and `world`, at
+    /// the world's time. Returns the decision (whether or not every write
+    /// went out).
+    pub fn reconcile(&mut self, world: &mut World, rng: &mut Rng) -> Decision {
+        let now = ts(world.now);
+        let mut target = Reconcile {
+            op: self,
+            world,
+            rng,
+            read_error: false,
+            before: BTreeSet::new(),
+        };
+        let decision = cycle::ready(cycle(&mut target, now)).decision;
+        let wait = decision.requeue_after.as_millis().min(30_000) as Ms;
+        self.next_reconcile = world.now + wait.clamp(500, rng.range(500, 3000));
+        decision
+    }
+}
+
+/// One reconcile's reach: the operator, the world it runs in and the run's
+/// randomness, for the cycle's observe and apply halves; with what the
+/// observe half saw that the checks of the decision need.
+struct Reconcile<'a> {
+    op: &'a mut Operator,
+    world: &'a mut World,
+    rng: &'a mut Rng,
+    /// The topology read or the lease scan failed.
+    read_error: bool,
+    /// The shards of the document the reconcile read.
+    before: BTreeSet<String>,
+}
+
+fn retention() -> std::time::Duration {
+    std::time::Duration::from_millis(DEPARTED_RETENTION_MS as u64)
+}

@@ -1,0 +1,188 @@
+//! The observe half of the simulated operator's cycle: the [`Observation`]
+//! built from the simulated API objects (the pods as the API shows them, the
+//! published document and status), the topology (failed and stale reads)
+//! and the lease table (failed scans, counter change times as this operator
+//! saw them), and the departed pods its watch remembers.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+
+use super::{Operator, Reconcile, ts};
+use crate::engine::{Shard, ShardState};
+use crate::rng::Rng;
+use crate::world::{Checkpoint, Ms, SimPod, World};
+use shardring_core::cycle::{Observe, Observed};
+use shardring_core::departures::Departure;
+use shardring_core::leases::{LeaseSnapshot, LeaseTable};
+use shardring_core::observation::{
+    LeaseObservation, Observation, PodInfo, Published, TopologyObservation,
+};
+use shardring_core::topology::{SourceError, Topology};
+
+impl Observe for Reconcile<'_> {
+    /// The observation at the world's time (`now` is that time), with the
+    /// published version the document write is conditioned on; it also
+    /// keeps what the checks of the decision need (whether a read failed,
+    /// the shards of the document read).
+    async fn observe(&mut self, now: Timestamp) -> Observed {
+        debug_assert_eq!(now, ts(self.world.now), "the simulation's clock");
+        let published = self.op.doc_base();
+        let observation = self.op.observe(self.world, self.rng);
+        self.read_error = observation.topology.error.is_some()
+            || matches!(observation.leases, LeaseObservation::Failed(_));
+        self.before = self
+            .op
+            .doc
+            .as_ref()
+            .map(|d| d.shards.keys().cloned().collect())
+            .unwrap_or_default();
+        Observed {
+            observation,
+            published,
+        }
+    }
+}
+
+impl Operator {
+    /// The topology as the stream and lease table are now.
+    pub fn true_topology(world: &World) -> Topology {
+        let shards = world
+            .stream
+            .iter()
+            .map(|s| Shard {
+                id: s.id.clone(),
+                hash_key_range: None,
+                parents: s.parents.clone(),
+                state: if world.rules.lease_table && world.complete(&s.id) {
+                    ShardState::Complete
+                } else if s.open {
+                    ShardState::Open
+                } else {
+                    ShardState::Closed
+                },
+            })
+            .collect();
+        Topology { shards }
+    }
+
+    /// The observation of this reconcile (with read faults).
+    pub fn observe(&mut self, world: &World, rng: &mut Rng) -> Observation {
+        let now = world.now;
+        let truth = Self::true_topology(world);
+        let mut error = None;
+        if rng.chance(self.faults.topology_fail) {
+            self.fired.topology_failed += 1;
+            error = Some(SourceError::Throttled("simulated".into()));
+        } else if self.last_good.is_some() && rng.chance(self.faults.topology_stale) {
+            // A cached read: the topology is not refreshed (it never goes
+            // back before what this operator already saw).
+            self.fired.topology_stale += 1;
+        } else {
+            self.last_good = Some((truth, now));
+        }
+        let topology = TopologyObservation {
+            source: "sim".into(),
+            last_good: self.last_good.as_ref().map(|(t, _)| t.clone()),
+            read_at: self.last_good.as_ref().map(|(_, at)| ts(*at)),
+            error,
+            ..Default::default()
+        };
+        let leases = if !world.rules.lease_table {
+            LeaseObservation::NotConfigured
+        } else if rng.chance(self.faults.lease_fail) {
+            self.fired.lease_failed += 1;
+            LeaseObservation::Failed("simulated".into())
+        } else {
+            let table = self.scan(world);
+            self.lease_prev = Some(table.clone());
+            LeaseObservation::Read(table)
+        };
+        let mut group = self.group.clone();
+        group.status = self.status.clone();
+        Observation {
+            group,
+            pool: Some(self.pool.clone()),
+            pods: pod_infos(world),
+            topology,
+            published: self.doc.clone().map_or(Published::Missing, Published::from),
+            leases,
+            departed: self.departed.departures("sim", |_| true, ts(now)),
+            now: ts(now),
+        }
+    }
+
+    /// A consistent scan, with counter change times as this operator saw them.
+    fn scan(&self, world: &World) -> LeaseTable {
+        let now = ts(world.now);
+        let leases = world
+            .leases
+            .iter()
+            .map(|(id, row)| {
+                let before = self
+                    .lease_prev
+                    .as_ref()
+                    .and_then(|t| t.get(id))
+                    .filter(|b| b.counter == row.counter && b.owner == row.owner);
+                let snap = LeaseSnapshot {
+                    shard_id: id.clone(),
+                    owner: row.owner.clone(),
+                    counter: row.counter,
+                    counter_changed_at: before.map_or(now, |b| b.counter_changed_at),
+                    checkpoint: None,
+                    sequence_number: None,
+                    complete: row.checkpoint == Checkpoint::End,
+                    parents: Vec::new(),
+                    children: Vec::new(),
+                    checkpoint_owner: None,
+                };
+                (id.clone(), snap)
+            })
+            .collect();
+        LeaseTable {
+            leases,
+            scanned_at: Some(now),
+            items: world.leases.len(),
+        }
+    }
+}
+
+/// The pods as the API shows them.
+pub fn pod_infos(world: &World) -> Vec<PodInfo> {
+    let mut out: Vec<PodInfo> = world
+        .pods
+        .iter()
+        .filter(|p| p.object)
+        .map(|p| PodInfo {
+            name: p.name.clone(),
+            uid: p.uid.clone(),
+            labels: BTreeMap::new(),
+            selected: true,
+            ready: p.ready_since.is_some(),
+            ready_since: p.ready_since.map(ts),
+            deletion_timestamp: p.deletion.map(|(at, _)| ts(at)),
+            deletion_grace_seconds: p.deletion.map(|(_, g)| g),
+            node_name: p.scheduled.then(|| format!("node-{}", p.node)),
+            zone: None,
+            annotation: p.annotation.clone(),
+            containers: p.containers,
+            created: Some(ts(p.created)),
+            generated_name: p.generated_name,
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// The departure of `pod`, whose object left the API at `now`, as the
+/// watch's DELETED event shows it.
+pub fn departure_of(pod: &SimPod, now: Ms) -> Departure {
+    Departure {
+        uid: pod.uid.clone(),
+        at: ts(now),
+        containers: pod.containers,
+        scheduled: pod.scheduled,
+        created: Some(ts(pod.created)),
+        generated_name: pod.generated_name,
+    }
+}

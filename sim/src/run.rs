@@ -1,0 +1,261 @@
+//! Running seeds: one seed end to end ([`run_seed`]: the faulty phase, the
+//! quiet phase, settling, the final checks), many seeds ([`run_seeds`]) and
+//! what they add up to ([`Summary`]).
+
+use std::collections::BTreeMap;
+
+use crate::operator::{FaultCounts, Faults, Operator};
+use crate::rng::Rng;
+use crate::sim::Sim;
+use crate::world::{Rules, World};
+
+/// How a run is shaped.
+#[derive(Debug, Clone, Copy)]
+pub struct SimConfig {
+    /// Steps with faults (each 100–600 ms of simulated time).
+    pub steps: u32,
+    /// Quiet steps afterwards, before the final checks.
+    pub quiet_steps: u32,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self {
+            steps: 300,
+            quiet_steps: 400,
+        }
+    }
+}
+
+/// Pod and stream events injected in a run.
+#[derive(Debug, Clone, Default)]
+pub struct EventCounts {
+    /// Pods added.
+    pub joins: u64,
+    /// Graceful deletions.
+    pub graceful_deletes: u64,
+    /// Processes killed with SIGKILL.
+    pub kills: u64,
+    /// Force deletions (grace 0).
+    pub force_deletes: u64,
+    /// Node partitions.
+    pub partitions: u64,
+    /// Shard splits.
+    pub splits: u64,
+    /// Shard merges.
+    pub merges: u64,
+    /// Pods created unscheduled (bound to a node later, or never).
+    pub unscheduled: u64,
+    /// StatefulSet pods recreated under the name of one that was removed.
+    pub recreated: u64,
+}
+
+/// The result of one seed.
+#[derive(Debug, Clone)]
+pub struct SeedOutcome {
+    /// The seed.
+    pub seed: u64,
+    /// Whether the run used a lease table.
+    pub lease_table: bool,
+    /// The first invariant violation, if any.
+    pub violation: Option<String>,
+    /// Handoff durations (ms) by evidence.
+    pub handoffs: Vec<(&'static str, u64)>,
+    /// Pod and stream events.
+    pub events: EventCounts,
+    /// Operator-side faults.
+    pub faults: FaultCounts,
+    /// Records read, and read again.
+    pub records: (u64, u64),
+}
+
+/// Runs one seed.
+pub fn run_seed(seed: u64, config: SimConfig) -> SeedOutcome {
+    let mut rng = Rng::new(seed);
+    let lease_table = rng.chance(0.7);
+    let rules = Rules {
+        lease_table,
+        failover: 6_000,
+        max_refresh: 3_000,
+        max_lease_lag: 2_000,
+    };
+    let mut world = World::new(rules);
+    let min_ready = u32::try_from(rng.below(3)).expect("below 3");
+    let statefulset = rng.chance(0.3);
+    let mut op = Operator::new(lease_table, "20s", "6s", "5s", min_ready);
+    op.faults = Faults {
+        write_fail: 0.05,
+        write_late: 0.05,
+        topology_fail: 0.05,
+        topology_stale: 0.1,
+        lease_fail: 0.05,
+    };
+    let mut sim = Sim {
+        world,
+        op,
+        rng,
+        events: EventCounts::default(),
+        next_pod: 0,
+        next_shard: 0,
+        next_uid: 0,
+        statefulset,
+        recreate: 0.5,
+    };
+    let shards = sim.rng.range(3, 8);
+    for _ in 0..shards {
+        sim.add_shard(Vec::new());
+    }
+    for _ in 0..sim.rng.range(2, 4) {
+        sim.add_pod();
+    }
+    for _ in 0..config.steps {
+        sim.inject();
+        sim.step();
+        if sim.world.violation.is_some() {
+            break;
+        }
+    }
+    sim.op.faults = Faults::default();
+    // Every pod gets a node (a pod that stays unscheduled would keep the
+    // quiet checks from ever seeing its share placed).
+    let now = sim.world.now;
+    for pod in sim
+        .world
+        .pods
+        .iter_mut()
+        .filter(|p| p.object && !p.scheduled)
+    {
+        pod.scheduled = true;
+        pod.start_at = Some(now + 500);
+    }
+    // The quiet phase starts from a pool with at least two pods.
+    let live = sim
+        .world
+        .pods
+        .iter()
+        .filter(|p| p.object && p.deletion.is_none())
+        .count();
+    for _ in live..2 {
+        sim.add_pod();
+    }
+    for node in sim.world.nodes.iter_mut() {
+        *node = None;
+    }
+    for _ in 0..config.quiet_steps {
+        if sim.world.violation.is_some() {
+            break;
+        }
+        sim.step();
+    }
+    // The quiet checks judge a settled system: a document published in the
+    // last moments of the quiet phase (a drain-timeout handoff ends late) has
+    // not been seen by its consumers yet. Keep stepping, within a bound, until
+    // the published epoch has held for longer than a consumer's refresh.
+    let settle = 2 * sim.world.rules.max_refresh;
+    let mut epoch = published_epoch(&sim);
+    let mut held_since = sim.world.now;
+    for _ in 0..config.quiet_steps {
+        if sim.world.violation.is_some() || sim.world.now - held_since > settle {
+            break;
+        }
+        sim.step();
+        let now_epoch = published_epoch(&sim);
+        if now_epoch != epoch {
+            epoch = now_epoch;
+            held_since = sim.world.now;
+        }
+    }
+    if sim.world.violation.is_none() {
+        sim.check_quiet();
+    }
+    world = sim.world;
+    SeedOutcome {
+        seed,
+        lease_table,
+        violation: world.violation,
+        handoffs: sim.op.handoffs,
+        events: sim.events,
+        faults: sim.op.fired,
+        records: (world.counts.records_read, world.counts.records_repeated),
+    }
+}
+
+/// The result of many seeds.
+#[derive(Debug, Clone, Default)]
+pub struct Summary {
+    /// Seeds run.
+    pub seeds: u64,
+    /// Failing seeds with their first violation.
+    pub failures: Vec<(u64, String)>,
+    /// Seeds with a lease table.
+    pub with_lease_table: u64,
+    /// Handoff durations (ms) by evidence, over every seed.
+    pub handoffs: BTreeMap<&'static str, Vec<u64>>,
+    /// Events over every seed.
+    pub events: EventCounts,
+    /// Faults over every seed.
+    pub faults: FaultCounts,
+    /// Records read and read again.
+    pub records: (u64, u64),
+}
+
+impl Summary {
+    /// Adds one seed's outcome.
+    pub fn add(&mut self, o: SeedOutcome) {
+        self.seeds += 1;
+        if let Some(v) = o.violation {
+            self.failures.push((o.seed, v));
+        }
+        self.with_lease_table += u64::from(o.lease_table);
+        for (label, ms) in o.handoffs {
+            self.handoffs.entry(label).or_default().push(ms);
+        }
+        let e = &mut self.events;
+        e.joins += o.events.joins;
+        e.graceful_deletes += o.events.graceful_deletes;
+        e.kills += o.events.kills;
+        e.force_deletes += o.events.force_deletes;
+        e.partitions += o.events.partitions;
+        e.splits += o.events.splits;
+        e.merges += o.events.merges;
+        e.unscheduled += o.events.unscheduled;
+        e.recreated += o.events.recreated;
+        let f = &mut self.faults;
+        f.writes_failed += o.faults.writes_failed;
+        f.writes_late += o.faults.writes_late;
+        f.writes_refused += o.faults.writes_refused;
+        f.topology_failed += o.faults.topology_failed;
+        f.topology_stale += o.faults.topology_stale;
+        f.lease_failed += o.faults.lease_failed;
+        f.crashes += o.faults.crashes;
+        f.watch_gaps += o.faults.watch_gaps;
+        self.records.0 += o.records.0;
+        self.records.1 += o.records.1;
+    }
+}
+
+/// Runs seeds `first..first + count`.
+pub fn run_seeds(first: u64, count: u64, config: SimConfig) -> Summary {
+    let mut summary = Summary::default();
+    for seed in first..first + count {
+        summary.add(run_seed(seed, config));
+    }
+    summary
+}
+
+/// Epoch of the document the simulated operator last published (0 before any).
+fn published_epoch(sim: &Sim) -> u64 {
+    sim.op.doc.as_ref().map_or(0, |doc| doc.epoch)
+}
+
+/// The `p`-th percentile (0–100) of `values` (sorted in place).
+pub fn percentile(values: &mut [u64], p: f64) -> u64 {
+    if values.is_empty() {
+        return 0;
+    }
+    values.sort_unstable();
+    // A float-to-int cast saturates, and the rank is clamped to the slice below.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let rank = ((p / 100.0) * (values.len() - 1) as f64).round() as usize;
+    values[rank.min(values.len() - 1)]
+}

@@ -1,0 +1,268 @@
+//! The simulated system ([`Sim`]): the world, the operator and the run's
+//! randomness, with the pod operations a workload controller and a user
+//! make (add, delete gracefully, force delete, recreate), and one step of
+//! time ([`Sim::step`]): late writes land, the kubelet and node controller
+//! act, records arrive, consumers run and the operator reconciles when due.
+
+use crate::operator::Operator;
+use crate::rng::Rng;
+use crate::run::EventCounts;
+use crate::world::{Ms, Rules, SimPod, StreamShard, World};
+use shardring_core::observation::Containers;
+
+/// One simulated system.
+pub struct Sim {
+    /// Everything but the operator.
+    pub world: World,
+    /// The operator and the API objects.
+    pub op: Operator,
+    /// The run's randomness.
+    pub rng: Rng,
+    /// Events injected.
+    pub events: EventCounts,
+    pub(crate) next_pod: u32,
+    pub(crate) next_shard: u32,
+    pub(crate) next_uid: u32,
+    /// The pods are a StatefulSet's: fixed names, and a pod removed after
+    /// a graceful deletion may come back under its name (as a new pod).
+    /// Otherwise a Deployment's: generated names, never reused.
+    pub statefulset: bool,
+    /// How likely a StatefulSet pod removed after a graceful deletion comes
+    /// back under its name.
+    pub recreate: f64,
+}
+
+/// How a new pod starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodStart {
+    /// Bound to a node at once; its process starts within 2 s.
+    Soon,
+    /// Bound to a node at once; its process starts after this many ms (a
+    /// slow image pull).
+    After(Ms),
+    /// Not bound to a node (the scheduler finds no room): it never starts
+    /// until it is.
+    Unscheduled,
+}
+
+impl Sim {
+    /// A system with no pods or shards.
+    pub fn new(seed: u64, rules: Rules, op: Operator) -> Self {
+        Self {
+            world: World::new(rules),
+            op,
+            rng: Rng::new(seed),
+            events: EventCounts::default(),
+            next_pod: 0,
+            next_shard: 0,
+            next_uid: 0,
+            statefulset: false,
+            recreate: 0.0,
+        }
+    }
+
+    /// Adds a shard with `parents`.
+    pub fn add_shard(&mut self, parents: Vec<String>) -> String {
+        let id = format!("shard-{:03}", self.next_shard);
+        self.next_shard += 1;
+        self.world.stream.push(StreamShard {
+            id: id.clone(),
+            parents,
+            records: 0,
+            open: true,
+        });
+        id
+    }
+
+    /// Adds a pod; its process starts shortly.
+    pub fn add_pod(&mut self) -> String {
+        let n = self.next_pod;
+        self.next_pod += 1;
+        let name = format!("pod-{n:02}");
+        self.spawn_pod(name.clone(), PodStart::Soon);
+        name
+    }
+
+    /// Creates pod `name` (a new pod, with a new uid, even when the name was
+    /// used before), starting as `start`; returns its index.
+    pub fn spawn_pod(&mut self, name: String, start: PodStart) -> usize {
+        assert!(
+            !self.world.pods.iter().any(|p| p.object && p.name == name),
+            "a pod object named {name} exists"
+        );
+        let uid = format!("uid-{}", self.next_uid);
+        self.next_uid += 1;
+        let node = self.rng.index(self.world.nodes.len());
+        let now = self.world.now;
+        let start_at = match start {
+            PodStart::Soon => Some(now + self.rng.range(200, 2_000)),
+            PodStart::After(ms) => Some(now + ms),
+            PodStart::Unscheduled => None,
+        };
+        self.world.pods.push(SimPod {
+            name,
+            uid,
+            node,
+            ready_since: None,
+            deletion: None,
+            object: true,
+            annotation: None,
+            process: None,
+            start_at,
+            kill_at: None,
+            containers: Containers::NeverRan,
+            scheduled: start != PodStart::Unscheduled,
+            started_once: false,
+            created: now,
+            generated_name: !self.statefulset,
+        });
+        self.events.joins += 1;
+        if start == PodStart::Unscheduled {
+            self.events.unscheduled += 1;
+        }
+        self.world.pods.len() - 1
+    }
+
+    /// Starts the graceful deletion of pod `i`. A pod not bound to a node
+    /// is removed by the API server at once (no kubelet has to stop it).
+    pub fn delete_gracefully(&mut self, i: usize, grace_s: i64) {
+        let now = self.world.now;
+        let pod = &mut self.world.pods[i];
+        pod.deletion = Some((now, grace_s));
+        pod.kill_at = Some(now + grace_s * 1000);
+        pod.start_at = None;
+        if let Some(c) = pod.process.as_mut() {
+            c.terminating = true;
+        }
+        self.events.graceful_deletes += 1;
+        if !self.world.pods[i].scheduled {
+            self.remove_object(i, true);
+        }
+    }
+
+    /// kill -9 of pod `i`'s process (if any) and a force deletion of its
+    /// object: gone at once, its last status as it was. Its process dies
+    /// within `linger` ms (its kubelet notices), or when its node heals.
+    pub fn force_delete(&mut self, i: usize, linger: Ms) {
+        let now = self.world.now;
+        let cut = self.world.partitioned(self.world.pods[i].node);
+        let pod = &mut self.world.pods[i];
+        pod.start_at = None;
+        if !cut {
+            pod.kill_at = Some(now + linger);
+        }
+        self.events.force_deletes += 1;
+        self.remove_object(i, false);
+    }
+
+    /// Pod `i`'s object leaves the API (the operator's watch sees its final
+    /// state). After a graceful deletion a StatefulSet recreates the pod
+    /// under its name, sometimes.
+    fn remove_object(&mut self, i: usize, graceful: bool) {
+        let now = self.world.now;
+        self.world.pods[i].object = false;
+        self.op.pod_left(now, &self.world.pods[i]);
+        if graceful && self.statefulset && self.rng.chance(self.recreate) {
+            let start = self.random_start();
+            let name = self.world.pods[i].name.clone();
+            self.spawn_pod(name, start);
+            self.events.recreated += 1;
+        }
+    }
+
+    /// How a pod the simulation adds starts: mostly soon, sometimes after a
+    /// slow image pull, sometimes not scheduled for a while.
+    pub(crate) fn random_start(&mut self) -> PodStart {
+        let roll = self.rng.below(100);
+        if roll < 10 {
+            PodStart::Unscheduled
+        } else if roll < 20 {
+            PodStart::After(self.rng.range(10_000, 40_000))
+        } else {
+            PodStart::Soon
+        }
+    }
+
+    /// Advances time by one step and runs everything once.
+    pub fn step(&mut self) {
+        let dt: Ms = self.rng.range(100, 600);
+        self.world.now += dt;
+        self.op.tick(self.world.now);
+        self.op.land(&mut self.world);
+        self.world.land_lease_writes();
+        self.lifecycle();
+        for s in self.world.stream.iter_mut().filter(|s| s.open) {
+            s.records += self.rng.below(4);
+        }
+        self.world.run_consumers(&mut self.rng);
+        if self.world.now >= self.op.down_until && self.world.now >= self.op.next_reconcile {
+            self.op.reconcile(&mut self.world, &mut self.rng);
+        }
+    }
+
+    /// Kubelet and node-controller behaviour.
+    fn lifecycle(&mut self) {
+        let now = self.world.now;
+        for i in 0..self.world.pods.len() {
+            let cut = self.world.partitioned(self.world.pods[i].node);
+            let cut_long =
+                self.world.nodes[self.world.pods[i].node].is_some_and(|u| u > now) && cut;
+            let pod = &self.world.pods[i];
+            // Kill when due (grace deadline, exit, SIGKILL, or a force
+            // deletion the kubelet noticed).
+            if pod.kill_at.is_some_and(|k| k <= now) {
+                let pod = &mut self.world.pods[i];
+                pod.kill_at = None;
+                pod.process = None;
+                pod.ready_since = None;
+                if pod.deletion.is_none() && pod.object {
+                    pod.start_at = Some(now + self.rng.range(1_000, 4_000));
+                }
+            }
+            // The kubelet removes a deleted pod once its process is gone and
+            // it reported its final status (containers terminated, or never
+            // started); the operator may or may not see that status first.
+            let pod = &self.world.pods[i];
+            if pod.deletion.is_some()
+                && pod.process.is_none()
+                && pod.object
+                && !cut
+                && pod.containers == pod.true_containers()
+                && self.rng.chance(0.5)
+            {
+                self.remove_object(i, true);
+            }
+            // A force-deleted pod on a healed node is killed.
+            let pod = &self.world.pods[i];
+            if !pod.object && pod.process.is_some() && pod.kill_at.is_none() && !cut {
+                self.world.pods[i].kill_at = Some(now + 500);
+            }
+            let pod = &self.world.pods[i];
+            if pod.start_at.is_some_and(|s| s <= now) && pod.object && pod.scheduled && !cut {
+                let process = self.world.new_process(&mut self.rng);
+                let pod = &mut self.world.pods[i];
+                pod.process = Some(process);
+                pod.start_at = None;
+                pod.started_once = true;
+            }
+            // The kubelet reports what runs (and readiness with it), late,
+            // and only while its node reaches the API.
+            let pod = &self.world.pods[i];
+            if !cut && pod.object && pod.scheduled && self.rng.chance(0.7) {
+                let pod = &mut self.world.pods[i];
+                pod.containers = pod.true_containers();
+                if pod.process.is_some() && pod.deletion.is_none() && pod.ready_since.is_none() {
+                    pod.ready_since = Some(now);
+                }
+            }
+            // The node controller marks pods of a lost node NotReady.
+            if cut_long
+                && self.world.pods[i]
+                    .ready_since
+                    .is_some_and(|r| now - r > 40_000)
+            {
+                self.world.pods[i].ready_since = None;
+            }
+        }
+    }
+}
