@@ -13,6 +13,8 @@ pub mod assignment;
 pub mod consumer_pool;
 pub mod crd;
 pub mod duration;
+#[cfg(feature = "fixtures")]
+pub mod fixtures;
 pub mod lease_record;
 pub mod shard_group;
 

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use http::{Request, Response};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, PodCondition, PodSpec, PodStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
 use kube::api::ObjectMeta;
 use kube::client::Body;
@@ -28,11 +28,8 @@ use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use shardring::controller::{CachedPod, Context, ControllerMetrics, FINALIZER, Stores, reconcile};
-use shardring::crds::consumer_pool::CapacitySpec;
-use shardring::crds::shard_group::{PoolRef, RebalanceSpec, ShardSource, StaticSource};
-use shardring::crds::{
-    ConsumerPool, ConsumerPoolSpec, ShardGroup, ShardGroupSpec, ShardGroupStatus,
-};
+use shardring::crds::{ConsumerPool, ShardGroup, ShardGroupStatus};
+use shardring_crds::fixtures;
 
 /// The system allocator, counting the bytes live and their peak.
 #[global_allocator]
@@ -95,55 +92,16 @@ fn mock_client() -> (Client, Arc<Mutex<Vec<Seen>>>) {
 }
 
 fn group(shards: u32) -> ShardGroup {
-    let mut g = ShardGroup::new(
-        "orders",
-        ShardGroupSpec {
-            pool_ref: PoolRef {
-                name: "consumers".into(),
-            },
-            source: ShardSource {
-                kinesis: None,
-                static_source: Some(StaticSource {
-                    count: shards,
-                    name_template: "orders-{index}".into(),
-                }),
-            },
-            lease_table: None,
-            consumer_name: None,
-            standbys: 0,
-            balance: Default::default(),
-            handoff: Default::default(),
-            // Balancing moves start at once (the default waits 30 s).
-            rebalance: RebalanceSpec {
-                delay: "0s".into(),
-                ..Default::default()
-            },
-            output: Default::default(),
-        },
-    );
-    g.metadata.namespace = Some(NS.into());
+    let mut g = fixtures::static_group(NS, "orders", "consumers", shards, "orders-{index}");
     g.metadata.uid = Some("bench-uid".into());
-    g.metadata.generation = Some(1);
     g.metadata.finalizers = Some(vec![FINALIZER.into()]);
+    // Balancing moves start at once (the default waits 30 s).
+    g.spec.rebalance = fixtures::rebalance("0s");
     g
 }
 
 fn pool() -> ConsumerPool {
-    let mut p = ConsumerPool::new(
-        "consumers",
-        ConsumerPoolSpec {
-            selector: LabelSelector {
-                match_labels: Some(BTreeMap::from([("app".into(), "consumer".into())])),
-                match_expressions: None,
-            },
-            min_ready_seconds: 0,
-            capacity: CapacitySpec::default(),
-            max_shards_per_pod: None,
-            topology_keys: vec![],
-        },
-    );
-    p.metadata.namespace = Some(NS.into());
-    p
+    fixtures::pool(NS, "consumers", &[("app", "consumer")], 0)
 }
 
 /// A Ready pod as the operator's cache holds it.

@@ -5,9 +5,8 @@
 use jiff::Timestamp;
 
 use super::{Apply, DocumentWrite, Observe, Observed, Step, cycle, ready};
-use crate::crds::consumer_pool::CapacitySpec;
-use crate::crds::shard_group::{PoolRef, ShardSource, StaticSource};
-use crate::crds::{ConsumerPool, ConsumerPoolSpec, ShardGroup, ShardGroupSpec, ShardGroupStatus};
+use crate::crds::ShardGroupStatus;
+use crate::crds::fixtures;
 use crate::document::AnnotationWrite;
 use crate::events::EventNote;
 use crate::observation::{
@@ -22,40 +21,9 @@ fn now() -> Timestamp {
 
 /// A group of four static shards over two ready pods, never published.
 fn first_publish(now: Timestamp) -> Observation {
-    let source = StaticSource {
-        count: 4,
-        name_template: "orders-{index}".into(),
-    };
-    let spec = ShardGroupSpec {
-        pool_ref: PoolRef {
-            name: "consumers".into(),
-        },
-        source: ShardSource {
-            kinesis: None,
-            static_source: Some(source.clone()),
-        },
-        lease_table: None,
-        consumer_name: None,
-        standbys: 0,
-        balance: Default::default(),
-        handoff: Default::default(),
-        rebalance: Default::default(),
-        output: Default::default(),
-    };
-    let mut group = ShardGroup::new("orders", spec);
-    group.metadata.namespace = Some("prod".into());
-    group.metadata.generation = Some(1);
-    let mut pool = ConsumerPool::new(
-        "consumers",
-        ConsumerPoolSpec {
-            selector: Default::default(),
-            min_ready_seconds: 0,
-            capacity: CapacitySpec::default(),
-            max_shards_per_pod: None,
-            topology_keys: vec![],
-        },
-    );
-    pool.metadata.namespace = Some("prod".into());
+    let group = fixtures::static_group("prod", "orders", "consumers", 4, "orders-{index}");
+    let pool = fixtures::pool("prod", "consumers", &[], 0);
+    let source = group.spec.source.static_source.clone().expect("static");
     let pod = |name: &str| PodInfo {
         name: name.into(),
         uid: format!("uid-{name}"),

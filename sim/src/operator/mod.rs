@@ -36,12 +36,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::crds::consumer_pool::CapacitySpec;
-use crate::crds::shard_group::{LeaseTableSpec, PoolRef, ShardSource, StaticSource};
-use crate::crds::{
-    AssignmentDocument, ConsumerPool, ConsumerPoolSpec, ShardGroup, ShardGroupSpec,
-    ShardGroupStatus,
-};
+use crate::crds::{AssignmentDocument, ConsumerPool, ShardGroup, ShardGroupStatus, fixtures};
 use crate::rng::Rng;
 use crate::world::{Ms, SimPod, World};
 use shardring_core::cycle::{self, cycle};
@@ -108,49 +103,11 @@ impl Operator {
         delay: &str,
         min_ready: u32,
     ) -> Self {
-        let spec = ShardGroupSpec {
-            pool_ref: PoolRef {
-                name: "consumers".into(),
-            },
-            source: ShardSource {
-                kinesis: None,
-                static_source: Some(StaticSource {
-                    count: 1,
-                    name_template: "shard-{index}".into(),
-                }),
-            },
-            lease_table: lease_table.then(|| LeaseTableSpec {
-                table_name: "app".into(),
-                region: None,
-                endpoint: None,
-            }),
-            consumer_name: None,
-            standbys: 0,
-            balance: Default::default(),
-            handoff: crate::crds::shard_group::HandoffSpec {
-                drain_timeout: drain.into(),
-                lease_failover: failover.into(),
-            },
-            rebalance: crate::crds::shard_group::RebalanceSpec {
-                delay: delay.into(),
-                ..Default::default()
-            },
-            output: Default::default(),
-        };
-        let mut group = ShardGroup::new("sim", spec);
-        group.metadata.namespace = Some("sim".into());
-        group.metadata.generation = Some(1);
-        let mut pool = ConsumerPool::new(
-            "consumers",
-            ConsumerPoolSpec {
-                selector: Default::default(),
-                min_ready_seconds: min_ready,
-                capacity: CapacitySpec::default(),
-                max_shards_per_pod: None,
-                topology_keys: vec![],
-            },
-        );
-        pool.metadata.namespace = Some("sim".into());
+        let mut group = fixtures::static_group("sim", "sim", "consumers", 1, "shard-{index}");
+        group.spec.lease_table = lease_table.then(|| fixtures::lease_table("app"));
+        group.spec.handoff = fixtures::handoff(drain, failover);
+        group.spec.rebalance = fixtures::rebalance(delay);
+        let pool = fixtures::pool("sim", "consumers", &[], min_ready);
         Self {
             group,
             pool,

@@ -8,15 +8,13 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodSpec, PodStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ObjectMeta;
 use shardring::controller::{Observation, PodInfo, Published, TopologyObservation, plan};
-use shardring::crds::consumer_pool::CapacitySpec;
-use shardring::crds::shard_group::{PoolRef, ShardSource, StaticSource as StaticSpec};
-use shardring::crds::{
-    AssignmentDocument, ConsumerPool, ConsumerPoolSpec, ShardGroup, ShardGroupSpec,
-};
+use shardring::crds::shard_group::StaticSource as StaticSpec;
+use shardring::crds::{AssignmentDocument, ConsumerPool, ShardGroup};
 use shardring::source::StaticSource;
+use shardring_crds::fixtures;
 
 /// Namespace of every fixture.
 pub const NS: &str = "prod";
@@ -36,27 +34,8 @@ pub fn now() -> Timestamp {
 
 /// A ShardGroup with a static source of `count` partitions `orders-{index}`.
 pub fn group(count: u32) -> ShardGroup {
-    let spec = ShardGroupSpec {
-        pool_ref: PoolRef { name: POOL.into() },
-        source: ShardSource {
-            kinesis: None,
-            static_source: Some(StaticSpec {
-                count,
-                name_template: "orders-{index}".into(),
-            }),
-        },
-        lease_table: None,
-        consumer_name: None,
-        standbys: 0,
-        balance: Default::default(),
-        handoff: Default::default(),
-        rebalance: Default::default(),
-        output: Default::default(),
-    };
-    let mut g = ShardGroup::new(GROUP, spec);
-    g.metadata.namespace = Some(NS.into());
+    let mut g = fixtures::static_group(NS, GROUP, POOL, count, "orders-{index}");
     g.metadata.uid = Some(GROUP_UID.into());
-    g.metadata.generation = Some(1);
     g.metadata.resource_version = Some("100".into());
     g.metadata.finalizers = Some(vec![shardring::controller::FINALIZER.into()]);
     g
@@ -64,21 +43,7 @@ pub fn group(count: u32) -> ShardGroup {
 
 /// The pool selecting `app=consumer`.
 pub fn pool(min_ready_seconds: u32) -> ConsumerPool {
-    let mut p = ConsumerPool::new(
-        POOL,
-        ConsumerPoolSpec {
-            selector: LabelSelector {
-                match_labels: Some(BTreeMap::from([("app".into(), "consumer".into())])),
-                match_expressions: None,
-            },
-            min_ready_seconds,
-            capacity: CapacitySpec::default(),
-            max_shards_per_pod: None,
-            topology_keys: vec![],
-        },
-    );
-    p.metadata.namespace = Some(NS.into());
-    p
+    fixtures::pool(NS, POOL, &[("app", "consumer")], min_ready_seconds)
 }
 
 /// A selected, ready pod (ready for an hour).
