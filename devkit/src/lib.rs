@@ -5,7 +5,8 @@
 //! and 410 Gone — instead of mocks that answer instantly. Also what every
 //! crate's tests share: the [`fixtures`] they put on it, the one launcher of
 //! the local AWS [`emulators`] (kinesis-local and dynalite), the [`wait`]
-//! helpers they poll with, and [`process::in_own_process`] for tests that
+//! helpers they poll with (and the wait for a Kinesis [`stream`] to be
+//! ACTIVE), and [`process::in_own_process`] for tests that
 //! need a process of their own.
 //!
 //! The crate does not depend on the operator: the operator's tests depend on
@@ -19,4 +20,5 @@ pub mod emulators;
 #[cfg(feature = "apiserver")]
 pub mod fixtures;
 pub mod process;
+pub mod stream;
 pub mod wait;

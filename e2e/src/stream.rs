@@ -1,7 +1,7 @@
 //! The stream side of a scenario on kinesis-local: the reshard calls and
 //! listings of [`shardring::demo::reshard`] (shared with `shardring demo`
 //! and its embedded scenarios, and tested there against kinesis-local),
-//! with the harness's error type.
+//! and the devkit's wait for ACTIVE, with the harness's error type.
 
 use std::collections::BTreeMap;
 
@@ -55,7 +55,8 @@ pub async fn open_shards(kinesis: &Client, stream: &str) -> Result<Vec<String>, 
     reshard::open_shards(kinesis, stream).await.map_err(harness)
 }
 
-/// Waits until the stream is ACTIVE.
+/// Waits until the stream is ACTIVE (the devkit's wait, as long as a
+/// reshard of [`reshard`] may take).
 pub async fn wait_active(kinesis: &Client, stream: &str) -> Result<(), HarnessError> {
-    reshard::wait_active(kinesis, stream).await.map_err(harness)
+    Ok(shardring_devkit::stream::wait_active(kinesis, stream, reshard::ACTIVE_DEADLINE).await?)
 }

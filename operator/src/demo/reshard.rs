@@ -4,10 +4,11 @@
 //! UpdateShardCount). The e2e harness uses the same calls.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use aws_sdk_kinesis::Client;
-use aws_sdk_kinesis::types::{ScalingType, StreamStatus};
+use aws_sdk_kinesis::types::ScalingType;
+use shardring_devkit::wait::WaitError;
 
 use super::DemoError;
 
@@ -199,32 +200,18 @@ pub async fn open_shards(kinesis: &Client, stream: &str) -> Result<Vec<String>, 
         .collect())
 }
 
-/// Waits (polling every 50 ms, at most [`ACTIVE_DEADLINE`]) until the stream
-/// is ACTIVE.
+/// Waits (at most [`ACTIVE_DEADLINE`]) until the stream is ACTIVE, with the
+/// devkit's wait that every crate's tests use.
 pub async fn wait_active(kinesis: &Client, stream: &str) -> Result<(), DemoError> {
-    let started = Instant::now();
-    loop {
-        let status = kinesis
-            .describe_stream_summary()
-            .stream_name(stream)
-            .send()
-            .await
-            .ok()
-            .and_then(|o| {
-                o.stream_description_summary()
-                    .map(|s| s.stream_status().clone())
-            });
-        if status == Some(StreamStatus::Active) {
-            return Ok(());
-        }
-        if started.elapsed() > ACTIVE_DEADLINE {
-            return Err(DemoError::Timeout {
-                what: format!("stream {stream} to be ACTIVE (last seen {status:?})"),
+    shardring_devkit::stream::wait_active(kinesis, stream, ACTIVE_DEADLINE)
+        .await
+        .map_err(|error| match error {
+            WaitError::Timeout { what, last, .. } => DemoError::Timeout {
+                what: format!("{what} (last seen {last})"),
                 after: ACTIVE_DEADLINE,
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+            },
+            WaitError::Probe { .. } => DemoError::Aws(error.to_string()),
+        })
 }
 
 #[cfg(test)]

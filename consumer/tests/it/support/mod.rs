@@ -59,26 +59,12 @@ pub async fn create_stream(client: &aws_sdk_kinesis::Client, stream: &str, shard
     wait_active(client, stream).await;
 }
 
-/// Waits until `stream` is ACTIVE.
+/// Waits until `stream` is ACTIVE (the devkit's wait), failing the test
+/// after 30 s.
 pub async fn wait_active(client: &aws_sdk_kinesis::Client, stream: &str) {
-    until(
-        &format!("stream {stream} to be ACTIVE"),
-        Duration::from_secs(30),
-        async || {
-            let status = client
-                .describe_stream_summary()
-                .stream_name(stream)
-                .send()
-                .await
-                .ok()
-                .and_then(|o| {
-                    o.stream_description_summary()
-                        .map(|s| s.stream_status().clone())
-                });
-            status == Some(aws_sdk_kinesis::types::StreamStatus::Active)
-        },
-    )
-    .await;
+    shardring_devkit::stream::wait_active(client, stream, Duration::from_secs(30))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// Open shard ids of `stream`, sorted.
