@@ -22,12 +22,10 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
-use shardring::demo::consumers::ConsumerProcess;
+use shardring::demo::consumers::{ConsumerProcess, ConsumerSettings, ViewSource};
 use shardring_consumer::check::{self, ProcessedRecord};
 
-use crate::harness::{
-    CONFIG_MAP, DRAIN_TIMEOUT, HarnessError, LEASE_FAILOVER, NAME, REGION, STEP_TIMEOUT,
-};
+use crate::harness::{CONFIG_MAP, DRAIN_TIMEOUT, HarnessError, NAME, STEP_TIMEOUT};
 use shardring_devkit::wait::{Probe, wait_for};
 
 /// Keeps a deleted pod terminating until its consumer process has exited.
@@ -49,19 +47,12 @@ pub fn ready_conditions(since: &str) -> serde_json::Value {
 /// How consumer processes are started.
 #[derive(Debug, Clone)]
 pub struct ConsumerSpec {
-    /// The reference consumer binary.
-    pub binary: PathBuf,
+    /// The reference consumer's command line (shared with `shardring demo`).
+    pub settings: ConsumerSettings,
     /// Namespace of the pods and the ConfigMap.
     pub namespace: String,
-    /// kinesis-local endpoint.
-    pub kinesis_endpoint: String,
-    /// dynalite endpoint.
-    pub dynamodb_endpoint: String,
     /// Record logs and consumer logs go here.
     pub dir: PathBuf,
-    /// The kubeconfig the consumers watch the ConfigMap through; `None`:
-    /// they inherit the environment's.
-    pub kubeconfig: Option<PathBuf>,
 }
 
 /// The live pods and every record log ever written.
@@ -148,35 +139,22 @@ impl Pods {
 
     fn spawn(&mut self, pod: &str) -> Result<ConsumerProcess, HarnessError> {
         let spec = &self.spec;
-        let fail = |e: std::io::Error| HarnessError::Consumer(format!("starting {pod}: {e}"));
-        let stderr = std::fs::File::create(spec.dir.join(format!("{pod}.consumer.log")))?;
         let log = self.record_log(pod);
-        let mut command = Command::new(&spec.binary);
-        if let Some(kubeconfig) = &spec.kubeconfig {
-            command.env("KUBECONFIG", kubeconfig);
-        }
-        let child = command
-            .args(["--pod", pod, "--stream", NAME, "--lease-table", NAME])
-            .args(["--region", REGION])
-            .args(["--kinesis-endpoint", &spec.kinesis_endpoint])
-            .args(["--dynamodb-endpoint", &spec.dynamodb_endpoint])
-            .args(["--configmap", CONFIG_MAP, "--namespace", &spec.namespace])
-            .arg("--log")
-            .arg(&log)
-            .args(["--poll-ms", "50", "--idle-ms", "100"])
-            .args(["--failover-ms", &LEASE_FAILOVER.as_millis().to_string()])
-            .args([
-                "--drain-deadline-ms",
-                &DRAIN_TIMEOUT.as_millis().to_string(),
-            ])
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .map_err(fail)?;
+        let view = ViewSource::ConfigMap {
+            name: CONFIG_MAP,
+            namespace: &spec.namespace,
+        };
+        let process = spec
+            .settings
+            .spawn(
+                pod,
+                view,
+                &log,
+                &spec.dir.join(format!("{pod}.consumer.log")),
+            )
+            .map_err(|e| HarnessError::Consumer(e.to_string()))?;
         self.logs.push(log);
-        Ok(ConsumerProcess::from_child(child))
+        Ok(process)
     }
 
     /// Graceful deletion, in a kubelet's order: the pod gets its deletion

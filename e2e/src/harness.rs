@@ -27,6 +27,7 @@ use crate::operator::{Operator, OperatorError, OperatorMode};
 use crate::published::{PublishedError, assignment_document};
 use crate::settled::settled;
 use crate::stream;
+use shardring::demo::consumers::ConsumerSettings;
 use shardring_devkit::wait::{Probe, WaitError, wait_for};
 
 /// Field manager of everything the harness applies.
@@ -175,12 +176,19 @@ impl Harness {
             dir.display()
         );
         let spec = ConsumerSpec {
-            binary,
+            settings: ConsumerSettings {
+                binary,
+                region: REGION.to_owned(),
+                stream: NAME.to_owned(),
+                lease_table: NAME.to_owned(),
+                kinesis_endpoint: kinesis_url,
+                dynamodb_endpoint: dynamo_url,
+                failover: LEASE_FAILOVER,
+                drain_deadline: DRAIN_TIMEOUT,
+                kubeconfig: cluster.kubeconfig.clone(),
+            },
             namespace: namespace.clone(),
-            kinesis_endpoint: kinesis_url,
-            dynamodb_endpoint: dynamo_url,
             dir,
-            kubeconfig: cluster.kubeconfig.clone(),
         };
         Ok(Self {
             pods: Pods::new(client.clone(), spec),

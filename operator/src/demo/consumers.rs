@@ -106,17 +106,38 @@ fn candidates(exe: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// How every consumer process is started.
+/// Where a reference consumer reads its pod's view.
+#[derive(Debug, Clone, Copy)]
+pub enum ViewSource<'a> {
+    /// The pod's downward-API annotations file, holding the annotation of
+    /// ShardGroup `shard_group` (`<namespace>/<name>`).
+    AnnotationsFile {
+        /// The projected file.
+        path: &'a Path,
+        /// `<namespace>/<name>` of the ShardGroup.
+        shard_group: &'a str,
+    },
+    /// ConfigMap `name` in `namespace`, watched through the Kubernetes API.
+    ConfigMap {
+        /// The assignment ConfigMap.
+        name: &'a str,
+        /// Its namespace (the pod's).
+        namespace: &'a str,
+    },
+}
+
+/// How every consumer process is started: the one command line of the
+/// reference consumer for the demo, its scenarios and the end-to-end tests.
 #[derive(Debug, Clone)]
 pub struct ConsumerSettings {
     /// The binary.
     pub binary: PathBuf,
+    /// AWS region of the clients (the emulators accept any).
+    pub region: String,
     /// Stream name.
     pub stream: String,
     /// Lease table.
     pub lease_table: String,
-    /// `<namespace>/<name>` of the ShardGroup (selects the annotation).
-    pub shard_group: String,
     /// kinesis-local endpoint.
     pub kinesis_endpoint: String,
     /// dynalite endpoint.
@@ -125,28 +146,38 @@ pub struct ConsumerSettings {
     pub failover: Duration,
     /// How long a SIGTERMed consumer waits for its revoke.
     pub drain_deadline: Duration,
+    /// The kubeconfig a consumer watching a ConfigMap uses; `None`: it
+    /// inherits the environment's.
+    pub kubeconfig: Option<PathBuf>,
 }
 
 impl ConsumerSettings {
-    /// Starts the consumer of pod `pod`, reading `annotations_file`, logging
-    /// records to `record_log` and its own output to `stderr_log`.
-    pub fn spawn(
-        &self,
-        pod: &str,
-        annotations_file: &Path,
-        record_log: &Path,
-        stderr_log: &Path,
-    ) -> Result<ConsumerProcess, DemoError> {
-        let fail = |e: std::io::Error| DemoError::Consumer(format!("starting {pod}: {e}"));
-        let stderr = std::fs::File::create(stderr_log).map_err(fail)?;
-        let child = Command::new(&self.binary)
+    /// The command line of pod `pod`'s consumer reading `view` and logging
+    /// processed records to `record_log`, with fast polls (the emulators
+    /// answer at once); its standard streams are not set.
+    pub fn command(&self, pod: &str, view: ViewSource<'_>, record_log: &Path) -> Command {
+        let mut command = Command::new(&self.binary);
+        command
             .args(["--pod", pod, "--stream", &self.stream])
             .args(["--lease-table", &self.lease_table])
+            .args(["--region", &self.region])
             .args(["--kinesis-endpoint", &self.kinesis_endpoint])
-            .args(["--dynamodb-endpoint", &self.dynamodb_endpoint])
-            .arg("--annotations-file")
-            .arg(annotations_file)
-            .args(["--shard-group", &self.shard_group])
+            .args(["--dynamodb-endpoint", &self.dynamodb_endpoint]);
+        match view {
+            ViewSource::AnnotationsFile { path, shard_group } => {
+                command
+                    .arg("--annotations-file")
+                    .arg(path)
+                    .args(["--shard-group", shard_group]);
+            }
+            ViewSource::ConfigMap { name, namespace } => {
+                command.args(["--configmap", name, "--namespace", namespace]);
+            }
+        }
+        if let Some(kubeconfig) = &self.kubeconfig {
+            command.env("KUBECONFIG", kubeconfig);
+        }
+        command
             .arg("--log")
             .arg(record_log)
             .args(["--poll-ms", "50", "--idle-ms", "100"])
@@ -155,7 +186,23 @@ impl ConsumerSettings {
                 "--drain-deadline-ms",
                 &self.drain_deadline.as_millis().to_string(),
             ])
-            .env("RUST_LOG", "info")
+            .env("RUST_LOG", "info");
+        command
+    }
+
+    /// Starts the consumer of pod `pod` ([`Self::command`]), its own output
+    /// to `stderr_log`.
+    pub fn spawn(
+        &self,
+        pod: &str,
+        view: ViewSource<'_>,
+        record_log: &Path,
+        stderr_log: &Path,
+    ) -> Result<ConsumerProcess, DemoError> {
+        let fail = |e: std::io::Error| DemoError::Consumer(format!("starting {pod}: {e}"));
+        let stderr = std::fs::File::create(stderr_log).map_err(fail)?;
+        let child = self
+            .command(pod, view, record_log)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr)

@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use waits::{every_owner_reading, shards_in};
 
-use super::cluster::{Cluster, GroupTiming, NAMESPACE};
+use super::cluster::{Cluster, GroupTiming};
 use super::consumers::{self, ConsumerSettings};
 use super::controller::{self, Shared};
 use super::producer::Producer;
@@ -138,13 +138,14 @@ impl Stage {
         let cleanup_stop = CancellationToken::new();
         let settings = ConsumerSettings {
             binary,
+            region: REGION.to_owned(),
             stream: STREAM.to_owned(),
             lease_table: LEASE_TABLE.to_owned(),
-            shard_group: format!("{NAMESPACE}/{SHARD_GROUP}"),
             kinesis_endpoint: kinesis_url.clone(),
             dynamodb_endpoint: dynamo_url.clone(),
             failover: config.timing.lease_failover,
             drain_deadline: config.drain_deadline,
+            kubeconfig: None,
         };
         let producer = Producer::start(kinesis.clone(), STREAM.to_owned(), BATCH, BATCH_INTERVAL);
         println!(

@@ -4,7 +4,9 @@
 
 use jiff::Timestamp;
 
-use super::super::DemoError;
+use super::super::cluster::NAMESPACE;
+use super::super::consumers::ViewSource;
+use super::super::{DemoError, SHARD_GROUP};
 use super::Stage;
 
 impl Stage {
@@ -17,9 +19,14 @@ impl Stage {
         // Kubelet creates the projected file before the container starts.
         std::fs::write(&annotations, b"")?;
         let record_log = dir.join("records.jsonl");
-        let process =
-            self.settings
-                .spawn(name, &annotations, &record_log, &dir.join("consumer.log"))?;
+        let shard_group = format!("{NAMESPACE}/{SHARD_GROUP}");
+        let view = ViewSource::AnnotationsFile {
+            path: &annotations,
+            shard_group: &shard_group,
+        };
+        let process = self
+            .settings
+            .spawn(name, view, &record_log, &dir.join("consumer.log"))?;
         println!(
             "  + pod {name} created and Ready (consumer pid {})",
             process.pid()
