@@ -6,6 +6,11 @@
 //! command-line front ends (`shardring simulate` runs the simulation crate,
 //! `shardring_sim`).
 
+// What is not part of the library's API (used by the binary, the tests,
+// the benches or the e2e crate) is `pub(crate)`: a `pub` item no one outside
+// can reach is flagged.
+#![warn(unreachable_pub)]
+
 pub use shardring_crds as crds;
 pub use shardring_engine as engine;
 

@@ -27,12 +27,12 @@ const ACCESS_CODES: &[&str] = &[
 ];
 
 /// Whether `code` is an AWS throttling error code.
-pub fn is_throttle_code(code: &str) -> bool {
+pub(crate) fn is_throttle_code(code: &str) -> bool {
     THROTTLE_CODES.contains(&code)
 }
 
 /// Whether `code` is an AWS access error code.
-pub fn is_access_code(code: &str) -> bool {
+pub(crate) fn is_access_code(code: &str) -> bool {
     ACCESS_CODES.contains(&code)
 }
 

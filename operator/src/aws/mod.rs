@@ -14,7 +14,8 @@ use aws_config::timeout::TimeoutConfig;
 use aws_config::{Region, SdkConfig};
 
 pub use backoff::{Backoff, jitter_unit};
-pub use errors::{chain, is_access_code, is_throttle_code};
+pub use errors::chain;
+pub(crate) use errors::{is_access_code, is_throttle_code};
 
 /// The AWS settings every operator client uses (Kinesis and the lease
 /// table's DynamoDB): the shared config (default credential chain) with an

@@ -71,7 +71,7 @@ pub fn parse(text: &str) -> anyhow::Result<PlanInput> {
 
 /// The line of the scenario an engine error is about: the second mention of
 /// a duplicated id or name, the first mention of a shard with a bad range.
-pub fn culprit_line(text: &str, error: &PlanError) -> Option<usize> {
+pub(crate) fn culprit_line(text: &str, error: &PlanError) -> Option<usize> {
     let (needle, nth) = match error {
         PlanError::DuplicateShard(id) | PlanError::DuplicatePod(id) => (id, 2),
         PlanError::BadHashKeyRange { shard, .. } => (shard, 1),

@@ -58,7 +58,7 @@ pub enum Format {
 /// One shard in the JSON output.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ShardLine {
+pub(crate) struct ShardLine {
     /// Shard id.
     pub id: String,
     /// `open`, `closed` or `complete`.
@@ -75,7 +75,7 @@ pub struct ShardLine {
 
 /// The JSON document.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TopologyOutput {
+pub(crate) struct TopologyOutput {
     /// Shards in tree order.
     pub shards: Vec<ShardLine>,
 }
@@ -154,7 +154,10 @@ pub async fn run(args: TopologyArgs) -> anyhow::Result<ExitCode> {
 /// Builds the output in tree order: roots (no listed parent) in list order,
 /// each followed by its descendants; a merged child follows its first
 /// listed parent.
-pub fn build_output(topology: &StreamTopology, leases: Option<&LeaseTable>) -> TopologyOutput {
+pub(crate) fn build_output(
+    topology: &StreamTopology,
+    leases: Option<&LeaseTable>,
+) -> TopologyOutput {
     let mut memory = LifecycleMemory::default();
     let life = lifecycle::derive(&topology.shards, leases, leases.is_some(), &mut memory);
     let states: BTreeMap<&str, ShardState> = life

@@ -58,11 +58,11 @@ use crate::crds::{AssignmentDocument, ShardGroup, ShardGroupStatus};
 /// The field manager of every write the operator makes.
 pub const MANAGER: &str = "shardring";
 /// Label every object the operator creates carries.
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+pub(crate) const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 /// Value of [`MANAGED_BY_LABEL`].
-pub const MANAGED_BY: &str = "shardring";
+pub(crate) const MANAGED_BY: &str = "shardring";
 /// Label naming the ShardGroup an object belongs to.
-pub const GROUP_LABEL: &str = "shardring.io/shard-group";
+pub(crate) const GROUP_LABEL: &str = "shardring.io/shard-group";
 
 /// Why a write failed.
 #[derive(Debug, thiserror::Error)]
@@ -143,7 +143,7 @@ pub fn document_config_map(
 }
 
 /// The ConfigMap that carries an encoded document for `group`.
-pub fn encoded_config_map(
+pub(crate) fn encoded_config_map(
     group: &ShardGroup,
     encoded: codec::EncodedDocument,
 ) -> Result<ConfigMap, ApplyError> {
@@ -174,7 +174,7 @@ pub fn encoded_config_map(
 /// observed resourceVersion. A 409 is [`ApplyError::ConfigMapConflict`].
 /// Returns the resourceVersion at which the API server stores exactly the
 /// document sent (`None` when the stored content differs from it).
-pub async fn publish_document(
+pub(crate) async fn publish_document(
     client: &Client,
     group: &ShardGroup,
     encoded: codec::EncodedDocument,
@@ -301,7 +301,7 @@ async fn remove_stale_encoding(
 }
 
 /// The merge patch body of one annotation write.
-pub fn annotation_patch(key: &str, write: &AnnotationWrite) -> serde_json::Value {
+pub(crate) fn annotation_patch(key: &str, write: &AnnotationWrite) -> serde_json::Value {
     let value = match &write.view {
         Some(view) => json!(view.to_annotation()),
         None => serde_json::Value::Null,
@@ -315,7 +315,7 @@ pub fn annotation_patch(key: &str, write: &AnnotationWrite) -> serde_json::Value
 
 /// Sets or removes one pod's annotation. A pod that is gone (404) or was
 /// replaced (409 on the uid precondition) is skipped.
-pub async fn write_annotation(
+pub(crate) async fn write_annotation(
     pods: &Api<CachedPod>,
     key: &str,
     write: &AnnotationWrite,
@@ -372,7 +372,7 @@ pub async fn patch_status(
 }
 
 /// Publishes one Event on the ShardGroup (best effort).
-pub async fn publish_event(recorder: &Recorder, group: &ShardGroup, note: &EventNote) {
+pub(crate) async fn publish_event(recorder: &Recorder, group: &ShardGroup, note: &EventNote) {
     let event = Event {
         type_: match note.kind {
             EventKind::Normal => EventType::Normal,
@@ -390,7 +390,7 @@ pub async fn publish_event(recorder: &Recorder, group: &ShardGroup, note: &Event
 
 /// Removes `group`'s annotation from every pod in `pods` (name, uid) — the
 /// finalizer's cleanup.
-pub async fn remove_annotations(
+pub(crate) async fn remove_annotations(
     client: &Client,
     group: &ShardGroup,
     pods: &[(String, Option<String>)],
@@ -455,7 +455,7 @@ pub const DEFAULT_WRITE_CONCURRENCY: usize = 16;
 /// carries its epoch, so a late one is harmless, and the retry rewrites what
 /// is still wrong). Their order does not matter: within one reconcile no
 /// pod's view depends on another's having been written.
-pub async fn write_annotations(
+pub(crate) async fn write_annotations(
     pods: &Api<CachedPod>,
     key: &str,
     writes: &[AnnotationWrite],

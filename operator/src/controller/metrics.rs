@@ -179,7 +179,7 @@ impl ControllerMetrics {
     }
 
     /// Forgets the per-group gauges of a deleted group.
-    pub fn forget(&self, labels: &GroupLabels) {
+    pub(crate) fn forget(&self, labels: &GroupLabels) {
         self.shards.remove(labels);
         self.pods.remove(labels);
         self.epoch.remove(labels);

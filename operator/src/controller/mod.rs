@@ -8,14 +8,14 @@
 //! [`runner`] builds the watches and runs it all.
 
 pub mod apply;
-pub mod cached_pod;
+pub(crate) mod cached_pod;
 mod cluster;
 pub mod metrics;
 pub mod observe;
 pub mod own_writes;
 pub mod runner;
 pub mod sources;
-pub mod strip;
+pub(crate) mod strip;
 pub mod sync;
 pub mod triggers;
 
@@ -132,19 +132,19 @@ impl Context {
     }
 
     /// Builds sources with `sources` (tests inject failing ones).
-    pub fn with_sources(mut self, sources: Sources) -> Self {
+    pub(crate) fn with_sources(mut self, sources: Sources) -> Self {
         self.sources = sources;
         self
     }
 
     /// Writes at most `limit`'s bound of pod annotations at once.
-    pub fn with_write_limit(mut self, limit: apply::WriteLimit) -> Self {
+    pub(crate) fn with_write_limit(mut self, limit: apply::WriteLimit) -> Self {
         self.writes = limit;
         self
     }
 
     /// Decides only once every cache has completed its first list.
-    pub fn with_cache_sync(mut self, sync: CacheSync) -> Self {
+    pub(crate) fn with_cache_sync(mut self, sync: CacheSync) -> Self {
         self.cache_sync = Some(sync);
         self
     }
@@ -185,7 +185,7 @@ impl Error {
 
     /// Whether the ConfigMap's precondition failed (409): usually the cache
     /// had not seen our own previous write yet.
-    pub fn is_config_map_conflict(&self) -> bool {
+    pub(crate) fn is_config_map_conflict(&self) -> bool {
         matches!(
             self.inner(),
             Error::Apply(ApplyError::ConfigMapConflict { .. })
@@ -197,7 +197,7 @@ impl Error {
     /// or adding the finalizer when the cached ShardGroup did not show it yet
     /// (the JSON patch's `test` of the finalizer list fails with 422, or the
     /// resourceVersion with 409). The next read fixes both.
-    pub fn is_stale_read(&self) -> bool {
+    pub(crate) fn is_stale_read(&self) -> bool {
         if self.is_config_map_conflict() {
             return true;
         }
@@ -277,7 +277,7 @@ pub async fn reconcile(
 
 /// Observe, plan and apply for a live ShardGroup: the source read, then the
 /// core's cycle at the time read once it is done.
-pub async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result<Action, Error> {
+pub(crate) async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result<Action, Error> {
     // The source read is stamped with the time it started; the observation
     // (and everything after it) with one time read once the read is done:
     // `now` must never precede what was observed, or a lease scan taken
@@ -317,7 +317,7 @@ pub async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result<Action
 
 /// Finalizer cleanup: removes the group's annotation from every pod that has
 /// it (the ConfigMap goes with the ShardGroup through its owner reference).
-pub async fn cleanup_group(group: &ShardGroup, ctx: &Context) -> Result<Action, Error> {
+pub(crate) async fn cleanup_group(group: &ShardGroup, ctx: &Context) -> Result<Action, Error> {
     let namespace = group.namespace().unwrap_or_default();
     let key = group.annotation_key();
     let pods = ctx.stores.pods.state();

@@ -42,7 +42,7 @@ use crate::crds::{ConsumerPool, ShardGroup};
 pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 
 /// What the status of `pod` says of its containers (see [`Containers`]).
-pub fn containers_of(pod: &CachedPod) -> Containers {
+pub(crate) fn containers_of(pod: &CachedPod) -> Containers {
     let Some(status) = pod.status.as_ref() else {
         return Containers::Running;
     };
@@ -86,7 +86,7 @@ fn ever_started(status: &CachedContainerStatus) -> bool {
 /// Whether the API server generated the pod's name from
 /// `metadata.generateName` (a Deployment's pods): such a name is not reused
 /// by a later pod, unlike a StatefulSet's.
-pub fn has_generated_name(meta: &ObjectMeta) -> bool {
+pub(crate) fn has_generated_name(meta: &ObjectMeta) -> bool {
     match (meta.generate_name.as_deref(), meta.name.as_deref()) {
         (Some(prefix), Some(name)) => !prefix.is_empty() && name.starts_with(prefix),
         _ => false,
@@ -191,7 +191,7 @@ impl Stores {
 }
 
 /// The version of an owned ConfigMap, for the precondition of the next write.
-pub fn published_version(cm: &ConfigMap) -> PublishedVersion {
+pub(crate) fn published_version(cm: &ConfigMap) -> PublishedVersion {
     cm.metadata
         .resource_version
         .clone()
@@ -202,7 +202,7 @@ pub fn published_version(cm: &ConfigMap) -> PublishedVersion {
 /// Selects the pods of one group from a namespace's pods: those the selector
 /// matches plus those carrying `annotation_key`, stripped to [`PodInfo`] and
 /// sorted by name.
-pub fn collect_pods<'a>(
+pub(crate) fn collect_pods<'a>(
     pods: impl Iterator<Item = &'a CachedPod>,
     namespace: &str,
     selector: Option<&LabelSelector>,
@@ -273,16 +273,16 @@ fn pod_info(
 /// matches every pod; one the API server would refuse (an unknown operator,
 /// `In` without values) matches none.
 #[derive(Debug, Clone)]
-pub struct PodSelector(Option<Selector>);
+pub(crate) struct PodSelector(Option<Selector>);
 
 impl PodSelector {
     /// Parses `selector` once, for any number of pods.
-    pub fn new(selector: &LabelSelector) -> Self {
+    pub(crate) fn new(selector: &LabelSelector) -> Self {
         Self(Selector::try_from(selector.clone()).ok())
     }
 
     /// Whether a pod with `labels` is selected.
-    pub fn matches(&self, labels: Option<&BTreeMap<String, String>>) -> bool {
+    pub(crate) fn matches(&self, labels: Option<&BTreeMap<String, String>>) -> bool {
         let Some(selector) = &self.0 else {
             return false;
         };

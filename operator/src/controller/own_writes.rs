@@ -40,7 +40,7 @@ impl OwnWrites {
 
     /// Whether `object` is exactly what the operator's last write to it left
     /// (its echo); the entry is spent by the answer yes.
-    pub fn is_echo<K: Resource<DynamicType = ()>>(&self, object: &K) -> bool {
+    pub(crate) fn is_echo<K: Resource<DynamicType = ()>>(&self, object: &K) -> bool {
         let (Some(key), Some(version)) = (key_of(object), object.resource_version()) else {
             return false;
         };
@@ -53,7 +53,7 @@ impl OwnWrites {
     }
 
     /// Forgets `object` (deleted: a same-named successor starts afresh).
-    pub fn forget<K: Resource<DynamicType = ()>>(&self, object: &K) {
+    pub(crate) fn forget<K: Resource<DynamicType = ()>>(&self, object: &K) {
         if let Some(key) = key_of(object) {
             self.lock().remove(&key);
         }

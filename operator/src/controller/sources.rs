@@ -20,12 +20,12 @@ use crate::source::kinesis::{AwsSettings, KinesisProvider};
 use crate::source::{self, ShardSource};
 
 /// A source being built (a Kinesis one may first load the AWS configuration).
-pub type BuildFuture =
+pub(crate) type BuildFuture =
     Pin<Box<dyn Future<Output = Result<Box<dyn ShardSource>, SourceError>> + Send>>;
 
 /// Builds a source from a spec ([`source::for_spec`] over the instance's
 /// [`KinesisProvider`] unless replaced in tests).
-pub type SourceFactory = Arc<dyn Fn(&ShardGroupSpec) -> BuildFuture + Send + Sync>;
+pub(crate) type SourceFactory = Arc<dyn Fn(&ShardGroupSpec) -> BuildFuture + Send + Sync>;
 
 struct GroupSource {
     spec: (SourceSpec, Option<LeaseTableSpec>),
@@ -206,7 +206,7 @@ impl Sources {
 
     /// Drops the state of a deleted group, and its Kinesis source when no
     /// other group reads the same stream and lease table.
-    pub fn forget(&self, group: &ShardGroup) {
+    pub(crate) fn forget(&self, group: &ShardGroup) {
         let mut groups = self.groups.lock().expect("source map poisoned");
         let Some(gone) = groups.remove(&key(group)) else {
             return;

@@ -31,7 +31,7 @@ use crate::crds::assignment::ANNOTATION_PREFIX;
 
 /// Strips `pod` in place, keeping annotations under the shardring prefix and
 /// those named in `extra_keys` (custom `spec.output.annotationKey`s).
-pub fn strip_pod(pod: &mut CachedPod, extra_keys: &BTreeSet<String>) {
+pub(crate) fn strip_pod(pod: &mut CachedPod, extra_keys: &BTreeSet<String>) {
     let meta = &mut pod.metadata;
     meta.managed_fields = None;
     meta.owner_references = None;

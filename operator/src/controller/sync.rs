@@ -23,15 +23,15 @@ use tokio::sync::watch;
 /// The names of the caches, as shown in logs and `/readyz`.
 pub mod cache {
     /// ShardGroups (the controller's own store).
-    pub const SHARD_GROUPS: &str = "shardgroups";
+    pub(crate) const SHARD_GROUPS: &str = "shardgroups";
     /// ConsumerPools.
-    pub const CONSUMER_POOLS: &str = "consumerpools";
+    pub(crate) const CONSUMER_POOLS: &str = "consumerpools";
     /// Pods.
     pub const PODS: &str = "pods";
     /// The ConfigMaps shardring manages.
-    pub const CONFIG_MAPS: &str = "configmaps";
+    pub(crate) const CONFIG_MAPS: &str = "configmaps";
     /// Node metadata (zones).
-    pub const NODES: &str = "nodes";
+    pub(crate) const NODES: &str = "nodes";
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -69,7 +69,7 @@ impl CacheSync {
     }
 
     /// Whether every cache has completed its first list.
-    pub fn is_synced(&self) -> bool {
+    pub(crate) fn is_synced(&self) -> bool {
         self.state.borrow().pending.is_empty()
     }
 
@@ -87,7 +87,7 @@ impl CacheSync {
 
     /// Emits `()` when every cache has completed its first list, and again
     /// after every later full list of any cache (a relist).
-    pub fn lists_completed(&self) -> impl Stream<Item = ()> + Send + 'static {
+    pub(crate) fn lists_completed(&self) -> impl Stream<Item = ()> + Send + 'static {
         let rx = self.state.subscribe();
         futures::stream::unfold((rx, 0u64), |(mut rx, seen)| async move {
             loop {
@@ -108,7 +108,7 @@ impl CacheSync {
     /// An `inspect` callback for a reflected watch stream of `cache`: marks
     /// the cache listed at every `InitDone`, which the reflector has applied
     /// to its store by the time the event passes.
-    pub fn tracker<K>(
+    pub(crate) fn tracker<K>(
         &self,
         cache: &'static str,
     ) -> impl FnMut(&Result<watcher::Event<K>, watcher::Error>) + Send + 'static {

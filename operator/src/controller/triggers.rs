@@ -50,7 +50,7 @@ pub fn group_change(group: &DeserializeGuard<ShardGroup>) -> Option<u64> {
 
 /// Whether `event` is a ConfigMap update whose document is already known,
 /// which wakes no reconcile.
-pub fn known_document_update(
+pub(crate) fn known_document_update(
     documents: &DocumentCache,
     event: &Result<watcher::Event<ConfigMap>, watcher::Error>,
 ) -> bool {
@@ -60,7 +60,7 @@ pub fn known_document_update(
 /// Whether `event` is the echo of the operator's own write (to a pod or the
 /// document's ConfigMap), which wakes no reconcile. A deletion forgets the
 /// object's last write.
-pub fn own_write_echo<K: kube::Resource<DynamicType = ()>>(
+pub(crate) fn own_write_echo<K: kube::Resource<DynamicType = ()>>(
     own: &OwnWrites,
     event: &Result<watcher::Event<K>, watcher::Error>,
 ) -> bool {

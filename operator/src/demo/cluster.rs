@@ -33,12 +33,12 @@ use crate::crds::{AssignmentDocument, ConsumerPool, ShardGroup};
 
 mod reconcile;
 
-pub use self::reconcile::{Reconcile, go_quote};
+pub use self::reconcile::Reconcile;
 
 /// Namespace of every demo object.
-pub const NAMESPACE: &str = "default";
+pub(crate) const NAMESPACE: &str = "default";
 /// Label every consumer pod carries (the pool selects it).
-pub const APP_LABEL: (&str, &str) = ("app", "orders");
+pub(crate) const APP_LABEL: (&str, &str) = ("app", "orders");
 
 /// Timing of the demo's ShardGroup, scaled by `--duration-scale`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -182,13 +182,13 @@ impl Cluster {
     }
 
     /// Where pod `name`'s files live.
-    pub fn pod_dir(&self, name: &str) -> PathBuf {
+    pub(crate) fn pod_dir(&self, name: &str) -> PathBuf {
         self.dir.join("pods").join(name)
     }
 
     /// Adds a Ready pod running `process` (created by the caller with the
     /// files of [`Self::pod_dir`]).
-    pub fn add_pod(
+    pub(crate) fn add_pod(
         &mut self,
         name: &str,
         annotations_file: PathBuf,
@@ -319,7 +319,7 @@ impl Cluster {
     }
 
     /// Names of pods that are not terminating, sorted.
-    pub fn live_pods(&self) -> Vec<String> {
+    pub(crate) fn live_pods(&self) -> Vec<String> {
         self.pods
             .values()
             .filter(|p| p.info.deletion_timestamp.is_none())

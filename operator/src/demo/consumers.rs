@@ -13,15 +13,15 @@ use std::time::Duration;
 use super::DemoError;
 
 /// The reference consumer's binary name.
-pub const BINARY: &str = "shardring-reference-consumer";
+pub(crate) const BINARY: &str = "shardring-reference-consumer";
 /// Overrides where the reference consumer binary is.
-pub const BINARY_ENV: &str = "SHARDRING_REFERENCE_CONSUMER";
+pub(crate) const BINARY_ENV: &str = "SHARDRING_REFERENCE_CONSUMER";
 
 /// The cargo command that builds the reference consumer for `release`.
 /// Selecting the operator too makes cargo resolve the same dependency
 /// features as the operator's own build, so its artifacts are reused and
 /// only the consumer binary is compiled.
-pub fn build_command(release: bool) -> String {
+pub(crate) fn build_command(release: bool) -> String {
     let profile = if release { " --release" } else { "" };
     format!("cargo build{profile} -p shardring -p shardring-consumer --bin {BINARY}")
 }
@@ -220,7 +220,8 @@ pub struct ConsumerProcess {
 
 impl ConsumerProcess {
     /// Adopts a started process (tests stand in other programs).
-    pub fn from_child(child: Child) -> Self {
+    #[cfg(test)]
+    pub(crate) fn from_child(child: Child) -> Self {
         Self { child }
     }
 

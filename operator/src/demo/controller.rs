@@ -178,7 +178,7 @@ impl Shared {
     }
 
     /// Most minus fewest active shards over live pods.
-    pub fn load_spread(&self) -> usize {
+    pub(crate) fn load_spread(&self) -> usize {
         let Some(doc) = &self.cluster.published else {
             return usize::MAX;
         };

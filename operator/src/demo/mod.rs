@@ -26,11 +26,11 @@ pub use report::Verdict;
 /// Region every client uses (the emulators accept any).
 pub const REGION: &str = "us-east-1";
 /// The demo stream.
-pub const STREAM: &str = "orders";
+pub(crate) const STREAM: &str = "orders";
 /// The demo lease table.
-pub const LEASE_TABLE: &str = "orders-leases";
+pub(crate) const LEASE_TABLE: &str = "orders-leases";
 /// The demo ShardGroup.
-pub const SHARD_GROUP: &str = "orders";
+pub(crate) const SHARD_GROUP: &str = "orders";
 
 /// Why the demo could not run.
 #[derive(Debug, thiserror::Error)]

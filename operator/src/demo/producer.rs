@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 /// Distinct partition keys the producer cycles through.
-pub const PARTITION_KEYS: u64 = 500;
+pub(crate) const PARTITION_KEYS: u64 = 500;
 
 /// A running producer.
 #[derive(Debug)]

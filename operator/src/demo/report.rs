@@ -65,7 +65,7 @@ pub fn short(shard: &str) -> String {
 }
 
 /// One move log line.
-pub fn move_line(event: &MoveEvent) -> String {
+pub(crate) fn move_line(event: &MoveEvent) -> String {
     let pod = |p: &Option<String>| p.clone().unwrap_or_else(|| "-".to_owned());
     let what = match &event.kind {
         MoveKind::Placed { reason } => format!("placed ({reason})"),
@@ -86,7 +86,7 @@ pub fn move_line(event: &MoveEvent) -> String {
 }
 
 /// The per-pod table of a published document.
-pub fn pod_table(doc: &AssignmentDocument, cluster: &Cluster) -> String {
+pub(crate) fn pod_table(doc: &AssignmentDocument, cluster: &Cluster) -> String {
     let mut out = String::new();
     let pending: Vec<String> = doc
         .shards
@@ -159,7 +159,7 @@ impl Verdict {
     }
 
     /// Handoffs per shard during the rolling deploy.
-    pub fn rolling_moves_per_shard(&self) -> f64 {
+    pub(crate) fn rolling_moves_per_shard(&self) -> f64 {
         let moves = self.handoffs_by_phase.get("rolling deploy").copied();
         moves.unwrap_or(0) as f64 / self.rolling_shards.max(1) as f64
     }

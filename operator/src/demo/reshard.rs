@@ -156,7 +156,10 @@ pub struct StreamShard {
 }
 
 /// Every shard the stream ever had, through every ListShards page.
-pub async fn list_shards(kinesis: &Client, stream: &str) -> Result<Vec<StreamShard>, DemoError> {
+pub(crate) async fn list_shards(
+    kinesis: &Client,
+    stream: &str,
+) -> Result<Vec<StreamShard>, DemoError> {
     let mut out = Vec::new();
     let mut token: Option<String> = None;
     loop {

@@ -27,7 +27,8 @@ use std::time::{Duration, Instant};
 use shardring_consumer::clients;
 use tokio_util::sync::CancellationToken;
 
-pub use waits::{every_owner_reading, shards_in};
+pub(crate) use waits::every_owner_reading;
+pub use waits::shards_in;
 
 use super::cluster::{Cluster, GroupTiming};
 use super::consumers::{self, ConsumerSettings};

@@ -10,7 +10,7 @@
 //! core's ([`shardring_core::leases`]).
 
 pub mod reader;
-pub mod snapshot;
+pub(crate) mod snapshot;
 
 pub use reader::{LeaseMetrics, LeaseReader, dynamodb_client};
 pub use shardring_consumer::lease::record;

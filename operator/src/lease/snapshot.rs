@@ -15,7 +15,7 @@ use super::record::{CheckpointKind, LeaseRecord};
 /// Builds the next table from scanned records and the previous table.
 /// `stream` keeps only leases for that stream (multi-stream keys naming
 /// another stream are dropped; plain keys are kept).
-pub fn build(
+pub(crate) fn build(
     records: &[LeaseRecord],
     items: usize,
     stream: Option<&str>,

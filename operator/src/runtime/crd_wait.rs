@@ -13,7 +13,7 @@ use tokio::time::Instant;
 pub const SHARDRING_CRDS: &[&str] = &["shardgroups.shardring.io", "consumerpools.shardring.io"];
 
 /// How to install the CRDs, quoted in [`CrdWaitError::Missing`].
-pub const INSTALL_HINT: &str = "install them with `kubectl apply -f deploy/install.yaml` \
+pub(crate) const INSTALL_HINT: &str = "install them with `kubectl apply -f deploy/install.yaml` \
      or `shardring crds | kubectl apply -f -`";
 
 /// Errors of [`wait_for_crds_established`].

@@ -62,7 +62,7 @@ impl Health {
     }
 
     /// Liveness: true whenever the process can answer.
-    pub fn is_live(&self) -> bool {
+    pub(crate) fn is_live(&self) -> bool {
         true
     }
 

@@ -24,11 +24,11 @@ use tokio_util::sync::CancellationToken;
 use super::lease::{Attempt, Clock, LeaseError, LeaseLock};
 
 /// Default time a Lease stays valid without renewal.
-pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
+pub(crate) const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
 /// Default time the leader keeps retrying a failed renewal before stepping down.
-pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(10);
 /// Default interval between acquire/renew attempts.
-pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(2);
+pub(crate) const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(2);
 
 /// Where and how to elect a leader.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -27,7 +27,7 @@ pub trait Clock: Send + Sync + 'static {
 
 /// The system clock.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
+pub(crate) struct SystemClock;
 
 impl Clock for SystemClock {
     fn now(&self) -> Timestamp {

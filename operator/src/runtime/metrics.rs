@@ -48,10 +48,10 @@ use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 
 /// Prefix of every metric name the operator exports.
-pub const PREFIX: &str = "shardring";
+pub(crate) const PREFIX: &str = "shardring";
 
 /// Content type of [`encode`]'s output (OpenMetrics text 1.0.0).
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Errors of this module.
 #[derive(Debug, thiserror::Error)]
@@ -84,11 +84,11 @@ pub fn encode(registry: &Registry) -> Result<String, MetricsError> {
 /// Reads `/proc/self` on every scrape: memory, CPU, threads, file
 /// descriptors and start time. On systems without `/proc` it exports nothing.
 #[derive(Debug)]
-pub struct ProcessCollector;
+pub(crate) struct ProcessCollector;
 
 /// One reading of `/proc/self`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ProcessStats {
+pub(crate) struct ProcessStats {
     /// Resident set size, bytes (`VmRSS`).
     pub resident_bytes: u64,
     /// Virtual memory size, bytes.
@@ -111,7 +111,7 @@ const USER_HZ: f64 = 100.0;
 
 impl ProcessStats {
     /// Reads the current process's figures; `None` without a Linux `/proc`.
-    pub fn read() -> Option<Self> {
+    pub(crate) fn read() -> Option<Self> {
         let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
         let status = std::fs::read_to_string("/proc/self/status").ok()?;
         let boot_time = boot_time_seconds()?;
@@ -125,7 +125,7 @@ impl ProcessStats {
     }
 
     /// Parses `/proc/self/stat` and `/proc/self/status`; fds are left at 0.
-    pub fn parse(stat: &str, status: &str, boot_time_seconds: f64) -> Option<Self> {
+    pub(crate) fn parse(stat: &str, status: &str, boot_time_seconds: f64) -> Option<Self> {
         // The command name (field 2) is in parentheses and may contain
         // spaces: split after the last ')'. Fields then start at field 3.
         let rest = &stat[stat.rfind(')')? + 1..];

@@ -18,7 +18,7 @@ pub enum LogFormat {
 
 /// Errors of [`init`].
 #[derive(Debug, thiserror::Error)]
-pub enum TelemetryError {
+pub(crate) enum TelemetryError {
     /// The filter directive (from `RUST_LOG` or the configured filter) does not parse.
     #[error("invalid log filter {filter:?} (from {origin}): {source}")]
     Filter {
@@ -37,7 +37,7 @@ pub enum TelemetryError {
 
 /// Builds the filter: `RUST_LOG` when set and non-empty, else `filter`
 /// (e.g. `"info,shardring=debug"`).
-pub fn env_filter(filter: &str) -> Result<EnvFilter, TelemetryError> {
+pub(crate) fn env_filter(filter: &str) -> Result<EnvFilter, TelemetryError> {
     build_filter(std::env::var(EnvFilter::DEFAULT_ENV).ok(), filter)
 }
 

@@ -22,7 +22,7 @@ pub use static_source::StaticSource;
 /// Builds the source a ShardGroup spec names. A `kinesis` spec gets the
 /// shared source of its stream and lease table from `kinesis` (the operator
 /// instance's provider, which loads the AWS configuration on first use).
-pub async fn for_spec(
+pub(crate) async fn for_spec(
     spec: &ShardGroupSpec,
     kinesis: &kinesis::KinesisProvider,
 ) -> Result<Box<dyn ShardSource>, SourceError> {
@@ -37,7 +37,8 @@ pub async fn for_spec(
 
 /// A boxed future returned by [`ShardSource::read`], so sources can be stored
 /// as trait objects.
-pub type ReadFuture<'a> = Pin<Box<dyn Future<Output = Result<Topology, SourceError>> + Send + 'a>>;
+pub(crate) type ReadFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Topology, SourceError>> + Send + 'a>>;
 
 /// A source of shards for one ShardGroup.
 pub trait ShardSource: Send + Sync {

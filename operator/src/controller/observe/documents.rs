@@ -83,7 +83,7 @@ impl DocumentCache {
 
     /// Remembers that the ConfigMap `namespace/name` holds `document` at
     /// `version` (the operator's own write, as the API server stored it).
-    pub fn remember(
+    pub(crate) fn remember(
         &self,
         namespace: &str,
         name: &str,
@@ -97,7 +97,7 @@ impl DocumentCache {
     }
 
     /// Forgets the document of `namespace/name` (its ShardGroup is gone).
-    pub fn forget(&self, namespace: &str, name: &str) {
+    pub(crate) fn forget(&self, namespace: &str, name: &str) {
         self.lock().remove(&(namespace.to_owned(), name.to_owned()));
     }
 

@@ -130,7 +130,7 @@ impl Apply for Reconcile<'_> {
 
 /// Quotes `value` the way Go's `strconv.Quote` does for the downward-API
 /// annotations file (the characters a JSON view can hold).
-pub fn go_quote(value: &str) -> String {
+pub(crate) fn go_quote(value: &str) -> String {
     let mut out = String::with_capacity(value.len() + 2);
     out.push('"');
     for c in value.chars() {

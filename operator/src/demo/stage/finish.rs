@@ -54,7 +54,7 @@ impl Stage {
 }
 
 /// Every whole line of the record logs.
-pub fn read_logs(logs: &[PathBuf]) -> Result<Vec<ProcessedRecord>, DemoError> {
+pub(crate) fn read_logs(logs: &[PathBuf]) -> Result<Vec<ProcessedRecord>, DemoError> {
     let mut processed = Vec::new();
     for path in logs {
         let text = match std::fs::read_to_string(path) {

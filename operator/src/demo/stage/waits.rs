@@ -76,7 +76,7 @@ impl Stage {
     }
 
     /// Readable (active or revoking) shards in the published document.
-    pub fn readable_shards(&self) -> usize {
+    pub(crate) fn readable_shards(&self) -> usize {
         self.state().cluster.published.as_ref().map_or(0, |doc| {
             doc.shards
                 .values()
@@ -86,7 +86,7 @@ impl Stage {
     }
 
     /// The published owner of `shard`, if any.
-    pub fn owner_of(&self, shard: &str) -> Option<String> {
+    pub(crate) fn owner_of(&self, shard: &str) -> Option<String> {
         let state = self.state();
         let doc = state.cluster.published.as_ref()?;
         doc.shards.get(shard)?.owner.clone()
@@ -94,7 +94,7 @@ impl Stage {
 }
 
 /// Whether every live pod that holds active shards has processed a record.
-pub fn every_owner_reading(state: &Shared) -> bool {
+pub(crate) fn every_owner_reading(state: &Shared) -> bool {
     let Some(doc) = &state.cluster.published else {
         return false;
     };

@@ -21,7 +21,7 @@ pub enum Failure {
 }
 
 /// Classifies a service error by its code, message and HTTP status.
-pub fn classify_service(
+pub(crate) fn classify_service(
     code: Option<&str>,
     message: Option<&str>,
     status: u16,
@@ -54,7 +54,7 @@ pub fn classify_service(
 
 /// Classifies any SDK error: service errors by code, transport failures
 /// (timeouts, refused connections, garbled responses) as retryable.
-pub fn classify<E>(error: &SdkError<E, HttpResponse>, stream: &str) -> Failure
+pub(crate) fn classify<E>(error: &SdkError<E, HttpResponse>, stream: &str) -> Failure
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {

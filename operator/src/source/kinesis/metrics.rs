@@ -8,7 +8,7 @@ use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 
 /// Label set: the stream a metric is about.
-pub type StreamLabels = Vec<(String, String)>;
+pub(crate) type StreamLabels = Vec<(String, String)>;
 
 /// Metric handles shared by every reader (cheap to clone).
 #[derive(Debug, Clone, Default)]

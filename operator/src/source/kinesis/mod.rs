@@ -62,10 +62,10 @@ pub struct KinesisShardSource {
 }
 
 /// The refresh interval when the spec does not say (`refreshInterval`).
-pub const DEFAULT_REFRESH_INTERVAL: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_REFRESH_INTERVAL: Duration = Duration::from_secs(30);
 
 /// How far either way a refresh is jittered, so groups do not call in step.
-pub const REFRESH_JITTER: f64 = 0.1;
+pub(crate) const REFRESH_JITTER: f64 = 0.1;
 
 impl KinesisShardSource {
     /// A source over a shared topology reader and an optional lease reader.
@@ -80,13 +80,13 @@ impl KinesisShardSource {
     }
 
     /// Sets the refresh interval (`source.kinesis.refreshInterval`).
-    pub fn with_refresh_interval(mut self, interval: Duration) -> Self {
+    pub(crate) fn with_refresh_interval(mut self, interval: Duration) -> Self {
         self.refresh_interval = interval;
         self
     }
 
     /// When to read again: the refresh interval, jittered by ±10%.
-    pub fn next_refresh(&self) -> Duration {
+    pub(crate) fn next_refresh(&self) -> Duration {
         jitter_interval(self.refresh_interval, REFRESH_JITTER, jitter_unit())
     }
 
@@ -94,7 +94,7 @@ impl KinesisShardSource {
     /// from `registry` (shared per stream); its lease reader, when
     /// `spec.leaseTable` is set, uses the lease table's region (default: the
     /// stream's) and endpoint.
-    pub fn for_spec(
+    pub(crate) fn for_spec(
         spec: &ShardGroupSpec,
         registry: &ReaderRegistry,
         lease_metrics: Option<LeaseMetrics>,
@@ -135,13 +135,13 @@ impl KinesisShardSource {
     /// [`ShardSource::read`] / [`Self::observe`] scans the table), so the
     /// handoff can use it without scanning again; `None` without a lease
     /// table or before the first successful scan.
-    pub fn last_leases(&self) -> Option<LeaseTable> {
+    pub(crate) fn last_leases(&self) -> Option<LeaseTable> {
         self.leases.as_ref()?.last()
     }
 
     /// Reads the lease table as of `now` (for the handoff evidence); `None`
     /// without a lease table.
-    pub async fn read_leases(
+    pub(crate) async fn read_leases(
         &self,
         now: jiff::Timestamp,
     ) -> Option<Result<LeaseTable, LeaseError>> {

@@ -128,7 +128,7 @@ impl KinesisProvider {
 
     /// Drops the cached source of a deleted ShardGroup (its reader goes too
     /// once no other group reads the stream).
-    pub fn forget(&self, spec: &ShardGroupSpec) {
+    pub(crate) fn forget(&self, spec: &ShardGroupSpec) {
         if let Ok(key) = serde_json::to_string(&(&spec.source.kinesis, &spec.lease_table)) {
             self.lock().remove(&key);
         }

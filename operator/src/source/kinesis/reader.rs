@@ -114,9 +114,9 @@ pub fn kinesis_client(
 }
 
 /// The access key id of the emulators' static credentials.
-pub const EMULATOR_ACCESS_KEY_ID: &str = "AKIDSHARDRINGLOCAL";
+pub(crate) const EMULATOR_ACCESS_KEY_ID: &str = "AKIDSHARDRINGLOCAL";
 /// The secret of the emulators' static credentials.
-pub const EMULATOR_SECRET_ACCESS_KEY: &str = "shardring-local-secret";
+pub(crate) const EMULATOR_SECRET_ACCESS_KEY: &str = "shardring-local-secret";
 
 /// Static credentials for local emulators (they accept any signature).
 pub fn emulator_credentials() -> SharedCredentialsProvider {

@@ -12,7 +12,7 @@ use shardring_core::topology::SourceError;
 
 /// What makes two readers the same.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ReaderKey {
+pub(crate) struct ReaderKey {
     /// Resolved region (`None`: the SDK default chain had none either).
     pub region: Option<String>,
     /// Endpoint override.
@@ -53,7 +53,7 @@ impl ReaderRegistry {
     }
 
     /// The reader for a ShardGroup's `source.kinesis`.
-    pub fn for_spec(&self, spec: &KinesisSpec) -> Result<Arc<TopologyReader>, SourceError> {
+    pub(crate) fn for_spec(&self, spec: &KinesisSpec) -> Result<Arc<TopologyReader>, SourceError> {
         let name = spec.stream_name().ok_or_else(|| {
             SourceError::Invalid("set source.kinesis.streamName or streamARN".to_owned())
         })?;
