@@ -50,7 +50,18 @@ impl Operator {
         std::fs::create_dir_all(&dir).unwrap();
         let kubeconfig = dir.join("kubeconfig");
         mock.write_kubeconfig(&kubeconfig).unwrap();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_shardring"));
+        // SHARDRING_BENCH_WRAP="heaptrack -o /tmp/ht": the operator runs
+        // under that command, to see where its memory goes (the RSS column
+        // then measures the wrapper).
+        let mut command = match std::env::var("SHARDRING_BENCH_WRAP") {
+            Ok(wrap) => {
+                let mut words = wrap.split_whitespace();
+                let mut command = Command::new(words.next().expect("a command to wrap with"));
+                command.args(words).arg(env!("CARGO_BIN_EXE_shardring"));
+                command
+            }
+            Err(_) => Command::new(env!("CARGO_BIN_EXE_shardring")),
+        };
         command.args(["run", "--no-node-watch", "--metrics-addr", "127.0.0.1:0"]);
         if let Some(namespace) = namespace {
             command.args(["--namespace", namespace]);
