@@ -48,10 +48,10 @@ pub(crate) fn recover_previous(obs: &Observation) -> Option<AssignmentDocument> 
             let record = ShardRecord {
                 owner: Some(owner),
                 state: ShardPhase::Revoking,
-                handoff: Some(Handoff {
+                handoff: Some(Box::new(Handoff {
                     to: None,
                     since: now,
-                }),
+                })),
                 ..Default::default()
             };
             (id, record)

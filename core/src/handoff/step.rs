@@ -113,9 +113,11 @@ pub(crate) fn step(
     for shard in topology.sorted_by_id() {
         let mut record = ShardRecord {
             parents: shard.parents.clone(),
-            hash_key_range: shard.hash_key_range.as_ref().map(|r| HashKeyRange {
-                start: r.start.clone(),
-                end: r.end.clone(),
+            hash_key_range: shard.hash_key_range.as_ref().map(|r| {
+                Box::new(HashKeyRange {
+                    start: r.start.clone(),
+                    end: r.end.clone(),
+                })
             }),
             ..Default::default()
         };
@@ -262,6 +264,6 @@ impl Ctx<'_> {
         record.state = ShardPhase::Revoking;
         record.standbys = standbys.into_iter().filter(|s| *s != from).collect();
         record.owner = Some(from);
-        record.handoff = Some(Handoff { to: owner, since });
+        record.handoff = Some(Box::new(Handoff { to: owner, since }));
     }
 }

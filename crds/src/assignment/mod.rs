@@ -205,11 +205,14 @@ pub struct ShardRecord {
     pub parents: Vec<String>,
     /// The shard's hash key range, when the source has one. Informational:
     /// left out of documents too large to fit otherwise (see [`encoding`]).
+    // Boxed, as is `handoff`: a document holds tens of thousands of records
+    // and most have neither, so the record stays small (about half the size
+    // inline), and so do the maps a plan builds of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hash_key_range: Option<HashKeyRange>,
+    pub hash_key_range: Option<Box<HashKeyRange>>,
     /// Present while the shard is `Revoking`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub handoff: Option<Handoff>,
+    pub handoff: Option<Box<Handoff>>,
 }
 
 /// JSON Schema (2020-12) of the ConfigMap document, committed as

@@ -36,13 +36,13 @@ fn example() -> AssignmentDocument {
                  standbys: &[&str],
                  parents: &[&str],
                  hash_key_range,
-                 handoff| ShardRecord {
+                 handoff: Option<Handoff>| ShardRecord {
         owner: owner.map(str::to_owned),
         state,
         standbys: standbys.iter().map(|s| (*s).to_owned()).collect(),
         parents: parents.iter().map(|s| (*s).to_owned()).collect(),
-        hash_key_range: Some(hash_key_range),
-        handoff,
+        hash_key_range: Some(Box::new(hash_key_range)),
+        handoff: handoff.map(Box::new),
     };
     let shards = BTreeMap::from([
         (

@@ -84,7 +84,7 @@ pub fn kinesis_document(shards: usize, pods: usize, standbys: usize) -> Assignme
                     .map(|k| names[(owner + k) % pods].clone())
                     .collect(),
                 parents: Vec::new(),
-                hash_key_range: Some(even_range(i, shards)),
+                hash_key_range: Some(Box::new(even_range(i, shards))),
                 handoff: None,
             };
             (format!("shardId-{i:012}"), record)
