@@ -136,7 +136,7 @@ fn main() {
         pods: (0..pods).map(|i| pod(&format!("p-{i}"))).collect(),
         topology: TopologyObservation {
             source: "static".into(),
-            last_good: Some(Topology::of_static(&source)),
+            last_good: Some(std::sync::Arc::new(Topology::of_static(&source))),
             read_at: Some(Timestamp::UNIX_EPOCH),
             ..Default::default()
         },
@@ -160,7 +160,7 @@ fn main() {
             consumer_name: obs.group.consumer_name(),
             ..Default::default()
         },
-        shards: obs.topology.last_good.clone().unwrap().shards,
+        shards: obs.topology.last_good.as_ref().unwrap().shards.clone(),
         pods: obs
             .pods
             .iter()

@@ -127,7 +127,7 @@ pub struct TopologyObservation {
     /// Short description of the source, e.g. `static:16`.
     pub source: String,
     /// The last topology read successfully (kept across failed reads).
-    pub last_good: Option<Topology>,
+    pub last_good: Option<Arc<Topology>>,
     /// When `last_good` was first read with its current content.
     pub read_at: Option<Timestamp>,
     /// The error of the latest read, when it failed (the topology is then stale).

@@ -405,7 +405,7 @@ fn reconcile(s: &State, template: &Operator) -> State {
         pods,
         topology: TopologyObservation {
             source: "explore".into(),
-            last_good: Some(Topology { shards }),
+            last_good: Some(std::sync::Arc::new(Topology { shards })),
             read_at: Some(ts(0)),
             error: None,
             ..Default::default()

@@ -41,7 +41,7 @@ fn first_publish(now: Timestamp) -> Observation {
         pods: vec![pod("a"), pod("b")],
         topology: TopologyObservation {
             source: "static:4".into(),
-            last_good: Some(Topology::of_static(&source)),
+            last_good: Some(std::sync::Arc::new(Topology::of_static(&source))),
             read_at: Some(now),
             ..Default::default()
         },

@@ -31,7 +31,9 @@ struct GroupSource {
     spec: (SourceSpec, Option<LeaseTableSpec>),
     /// `None` until a build succeeds: a failed build is retried at the next read.
     source: Option<Arc<dyn ShardSource>>,
-    last_good: Option<Topology>,
+    /// Shared with every observation made from it (tens of thousands of
+    /// shards are not copied per reconcile).
+    last_good: Option<Arc<Topology>>,
     read_at: Option<Timestamp>,
     confirmed_at: Option<Timestamp>,
 }
@@ -163,9 +165,9 @@ impl Sources {
         }
         let error = match result {
             Ok(topology) => {
-                if entry.last_good.as_ref() != Some(&topology) {
+                if entry.last_good.as_deref() != Some(&topology) {
                     entry.read_at = Some(now);
-                    entry.last_good = Some(topology);
+                    entry.last_good = Some(Arc::new(topology));
                 }
                 entry.confirmed_at = Some(now);
                 None

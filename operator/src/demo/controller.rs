@@ -118,7 +118,7 @@ impl Shared {
         };
         let topology = TopologyObservation {
             source: self.source_name.clone(),
-            last_good: self.topology.clone(),
+            last_good: self.topology.clone().map(Arc::new),
             read_at: self.topology_read_at,
             error,
             ..Default::default()

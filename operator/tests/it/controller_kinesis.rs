@@ -56,13 +56,13 @@ fn split_observation(lease_table: bool, pods: usize) -> Observation {
     obs.group = kinesis_group(lease_table);
     let parents: &[&str] = if lease_table { &["p"] } else { &[] };
     obs.topology.source = "kinesis:orders".into();
-    obs.topology.last_good = Some(Topology {
+    obs.topology.last_good = Some(std::sync::Arc::new(Topology {
         shards: vec![
             shard("p", ShardState::Closed, &[]),
             shard("c1", ShardState::Open, parents),
             shard("c2", ShardState::Open, parents),
         ],
-    });
+    }));
     obs.topology.ordering_enforced = Some(lease_table);
     obs.topology.lineage = BTreeMap::from([
         ("c1".to_owned(), vec!["p".to_owned()]),
@@ -181,11 +181,11 @@ fn an_oversized_pod_view_is_not_written_and_the_other_pods_get_theirs() {
     obs.pool.as_mut().unwrap().spec.capacity.label = Some(label.into());
     obs.pods[0].labels.insert(label.into(), "20".into());
     obs.topology.ordering_enforced = Some(false);
-    obs.topology.last_good = Some(Topology {
+    obs.topology.last_good = Some(std::sync::Arc::new(Topology {
         shards: (0..11_000)
             .map(|i| shard(&format!("shardId-{i:012}"), ShardState::Open, &[]))
             .collect(),
-    });
+    }));
     let decision = plan(&obs);
     let doc = decision
         .document_write
@@ -273,7 +273,7 @@ fn hash_range_groups_plan_with_key_space_weights() {
     obs.group = kinesis_group(true);
     obs.group.spec.balance = BalanceMode::HashRange;
     obs.topology.ordering_enforced = Some(true);
-    obs.topology.last_good = Some(Topology { shards });
+    obs.topology.last_good = Some(std::sync::Arc::new(Topology { shards }));
     let decision = plan(&obs);
     let doc = decision.document_write.expect("first publish");
     let big_owner = doc.shards["big"].owner.clone().expect("placed");

@@ -83,7 +83,10 @@ impl Operator {
         }
         let topology = TopologyObservation {
             source: "sim".into(),
-            last_good: self.last_good.as_ref().map(|(t, _)| t.clone()),
+            last_good: self
+                .last_good
+                .as_ref()
+                .map(|(t, _)| std::sync::Arc::new(t.clone())),
             read_at: self.last_good.as_ref().map(|(_, at)| ts(*at)),
             error,
             ..Default::default()

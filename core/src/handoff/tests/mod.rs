@@ -100,7 +100,7 @@ fn settled(lease_table: bool) -> Observation {
         pods: vec![pod("a"), pod("b")],
         topology: TopologyObservation {
             source: "static:4".into(),
-            last_good: Some(topology),
+            last_good: Some(std::sync::Arc::new(topology)),
             read_at: Some(t0() - secs(3_600)),
             ..Default::default()
         },

@@ -91,7 +91,7 @@ pub fn topology(count: u32) -> TopologyObservation {
     });
     TopologyObservation {
         source: format!("static:{count}"),
-        last_good: Some(source.topology()),
+        last_good: Some(std::sync::Arc::new(source.topology())),
         read_at: Some(now()),
         error: None,
         ..Default::default()
