@@ -18,6 +18,8 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=builder /out/shardring /usr/local/bin/shardring
 USER 65532:65532
+# One glibc malloc arena (the manifests set it too): see docs/deploy.md, Memory.
+ENV MALLOC_ARENA_MAX=1
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/shardring"]
 CMD ["run"]

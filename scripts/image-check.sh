@@ -76,6 +76,7 @@ cat > "$work/Dockerfile" <<'EOF'
 FROM scratch
 COPY rootfs/ /
 USER 65532:65532
+ENV MALLOC_ARENA_MAX=1
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/shardring"]
 CMD ["run"]
