@@ -93,7 +93,8 @@ pub struct PodInfo {
     pub name: String,
     /// Pod uid.
     pub uid: String,
-    /// Pod labels (for the capacity label).
+    /// The pod labels the plan reads: the pool's capacity label (the
+    /// operator's observe step keeps no other).
     pub labels: BTreeMap<String, String>,
     /// Whether the pool's selector matches it (false: it only carries a stale annotation).
     pub selected: bool,

@@ -325,6 +325,7 @@ pub(crate) async fn cleanup_group(group: &ShardGroup, ctx: &Context) -> Result<A
         pods.iter().map(|p| p.as_ref()),
         &namespace,
         None,
+        None,
         &key,
         |_| None,
     )

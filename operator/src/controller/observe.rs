@@ -141,10 +141,12 @@ impl Stores {
             meta.labels().get(ZONE_LABEL).cloned()
         };
         let selector = pool.as_ref().map(|p| &p.spec.selector);
+        let capacity_label = pool.as_ref().and_then(|p| p.spec.capacity.label.as_deref());
         let pods = collect_pods(
             pods.iter().map(|p| p.as_ref()),
             &namespace,
             selector,
+            capacity_label,
             &key,
             zone_of,
         );
@@ -201,11 +203,14 @@ pub(crate) fn published_version(cm: &ConfigMap) -> PublishedVersion {
 
 /// Selects the pods of one group from a namespace's pods: those the selector
 /// matches plus those carrying `annotation_key`, stripped to [`PodInfo`] and
-/// sorted by name.
+/// sorted by name. Of the labels only `capacity_label` is kept: it is the one
+/// the plan reads, and a copy of every pod's labels was a tenth of a large
+/// reconcile's peak memory.
 pub(crate) fn collect_pods<'a>(
     pods: impl Iterator<Item = &'a CachedPod>,
     namespace: &str,
     selector: Option<&LabelSelector>,
+    capacity_label: Option<&str>,
     annotation_key: &str,
     zone_of: impl Fn(&str) -> Option<String>,
 ) -> Vec<PodInfo> {
@@ -223,7 +228,7 @@ pub(crate) fn collect_pods<'a>(
                 .and_then(|a| a.get(annotation_key))
                 .cloned();
             (selected || annotation.is_some())
-                .then(|| pod_info(pod, selected, annotation, &zone_of))
+                .then(|| pod_info(pod, selected, capacity_label, annotation, &zone_of))
         })
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -233,6 +238,7 @@ pub(crate) fn collect_pods<'a>(
 fn pod_info(
     pod: &CachedPod,
     selected: bool,
+    capacity_label: Option<&str>,
     annotation: Option<String>,
     zone_of: &impl Fn(&str) -> Option<String>,
 ) -> PodInfo {
@@ -243,9 +249,13 @@ fn pod_info(
         .and_then(|s| s.conditions.as_ref())
         .and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
     let node_name = pod.spec.as_ref().and_then(|s| s.node_name.clone());
-    let labels = meta.labels.clone().unwrap_or_default();
-    let zone = labels
-        .get(ZONE_LABEL)
+    let all_labels = meta.labels.as_ref();
+    let labels = capacity_label
+        .and_then(|key| Some((key.to_owned(), all_labels?.get(key)?.clone())))
+        .into_iter()
+        .collect();
+    let zone = all_labels
+        .and_then(|l| l.get(ZONE_LABEL))
         .cloned()
         .or_else(|| node_name.as_deref().and_then(zone_of));
     PodInfo {
