@@ -110,7 +110,7 @@ impl Sources {
     pub async fn read(&self, group: &ShardGroup, now: Timestamp) -> TopologyObservation {
         let key = key(group);
         let wanted = (group.spec.source.clone(), group.spec.lease_table.clone());
-        let existing = {
+        let (existing, known) = {
             let mut groups = self.groups.lock().expect("source map poisoned");
             let entry = groups
                 .entry(key.clone())
@@ -119,7 +119,7 @@ impl Sources {
                 // A different source: the old topology says nothing about it.
                 *entry = GroupSource::new(wanted);
             }
-            entry.source.clone()
+            (entry.source.clone(), entry.last_good.is_some())
         };
         let source = match existing {
             Some(source) => Ok(source),
@@ -127,7 +127,12 @@ impl Sources {
         };
         let (describe, result, extras) = match &source {
             Ok(source) => {
-                let result = source.read().await;
+                // `None`: a fixed source already read, its topology stands.
+                let result = if known && source.is_fixed() {
+                    Ok(None)
+                } else {
+                    source.read().await.map(Some)
+                };
                 let extras = (
                     source.ordering_enforced(),
                     source.lineage(),
@@ -165,7 +170,9 @@ impl Sources {
         }
         let error = match result {
             Ok(topology) => {
-                if entry.last_good.as_deref() != Some(&topology) {
+                if let Some(topology) = topology
+                    && entry.last_good.as_deref() != Some(&topology)
+                {
                     entry.read_at = Some(now);
                     entry.last_good = Some(Arc::new(topology));
                 }
@@ -301,6 +308,48 @@ mod tests {
         );
         g.metadata.uid = Some("u".into());
         g
+    }
+
+    /// A fixed source that counts its reads.
+    struct Counted {
+        reads: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl ShardSource for Counted {
+        fn describe(&self) -> String {
+            "counted".into()
+        }
+        fn read(&self) -> ReadFuture<'_> {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async { Ok(Topology { shards: Vec::new() }) })
+        }
+        fn is_fixed(&self) -> bool {
+            true
+        }
+    }
+
+    #[tokio::test]
+    async fn a_fixed_source_is_read_once_until_its_spec_changes() {
+        let reads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = reads.clone();
+        let sources = Sources::from_fn(move |_| {
+            Ok(Box::new(Counted {
+                reads: counter.clone(),
+            }) as Box<dyn ShardSource>)
+        });
+        let mut g = group(false);
+        let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let first = sources.read(&g, t0).await;
+        let t1 = t0 + jiff::SignedDuration::from_secs(60);
+        let later = sources.read(&g, t1).await;
+        assert_eq!(reads.load(Ordering::SeqCst), 1);
+        assert_eq!(later.last_good, first.last_good);
+        assert_eq!(later.read_at, Some(t0));
+        assert_eq!(later.confirmed_at, Some(t1), "it stands, so it is fresh");
+        // Another spec is another source: read again.
+        g.spec.source.static_source.as_mut().unwrap().count = 2;
+        sources.read(&g, t1).await;
+        assert_eq!(reads.load(Ordering::SeqCst), 2);
     }
 
     #[tokio::test]

@@ -46,6 +46,13 @@ pub trait ShardSource: Send + Sync {
     fn describe(&self) -> String;
     /// Reads the current topology.
     fn read(&self) -> ReadFuture<'_>;
+    /// Whether the topology depends on the spec alone (a `static` source):
+    /// then one good read stands until the spec changes, and the controller
+    /// does not read it again at every reconcile (at 20,000 partitions a
+    /// read builds and compares 20,000 names).
+    fn is_fixed(&self) -> bool {
+        false
+    }
     /// The lease-table snapshot of the last successful scan, for handoff
     /// evidence; `None` when the source reads no lease table or has not
     /// scanned it successfully yet.

@@ -35,6 +35,10 @@ impl ShardSource for StaticSource {
         let topology = self.topology();
         Box::pin(async move { Ok(topology) })
     }
+
+    fn is_fixed(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]
