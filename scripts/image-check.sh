@@ -124,7 +124,15 @@ wait_code /metrics 200
 grep -q '^shardring_' "$work/body" || fail "/metrics has no shardring_ metrics"
 user=$(docker top "$container" -eo pid,uid | awk 'NR==2 {print $2}')
 [[ "$user" == "65532" ]] || fail "the operator runs as uid $user, not 65532"
-docker logs "$container" 2>&1 | grep -q '"caches synced"' || fail "the log does not say the caches synced"
+# docker copies the container's output asynchronously: wait for the line.
+synced_logged() {
+  for _ in $(seq 1 50); do
+    docker logs "$container" 2>&1 | grep -q '"caches synced"' && return 0
+    sleep 0.2
+  done
+  return 1
+}
+synced_logged || { docker logs "$container" >&2 || true; fail "the log does not say the caches synced"; }
 
 printf 'image-check: ok: binary %s bytes; image %s bytes (%s bytes gzip-compressed); %s\n' \
   "$binary_size" "$size" "$compressed" "healthz, readyz and metrics answered as uid 65532 on a read-only root"

@@ -35,6 +35,7 @@ use super::metrics::ControllerMetrics;
 use super::observe::departed::WatchDeparted as _;
 use super::observe::documents::DocumentCache;
 use super::observe::{self, Stores};
+use super::own_writes::OwnWrites;
 use super::sources::Sources;
 use super::sync::{CacheSync, cache};
 use super::{Context, error_policy, reconcile, strip, triggers};
@@ -134,62 +135,27 @@ pub async fn run_controller(
         .inspect(sync.tracker(cache::CONSUMER_POOLS))
         .touched_objects();
 
-    let (pods, pod_writer) = reflector::store::<CachedPod>();
     let write_limit = super::apply::WriteLimit::new(config.write_concurrency);
-    let own_writes = write_limit.own.clone();
-    let own_documents = write_limit.own.clone();
     let departed = observe::departed::Departed::default();
-    let key_groups = groups.clone();
-    // Pods are listed in pages at the latest resourceVersion, not at "0":
-    // a list at "0" is served whole from the API server's watch cache,
-    // whatever the limit, and thousands of full pods in one response are
-    // most of the operator's peak memory.
-    let pod_events = watcher(api::<CachedPod>(&client, ns), watcher::Config::default())
-        .default_backoff()
-        .modify(move |pod| strip::strip_pod(pod, &custom_keys(&key_groups)))
-        .reflect(pod_writer)
-        .inspect(departed.recorder())
-        .inspect(sync.tracker(cache::PODS))
-        .filter(move |event| ready(!triggers::own_write_echo(&own_writes, event)))
-        .touched_objects();
+    let (pods, pod_events) = pod_watch(
+        &client,
+        ns,
+        &sync,
+        &groups,
+        &departed,
+        write_limit.own.clone(),
+    );
 
-    let (config_maps, cm_writer) = reflector::store::<ConfigMap>();
     let documents = DocumentCache::default();
-    let known = documents.clone();
-    let managed = format!("{MANAGED_BY_LABEL}={MANAGED_BY}");
-    let cm_events = watcher(
-        api::<ConfigMap>(&client, ns),
-        watcher::Config::default().labels(&managed),
-    )
-    .default_backoff()
-    .reflect(cm_writer)
-    .inspect(sync.tracker(cache::CONFIG_MAPS))
-    .filter(move |event| {
-        ready(
-            !triggers::known_document_update(&known, event)
-                && !triggers::own_write_echo(&own_documents, event),
-        )
-    })
-    .touched_objects();
+    let (config_maps, cm_events) =
+        config_map_watch(&client, ns, &sync, &documents, write_limit.own.clone());
 
-    let (nodes, node_writer) = reflector::store();
-    let node_task = config.watch_nodes.then(|| {
-        let stream = watcher(
-            Api::<PartialObjectMeta<Node>>::all(client.clone()),
-            watcher::Config::default(),
-        )
-        .default_backoff()
-        .reflect(node_writer)
-        .inspect(sync.tracker(cache::NODES))
-        .for_each(|_| ready(()));
-        let token = shutdown.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                () = stream => {}
-                () = token.cancelled() => {}
-            }
-        })
-    });
+    let (nodes, node_task) = if config.watch_nodes {
+        let (nodes, task) = node_watch(&client, &sync, &shutdown);
+        (nodes, Some(task))
+    } else {
+        (reflector::store().0, None)
+    };
 
     let stores = Stores {
         pools: pools.clone(),
@@ -199,20 +165,7 @@ pub async fn run_controller(
         departed,
         documents,
     };
-    {
-        let (sync, token) = (sync.clone(), shutdown.clone());
-        tokio::spawn(async move {
-            tokio::select! {
-                () = sync.synced() => {
-                    tracing::info!("caches synced");
-                    if let Some(health) = health {
-                        health.set_caches_synced();
-                    }
-                }
-                () = token.cancelled() => {}
-            }
-        });
-    }
+    report_synced(&sync, health, &shutdown);
 
     let recorder = Recorder::new(
         client.clone(),
@@ -266,6 +219,111 @@ pub async fn run_controller(
     if let Some(task) = node_task {
         task.abort();
     }
+}
+
+/// The pod watch: pods stripped to what the plan reads, cached, recorded
+/// for the departed-pods memory, and mapped to their groups unless the
+/// event is the echo of the operator's own annotation write.
+fn pod_watch(
+    client: &Client,
+    ns: Option<&str>,
+    sync: &CacheSync,
+    groups: &Store<DeserializeGuard<ShardGroup>>,
+    departed: &observe::departed::Departed,
+    own_writes: OwnWrites,
+) -> (
+    Store<CachedPod>,
+    impl Stream<Item = Result<CachedPod, watcher::Error>> + Send + 'static,
+) {
+    let (pods, pod_writer) = reflector::store::<CachedPod>();
+    let key_groups = groups.clone();
+    // Pods are listed in pages at the latest resourceVersion, not at "0":
+    // a list at "0" is served whole from the API server's watch cache,
+    // whatever the limit, and thousands of full pods in one response are
+    // most of the operator's peak memory.
+    let events = watcher(api::<CachedPod>(client, ns), watcher::Config::default())
+        .default_backoff()
+        .modify(move |pod| strip::strip_pod(pod, &custom_keys(&key_groups)))
+        .reflect(pod_writer)
+        .inspect(departed.recorder())
+        .inspect(sync.tracker(cache::PODS))
+        .filter(move |event| ready(!triggers::own_write_echo(&own_writes, event)))
+        .touched_objects();
+    (pods, events)
+}
+
+/// The watch of the ConfigMaps shardring manages: an update whose document
+/// is already known, or the echo of the operator's own write, wakes nothing.
+fn config_map_watch(
+    client: &Client,
+    ns: Option<&str>,
+    sync: &CacheSync,
+    documents: &DocumentCache,
+    own_writes: OwnWrites,
+) -> (
+    Store<ConfigMap>,
+    impl Stream<Item = Result<ConfigMap, watcher::Error>> + Send + 'static,
+) {
+    let (config_maps, cm_writer) = reflector::store::<ConfigMap>();
+    let known = documents.clone();
+    let managed = format!("{MANAGED_BY_LABEL}={MANAGED_BY}");
+    let events = watcher(
+        api::<ConfigMap>(client, ns),
+        watcher::Config::default().labels(&managed),
+    )
+    .default_backoff()
+    .reflect(cm_writer)
+    .inspect(sync.tracker(cache::CONFIG_MAPS))
+    .filter(move |event| {
+        ready(
+            !triggers::known_document_update(&known, event)
+                && !triggers::own_write_echo(&own_writes, event),
+        )
+    })
+    .touched_objects();
+    (config_maps, events)
+}
+
+/// The Node metadata cache (zone labels), filled by its own task until
+/// `shutdown`.
+fn node_watch(
+    client: &Client,
+    sync: &CacheSync,
+    shutdown: &CancellationToken,
+) -> (Store<PartialObjectMeta<Node>>, tokio::task::JoinHandle<()>) {
+    let (nodes, node_writer) = reflector::store();
+    let stream = watcher(
+        Api::<PartialObjectMeta<Node>>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .reflect(node_writer)
+    .inspect(sync.tracker(cache::NODES))
+    .for_each(|_| ready(()));
+    let token = shutdown.clone();
+    let task = tokio::spawn(async move {
+        tokio::select! {
+            () = stream => {}
+            () = token.cancelled() => {}
+        }
+    });
+    (nodes, task)
+}
+
+/// Tells `health` once every cache has completed its first list.
+fn report_synced(sync: &CacheSync, health: Option<Health>, shutdown: &CancellationToken) {
+    let (sync, token) = (sync.clone(), shutdown.clone());
+    tokio::spawn(async move {
+        tokio::select! {
+            () = sync.synced() => {
+                tracing::info!("caches synced");
+                if let Some(health) = health {
+                    health.set_caches_synced();
+                }
+            }
+            () = token.cancelled() => {}
+        }
+    });
 }
 
 /// Custom annotation keys of the ShardGroups currently known (the pod cache
