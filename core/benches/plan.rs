@@ -15,58 +15,16 @@ use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 use shardring_core::{Observation, PodInfo, Published, Topology, TopologyObservation, plan};
-use shardring_crds::consumer_pool::CapacitySpec;
-use shardring_crds::shard_group::{PoolRef, RebalanceSpec, ShardSource, StaticSource};
-use shardring_crds::{ConsumerPool, ConsumerPoolSpec, ShardGroup, ShardGroupSpec};
+use shardring_crds::{ShardGroup, fixtures};
 
 const NS: &str = "bench";
 
 fn group(shards: u32) -> ShardGroup {
-    let mut group = ShardGroup::new(
-        "orders",
-        ShardGroupSpec {
-            pool_ref: PoolRef {
-                name: "consumers".into(),
-            },
-            source: ShardSource {
-                kinesis: None,
-                static_source: Some(StaticSource {
-                    count: shards,
-                    name_template: "orders-{index}".into(),
-                }),
-            },
-            lease_table: None,
-            consumer_name: None,
-            standbys: 0,
-            balance: Default::default(),
-            handoff: Default::default(),
-            // Balancing moves start at once (the default waits 30 s).
-            rebalance: RebalanceSpec {
-                delay: "0s".into(),
-                ..Default::default()
-            },
-            output: Default::default(),
-        },
-    );
-    group.metadata.namespace = Some(NS.into());
+    let mut group = fixtures::static_group(NS, "orders", "consumers", shards, "orders-{index}");
     group.metadata.uid = Some("bench-uid".into());
-    group.metadata.generation = Some(1);
+    // Balancing moves start at once (the default waits 30 s).
+    group.spec.rebalance = fixtures::rebalance("0s");
     group
-}
-
-fn pool() -> ConsumerPool {
-    let mut pool = ConsumerPool::new(
-        "consumers",
-        ConsumerPoolSpec {
-            selector: Default::default(),
-            min_ready_seconds: 0,
-            capacity: CapacitySpec::default(),
-            max_shards_per_pod: None,
-            topology_keys: vec![],
-        },
-    );
-    pool.metadata.namespace = Some(NS.into());
-    pool
 }
 
 fn pod(name: &str) -> PodInfo {
@@ -132,7 +90,7 @@ fn main() {
     let source = group.spec.source.static_source.clone().unwrap();
     let mut obs = Observation {
         group,
-        pool: Some(pool()),
+        pool: Some(fixtures::pool(NS, "consumers", &[], 0)),
         pods: (0..pods).map(|i| pod(&format!("p-{i}"))).collect(),
         topology: TopologyObservation {
             source: "static".into(),

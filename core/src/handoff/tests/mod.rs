@@ -13,9 +13,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use super::Evidence;
 use crate::crds::ShardPhase;
-use crate::crds::consumer_pool::CapacitySpec;
-use crate::crds::shard_group::{LeaseTableSpec, PoolRef, ShardSource, StaticSource};
-use crate::crds::{ConsumerPool, ConsumerPoolSpec, ShardGroup, ShardGroupSpec};
+use crate::crds::fixtures;
 use crate::departures::{Departure, Departures};
 use crate::leases::{LeaseSnapshot, LeaseTable};
 use crate::observation::{Containers, LeaseObservation, PodInfo, Published};
@@ -50,50 +48,11 @@ fn pod(name: &str) -> PodInfo {
 /// Pods `a` and `b` holding two shards each, settled an hour before t0
 /// (drain timeout 30 s, lease failover 10 s, lease table or not).
 fn settled(lease_table: bool) -> Observation {
-    let spec = ShardGroupSpec {
-        pool_ref: PoolRef {
-            name: "consumers".into(),
-        },
-        source: ShardSource {
-            kinesis: None,
-            static_source: Some(StaticSource {
-                count: 4,
-                name_template: "orders-{index}".into(),
-            }),
-        },
-        lease_table: lease_table.then(|| LeaseTableSpec {
-            table_name: "orders-app".into(),
-            region: None,
-            endpoint: None,
-        }),
-        consumer_name: None,
-        standbys: 0,
-        balance: Default::default(),
-        handoff: crate::crds::shard_group::HandoffSpec {
-            drain_timeout: "30s".into(),
-            lease_failover: "10s".into(),
-        },
-        rebalance: Default::default(),
-        output: Default::default(),
-    };
-    let mut group = ShardGroup::new("orders", spec);
-    group.metadata.namespace = Some("prod".into());
-    group.metadata.generation = Some(1);
-    let mut pool = ConsumerPool::new(
-        "consumers",
-        ConsumerPoolSpec {
-            selector: Default::default(),
-            min_ready_seconds: 0,
-            capacity: CapacitySpec::default(),
-            max_shards_per_pod: None,
-            topology_keys: vec![],
-        },
-    );
-    pool.metadata.namespace = Some("prod".into());
-    let topology = Topology::of_static(&StaticSource {
-        count: 4,
-        name_template: "orders-{index}".into(),
-    });
+    let mut group = fixtures::static_group("prod", "orders", "consumers", 4, "orders-{index}");
+    group.spec.lease_table = lease_table.then(|| fixtures::lease_table("orders-app"));
+    group.spec.handoff = fixtures::handoff("30s", "10s");
+    let pool = fixtures::pool("prod", "consumers", &[], 0);
+    let topology = Topology::of_static(group.spec.source.static_source.as_ref().unwrap());
     let mut obs = Observation {
         group,
         pool: Some(pool),
