@@ -60,7 +60,8 @@ impl OwnWrites {
     }
 
     /// Objects with a write whose echo has not arrived yet.
-    pub fn pending(&self) -> usize {
+    #[cfg(test)]
+    fn pending(&self) -> usize {
         self.lock().len()
     }
 
