@@ -101,6 +101,7 @@ fn main() {
         published: Published::Missing,
         leases: Default::default(),
         departed: Default::default(),
+        releases: Default::default(),
         now: Timestamp::from_second(1_000_000).unwrap(),
     };
     let (first, _) = time(&obs, 3);

@@ -36,8 +36,35 @@ pub struct Observation {
     /// What the pod watch remembers of the pods that left the API (handoff
     /// evidence); empty without a watch (tests, or right after a restart).
     pub departed: Departures,
+    /// Releases the consumers acknowledged through the endpoint (handoff
+    /// evidence); empty without an endpoint.
+    pub releases: ReleaseAcks,
     /// The time of this observation: the only clock the plan step reads.
     pub now: Timestamp,
+}
+
+/// A consumer's acknowledgement that it stopped reading a revoked shard,
+/// as the endpoint recorded it after checking the caller's identity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReleaseAck {
+    /// The pod that let go.
+    pub pod: String,
+    /// Its uid (from its bound token): the acknowledgement speaks for that
+    /// pod object only, not for an earlier pod of the same name.
+    pub uid: String,
+    /// The epoch of the view that listed the shard as revoking.
+    pub epoch: u64,
+    /// The last checkpoint the pod wrote, if the source has one.
+    pub checkpoint: Option<String>,
+    /// When the endpoint recorded it.
+    pub at: Timestamp,
+}
+
+/// The acknowledged releases of one group, by shard.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReleaseAcks {
+    /// Shard id → the acknowledgement of its revoked owner.
+    pub acks: BTreeMap<String, ReleaseAck>,
 }
 
 /// What the lease table said at this reconcile.

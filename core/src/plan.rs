@@ -125,7 +125,14 @@ fn plan_assignment(
     // does not need.
     let mut input = pacing.next_change.is_some().then_some(input);
 
-    let mut step = handoff::step(obs, timing(obs), topology, &output, previous_doc);
+    let mut step = handoff::step(
+        obs,
+        timing(obs),
+        topology,
+        &output,
+        previous_doc,
+        kept_epoch,
+    );
     let mut records = std::mem::take(&mut step.records);
     document::add_lineage(&mut records, &obs.topology.lineage);
     let doc = document::next_document(obs.group.qualified_name(), records, published, kept_epoch);

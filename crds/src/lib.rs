@@ -13,6 +13,7 @@ pub mod assignment;
 pub mod consumer_pool;
 pub mod crd;
 pub mod duration;
+pub mod endpoint;
 #[cfg(feature = "fixtures")]
 pub mod fixtures;
 pub mod lease_record;

@@ -18,6 +18,7 @@ pub mod aws;
 pub mod cli;
 pub mod controller;
 pub mod demo;
+pub mod endpoint;
 pub use shardring_devkit::emulators;
 pub mod lease;
 pub mod runtime;

@@ -419,6 +419,7 @@ fn reconcile(s: &State, template: &Operator) -> State {
             items: 2,
         }),
         departed,
+        releases: Default::default(),
         now,
     };
     let d = plan(&obs);

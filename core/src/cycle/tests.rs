@@ -48,6 +48,7 @@ fn first_publish(now: Timestamp) -> Observation {
         published: Published::Missing,
         leases: LeaseObservation::NotConfigured,
         departed: Default::default(),
+        releases: Default::default(),
         now,
     }
 }

@@ -1,6 +1,7 @@
 //! Evidence that a revoked owner let a shard go, in the order the protocol
 //! checks it (see the list in `mod.rs`): the kubelet's word
-//! (`pod_stopped`, with the pod-name reuse rules), the lease table (released,
+//! (`pod_stopped`, with the pod-name reuse rules), the owner's own word
+//! (`release_acked`, with the same rules), the lease table (released,
 //! or expired after the drain timeout), a graceful deletion with a lease
 //! table, and the unfenced drain timeout. It also notes when a timeout may
 //! complete a revoke later, so the reconcile looks again then.
@@ -8,9 +9,9 @@
 use jiff::Timestamp;
 
 use super::clocks::add;
-use super::step::{Ctx, HandoffResult};
+use super::step::{Ctx, HandoffResult, Revoke};
 use crate::departures::{Departure, Departures};
-use crate::observation::{Containers, LeaseObservation, PodInfo};
+use crate::observation::{Containers, LeaseObservation, PodInfo, ReleaseAck};
 
 /// Why a revoked owner is known to have let a shard go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -18,6 +19,10 @@ pub enum Evidence {
     /// The kubelet reported the owner's containers stopped (or never
     /// started), and no earlier pod of its name can still run.
     PodStopped,
+    /// The owner acknowledged the release through the consumer endpoint, at
+    /// the revoke's epoch or later, and no earlier pod of its name can
+    /// still run.
+    ReleaseAcked,
     /// The lease table shows the owner no longer holds the shard's lease.
     LeaseReleased,
     /// The owner's pod is gone after a graceful deletion.
@@ -33,6 +38,7 @@ impl Evidence {
     pub fn label(self) -> &'static str {
         match self {
             Evidence::PodStopped => "pod_stopped",
+            Evidence::ReleaseAcked => "release_acked",
             Evidence::LeaseReleased => "lease_released",
             Evidence::PodGone => "pod_gone",
             Evidence::LeaseExpired => "lease_expired",
@@ -42,19 +48,25 @@ impl Evidence {
 }
 
 impl Ctx<'_> {
-    /// Evidence that `from` let `shard` go, revoked at `since`; notes in
+    /// Evidence that `from` let `shard` go, revoked by `revoke`; notes in
     /// `result.next_check` when a timeout may complete it later.
     pub(super) fn evidence(
         &self,
         from: &str,
         shard: &str,
-        since: Timestamp,
+        revoke: Revoke,
         result: &mut HandoffResult,
     ) -> Option<Evidence> {
         let now = self.obs.now;
+        let since = revoke.since;
         let pod = self.pods.get(from);
         if pod_stopped(pod.copied(), &self.obs.departed, from, since, now) {
             return Some(Evidence::PodStopped);
+        }
+        if let Some(ack) = self.obs.releases.acks.get(shard)
+            && release_acked(ack, pod.copied(), &self.obs.departed, from, revoke, now)
+        {
+            return Some(Evidence::ReleaseAcked);
         }
         // A pod gone after a graceful deletion stopped its containers —
         // unless it was force-deleted while terminating: the API then removes
@@ -184,6 +196,47 @@ fn pod_stopped(
             .iter()
             .all(|d| Incarnation::of_departure(d).let_go(since))
         && (latest.generated_name || departed.covers(latest.created, now))
+}
+
+/// Evidence `release_acked`: the owner's word that it stopped reading a
+/// shard revoked by `revoke`.
+///
+/// 1. The acknowledgement is `from`'s, at the revoke's epoch or later (an
+///    older one is about an earlier revoke of the shard).
+/// 2. It speaks for one pod object (its uid, from the bound token): that
+///    must be the pod of that name now, when there is one (a pod recreated
+///    under the name is another process).
+/// 3. As for `pod_stopped`: every remembered other pod of that name let go,
+///    and none can have left unseen (a force-deleted StatefulSet pod may
+///    still run beside its replacement, and the document names pods, not
+///    uids).
+fn release_acked(
+    ack: &ReleaseAck,
+    pod: Option<&PodInfo>,
+    departed: &Departures,
+    from: &str,
+    revoke: Revoke,
+    now: Timestamp,
+) -> bool {
+    if ack.pod != from || ack.epoch < revoke.epoch {
+        return false;
+    }
+    let earlier = departed.pods.get(from).map_or(&[][..], Vec::as_slice);
+    let (created, generated_name) = match pod {
+        Some(pod) if pod.uid != ack.uid => return false,
+        Some(pod) => (pod.created, pod.generated_name),
+        None => match earlier.iter().find(|d| d.uid == ack.uid) {
+            Some(d) => (d.created, d.generated_name),
+            // Gone, and its departure not seen: nothing shows that no
+            // other pod of the name ran since.
+            None => return false,
+        },
+    };
+    earlier
+        .iter()
+        .filter(|d| d.uid != ack.uid)
+        .all(|d| Incarnation::of_departure(d).let_go(revoke.since))
+        && (generated_name || departed.covers(created, now))
 }
 
 fn note_due(result: &mut HandoffResult, now: Timestamp, due: Timestamp) {

@@ -19,7 +19,7 @@ pub(crate) fn recover_previous(obs: &Observation) -> Option<AssignmentDocument> 
         return None;
     }
     let mut active: BTreeMap<String, (u64, String)> = BTreeMap::new();
-    let mut revoking: BTreeMap<String, String> = BTreeMap::new();
+    let mut revoking: BTreeMap<String, (String, u64)> = BTreeMap::new();
     for pod in &obs.pods {
         let Some(view) = pod
             .annotation
@@ -35,7 +35,9 @@ pub(crate) fn recover_previous(obs: &Observation) -> Option<AssignmentDocument> 
             }
         }
         for shard in view.revoking {
-            revoking.entry(shard).or_insert_with(|| pod.name.clone());
+            revoking
+                .entry(shard)
+                .or_insert_with(|| (pod.name.clone(), view.epoch));
         }
     }
     if active.is_empty() && revoking.is_empty() {
@@ -44,13 +46,16 @@ pub(crate) fn recover_previous(obs: &Observation) -> Option<AssignmentDocument> 
     let now = obs.now;
     let mut shards: BTreeMap<String, ShardRecord> = revoking
         .into_iter()
-        .map(|(id, owner)| {
+        .map(|(id, (owner, epoch))| {
             let record = ShardRecord {
                 owner: Some(owner),
                 state: ShardPhase::Revoking,
+                // The epoch of the view that listed the revoke: the owner
+                // acknowledges its release at that epoch or later.
                 handoff: Some(Box::new(Handoff {
                     to: None,
                     since: now,
+                    epoch,
                 })),
                 ..Default::default()
             };

@@ -87,6 +87,7 @@ pub(crate) fn step(
     topology: &Topology,
     output: &PlanOutput,
     published: Option<&AssignmentDocument>,
+    kept_epoch: u64,
 ) -> HandoffResult {
     let now = obs.now;
     let current = obs.group.status.clone().unwrap_or_default();
@@ -99,6 +100,14 @@ pub(crate) fn step(
         pods: &pods,
         graceful: &graceful,
         drain: &drain,
+        // A revoke started now is first published in the next document
+        // (it changes the content, so the epoch moves).
+        next_epoch: kept_epoch + 1,
+        // Revokes of a document written before records carried their epoch
+        // were published at this epoch at the latest.
+        published_epoch: published
+            .filter(|d| d.epoch > 0)
+            .map_or(kept_epoch, |d| d.epoch),
     };
     let pending: BTreeSet<&str> = output.pending.iter().map(String::as_str).collect();
     let mut result = HandoffResult::default();
@@ -205,6 +214,8 @@ pub(super) struct Ctx<'a> {
     pub(super) pods: &'a BTreeMap<&'a str, &'a PodInfo>,
     pub(super) graceful: &'a BTreeSet<String>,
     pub(super) drain: &'a BTreeMap<String, Timestamp>,
+    pub(super) next_epoch: u64,
+    pub(super) published_epoch: u64,
 }
 
 impl Ctx<'_> {
@@ -232,23 +243,39 @@ impl Ctx<'_> {
         };
         if owner.as_deref() == Some(from.as_str()) {
             // Stays (or a revoke is called off: its owner is wanted again and
-            // nobody else was given the shard).
+            // nobody else was given the shard). A checkpoint handed over
+            // with it stays while it does.
+            if prev.state == ShardPhase::Active {
+                record.checkpoint.clone_from(&prev.checkpoint);
+            }
             record.state = ShardPhase::Active;
             record.owner = owner;
             record.standbys = standbys;
             return;
         }
-        let since = match (&prev.state, &prev.handoff) {
-            (ShardPhase::Revoking, Some(h)) => h.since,
-            (ShardPhase::Revoking, None) => now,
+        let (since, epoch) = match (&prev.state, &prev.handoff) {
+            (ShardPhase::Revoking, Some(h)) if h.epoch > 0 => (h.since, h.epoch),
+            (ShardPhase::Revoking, Some(h)) => (h.since, self.published_epoch),
+            (ShardPhase::Revoking, None) => (now, self.published_epoch),
             _ => {
                 result.revokes_started += 1;
-                now
+                (now, self.next_epoch)
             }
         };
+        let revoke = Revoke { since, epoch };
         if prev.state == ShardPhase::Revoking
-            && let Some(evidence) = self.evidence(&from, id, since, result)
+            && let Some(evidence) = self.evidence(&from, id, revoke, result)
         {
+            if evidence == Evidence::ReleaseAcked {
+                // The checkpoint the owner acknowledged goes to the next.
+                record.checkpoint = self
+                    .obs
+                    .releases
+                    .acks
+                    .get(id)
+                    .and_then(|ack| ack.checkpoint.as_deref())
+                    .map(Box::from);
+            }
             result.completed.push(Completed {
                 shard: id.to_owned(),
                 from,
@@ -264,6 +291,17 @@ impl Ctx<'_> {
         record.state = ShardPhase::Revoking;
         record.standbys = standbys.into_iter().filter(|s| *s != from).collect();
         record.owner = Some(from);
-        record.handoff = Some(Box::new(Handoff { to: owner, since }));
+        record.handoff = Some(Box::new(Handoff {
+            to: owner,
+            since,
+            epoch,
+        }));
     }
+}
+
+/// A revoke in flight: when it was first published, and at which epoch.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Revoke {
+    pub(super) since: Timestamp,
+    pub(super) epoch: u64,
 }

@@ -185,6 +185,12 @@ pub struct Handoff {
     // move in flight restarting its drain) and a consumer as an invalid
     // document. A string field used to restart only that shard's drain.
     pub since: Timestamp,
+    /// Epoch of the document that first published the revoke: a release
+    /// acknowledgement must name this epoch or a later one (an older one is
+    /// about an earlier revoke of the shard). 0 in documents written before
+    /// the field existed; the operator then fills in the document's epoch.
+    #[serde(default)]
+    pub epoch: u64,
 }
 
 /// One shard's entry in the document.
@@ -213,6 +219,13 @@ pub struct ShardRecord {
     /// Present while the shard is `Revoking`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handoff: Option<Box<Handoff>>,
+    /// The checkpoint the previous owner acknowledged when it released the
+    /// shard through the consumer endpoint (sources without a checkpoint
+    /// store hand it over this way): the owner resumes after it. Kept while
+    /// the shard stays on that owner.
+    // A boxed str, not a String: most records have none (see above).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<Box<str>>,
 }
 
 /// JSON Schema (2020-12) of the ConfigMap document, committed as

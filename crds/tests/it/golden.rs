@@ -43,6 +43,7 @@ fn example() -> AssignmentDocument {
         parents: parents.iter().map(|s| (*s).to_owned()).collect(),
         hash_key_range: Some(Box::new(hash_key_range)),
         handoff: handoff.map(Box::new),
+        checkpoint: None,
     };
     let shards = BTreeMap::from([
         (
@@ -84,6 +85,7 @@ fn example() -> AssignmentDocument {
                 Some(Handoff {
                     to: Some(POD_C.into()),
                     since: "2026-11-21T19:40:00Z".parse().unwrap(),
+                    epoch: 41,
                 }),
             ),
         ),

@@ -178,6 +178,7 @@ impl Stores {
             published,
             leases: LeaseObservation::unread(group),
             departed,
+            releases: Default::default(),
             now,
         };
         (observation, version)

@@ -81,6 +81,7 @@ fn settled(fixed: bool) -> Observation {
             watched_since: Some(now() - SignedDuration::from_hours(24)),
             ..Default::default()
         },
+        releases: Default::default(),
         now: now() - SignedDuration::from_mins(30),
     };
     obs = settle(obs);

@@ -111,6 +111,7 @@ impl Operator {
             published: self.doc.clone().map_or(Published::Missing, Published::from),
             leases,
             departed: self.departed.departures("sim", |_| true, ts(now)),
+            releases: Default::default(),
             now: ts(now),
         }
     }

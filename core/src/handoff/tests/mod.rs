@@ -66,6 +66,7 @@ fn settled(lease_table: bool) -> Observation {
         published: Published::Missing,
         leases: LeaseObservation::unread_for(lease_table),
         departed: Departures::default(),
+        releases: Default::default(),
         now: t0() - secs(3_600),
     };
     obs = settle(obs);

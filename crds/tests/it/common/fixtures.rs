@@ -86,6 +86,7 @@ pub fn kinesis_document(shards: usize, pods: usize, standbys: usize) -> Assignme
                 parents: Vec::new(),
                 hash_key_range: Some(Box::new(even_range(i, shards))),
                 handoff: None,
+                checkpoint: None,
             };
             (format!("shardId-{i:012}"), record)
         })

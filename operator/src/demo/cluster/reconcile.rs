@@ -48,6 +48,7 @@ impl Cluster {
                 .map_or(Published::Missing, Published::from),
             leases,
             departed: self.departed.departures(NAMESPACE, |_| true, now),
+            releases: Default::default(),
             now,
         }
     }

@@ -108,6 +108,7 @@ pub fn observation(count: u32, pods: Vec<PodInfo>) -> Observation {
         published: Published::Missing,
         leases: Default::default(),
         departed: Default::default(),
+        releases: Default::default(),
         now: now(),
     }
 }

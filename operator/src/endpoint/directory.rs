@@ -1,0 +1,377 @@
+//! The views the endpoint serves and who may see them. After each reconcile
+//! cycle the controller syncs a group's pods into the directory: their uid,
+//! their IP and their view (the annotation the cycle left on the pod). A
+//! pod's view lives in a `watch` channel, and a sync sends on it only when
+//! that pod's annotation changed, so a publish wakes only the long-polls whose
+//! view changed: fan-out cost grows with change, not with pods.
+//!
+//! The served body is built once per change (the annotation's view plus the
+//! checkpoints handed over with its active shards), not once per request.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, RwLock};
+
+use bytes::Bytes;
+use shardring_crds::assignment::{AssignmentDocument, PodView};
+use shardring_crds::endpoint::ViewResponse;
+use tokio::sync::watch;
+
+/// A ShardGroup, by namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GroupKey {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl GroupKey {
+    /// The key of `namespace/name`.
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for GroupKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// One pod's view as served: its epoch (to answer long-polls) and the JSON
+/// body of its [`ViewResponse`]. `epoch` 0 with an empty view means the pod
+/// has no annotation yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServedView {
+    /// The view's epoch.
+    pub epoch: u64,
+    /// The serialized [`ViewResponse`].
+    pub body: Bytes,
+}
+
+/// One pod as the controller saw it at the end of a cycle.
+#[derive(Debug, Clone, Copy)]
+pub struct PodSync<'a> {
+    /// Pod name.
+    pub name: &'a str,
+    /// Pod uid.
+    pub uid: &'a str,
+    /// Pod IP, once it has one.
+    pub ip: Option<IpAddr>,
+    /// The group's annotation on the pod after the cycle's writes.
+    pub annotation: Option<&'a str>,
+}
+
+/// Who is calling, as the authentication established it.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller<'a> {
+    /// The pod named in the caller's bound token.
+    pub pod: &'a str,
+    /// The pod uid named in the token.
+    pub uid: &'a str,
+    /// The TCP peer address; `None` when the IP check is turned off.
+    pub peer: Option<IpAddr>,
+}
+
+/// What the directory says of a caller asking for a group's view.
+#[derive(Debug)]
+pub enum Lookup {
+    /// Allowed: the caller's view, to read now and to wait on.
+    Found(watch::Receiver<Arc<ServedView>>),
+    /// No such ShardGroup (or the leader has not reconciled it yet).
+    UnknownGroup,
+    /// The pod is not a member of the group's ConsumerPool (and holds none
+    /// of its shards).
+    NotMember,
+    /// A pod of that name exists, but it is another incarnation (the token's
+    /// pod was deleted).
+    UidMismatch,
+    /// The caller's address is not the pod's IP.
+    IpMismatch {
+        /// The pod's IP, when it has one.
+        expected: Option<IpAddr>,
+    },
+}
+
+#[derive(Debug)]
+struct PodSlot {
+    uid: String,
+    ip: Option<IpAddr>,
+    annotation: Option<String>,
+    view: watch::Sender<Arc<ServedView>>,
+}
+
+/// The served views of every group the leader reconciled.
+#[derive(Debug, Default)]
+pub struct Directory {
+    groups: RwLock<HashMap<GroupKey, HashMap<String, PodSlot>>>,
+}
+
+impl Directory {
+    /// Checks `caller` against `group`'s pods and, when allowed, returns its
+    /// view.
+    pub fn lookup(&self, group: &GroupKey, caller: Caller<'_>) -> Lookup {
+        let groups = self.groups.read().unwrap_or_else(|e| e.into_inner());
+        let Some(pods) = groups.get(group) else {
+            return Lookup::UnknownGroup;
+        };
+        let Some(slot) = pods.get(caller.pod) else {
+            return Lookup::NotMember;
+        };
+        if slot.uid != caller.uid {
+            return Lookup::UidMismatch;
+        }
+        if let Some(peer) = caller.peer
+            && slot.ip != Some(canonical(peer))
+        {
+            return Lookup::IpMismatch { expected: slot.ip };
+        }
+        Lookup::Found(slot.view.subscribe())
+    }
+
+    /// Replaces `group`'s pods with `pods` (the pods the cycle observed: the
+    /// pool's members and the pods still holding an annotation of the
+    /// group). A pod whose annotation changed gets a new view, which wakes
+    /// its long-polls; a pod that is gone is dropped, which ends them.
+    /// Returns how many views changed.
+    pub fn sync_group<'a>(
+        &self,
+        group: &GroupKey,
+        document: Option<&AssignmentDocument>,
+        pods: impl IntoIterator<Item = PodSync<'a>>,
+    ) -> usize {
+        let mut groups = self.groups.write().unwrap_or_else(|e| e.into_inner());
+        let previous = groups.remove(group).unwrap_or_default();
+        let mut previous = previous;
+        let mut next = HashMap::with_capacity(previous.len());
+        let mut changed = 0;
+        for pod in pods {
+            let slot = match previous.remove(pod.name) {
+                // The same pod object: its channel (and the long-polls
+                // waiting on it) carries over.
+                Some(mut slot) if slot.uid == pod.uid => {
+                    slot.ip = pod.ip.map(canonical);
+                    if slot.annotation.as_deref() != pod.annotation {
+                        slot.annotation = pod.annotation.map(str::to_owned);
+                        slot.view
+                            .send_replace(served(group, pod.name, pod.annotation, document));
+                        changed += 1;
+                    }
+                    slot
+                }
+                // New, or a new pod under an old name: a new channel, so a
+                // long-poll of the old incarnation never sees its view.
+                _ => {
+                    changed += 1;
+                    let (view, _) =
+                        watch::channel(served(group, pod.name, pod.annotation, document));
+                    PodSlot {
+                        uid: pod.uid.to_owned(),
+                        ip: pod.ip.map(canonical),
+                        annotation: pod.annotation.map(str::to_owned),
+                        view,
+                    }
+                }
+            };
+            next.insert(pod.name.to_owned(), slot);
+        }
+        groups.insert(group.clone(), next);
+        changed
+    }
+
+    /// Forgets a deleted group (its long-polls end).
+    pub fn remove_group(&self, group: &GroupKey) {
+        let mut groups = self.groups.write().unwrap_or_else(|e| e.into_inner());
+        groups.remove(group);
+    }
+
+    /// Forgets every group: this replica lost the leadership, and a later
+    /// leadership starts from what its first cycles publish.
+    pub fn clear(&self) {
+        let mut groups = self.groups.write().unwrap_or_else(|e| e.into_inner());
+        groups.clear();
+    }
+
+    /// How many pods of `group` the directory holds.
+    pub fn pods(&self, group: &GroupKey) -> usize {
+        let groups = self.groups.read().unwrap_or_else(|e| e.into_inner());
+        groups.get(group).map_or(0, HashMap::len)
+    }
+}
+
+/// An IPv4 address in IPv6 form (`::ffff:a.b.c.d`, how a dual-stack
+/// listener reports IPv4 peers) compares as the IPv4 address.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        IpAddr::V4(_) => ip,
+    }
+}
+
+/// The served form of a pod's annotation: its view (empty at epoch 0 when
+/// there is none, or when it cannot be read: the controller rewrites an
+/// unreadable annotation at its next cycle) with the checkpoints handed over
+/// with its active shards.
+fn served(
+    group: &GroupKey,
+    pod: &str,
+    annotation: Option<&str>,
+    document: Option<&AssignmentDocument>,
+) -> Arc<ServedView> {
+    let view = annotation
+        .and_then(|a| PodView::from_annotation(a).ok())
+        .unwrap_or_default();
+    let checkpoints = document
+        .map(|doc| {
+            view.active
+                .iter()
+                .filter_map(|shard| {
+                    let record = doc.shards.get(shard)?;
+                    (record.owner.as_deref() == Some(pod))
+                        .then_some(record.checkpoint.as_deref())
+                        .flatten()
+                        .map(|c| (shard.clone(), c.to_owned()))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let response = ViewResponse {
+        shard_group: group.to_string(),
+        pod: pod.to_owned(),
+        view,
+        checkpoints,
+    };
+    let body = serde_json::to_vec(&response).expect("a ViewResponse always serializes");
+    Arc::new(ServedView {
+        epoch: response.view.epoch,
+        body: Bytes::from(body),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+
+    use super::*;
+
+    fn view(epoch: u64, active: &[&str]) -> String {
+        PodView {
+            epoch,
+            active: active.iter().map(|s| (*s).to_owned()).collect(),
+            ..PodView::default()
+        }
+        .to_annotation()
+    }
+
+    fn pod<'a>(name: &'a str, uid: &'a str, annotation: Option<&'a str>) -> PodSync<'a> {
+        PodSync {
+            name,
+            uid,
+            ip: Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1))),
+            annotation,
+        }
+    }
+
+    fn caller<'a>(pod: &'a str, uid: &'a str) -> Caller<'a> {
+        Caller {
+            pod,
+            uid,
+            peer: Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1))),
+        }
+    }
+
+    fn found(lookup: Lookup) -> watch::Receiver<Arc<ServedView>> {
+        match lookup {
+            Lookup::Found(receiver) => receiver,
+            other => panic!("expected a view, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_sync_wakes_only_the_pods_whose_view_changed() {
+        let directory = Directory::default();
+        let key = GroupKey::new("ns", "g");
+        let (a1, b1) = (view(1, &["s-0"]), view(1, &["s-1"]));
+        directory.sync_group(
+            &key,
+            None,
+            [pod("a", "ua", Some(&a1)), pod("b", "ub", Some(&b1))],
+        );
+        let mut a = found(directory.lookup(&key, caller("a", "ua")));
+        let mut b = found(directory.lookup(&key, caller("b", "ub")));
+        a.mark_unchanged();
+        b.mark_unchanged();
+        let a2 = view(2, &["s-0", "s-1"]);
+        let changed = directory.sync_group(
+            &key,
+            None,
+            [pod("a", "ua", Some(&a2)), pod("b", "ub", Some(&b1))],
+        );
+        assert_eq!(changed, 1);
+        assert!(a.has_changed().unwrap());
+        assert!(!b.has_changed().unwrap());
+        assert_eq!(a.borrow().epoch, 2);
+        let body: ViewResponse = serde_json::from_slice(&a.borrow().body).unwrap();
+        assert_eq!(body.view.active, ["s-0", "s-1"]);
+        assert_eq!(body.shard_group, "ns/g");
+    }
+
+    #[test]
+    fn identity_checks_refuse_strangers_other_incarnations_and_other_addresses() {
+        let directory = Directory::default();
+        let key = GroupKey::new("ns", "g");
+        directory.sync_group(&key, None, [pod("a", "ua", None)]);
+        assert!(matches!(
+            directory.lookup(&GroupKey::new("ns", "other"), caller("a", "ua")),
+            Lookup::UnknownGroup
+        ));
+        assert!(matches!(
+            directory.lookup(&key, caller("x", "ux")),
+            Lookup::NotMember
+        ));
+        assert!(matches!(
+            directory.lookup(&key, caller("a", "old-uid")),
+            Lookup::UidMismatch
+        ));
+        let elsewhere = Caller {
+            peer: Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 9))),
+            ..caller("a", "ua")
+        };
+        assert!(matches!(
+            directory.lookup(&key, elsewhere),
+            Lookup::IpMismatch { .. }
+        ));
+        let mapped = Caller {
+            peer: Some(IpAddr::V6(Ipv4Addr::new(10, 0, 0, 1).to_ipv6_mapped())),
+            ..caller("a", "ua")
+        };
+        assert_eq!(found(directory.lookup(&key, mapped)).borrow().epoch, 0);
+        let unchecked = Caller {
+            peer: None,
+            ..caller("a", "ua")
+        };
+        found(directory.lookup(&key, unchecked));
+    }
+
+    #[test]
+    fn a_replaced_pod_gets_a_new_channel_and_a_gone_pod_ends_its_polls() {
+        let directory = Directory::default();
+        let key = GroupKey::new("ns", "g");
+        let v = view(3, &["s-0"]);
+        directory.sync_group(&key, None, [pod("a", "u1", Some(&v))]);
+        let old = found(directory.lookup(&key, caller("a", "u1")));
+        directory.sync_group(&key, None, [pod("a", "u2", Some(&v))]);
+        assert!(
+            old.has_changed().is_err(),
+            "the old incarnation's channel is closed"
+        );
+        let new = found(directory.lookup(&key, caller("a", "u2")));
+        directory.sync_group(&key, None, []);
+        assert!(new.has_changed().is_err());
+        assert_eq!(directory.pods(&key), 0);
+    }
+}

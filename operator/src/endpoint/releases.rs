@@ -1,0 +1,256 @@
+//! Acknowledged releases: a consumer says it stopped reading a shard its view
+//! listed as revoking. The store validates each acknowledgement against the
+//! revokes of the published document (synced by the controller after each
+//! cycle), keeps it as handoff evidence for the core's plan step
+//! (`Observation::releases`), and asks for a reconcile of the group so the
+//! new owner is activated at once.
+//!
+//! Idempotent: the same acknowledgement again is a duplicate, also after
+//! the handoff it completed (until the shard is revoked again). Nothing is
+//! persisted: after a leader change the consumer sends again every release
+//! its view still lists as revoking, and without one the drain timeout still
+//! completes the move (see `docs/handoff.md`).
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+use jiff::Timestamp;
+use shardring_core::observation::{ReleaseAck, ReleaseAcks};
+use shardring_crds::assignment::{AssignmentDocument, ShardPhase};
+use shardring_crds::endpoint::{ReleaseOutcome, ReleaseRequest};
+use tokio::sync::mpsc;
+
+use super::directory::GroupKey;
+
+/// Why an acknowledgement was refused (HTTP 409, or 404 for an unknown
+/// group). Nothing is recorded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReleaseRejection {
+    /// The leader has not reconciled this group (yet).
+    #[error("ShardGroup {0} is not served by this operator (yet); retry shortly")]
+    UnknownGroup(String),
+    /// The shard is not revoking from the caller in the published document.
+    #[error(
+        "pod {pod} holds no revoke of shard {shard}: release only shards your newest view \
+         lists as revoking"
+    )]
+    NotRevoking {
+        /// The caller.
+        pod: String,
+        /// The shard.
+        shard: String,
+    },
+    /// The acknowledgement names an epoch before the revoke began: it is
+    /// about an earlier revoke of the shard.
+    #[error(
+        "the release of {shard} names epoch {epoch}, older than its revoke (epoch {revoke_epoch}): \
+         send the epoch of the view that lists it as revoking"
+    )]
+    StaleEpoch {
+        /// The shard.
+        shard: String,
+        /// The epoch sent.
+        epoch: u64,
+        /// The epoch at which the revoke was published.
+        revoke_epoch: u64,
+    },
+    /// The acknowledgement names an epoch no document has had yet.
+    #[error(
+        "the release of {shard} names epoch {epoch}, newer than the published document \
+         (epoch {published}): send the epoch of the view that lists it as revoking"
+    )]
+    FutureEpoch {
+        /// The shard.
+        shard: String,
+        /// The epoch sent.
+        epoch: u64,
+        /// The published document's epoch.
+        published: u64,
+    },
+    /// The same shard was already released by this pod with another
+    /// checkpoint: a release is final, and its checkpoint cannot change.
+    #[error(
+        "shard {shard} was already released with another checkpoint; a release cannot be changed"
+    )]
+    Conflict {
+        /// The shard.
+        shard: String,
+    },
+}
+
+impl ReleaseRejection {
+    /// Constant reason for the error body.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::UnknownGroup(_) => "UnknownShardGroup",
+            Self::NotRevoking { .. } => "NotRevoking",
+            Self::StaleEpoch { .. } => "StaleEpoch",
+            Self::FutureEpoch { .. } => "FutureEpoch",
+            Self::Conflict { .. } => "ReleaseConflict",
+        }
+    }
+}
+
+/// A revoke in the published document: who must let go, since which epoch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Revoke {
+    owner: String,
+    epoch: u64,
+}
+
+#[derive(Debug, Default)]
+struct GroupReleases {
+    /// The published document's epoch.
+    epoch: u64,
+    /// Revoking shards of the published document.
+    revokes: HashMap<String, Revoke>,
+    /// Acknowledged releases, by shard: kept until the shard is revoked
+    /// again, so a repeated acknowledgement is a duplicate.
+    acks: HashMap<String, ReleaseAck>,
+}
+
+/// The acknowledged releases of every group the leader reconciles.
+#[derive(Debug)]
+pub struct Releases {
+    groups: Mutex<HashMap<GroupKey, GroupReleases>>,
+    /// Asks the controller to reconcile a group now.
+    reconcile: mpsc::UnboundedSender<GroupKey>,
+}
+
+impl Releases {
+    /// A store that asks for reconciles on `reconcile`.
+    pub fn new(reconcile: mpsc::UnboundedSender<GroupKey>) -> Self {
+        Self {
+            groups: Mutex::default(),
+            reconcile,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<GroupKey, GroupReleases>> {
+        self.groups.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records `release` from pod `pod` (uid `uid`) at `now`, after checking
+    /// that the published document revokes the shard from that pod at an
+    /// epoch no later than the one sent.
+    pub fn submit(
+        &self,
+        group: &GroupKey,
+        pod: &str,
+        uid: &str,
+        release: &ReleaseRequest,
+        now: Timestamp,
+    ) -> Result<ReleaseOutcome, ReleaseRejection> {
+        let mut groups = self.lock();
+        let state = groups
+            .get_mut(group)
+            .ok_or_else(|| ReleaseRejection::UnknownGroup(group.to_string()))?;
+        let shard = &release.shard;
+        if let Some(ack) = state.acks.get(shard)
+            && ack.pod == pod
+            && ack.uid == uid
+        {
+            if ack.checkpoint != release.checkpoint {
+                return Err(ReleaseRejection::Conflict {
+                    shard: shard.clone(),
+                });
+            }
+            return Ok(ReleaseOutcome::Duplicate);
+        }
+        let revoke = state
+            .revokes
+            .get(shard)
+            .filter(|r| r.owner == pod)
+            .ok_or_else(|| ReleaseRejection::NotRevoking {
+                pod: pod.to_owned(),
+                shard: shard.clone(),
+            })?;
+        if release.epoch < revoke.epoch {
+            return Err(ReleaseRejection::StaleEpoch {
+                shard: shard.clone(),
+                epoch: release.epoch,
+                revoke_epoch: revoke.epoch,
+            });
+        }
+        if release.epoch > state.epoch {
+            return Err(ReleaseRejection::FutureEpoch {
+                shard: shard.clone(),
+                epoch: release.epoch,
+                published: state.epoch,
+            });
+        }
+        state.acks.insert(
+            shard.clone(),
+            ReleaseAck {
+                pod: pod.to_owned(),
+                uid: uid.to_owned(),
+                epoch: release.epoch,
+                checkpoint: release.checkpoint.clone(),
+                at: now,
+            },
+        );
+        drop(groups);
+        // The controller may be gone (shutting down): the release is
+        // recorded all the same, and the next leader's consumers resend.
+        let _ = self.reconcile.send(group.clone());
+        Ok(ReleaseOutcome::Accepted)
+    }
+
+    /// Takes the revokes of the document the cycle left published. An
+    /// acknowledgement whose shard is no longer revoking from its pod stays
+    /// (so a repeat is a duplicate) until the shard is revoked again.
+    pub fn sync_group(&self, group: &GroupKey, document: Option<&AssignmentDocument>) {
+        let mut groups = self.lock();
+        let state = groups.entry(group.clone()).or_default();
+        let Some(doc) = document else {
+            state.epoch = 0;
+            state.revokes.clear();
+            return;
+        };
+        state.epoch = doc.epoch;
+        state.revokes = doc
+            .shards
+            .iter()
+            .filter(|(_, r)| r.state == ShardPhase::Revoking)
+            .filter_map(|(id, r)| {
+                let owner = r.owner.clone()?;
+                let epoch = r.handoff.as_ref().map_or(0, |h| h.epoch);
+                Some((id.clone(), Revoke { owner, epoch }))
+            })
+            .collect();
+        let revokes = &state.revokes;
+        // An ack of an earlier revoke (the shard came back and is revoked
+        // again, at a later epoch) is no longer about this one.
+        state.acks.retain(|shard, ack| {
+            revokes
+                .get(shard)
+                .is_none_or(|r| r.owner == ack.pod && ack.epoch >= r.epoch)
+        });
+    }
+
+    /// The acknowledgements the plan step may use for `group`.
+    pub fn observe(&self, group: &GroupKey) -> ReleaseAcks {
+        let groups = self.lock();
+        groups
+            .get(group)
+            .map(|state| ReleaseAcks {
+                acks: state
+                    .acks
+                    .iter()
+                    .filter(|(shard, _)| state.revokes.contains_key(*shard))
+                    .map(|(shard, ack)| (shard.clone(), ack.clone()))
+                    .collect(),
+            })
+            .unwrap_or_default()
+    }
+
+    /// Forgets a deleted group.
+    pub fn remove_group(&self, group: &GroupKey) {
+        self.lock().remove(group);
+    }
+
+    /// Forgets everything: this replica lost the leadership.
+    pub fn clear(&self) {
+        self.lock().clear();
+    }
+}
