@@ -132,6 +132,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         concurrency: args.concurrency,
         write_concurrency: args.write_concurrency,
         controller_class: args.controller_class.clone(),
+        endpoint: None,
     };
     let controller = run_controller(
         client,

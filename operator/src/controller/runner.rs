@@ -59,6 +59,10 @@ pub struct ControllerConfig {
     /// (`None`: only those without the label); see
     /// [`crate::crds::CONTROLLER_CLASS_LABEL`].
     pub controller_class: Option<String>,
+    /// The consumer endpoint's shared state: the controller publishes views
+    /// and the endpoint CA into it and reads acknowledged releases from it
+    /// (`None`: no endpoint).
+    pub endpoint: Option<crate::endpoint::EndpointState>,
 }
 
 impl Default for ControllerConfig {
@@ -70,6 +74,7 @@ impl Default for ControllerConfig {
             concurrency: 8,
             write_concurrency: super::apply::DEFAULT_WRITE_CONCURRENCY,
             controller_class: None,
+            endpoint: None,
         }
     }
 }

@@ -12,5 +12,34 @@
 pub mod directory;
 pub mod releases;
 
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
 pub use directory::{Caller, Directory, GroupKey, Lookup, PodSync, ServedView};
 pub use releases::{ReleaseRejection, Releases};
+
+/// What the controller and the endpoint's server share: the served views,
+/// the acknowledged releases, and the CA certificate (PEM) consumers must
+/// trust, which the controller publishes in each namespace with a
+/// ShardGroup (`None`: the certificate's issuer is not known, e.g. a
+/// mounted certificate without `ca.crt`).
+#[derive(Debug, Clone)]
+pub struct EndpointState {
+    /// Views, written by the controller, read by the server.
+    pub directory: Arc<Directory>,
+    /// Releases, written by the server, read by the controller.
+    pub releases: Arc<Releases>,
+    /// The CA consumers trust, set by the server's TLS setup.
+    pub ca: Arc<watch::Sender<Option<Arc<str>>>>,
+}
+
+impl Default for EndpointState {
+    fn default() -> Self {
+        Self {
+            directory: Arc::default(),
+            releases: Arc::default(),
+            ca: Arc::new(watch::channel(None).0),
+        }
+    }
+}

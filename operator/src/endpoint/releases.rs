@@ -115,15 +115,29 @@ pub struct Releases {
     groups: Mutex<HashMap<GroupKey, GroupReleases>>,
     /// Asks the controller to reconcile a group now.
     reconcile: mpsc::UnboundedSender<GroupKey>,
+    /// The receiving end, until the controller takes it.
+    requests: Mutex<Option<mpsc::UnboundedReceiver<GroupKey>>>,
 }
 
-impl Releases {
-    /// A store that asks for reconciles on `reconcile`.
-    pub fn new(reconcile: mpsc::UnboundedSender<GroupKey>) -> Self {
+impl Default for Releases {
+    fn default() -> Self {
+        let (reconcile, requests) = mpsc::unbounded_channel();
         Self {
             groups: Mutex::default(),
             reconcile,
+            requests: Mutex::new(Some(requests)),
         }
+    }
+}
+
+impl Releases {
+    /// The groups to reconcile because a release was accepted: taken once,
+    /// by the controller (`None` after).
+    pub fn take_requests(&self) -> Option<mpsc::UnboundedReceiver<GroupKey>> {
+        self.requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<GroupKey, GroupReleases>> {
