@@ -147,6 +147,9 @@ pub struct PodInfo {
     /// `metadata.generateName` (a Deployment's pods): such a name is not
     /// reused by a later pod, unlike a StatefulSet's.
     pub generated_name: bool,
+    /// Its IP (`status.podIP`), once it has one: the consumer endpoint
+    /// checks that callers come from it.
+    pub ip: Option<std::net::IpAddr>,
 }
 
 /// The topology as the controller knows it.

@@ -39,9 +39,12 @@ pub const HEADER_RESET: &str = "x-ratelimit-reset";
 /// Label the leader puts on its own pod, so the endpoint's Service routes
 /// consumers to it only.
 pub const LEADER_LABEL: &str = "shardring.io/endpoint-leader";
-/// Key of the endpoint's CA certificate (PEM) in each ShardGroup's ConfigMap,
-/// next to the document: consumers that mount the ConfigMap trust it.
-pub const CA_CONFIGMAP_KEY: &str = "endpoint-ca.crt";
+/// ConfigMap the operator writes in every namespace with a ShardGroup,
+/// holding the CA certificate (PEM) of the endpoint under
+/// [`CA_CONFIGMAP_KEY`]: consumers mount it and trust only that CA.
+pub const CA_CONFIGMAP_NAME: &str = "shardring-endpoint-ca";
+/// Key of the CA certificate in [`CA_CONFIGMAP_NAME`].
+pub const CA_CONFIGMAP_KEY: &str = "ca.crt";
 
 /// `GET {API_PREFIX}/namespaces/{namespace}/shardgroups/{name}/view`.
 pub fn view_path(namespace: &str, group: &str) -> String {

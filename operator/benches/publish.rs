@@ -163,7 +163,6 @@ impl World {
                 nodes: node_reader,
                 config_maps: cm_reader,
                 departed: Default::default(),
-                releases: Default::default(),
                 documents: Default::default(),
             },
             pods: pod_writer,

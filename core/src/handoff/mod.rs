@@ -19,25 +19,34 @@
 //!    the same name (a StatefulSet's pod recreated) can still run. A force
 //!    deletion or a node that stopped reporting leaves a status that still
 //!    says `running`: neither is ever this evidence;
-//! 2. the lease table (scanned after the revoke) shows A no longer holds the
+//! 2. A's own word (`release_acked`): the consumer endpoint recorded A's
+//!    acknowledgement that it stopped reading the shard, at the revoke's
+//!    epoch or later (`handoff.epoch`, so an acknowledgement of an earlier
+//!    revoke never counts), from the pod object named A now (its uid), and,
+//!    as for rule 1, no earlier pod of the name can still run. Its
+//!    checkpoint, if any, goes to the next owner's record;
+//! 3. the lease table (scanned after the revoke) shows A no longer holds the
 //!    lease: owner changed or cleared and `checkpointOwner` is not A;
-//! 3. with a lease table: A's pod is gone from the API after a graceful
+//! 4. with a lease table: A's pod is gone from the API after a graceful
 //!    deletion (A was seen terminating with a grace period above zero and not
 //!    force-deleted since): the kubelet removes such a pod only after its
 //!    containers stopped. A force deletion of a terminating pod removes the
 //!    object at once and cannot be told apart, so this is trusted only where
 //!    the lease fences a process that outlived its pod object;
-//! 4. with a lease table: the drain timeout passed since the revoke AND A's
+//! 5. with a lease table: the drain timeout passed since the revoke AND A's
 //!    lease expired (counter unchanged for the lease failover time);
-//! 5. without a lease table (unfenced, see `docs/handoff.md`): the drain
+//! 6. without a lease table (unfenced, see `docs/handoff.md`): the drain
 //!    timeout passed since A's annotation was first seen listing the shard as
 //!    revoking, or since the revoke when A's pod is gone.
 //!
 //! A failed lease read is never evidence. All the state this needs lives in
-//! the published document (`state`, `handoff.to`, `handoff.since`) and the
-//! status (`gracefulPods`, `drainStarted`), so a restarted operator resumes
-//! every move where it was; only rule 1 also reads the operator's memory of
-//! departed pods, and without it falls back to the others.
+//! the published document (`state`, `handoff.to`, `handoff.since`,
+//! `handoff.epoch`) and the status (`gracefulPods`, `drainStarted`), so a
+//! restarted operator resumes every move where it was; rules 1 and 2 also
+//! read the operator's memory of departed pods, and rule 2 the
+//! acknowledgements the leader holds in memory (a consumer sends again what
+//! its view still lists as revoking): without them it falls back to the
+//! others.
 //!
 //! The files: `step` advances each shard's record (and holds the engine's
 //! view of the previous assignment), `evidence` decides whether a revoked

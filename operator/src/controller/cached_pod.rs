@@ -58,6 +58,9 @@ pub struct CachedPodStatus {
     /// The ephemeral containers' states.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ephemeral_container_statuses: Option<Vec<CachedContainerStatus>>,
+    /// The pod's IP: the consumer endpoint checks callers come from it.
+    #[serde(default, rename = "podIP", skip_serializing_if = "Option::is_none")]
+    pub pod_ip: Option<String>,
 }
 
 /// A pod condition: its type, status and last transition.

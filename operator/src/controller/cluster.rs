@@ -17,6 +17,7 @@ use shardring_core::{AnnotationWrite, EventNote, codec};
 use super::Context;
 use super::apply::{self, ApplyError};
 use super::cached_pod::CachedPod;
+use super::endpoint_sync::{self, EndpointSeen};
 use crate::crds::{ShardGroup, ShardGroupStatus};
 
 /// One reconcile's reach into the cluster.
@@ -31,6 +32,8 @@ pub(crate) struct Cluster<'a> {
     observed: Duration,
     /// Elapsed since `started` when the plan step decided.
     planned: Duration,
+    /// What the endpoint needs of the observation, when there is one.
+    endpoint_seen: Option<EndpointSeen>,
 }
 
 /// How long each phase of a reconcile took.
@@ -58,7 +61,13 @@ impl<'a> Cluster<'a> {
             started,
             observed: Duration::ZERO,
             planned: Duration::ZERO,
+            endpoint_seen: None,
         }
+    }
+
+    /// What the observe step kept for the endpoint (once).
+    pub(crate) fn take_endpoint_seen(&mut self) -> Option<EndpointSeen> {
+        self.endpoint_seen.take()
     }
 
     /// The phases' times so far.
@@ -86,6 +95,13 @@ impl Observe for Cluster<'_> {
             .stores
             .observe_with_version(self.group, topology, now);
         observation.leases = self.ctx.sources.leases(self.group);
+        if let Some(endpoint) = &self.ctx.endpoint {
+            self.endpoint_seen = Some(endpoint_sync::observe(
+                endpoint,
+                self.group,
+                &mut observation,
+            ));
+        }
         self.observed = self.started.elapsed();
         Observed {
             observation,

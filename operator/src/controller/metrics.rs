@@ -85,6 +85,9 @@ pub struct ControllerMetrics {
     /// Optional moves left in the current window, per group (absent when the
     /// group sets no `maxMovesPerWindow`).
     pub budget_remaining: Family<GroupLabels, Gauge>,
+    /// Time from a release acknowledged at the consumer endpoint to the
+    /// publish that activated the shard on its next owner.
+    pub release_ack_activation: Histogram,
 }
 
 impl Default for ControllerMetrics {
@@ -102,6 +105,7 @@ impl Default for ControllerMetrics {
             revokes_pending: Family::default(),
             oldest_revoke_age: Family::default(),
             budget_remaining: Family::default(),
+            release_ack_activation: Histogram::new(exponential_buckets(0.005, 2.0, 12)),
         }
     }
 }
@@ -148,6 +152,12 @@ impl ControllerMetrics {
             "Time from a shard's revoke to its activation on the next owner, by the evidence that the previous owner let go",
             Unit::Seconds,
             m.handoff_duration.clone(),
+        );
+        registry.register_with_unit(
+            "release_ack_activation",
+            "Time from a release acknowledged at the consumer endpoint to the publish that activated the shard on its next owner",
+            Unit::Seconds,
+            m.release_ack_activation.clone(),
         );
         registry.register(
             "revokes_pending",

@@ -10,6 +10,7 @@
 pub mod apply;
 pub(crate) mod cached_pod;
 mod cluster;
+pub(crate) mod endpoint_sync;
 pub mod metrics;
 pub mod observe;
 pub mod own_writes;
@@ -92,6 +93,10 @@ pub struct Context {
     /// Whether the caches hold complete lists; `None` (tests that fill the
     /// stores themselves) means they do.
     pub cache_sync: Option<CacheSync>,
+    /// The consumer endpoint's shared state (`None`: no endpoint).
+    pub(crate) endpoint: Option<crate::endpoint::EndpointState>,
+    /// Which namespaces hold the endpoint's current CA.
+    pub(crate) endpoint_ca: endpoint_sync::CaPublisher,
     /// Consecutive failures per group, for the retry backoff.
     failures: Mutex<HashMap<ObjectRef<DeserializeGuard<ShardGroup>>, u32>>,
 }
@@ -109,8 +114,16 @@ impl Context {
             leader: None,
             cache_sync: None,
             writes: apply::WriteLimit::default(),
+            endpoint: None,
+            endpoint_ca: endpoint_sync::CaPublisher::default(),
             failures: Mutex::default(),
         }
+    }
+
+    /// Publishes views into, and reads releases from, `endpoint`.
+    pub fn with_endpoint(mut self, endpoint: crate::endpoint::EndpointState) -> Self {
+        self.endpoint = Some(endpoint);
+        self
     }
 
     /// Publishes Events with `recorder`.
@@ -291,7 +304,16 @@ pub(crate) async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result
     let mut cluster = cluster::Cluster::new(group, ctx, topology, started);
     let done = shardring_core::cycle(&mut cluster, now).await;
     let timings = cluster.timings();
+    let endpoint_seen = cluster.take_endpoint_seen();
     let (decision, applied) = done.into_result()?;
+    if let (Some(endpoint), Some(seen)) = (&ctx.endpoint, endpoint_seen) {
+        let written = applied.document.is_some();
+        endpoint_sync::publish(endpoint, &ctx.metrics, &seen, &decision, written);
+        let namespace = group.namespace().unwrap_or_default();
+        ctx.endpoint_ca
+            .ensure(&ctx.client, endpoint, &namespace)
+            .await;
+    }
     tracing::debug!(
         read_ms = read.as_millis(),
         observe_ms = timings.observed.saturating_sub(read).as_millis(),
@@ -337,6 +359,11 @@ pub(crate) async fn cleanup_group(group: &ShardGroup, ctx: &Context) -> Result<A
     ctx.stores
         .documents
         .forget(&namespace, &group.config_map_name());
+    if let Some(endpoint) = &ctx.endpoint {
+        let key = crate::endpoint::GroupKey::new(namespace.clone(), group.name_any());
+        endpoint.directory.remove_group(&key);
+        endpoint.releases.remove_group(&key);
+    }
     ctx.metrics.forget(&metrics::GroupLabels {
         namespace,
         shardgroup: group.name_any(),

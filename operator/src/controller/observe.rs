@@ -276,6 +276,11 @@ fn pod_info(
         containers: containers_of(pod),
         created: meta.creation_timestamp.as_ref().map(|t| t.0),
         generated_name: has_generated_name(meta),
+        ip: pod
+            .status
+            .as_ref()
+            .and_then(|s| s.pod_ip.as_deref())
+            .and_then(|ip| ip.parse().ok()),
     }
 }
 

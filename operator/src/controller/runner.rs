@@ -187,7 +187,11 @@ pub async fn run_controller(
     if let Some(rx) = leader.clone() {
         context = context.with_leader(rx);
     }
+    if let Some(endpoint) = config.endpoint.clone() {
+        context = context.with_endpoint(endpoint);
+    }
     let context = Arc::new(context);
+    let endpoint_tasks = endpoint_streams(&context, leader.clone());
 
     let pod_groups = groups.clone();
     let pod_stores = stores.clone();
@@ -198,7 +202,10 @@ pub async fn run_controller(
         Some(rx) => futures::stream::select(sync.lists_completed(), became_leader(rx)).boxed(),
         None => sync.lists_completed().boxed(),
     };
+    let (released, ca_changed) = endpoint_tasks;
+    let reconcile_all = futures::stream::select(reconcile_all, ca_changed).boxed();
     controller
+        .reconcile_on(released)
         .owns_stream(cm_events)
         .watches_stream(pod_events, move |pod: CachedPod| {
             observe::groups_for_pod(&pod, &pod_groups.state(), &pod_stores)
@@ -346,6 +353,63 @@ fn custom_keys(groups: &Store<DeserializeGuard<ShardGroup>>) -> BTreeSet<String>
 }
 
 /// Emits `()` each time `rx` turns true.
+/// The endpoint's inputs to the controller: the groups a release was
+/// accepted for (reconciled at once, so the new owner is activated), and a
+/// stream that fires when the endpoint's CA changes (every group is
+/// reconciled, to publish it). Without an endpoint both are empty. A
+/// replica that stops leading forgets the views, releases and published
+/// CAs (the next leadership starts from what its first cycles publish).
+fn endpoint_streams(
+    context: &Arc<Context>,
+    leader: Option<watch::Receiver<bool>>,
+) -> (
+    futures::stream::BoxStream<'static, reflector::ObjectRef<DeserializeGuard<ShardGroup>>>,
+    futures::stream::BoxStream<'static, ()>,
+) {
+    let Some(endpoint) = context.endpoint.clone() else {
+        return (
+            futures::stream::empty().boxed(),
+            futures::stream::empty().boxed(),
+        );
+    };
+    if let Some(mut rx) = leader {
+        let context = Arc::clone(context);
+        tokio::spawn(async move {
+            while rx.changed().await.is_ok() {
+                if !*rx.borrow_and_update()
+                    && let Some(endpoint) = &context.endpoint
+                {
+                    endpoint.directory.clear();
+                    endpoint.releases.clear();
+                    context.endpoint_ca.forget();
+                }
+            }
+        });
+    }
+    let released = match endpoint.releases.take_requests() {
+        Some(requests) => tokio_stream_of(requests)
+            .map(|key| reflector::ObjectRef::new(&key.name).within(&key.namespace))
+            .boxed(),
+        None => futures::stream::empty().boxed(),
+    };
+    let ca_changed = futures::stream::unfold(endpoint.ca.subscribe(), |mut rx| async move {
+        rx.changed().await.ok()?;
+        Some(((), rx))
+    })
+    .boxed();
+    (released, ca_changed)
+}
+
+/// An unbounded receiver as a stream.
+fn tokio_stream_of<T: Send + 'static>(
+    receiver: tokio::sync::mpsc::UnboundedReceiver<T>,
+) -> impl Stream<Item = T> + Send + 'static {
+    futures::stream::unfold(receiver, |mut rx| async move {
+        let item = rx.recv().await?;
+        Some((item, rx))
+    })
+}
+
 fn became_leader(rx: watch::Receiver<bool>) -> impl Stream<Item = ()> + Send + 'static {
     futures::stream::unfold(rx, |mut rx| async move {
         rx.changed().await.ok()?;

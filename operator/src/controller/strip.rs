@@ -80,6 +80,7 @@ pub(crate) fn strip_pod(pod: &mut CachedPod, extra_keys: &BTreeSet<String>) {
         }),
         init_container_statuses: None,
         ephemeral_container_statuses: None,
+        pod_ip: status.pod_ip.take(),
     };
 }
 

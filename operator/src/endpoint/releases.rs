@@ -268,3 +268,150 @@ impl Releases {
         self.lock().clear();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use shardring_crds::assignment::{Handoff, ShardRecord};
+
+    use super::*;
+
+    fn t(s: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + s).unwrap()
+    }
+
+    /// A document at `epoch` where `s-0` is revoking from `a` since epoch
+    /// `revoke_epoch` and `s-1` is active on `b`.
+    fn doc(epoch: u64, revoke_epoch: u64) -> AssignmentDocument {
+        let shards = BTreeMap::from([
+            (
+                "s-0".to_owned(),
+                ShardRecord {
+                    owner: Some("a".into()),
+                    state: ShardPhase::Revoking,
+                    handoff: Some(Box::new(Handoff {
+                        to: Some("b".into()),
+                        since: t(0),
+                        epoch: revoke_epoch,
+                    })),
+                    ..ShardRecord::default()
+                },
+            ),
+            (
+                "s-1".to_owned(),
+                ShardRecord {
+                    owner: Some("b".into()),
+                    ..ShardRecord::default()
+                },
+            ),
+        ]);
+        AssignmentDocument::from_shards("ns/g", epoch, shards, [])
+    }
+
+    fn release(shard: &str, epoch: u64, checkpoint: Option<&str>) -> ReleaseRequest {
+        ReleaseRequest {
+            shard: shard.into(),
+            epoch,
+            checkpoint: checkpoint.map(str::to_owned),
+        }
+    }
+
+    fn store() -> (Releases, mpsc::UnboundedReceiver<GroupKey>, GroupKey) {
+        let releases = Releases::default();
+        let requests = releases.take_requests().unwrap();
+        let key = GroupKey::new("ns", "g");
+        releases.sync_group(&key, Some(&doc(7, 6)));
+        (releases, requests, key)
+    }
+
+    #[test]
+    fn an_accepted_release_is_evidence_and_asks_for_a_reconcile() {
+        let (releases, mut requests, key) = store();
+        let outcome = releases.submit(&key, "a", "ua", &release("s-0", 6, Some("c9")), t(1));
+        assert_eq!(outcome, Ok(ReleaseOutcome::Accepted));
+        assert_eq!(requests.try_recv().unwrap(), key);
+        let acks = releases.observe(&key);
+        let ack = &acks.acks["s-0"];
+        assert_eq!(
+            (ack.pod.as_str(), ack.uid.as_str(), ack.epoch),
+            ("a", "ua", 6)
+        );
+        assert_eq!(ack.checkpoint.as_deref(), Some("c9"));
+    }
+
+    #[test]
+    fn a_repeated_release_is_a_duplicate_even_after_the_handoff_completed() {
+        let (releases, mut requests, key) = store();
+        let first = release("s-0", 7, None);
+        assert_eq!(
+            releases.submit(&key, "a", "ua", &first, t(1)),
+            Ok(ReleaseOutcome::Accepted)
+        );
+        assert_eq!(
+            releases.submit(&key, "a", "ua", &first, t(2)),
+            Ok(ReleaseOutcome::Duplicate)
+        );
+        // The handoff completed: s-0 is active on b at epoch 8.
+        let mut done = doc(8, 6);
+        done.shards.get_mut("s-0").unwrap().state = ShardPhase::Active;
+        done.shards.get_mut("s-0").unwrap().owner = Some("b".into());
+        done.shards.get_mut("s-0").unwrap().handoff = None;
+        releases.sync_group(&key, Some(&done));
+        assert_eq!(
+            releases.submit(&key, "a", "ua", &first, t(3)),
+            Ok(ReleaseOutcome::Duplicate)
+        );
+        assert!(
+            releases.observe(&key).acks.is_empty(),
+            "no longer evidence of anything"
+        );
+        let with_other_checkpoint = release("s-0", 7, Some("x"));
+        assert!(matches!(
+            releases.submit(&key, "a", "ua", &with_other_checkpoint, t(4)),
+            Err(ReleaseRejection::Conflict { .. })
+        ));
+        assert_eq!(requests.try_recv().unwrap(), key);
+        assert!(
+            requests.try_recv().is_err(),
+            "only the accepted release asked for a reconcile"
+        );
+    }
+
+    #[test]
+    fn releases_the_pod_does_not_hold_or_at_the_wrong_epoch_are_refused() {
+        let (releases, _requests, key) = store();
+        let cases = [
+            ("b", release("s-0", 7, None), "NotRevoking"),
+            ("a", release("s-1", 7, None), "NotRevoking"),
+            ("a", release("s-9", 7, None), "NotRevoking"),
+            ("a", release("s-0", 5, None), "StaleEpoch"),
+            ("a", release("s-0", 8, None), "FutureEpoch"),
+        ];
+        for (pod, request, reason) in cases {
+            let error = releases.submit(&key, pod, "u", &request, t(1)).unwrap_err();
+            assert_eq!(error.reason(), reason, "{pod} {request:?}: {error}");
+        }
+        let unknown = GroupKey::new("ns", "other");
+        let error = releases
+            .submit(&unknown, "a", "u", &release("s-0", 7, None), t(1))
+            .unwrap_err();
+        assert_eq!(error.reason(), "UnknownShardGroup");
+        assert!(releases.observe(&key).acks.is_empty());
+    }
+
+    #[test]
+    fn a_new_revoke_of_the_shard_drops_the_ack_of_the_earlier_one() {
+        let (releases, _requests, key) = store();
+        releases
+            .submit(&key, "a", "ua", &release("s-0", 6, None), t(1))
+            .unwrap();
+        // s-0 went to b, came back to a, and is revoked from a again at 12.
+        releases.sync_group(&key, Some(&doc(12, 12)));
+        assert!(releases.observe(&key).acks.is_empty());
+        assert_eq!(
+            releases.submit(&key, "a", "ua", &release("s-0", 12, None), t(2)),
+            Ok(ReleaseOutcome::Accepted)
+        );
+    }
+}

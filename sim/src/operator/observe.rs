@@ -172,6 +172,7 @@ pub fn pod_infos(world: &World) -> Vec<PodInfo> {
             containers: p.containers,
             created: Some(ts(p.created)),
             generated_name: p.generated_name,
+            ip: None,
         })
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));

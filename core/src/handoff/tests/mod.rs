@@ -6,6 +6,7 @@
 //! departed pods); the cases are in `pod_stopped.rs`.
 
 mod pod_stopped;
+mod release_acked;
 
 use std::collections::BTreeMap;
 

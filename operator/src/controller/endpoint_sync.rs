@@ -1,0 +1,183 @@
+//! The controller's side of the consumer endpoint: what a reconcile takes
+//! from it (the acknowledged releases, into the observation) and gives it
+//! (each pod's view as the cycle left its annotation, the revokes of the
+//! published document, and the endpoint's CA in a ConfigMap of the group's
+//! namespace). The views are published only after a cycle wrote everything:
+//! the endpoint never serves a view ahead of the document and annotations.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+use shardring_core::handoff::Evidence;
+use shardring_core::observation::{Observation, ReleaseAcks};
+use shardring_core::plan::Decision;
+use shardring_crds::AssignmentDocument;
+use shardring_crds::endpoint::{CA_CONFIGMAP_KEY, CA_CONFIGMAP_NAME};
+
+use super::metrics::ControllerMetrics;
+use crate::crds::ShardGroup;
+use crate::endpoint::{EndpointState, GroupKey, PodSync};
+
+/// One pod as the observe step saw it, kept for the endpoint.
+#[derive(Debug, Clone)]
+pub(crate) struct SeenPod {
+    name: String,
+    uid: String,
+    ip: Option<IpAddr>,
+    annotation: Option<String>,
+}
+
+/// What the observe step saw that the endpoint needs after the cycle.
+#[derive(Debug, Clone)]
+pub(crate) struct EndpointSeen {
+    key: GroupKey,
+    pods: Vec<SeenPod>,
+    published: Option<Arc<AssignmentDocument>>,
+    acks: ReleaseAcks,
+}
+
+/// The group's key in the endpoint's maps.
+pub(crate) fn group_key(group: &ShardGroup) -> GroupKey {
+    GroupKey::new(group.namespace().unwrap_or_default(), group.name_any())
+}
+
+/// Adds the acknowledged releases to `observation` and keeps what the
+/// endpoint needs after the cycle.
+pub(crate) fn observe(
+    endpoint: &EndpointState,
+    group: &ShardGroup,
+    observation: &mut Observation,
+) -> EndpointSeen {
+    let key = group_key(group);
+    observation.releases = endpoint.releases.observe(&key);
+    EndpointSeen {
+        pods: observation
+            .pods
+            .iter()
+            .map(|p| SeenPod {
+                name: p.name.clone(),
+                uid: p.uid.clone(),
+                ip: p.ip,
+                annotation: p.annotation.clone(),
+            })
+            .collect(),
+        published: match &observation.published {
+            shardring_core::observation::Published::Document(doc) => Some(Arc::clone(doc)),
+            _ => None,
+        },
+        acks: observation.releases.clone(),
+        key,
+    }
+}
+
+/// After a cycle that wrote everything it decided: each pod's view as its
+/// annotation now reads, the revokes of the document now published, and the
+/// time from each acknowledged release to this activation.
+pub(crate) fn publish(
+    endpoint: &EndpointState,
+    metrics: &ControllerMetrics,
+    seen: &EndpointSeen,
+    decision: &Decision,
+    document_written: bool,
+) {
+    let written: HashMap<&str, Option<String>> = decision
+        .annotation_writes
+        .iter()
+        .map(|w| (w.pod.as_str(), w.view.as_ref().map(|v| v.to_annotation())))
+        .collect();
+    let document = match (&decision.document_write, document_written) {
+        (Some(doc), true) => Some(doc),
+        _ => seen.published.as_deref(),
+    };
+    endpoint.directory.sync_group(
+        &seen.key,
+        document,
+        seen.pods.iter().map(|p| PodSync {
+            name: &p.name,
+            uid: &p.uid,
+            ip: p.ip,
+            annotation: match written.get(p.name.as_str()) {
+                Some(annotation) => annotation.as_deref(),
+                None => p.annotation.as_deref(),
+            },
+        }),
+    );
+    endpoint.releases.sync_group(&seen.key, document);
+    let now = Timestamp::now();
+    for handoff in &decision.handoffs {
+        if handoff.evidence != Evidence::ReleaseAcked {
+            continue;
+        }
+        if let Some(ack) = seen.acks.acks.get(&handoff.shard) {
+            let latency = now.duration_since(ack.at).as_secs_f64().max(0.0);
+            metrics.release_ack_activation.observe(latency);
+        }
+    }
+}
+
+/// The namespaces whose CA ConfigMap holds the current CA, so a reconcile
+/// writes it only when it is missing or the CA changed.
+#[derive(Debug, Default)]
+pub(crate) struct CaPublisher {
+    published: Mutex<HashMap<String, Arc<str>>>,
+}
+
+impl CaPublisher {
+    /// Writes the endpoint's CA into `namespace`'s CA ConfigMap unless this
+    /// replica already did so for this CA. Best effort: a failure is
+    /// logged and retried at the next reconcile of a group there.
+    pub(crate) async fn ensure(&self, client: &Client, endpoint: &EndpointState, namespace: &str) {
+        let Some(ca) = endpoint.ca.borrow().clone() else {
+            return;
+        };
+        let done = self
+            .published
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(namespace)
+            .is_some_and(|p| Arc::ptr_eq(p, &ca) || **p == *ca);
+        if done {
+            return;
+        }
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+        let body = json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": CA_CONFIGMAP_NAME,
+                "labels": {"app.kubernetes.io/managed-by": "shardring"},
+            },
+            "data": {CA_CONFIGMAP_KEY: &*ca},
+        });
+        let params = PatchParams::apply("shardring").force();
+        match api
+            .patch(CA_CONFIGMAP_NAME, &params, &Patch::Apply(&body))
+            .await
+        {
+            Ok(_) => {
+                self.published
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(namespace.to_owned(), ca);
+            }
+            Err(error) => {
+                tracing::warn!(%namespace, %error, "cannot publish the consumer endpoint's CA");
+            }
+        }
+    }
+
+    /// Forgets what was written: after a leadership change the next leader
+    /// checks every namespace again.
+    pub(crate) fn forget(&self) {
+        self.published
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+}
