@@ -64,7 +64,7 @@ impl Ctx<'_> {
             return Some(Evidence::PodStopped);
         }
         if let Some(ack) = self.obs.releases.acks.get(shard)
-            && release_acked(ack, pod.copied(), &self.obs.departed, from, revoke, now)
+            && release_acked(ack, pod.copied(), &self.obs.departed, from, revoke)
         {
             return Some(Evidence::ReleaseAcked);
         }
@@ -206,37 +206,36 @@ fn pod_stopped(
 /// 2. It speaks for one pod object (its uid, from the bound token): that
 ///    must be the pod of that name now, when there is one (a pod recreated
 ///    under the name is another process).
-/// 3. As for `pod_stopped`: every remembered other pod of that name let go,
-///    and none can have left unseen (a force-deleted StatefulSet pod may
-///    still run beside its replacement, and the document names pods, not
-///    uids).
+/// 3. Every remembered other pod of that name let go (a force-deleted
+///    StatefulSet pod may still run beside its replacement, and the
+///    document names pods, not uids).
+///
+/// Unlike `pod_stopped`, it does not also need a memory that saw every
+/// departure: an earlier pod of the name that left unseen and still runs is
+/// a hazard the drain timeout it replaces does not cover either (without a
+/// lease table), and one the lease fences (with one). The kubelet's word is
+/// about the name, so it must rule out every pod of it; the acknowledgement
+/// is about one process, which said it let go.
 fn release_acked(
     ack: &ReleaseAck,
     pod: Option<&PodInfo>,
     departed: &Departures,
     from: &str,
     revoke: Revoke,
-    now: Timestamp,
 ) -> bool {
     if ack.pod != from || ack.epoch < revoke.epoch {
         return false;
     }
-    let earlier = departed.pods.get(from).map_or(&[][..], Vec::as_slice);
-    let (created, generated_name) = match pod {
-        Some(pod) if pod.uid != ack.uid => return false,
-        Some(pod) => (pod.created, pod.generated_name),
-        None => match earlier.iter().find(|d| d.uid == ack.uid) {
-            Some(d) => (d.created, d.generated_name),
-            // Gone, and its departure not seen: nothing shows that no
-            // other pod of the name ran since.
-            None => return false,
-        },
-    };
-    earlier
+    if pod.is_some_and(|pod| pod.uid != ack.uid) {
+        return false;
+    }
+    departed
+        .pods
+        .get(from)
+        .map_or(&[][..], Vec::as_slice)
         .iter()
         .filter(|d| d.uid != ack.uid)
         .all(|d| Incarnation::of_departure(d).let_go(revoke.since))
-        && (generated_name || departed.covers(created, now))
 }
 
 fn note_due(result: &mut HandoffResult, now: Timestamp, due: Timestamp) {

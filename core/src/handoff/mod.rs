@@ -22,9 +22,9 @@
 //! 2. A's own word (`release_acked`): the consumer endpoint recorded A's
 //!    acknowledgement that it stopped reading the shard, at the revoke's
 //!    epoch or later (`handoff.epoch`, so an acknowledgement of an earlier
-//!    revoke never counts), from the pod object named A now (its uid), and,
-//!    as for rule 1, no earlier pod of the name can still run. Its
-//!    checkpoint, if any, goes to the next owner's record;
+//!    revoke never counts), from the pod object named A now (its uid), and
+//!    every remembered earlier pod of the name let go. Its checkpoint, if
+//!    any, goes to the next owner's record;
 //! 3. the lease table (scanned after the revoke) shows A no longer holds the
 //!    lease: owner changed or cleared and `checkpointOwner` is not A;
 //! 4. with a lease table: A's pod is gone from the API after a graceful

@@ -144,10 +144,7 @@ fn an_ack_is_not_evidence_while_an_earlier_pod_of_the_name_may_still_run() {
         generated_name: false,
         ..departure(Containers::Running)
     }]);
-    let stuck = with_acks(
-        obs.clone(),
-        [(shard, ack("a", "uid-a", epoch, None))],
-    );
+    let stuck = with_acks(obs.clone(), [(shard, ack("a", "uid-a", epoch, None))]);
     assert!(plan(&stuck).handoffs.is_empty());
     // Once that earlier pod is known to have stopped, the ack counts.
     let mut fine = stuck;
@@ -160,22 +157,17 @@ fn an_ack_is_not_evidence_while_an_earlier_pod_of_the_name_may_still_run() {
 }
 
 #[test]
-fn an_ack_of_a_pod_gone_since_counts_only_when_its_departure_was_seen() {
+fn an_ack_of_a_pod_gone_since_counts_even_after_a_force_deletion() {
     let mut obs = a_revoked(false);
     let (shard, epoch) = revoked_from_a(&obs)[0].clone();
     obs.pods.remove(0);
-    let unseen = with_acks(
-        obs.clone(),
-        [(shard, ack("a", "uid-a", epoch, None))],
-    );
-    assert!(
-        plan(&unseen).handoffs.is_empty(),
-        "a departure not seen is no evidence"
-    );
-    // Force-deleted (status still running), but it said it let go first.
-    let mut seen = unseen;
-    seen.departed = remembered(vec![departure(Containers::Running)]);
-    assert_eq!(evidence(&plan(&seen)), [Evidence::ReleaseAcked]);
+    let acked = with_acks(obs, [(shard, ack("a", "uid-a", epoch, None))]);
+    // Gone, its departure not seen (a restart since): its word stands.
+    assert_eq!(evidence(&plan(&acked)), [Evidence::ReleaseAcked]);
+    // Force-deleted, its last status still running: its word stands too.
+    let mut forced = acked;
+    forced.departed = remembered(vec![departure(Containers::Running)]);
+    assert_eq!(evidence(&plan(&forced)), [Evidence::ReleaseAcked]);
 }
 
 #[test]

@@ -1,0 +1,195 @@
+//! The controller's side of the consumer endpoint, through `run_controller`
+//! against the TLS mock API server: after each reconcile every pod's view is
+//! in the endpoint's directory (as its annotation reads), the endpoint's CA
+//! is published in the group's namespace, and a release acknowledged at the
+//! revoke's epoch activates the shard on its next owner at once (the drain
+//! timeout is a minute), with the checkpoint handed over; a shard whose
+//! owner did not acknowledge stays revoking.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use shardring::controller::{ControllerConfig, ControllerMetrics, Sources, run_controller};
+use shardring::endpoint::{Caller, EndpointState, GroupKey, Lookup};
+use shardring_crds::endpoint::{ReleaseOutcome, ReleaseRequest, ViewResponse};
+use shardring_devkit::apiserver::{MockApiServer, MockOptions};
+use shardring_devkit::fixtures;
+use tokio_util::sync::CancellationToken;
+
+const NS: &str = "shop";
+const CA: &str = "-----BEGIN CERTIFICATE-----\ntest-ca\n-----END CERTIFICATE-----\n";
+
+fn ip() -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(10, 1, 0, 7))
+}
+
+/// The pod's served view, read as a consumer would get it.
+fn view(endpoint: &EndpointState, pod: &str, uid: &str) -> Result<ViewResponse, String> {
+    let caller = Caller {
+        pod,
+        uid,
+        peer: Some(ip()),
+    };
+    match endpoint.directory.lookup(&GroupKey::new(NS, "g"), caller) {
+        Lookup::Found(view) => Ok(serde_json::from_slice(&view.borrow().body).unwrap()),
+        other => Err(format!("{other:?}")),
+    }
+}
+
+async fn wait_until<T>(what: &str, mut done: impl FnMut() -> Result<T, String>) -> T {
+    let started = Instant::now();
+    loop {
+        match done() {
+            Ok(value) => return value,
+            Err(last) if started.elapsed() > Duration::from_secs(20) => {
+                panic!("timed out waiting for {what}; last seen: {last}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+}
+
+fn uid_of(mock: &MockApiServer, pod: &str) -> String {
+    let pod = mock.get("v1", "Pod", Some(NS), pod).expect("pod");
+    pod["metadata"]["uid"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acknowledged_release_activates_the_next_owner_at_once() {
+    let mock = MockApiServer::start(MockOptions::default()).await;
+    mock.create_many(fixtures::crds());
+    let mut group = fixtures::static_group(NS, "g", "p", 4);
+    group["spec"]["handoff"]["drainTimeout"] = json!("60s");
+    let since = "2026-01-01T00:00:00Z";
+    let mut objects = vec![
+        fixtures::namespace(NS),
+        fixtures::pool(NS, "p", "consumer"),
+        group,
+    ];
+    for name in ["a", "b"] {
+        let mut pod = fixtures::ready_pod(NS, name, "consumer", since);
+        pod["status"]["podIP"] = json!(ip().to_string());
+        objects.push(pod);
+    }
+    mock.create_many(objects);
+    let (ua, ub) = (uid_of(&mock, "a"), uid_of(&mock, "b"));
+
+    let endpoint = EndpointState::default();
+    endpoint.ca.send_replace(Some(Arc::from(CA)));
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn(run_controller(
+        mock.client().await,
+        ControllerConfig {
+            namespace: Some(NS.into()),
+            watch_nodes: false,
+            endpoint: Some(endpoint.clone()),
+            ..ControllerConfig::default()
+        },
+        ControllerMetrics::default(),
+        Sources::default(),
+        None,
+        shutdown.clone(),
+        None,
+    ));
+
+    // Published: both pods' views are served, two shards each.
+    let first = wait_until("both views served", || {
+        let (a, b) = (view(&endpoint, "a", &ua)?, view(&endpoint, "b", &ub)?);
+        if a.view.active.len() == 2 && b.view.active.len() == 2 {
+            Ok(a)
+        } else {
+            Err(format!("a {:?}, b {:?}", a.view, b.view))
+        }
+    })
+    .await;
+    assert!(first.view.epoch > 0);
+    assert_eq!(first.shard_group, format!("{NS}/g"));
+    wait_until("the CA published in the namespace", || {
+        let cm = mock
+            .get("v1", "ConfigMap", Some(NS), "shardring-endpoint-ca")
+            .ok_or("no ConfigMap yet")?;
+        (cm["data"]["ca.crt"] == CA)
+            .then_some(())
+            .ok_or_else(|| cm.to_string())
+    })
+    .await;
+
+    // `a` turns NotReady: its two shards are revoked, and stay so for the
+    // drain timeout unless `a` acknowledges.
+    let mut status = mock.get("v1", "Pod", Some(NS), "a").unwrap()["status"].clone();
+    status["conditions"][0]["status"] = json!("False");
+    mock.update_status(("v1", "Pod"), Some(NS), "a", status);
+    let revoked = wait_until("a's view revokes its shards", || {
+        let a = view(&endpoint, "a", &ua)?;
+        if a.view.revoking.len() == 2 && a.view.active.is_empty() {
+            Ok(a)
+        } else {
+            Err(format!("{:?}", a.view))
+        }
+    })
+    .await;
+    let key = GroupKey::new(NS, "g");
+    let (acked, other) = (&revoked.view.revoking[0], &revoked.view.revoking[1]);
+
+    let stale = ReleaseRequest {
+        shard: acked.clone(),
+        epoch: first.view.epoch,
+        checkpoint: None,
+    };
+    let refused = endpoint
+        .releases
+        .submit(&key, "a", &ua, &stale, jiff::Timestamp::now())
+        .unwrap_err();
+    assert_eq!(refused.reason(), "StaleEpoch", "{refused}");
+
+    let release = ReleaseRequest {
+        shard: acked.clone(),
+        epoch: revoked.view.epoch,
+        checkpoint: Some("offset-1234".into()),
+    };
+    let acked_at = Instant::now();
+    let outcome = endpoint
+        .releases
+        .submit(&key, "a", &ua, &release, jiff::Timestamp::now())
+        .unwrap();
+    assert_eq!(outcome, ReleaseOutcome::Accepted);
+    let b = wait_until("the acknowledged shard active on b", || {
+        let b = view(&endpoint, "b", &ub)?;
+        if b.view.active.contains(acked) {
+            Ok(b)
+        } else {
+            Err(format!("{:?}", b.view))
+        }
+    })
+    .await;
+    let activation = acked_at.elapsed();
+    assert!(
+        activation < Duration::from_secs(10),
+        "activated {activation:?} after the ack, against a 60 s drain timeout"
+    );
+    assert_eq!(
+        b.checkpoints.get(acked).map(String::as_str),
+        Some("offset-1234")
+    );
+    assert!(
+        !b.view.active.contains(other),
+        "the unacknowledged shard waits"
+    );
+    let a = view(&endpoint, "a", &ua).unwrap();
+    assert_eq!(a.view.revoking, [other.clone()]);
+    // The same release again is a duplicate, also now that it completed.
+    let again = endpoint
+        .releases
+        .submit(&key, "a", &ua, &release, jiff::Timestamp::now())
+        .unwrap();
+    assert_eq!(again, ReleaseOutcome::Duplicate);
+    eprintln!(
+        "ack → activation on b: {:.0} ms",
+        activation.as_secs_f64() * 1e3
+    );
+
+    shutdown.cancel();
+    run.await.unwrap();
+}
