@@ -13,8 +13,11 @@ use super::helm_render::run_helm;
 use super::install::{first_difference, round_trip};
 use super::{read, root};
 
-/// The label the leader puts on its own pod, selected by the Service.
-const LEADER_LABEL: &str = "shardring.io/endpoint-leader";
+// The label the leader puts on its own pod (selected by the Service), and the
+// token audience the endpoint expects unless told otherwise: the wire
+// contract's constants, so the manifests follow them.
+use shardring::crds::endpoint::{DEFAULT_AUDIENCE, LEADER_LABEL};
+
 /// Where the operator reads the endpoint's certificate (`--endpoint-tls-dir`).
 const TLS_DIR: &str = "/etc/shardring/endpoint-tls";
 /// The ConfigMap of the endpoint's CA in every namespace with a ShardGroup.
@@ -207,8 +210,15 @@ fn install_routes_the_endpoint_to_the_leader_and_mounts_its_certificate() {
         "the install serves the endpoint"
     );
     let audience = flag_value(&args, "--endpoint-audience").expect("--endpoint-audience");
+    assert_eq!(
+        audience, DEFAULT_AUDIENCE,
+        "the install's audience is the wire contract's default"
+    );
     if let Some(default) = run_flag_default("endpoint-audience") {
-        assert_eq!(audience, default, "the install's audience is the default");
+        assert_eq!(
+            default, DEFAULT_AUDIENCE,
+            "`shardring run`'s default audience"
+        );
     }
 }
 
@@ -381,7 +391,7 @@ fn chart_default_release_renders_no_certificate_or_dns_name() {
     let (_, args) = manager(find(&rendered, "Deployment", "shardring"));
     assert_eq!(
         endpoint_flags(&args),
-        ["--endpoint-audience=shardring.io"],
+        [format!("--endpoint-audience={DEFAULT_AUDIENCE}")],
         "the default release's Service is shardring-endpoint, the operator's default name"
     );
 }
