@@ -37,3 +37,13 @@ app.kubernetes.io/component: operator
 {{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The consumer endpoint's Service (routed to the leader only). */}}
+{{- define "shardring.endpointServiceName" -}}
+{{- printf "%s-endpoint" (include "shardring.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The kubernetes.io/tls Secret mounted as the endpoint's certificate. */}}
+{{- define "shardring.endpointTlsSecretName" -}}
+{{- default (printf "%s-endpoint-tls" (include "shardring.fullname" .)) .Values.endpoint.tlsSecretName -}}
+{{- end -}}

@@ -15,7 +15,7 @@ fn helm() -> String {
     std::env::var("HELM").unwrap_or_else(|_| "helm".into())
 }
 
-fn run_helm(args: &[&str]) -> String {
+pub(super) fn run_helm(args: &[&str]) -> String {
     let output = Command::new(helm())
         .args(args)
         .current_dir(root())

@@ -54,7 +54,7 @@ fn install_manifest_matches_kustomize_render() {
 /// Deserializes `object` as `K` and serializes it back: a field that `K` does
 /// not know (a typo such as `readOnlyRootFileSystem`) is dropped on the way
 /// and shows up as a difference.
-fn round_trip<K: serde::de::DeserializeOwned + serde::Serialize>(
+pub(super) fn round_trip<K: serde::de::DeserializeOwned + serde::Serialize>(
     object: &serde_json::Value,
 ) -> serde_json::Value {
     let typed: K =
@@ -64,7 +64,11 @@ fn round_trip<K: serde::de::DeserializeOwned + serde::Serialize>(
 
 /// Where two JSON values first differ (numbers compare by value, so `1` and
 /// `1.0` are equal), or `None`.
-fn first_difference(a: &serde_json::Value, b: &serde_json::Value, path: &str) -> Option<String> {
+pub(super) fn first_difference(
+    a: &serde_json::Value,
+    b: &serde_json::Value,
+    path: &str,
+) -> Option<String> {
     use serde_json::Value as J;
     match (a, b) {
         (J::Number(x), J::Number(y)) => {

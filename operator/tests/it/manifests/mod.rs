@@ -9,10 +9,13 @@
 //! By artefact: `install` (the rendered manifest), `chart` (the chart's
 //! files against the kustomize bases), `command_line` (both manifests'
 //! command lines against `shardring run`'s parser), `helm_render` (the
-//! chart rendered by helm). The files they all read are found here.
+//! chart rendered by helm), `endpoint` (the consumer endpoint's Service,
+//! volume, RBAC, chart values and sample consumer against each other). The
+//! files they all read are found here.
 
 mod chart;
 mod command_line;
+mod endpoint;
 mod helm_render;
 mod install;
 
