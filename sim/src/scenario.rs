@@ -43,6 +43,7 @@ pub fn rolling_deploy(seed: u64, pods: usize, shards: usize) -> RollingDeploy {
         failover: 10_000,
         max_refresh: 2_000,
         max_lease_lag: 500,
+        acks: false,
     };
     let op = Operator::new(true, "60s", "10s", "30s", 5);
     let mut sim = Sim::new(seed, rules, op);

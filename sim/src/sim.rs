@@ -189,6 +189,7 @@ impl Sim {
         self.world.now += dt;
         self.op.tick(self.world.now);
         self.op.land(&mut self.world);
+        self.op.receive_acks(&mut self.world);
         self.world.land_lease_writes();
         self.lifecycle();
         for s in self.world.stream.iter_mut().filter(|s| s.open) {

@@ -21,7 +21,7 @@ mod consumers;
 
 use super::rng::Rng;
 use crate::crds::PodView;
-use shardring_core::observation::Containers;
+use shardring_core::observation::{Containers, ReleaseAck};
 
 /// Milliseconds of simulated time.
 pub type Ms = i64;
@@ -170,6 +170,19 @@ pub struct Rules {
     pub max_refresh: Ms,
     /// Longest lag of a lease write, ms.
     pub max_lease_lag: Ms,
+    /// Consumers acknowledge releases at the operator's endpoint.
+    pub acks: bool,
+}
+
+/// A release acknowledgement on its way to the endpoint.
+#[derive(Debug, Clone)]
+pub struct AckInFlight {
+    /// When it arrives.
+    pub at: Ms,
+    /// The shard released.
+    pub shard: String,
+    /// What the endpoint records.
+    pub ack: ReleaseAck,
 }
 
 /// Counters of what happened.
@@ -198,6 +211,8 @@ pub struct World {
     pub leases: BTreeMap<String, LeaseRow>,
     /// Lagging lease writes.
     pub lease_queue: Vec<LeaseWrite>,
+    /// Release acknowledgements on their way to the operator's endpoint.
+    pub ack_queue: Vec<AckInFlight>,
     /// Highest record read per shard (exclusive).
     pub high_water: BTreeMap<String, u64>,
     /// First invariant violation.
@@ -218,6 +233,7 @@ impl World {
             stream: Vec::new(),
             leases: BTreeMap::new(),
             lease_queue: Vec::new(),
+            ack_queue: Vec::new(),
             high_water: BTreeMap::new(),
             violation: None,
             counts: Counts::default(),

@@ -42,6 +42,7 @@ use crate::world::{Ms, SimPod, World};
 use shardring_core::cycle::{self, cycle};
 use shardring_core::departed::{CAPACITY, Departed};
 use shardring_core::leases::LeaseTable;
+use shardring_core::observation::ReleaseAck;
 use shardring_core::plan::Decision;
 use shardring_core::topology::Topology;
 
@@ -85,6 +86,9 @@ pub struct Operator {
     last_owner: BTreeMap<String, String>,
     /// The memory of departed pods (lost in a crash).
     pub departed: Departed,
+    /// The release acknowledgements the endpoint holds, unvalidated: the
+    /// core's rule alone must keep them safe (lost in a crash).
+    pub releases: BTreeMap<String, ReleaseAck>,
     /// The pod watch is relisting until then: departures are not seen.
     watch_gap_until: Option<Ms>,
 }
@@ -126,7 +130,24 @@ impl Operator {
             last_owner: BTreeMap::new(),
             // The world starts empty: the first operator sees every pod leave.
             departed: Departed::watched_from(Timestamp::MIN, retention()),
+            releases: BTreeMap::new(),
             watch_gap_until: None,
+        }
+    }
+
+    /// Takes the release acknowledgements that arrived (lost while the
+    /// operator is down: the consumer sends them again).
+    pub fn receive_acks(&mut self, world: &mut World) {
+        let now = world.now;
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut world.ack_queue)
+            .into_iter()
+            .partition(|a| a.at <= now);
+        world.ack_queue = later;
+        if now < self.down_until {
+            return;
+        }
+        for arrived in due {
+            self.releases.insert(arrived.shard, arrived.ack);
         }
     }
 
@@ -141,6 +162,7 @@ impl Operator {
         // every departure from then on, none before.
         self.departed = Departed::with_limits(retention(), CAPACITY);
         self.departed.listed(ts(self.down_until));
+        self.releases.clear();
         self.watch_gap_until = None;
     }
 

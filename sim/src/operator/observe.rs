@@ -16,7 +16,7 @@ use shardring_core::cycle::{Observe, Observed};
 use shardring_core::departures::Departure;
 use shardring_core::leases::{LeaseSnapshot, LeaseTable};
 use shardring_core::observation::{
-    LeaseObservation, Observation, PodInfo, Published, TopologyObservation,
+    LeaseObservation, Observation, PodInfo, Published, ReleaseAcks, TopologyObservation,
 };
 use shardring_core::topology::{SourceError, Topology};
 
@@ -111,7 +111,9 @@ impl Operator {
             published: self.doc.clone().map_or(Published::Missing, Published::from),
             leases,
             departed: self.departed.departures("sim", |_| true, ts(now)),
-            releases: Default::default(),
+            releases: ReleaseAcks {
+                acks: self.releases.clone(),
+            },
             now: ts(now),
         }
     }

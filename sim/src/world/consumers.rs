@@ -2,7 +2,10 @@
 //! only on the newest view it has seen, reads only `active` shards, takes a
 //! lease before reading (with a lease table), stops, checkpoints and
 //! releases as soon as a shard is no longer active, fences itself when it
-//! cannot renew, and reads records in order from the last checkpoint. The
+//! cannot renew, and reads records in order from the last checkpoint. With
+//! acknowledgements on, it tells the operator's endpoint each time it looks
+//! at its view which revoked shards it does not read (some are lost on the
+//! way, each is late by its own delay, at the epoch of the view it saw). The
 //! invariants on readers are checked here, as records are read.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -28,8 +31,10 @@ impl World {
         let cut = self.partitioned(self.pods[i].node);
         let name = self.pods[i].name.clone();
         let mut c = self.pods[i].process.take().expect("a process");
+        let mut refreshed = false;
         // 1. Look at the annotation (not when cut off from the API).
         if now >= c.next_refresh && !cut {
+            refreshed = true;
             c.next_refresh = now + rng.range(100, rules.max_refresh);
             match self.pods[i].annotation.as_deref() {
                 Some(a) => {
@@ -60,6 +65,13 @@ impl World {
         for shard in stale {
             let r = c.reading.remove(&shard).expect("reading");
             self.stop(&name, &shard, Checkpoint::At(r.pos), rng, cut);
+        }
+        // 2b. Acknowledge the release of every revoked shard it does not
+        // read (it just stopped them, or never started them), each time it
+        // looks at its view: an ack lost on the way, or forgotten by an
+        // operator that crashed, goes again while the view still revokes.
+        if rules.acks && refreshed {
+            self.send_acks(i, &c, rng);
         }
         // 3. Renew leases.
         if rules.lease_table && now >= c.next_renew && !cut {
@@ -118,6 +130,28 @@ impl World {
             self.pods[i].kill_at = Some(now);
         }
         self.pods[i].process = Some(c);
+    }
+
+    /// Sends a release acknowledgement for each shard `c`'s view revokes and
+    /// it does not read; some are lost, each arrives after its own delay.
+    fn send_acks(&mut self, i: usize, c: &super::Consumer, rng: &mut Rng) {
+        for shard in &c.view.revoking {
+            if c.reading.contains_key(shard) || rng.chance(0.1) {
+                continue;
+            }
+            let ack = shardring_core::observation::ReleaseAck {
+                pod: self.pods[i].name.clone(),
+                uid: self.pods[i].uid.clone(),
+                epoch: c.view.epoch,
+                checkpoint: None,
+                at: crate::operator::ts(self.now),
+            };
+            self.ack_queue.push(super::AckInFlight {
+                at: self.now + rng.range(5, 400),
+                shard: shard.clone(),
+                ack,
+            });
+        }
     }
 
     /// Takes the lease (or, without a lease table, just reads the
