@@ -21,6 +21,7 @@ fn settled(seed: u64, statefulset: bool) -> Sim {
         failover: 6_000,
         max_refresh: 2_000,
         max_lease_lag: 500,
+        acks: false,
     };
     let op = Operator::new(false, "20s", "6s", "5s", 0);
     let mut sim = Sim::new(seed, rules, op);

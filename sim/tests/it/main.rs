@@ -4,6 +4,7 @@
 //! (seeds that once found a bug), `kubelet` (the kubelet's word as handoff
 //! evidence) and `explore` (the exhaustive search of a small configuration).
 
+mod acks;
 mod explore;
 mod kubelet;
 mod regressions;
