@@ -37,7 +37,8 @@ pub(crate) struct SeenPod {
 #[derive(Debug, Clone)]
 pub(crate) struct EndpointSeen {
     key: GroupKey,
-    pods: Vec<SeenPod>,
+    /// The pods, when the group's views are served (`None`: no pod asked).
+    pods: Option<Vec<SeenPod>>,
     published: Option<Arc<AssignmentDocument>>,
     acks: ReleaseAcks,
 }
@@ -56,17 +57,20 @@ pub(crate) fn observe(
 ) -> EndpointSeen {
     let key = group_key(group);
     observation.releases = endpoint.releases.observe(&key);
+    let served = endpoint.directory.is_wanted(&key);
     EndpointSeen {
-        pods: observation
-            .pods
-            .iter()
-            .map(|p| SeenPod {
-                name: p.name.clone(),
-                uid: p.uid.clone(),
-                ip: p.ip,
-                annotation: p.annotation.clone(),
-            })
-            .collect(),
+        pods: served.then(|| {
+            observation
+                .pods
+                .iter()
+                .map(|p| SeenPod {
+                    name: p.name.clone(),
+                    uid: p.uid.clone(),
+                    ip: p.ip,
+                    annotation: p.annotation.clone(),
+                })
+                .collect()
+        }),
         published: match &observation.published {
             shardring_core::observation::Published::Document(doc) => Some(Arc::clone(doc)),
             _ => None,
@@ -86,28 +90,36 @@ pub(crate) fn publish(
     decision: &Decision,
     document_written: bool,
 ) {
-    let written: HashMap<&str, Option<String>> = decision
-        .annotation_writes
-        .iter()
-        .map(|w| (w.pod.as_str(), w.view.as_ref().map(|v| v.to_annotation())))
-        .collect();
+    let written: HashMap<&str, Option<String>> = match &seen.pods {
+        Some(_) => decision
+            .annotation_writes
+            .iter()
+            .map(|w| (w.pod.as_str(), w.view.as_ref().map(|v| v.to_annotation())))
+            .collect(),
+        None => HashMap::new(),
+    };
     let document = match (&decision.document_write, document_written) {
         (Some(doc), true) => Some(doc),
         _ => seen.published.as_deref(),
     };
-    endpoint.directory.sync_group(
-        &seen.key,
-        document,
-        seen.pods.iter().map(|p| PodSync {
-            name: &p.name,
-            uid: &p.uid,
-            ip: p.ip,
-            annotation: match written.get(p.name.as_str()) {
-                Some(annotation) => annotation.as_deref(),
-                None => p.annotation.as_deref(),
-            },
-        }),
-    );
+    match &seen.pods {
+        Some(pods) => {
+            endpoint.directory.sync_group(
+                &seen.key,
+                document,
+                pods.iter().map(|p| PodSync {
+                    name: &p.name,
+                    uid: &p.uid,
+                    ip: p.ip,
+                    annotation: match written.get(p.name.as_str()) {
+                        Some(annotation) => annotation.as_deref(),
+                        None => p.annotation.as_deref(),
+                    },
+                }),
+            );
+        }
+        None => endpoint.directory.note_known(&seen.key),
+    }
     endpoint.releases.sync_group(&seen.key, document);
     let now = Timestamp::now();
     for handoff in &decision.handoffs {

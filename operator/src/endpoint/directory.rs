@@ -7,15 +7,21 @@
 //!
 //! The served body is built once per change (the annotation's view plus the
 //! checkpoints handed over with its active shards), not once per request.
+//!
+//! A group's views are kept only once one of its pods asked for one: the
+//! first request finds the group known but not yet served ([`Lookup::Warming`],
+//! which the server answers with a short retry), marks it wanted and asks for
+//! a reconcile, whose sync fills it. Groups whose consumers do not use the
+//! endpoint cost nothing but their key.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
 use shardring_crds::assignment::{AssignmentDocument, PodView};
 use shardring_crds::endpoint::ViewResponse;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 /// A ShardGroup, by namespace and name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -84,6 +90,9 @@ pub enum Lookup {
     Found(watch::Receiver<Arc<ServedView>>),
     /// No such ShardGroup (or the leader has not reconciled it yet).
     UnknownGroup,
+    /// The group exists but its views are not served yet: the first request
+    /// for it asked for them; retry in a moment.
+    Warming,
     /// The pod is not a member of the group's ConsumerPool (and holds none
     /// of its shards).
     NotMember,
@@ -105,19 +114,45 @@ struct PodSlot {
     view: watch::Sender<Arc<ServedView>>,
 }
 
+#[derive(Debug, Default)]
+struct Groups {
+    /// Served groups: their pods' views.
+    served: HashMap<GroupKey, HashMap<String, PodSlot>>,
+    /// Groups the leader reconciled.
+    known: HashSet<GroupKey>,
+    /// Groups a pod asked for: served from their next sync on.
+    wanted: HashSet<GroupKey>,
+}
+
 /// The served views of every group the leader reconciled.
 #[derive(Debug, Default)]
 pub struct Directory {
-    groups: RwLock<HashMap<GroupKey, HashMap<String, PodSlot>>>,
+    groups: RwLock<Groups>,
+    /// Asks the controller to reconcile a group (to serve it).
+    requests: Option<mpsc::UnboundedSender<GroupKey>>,
 }
 
 impl Directory {
+    /// A directory that asks for reconciles on `requests`.
+    pub fn new(requests: mpsc::UnboundedSender<GroupKey>) -> Self {
+        Self {
+            groups: RwLock::default(),
+            requests: Some(requests),
+        }
+    }
+
     /// Checks `caller` against `group`'s pods and, when allowed, returns its
-    /// view.
+    /// view. The first request for a known group that is not served yet
+    /// marks it wanted and asks for a reconcile ([`Lookup::Warming`]).
     pub fn lookup(&self, group: &GroupKey, caller: Caller<'_>) -> Lookup {
         let groups = self.groups.read().unwrap_or_else(|e| e.into_inner());
-        let Some(pods) = groups.get(group) else {
-            return Lookup::UnknownGroup;
+        let Some(pods) = groups.served.get(group) else {
+            if !groups.known.contains(group) {
+                return Lookup::UnknownGroup;
+            }
+            drop(groups);
+            self.want(group);
+            return Lookup::Warming;
         };
         let Some(slot) = pods.get(caller.pod) else {
             return Lookup::NotMember;
@@ -133,11 +168,37 @@ impl Directory {
         Lookup::Found(slot.view.subscribe())
     }
 
+    fn want(&self, group: &GroupKey) {
+        let mut groups = self.groups.write().unwrap_or_else(|e| e.into_inner());
+        if groups.wanted.insert(group.clone())
+            && let Some(requests) = &self.requests
+        {
+            // The controller may be gone (shutting down): the caller retries.
+            let _ = requests.send(group.clone());
+        }
+    }
+
+    /// Whether `group`'s views are served (or asked for): only then does the
+    /// controller keep what [`Self::sync_group`] needs.
+    pub fn is_wanted(&self, group: &GroupKey) -> bool {
+        let groups = self.groups.read().unwrap_or_else(|e| e.into_inner());
+        groups.wanted.contains(group)
+    }
+
+    /// Notes that the leader reconciled `group`, without serving its views
+    /// (none of its pods asked for one).
+    pub fn note_known(&self, group: &GroupKey) {
+        let mut groups = self.groups.write().unwrap_or_else(|e| e.into_inner());
+        if !groups.known.contains(group) {
+            groups.known.insert(group.clone());
+        }
+    }
+
     /// Replaces `group`'s pods with `pods` (the pods the cycle observed: the
     /// pool's members and the pods still holding an annotation of the
-    /// group). A pod whose annotation changed gets a new view, which wakes
-    /// its long-polls; a pod that is gone is dropped, which ends them.
-    /// Returns how many views changed.
+    /// group), when the group is wanted. A pod whose annotation changed gets
+    /// a new view, which wakes its long-polls; a pod that is gone is dropped,
+    /// which ends them. Returns how many views changed.
     pub fn sync_group<'a>(
         &self,
         group: &GroupKey,
@@ -145,8 +206,13 @@ impl Directory {
         pods: impl IntoIterator<Item = PodSync<'a>>,
     ) -> usize {
         let mut groups = self.groups.write().unwrap_or_else(|e| e.into_inner());
-        let previous = groups.remove(group).unwrap_or_default();
-        let mut previous = previous;
+        if !groups.known.contains(group) {
+            groups.known.insert(group.clone());
+        }
+        if !groups.wanted.contains(group) {
+            return 0;
+        }
+        let mut previous = groups.served.remove(group).unwrap_or_default();
         let mut next = HashMap::with_capacity(previous.len());
         let mut changed = 0;
         for pod in pods {
@@ -179,27 +245,29 @@ impl Directory {
             };
             next.insert(pod.name.to_owned(), slot);
         }
-        groups.insert(group.clone(), next);
+        groups.served.insert(group.clone(), next);
         changed
     }
 
     /// Forgets a deleted group (its long-polls end).
     pub fn remove_group(&self, group: &GroupKey) {
         let mut groups = self.groups.write().unwrap_or_else(|e| e.into_inner());
-        groups.remove(group);
+        groups.served.remove(group);
+        groups.known.remove(group);
+        groups.wanted.remove(group);
     }
 
     /// Forgets every group: this replica lost the leadership, and a later
     /// leadership starts from what its first cycles publish.
     pub fn clear(&self) {
         let mut groups = self.groups.write().unwrap_or_else(|e| e.into_inner());
-        groups.clear();
+        *groups = Groups::default();
     }
 
     /// How many pods of `group` the directory holds.
     pub fn pods(&self, group: &GroupKey) -> usize {
         let groups = self.groups.read().unwrap_or_else(|e| e.into_inner());
-        groups.get(group).map_or(0, HashMap::len)
+        groups.served.get(group).map_or(0, HashMap::len)
     }
 }
 
@@ -284,6 +352,26 @@ mod tests {
         }
     }
 
+    /// A directory serving `key`: known from a first sync, wanted by a
+    /// first request (answered `Warming`, asking for a reconcile).
+    fn serving(key: &GroupKey) -> Directory {
+        let (requests, mut asked) = mpsc::unbounded_channel();
+        let directory = Directory::new(requests);
+        assert!(matches!(
+            directory.lookup(key, caller("a", "ua")),
+            Lookup::UnknownGroup
+        ));
+        directory.sync_group(key, None, []);
+        assert!(!directory.is_wanted(key));
+        assert!(matches!(
+            directory.lookup(key, caller("a", "ua")),
+            Lookup::Warming
+        ));
+        assert_eq!(asked.try_recv().unwrap(), *key);
+        assert!(directory.is_wanted(key));
+        directory
+    }
+
     fn found(lookup: Lookup) -> watch::Receiver<Arc<ServedView>> {
         match lookup {
             Lookup::Found(receiver) => receiver,
@@ -292,9 +380,21 @@ mod tests {
     }
 
     #[test]
-    fn a_sync_wakes_only_the_pods_whose_view_changed() {
+    fn a_group_nobody_asked_for_keeps_no_views() {
         let directory = Directory::default();
         let key = GroupKey::new("ns", "g");
+        let v = view(1, &["s-0"]);
+        assert_eq!(
+            directory.sync_group(&key, None, [pod("a", "ua", Some(&v))]),
+            0
+        );
+        assert_eq!(directory.pods(&key), 0);
+    }
+
+    #[test]
+    fn a_sync_wakes_only_the_pods_whose_view_changed() {
+        let key = GroupKey::new("ns", "g");
+        let directory = serving(&key);
         let (a1, b1) = (view(1, &["s-0"]), view(1, &["s-1"]));
         directory.sync_group(
             &key,
@@ -322,8 +422,8 @@ mod tests {
 
     #[test]
     fn identity_checks_refuse_strangers_other_incarnations_and_other_addresses() {
-        let directory = Directory::default();
         let key = GroupKey::new("ns", "g");
+        let directory = serving(&key);
         directory.sync_group(&key, None, [pod("a", "ua", None)]);
         assert!(matches!(
             directory.lookup(&GroupKey::new("ns", "other"), caller("a", "ua")),
@@ -359,8 +459,8 @@ mod tests {
 
     #[test]
     fn a_replaced_pod_gets_a_new_channel_and_a_gone_pod_ends_its_polls() {
-        let directory = Directory::default();
         let key = GroupKey::new("ns", "g");
+        let directory = serving(&key);
         let v = view(3, &["s-0"]);
         directory.sync_group(&key, None, [pod("a", "u1", Some(&v))]);
         let old = found(directory.lookup(&key, caller("a", "u1")));

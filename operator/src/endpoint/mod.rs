@@ -35,10 +35,14 @@ pub struct EndpointState {
 }
 
 impl Default for EndpointState {
+    /// A state whose directory and releases ask for reconciles on the one
+    /// channel the controller takes ([`Releases::take_requests`]).
     fn default() -> Self {
+        let releases = Releases::default();
+        let directory = Directory::new(releases.reconcile_sender());
         Self {
-            directory: Arc::default(),
-            releases: Arc::default(),
+            directory: Arc::new(directory),
+            releases: Arc::new(releases),
             ca: Arc::new(watch::channel(None).0),
         }
     }

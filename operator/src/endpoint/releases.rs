@@ -131,6 +131,11 @@ impl Default for Releases {
 }
 
 impl Releases {
+    /// A sender on the same reconcile requests (for the [`super::Directory`]).
+    pub fn reconcile_sender(&self) -> mpsc::UnboundedSender<GroupKey> {
+        self.reconcile.clone()
+    }
+
     /// The groups to reconcile because a release was accepted: taken once,
     /// by the controller (`None` after).
     pub fn take_requests(&self) -> Option<mpsc::UnboundedReceiver<GroupKey>> {
