@@ -178,7 +178,7 @@ async fn an_acknowledged_release_activates_the_next_owner_at_once() {
         "the unacknowledged shard waits"
     );
     let a = view(&endpoint, "a", &ua).unwrap();
-    assert_eq!(a.view.revoking, [other.clone()]);
+    assert_eq!(a.view.revoking, std::slice::from_ref(other));
     // The same release again is a duplicate, also now that it completed.
     let again = endpoint
         .releases
