@@ -360,16 +360,18 @@ async fn releases_are_acknowledged_with_the_epoch_and_checkpoint() {
     );
     sender.release("s9", 4, None);
     assert!(sender.flush(Duration::from_secs(20)).await, "{sender:?}");
-    let sent: Vec<ReleaseRequest> = fake
-        .release_requests()
-        .into_iter()
-        .filter_map(|r| r.release)
-        .collect();
-    assert!(sent.contains(&request(
+    let expected = request(
         "s1",
         4,
-        Some("49590338271490256608559692538361571095921575989136588898")
-    )));
+        Some("49590338271490256608559692538361571095921575989136588898"),
+    );
+    assert!(
+        fake.release_requests()
+            .iter()
+            .any(|r| r.release.as_ref() == Some(&expected)),
+        "{:?}",
+        fake.release_requests()
+    );
     assert!(matches!(
         state_of(&sender, "s1"),
         Some(AckState::Acked { .. })

@@ -276,7 +276,7 @@ impl EndpointClient {
             .map_err(|e| fail(&format!("host is not a DNS name or IP address: {e}")))?;
         let port = uri.port_u16().unwrap_or(443);
         let authority = if port == 443 {
-            host.clone()
+            host
         } else {
             format!("{host}:{port}")
         };

@@ -285,20 +285,21 @@ fn response(view: PodView, checkpoints: BTreeMap<String, String>) -> ViewRespons
 }
 
 type Answer = Result<Response<Full<Bytes>>, std::io::Error>;
+type Reply = Response<Full<Bytes>>;
 
-fn json(status: u16, body: &impl serde::Serialize, headers: &[(&str, String)]) -> Answer {
+fn json(status: u16, body: &impl serde::Serialize, headers: &[(&str, String)]) -> Reply {
     let mut response = Response::builder()
         .status(status)
         .header(header::CONTENT_TYPE, "application/json");
     for (name, value) in headers {
         response = response.header(*name, value);
     }
-    Ok(response
+    response
         .body(Full::new(Bytes::from(serde_json::to_vec(body).unwrap())))
-        .unwrap())
+        .unwrap()
 }
 
-fn error(status: u16, reason: &str, headers: &[(&str, String)]) -> Answer {
+fn error(status: u16, reason: &str, headers: &[(&str, String)]) -> Reply {
     let body = ErrorBody {
         code: status,
         reason: reason.to_owned(),
@@ -354,14 +355,14 @@ async fn answer(state: &State, seen: &mut Seen) -> Answer {
     let is_view = seen.method == "GET" && seen.path == view_path(NAMESPACE, GROUP);
     let is_release = seen.method == "POST" && seen.path == releases_path(NAMESPACE, GROUP);
     if !is_view && !is_release {
-        return error(404, "NotFound", &[]);
+        return Ok(error(404, "NotFound", &[]));
     }
     if seen.bearer.as_deref() != Some(state.inner().token.as_str()) {
-        return error(
+        return Ok(error(
             401,
             "Unauthorized",
             &[("www-authenticate", "Bearer realm=\"shardring\"".into())],
-        );
+        ));
     }
     let scripted = {
         let mut inner = state.inner();
@@ -383,7 +384,7 @@ async fn answer(state: &State, seen: &mut Seen) -> Answer {
             if close {
                 headers.push(("connection", "close".into()));
             }
-            return error(status, reason, &headers);
+            return Ok(error(status, reason, &headers));
         }
         Some(Scripted::WithHeaders(headers)) => extra = headers,
         Some(Scripted::Drop) => drop_answer = true,
@@ -404,10 +405,10 @@ async fn answer(state: &State, seen: &mut Seen) -> Answer {
     if drop_answer {
         return Err(std::io::Error::other("scripted: answer dropped"));
     }
-    normal
+    Ok(normal)
 }
 
-fn release(state: &State, request: Option<&ReleaseRequest>, extra: &[(&str, String)]) -> Answer {
+fn release(state: &State, request: Option<&ReleaseRequest>, extra: &[(&str, String)]) -> Reply {
     let Some(request) = request else {
         return error(400, "BadRequest", extra);
     };
