@@ -6,21 +6,34 @@ newest epoch, reads them from Kinesis from the checkpoint, and hands them
 back at once when they appear in `revoking`. On SIGTERM it reads on until its
 shards are revoked (or a deadline passes), then checkpoints, releases, exits.
 
+With --endpoint-url it also long-polls its view from the operator's consumer
+endpoint (HTTPS, the projected token and the endpoint's CA; the standard
+library only) beside the file, and acknowledges there every shard it releases.
+Without --stream it runs the endpoint alone as a small loop with no AWS at
+all: it prints its active shards and acknowledges every revoke at once.
+
 Walkthrough: docs/consumer.md. Needs boto3 for AWS; `--self-test` checks the
 contract logic (parsing, epoch fencing, can_acquire) with the standard library
 only.
 
     python3 consumer.py --pod "$POD_NAME" --stream orders --lease-table orders-leases \
         --view-file /etc/shardring/assignment.json
+    python3 consumer.py --shard-group prod/orders \
+        --endpoint-url https://shardring-endpoint.shardring-system.svc
 """
 
 import argparse
 import gzip
+import http.client
 import json
 import os
+import random
 import signal
+import ssl
 import sys
+import threading
 import time
+import urllib.parse
 
 # ---------------------------------------------------------------- the contract
 
@@ -77,6 +90,180 @@ class View:
 
     def can_acquire(self, shard: str) -> bool:
         return self.current is not None and shard in self.current["active"]
+
+
+# ---------------------------------------------------------- the endpoint
+
+
+class EndpointError(Exception):
+    def __init__(self, status, body):
+        self.status, self.reason = status, body.get("reason", "")
+        super().__init__(f"{status} {self.reason}: {body.get('message', '')}")
+
+
+class Endpoint:
+    """The operator's consumer endpoint: GET the view (long-poll), POST release
+    acknowledgements. Trusts only the CA file; re-reads the token file before
+    every request (the kubelet rotates it) and the CA when it changes; obeys
+    429 Retry-After and X-RateLimit-Remaining/Reset; retries NotLeader at once
+    on a new connection (a few times, then with a small backoff)."""
+
+    def __init__(self, url, token_file, ca_file, shard_group):
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme != "https" or not parts.hostname:
+            raise ValueError(f"--endpoint-url must be https://host[:port], not {url}")
+        self.host, self.port = parts.hostname, parts.port or 443
+        self.token_file, self.ca_file = token_file, ca_file
+        namespace, _, name = shard_group.rpartition("/")
+        namespace = namespace or os.environ.get("POD_NAMESPACE", "default")
+        base = f"/v1/namespaces/{namespace}/shardgroups/{name}"
+        self.view_path, self.releases_path = base + "/view", base + "/releases"
+        self.ca_pem, self.context, self.conn, self.not_before = None, None, None, 0.0
+
+    def _connection(self, timeout):
+        with open(self.ca_file) as f:
+            pem = f.read()
+        if pem != self.ca_pem:  # a new CA: new context, new connection
+            self.ca_pem, self.context = pem, ssl.create_default_context(cadata=pem)
+            self.close()
+        if self.conn is None:
+            self.conn = http.client.HTTPSConnection(self.host, self.port, context=self.context)
+        self.conn.timeout = timeout
+        if self.conn.sock is not None:
+            self.conn.sock.settimeout(timeout)
+        return self.conn
+
+    def close(self):
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def request(self, method, path, body=None, timeout=15.0):
+        not_leader = 0
+        while True:
+            time.sleep(max(0.0, self.not_before - time.monotonic()))  # rate-limit window
+            with open(self.token_file) as f:
+                token = f.read().strip()  # re-read every time: the kubelet rotates it
+            headers = {"Authorization": "Bearer " + token, "Accept": "application/json"}
+            if body is not None:
+                headers["Content-Type"] = "application/json"
+            conn = self._connection(timeout)
+            try:
+                conn.request(method, path, body=None if body is None else json.dumps(body),
+                             headers=headers)
+                response = conn.getresponse()
+                data = response.read()
+            except (OSError, http.client.HTTPException):
+                self.close()  # the next attempt connects afresh
+                raise
+            if response.getheader("X-RateLimit-Remaining") == "0":
+                reset = float(response.getheader("X-RateLimit-Reset") or 1)
+                self.not_before = time.monotonic() + reset
+            if (response.getheader("Connection") or "").lower() == "close" or response.status == 503:
+                self.close()
+            payload = json.loads(data) if data else {}
+            if response.status == 429:
+                wait = float(response.getheader("Retry-After") or 1)
+                print(f"endpoint: rate limited, retrying in {wait}s", file=sys.stderr, flush=True)
+                self.not_before = max(self.not_before, time.monotonic() + wait)
+                continue
+            if response.status == 503 and payload.get("reason") == "NotLeader":
+                not_leader += 1
+                if not_leader > 3:
+                    time.sleep(min(2.0, 0.1 * 2 ** (not_leader - 3)) * random.uniform(0.5, 1))
+                continue  # on a new connection: the Service routes it to the leader
+            if response.status >= 400:
+                if response.status == 401:
+                    print(f"endpoint refused the token in {self.token_file}: "
+                          f"{payload.get('message')}", file=sys.stderr, flush=True)
+                raise EndpointError(response.status, payload)
+            return payload
+
+    def view(self, epoch, wait):
+        """This pod's view, as soon as it is newer than `epoch` (or after `wait` s)."""
+        query = urllib.parse.urlencode({"epoch": epoch, "waitSeconds": int(wait)})
+        return self.request("GET", f"{self.view_path}?{query}", timeout=wait + 15)
+
+    def release(self, shard, epoch, checkpoint=None):
+        """Acknowledges that this pod stopped reading `shard`, revoking at `epoch`.
+        True when done: recorded (202), a duplicate (200), or nothing to do (409
+        NotRevoking/StaleEpoch: the handoff completed another way)."""
+        body = {"shard": shard, "epoch": epoch}
+        if checkpoint is not None:
+            body["checkpoint"] = checkpoint
+        try:
+            self.request("POST", self.releases_path, body)
+            return True
+        except EndpointError as error:
+            if error.status == 409 and error.reason in ("NotRevoking", "StaleEpoch"):
+                return True
+            raise
+
+
+class Releases:
+    """The acknowledgements still to send, kept while the view revokes their
+    shard; once answered they are done (after a leader change the Rust crate
+    also sends answered ones again, since the leader keeps them in memory)."""
+
+    def __init__(self, endpoint):
+        self.endpoint, self.pending = endpoint, {}  # shard -> (epoch, checkpoint)
+
+    def add(self, shard, epoch, checkpoint=None):
+        self.pending[shard] = (epoch, checkpoint)
+
+    def send(self, view):
+        revoking = set(view.current["revoking"]) if view.current else set()
+        for shard in [s for s in self.pending if s not in revoking]:
+            del self.pending[shard]  # the view moved on: nothing to acknowledge
+        for shard, (epoch, checkpoint) in list(self.pending.items()):
+            try:
+                if self.endpoint.release(shard, epoch, checkpoint):
+                    print(f"released {shard} at epoch {epoch}", file=sys.stderr, flush=True)
+                    del self.pending[shard]
+            except (OSError, http.client.HTTPException, EndpointError) as error:
+                print(f"release of {shard} failed, retrying: {error}", file=sys.stderr, flush=True)
+                return
+
+
+def follow_endpoint(endpoint, view, wait, on_view=None):
+    """Long-polls the view and offers each answer to `view` (epoch-fenced, so
+    it runs beside the file); backs off with jitter while the endpoint fails."""
+    epoch, delay = 0, 0.1
+    while True:
+        try:
+            answer = endpoint.view(epoch, wait)
+        except (OSError, ValueError, http.client.HTTPException, EndpointError) as error:
+            print(f"endpoint: {error}; retrying", file=sys.stderr, flush=True)
+            time.sleep(delay * random.uniform(0.5, 1))
+            delay = min(delay * 2, 5.0)
+            continue
+        delay = 0.1
+        if answer["epoch"] == 0:
+            time.sleep(1)  # epoch 0 cannot be long-polled
+        epoch = max(epoch, answer["epoch"])
+        changed = view.offer(normalise(answer))
+        if on_view is not None:
+            on_view(view.current, answer.get("checkpoints", {}), changed)
+
+
+def run_endpoint_only(args):
+    """The endpoint alone, no AWS: print the active shards (with the checkpoint
+    handed over with each) and acknowledge every revoke at once (this loop
+    reads nothing; a real consumer stops reading and checkpoints first)."""
+    endpoint = Endpoint(args.endpoint_url, args.endpoint_token_file, args.endpoint_ca_file,
+                        args.shard_group)
+    view, releases = View(), Releases(endpoint)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+
+    def on_view(current, checkpoints, changed):
+        if changed:
+            print(f"view epoch {current['epoch']}: active {current['active']} "
+                  f"revoking {current['revoking']} checkpoints {checkpoints}", flush=True)
+            for shard in current["revoking"]:
+                releases.add(shard, current["epoch"])  # your processing of `shard` stops here
+        releases.send(view)  # after every answer: failed acknowledgements are retried
+
+    follow_endpoint(endpoint, view, args.endpoint_wait, on_view)
 
 
 # ------------------------------------------------------------------- leases
@@ -192,6 +379,13 @@ def run(args):
                     args.lease_table, args.pod, args.failover)
     view, iterators, done, sessions = View(), {}, set(), {}
     draining_since = None
+    releases, last_checkpoint = None, {}
+    if args.endpoint_url:  # beside the file: the newest epoch wins
+        endpoint = Endpoint(args.endpoint_url, args.endpoint_token_file, args.endpoint_ca_file,
+                            args.shard_group)
+        releases = Releases(endpoint)
+        threading.Thread(target=follow_endpoint, args=(endpoint, view, args.endpoint_wait),
+                         daemon=True).start()
 
     def on_term(*_):
         nonlocal draining_since
@@ -201,15 +395,20 @@ def run(args):
     out = open(args.log, "a") if args.log else sys.stdout
     last_renew = time.monotonic()
     while True:
-        with open(args.view_file, "rb") as f:
-            if view.offer(parse_view(f.read(), args.pod, args.shard_group)):
-                print(f"view epoch {view.current['epoch']}: {view.current}", file=sys.stderr)
+        if args.view_file:
+            with open(args.view_file, "rb") as f:
+                if view.offer(parse_view(f.read(), args.pod, args.shard_group)):
+                    print(f"view epoch {view.current['epoch']}: {view.current}", file=sys.stderr)
         # 1. Revoked or gone: stop at once (every processed batch is already
         #    checkpointed) and release, so the operator can move the shard.
         for shard in [s for s in set(leases.held) | set(iterators)
                       if not view.can_acquire(s) or not leases.valid(s)]:
             iterators.pop(shard, None)
             leases.release(shard)
+            if releases is not None and view.current and shard in view.current["revoking"]:
+                releases.add(shard, view.current["epoch"], last_checkpoint.get(shard))
+        if releases is not None:
+            releases.send(view)  # acknowledge: the next owner starts at once
         if time.monotonic() - last_renew > args.failover / 3:
             last_renew = time.monotonic()
             for shard in list(leases.held):
@@ -251,9 +450,11 @@ def run(args):
                                       "session": sessions[shard], "time": stamp,
                                       "data": record["Data"].decode("utf-8", "replace")}) + "\n")
             out.flush()
-            if batch["Records"] and not leases.checkpoint(shard, batch["Records"][-1]["SequenceNumber"]):
-                iterators.pop(shard, None)
-                continue
+            if batch["Records"]:
+                if not leases.checkpoint(shard, batch["Records"][-1]["SequenceNumber"]):
+                    iterators.pop(shard, None)
+                    continue
+                last_checkpoint[shard] = batch["Records"][-1]["SequenceNumber"]
             # Shard end: no next iterator (or child shards). Never compare
             # sequence numbers with EndingSequenceNumber.
             if batch.get("NextShardIterator") is None or batch.get("ChildShards"):
@@ -302,9 +503,16 @@ def main():
     parser.add_argument("--drain-deadline", type=float, default=25.0, help="seconds after SIGTERM")
     parser.add_argument("--poll", type=float, default=0.2, help="seconds between rounds")
     parser.add_argument("--log", help="append processed records as JSON lines here")
+    parser.add_argument("--endpoint-url", default=os.environ.get("SHARDRING_ENDPOINT_URL"),
+                        help="the consumer endpoint, e.g. https://shardring-endpoint.shardring-system.svc")
+    parser.add_argument("--endpoint-token-file", default="/var/run/secrets/shardring.io/token")
+    parser.add_argument("--endpoint-ca-file", default="/var/run/secrets/shardring.io/ca.crt")
+    parser.add_argument("--endpoint-wait", type=int, default=30, help="long-poll seconds")
     args = parser.parse_args()
     if args.self_test:
         self_test()
+    elif args.endpoint_url and not args.stream:
+        run_endpoint_only(args)
     else:
         run(args)
 

@@ -2,8 +2,10 @@
 //! shardring contract with the `shardring-consumer` library and appends every
 //! processed record to a JSON-lines log, for the e2e suite, the demo and the
 //! checker (`shardring_consumer::check`). It reads its view from a mounted
-//! ConfigMap file, a downward-API annotations file, or a ConfigMap watch;
-//! on SIGTERM it reads on until its shards are revoked or the drain deadline
+//! ConfigMap file, a downward-API annotations file, or a ConfigMap watch,
+//! and with `--endpoint-url` also from the operator's consumer endpoint,
+//! beside the other source (the newest epoch wins), acknowledging there the
+//! release of every revoked shard; on SIGTERM it reads on until its shards are revoked or the drain deadline
 //! passes, then checkpoints, releases and exits.
 
 use std::path::PathBuf;
@@ -16,8 +18,11 @@ use shardring_consumer::clients;
 use shardring_consumer::lease::{LeaseConfig, LeaseManager, create_table};
 use shardring_consumer::reader::ReaderOptions;
 use shardring_consumer::reference::RecordLog;
-use shardring_consumer::view;
+use shardring_consumer::view::endpoint::{
+    EndpointArgs, EndpointClient, EndpointSource, ReleaseSender, split_group,
+};
 use shardring_consumer::view::file::{FileFormat, FileSource};
+use shardring_consumer::view::{self, Sources};
 use shardring_consumer::worker::{Worker, WorkerConfig, termination_signal};
 
 /// Reads the shards shardring assigns to this pod and logs every record.
@@ -61,13 +66,17 @@ struct Args {
         requires = "shard_group"
     )]
     annotations_file: Option<PathBuf>,
-    /// The ShardGroup whose annotation to read (`<namespace>/<name>` or name).
+    /// The ShardGroup whose annotation (or endpoint view) to read
+    /// (`<namespace>/<name>`, or its name in --namespace).
     #[arg(long, env = "SHARDRING_SHARD_GROUP")]
     shard_group: Option<String>,
+    /// The consumer endpoint (beside the view source above, or alone).
+    #[command(flatten)]
+    endpoint: EndpointArgs,
     /// Watch this assignment ConfigMap through the API (needs get/list/watch on it).
     #[arg(long, env = "SHARDRING_CONFIGMAP", group = "source")]
     configmap: Option<String>,
-    /// Namespace of the ConfigMap.
+    /// Namespace of the ConfigMap (and of a --shard-group given by name).
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
     namespace: String,
     /// How often to poll a view file, in milliseconds.
@@ -118,30 +127,59 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let failover = Duration::from_millis(args.failover_ms);
 
     let (publisher, view) = view::channel();
+    let mut sources = Sources::new(publisher);
     let interval = Duration::from_millis(args.poll_ms);
-    let source = if let Some(path) = args.view_file.clone() {
-        FileSource {
-            path,
-            pod: args.pod.clone(),
-            format: FileFormat::Document,
-            interval,
-        }
-        .spawn(publisher)
+    if let Some(path) = args.view_file.clone() {
+        sources.start(|publisher| {
+            FileSource {
+                path,
+                pod: args.pod.clone(),
+                format: FileFormat::Document,
+                interval,
+            }
+            .spawn(publisher)
+        });
     } else if let Some(path) = args.annotations_file.clone() {
-        FileSource {
-            path,
-            pod: args.pod.clone(),
-            format: FileFormat::Annotations {
-                shard_group: args.shard_group.clone().unwrap_or_default(),
-            },
-            interval,
-        }
-        .spawn(publisher)
+        sources.start(|publisher| {
+            FileSource {
+                path,
+                pod: args.pod.clone(),
+                format: FileFormat::Annotations {
+                    shard_group: args.shard_group.clone().unwrap_or_default(),
+                },
+                interval,
+            }
+            .spawn(publisher)
+        });
     } else if let Some(name) = args.configmap.clone() {
-        watch_configmap(&args, name, publisher).await?
-    } else {
-        anyhow::bail!("give one view source: --view-file, --annotations-file or --configmap");
-    };
+        let task = watch_configmap(&args, name, sources.publisher().clone()).await?;
+        sources.add(task);
+    }
+    // The endpoint runs beside the source above: all feed one publisher and
+    // the newest epoch wins, so the endpoint being down loses nothing.
+    let mut release_acks = None;
+    if let Some(config) = args.endpoint.config() {
+        let Some(shard_group) = &args.shard_group else {
+            anyhow::bail!("--endpoint-url needs --shard-group");
+        };
+        let (namespace, group) = split_group(shard_group, &args.namespace);
+        let client = EndpointClient::new(config)?;
+        let endpoint = EndpointSource {
+            client: client.clone(),
+            namespace: namespace.clone(),
+            group: group.clone(),
+            wait: args.endpoint.wait(),
+        }
+        .spawn(sources.publisher().clone());
+        sources.add(endpoint.task);
+        release_acks = Some(ReleaseSender::spawn(client, namespace, group, view.clone()));
+        tracing::info!(url = ?args.endpoint.endpoint_url, %shard_group, "consumer endpoint: long-polling the view, acknowledging releases");
+    }
+    if sources.is_empty() {
+        anyhow::bail!(
+            "give a view source: --view-file, --annotations-file, --configmap or --endpoint-url"
+        );
+    }
 
     let leases = Arc::new(LeaseManager::new(
         dynamodb,
@@ -160,10 +198,12 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
         ..ReaderOptions::default()
     };
     tracing::info!(pod = %args.pod, stream = %args.stream, table = %args.lease_table, "reference consumer started");
-    let report = Worker::new(kinesis, leases, view, log, worker_config)
-        .run(termination_signal())
-        .await;
-    source.abort();
+    let mut worker = Worker::new(kinesis, leases, view, log, worker_config);
+    if let Some(acks) = release_acks {
+        worker = worker.with_release_acks(acks);
+    }
+    let report = worker.run(termination_signal()).await;
+    drop(sources);
     tracing::info!(
         completed = ?report.completed,
         released = report.released,

@@ -102,24 +102,33 @@ impl FileSource {
     }
 
     /// Polls the file until every reader of `publisher` is gone, offering
-    /// each view read. Read errors are logged and never clear the view: the
+    /// each view read. When a view this file held disappears, every shard is
+    /// withdrawn unless another source offered a newer view since
+    /// ([`ViewPublisher::withdraw_if_newest`]). Read errors are logged and never clear the view: the
     /// last good view stays (a missing file mid-swap is not a revoke).
     pub fn spawn(self, publisher: ViewPublisher) -> JoinHandle<()> {
         tokio::spawn(async move {
             let mut last_error = None::<String>;
+            // The epoch of the last view this file held: its annotation's
+            // disappearance withdraws only views no newer than that (another
+            // source may be ahead of the kubelet's refresh).
+            let mut last_epoch = None::<u64>;
             loop {
                 let source = self.clone();
                 let read = tokio::task::spawn_blocking(move || source.read_once()).await;
                 match read {
                     Ok(Ok(Some(view))) => {
                         last_error = None;
+                        last_epoch = Some(view.epoch);
                         if publisher.offer(view.clone()) {
                             tracing::info!(epoch = view.epoch, active = ?view.active, revoking = ?view.revoking, "assignment view changed");
                         }
                     }
                     Ok(Ok(None)) => {
                         last_error = None;
-                        if publisher.withdraw() {
+                        if let Some(epoch) = last_epoch
+                            && publisher.withdraw_if_newest(epoch)
+                        {
                             tracing::info!("assignment annotation removed: no shards");
                         }
                     }

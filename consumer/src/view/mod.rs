@@ -1,6 +1,7 @@
 //! The pod's view of the published assignment: where it comes from (a
-//! mounted ConfigMap file, a downward-API annotations file, or a watch on the
-//! ConfigMap through the API) and the one rule every consumer follows — read
+//! mounted ConfigMap file, a downward-API annotations file, a watch on the
+//! ConfigMap through the API, or the operator's consumer endpoint) and the
+//! one rule every consumer follows — read
 //! a shard only while it is `active` at the newest epoch seen, never going
 //! back to an older epoch.
 //!
@@ -8,7 +9,12 @@
 //! views; everyone else holds an [`AssignmentView`] (cheap to clone) with the
 //! current [`PodView`], a change stream ([`AssignmentView::changed`]) and
 //! [`AssignmentView::can_acquire`].
+//!
+//! Several sources may feed one publisher ([`Sources`]): the newest epoch
+//! wins, so a fast source (the endpoint, the watch) runs beside a slow but
+//! dependable one (a mounted file), and losing either loses nothing.
 
+pub mod endpoint;
 pub mod file;
 #[cfg(feature = "kube")]
 pub mod kube;
@@ -16,6 +22,7 @@ pub mod parse;
 
 use shardring_crds::assignment::PodView;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 /// A publisher and a view, starting with no view seen (nothing may be
 /// acquired until a source delivers the first view).
@@ -80,6 +87,22 @@ impl ViewPublisher {
             })
     }
 
+    /// Withdraws every shard as [`Self::withdraw`] does, but only when no
+    /// view newer than `epoch` was offered: a source whose last view was at
+    /// `epoch` saw its annotation disappear. When another source already
+    /// delivered a newer epoch, that source's view is newer than anything
+    /// this one knows, so it stands (a kubelet-refreshed file lags behind
+    /// the endpoint or a watch). Returns whether the view changed.
+    pub fn withdraw_if_newest(&self, epoch: u64) -> bool {
+        let newer = self
+            .sender
+            .borrow()
+            .view
+            .as_ref()
+            .is_some_and(|current| current.epoch > epoch);
+        !newer && self.withdraw()
+    }
+
     /// A new reader of this publisher's views.
     pub fn subscribe(&self) -> AssignmentView {
         AssignmentView {
@@ -90,6 +113,59 @@ impl ViewPublisher {
     /// Whether every reader is gone (a source task may stop then).
     pub fn is_closed(&self) -> bool {
         self.sender.is_closed()
+    }
+}
+
+/// The view sources of one pod, all feeding one [`ViewPublisher`] (newest
+/// epoch wins); their tasks stop when this is dropped.
+#[derive(Debug)]
+pub struct Sources {
+    publisher: ViewPublisher,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Sources {
+    /// No sources yet, feeding `publisher`.
+    pub fn new(publisher: ViewPublisher) -> Self {
+        Self {
+            publisher,
+            tasks: Vec::new(),
+        }
+    }
+
+    /// The publisher every source offers to (clone it into a source).
+    pub fn publisher(&self) -> &ViewPublisher {
+        &self.publisher
+    }
+
+    /// Adds a running source's task.
+    pub fn add(&mut self, task: JoinHandle<()>) -> &mut Self {
+        self.tasks.push(task);
+        self
+    }
+
+    /// Starts a source on the shared publisher.
+    pub fn start(&mut self, source: impl FnOnce(ViewPublisher) -> JoinHandle<()>) -> &mut Self {
+        let task = source(self.publisher.clone());
+        self.add(task)
+    }
+
+    /// How many sources run.
+    pub fn len(&self) -> usize {
+        self.tasks.len()
+    }
+
+    /// Whether none runs.
+    pub fn is_empty(&self) -> bool {
+        self.tasks.is_empty()
+    }
+}
+
+impl Drop for Sources {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
     }
 }
 
@@ -180,6 +256,23 @@ mod tests {
             "a newer view still lands"
         );
         assert!(assignment.can_acquire("s2"));
+    }
+
+    #[test]
+    fn a_lagging_source_does_not_withdraw_a_newer_view() {
+        let (publisher, assignment) = channel();
+        assert!(publisher.offer(view(5, &["s1"], &[])));
+        assert!(
+            publisher.offer(view(7, &["s2"], &[])),
+            "another source, newer"
+        );
+        assert!(
+            !publisher.withdraw_if_newest(5),
+            "the file last saw epoch 5"
+        );
+        assert!(assignment.can_acquire("s2"));
+        assert!(publisher.withdraw_if_newest(7));
+        assert!(!assignment.can_acquire("s2"));
     }
 
     #[test]

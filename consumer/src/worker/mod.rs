@@ -3,7 +3,9 @@
 //!
 //! 1. stops the readers of shards no longer `active` at the newest epoch
 //!    (revoked or gone), waits for them to finish the batch in hand and
-//!    checkpoint, then releases their leases at once;
+//!    checkpoint, then releases their leases at once and, with a
+//!    [`ReleaseSender`] (the consumer endpoint), acknowledges the release
+//!    of each shard the view lists as revoking, with its last checkpoint;
 //! 2. stops readers whose lease was lost or lapsed (renewal failing for too long);
 //! 3. renews held leases every `renew_interval`;
 //! 4. takes the leases of `active` shards it does not read yet (free or
@@ -16,7 +18,7 @@ mod shard;
 
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
@@ -27,6 +29,11 @@ pub use shard::ShardExit;
 use crate::lease::{Checkpoint, LeaseError, LeaseManager, TakeOutcome};
 use crate::reader::{ReaderOptions, Record};
 use crate::view::AssignmentView;
+use crate::view::endpoint::ReleaseSender;
+
+/// The last checkpoint written for a shard during one hold (starting with
+/// the lease's checkpoint when it was taken).
+type LastCheckpoint = Arc<Mutex<Option<Checkpoint>>>;
 
 /// Which shard and which hold a batch belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,6 +106,7 @@ pub struct WorkerReport {
 struct Running {
     stop: CancellationToken,
     handle: JoinHandle<ShardExit>,
+    checkpoint: LastCheckpoint,
 }
 
 /// Reads the shards this pod is assigned.
@@ -110,6 +118,7 @@ pub struct Worker<H> {
     config: WorkerConfig,
     running: HashMap<String, Running>,
     report: WorkerReport,
+    release_acks: Option<ReleaseSender>,
 }
 
 impl<H: RecordHandler> Worker<H> {
@@ -130,7 +139,18 @@ impl<H: RecordHandler> Worker<H> {
             config,
             running: HashMap::new(),
             report: WorkerReport::default(),
+            release_acks: None,
         }
+    }
+
+    /// Acknowledges every revoked shard's release to the consumer endpoint
+    /// through `sender` (epoch: the view's that lists it as revoking;
+    /// checkpoint: the last one written for it); before returning, [`Self::run`]
+    /// waits up to `stop_timeout` for the acknowledgements to be answered.
+    #[must_use]
+    pub fn with_release_acks(mut self, sender: ReleaseSender) -> Self {
+        self.release_acks = Some(sender);
+        self
     }
 
     /// Shards being read now, sorted.
@@ -192,6 +212,11 @@ impl<H: RecordHandler> Worker<H> {
                 tracing::warn!(%error, "release at exit failed");
             }
         }
+        if let Some(acks) = &self.release_acks
+            && !acks.flush(self.config.stop_timeout).await
+        {
+            tracing::warn!(outbox = ?acks.outbox(), "release acknowledgements not answered before exit");
+        }
         self.report
     }
 
@@ -235,11 +260,10 @@ impl<H: RecordHandler> Worker<H> {
     }
 
     /// Stops a reader: it finishes its batch and checkpoint, or is aborted
-    /// after `stop_timeout` (its lease is then released unchanged).
-    async fn stop(&mut self, shard: &str) {
-        let Some(mut running) = self.running.remove(shard) else {
-            return;
-        };
+    /// after `stop_timeout` (its lease is then released unchanged). Returns
+    /// the last checkpoint written for the shard.
+    async fn stop(&mut self, shard: &str) -> Option<Checkpoint> {
+        let mut running = self.running.remove(shard)?;
         running.stop.cancel();
         let exit = match tokio::time::timeout(self.config.stop_timeout, &mut running.handle).await {
             Ok(exit) => exit.unwrap_or_else(|e| ShardExit::Failed(e.to_string())),
@@ -249,6 +273,11 @@ impl<H: RecordHandler> Worker<H> {
             }
         };
         self.after_exit(shard, exit).await;
+        running
+            .checkpoint
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     async fn stop_unassigned(&mut self) {
@@ -259,9 +288,18 @@ impl<H: RecordHandler> Worker<H> {
             .cloned()
             .collect();
         for shard in revoked {
-            tracing::info!(%shard, epoch = self.view.epoch(), "revoked: stopping, checkpointing and releasing");
-            self.stop(&shard).await;
+            let epoch = self.view.epoch();
+            let revoking = self.view.is_revoking(&shard);
+            tracing::info!(%shard, epoch, "revoked: stopping, checkpointing and releasing");
+            let checkpoint = self.stop(&shard).await;
             self.report.released += 1;
+            if revoking && let Some(acks) = &self.release_acks {
+                acks.release(
+                    shard,
+                    epoch,
+                    checkpoint.map(|checkpoint| checkpoint.as_str().to_owned()),
+                );
+            }
         }
         // Leases held without a reader (e.g. a reader that failed to stop).
         self.leases.release_unassigned(&self.view).await;
@@ -340,6 +378,7 @@ impl<H: RecordHandler> Worker<H> {
 
     fn start(&mut self, shard: String, session: u64, start: Option<Checkpoint>) {
         let stop = CancellationToken::new();
+        let checkpoint = Arc::new(Mutex::new(start.clone()));
         let task = shard::ShardTask {
             context: ShardContext {
                 shard: shard.clone(),
@@ -353,9 +392,17 @@ impl<H: RecordHandler> Worker<H> {
             start,
             options: self.config.reader.clone(),
             stop: stop.clone(),
+            last_checkpoint: checkpoint.clone(),
         };
         let handle = tokio::spawn(task.run());
-        self.running.insert(shard, Running { stop, handle });
+        self.running.insert(
+            shard,
+            Running {
+                stop,
+                handle,
+                checkpoint,
+            },
+        );
     }
 }
 

@@ -5,7 +5,7 @@
 //! batch is handed over the lease must still be valid; a lost lease stops
 //! the task at once without another write.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
 
@@ -38,6 +38,8 @@ pub(super) struct ShardTask<H> {
     pub(super) start: Option<Checkpoint>,
     pub(super) options: ReaderOptions,
     pub(super) stop: CancellationToken,
+    /// Set after every checkpoint written (for the release acknowledgement).
+    pub(super) last_checkpoint: Arc<Mutex<Option<Checkpoint>>>,
 }
 
 impl<H: RecordHandler> ShardTask<H> {
@@ -79,7 +81,7 @@ impl<H: RecordHandler> ShardTask<H> {
                 }
                 let checkpoint = Checkpoint::Sequence(last.sequence_number.clone());
                 match self.leases.checkpoint(&shard, &checkpoint).await {
-                    Ok(()) => {}
+                    Ok(()) => self.wrote(checkpoint),
                     Err(LeaseError::Conflict { .. } | LeaseError::NotHeld(_)) => {
                         return ShardExit::LeaseLost;
                     }
@@ -99,13 +101,23 @@ impl<H: RecordHandler> ShardTask<H> {
         }
     }
 
+    fn wrote(&self, checkpoint: Checkpoint) {
+        *self
+            .last_checkpoint
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(checkpoint);
+    }
+
     async fn end(&self, children: Vec<String>) -> ShardExit {
         match self
             .leases
             .checkpoint_shard_end(&self.context.shard, &children)
             .await
         {
-            Ok(()) => ShardExit::Ended { children },
+            Ok(()) => {
+                self.wrote(Checkpoint::ShardEnd);
+                ShardExit::Ended { children }
+            }
             Err(LeaseError::Conflict { .. } | LeaseError::NotHeld(_)) => ShardExit::LeaseLost,
             Err(error) => ShardExit::Failed(format!("SHARD_END checkpoint: {error}")),
         }

@@ -9,6 +9,7 @@
 
 #[cfg(feature = "kube")]
 mod configmap_watch;
+mod endpoint;
 mod lease_manager;
 mod python_example;
 mod reference_consumer;

@@ -4,12 +4,15 @@
 //! Python pod drains on SIGTERM, and the checker proves the shared record
 //! log. Runs its `--self-test` always; the AWS part needs a Python with
 //! boto3 (`SHARDRING_PYTHON`, default `python3`) and says clearly when it
-//! skips.
+//! skips. Its endpoint mode (standard library only) runs against the fake
+//! consumer endpoint: a 429, a NotLeader, a view, an acknowledged release,
+//! a rotated token.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::support::endpoint::{FakeEndpoint, GROUP, NAMESPACE, Scripted, view};
 use crate::support::{self, Consumers, Process};
 
 const STREAM: &str = "payments";
@@ -39,6 +42,104 @@ fn self_test_of_the_contract_logic() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(String::from_utf8_lossy(&output.stdout).contains("self-test passed"));
+}
+
+#[test]
+fn the_example_compiles() {
+    // `python3 -m py_compile`, writing the bytecode to a scratch file
+    // instead of a __pycache__ next to the example.
+    let cfile = std::env::temp_dir().join(format!("shardring-consumer-{}.pyc", std::process::id()));
+    let Ok(output) = Command::new(python())
+        .args([
+            "-c",
+            "import py_compile, sys; py_compile.compile(sys.argv[1], cfile=sys.argv[2], doraise=True)",
+        ])
+        .arg(example())
+        .arg(&cfile)
+        .output()
+    else {
+        eprintln!("SKIPPED: no Python interpreter ({})", python());
+        return;
+    };
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    std::fs::remove_file(cfile).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoint_mode_acknowledges_releases_and_obeys_the_server() {
+    if Command::new(python()).arg("--version").output().is_err() {
+        eprintln!("SKIPPED: no Python interpreter ({})", python());
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!(
+        "shardring-python-endpoint-{}-{}",
+        std::process::id(),
+        jiff::Timestamp::now().as_nanosecond()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fake = FakeEndpoint::start("py-1", view(3, &["s1"], &["s2"])).await;
+    fake.script_view(Scripted::rate_limited(1));
+    fake.script_view(Scripted::not_leader());
+    let (token, ca) = fake.write_credentials(&dir, "py-1");
+    let _py = Process(
+        Command::new(python())
+            .arg(example())
+            .args(["--shard-group", &format!("{NAMESPACE}/{GROUP}")])
+            .args(["--endpoint-url", &fake.url, "--endpoint-wait", "5"])
+            .arg("--endpoint-token-file")
+            .arg(&token)
+            .arg("--endpoint-ca-file")
+            .arg(&ca)
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(dir.join("py.stdout")).unwrap())
+            .stderr(std::fs::File::create(dir.join("py.stderr")).unwrap())
+            .spawn()
+            .expect("start the Python example"),
+    );
+    let released = |shard: &'static str, epoch: u64| {
+        let fake = &fake;
+        async move || {
+            fake.release_requests().iter().any(|r| {
+                r.status == 202
+                    && r.release
+                        .as_ref()
+                        .is_some_and(|q| q.shard == shard && q.epoch == epoch)
+            })
+        }
+    };
+    support::wait_until("Python to acknowledge s2 at epoch 3", released("s2", 3)).await;
+    let views = fake.view_requests();
+    assert_eq!(views[0].status, 429);
+    assert!(
+        views[1].at - views[0].at >= Duration::from_secs(1),
+        "Retry-After obeyed"
+    );
+    assert_eq!(views[1].status, 503);
+    assert_ne!(
+        views[1].connection, views[2].connection,
+        "NotLeader: a new connection"
+    );
+    assert!(
+        views[2].at - views[1].at < Duration::from_secs(1),
+        "NotLeader: retried at once"
+    );
+    // The kubelet rotates the token; the next revoke is acknowledged with it.
+    shardring_consumer::view::file::write_atomically(&token, b"py-2").unwrap();
+    fake.set_token("py-2");
+    fake.publish(view(4, &[], &["s1"]), &[]);
+    support::wait_until("Python to acknowledge s1 at epoch 4", released("s1", 4)).await;
+    assert!(
+        fake.requests()
+            .iter()
+            .any(|r| r.bearer.as_deref() == Some("py-2"))
+    );
+    let stdout = std::fs::read_to_string(dir.join("py.stdout")).unwrap();
+    assert!(stdout.contains("view epoch 3"), "{stdout}");
+    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

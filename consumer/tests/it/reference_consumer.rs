@@ -162,3 +162,83 @@ async fn after_kill_9_the_next_owner_waits_for_expiry_and_resumes_from_the_check
     assert_eq!(verdict.moves, 1);
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// The reference consumer with `--endpoint-url` beside its document file:
+/// the endpoint's newer view (the file still lags at epoch 1) revokes the
+/// shard, and the consumer stops, checkpoints, releases the lease and
+/// acknowledges the release with that view's epoch and its last checkpoint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledges_a_release_to_the_endpoint_with_its_last_checkpoint() {
+    use crate::support::endpoint::{FakeEndpoint, view as pod_view};
+
+    let setup = support::setup(STREAM, TABLE, 1, "reference-endpoint").await;
+    let support::Setup {
+        kinesis_url,
+        dynamo_url,
+        kinesis,
+        shards,
+        observer,
+        dir,
+        ..
+    } = setup;
+    let s0 = shards[0].as_str();
+    let (view, log) = (dir.join("assignment.json"), dir.join("records.jsonl"));
+    let consumers = Consumers {
+        kinesis_url: &kinesis_url,
+        dynamo_url: &dynamo_url,
+        stream: STREAM,
+        table: TABLE,
+        view: &view,
+        log: &log,
+    };
+    let fake = FakeEndpoint::start("token-a", pod_view(1, &[s0], &[])).await;
+    let (token, ca) = fake.write_credentials(&dir, "token-a");
+    support::publish(&view, "prod/orders", 1, &[("pod-a", &[s0], &[])]);
+    let stderr = std::fs::File::create(dir.join("pod-a.stderr")).unwrap();
+    let _consumer = support::Process(
+        std::process::Command::new(env!("CARGO_BIN_EXE_shardring-reference-consumer"))
+            .args(consumers.args("pod-a"))
+            .args(["--shard-group", "prod/orders", "--endpoint-url", &fake.url])
+            .arg("--endpoint-token-file")
+            .arg(&token)
+            .arg("--endpoint-ca-file")
+            .arg(&ca)
+            .args(["--endpoint-wait", "5", "--poll-ms", "50", "--idle-ms", "50"])
+            .args(["--failover-ms", "3000"])
+            .env("RUST_LOG", "info")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("start the reference consumer"),
+    );
+    let mut produced = Vec::new();
+    support::produce(&kinesis, STREAM, "1", "a", 5, &mut produced).await;
+    support::wait_all_read("pod-a to read s0", &log, &produced).await;
+
+    fake.publish(pod_view(2, &[], &[s0]), &[]);
+    support::wait_until("the release acknowledged at epoch 2", async || {
+        fake.release_requests()
+            .iter()
+            .any(|r| r.status == 202 && r.release.as_ref().is_some_and(|q| q.epoch == 2))
+    })
+    .await;
+    let release = fake.release_requests()[0].release.clone().unwrap();
+    assert_eq!(release.shard, s0);
+    assert_eq!(
+        release.checkpoint.as_deref(),
+        Some(produced.last().unwrap().sequence_number.as_str()),
+        "the last checkpoint written"
+    );
+    assert_eq!(
+        observer.fetch(s0).await.unwrap().unwrap().owner,
+        None,
+        "the lease was released before the acknowledgement"
+    );
+    assert!(
+        fake.view_requests()
+            .iter()
+            .all(|r| r.bearer.as_deref() == Some("token-a"))
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}

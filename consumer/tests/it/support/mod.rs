@@ -5,6 +5,8 @@
 //! report, and the consumer processes the process-level tests run (the
 //! reference consumer binary), killed on drop.
 
+pub mod endpoint;
+
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};

@@ -1,0 +1,247 @@
+//! When to send the next request to the consumer endpoint: the pure retry
+//! policy shared by the view long-poll and the release sender. It reads the
+//! server's pacing headers (`Retry-After`, `X-RateLimit-Remaining`/`Reset`)
+//! and classifies each failure:
+//!
+//! - 429 `RateLimited`: wait `Retry-After` (never less);
+//! - 503 `NotLeader`: retry at once on a new connection, a few times, then
+//!   with a small backoff (the Service may route to the old leader a while);
+//! - network errors and other 5xx: exponential backoff with jitter, capped
+//!   at a few seconds;
+//! - 401: the token is re-read before every request; back off meanwhile;
+//! - 403/404 and other refusals: the configuration is wrong, back off longer.
+//!
+//! After any answer, `X-RateLimit-Remaining: 0` means wait until the window
+//! resets before the next request, so a well-behaved client never sees 429.
+
+use std::time::Duration;
+
+use http::HeaderMap;
+use shardring_crds::endpoint::{HEADER_LIMIT, HEADER_REMAINING, HEADER_RESET};
+
+/// Immediate retries after `NotLeader` before backing off.
+pub const NOT_LEADER_IMMEDIATE_RETRIES: u32 = 3;
+
+/// The server's rate-limit headers on one answer (absent headers: `None`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RateLimit {
+    /// `X-RateLimit-Limit`: requests per window.
+    pub limit: Option<u64>,
+    /// `X-RateLimit-Remaining`: requests left in this window.
+    pub remaining: Option<u64>,
+    /// `X-RateLimit-Reset`: time until the window ends.
+    pub reset: Option<Duration>,
+}
+
+impl RateLimit {
+    /// Reads the headers of an answer.
+    pub fn from_headers(headers: &HeaderMap) -> Self {
+        let number = |name: &str| {
+            headers
+                .get(name)
+                .and_then(|value| value.to_str().ok())
+                .and_then(|text| text.trim().parse::<u64>().ok())
+        };
+        Self {
+            limit: number(HEADER_LIMIT),
+            remaining: number(HEADER_REMAINING),
+            reset: number(HEADER_RESET).map(Duration::from_secs),
+        }
+    }
+
+    /// How long to hold the next request: until the window resets when none
+    /// is left in it (a reset of 0 or none given: one second).
+    pub fn hold(&self) -> Option<Duration> {
+        (self.remaining == Some(0)).then(|| {
+            self.reset
+                .filter(|reset| !reset.is_zero())
+                .unwrap_or(Duration::from_secs(1))
+        })
+    }
+}
+
+/// `Retry-After` in whole seconds (the endpoint never sends an HTTP date).
+pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    headers
+        .get(http::header::RETRY_AFTER)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|text| text.trim().parse::<u64>().ok())
+        .map(Duration::from_secs)
+}
+
+/// What went wrong with one request, as far as the retry policy cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// 429: `Retry-After` (if given).
+    RateLimited(Option<Duration>),
+    /// 503 `NotLeader`: this replica is not the leader.
+    NotLeader,
+    /// No answer: connect, TLS, I/O or timeout; or a 5xx other than `NotLeader`.
+    Transient,
+    /// 401: the token is missing, invalid or expired.
+    Unauthorized,
+    /// 403, 404 and other refusals a retry soon will not fix.
+    Refused,
+}
+
+/// Exponential backoff with jitter: the n-th delay is drawn from
+/// `[d/2, d]` with `d = min(cap, base · 2ⁿ)`.
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    base: Duration,
+    cap: Duration,
+    attempt: u32,
+    seed: u64,
+}
+
+impl Backoff {
+    /// Starts at `base`, never above `cap`.
+    pub fn new(base: Duration, cap: Duration) -> Self {
+        let seed = u64::try_from(jiff::Timestamp::now().as_nanosecond().rem_euclid(1 << 62))
+            .unwrap_or(0x9e37_79b9_7f4a_7c15)
+            | 1;
+        Self {
+            base,
+            cap,
+            attempt: 0,
+            seed,
+        }
+    }
+
+    /// The next delay.
+    pub fn next_delay(&mut self) -> Duration {
+        let full = self
+            .base
+            .saturating_mul(1 << self.attempt.min(20))
+            .min(self.cap);
+        self.attempt = self.attempt.saturating_add(1);
+        // xorshift64: enough to spread clients apart.
+        self.seed ^= self.seed << 13;
+        self.seed ^= self.seed >> 7;
+        self.seed ^= self.seed << 17;
+        let half = full / 2;
+        let spread = u64::try_from(half.as_micros()).unwrap_or(u64::MAX);
+        half + Duration::from_micros(if spread == 0 { 0 } else { self.seed % spread })
+    }
+
+    /// Back to the first delay.
+    pub fn reset(&mut self) {
+        self.attempt = 0;
+    }
+}
+
+/// The policy's state for one request stream (the long-poll, or the
+/// release sender).
+#[derive(Debug, Clone)]
+pub struct RetryPolicy {
+    transient: Backoff,
+    not_leader: Backoff,
+    refused: Backoff,
+    not_leader_in_a_row: u32,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            transient: Backoff::new(Duration::from_millis(100), Duration::from_secs(5)),
+            not_leader: Backoff::new(Duration::from_millis(100), Duration::from_secs(2)),
+            refused: Backoff::new(Duration::from_secs(2), Duration::from_secs(60)),
+            not_leader_in_a_row: 0,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// An answer came back: every backoff starts over.
+    pub fn succeeded(&mut self) {
+        self.transient.reset();
+        self.not_leader.reset();
+        self.refused.reset();
+        self.not_leader_in_a_row = 0;
+    }
+
+    /// How long to wait before retrying after `failure`.
+    pub fn delay(&mut self, failure: Failure) -> Duration {
+        if failure != Failure::NotLeader {
+            self.not_leader_in_a_row = 0;
+            self.not_leader.reset();
+        }
+        match failure {
+            Failure::RateLimited(after) => after.unwrap_or(Duration::from_secs(1)),
+            Failure::NotLeader => {
+                self.not_leader_in_a_row = self.not_leader_in_a_row.saturating_add(1);
+                if self.not_leader_in_a_row <= NOT_LEADER_IMMEDIATE_RETRIES {
+                    Duration::ZERO
+                } else {
+                    self.not_leader.next_delay()
+                }
+            }
+            Failure::Transient => self.transient.next_delay(),
+            Failure::Unauthorized | Failure::Refused => self.refused.next_delay(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    #[test]
+    fn reads_the_pacing_headers() {
+        let mut headers = HeaderMap::new();
+        headers.insert("x-ratelimit-limit", HeaderValue::from_static("10"));
+        headers.insert("x-ratelimit-remaining", HeaderValue::from_static("0"));
+        headers.insert("x-ratelimit-reset", HeaderValue::from_static("7"));
+        headers.insert("retry-after", HeaderValue::from_static(" 3 "));
+        let rate = RateLimit::from_headers(&headers);
+        assert_eq!(rate.limit, Some(10));
+        assert_eq!(rate.hold(), Some(Duration::from_secs(7)));
+        assert_eq!(retry_after(&headers), Some(Duration::from_secs(3)));
+        headers.insert("x-ratelimit-remaining", HeaderValue::from_static("4"));
+        assert_eq!(RateLimit::from_headers(&headers).hold(), None);
+        assert_eq!(RateLimit::default().hold(), None);
+        headers.insert("retry-after", HeaderValue::from_static("Wed, 21 Oct 2026"));
+        assert_eq!(retry_after(&headers), None);
+    }
+
+    #[test]
+    fn not_leader_retries_at_once_then_backs_off() {
+        let mut policy = RetryPolicy::default();
+        for _ in 0..NOT_LEADER_IMMEDIATE_RETRIES {
+            assert_eq!(policy.delay(Failure::NotLeader), Duration::ZERO);
+        }
+        assert!(policy.delay(Failure::NotLeader) > Duration::ZERO);
+        policy.succeeded();
+        assert_eq!(policy.delay(Failure::NotLeader), Duration::ZERO);
+    }
+
+    #[test]
+    fn transient_failures_back_off_exponentially_up_to_the_cap() {
+        let mut policy = RetryPolicy::default();
+        let delays: Vec<Duration> = (0..12).map(|_| policy.delay(Failure::Transient)).collect();
+        assert!(delays[0] >= Duration::from_millis(50) && delays[0] <= Duration::from_millis(100));
+        assert!(delays[4] >= Duration::from_millis(800), "{delays:?}");
+        assert!(
+            delays.iter().all(|d| *d <= Duration::from_secs(5)),
+            "{delays:?}"
+        );
+        assert!(delays[11] >= Duration::from_millis(2500), "{delays:?}");
+        policy.succeeded();
+        assert!(policy.delay(Failure::Transient) <= Duration::from_millis(100));
+    }
+
+    #[test]
+    fn rate_limited_waits_exactly_what_the_server_says() {
+        let mut policy = RetryPolicy::default();
+        assert_eq!(
+            policy.delay(Failure::RateLimited(Some(Duration::from_secs(4)))),
+            Duration::from_secs(4)
+        );
+        assert_eq!(
+            policy.delay(Failure::RateLimited(None)),
+            Duration::from_secs(1)
+        );
+        assert!(policy.delay(Failure::Refused) >= Duration::from_secs(1));
+    }
+}
