@@ -52,6 +52,8 @@ fn start_operator(kubeconfig: &Path, identity: &str, extra: &[&str]) -> RunningO
             &format!("127.0.0.1:{metrics_port}"),
         ])
         .args(["--no-node-watch", "--log-filter", "info"])
+        // Two replicas on one host: each its own endpoint port.
+        .args(["--endpoint-addr", "127.0.0.1:0"])
         .args(extra)
         .env("KUBECONFIG", kubeconfig)
         .env("POD_NAME", identity)
