@@ -277,6 +277,9 @@ async fn a_stopping_leader_releases_the_lease_only_after_its_last_write() {
             "shardring-test",
             "--write-concurrency",
             "2",
+            // Every non-Lease write must be the reconcile's: no endpoint
+            // (its self-signed Secret and its leader label).
+            "--no-endpoint",
         ],
     );
     wait_until(
