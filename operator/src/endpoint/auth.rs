@@ -142,7 +142,8 @@ pub(crate) struct Authenticator {
     cache_ttl: Duration,
     capacity: usize,
     cache: Mutex<TokenCache>,
-    inflight: Mutex<HashMap<[u8; 32], Review>>,
+    /// Reviews under way, shared by the requests with the same token.
+    inflight: Arc<Mutex<HashMap<[u8; 32], Review>>>,
     metrics: EndpointMetrics,
 }
 
@@ -169,7 +170,7 @@ impl Authenticator {
             cache_ttl,
             capacity,
             cache: Mutex::default(),
-            inflight: Mutex::default(),
+            inflight: Arc::default(),
             metrics,
         }
     }
@@ -183,26 +184,32 @@ impl Authenticator {
         }
         let review = {
             let mut inflight = lock(&self.inflight);
-            inflight
-                .entry(key)
-                .or_insert_with(|| {
+            match inflight.get(&key) {
+                Some(review) => review.clone(),
+                None => {
                     let (client, audience) = (self.client.clone(), self.audience.clone());
                     let (token, metrics) = (token.to_owned(), self.metrics.clone());
-                    async move { review(client, &audience, &token, &metrics).await }
+                    let review = async move { review(client, &audience, &token, &metrics).await }
                         .boxed()
-                        .shared()
-                })
-                .clone()
-        };
-        let result = review.clone().await;
-        {
-            // Whoever finishes first takes the review out of the map (a
-            // waiter cancelled midway must not leave it there for good).
-            let mut inflight = lock(&self.inflight);
-            if inflight.get(&key).is_some_and(|r| r.ptr_eq(&review)) {
-                inflight.remove(&key);
+                        .shared();
+                    inflight.insert(key, review.clone());
+                    // Driven to its end by a task of its own, which then
+                    // takes it out of the map: a review whose callers all
+                    // gave up (closed connections) neither stays in the map
+                    // nor stops half-way.
+                    let (driver, map) = (review.clone(), self.inflight.clone());
+                    tokio::spawn(async move {
+                        let _ = driver.clone().await;
+                        let mut inflight = lock(&map);
+                        if inflight.get(&key).is_some_and(|r| r.ptr_eq(&driver)) {
+                            inflight.remove(&key);
+                        }
+                    });
+                    review
+                }
             }
-        }
+        };
+        let result = review.await;
         let identity = result.inspect_err(|error| {
             tracing::debug!(token = %hash_prefix(&key), %error, "token refused");
         })?;

@@ -305,6 +305,7 @@ fn refusal(lookup: &Lookup, group: &GroupKey, who: &Identity, ip: IpAddr) -> Ans
     let forbidden =
         |reason: &str, message: String| Answer::error(StatusCode::FORBIDDEN, reason, message);
     match lookup {
+        // `Found` is not a refusal; callers never pass it.
         Lookup::UnknownGroup | Lookup::Found(_) => Answer::error(
             StatusCode::NOT_FOUND,
             "UnknownShardGroup",
@@ -409,8 +410,9 @@ async fn view_answer(
                     }
                     let caller = Caller { pod: &who.pod, uid: &who.uid, peer: app.peer_ip_check.then_some(ip) };
                     return match app.state.directory.lookup(group, caller) {
+                        // Replaced by a new channel at once (not expected
+                        // from the directory, but then its view is current).
                         Lookup::Found(receiver) => view_body(&receiver.borrow()),
-                        Lookup::UnknownGroup => refusal(&Lookup::UnknownGroup, group, who, ip),
                         refused => refusal(&refused, group, who, ip),
                     };
                 }
