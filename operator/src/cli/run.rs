@@ -6,6 +6,7 @@
 //! task dies (a replica that cannot tell whether it leads must not write).
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +16,7 @@ use kube::Client;
 use tokio_util::sync::CancellationToken;
 
 use crate::controller::{ControllerConfig, ControllerMetrics, Sources, run_controller};
+use crate::endpoint::{EndpointConfig, EndpointMetrics, EndpointServer, EndpointState};
 use crate::runtime::health::Health;
 use crate::runtime::leader::{LeaderConfig, LeaderElector, LeaderMetrics, default_identity};
 use crate::runtime::server::Server;
@@ -68,6 +70,80 @@ pub struct RunArgs {
     /// share a cluster.
     #[arg(long, env = "SHARDRING_CONTROLLER_CLASS")]
     pub controller_class: Option<String>,
+    #[command(flatten)]
+    pub endpoint: EndpointArgs,
+}
+
+/// The consumer endpoint's flags (see `docs/api.md`, "Consumer endpoint").
+#[derive(Debug, clap::Args)]
+pub struct EndpointArgs {
+    /// Address of the consumer endpoint (HTTPS), served by the leader.
+    #[arg(long, env = "SHARDRING_ENDPOINT_ADDR", default_value = "0.0.0.0:8443")]
+    pub endpoint_addr: SocketAddr,
+    /// Do not serve the consumer endpoint (consumers then read their views
+    /// from the ConfigMap or their annotation only).
+    #[arg(long, env = "SHARDRING_NO_ENDPOINT")]
+    pub no_endpoint: bool,
+    /// Directory of the endpoint's certificate in the kubernetes.io/tls
+    /// Secret layout (tls.crt, tls.key, optional ca.crt), re-read when it
+    /// changes. Without one, a self-signed development certificate is used.
+    #[arg(
+        long,
+        env = "SHARDRING_ENDPOINT_TLS_DIR",
+        default_value = "/etc/shardring/endpoint-tls"
+    )]
+    pub endpoint_tls_dir: PathBuf,
+    /// Extra DNS name (or IP) of the self-signed certificate; repeatable.
+    #[arg(long, env = "SHARDRING_ENDPOINT_DNS_NAME", value_delimiter = ',')]
+    pub endpoint_dns_name: Vec<String>,
+    /// Audience consumers' projected service-account tokens must be issued for.
+    #[arg(long, env = "SHARDRING_ENDPOINT_AUDIENCE", default_value = shardring_crds::endpoint::DEFAULT_AUDIENCE)]
+    pub endpoint_audience: String,
+    /// Do not require a caller's address to be its pod's IP (behind a proxy,
+    /// or for pods with hostNetwork).
+    #[arg(long, env = "SHARDRING_ENDPOINT_NO_PEER_IP_CHECK")]
+    pub endpoint_no_peer_ip_check: bool,
+    /// Longest time a token's successful TokenReview is reused (never past
+    /// the token's expiry).
+    #[arg(long, env = "SHARDRING_ENDPOINT_TOKEN_CACHE_TTL", default_value = "60s", value_parser = parse_duration)]
+    pub endpoint_token_cache_ttl: Duration,
+    /// Requests per rate-limit window from one source IP (checked before the
+    /// token is reviewed).
+    #[arg(long, env = "SHARDRING_ENDPOINT_IP_LIMIT", default_value_t = 600)]
+    pub endpoint_ip_limit: u64,
+    /// Requests per rate-limit window from one pod.
+    #[arg(long, env = "SHARDRING_ENDPOINT_POD_LIMIT", default_value_t = 120)]
+    pub endpoint_pod_limit: u64,
+    /// Length of a rate-limit window.
+    #[arg(long, env = "SHARDRING_ENDPOINT_RATE_WINDOW", default_value = "10s", value_parser = parse_duration)]
+    pub endpoint_rate_window: Duration,
+    /// Most open connections to the endpoint; new ones past it are closed
+    /// at once.
+    #[arg(
+        long,
+        env = "SHARDRING_ENDPOINT_MAX_CONNECTIONS",
+        default_value_t = 10_000
+    )]
+    pub endpoint_max_connections: usize,
+}
+
+impl EndpointArgs {
+    /// The server's configuration; `namespace` is the operator's own.
+    fn config(&self, namespace: &str) -> EndpointConfig {
+        EndpointConfig {
+            tls_dir: self.endpoint_tls_dir.clone(),
+            dns_names: self.endpoint_dns_name.clone(),
+            audience: self.endpoint_audience.clone(),
+            peer_ip_check: !self.endpoint_no_peer_ip_check,
+            token_cache_ttl: self.endpoint_token_cache_ttl,
+            ip_limit: self.endpoint_ip_limit,
+            pod_limit: self.endpoint_pod_limit,
+            rate_window: self.endpoint_rate_window,
+            max_connections: self.endpoint_max_connections,
+            pod_name: std::env::var("POD_NAME").ok().filter(|p| !p.is_empty()),
+            ..EndpointConfig::new(self.endpoint_addr, namespace)
+        }
+    }
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -86,6 +162,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut registry = metrics::new_registry();
     let controller_metrics = ControllerMetrics::register(&mut registry);
     let leader_metrics = LeaderMetrics::register(&mut registry);
+    let endpoint_metrics = EndpointMetrics::register(&mut registry);
     // Kinesis readers are shared by the ShardGroups that read one stream;
     // the AWS configuration is loaded only when the first of them appears.
     let kinesis = KinesisProvider::new(AwsSettings::DefaultChain, Some(&mut registry));
@@ -108,11 +185,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // over while the old leader's last writes were still going out.
     let election = CancellationToken::new();
     let mut lease_task = None;
+    // The operator's own namespace (POD_NAMESPACE): the Lease's, and the
+    // endpoint's self-signed Secret's.
+    let namespace = args
+        .lease_namespace
+        .clone()
+        .unwrap_or_else(|| client.default_namespace().to_owned());
     let leader = if args.leader_election {
-        let namespace = args
-            .lease_namespace
-            .clone()
-            .unwrap_or_else(|| client.default_namespace().to_owned());
         let config = LeaderConfig::new(&args.lease_name, &namespace, &default_identity());
         config.validate()?;
         tracing::info!(lease = %args.lease_name, %namespace, identity = %config.identity, "leader election on");
@@ -125,6 +204,24 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         None
     };
 
+    // The consumer endpoint, served by the leader from the state the
+    // controller fills; stopped with everything else on `token`.
+    let (endpoint, endpoint_task) = if args.endpoint.no_endpoint {
+        tracing::info!("consumer endpoint off (--no-endpoint)");
+        (None, None)
+    } else {
+        let state = EndpointState::default();
+        let server = EndpointServer::bind(
+            args.endpoint.config(&namespace),
+            client.clone(),
+            state.clone(),
+            endpoint_metrics,
+            leader.clone(),
+        )
+        .await?;
+        (Some(state), Some(tokio::spawn(server.serve(token.clone()))))
+    };
+
     let config = ControllerConfig {
         namespace: args.namespace.clone(),
         watch_nodes: !args.no_node_watch,
@@ -132,7 +229,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         concurrency: args.concurrency,
         write_concurrency: args.write_concurrency,
         controller_class: args.controller_class.clone(),
-        endpoint: None,
+        endpoint,
     };
     let controller = run_controller(
         client,
@@ -174,6 +271,17 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             ExitCode::SUCCESS
         }
     };
+    if let Some(task) = endpoint_task {
+        token.cancel();
+        // The server answers its long-polls, closes its connections and
+        // takes the leader label off within seconds.
+        if tokio::time::timeout(Duration::from_secs(20), task)
+            .await
+            .is_err()
+        {
+            tracing::warn!("the consumer endpoint did not stop in time");
+        }
+    }
     finish(token, server_task, code).await
 }
 

@@ -7,17 +7,32 @@
 //! handoff evidence (`Evidence::ReleaseAcked` in the core).
 //!
 //! `directory` owns the served views and who may see them, `releases` the
-//! acknowledged releases and their validation.
+//! acknowledged releases and their validation. The HTTPS server is
+//! [`server`]'s: `routes` answers requests, `auth` checks tokens,
+//! `ratelimit` counts requests, `conn` times connections out, `tls` and
+//! `selfsigned` provide the certificate, `leader_label` marks the serving
+//! pod, and `metrics` counts it all.
 
+mod auth;
+mod conn;
 pub mod directory;
+mod leader_label;
+pub mod metrics;
+mod ratelimit;
 pub mod releases;
+mod routes;
+mod selfsigned;
+pub mod server;
+mod tls;
 
 use std::sync::Arc;
 
 use tokio::sync::watch;
 
 pub use directory::{Caller, Directory, GroupKey, Lookup, PodSync, ServedView};
+pub use metrics::EndpointMetrics;
 pub use releases::{ReleaseRejection, Releases};
+pub use server::{EndpointConfig, EndpointError, EndpointServer};
 
 /// What the controller and the endpoint's server share: the served views,
 /// the acknowledged releases, and the CA certificate (PEM) consumers must

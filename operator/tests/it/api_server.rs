@@ -52,6 +52,8 @@ fn start_operator(kubeconfig: &Path, identity: &str, extra: &[&str]) -> RunningO
             &format!("127.0.0.1:{metrics_port}"),
         ])
         .args(["--no-node-watch", "--log-filter", "info"])
+        // Two replicas on one host: each its own endpoint port.
+        .args(["--endpoint-addr", "127.0.0.1:0"])
         .args(extra)
         .env("KUBECONFIG", kubeconfig)
         .env("POD_NAME", identity)
@@ -275,6 +277,9 @@ async fn a_stopping_leader_releases_the_lease_only_after_its_last_write() {
             "shardring-test",
             "--write-concurrency",
             "2",
+            // Every non-Lease write must be the reconcile's: no endpoint
+            // (its self-signed Secret and its leader label).
+            "--no-endpoint",
         ],
     );
     wait_until(

@@ -20,6 +20,7 @@ mod controller_plan;
 mod controller_support;
 mod demo_run;
 mod embedded_scenarios;
+mod endpoint;
 mod endpoint_controller;
 mod handoff_protocol;
 mod kinesis_cli;

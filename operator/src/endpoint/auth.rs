@@ -1,0 +1,478 @@
+//! Who is calling: the bearer token of a request, checked with a TokenReview
+//! against the API server for the endpoint's audience, must be a projected
+//! service-account token bound to a pod. The review's answer names the pod
+//! (name and uid, from the token's bound-object claims) and its namespace
+//! (from the service account's username).
+//!
+//! Positive answers are cached by the token's SHA-256, until the token
+//! expires or a bound passes, whichever is first, so a consumer polling in a
+//! loop costs one TokenReview per bound and not one per request. The
+//! token's `exp` is read from the JWT payload without verifying it: it only
+//! shortens how long an answer is trusted, the TokenReview is the check.
+//! Negative answers are not cached (the per-IP limit, checked before, keeps
+//! a flood of bad tokens off the API server), and concurrent requests with
+//! the same uncached token share one review. Tokens are never logged: at
+//! most the first bytes of their hash.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use futures::FutureExt as _;
+use futures::future::{BoxFuture, Shared};
+use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, TokenReviewStatus};
+use kube::Api;
+use kube::api::PostParams;
+use tokio::time::Instant;
+
+use super::metrics::{EndpointMetrics, ReviewLabel};
+
+/// Extra key of the TokenReview user naming the pod a token is bound to.
+const POD_NAME_EXTRA: &str = "authentication.kubernetes.io/pod-name";
+/// Extra key naming the bound pod's uid.
+const POD_UID_EXTRA: &str = "authentication.kubernetes.io/pod-uid";
+/// Prefix of a service account's username.
+const SA_PREFIX: &str = "system:serviceaccount:";
+/// Most cached tokens (one per consumer pod, renewed hourly): past it, the
+/// oldest entry goes.
+pub(crate) const DEFAULT_CACHE_CAPACITY: usize = 50_000;
+
+/// The pod a token is bound to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Identity {
+    /// The service account's namespace (the pod's).
+    pub namespace: String,
+    /// The service account.
+    pub service_account: String,
+    /// The bound pod's name.
+    pub pod: String,
+    /// The bound pod's uid.
+    pub uid: String,
+}
+
+/// Why a request is not authenticated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum AuthError {
+    /// No `Authorization: Bearer` header (401, no `error` attribute).
+    #[error("send a projected service-account token of the pod as `Authorization: Bearer <token>`")]
+    Missing,
+    /// The API server does not accept the token for the audience (401).
+    #[error("the token is not valid for audience {audience:?}: {detail}")]
+    Invalid {
+        /// The endpoint's audience.
+        audience: String,
+        /// What the review said.
+        detail: String,
+    },
+    /// A valid token, but not one bound to a pod (401).
+    #[error(
+        "the token is not bound to a pod ({0}): use a projected service-account token of the \
+         pod (a serviceAccountToken volume source with the endpoint's audience)"
+    )]
+    NotBound(String),
+    /// The TokenReview could not be made (503): not the caller's fault.
+    #[error("cannot review the token now: {0}")]
+    Unavailable(String),
+}
+
+#[derive(Debug)]
+struct CacheEntry {
+    identity: Arc<Identity>,
+    until: Instant,
+    /// Insertion sequence, to tell this entry from an older one of the same
+    /// key still queued for eviction.
+    seq: u64,
+}
+
+#[derive(Debug, Default)]
+struct TokenCache {
+    entries: HashMap<[u8; 32], CacheEntry>,
+    /// Keys in insertion order, oldest first.
+    order: VecDeque<([u8; 32], u64)>,
+    next_seq: u64,
+}
+
+impl TokenCache {
+    fn get(&mut self, key: &[u8; 32], now: Instant) -> Option<Arc<Identity>> {
+        let entry = self.entries.get(key)?;
+        if entry.until > now {
+            return Some(entry.identity.clone());
+        }
+        self.entries.remove(key);
+        None
+    }
+
+    fn insert(&mut self, key: [u8; 32], identity: Arc<Identity>, until: Instant, capacity: usize) {
+        while self.entries.len() >= capacity.max(1) {
+            let Some((old, seq)) = self.order.pop_front() else {
+                break;
+            };
+            if self.entries.get(&old).is_some_and(|e| e.seq == seq) {
+                self.entries.remove(&old);
+            }
+        }
+        // Stale keys (replaced or expired entries) would pile up in the
+        // queue: drop them once it is twice the map.
+        if self.order.len() > 2 * capacity.max(1) {
+            let entries = &self.entries;
+            self.order
+                .retain(|(k, seq)| entries.get(k).is_some_and(|e| e.seq == *seq));
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.order.push_back((key, seq));
+        self.entries.insert(
+            key,
+            CacheEntry {
+                identity,
+                until,
+                seq,
+            },
+        );
+    }
+}
+
+type Review = Shared<BoxFuture<'static, Result<Arc<Identity>, AuthError>>>;
+
+/// Authenticates bearer tokens with TokenReviews and a cache.
+pub(crate) struct Authenticator {
+    client: kube::Client,
+    audience: String,
+    cache_ttl: Duration,
+    capacity: usize,
+    cache: Mutex<TokenCache>,
+    /// Reviews under way, shared by the requests with the same token.
+    inflight: Arc<Mutex<HashMap<[u8; 32], Review>>>,
+    metrics: EndpointMetrics,
+}
+
+impl std::fmt::Debug for Authenticator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authenticator")
+            .field("audience", &self.audience)
+            .field("cache_ttl", &self.cache_ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Authenticator {
+    pub(crate) fn new(
+        client: kube::Client,
+        audience: String,
+        cache_ttl: Duration,
+        capacity: usize,
+        metrics: EndpointMetrics,
+    ) -> Self {
+        Self {
+            client,
+            audience,
+            cache_ttl,
+            capacity,
+            cache: Mutex::default(),
+            inflight: Arc::default(),
+            metrics,
+        }
+    }
+
+    /// The pod `token` is bound to.
+    pub(crate) async fn authenticate(&self, token: &str) -> Result<Arc<Identity>, AuthError> {
+        let key = token_hash(token);
+        if let Some(identity) = lock(&self.cache).get(&key, Instant::now()) {
+            self.metrics.token_cache_hits.inc();
+            return Ok(identity);
+        }
+        let review = {
+            let mut inflight = lock(&self.inflight);
+            match inflight.get(&key) {
+                Some(review) => review.clone(),
+                None => {
+                    let (client, audience) = (self.client.clone(), self.audience.clone());
+                    let (token, metrics) = (token.to_owned(), self.metrics.clone());
+                    let review = async move { review(client, &audience, &token, &metrics).await }
+                        .boxed()
+                        .shared();
+                    inflight.insert(key, review.clone());
+                    // Driven to its end by a task of its own, which then
+                    // takes it out of the map: a review whose callers all
+                    // gave up (closed connections) neither stays in the map
+                    // nor stops half-way.
+                    let (driver, map) = (review.clone(), self.inflight.clone());
+                    tokio::spawn(async move {
+                        let _ = driver.clone().await;
+                        let mut inflight = lock(&map);
+                        if inflight.get(&key).is_some_and(|r| r.ptr_eq(&driver)) {
+                            inflight.remove(&key);
+                        }
+                    });
+                    review
+                }
+            }
+        };
+        let result = review.await;
+        let identity = result.inspect_err(|error| {
+            tracing::debug!(token = %hash_prefix(&key), %error, "token refused");
+        })?;
+        if let Some(until) = self.cache_until(token) {
+            lock(&self.cache).insert(key, identity.clone(), until, self.capacity);
+        }
+        Ok(identity)
+    }
+
+    /// Until when an answer about `token` may be reused: the bound, or the
+    /// token's expiry when that is sooner (`None`: already expired).
+    fn cache_until(&self, token: &str) -> Option<Instant> {
+        let now = Instant::now();
+        let bound = now + self.cache_ttl;
+        let Some(exp) = jwt_exp(token) else {
+            return Some(bound);
+        };
+        let left = UNIX_EPOCH
+            .checked_add(Duration::from_secs(exp))?
+            .duration_since(SystemTime::now())
+            .ok()?;
+        Some(bound.min(now + left))
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// SHA-256 of a token: the cache key (the token itself is not kept).
+fn token_hash(token: &str) -> [u8; 32] {
+    let digest = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
+    let mut key = [0; 32];
+    key.copy_from_slice(digest.as_ref());
+    key
+}
+
+/// The first bytes of a token's hash in hex: enough to tell tokens apart in
+/// logs, nothing to replay.
+pub(crate) fn hash_prefix(key: &[u8; 32]) -> String {
+    key[..4].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The `exp` claim of a JWT, read without verifying the signature.
+fn jwt_exp(token: &str) -> Option<u64> {
+    let payload = token.split('.').nth(1)?;
+    let engine = base64::engine::GeneralPurpose::new(
+        &base64::alphabet::URL_SAFE,
+        base64::engine::GeneralPurposeConfig::new()
+            .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+    );
+    let bytes = engine.decode(payload).ok()?;
+    let claims: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    claims.get("exp")?.as_u64()
+}
+
+/// One TokenReview and what it says.
+async fn review(
+    client: kube::Client,
+    audience: &str,
+    token: &str,
+    metrics: &EndpointMetrics,
+) -> Result<Arc<Identity>, AuthError> {
+    let request = TokenReview {
+        spec: TokenReviewSpec {
+            token: Some(token.to_owned()),
+            audiences: Some(vec![audience.to_owned()]),
+        },
+        ..TokenReview::default()
+    };
+    let answer = Api::<TokenReview>::all(client)
+        .create(&PostParams::default(), &request)
+        .await;
+    let result = match answer {
+        Ok(review) => identity(audience, review.status.unwrap_or_default()),
+        Err(error) => {
+            tracing::warn!(%error, "TokenReview failed");
+            Err(AuthError::Unavailable(error.to_string()))
+        }
+    };
+    let label = match &result {
+        Ok(_) => "authenticated",
+        Err(AuthError::Unavailable(_)) => "error",
+        Err(_) => "rejected",
+    };
+    metrics
+        .token_reviews
+        .get_or_create(&ReviewLabel { result: label })
+        .inc();
+    result.map(Arc::new)
+}
+
+/// Reads the bound pod out of a review's status.
+fn identity(audience: &str, status: TokenReviewStatus) -> Result<Identity, AuthError> {
+    let invalid = |detail: String| AuthError::Invalid {
+        audience: audience.to_owned(),
+        detail,
+    };
+    if status.authenticated != Some(true) {
+        return Err(invalid(
+            status
+                .error
+                .unwrap_or_else(|| "not authenticated".to_owned()),
+        ));
+    }
+    let audiences = status.audiences.unwrap_or_default();
+    if !audiences.iter().any(|a| a == audience) {
+        return Err(invalid(format!(
+            "issued for audiences {audiences:?}; request a projected token with audience \
+             {audience:?}"
+        )));
+    }
+    let user = status.user.unwrap_or_default();
+    let username = user.username.unwrap_or_default();
+    let Some((namespace, service_account)) = username
+        .strip_prefix(SA_PREFIX)
+        .and_then(|rest| rest.split_once(':'))
+    else {
+        return Err(AuthError::NotBound(format!(
+            "user {username:?} is not a service account"
+        )));
+    };
+    let extra = user.extra.unwrap_or_default();
+    let first = |key: &str| {
+        extra
+            .get(key)
+            .and_then(|values| values.first())
+            .filter(|v| !v.is_empty())
+            .cloned()
+    };
+    let (Some(pod), Some(uid)) = (first(POD_NAME_EXTRA), first(POD_UID_EXTRA)) else {
+        return Err(AuthError::NotBound(format!(
+            "service account {namespace}/{service_account} without a bound pod"
+        )));
+    };
+    Ok(Identity {
+        namespace: namespace.to_owned(),
+        service_account: service_account.to_owned(),
+        pod,
+        uid,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::api::authentication::v1::UserInfo;
+
+    use super::*;
+
+    fn status(audiences: &[&str], username: &str, pod: Option<(&str, &str)>) -> TokenReviewStatus {
+        let extra = pod.map(|(name, uid)| {
+            BTreeMap::from([
+                (POD_NAME_EXTRA.to_owned(), vec![name.to_owned()]),
+                (POD_UID_EXTRA.to_owned(), vec![uid.to_owned()]),
+            ])
+        });
+        TokenReviewStatus {
+            authenticated: Some(true),
+            audiences: Some(audiences.iter().map(|a| (*a).to_owned()).collect()),
+            user: Some(UserInfo {
+                username: Some(username.to_owned()),
+                extra,
+                ..UserInfo::default()
+            }),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn a_bound_token_names_its_pod_and_namespace() {
+        let got = identity(
+            "shardring.io",
+            status(
+                &["shardring.io"],
+                "system:serviceaccount:team:consumer",
+                Some(("c-0", "u-0")),
+            ),
+        )
+        .unwrap();
+        assert_eq!(
+            got,
+            Identity {
+                namespace: "team".into(),
+                service_account: "consumer".into(),
+                pod: "c-0".into(),
+                uid: "u-0".into(),
+            }
+        );
+    }
+
+    #[test]
+    fn refusals_say_why() {
+        let sa = "system:serviceaccount:team:consumer";
+        let wrong_audience = identity("shardring.io", status(&["api"], sa, Some(("p", "u"))));
+        assert!(
+            matches!(&wrong_audience, Err(AuthError::Invalid { detail, .. }) if detail.contains("api")),
+            "{wrong_audience:?}"
+        );
+        let unbound = identity("shardring.io", status(&["shardring.io"], sa, None));
+        assert!(matches!(unbound, Err(AuthError::NotBound(_))));
+        assert!(
+            unbound
+                .unwrap_err()
+                .to_string()
+                .contains("projected service-account token")
+        );
+        let user = identity(
+            "shardring.io",
+            status(&["shardring.io"], "alice", Some(("p", "u"))),
+        );
+        assert!(matches!(user, Err(AuthError::NotBound(_))));
+        let refused = identity(
+            "shardring.io",
+            TokenReviewStatus {
+                authenticated: Some(false),
+                error: Some("token expired".into()),
+                ..TokenReviewStatus::default()
+            },
+        );
+        assert!(
+            matches!(&refused, Err(AuthError::Invalid { detail, .. }) if detail == "token expired")
+        );
+    }
+
+    #[test]
+    fn jwt_exp_is_read_from_the_payload_with_or_without_padding() {
+        let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let payload = engine.encode(br#"{"exp":1700000000,"aud":["x"]}"#);
+        assert_eq!(jwt_exp(&format!("h.{payload}.s")), Some(1_700_000_000));
+        let padded = base64::engine::general_purpose::URL_SAFE.encode(br#"{"exp":42}"#);
+        assert_eq!(jwt_exp(&format!("h.{padded}.s")), Some(42));
+        assert_eq!(jwt_exp("opaque-token"), None);
+        assert_eq!(jwt_exp("h.!!!.s"), None);
+    }
+
+    #[test]
+    fn the_cache_expires_entries_and_evicts_the_oldest() {
+        let mut cache = TokenCache::default();
+        let now = Instant::now();
+        let id = |pod: &str| {
+            Arc::new(Identity {
+                namespace: "ns".into(),
+                service_account: "sa".into(),
+                pod: pod.into(),
+                uid: "u".into(),
+            })
+        };
+        let later = now + Duration::from_secs(60);
+        cache.insert([1; 32], id("a"), later, 2);
+        cache.insert([2; 32], id("b"), now + Duration::from_secs(1), 2);
+        assert_eq!(cache.get(&[1; 32], now).unwrap().pod, "a");
+        assert!(
+            cache.get(&[2; 32], now + Duration::from_secs(2)).is_none(),
+            "expired"
+        );
+        cache.insert([3; 32], id("c"), later, 2);
+        cache.insert([4; 32], id("d"), later, 2);
+        assert!(cache.get(&[1; 32], now).is_none(), "the oldest went");
+        assert!(cache.get(&[3; 32], now).is_some());
+        assert!(cache.get(&[4; 32], now).is_some());
+        assert!(cache.entries.len() <= 2);
+        assert_eq!(hash_prefix(&token_hash("secret")).len(), 8);
+    }
+}
