@@ -168,7 +168,9 @@ impl Directory {
         Lookup::Found(slot.view.subscribe())
     }
 
-    fn want(&self, group: &GroupKey) {
+    /// Serves `group`'s views from its next sync on, as a first request for
+    /// it does, and asks the controller for that sync.
+    pub fn want(&self, group: &GroupKey) {
         let mut groups = self.groups.write().unwrap_or_else(|e| e.into_inner());
         if groups.wanted.insert(group.clone())
             && let Some(requests) = &self.requests

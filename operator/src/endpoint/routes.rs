@@ -311,6 +311,15 @@ fn refusal(lookup: &Lookup, group: &GroupKey, who: &Identity, ip: IpAddr) -> Ans
             "UnknownShardGroup",
             format!("ShardGroup {group} is not served by this operator (yet); retry shortly"),
         ),
+        // The first request for a group: its views are being prepared.
+        Lookup::Warming => Answer::error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Warming",
+            format!(
+                "ShardGroup {group}'s views are being prepared for the endpoint; retry in a second"
+            ),
+        )
+        .with(header::RETRY_AFTER, HeaderValue::from_static("1")),
         Lookup::NotMember => forbidden(
             "NotMember",
             format!(

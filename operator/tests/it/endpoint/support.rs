@@ -295,6 +295,9 @@ impl Endpoint {
         config.tls_poll_interval = Duration::from_millis(100);
         (setup.config)(&mut config);
         let state = EndpointState::default();
+        // The test group is served from its first sync, as once a first
+        // request warmed it.
+        state.directory.want(&group());
         let metrics = EndpointMetrics::default();
         let (leader, receiver) = match setup.leader {
             Some(initial) => {
