@@ -26,6 +26,7 @@ mod selector;
 mod status;
 mod store;
 mod tls;
+pub mod tokens;
 mod watch;
 
 use std::net::SocketAddr;

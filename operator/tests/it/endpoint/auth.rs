@@ -5,7 +5,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
-use super::support::{Claims, Endpoint, Setup, now_secs, token, view_path, wait_until};
+use super::support::{Claims, Endpoint, Setup, claims, now_secs, token, view_path, wait_until};
 
 const REALM: &str = r#"Bearer realm="shardring""#;
 const INVALID: &str = r#"Bearer realm="shardring", error="invalid_token""#;
@@ -31,7 +31,7 @@ async fn tokens_that_are_missing_expired_for_another_audience_or_unbound_get_401
 
     let expired = Claims {
         exp: now_secs() - 10,
-        ..Claims::pod("c-0")
+        ..claims("c-0")
     };
     let answer = client.get(&path, Some(&expired.token())).await;
     answer.expect(401);
@@ -44,7 +44,7 @@ async fn tokens_that_are_missing_expired_for_another_audience_or_unbound_get_401
 
     let elsewhere = Claims {
         audiences: vec!["https://kubernetes.default.svc".into()],
-        ..Claims::pod("c-0")
+        ..claims("c-0")
     };
     let answer = client.get(&path, Some(&elsewhere.token())).await;
     answer.expect(401);
@@ -53,7 +53,7 @@ async fn tokens_that_are_missing_expired_for_another_audience_or_unbound_get_401
 
     let unbound = Claims {
         bound: false,
-        ..Claims::pod("c-0")
+        ..claims("c-0")
     };
     let answer = client.get(&path, Some(&unbound.token())).await;
     answer.expect(401);
@@ -88,7 +88,7 @@ async fn a_deleted_pod_another_namespace_a_stranger_and_another_address_get_403(
     // The token of c-0's previous incarnation.
     let old = Claims {
         uid: "uid-of-the-deleted-pod".into(),
-        ..Claims::pod("c-0")
+        ..claims("c-0")
     };
     let answer = client.get(&path, Some(&old.token())).await;
     answer.expect(403);
@@ -96,7 +96,7 @@ async fn a_deleted_pod_another_namespace_a_stranger_and_another_address_get_403(
 
     let other_ns = Claims {
         namespace: "elsewhere".into(),
-        ..Claims::pod("c-0")
+        ..claims("c-0")
     };
     let answer = client.get(&path, Some(&other_ns.token())).await;
     answer.expect(403);
@@ -158,7 +158,7 @@ async fn a_cached_token_is_reviewed_again_once_it_expires() {
     let exp = now_secs() + 2;
     let short = Claims {
         exp,
-        ..Claims::pod("c-0")
+        ..claims("c-0")
     }
     .token();
     client.get(&view_path(0, 0), Some(&short)).await.expect(200);

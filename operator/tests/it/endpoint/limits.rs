@@ -8,7 +8,7 @@ use std::time::Duration;
 use http::Method;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-use super::support::{Claims, Endpoint, Setup, token, view_path, wait_until};
+use super::support::{Claims, Endpoint, Setup, claims, token, view_path, wait_until};
 
 /// Sends `total` requests with `token_of(i)` over `connections` keep-alive
 /// connections at once; returns the answers.
@@ -100,7 +100,7 @@ async fn a_flood_of_bad_tokens_from_one_ip_costs_at_most_the_ip_limit_in_reviews
             Claims {
                 audiences: vec!["someone-else".into()],
                 nonce: u64::try_from(i).unwrap(),
-                ..Claims::pod("intruder")
+                ..claims("intruder")
             }
             .token()
         }),

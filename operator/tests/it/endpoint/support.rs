@@ -12,9 +12,8 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use base64::Engine as _;
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request};
 use http_body_util::{BodyExt as _, Full};
@@ -25,7 +24,7 @@ use rcgen::{
 };
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName};
-use serde_json::{Value, json};
+use serde_json::Value;
 use shardring::crds::assignment::{AssignmentDocument, Handoff, PodView, ShardPhase, ShardRecord};
 use shardring::crds::endpoint::ErrorBody;
 use shardring::endpoint::{
@@ -51,106 +50,20 @@ pub(super) fn group() -> GroupKey {
     GroupKey::new(NS, GROUP)
 }
 
-/// A test token's claims.
-#[derive(Debug, Clone)]
-pub(super) struct Claims {
-    pub namespace: String,
-    pub pod: String,
-    pub uid: String,
-    pub audiences: Vec<String>,
-    /// Seconds since the epoch.
-    pub exp: u64,
-    /// Whether the token is bound to its pod.
-    pub bound: bool,
-    /// Distinguishes otherwise equal tokens (a bad-token flood).
-    pub nonce: u64,
-}
+pub(super) use shardring_devkit::apiserver::tokens::{Claims, now_secs};
 
-impl Claims {
-    /// A valid, bound token of `pod` (uid `uid-<pod>`) in [`NS`], for an
-    /// hour.
-    pub(super) fn pod(pod: &str) -> Self {
-        Self {
-            namespace: NS.to_owned(),
-            pod: pod.to_owned(),
-            uid: format!("uid-{pod}"),
-            audiences: vec![AUDIENCE.to_owned()],
-            exp: now_secs() + 3600,
-            bound: true,
-            nonce: 0,
-        }
-    }
-
-    pub(super) fn token(&self) -> String {
-        let payload = json!({
-            "ns": self.namespace, "pod": self.pod, "uid": self.uid,
-            "aud": self.audiences, "exp": self.exp, "bound": self.bound, "nonce": self.nonce,
-        });
-        let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
-        format!(
-            "eyJhbGciOiJSUzI1NiJ9.{}.c2lnbmF0dXJl",
-            engine.encode(payload.to_string())
-        )
-    }
+/// A valid, bound token of `pod` (uid `uid-<pod>`) in [`NS`], for an hour.
+pub(super) fn claims(pod: &str) -> Claims {
+    Claims::bound(NS, pod, &format!("uid-{pod}"), AUDIENCE)
 }
 
 pub(super) fn token(pod: &str) -> String {
-    Claims::pod(pod).token()
-}
-
-pub(super) fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("after 1970")
-        .as_secs()
+    claims(pod).token()
 }
 
 /// Answers TokenReviews of test tokens as kube-apiserver does.
 pub(super) fn reviewer() -> TokenReviewer {
-    Arc::new(|token: &str, audiences: &[String]| {
-        let unauthenticated = |error: &str| json!({"authenticated": false, "error": error});
-        let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
-        let Some(claims) = token
-            .split('.')
-            .nth(1)
-            .and_then(|p| engine.decode(p).ok())
-            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-        else {
-            return unauthenticated("invalid bearer token");
-        };
-        if claims["exp"].as_u64().unwrap_or(0) <= now_secs() {
-            return unauthenticated("invalid bearer token, token has expired");
-        }
-        let issued: Vec<String> = claims["aud"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let granted: Vec<&String> = audiences.iter().filter(|a| issued.contains(a)).collect();
-        if granted.is_empty() {
-            return unauthenticated("token audiences are invalid for the target audiences");
-        }
-        let mut extra = json!({});
-        if claims["bound"] == true {
-            extra = json!({
-                "authentication.kubernetes.io/pod-name": [claims["pod"]],
-                "authentication.kubernetes.io/pod-uid": [claims["uid"]],
-            });
-        }
-        json!({
-            "authenticated": true,
-            "audiences": granted,
-            "user": {
-                "username": format!("system:serviceaccount:{}:consumer", claims["ns"].as_str().unwrap_or_default()),
-                "uid": "sa-uid",
-                "groups": ["system:serviceaccounts"],
-                "extra": extra,
-            },
-        })
-    })
+    shardring_devkit::apiserver::tokens::bound_token_reviewer()
 }
 
 /// A CA and a serving certificate it signed for localhost, in PEM.
