@@ -8,7 +8,15 @@
 //!   emulators' credentials and region for the default AWS chain, from the
 //!   test's target directory (`cargo build -p shardring` builds it; `cargo
 //!   test --workspace` already has), killed when the handle is dropped.
+//!
+//! The consumer endpoint is off in-process and on an ephemeral loopback port
+//! for the binary (parallel scenarios must not share 8443), with
+//! `POD_NAMESPACE` the test's namespace (the self-signed fallback's Secret is
+//! removed with it), unless [`Operator::start_with_endpoint`] serves it on a
+//! known address (without the peer IP check: the suite's consumers run
+//! outside the pods).
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -17,6 +25,7 @@ use kube::Client;
 
 use crate::cluster::Cluster;
 use shardring::controller::{ControllerConfig, ControllerMetrics, Sources, run_controller};
+use shardring::endpoint::{EndpointConfig, EndpointMetrics, EndpointServer, EndpointState};
 use shardring::source::kinesis::reader::{emulator_environment, emulator_sdk_config};
 use shardring::source::kinesis::{AwsSettings, KinesisProvider};
 use tokio::process::{Child, Command};
@@ -106,13 +115,34 @@ impl Operator {
     ) -> Result<Self, OperatorError> {
         match mode {
             OperatorMode::InProcess => {
-                Ok(Self::in_process(&cluster.client, namespace, region).await)
+                Self::in_process(&cluster.client, namespace, region, None).await
             }
-            OperatorMode::Binary => Self::binary(cluster, namespace, region),
+            OperatorMode::Binary => Self::binary(cluster, namespace, region, None),
         }
     }
 
-    async fn in_process(client: &Client, namespace: &str, region: &str) -> Self {
+    /// [`Operator::start`], serving the consumer endpoint on `endpoint`.
+    pub async fn start_with_endpoint(
+        cluster: &Cluster,
+        namespace: &str,
+        region: &str,
+        mode: OperatorMode,
+        endpoint: SocketAddr,
+    ) -> Result<Self, OperatorError> {
+        match mode {
+            OperatorMode::InProcess => {
+                Self::in_process(&cluster.client, namespace, region, Some(endpoint)).await
+            }
+            OperatorMode::Binary => Self::binary(cluster, namespace, region, Some(endpoint)),
+        }
+    }
+
+    async fn in_process(
+        client: &Client,
+        namespace: &str,
+        region: &str,
+        endpoint: Option<SocketAddr>,
+    ) -> Result<Self, OperatorError> {
         // Logs of the in-process operator go to the test's stderr (shown with
         // --nocapture); a second init in the same process is harmless.
         let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into());
@@ -122,12 +152,32 @@ impl Operator {
         );
         let mut registry = shardring::runtime::metrics::new_registry();
         let metrics = ControllerMetrics::register(&mut registry);
+        let token = CancellationToken::new();
+        let state = match endpoint {
+            Some(addr) => {
+                let state = EndpointState::default();
+                let mut config = EndpointConfig::new(addr, namespace);
+                config.peer_ip_check = false;
+                let server = EndpointServer::bind(
+                    config,
+                    client.clone(),
+                    state.clone(),
+                    EndpointMetrics::default(),
+                    None,
+                )
+                .await
+                .map_err(|e| OperatorError::Exited(format!("the endpoint did not start: {e}")))?;
+                tokio::spawn(server.serve(token.clone()));
+                Some(state)
+            }
+            None => None,
+        };
         let config = ControllerConfig {
             namespace: Some(namespace.to_owned()),
             controller_class: Some(crate::harness::CONTROLLER_CLASS.to_owned()),
+            endpoint: state,
             ..ControllerConfig::default()
         };
-        let token = CancellationToken::new();
         let task = tokio::spawn(run_controller(
             client.clone(),
             config,
@@ -137,18 +187,23 @@ impl Operator {
             token.clone(),
             None,
         ));
-        Self::InProcess {
+        Ok(Self::InProcess {
             guard: token.drop_guard(),
             task,
-        }
+        })
     }
 
-    fn binary(cluster: &Cluster, namespace: &str, region: &str) -> Result<Self, OperatorError> {
+    fn binary(
+        cluster: &Cluster,
+        namespace: &str,
+        region: &str,
+        endpoint: Option<SocketAddr>,
+    ) -> Result<Self, OperatorError> {
         let path = binary_path()?;
         if !path.is_file() {
             return Err(OperatorError::MissingBinary(path));
         }
-        let mut command = binary_command(&path, namespace, region);
+        let mut command = binary_command(&path, namespace, region, endpoint);
         cluster.configure(&mut command);
         let child = command
             .spawn()
@@ -209,12 +264,20 @@ pub async fn emulator_sources(region: &str) -> Sources {
     )))
 }
 
-/// `shardring run` for `namespace`: metrics on an ephemeral loopback port
-/// (parallel runs and a local 8080 do not collide), and the emulators'
-/// credentials and region in the environment, which is where the binary's
-/// default AWS chain finds them.
-fn binary_command(path: &Path, namespace: &str, region: &str) -> Command {
+/// `shardring run` for `namespace`: metrics and the consumer endpoint on
+/// ephemeral loopback ports (parallel runs and a local 8080 or 8443 do not
+/// collide) unless `endpoint` names its address, the test's namespace as
+/// the operator's own (`POD_NAMESPACE`), and the emulators' credentials and
+/// region in the environment, which is where the binary's default AWS chain
+/// finds them.
+fn binary_command(
+    path: &Path,
+    namespace: &str,
+    region: &str,
+    endpoint: Option<SocketAddr>,
+) -> Command {
     let mut command = Command::new(path);
+    let endpoint_addr = endpoint.map_or_else(|| "127.0.0.1:0".to_owned(), |a| a.to_string());
     command
         .args([
             "run",
@@ -224,10 +287,16 @@ fn binary_command(path: &Path, namespace: &str, region: &str) -> Command {
             "127.0.0.1:0",
             "--controller-class",
             crate::harness::CONTROLLER_CLASS,
+            "--endpoint-addr",
+            &endpoint_addr,
         ])
+        .env("POD_NAMESPACE", namespace)
         .envs(emulator_environment(region))
         .stdin(Stdio::null())
         .kill_on_drop(true);
+    if endpoint.is_some() {
+        command.arg("--endpoint-no-peer-ip-check");
+    }
     command
 }
 
@@ -250,7 +319,7 @@ mod tests {
 
     #[test]
     fn the_binary_gets_the_emulators_credentials_and_region() {
-        let command = binary_command(Path::new("/bin/shardring"), "ns", "eu-west-1");
+        let command = binary_command(Path::new("/bin/shardring"), "ns", "eu-west-1", None);
         let env: std::collections::BTreeMap<_, _> = command
             .as_std()
             .get_envs()

@@ -14,6 +14,7 @@
 //! the suite reaches an API server over TLS.
 
 mod connect;
+mod endpoint;
 mod fixture;
 mod waits;
 
@@ -43,17 +44,8 @@ type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 #[tokio::test]
 async fn publishes_assignment_and_rebalances_on_a_real_cluster() {
-    let client = match connect().await {
-        Reachability::Reachable { client, version } => {
-            eprintln!("e2e: cluster reachable, Kubernetes {version}");
-            client
-        }
-        Reachability::Unreachable(reason) => {
-            // Written to stderr directly (not `eprintln!`) so the line shows
-            // even though the test harness captures output of passing tests.
-            let _ = writeln!(std::io::stderr(), "{SKIP_MESSAGE} ({reason})");
-            return;
-        }
+    let Some(client) = reachable().await else {
+        return;
     };
     let _turn = crate::TURNS.read().await;
     let namespace = unique_namespace("cluster");
@@ -70,7 +62,9 @@ async fn publishes_assignment_and_rebalances_on_a_real_cluster() {
     }
 }
 
-async fn scenario(client: &Client, fx: &Fixture) -> TestResult {
+/// Applies the CRDs, creates the namespace, applies the pool and the group
+/// and creates [`PODS`] Ready pods; returns their names.
+async fn install(client: &Client, fx: &Fixture) -> TestResult<Vec<String>> {
     apply_crds(client).await?;
     create_namespace(client, &fx.namespace).await?;
     let params = PatchParams::apply(MANAGER).force();
@@ -80,10 +74,32 @@ async fn scenario(client: &Client, fx: &Fixture) -> TestResult {
     Api::<ShardGroup>::namespaced(client.clone(), &fx.namespace)
         .patch(&fx.name, &params, &Patch::Apply(&fx.group))
         .await?;
-    let mut pods: Vec<String> = (0..PODS).map(|i| format!("consumer-{i}")).collect();
+    let pods: Vec<String> = (0..PODS).map(|i| format!("consumer-{i}")).collect();
     for pod in &pods {
         create_ready_pod(client, fx, pod).await?;
     }
+    Ok(pods)
+}
+
+/// The connected cluster's client, or `None` after printing why the test
+/// is skipped.
+async fn reachable() -> Option<Client> {
+    match connect().await {
+        Reachability::Reachable { client, version } => {
+            eprintln!("e2e: cluster reachable, Kubernetes {version}");
+            Some(client)
+        }
+        Reachability::Unreachable(reason) => {
+            // Written to stderr directly (not `eprintln!`) so the line shows
+            // even though the test harness captures output of passing tests.
+            let _ = writeln!(std::io::stderr(), "{SKIP_MESSAGE} ({reason})");
+            None
+        }
+    }
+}
+
+async fn scenario(client: &Client, fx: &Fixture) -> TestResult {
+    let mut pods = install(client, fx).await?;
 
     // Scoped to the test's namespace so it cannot touch anything else.
     let mut operator = Operator::start(

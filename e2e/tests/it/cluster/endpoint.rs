@@ -1,0 +1,260 @@
+//! The consumer endpoint against a real cluster: the operator (in either
+//! mode) serves HTTPS on a loopback port; a consumer presents a projected
+//! service-account token bound to its pod (a TokenRequest, as the kubelet
+//! makes for a projected volume) and gets its own view, checked by a real
+//! TokenReview; a token for another audience gets 401; and a pod that turns
+//! NotReady hands its shards over as soon as it acknowledges their release,
+//! long before the sample's 30 s drain timeout. The peer IP check is off: the
+//! suite's consumers run outside the pods (which are never scheduled).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, ServiceAccount};
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+use shardring_consumer::view::endpoint::{EndpointClient, EndpointConfig};
+use shardring_crds::endpoint::{
+    CA_CONFIGMAP_KEY, CA_CONFIGMAP_NAME, DEFAULT_AUDIENCE, ReleaseRequest, ViewResponse,
+};
+use shardring_e2e::harness::STEP_TIMEOUT;
+use shardring_e2e::namespace::{delete_namespace, unique_namespace};
+use shardring_e2e::{Operator, Probe, wait_for};
+
+use super::fixture::Fixture;
+use super::waits::wait_for_assignment;
+use super::{TestResult, install, reachable};
+
+#[tokio::test]
+async fn endpoint_serves_views_and_takes_release_acks_on_a_real_cluster() {
+    let Some(client) = reachable().await else {
+        return;
+    };
+    let _turn = crate::TURNS.read().await;
+    let namespace = unique_namespace("endpoint");
+    let result = match Fixture::from_samples(&namespace) {
+        Ok(fixture) => scenario(&client, &fixture).await,
+        Err(error) => Err(error),
+    };
+    let cleanup = delete_namespace(&client, &namespace).await;
+    if let Err(error) = result {
+        panic!("e2e endpoint scenario failed in namespace {namespace}: {error}");
+    }
+    if let Err(error) = cleanup {
+        panic!("e2e cleanup of namespace {namespace} failed: {error}");
+    }
+}
+
+async fn scenario(client: &Client, fx: &Fixture) -> TestResult {
+    let mut pods = install(client, fx).await?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut operator = Operator::start_with_endpoint(
+        &shardring_e2e::cluster::Cluster::from_environment(client.clone()),
+        &fx.namespace,
+        shardring_e2e::harness::REGION,
+        shardring_e2e::operator::OperatorMode::from_env()?,
+        addr,
+    )
+    .await?;
+    let first = wait_for_assignment(client, fx, &pods, &mut operator).await?;
+    let dir = std::env::temp_dir().join(format!("shardring-e2e-{}", fx.namespace));
+    std::fs::create_dir_all(&dir)?;
+    let ca = ca_file(client, fx, &dir).await?;
+    let url = format!("https://127.0.0.1:{port}");
+
+    // Its own view, with a token bound to the pod.
+    let owner = pods[0].clone();
+    let consumer = endpoint_client(client, fx, &dir, &ca, &url, &owner, DEFAULT_AUDIENCE).await?;
+    let view = view_at_least(&consumer, fx, first.epoch).await?;
+    let expected = first
+        .pods
+        .get(&owner)
+        .map(|p| p.active.clone())
+        .unwrap_or_default();
+    if view.pod != owner || view.view.active != expected {
+        return Err(
+            format!("{owner}'s endpoint view {view:?} is not its share {expected:?}").into(),
+        );
+    }
+
+    // A token for another audience is refused.
+    let stranger = endpoint_client(client, fx, &dir, &ca, &url, &owner, "another-audience").await?;
+    match stranger
+        .view(&fx.namespace, &fx.name, 0, Duration::ZERO)
+        .await
+    {
+        Err(error) if error.status() == Some(401) => {}
+        other => return Err(format!("a token for another audience got {other:?}").into()),
+    }
+
+    // The last pod turns NotReady: its shards are revoked, it acknowledges
+    // their release, and they move at once.
+    let leaving = pods.pop().ok_or("no pods")?;
+    let leaver = endpoint_client(client, fx, &dir, &ca, &url, &leaving, DEFAULT_AUDIENCE).await?;
+    let before = view_at_least(&leaver, fx, first.epoch).await?;
+    let status = json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}});
+    Api::<Pod>::namespaced(client.clone(), &fx.namespace)
+        .patch_status(
+            &leaving,
+            &PatchParams::default(),
+            &Patch::Strategic(&status),
+        )
+        .await?;
+    let revoked = wait_for(
+        "the leaving pod's view to revoke its shards",
+        STEP_TIMEOUT,
+        || {
+            let leaver = leaver.clone();
+            let epoch = before.view.epoch;
+            async move {
+                let (view, _) = leaver
+                    .view(&fx.namespace, &fx.name, epoch, Duration::from_secs(5))
+                    .await?;
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(
+                    if view.view.revoking.is_empty() {
+                        Probe::Pending(format!("{:?}", view.view))
+                    } else {
+                        Probe::Done(view)
+                    },
+                )
+            }
+        },
+    )
+    .await?;
+    let acked = Instant::now();
+    for shard in &revoked.view.revoking {
+        let request = ReleaseRequest {
+            shard: shard.clone(),
+            epoch: revoked.view.epoch,
+            checkpoint: None,
+        };
+        leaver.release(&fx.namespace, &fx.name, &request).await?;
+    }
+    wait_for_assignment(client, fx, &pods, &mut operator).await?;
+    let handed_over = acked.elapsed();
+    eprintln!(
+        "e2e: {} acknowledged shards of {leaving} active elsewhere {:.0} ms after the acks",
+        revoked.view.revoking.len(),
+        handed_over.as_secs_f64() * 1e3
+    );
+    if handed_over >= Duration::from_secs(20) {
+        return Err(format!(
+            "the acknowledged handoff took {handed_over:?}: as long as the 30 s drain timeout"
+        )
+        .into());
+    }
+    operator.stop().await?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// The endpoint's CA, once the operator published it in the namespace.
+async fn ca_file(client: &Client, fx: &Fixture, dir: &Path) -> TestResult<PathBuf> {
+    let config_maps = Api::<ConfigMap>::namespaced(client.clone(), &fx.namespace);
+    let pem = wait_for("the endpoint's CA ConfigMap", STEP_TIMEOUT, || {
+        let config_maps = config_maps.clone();
+        async move {
+            let pem = config_maps
+                .get_opt(CA_CONFIGMAP_NAME)
+                .await?
+                .and_then(|cm| cm.data?.get(CA_CONFIGMAP_KEY).cloned());
+            Ok::<_, kube::Error>(match pem {
+                Some(pem) => Probe::Done(pem),
+                None => Probe::Pending("not published".into()),
+            })
+        }
+    })
+    .await?;
+    let path = dir.join("ca.crt");
+    std::fs::write(&path, pem)?;
+    Ok(path)
+}
+
+/// An endpoint client of `pod` with a token of the namespace's `default`
+/// service account bound to the pod, for `audience`.
+async fn endpoint_client(
+    client: &Client,
+    fx: &Fixture,
+    dir: &Path,
+    ca: &Path,
+    url: &str,
+    pod: &str,
+    audience: &str,
+) -> TestResult<EndpointClient> {
+    let uid = Api::<Pod>::namespaced(client.clone(), &fx.namespace)
+        .get(pod)
+        .await?
+        .metadata
+        .uid
+        .ok_or("a pod without a uid")?;
+    let accounts = Api::<ServiceAccount>::namespaced(client.clone(), &fx.namespace);
+    // The service-account controller creates `default` shortly after the
+    // namespace.
+    wait_for("the default service account", STEP_TIMEOUT, || {
+        let accounts = accounts.clone();
+        async move {
+            Ok::<_, kube::Error>(match accounts.get_opt("default").await? {
+                Some(_) => Probe::Done(()),
+                None => Probe::Pending("not created yet".into()),
+            })
+        }
+    })
+    .await?;
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences: vec![audience.to_owned()],
+            bound_object_ref: Some(BoundObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                name: Some(pod.to_owned()),
+                uid: Some(uid),
+            }),
+            expiration_seconds: Some(600),
+        },
+        ..TokenRequest::default()
+    };
+    let issued = accounts
+        .create_token_request("default", &PostParams::default(), &request)
+        .await?;
+    let token = issued
+        .status
+        .ok_or("a TokenRequest without a status")?
+        .token;
+    let token_file = dir.join(format!("token-{pod}-{audience}"));
+    std::fs::write(&token_file, token)?;
+    let mut config = EndpointConfig::new(url);
+    config.token_file = token_file;
+    config.ca_file = ca.to_path_buf();
+    Ok(EndpointClient::new(config)?)
+}
+
+/// The view at `epoch` or later (the first request for the group is
+/// answered `Warming` while the leader prepares its views).
+async fn view_at_least(
+    client: &EndpointClient,
+    fx: &Fixture,
+    epoch: u64,
+) -> TestResult<ViewResponse> {
+    wait_for("an endpoint view", STEP_TIMEOUT, || {
+        let client = client.clone();
+        async move {
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>(
+                match client
+                    .view(&fx.namespace, &fx.name, 0, Duration::ZERO)
+                    .await
+                {
+                    Ok((view, _)) if view.view.epoch >= epoch => Probe::Done(view),
+                    Ok((view, _)) => Probe::Pending(format!("epoch {}", view.view.epoch)),
+                    Err(error) => Probe::Pending(error.to_string()),
+                },
+            )
+        }
+    })
+    .await
+    .map_err(Into::into)
+}
