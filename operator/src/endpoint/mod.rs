@@ -8,11 +8,13 @@
 //!
 //! `directory` owns the served views and who may see them, `releases` the
 //! acknowledged releases and their validation. The HTTPS server is
-//! [`server`]'s: `routes` answers requests, `auth` checks tokens,
+//! [`server`]'s: `routes` answers requests (`answers` builds them), `auth`
+//! checks tokens,
 //! `ratelimit` counts requests, `conn` times connections out, `tls` and
 //! `selfsigned` provide the certificate, `leader_label` marks the serving
 //! pod, and `metrics` counts it all.
 
+mod answers;
 mod auth;
 mod conn;
 pub mod directory;
