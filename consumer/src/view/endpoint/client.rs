@@ -12,26 +12,28 @@
 //! [`EndpointClient::reconnects`] generation: the release outbox re-sends
 //! its acknowledgements after one (the leader keeps them in memory only).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, Method, Request, StatusCode, Uri, header};
+use http::{Method, Request, StatusCode, Uri, header};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::ServerName;
 use shardring_crds::endpoint::{
-    ErrorBody, QUERY_EPOCH, QUERY_WAIT, ReleaseOutcome, ReleaseRequest, ReleaseResponse,
-    ViewResponse, releases_path, view_path,
+    QUERY_EPOCH, QUERY_WAIT, ReleaseOutcome, ReleaseRequest, ReleaseResponse, ViewResponse,
+    releases_path, view_path,
 };
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio_rustls::TlsConnector;
 
-use super::retry::{Failure, RateLimit, retry_after};
+pub use super::error::EndpointError;
+use super::error::Reply;
+use super::retry::RateLimit;
+use super::tls::tls_config;
 
 /// Default path of the projected service-account token.
 pub const DEFAULT_TOKEN_FILE: &str = "/var/run/secrets/shardring.io/token";
@@ -66,157 +68,6 @@ impl EndpointConfig {
             ca_file: DEFAULT_CA_FILE.into(),
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(15),
-        }
-    }
-}
-
-/// Why a request to the endpoint failed.
-#[derive(Debug, thiserror::Error)]
-pub enum EndpointError {
-    /// `url` is not `https://host[:port]`.
-    #[error("invalid endpoint URL {url:?}: {detail}")]
-    Url {
-        /// The URL given.
-        url: String,
-        /// What is wrong.
-        detail: String,
-    },
-    /// The token file could not be read or is empty.
-    #[error("cannot read the endpoint token {path}: {detail}")]
-    Token {
-        /// The token file.
-        path: String,
-        /// What is wrong.
-        detail: String,
-    },
-    /// The CA file could not be read or holds no certificate.
-    #[error("cannot load the endpoint CA {path}: {detail}")]
-    Ca {
-        /// The CA file.
-        path: String,
-        /// What is wrong.
-        detail: String,
-    },
-    /// No TCP connection.
-    #[error("cannot connect to the endpoint {authority}: {detail}")]
-    Connect {
-        /// `host:port`.
-        authority: String,
-        /// What happened.
-        detail: String,
-    },
-    /// The TLS handshake failed: most often the server's certificate is not
-    /// signed by the CA in the CA file.
-    #[error(
-        "TLS handshake with the endpoint {authority} failed (is {ca_file} the endpoint's CA, \
-         and the URL's host in its certificate?): {detail}"
-    )]
-    Tls {
-        /// `host:port`.
-        authority: String,
-        /// The CA file trusted.
-        ca_file: String,
-        /// rustls' reason.
-        detail: String,
-    },
-    /// The connection broke or timed out before a whole answer came back
-    /// (the request may or may not have been processed).
-    #[error("no answer from the endpoint {authority}: {detail}")]
-    Io {
-        /// `host:port`.
-        authority: String,
-        /// What happened.
-        detail: String,
-    },
-    /// The server answered with an error status.
-    #[error("endpoint answered {status} {reason}: {message}", reason = reason.as_deref().unwrap_or("-"))]
-    Status {
-        /// The status.
-        status: u16,
-        /// `ErrorBody.reason`, when the body is one.
-        reason: Option<String>,
-        /// `ErrorBody.message`, or the body's text.
-        message: String,
-        /// `Retry-After`.
-        retry_after: Option<Duration>,
-        /// The rate-limit headers.
-        rate: RateLimit,
-    },
-    /// A success answer whose body is not what the contract says.
-    #[error("endpoint answer is not valid: {0}")]
-    Decode(String),
-}
-
-impl EndpointError {
-    /// The retry policy's view of this error.
-    pub fn failure(&self) -> Failure {
-        match self {
-            Self::Status {
-                status: 429,
-                retry_after,
-                ..
-            } => Failure::RateLimited(*retry_after),
-            Self::Status {
-                status: 503,
-                reason: Some(reason),
-                ..
-            } if reason == "NotLeader" => Failure::NotLeader,
-            Self::Status { status: 401, .. } => Failure::Unauthorized,
-            Self::Status { status, .. } if *status >= 500 => Failure::Transient,
-            Self::Status { .. } | Self::Url { .. } | Self::Ca { .. } | Self::Token { .. } => {
-                Failure::Refused
-            }
-            Self::Connect { .. } | Self::Tls { .. } | Self::Io { .. } | Self::Decode(_) => {
-                Failure::Transient
-            }
-        }
-    }
-
-    /// The `ErrorBody.reason` of an error answer.
-    pub fn reason(&self) -> Option<&str> {
-        match self {
-            Self::Status { reason, .. } => reason.as_deref(),
-            _ => None,
-        }
-    }
-
-    /// The HTTP status of an error answer.
-    pub fn status(&self) -> Option<u16> {
-        match self {
-            Self::Status { status, .. } => Some(*status),
-            _ => None,
-        }
-    }
-}
-
-/// A whole answer.
-#[derive(Debug)]
-pub struct Reply {
-    /// The status.
-    pub status: StatusCode,
-    /// The headers.
-    pub headers: HeaderMap,
-    /// The body.
-    pub body: Bytes,
-}
-
-impl Reply {
-    /// The rate-limit headers.
-    pub fn rate(&self) -> RateLimit {
-        RateLimit::from_headers(&self.headers)
-    }
-
-    fn into_error(self) -> EndpointError {
-        let (reason, message) = match serde_json::from_slice::<ErrorBody>(&self.body) {
-            Ok(body) => (Some(body.reason), body.message),
-            Err(_) => (None, String::from_utf8_lossy(&self.body).trim().to_owned()),
-        };
-        EndpointError::Status {
-            status: self.status.as_u16(),
-            reason,
-            message,
-            retry_after: retry_after(&self.headers),
-            rate: RateLimit::from_headers(&self.headers),
         }
     }
 }
@@ -569,33 +420,6 @@ impl EndpointClient {
     }
 }
 
-/// A rustls client configuration trusting only the certificates in `pem`
-/// (ring provider, TLS 1.2 and 1.3, ALPN `http/1.1`).
-pub fn tls_config(path: &Path, pem: &[u8]) -> Result<Arc<rustls::ClientConfig>, EndpointError> {
-    let fail = |detail: String| EndpointError::Ca {
-        path: path.display().to_string(),
-        detail,
-    };
-    let mut roots = rustls::RootCertStore::empty();
-    for certificate in CertificateDer::pem_slice_iter(pem) {
-        let certificate = certificate.map_err(|e| fail(format!("not PEM: {e}")))?;
-        roots
-            .add(certificate)
-            .map_err(|e| fail(format!("not a usable CA certificate: {e}")))?;
-    }
-    if roots.is_empty() {
-        return Err(fail("no certificate in the file".to_owned()));
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| fail(format!("TLS setup: {e}")))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
-}
-
 struct ExchangeError {
     detail: String,
     /// The connection was closed before the request went out (a pooled
@@ -620,6 +444,9 @@ impl From<hyper::Error> for ExchangeError {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
+    use super::super::retry::Failure;
     use super::*;
 
     #[test]

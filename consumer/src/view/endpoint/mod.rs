@@ -4,7 +4,8 @@
 //! acknowledgements that let the next owner start at once.
 //!
 //! - [`client`]: the HTTPS client (only the endpoint's CA trusted; token and
-//!   CA re-read from their projected files before each request);
+//!   CA re-read from their projected files before each request), with
+//!   [`error`] (what a request can end in) and [`tls`] (its rustls setup);
 //! - [`retry`]: the pure retry policy (429 `Retry-After`, rate-limit
 //!   headers, `NotLeader`, backoff with jitter);
 //! - [`source`]: [`EndpointSource`], the long-poll feeding a
@@ -16,10 +17,12 @@
 //! consumer and whoever builds its command line.
 
 pub mod client;
+pub mod error;
 pub mod outbox;
 pub mod release;
 pub mod retry;
 pub mod source;
+pub mod tls;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
