@@ -2,9 +2,16 @@
 //! `shardring`): reconciles, errors by reason, plan duration, publish writes
 //! by kind, shards and pods per ShardGroup, and the handoff protocol's health
 //! (handoff duration by evidence, moves by kind, revokes pending and the age of
-//! the oldest, optional-move budget remaining).
+//! the oldest, optional-move budget remaining, release acknowledgement to
+//! activation); [`ControllerMetrics::record`] records one reconcile's
+//! decision.
 
+use jiff::Timestamp;
+use kube::ResourceExt;
 use prometheus_client::encoding::EncodeLabelSet;
+use shardring_core::plan::Decision;
+
+use crate::crds::ShardGroup;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use std::sync::atomic::AtomicU64;
@@ -196,6 +203,80 @@ impl ControllerMetrics {
         self.revokes_pending.remove(labels);
         self.oldest_revoke_age.remove(labels);
         self.budget_remaining.remove(labels);
+    }
+}
+
+/// A count as an `i64` gauge value, saturating (a gauge pinned at the top is
+/// more honest than a negative one).
+fn gauge(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+impl ControllerMetrics {
+    /// Records what one reconcile decided for `group`: its gauges, the
+    /// moves, the completed handoffs' durations and the revoke ages.
+    pub(crate) fn record(&self, group: &ShardGroup, decision: &Decision, now: Timestamp) {
+        let metrics = self;
+        let labels = GroupLabels {
+            namespace: group.namespace().unwrap_or_default(),
+            shardgroup: group.name_any(),
+        };
+        metrics
+            .shards
+            .get_or_create(&labels)
+            .set(gauge(decision.status.shards.total));
+        metrics
+            .pods
+            .get_or_create(&labels)
+            .set(gauge(decision.status.pods.eligible));
+        metrics
+            .epoch
+            .get_or_create(&labels)
+            .set(gauge(decision.status.epoch));
+        let (required, optional) = decision.moves;
+        if required > 0 {
+            metrics
+                .moves
+                .get_or_create(&MoveLabel { kind: "required" })
+                .inc_by(required);
+        }
+        if optional > 0 {
+            metrics
+                .moves
+                .get_or_create(&MoveLabel { kind: "optional" })
+                .inc_by(optional);
+        }
+        for handoff in &decision.handoffs {
+            metrics
+                .handoff_duration
+                .get_or_create(&EvidenceLabel {
+                    evidence: handoff.evidence.label(),
+                })
+                .observe(handoff.duration.as_secs_f64());
+        }
+        let status = &decision.status;
+        metrics
+            .revokes_pending
+            .get_or_create(&labels)
+            .set(gauge(status.moves_in_flight));
+        let oldest_age = status.oldest_revoke.map_or(0.0, |since| {
+            now.duration_since(since).as_secs_f64().max(0.0)
+        });
+        metrics
+            .oldest_revoke_age
+            .get_or_create(&labels)
+            .set(oldest_age);
+        match status.move_budget_remaining {
+            Some(remaining) => {
+                metrics
+                    .budget_remaining
+                    .get_or_create(&labels)
+                    .set(gauge(remaining));
+            }
+            None => {
+                metrics.budget_remaining.remove(&labels);
+            }
+        }
     }
 }
 

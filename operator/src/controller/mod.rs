@@ -324,7 +324,7 @@ pub(crate) async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result
             .as_millis(),
         "reconciled"
     );
-    record(group, &decision, &ctx.metrics, now);
+    ctx.metrics.record(group, &decision, now);
     if let (Some(Some(version)), Some(document)) = (applied.document, decision.document_write) {
         // The next reconcile reads this very document: keep it decoded.
         ctx.stores.documents.remember(
@@ -421,75 +421,6 @@ pub fn error_policy(
         tokio::spawn(async move { apply::publish_event(&recorder, &group, &note).await });
     }
     Action::requeue(delay)
-}
-
-/// A count as an `i64` gauge value, saturating (a gauge pinned at the top is
-/// more honest than a negative one).
-fn gauge(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
-
-fn record(group: &ShardGroup, decision: &Decision, metrics: &ControllerMetrics, now: Timestamp) {
-    let labels = metrics::GroupLabels {
-        namespace: group.namespace().unwrap_or_default(),
-        shardgroup: group.name_any(),
-    };
-    metrics
-        .shards
-        .get_or_create(&labels)
-        .set(gauge(decision.status.shards.total));
-    metrics
-        .pods
-        .get_or_create(&labels)
-        .set(gauge(decision.status.pods.eligible));
-    metrics
-        .epoch
-        .get_or_create(&labels)
-        .set(gauge(decision.status.epoch));
-    let (required, optional) = decision.moves;
-    if required > 0 {
-        metrics
-            .moves
-            .get_or_create(&metrics::MoveLabel { kind: "required" })
-            .inc_by(required);
-    }
-    if optional > 0 {
-        metrics
-            .moves
-            .get_or_create(&metrics::MoveLabel { kind: "optional" })
-            .inc_by(optional);
-    }
-    for handoff in &decision.handoffs {
-        metrics
-            .handoff_duration
-            .get_or_create(&metrics::EvidenceLabel {
-                evidence: handoff.evidence.label(),
-            })
-            .observe(handoff.duration.as_secs_f64());
-    }
-    let status = &decision.status;
-    metrics
-        .revokes_pending
-        .get_or_create(&labels)
-        .set(gauge(status.moves_in_flight));
-    let oldest_age = status.oldest_revoke.map_or(0.0, |since| {
-        now.duration_since(since).as_secs_f64().max(0.0)
-    });
-    metrics
-        .oldest_revoke_age
-        .get_or_create(&labels)
-        .set(oldest_age);
-    match status.move_budget_remaining {
-        Some(remaining) => {
-            metrics
-                .budget_remaining
-                .get_or_create(&labels)
-                .set(gauge(remaining));
-        }
-        None => {
-            metrics.budget_remaining.remove(&labels);
-        }
-    }
 }
 
 #[cfg(test)]
