@@ -47,6 +47,18 @@ struct Operator {
 
 impl Drop for Operator {
     fn drop(&mut self) {
+        // SIGTERM to its process group first, so a wrapper (heaptrack) and
+        // the operator under it stop and the wrapper writes its data.
+        let _ = Command::new("kill")
+            .args(["-TERM", "--", &format!("-{}", self.child.id())])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -64,7 +76,18 @@ impl Operator {
         let kubeconfig = dir.join("kubeconfig");
         mock.write_kubeconfig(&kubeconfig).unwrap();
         let endpoint: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_shardring"));
+        // SHARDRING_BENCH_WRAP="heaptrack -o /tmp/ht": the operator runs under
+        // that command, to see where its memory goes (the RSS rows then
+        // measure the wrapper).
+        let mut command = match std::env::var("SHARDRING_BENCH_WRAP") {
+            Ok(wrap) => {
+                let mut words = wrap.split_whitespace();
+                let mut command = Command::new(words.next().expect("a command to wrap with"));
+                command.args(words).arg(env!("CARGO_BIN_EXE_shardring"));
+                command
+            }
+            Err(_) => Command::new(env!("CARGO_BIN_EXE_shardring")),
+        };
         command
             .args(["run", "--no-node-watch", "--metrics-addr", "127.0.0.1:0"])
             .args(["--namespace", NS, "--log-filter", "warn"])
@@ -77,6 +100,7 @@ impl Operator {
         if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
             command.env("MALLOC_ARENA_MAX", "1");
         }
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
         Self {
             child: command.spawn().expect("spawn shardring run"),
             endpoint,
@@ -457,6 +481,14 @@ async fn load(pods: usize) -> Load {
     // The last request of each is in flight once the server counts it.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let rss_polls = op.status_mib("VmRSS:");
+    if std::env::args().any(|a| a == "--polls-only") {
+        println!(
+            "operator RSS before any request {rss_idle:.1} MiB, with {pods} long-polls open {rss_polls:.1} MiB"
+        );
+        stop.cancel();
+        drop(op);
+        std::process::exit(0);
+    }
 
     // One pod joins: its share moves to it (revoked, then activated).
     responses.store(0, Ordering::SeqCst);

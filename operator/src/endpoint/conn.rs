@@ -1,7 +1,6 @@
-//! Per-connection timeouts of the endpoint. hyper's own header-read timeout
-//! also runs while a keep-alive connection waits for its next request, so it
-//! cannot tell a slow client from an idle one; this module tells them apart
-//! by watching the connection:
+//! Per-connection timeouts of the endpoint, told apart by watching the
+//! connection's bytes (a slow client and an idle keep-alive connection look
+//! the same to a plain read timeout):
 //!
 //! - a request started (bytes arrived) but its head is not complete within
 //!   the header timeout: a slow or stalled client, closed;

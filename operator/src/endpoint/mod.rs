@@ -8,8 +8,8 @@
 //!
 //! `directory` owns the served views and who may see them, `releases` the
 //! acknowledged releases and their validation. The HTTPS server is
-//! [`server`]'s: `routes` answers requests (`answers` builds them), `auth`
-//! checks tokens,
+//! [`server`]'s: `http1` reads requests and writes answers, `routes`
+//! answers requests (`answers` builds them), `auth` checks tokens,
 //! `ratelimit` counts requests, `conn` times connections out, `tls` and
 //! `selfsigned` provide the certificate, `leader_label` marks the serving
 //! pod, and `metrics` counts it all.
@@ -18,6 +18,7 @@ mod answers;
 mod auth;
 mod conn;
 pub mod directory;
+mod http1;
 mod leader_label;
 pub mod metrics;
 mod ratelimit;

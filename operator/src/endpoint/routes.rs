@@ -14,7 +14,6 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt as _, Full, Limited};
-use hyper::body::Incoming;
 use shardring_crds::endpoint::{
     API_PREFIX, DEFAULT_WAIT_SECONDS, HEADER_LIMIT, HEADER_REMAINING, HEADER_RESET,
     MAX_WAIT_SECONDS, QUERY_EPOCH, QUERY_WAIT, ReleaseOutcome, ReleaseRequest, ReleaseResponse,
@@ -96,7 +95,7 @@ impl Route {
 pub(crate) async fn handle(
     app: Arc<App>,
     peer: SocketAddr,
-    request: Request<Incoming>,
+    request: Request<Full<Bytes>>,
 ) -> Response<Full<Bytes>> {
     let route = Route::parse(request.uri().path());
     let label = route.label();
@@ -123,7 +122,7 @@ async fn answer(
     app: &App,
     ip: IpAddr,
     route: Route,
-    request: Request<Incoming>,
+    request: Request<Full<Bytes>>,
 ) -> (Answer, Decision) {
     let by_ip = app.ip_limit.check(&ip);
     if !by_ip.allowed {
@@ -343,7 +342,7 @@ async fn release_answer(
     app: &App,
     group: &GroupKey,
     who: &Identity,
-    request: Request<Incoming>,
+    request: Request<Full<Bytes>>,
 ) -> Answer {
     let too_large = || {
         Answer::error(

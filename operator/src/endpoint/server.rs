@@ -1,6 +1,6 @@
 //! The endpoint's HTTPS server: TLS setup (mounted certificate or the
 //! self-signed fallback), the accept loop with its bound on connections,
-//! hyper's HTTP/1 connections with their timeouts, and the tasks that live
+//! HTTP/1.1 connections ([`http1`](super::http1)) with their timeouts, and the tasks that live
 //! as long as the server (certificate reload, the leader label, whether this
 //! replica serves). Requests themselves are [`routes`](super::routes)'.
 //!
@@ -10,15 +10,12 @@
 //! serving first (open long-polls are answered 503 at once), then stops
 //! accepting, and gives open connections a moment to finish.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -28,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use super::EndpointState;
 use super::auth::{Authenticator, DEFAULT_CACHE_CAPACITY};
 use super::conn::{Activity, TrackedIo};
+use super::http1;
 use super::leader_label::LeaderLabel;
 use super::metrics::EndpointMetrics;
 use super::ratelimit::FixedWindow;
@@ -423,41 +421,23 @@ async fn connection(
         }
     };
     let activity = Activity::new();
-    let io = TokioIo::new(TrackedIo::new(tls, activity.clone()));
-    let service = {
-        let activity = activity.clone();
-        service_fn(move |request| {
-            let guard = activity.start_request();
-            let app = app.clone();
-            async move {
-                let response = routes::handle(app, peer, request).await;
-                drop(guard);
-                Ok::<_, Infallible>(response)
-            }
-        })
-    };
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        // hyper's header timeout also cuts idle keep-alive connections:
-        // [`Activity`] keeps the two apart instead.
-        .header_read_timeout(None)
-        .keep_alive(true)
-        .max_buf_size(64 * 1024);
-    let conn = builder.serve_connection(io, service);
-    tokio::pin!(conn);
-    tokio::select! {
-        result = conn.as_mut() => {
-            if let Err(error) = result {
-                tracing::debug!(%peer, %error, "endpoint connection ended with an error");
-            }
+    let io = TrackedIo::new(tls, activity.clone());
+    let handle = |request| {
+        let guard = activity.start_request();
+        let app = app.clone();
+        async move {
+            let response = routes::handle(app, peer, request).await;
+            drop(guard);
+            response
         }
+    };
+    // A stopping server answers what is in flight (long-polls end with
+    // NotLeader) and closes each connection between requests.
+    let served = http1::serve(io, handle, stop.clone());
+    tokio::select! {
+        () = served => {}
         expiry = activity.expired(config.header_timeout, config.idle_timeout) => {
             tracing::debug!(%peer, ?expiry, "endpoint connection timed out; closing");
-        }
-        () = stop.cancelled() => {
-            conn.as_mut().graceful_shutdown();
-            let _ = tokio::time::timeout(Duration::from_secs(5), conn).await;
         }
     }
 }
