@@ -47,12 +47,18 @@ struct Operator {
 
 impl Drop for Operator {
     fn drop(&mut self) {
-        // SIGTERM to its process group first, so a wrapper (heaptrack) and
-        // the operator under it stop and the wrapper writes its data.
-        let _ = Command::new("kill")
-            .args(["-TERM", "--", &format!("-{}", self.child.id())])
+        // SIGTERM to the operator in its process group first (under a
+        // wrapper, heaptrack, too), so the wrapper writes its data.
+        let _ = Command::new("pkill")
+            .args([
+                "-TERM",
+                "-g",
+                &self.child.id().to_string(),
+                "-x",
+                "shardring",
+            ])
             .status();
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + Duration::from_secs(60);
         while Instant::now() < deadline {
             if matches!(self.child.try_wait(), Ok(Some(_))) {
                 return;

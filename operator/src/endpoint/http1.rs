@@ -156,9 +156,52 @@ where
     if head_end > MAX_HEAD_BYTES {
         return Err(Refusal::HeadTooLarge);
     }
+    let Head {
+        builder,
+        length,
+        mut keep_alive,
+        expects_continue,
+    } = parse_head(&buf[..head_end])?;
+    buf.drain(..head_end);
+    let body = if length > MAX_BODY_BYTES {
+        // The routes refuse it from its Content-Length; its bytes are never
+        // read, so the connection cannot be reused.
+        keep_alive = false;
+        Bytes::new()
+    } else {
+        if expects_continue && buf.len() < length {
+            io.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+                .await
+                .map_err(|_| Refusal::Malformed)?;
+        }
+        while buf.len() < length {
+            if !read_more(io, buf).await {
+                return Err(Refusal::Malformed);
+            }
+        }
+        Bytes::from(buf.drain(..length).collect::<Vec<u8>>())
+    };
+    let request = builder
+        .body(Full::new(body))
+        .map_err(|_| Refusal::Malformed)?;
+    Ok(Some((request, keep_alive)))
+}
+
+/// What a request head says, parsed.
+struct Head {
+    builder: http::request::Builder,
+    length: usize,
+    keep_alive: bool,
+    expects_continue: bool,
+}
+
+/// Parses a complete request head. Not async on purpose: the parser's
+/// header array (2 KiB) then lives on the stack for the call only, not in
+/// every connection's future for its whole life.
+fn parse_head(head: &[u8]) -> Result<Head, Refusal> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut parsed = httparse::Request::new(&mut headers);
-    match parsed.parse(&buf[..head_end]) {
+    match parsed.parse(head) {
         Ok(httparse::Status::Complete(_)) => {}
         Ok(httparse::Status::Partial) | Err(_) => return Err(Refusal::Malformed),
     }
@@ -194,42 +237,21 @@ where
         }
         builder = builder.header(name, value);
     }
-    buf.drain(..head_end);
-    let body = if length > MAX_BODY_BYTES {
-        // The routes refuse it from its Content-Length; its bytes are never
-        // read, so the connection cannot be reused.
-        keep_alive = false;
-        Bytes::new()
-    } else {
-        if expects_continue && buf.len() < length {
-            io.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
-                .await
-                .map_err(|_| Refusal::Malformed)?;
-        }
-        while buf.len() < length {
-            if !read_more(io, buf).await {
-                return Err(Refusal::Malformed);
-            }
-        }
-        Bytes::from(buf.drain(..length).collect::<Vec<u8>>())
-    };
-    let request = builder
-        .body(Full::new(body))
-        .map_err(|_| Refusal::Malformed)?;
-    Ok(Some((request, keep_alive)))
+    Ok(Head {
+        builder,
+        length,
+        keep_alive,
+        expects_continue,
+    })
 }
 
 /// Appends what the connection has to `buf`; `false` at its end (or on an
-/// error, which ends the connection the same way).
+/// error, which ends the connection the same way). Reads into `buf`'s own
+/// spare room, not a buffer on the stack: a future's stack lives in the
+/// connection's task for the connection's whole life.
 async fn read_more<IO: AsyncRead + Unpin>(io: &mut IO, buf: &mut Vec<u8>) -> bool {
-    let mut chunk = [0u8; READ_CHUNK];
-    match io.read(&mut chunk).await {
-        Ok(0) | Err(_) => false,
-        Ok(n) => {
-            buf.extend_from_slice(&chunk[..n]);
-            true
-        }
-    }
+    buf.reserve(READ_CHUNK);
+    matches!(io.read_buf(buf).await, Ok(n) if n > 0)
 }
 
 /// The length of the head (through its blank line), once it is complete.

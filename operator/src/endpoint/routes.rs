@@ -158,7 +158,9 @@ async fn answer(
         .with(header::ALLOW, HeaderValue::from_static(allow));
         return (answer, by_ip);
     }
-    let identity = match authenticate(app, request.headers(), &group).await {
+    // Boxed: a TokenReview's future is large and a long-poll would carry
+    // its room in the connection's task for as long as it waits.
+    let identity = match Box::pin(authenticate(app, request.headers(), &group)).await {
         Ok(identity) => identity,
         Err(answer) => return (answer, by_ip),
     };
@@ -180,7 +182,7 @@ async fn answer(
     let answer = if view {
         view_answer(app, &group, &identity, ip, receiver, request.uri().query()).await
     } else {
-        release_answer(app, &group, &identity, request).await
+        Box::pin(release_answer(app, &group, &identity, request)).await
     };
     (answer, by_pod)
 }

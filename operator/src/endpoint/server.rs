@@ -283,6 +283,10 @@ impl EndpointServer {
         tracing::info!(addr = %local_addr, "serving the consumer endpoint (HTTPS)");
         let open = Arc::new(AtomicUsize::new(0));
         let mut connections = JoinSet::new();
+        let timeouts = Timeouts {
+            header: config.header_timeout,
+            idle: config.idle_timeout,
+        };
         loop {
             let accepted = tokio::select! {
                 () = stop.cancelled() => break,
@@ -312,7 +316,7 @@ impl EndpointServer {
                 peer,
                 acceptor.clone(),
                 app.clone(),
-                config.clone(),
+                timeouts,
                 stop.clone(),
                 guard,
             ));
@@ -397,6 +401,16 @@ impl Drop for ConnectionGuard {
     }
 }
 
+/// A connection's timeouts (what it needs of the configuration: each open
+/// connection carries it).
+#[derive(Debug, Clone, Copy)]
+struct Timeouts {
+    /// For the TLS handshake and each request's head and body.
+    header: Duration,
+    /// For a keep-alive connection's next request.
+    idle: Duration,
+}
+
 /// One connection: the TLS handshake, then HTTP/1 until the client closes,
 /// a timeout expires, or the server stops.
 async fn connection(
@@ -404,12 +418,12 @@ async fn connection(
     peer: SocketAddr,
     acceptor: TlsAcceptor,
     app: Arc<App>,
-    config: EndpointConfig,
+    timeouts: Timeouts,
     stop: CancellationToken,
     _guard: ConnectionGuard,
 ) {
     let _ = stream.set_nodelay(true);
-    let tls = match tokio::time::timeout(config.header_timeout, acceptor.accept(stream)).await {
+    let tls = match tokio::time::timeout(timeouts.header, acceptor.accept(stream)).await {
         Ok(Ok(tls)) => tls,
         Ok(Err(error)) => {
             tracing::debug!(%peer, %error, "endpoint TLS handshake failed");
@@ -436,7 +450,7 @@ async fn connection(
     let served = http1::serve(io, handle, stop.clone());
     tokio::select! {
         () = served => {}
-        expiry = activity.expired(config.header_timeout, config.idle_timeout) => {
+        expiry = activity.expired(timeouts.header, timeouts.idle) => {
             tracing::debug!(%peer, ?expiry, "endpoint connection timed out; closing");
         }
     }
