@@ -201,25 +201,32 @@ class Endpoint:
 
 
 class Releases:
-    """The acknowledgements still to send, kept while the view revokes their
-    shard; once answered they are done (after a leader change the Rust crate
-    also sends answered ones again, since the leader keeps them in memory)."""
+    """The acknowledgements of released shards, kept while the view still
+    revokes their shard. An answered one is sent again if the shard is still
+    revoking RESEND seconds later: the leader keeps acknowledgements in memory
+    only, so after a leader change the new one needs them again (a repeat is
+    answered as a duplicate)."""
+
+    RESEND = 5.0
 
     def __init__(self, endpoint):
-        self.endpoint, self.pending = endpoint, {}  # shard -> (epoch, checkpoint)
+        self.endpoint, self.pending = endpoint, {}  # shard -> (epoch, checkpoint, due)
 
     def add(self, shard, epoch, checkpoint=None):
-        self.pending[shard] = (epoch, checkpoint)
+        self.pending[shard] = (epoch, checkpoint, 0.0)
 
     def send(self, view):
         revoking = set(view.current["revoking"]) if view.current else set()
         for shard in [s for s in self.pending if s not in revoking]:
             del self.pending[shard]  # the view moved on: nothing to acknowledge
-        for shard, (epoch, checkpoint) in list(self.pending.items()):
+        now = time.monotonic()
+        for shard, (epoch, checkpoint, due) in list(self.pending.items()):
+            if due > now:
+                continue
             try:
                 if self.endpoint.release(shard, epoch, checkpoint):
                     print(f"released {shard} at epoch {epoch}", file=sys.stderr, flush=True)
-                    del self.pending[shard]
+                    self.pending[shard] = (epoch, checkpoint, now + self.RESEND)
             except (OSError, http.client.HTTPException, EndpointError) as error:
                 print(f"release of {shard} failed, retrying: {error}", file=sys.stderr, flush=True)
                 return
