@@ -273,8 +273,8 @@ impl Ctx<'_> {
                     .releases
                     .acks
                     .get(id)
-                    .and_then(|ack| ack.checkpoint.as_deref())
-                    .map(Box::from);
+                    .and_then(|ack| ack.checkpoint.clone())
+                    .map(Box::new);
             }
             result.completed.push(Completed {
                 shard: id.to_owned(),

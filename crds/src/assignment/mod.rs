@@ -223,9 +223,11 @@ pub struct ShardRecord {
     /// shard through the consumer endpoint (sources without a checkpoint
     /// store hand it over this way): the owner resumes after it. Kept while
     /// the shard stays on that owner.
-    // A boxed str, not a String: most records have none (see above).
+    // A boxed String (one pointer), not a String or a Box<str> (two or
+    // three): most records have none (see above).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checkpoint: Option<Box<str>>,
+    #[allow(clippy::box_collection)]
+    pub checkpoint: Option<Box<String>>,
 }
 
 /// JSON Schema (2020-12) of the ConfigMap document, committed as

@@ -302,7 +302,7 @@ fn served(
                 .filter_map(|shard| {
                     let record = doc.shards.get(shard)?;
                     (record.owner.as_deref() == Some(pod))
-                        .then_some(record.checkpoint.as_deref())
+                        .then_some(record.checkpoint.as_deref().map(String::as_str))
                         .flatten()
                         .map(|c| (shard.clone(), c.to_owned()))
                 })
