@@ -16,7 +16,9 @@
 //! Then start-up with 200 groups of 25 pods and 20 shards each, all created
 //! before the operator starts: the time until every group is Ready.
 
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -53,25 +55,8 @@ impl Operator {
         std::fs::create_dir_all(&dir).unwrap();
         let kubeconfig = dir.join("kubeconfig");
         mock.write_kubeconfig(&kubeconfig).unwrap();
-        // SHARDRING_BENCH_WRAP="heaptrack -o /tmp/ht": the operator runs
-        // under that command, to see where its memory goes (the RSS column
-        // then measures the wrapper).
-        let mut command = match std::env::var("SHARDRING_BENCH_WRAP") {
-            Ok(wrap) => {
-                let mut words = wrap.split_whitespace();
-                let mut command = Command::new(words.next().expect("a command to wrap with"));
-                command.args(words).arg(env!("CARGO_BIN_EXE_shardring"));
-                command
-            }
-            Err(_) => Command::new(env!("CARGO_BIN_EXE_shardring")),
-        };
+        let mut command = common::operator_command();
         command.args(["run", "--no-node-watch", "--metrics-addr", "127.0.0.1:0"]);
-        // As the Deployment and the image run it (docs/deploy.md, Memory);
-        // MALLOC_ARENA_MAX=16 in the bench's environment measures glibc's
-        // default on two cores instead.
-        if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
-            command.env("MALLOC_ARENA_MAX", "1");
-        }
         if let Some(namespace) = namespace {
             command.args(["--namespace", namespace]);
         }
@@ -106,13 +91,7 @@ impl Operator {
     }
 
     fn peak_rss_mib(&self) -> f64 {
-        let status =
-            std::fs::read_to_string(format!("/proc/{}/status", self.0.id())).unwrap_or_default();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-            .map_or(f64::NAN, |kb| kb / 1024.0)
+        common::status_mib(&self.0.id().to_string(), "VmHWM:")
     }
 }
 
@@ -126,13 +105,6 @@ struct Row {
     writes_per_event: f64,
     rss_first: f64,
     rss_churn: f64,
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    // A float-to-int cast saturates, and the index is clamped to the slice below.
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index.min(sorted.len() - 1)]
 }
 
 /// The published ConfigMap's resourceVersion and, decoded, its epoch.
@@ -307,8 +279,8 @@ async fn run(pods: usize, shards: u32) -> Row {
         baseline,
         first_publish,
         annotations,
-        p50: percentile(&latencies, 0.5),
-        p99: percentile(&latencies, 0.99),
+        p50: common::percentile(&latencies, 0.5),
+        p99: common::percentile(&latencies, 0.99),
         writes_per_event: writes as f64 / CHURN_EVENTS as f64,
         rss_first,
         rss_churn,

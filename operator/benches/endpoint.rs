@@ -22,6 +22,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+mod common;
+
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -82,18 +84,7 @@ impl Operator {
         let kubeconfig = dir.join("kubeconfig");
         mock.write_kubeconfig(&kubeconfig).unwrap();
         let endpoint: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        // SHARDRING_BENCH_WRAP="heaptrack -o /tmp/ht": the operator runs under
-        // that command, to see where its memory goes (the RSS rows then
-        // measure the wrapper).
-        let mut command = match std::env::var("SHARDRING_BENCH_WRAP") {
-            Ok(wrap) => {
-                let mut words = wrap.split_whitespace();
-                let mut command = Command::new(words.next().expect("a command to wrap with"));
-                command.args(words).arg(env!("CARGO_BIN_EXE_shardring"));
-                command
-            }
-            Err(_) => Command::new(env!("CARGO_BIN_EXE_shardring")),
-        };
+        let mut command = common::operator_command();
         command
             .args(["run", "--no-node-watch", "--metrics-addr", "127.0.0.1:0"])
             .args(["--namespace", NS, "--log-filter", "warn"])
@@ -103,9 +94,6 @@ impl Operator {
             .env("POD_NAMESPACE", NS)
             .stdin(Stdio::null())
             .stdout(Stdio::null());
-        if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
-            command.env("MALLOC_ARENA_MAX", "1");
-        }
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
         Self {
             child: command.spawn().expect("spawn shardring run"),
@@ -114,13 +102,7 @@ impl Operator {
     }
 
     fn status_mib(&self, field: &str) -> f64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(field))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-            .map_or(f64::NAN, |kb| kb / 1024.0)
+        common::status_mib(&self.child.id().to_string(), field)
     }
 }
 
@@ -215,16 +197,6 @@ async fn first_view(client: &EndpointClient) -> ViewResponse {
             }
         }
     }
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    // A float-to-int cast saturates, and the index is clamped to the slice below.
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index.min(sorted.len() - 1)]
 }
 
 fn ms(d: Duration) -> f64 {
@@ -721,8 +693,8 @@ async fn main() {
                 "{:<14} {:>10.1} {:>12.0} {:>12.0} {:>8}",
                 if acks { "with acks" } else { "without acks" },
                 result.wall.as_secs_f64(),
-                ms(percentile(&result.gaps, 0.5)),
-                ms(percentile(&result.gaps, 0.99)),
+                ms(common::percentile(&result.gaps, 0.5)),
+                ms(common::percentile(&result.gaps, 0.99)),
                 result.gaps.len(),
             );
             rows.push(result);

@@ -11,6 +11,8 @@
 //! `cargo bench -p shardring --bench publish` (add `-- --pods N --shards M`
 //! to change the scale).
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -286,12 +288,7 @@ fn counts(seen: &[Seen]) -> String {
 }
 
 fn peak_rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
+    common::status_mib("self", "VmHWM:")
 }
 
 fn arg(name: &str, default: usize) -> usize {

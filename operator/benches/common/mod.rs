@@ -1,0 +1,54 @@
+//! What the benches that run `shardring run` as a child share: its command
+//! (under `SHARDRING_BENCH_WRAP` when set, with `MALLOC_ARENA_MAX=1` as the
+//! Deployment runs it), memory figures read from `/proc/<pid>/status`, and
+//! percentiles of sorted durations. Included by each bench with `mod common;`.
+
+// Each bench uses what it needs of this module.
+#![allow(dead_code)]
+
+use std::process::Command;
+use std::time::Duration;
+
+/// `shardring run`'s binary, under `SHARDRING_BENCH_WRAP` when set (e.g.
+/// `"heaptrack -o /tmp/ht"`, to see where its memory goes: the RSS figures
+/// then measure the wrapper), with `MALLOC_ARENA_MAX=1` as the Deployment
+/// and the image run it (docs/deploy.md, Memory) unless the bench's
+/// environment sets it (`MALLOC_ARENA_MAX=16` measures glibc's default on
+/// two cores instead).
+pub fn operator_command() -> Command {
+    let mut command = match std::env::var("SHARDRING_BENCH_WRAP") {
+        Ok(wrap) => {
+            let mut words = wrap.split_whitespace();
+            let mut command = Command::new(words.next().expect("a command to wrap with"));
+            command.args(words).arg(env!("CARGO_BIN_EXE_shardring"));
+            command
+        }
+        Err(_) => Command::new(env!("CARGO_BIN_EXE_shardring")),
+    };
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        command.env("MALLOC_ARENA_MAX", "1");
+    }
+    command
+}
+
+/// A memory field of `/proc/<pid>/status` (`"VmHWM:"`, `"VmRSS:"`) in MiB;
+/// `pid` `"self"` is this process. NaN when it cannot be read.
+pub fn status_mib(pid: &str, field: &str) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+/// The `p` quantile of `sorted` (zero when empty).
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    // A float-to-int cast saturates, and the index is clamped to the slice below.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index.min(sorted.len() - 1)]
+}
