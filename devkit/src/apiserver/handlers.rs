@@ -368,14 +368,7 @@ fn token_review(shared: &Arc<Shared>, req: &Req) -> Result<Response<Body>, ApiEr
     let body = req.json()?;
     let spec = &body["spec"];
     let token = spec["token"].as_str().unwrap_or_default();
-    let audiences: Vec<String> = spec["audiences"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
+    let audiences = super::tokens::strings(&spec["audiences"]);
     let status = shared.faults.review(token, &audiences);
     Ok(ok_json(
         201,

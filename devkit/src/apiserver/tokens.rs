@@ -70,6 +70,19 @@ pub fn now_secs() -> u64 {
         .as_secs()
 }
 
+/// The strings of a JSON array (none when it is not one): a token's `aud`,
+/// a TokenReview's `spec.audiences`.
+pub(crate) fn strings(value: &Value) -> Vec<String> {
+    value
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Answers TokenReviews of [`Claims::token`] tokens as kube-apiserver does.
 pub fn bound_token_reviewer() -> TokenReviewer {
     Arc::new(|token: &str, audiences: &[String]| {
@@ -86,14 +99,7 @@ pub fn bound_token_reviewer() -> TokenReviewer {
         if claims["exp"].as_u64().unwrap_or(0) <= now_secs() {
             return unauthenticated("invalid bearer token, token has expired");
         }
-        let issued: Vec<String> = claims["aud"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let issued = strings(&claims["aud"]);
         let granted: Vec<&String> = audiences.iter().filter(|a| issued.contains(a)).collect();
         if granted.is_empty() {
             return unauthenticated("token audiences are invalid for the target audiences");
