@@ -56,8 +56,14 @@ fn uid_of(mock: &MockApiServer, pod: &str) -> String {
     pod["metadata"]["uid"].as_str().unwrap().to_owned()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_acknowledged_release_activates_the_next_owner_at_once() {
+/// A static group of 4 shards (drain timeout 60 s) over pods `a` and `b`,
+/// and the controller running on it with `endpoint` (and `leader`, when
+/// given); returns the mock, the pods' uids and the controller's task.
+async fn start(
+    endpoint: &EndpointState,
+    leader: Option<tokio::sync::watch::Receiver<bool>>,
+    shutdown: &CancellationToken,
+) -> (MockApiServer, (String, String), tokio::task::JoinHandle<()>) {
     let mock = MockApiServer::start(MockOptions::default()).await;
     mock.create_many(fixtures::crds());
     let mut group = fixtures::static_group(NS, "g", "p", 4);
@@ -74,11 +80,8 @@ async fn an_acknowledged_release_activates_the_next_owner_at_once() {
         objects.push(pod);
     }
     mock.create_many(objects);
-    let (ua, ub) = (uid_of(&mock, "a"), uid_of(&mock, "b"));
-
-    let endpoint = EndpointState::default();
+    let uids = (uid_of(&mock, "a"), uid_of(&mock, "b"));
     endpoint.ca.send_replace(Some(Arc::from(CA)));
-    let shutdown = CancellationToken::new();
     let run = tokio::spawn(run_controller(
         mock.client().await,
         ControllerConfig {
@@ -91,8 +94,16 @@ async fn an_acknowledged_release_activates_the_next_owner_at_once() {
         Sources::default(),
         None,
         shutdown.clone(),
-        None,
+        leader,
     ));
+    (mock, uids, run)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acknowledged_release_activates_the_next_owner_at_once() {
+    let endpoint = EndpointState::default();
+    let shutdown = CancellationToken::new();
+    let (mock, (ua, ub), run) = start(&endpoint, None, &shutdown).await;
 
     // Published: both pods' views are served, two shards each.
     let first = wait_until("both views served", || {
@@ -189,6 +200,67 @@ async fn an_acknowledged_release_activates_the_next_owner_at_once() {
         "ack → activation on b: {:.0} ms",
         activation.as_secs_f64() * 1e3
     );
+
+    shutdown.cancel();
+    run.await.unwrap();
+}
+
+/// A replica that stops leading forgets the views, the releases and the
+/// CAs it published (a later leader starts from its own cycles); leading
+/// again reconciles every group, which publishes the CA again and serves
+/// the views once a pod asks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losing_the_leadership_forgets_the_endpoint_state_and_regaining_it_rebuilds_it() {
+    let endpoint = EndpointState::default();
+    let shutdown = CancellationToken::new();
+    let (leading, leader) = tokio::sync::watch::channel(true);
+    let (mock, (ua, _), run) = start(&endpoint, Some(leader), &shutdown).await;
+    let served = wait_until("a's view served", || view(&endpoint, "a", &ua)).await;
+    assert!(served.view.epoch > 0);
+    let key = GroupKey::new(NS, "g");
+    let ca_writes = || mock.count("PATCH", "/configmaps/shardring-endpoint-ca");
+    wait_until("the CA published", || {
+        (ca_writes() == 1)
+            .then_some(())
+            .ok_or_else(|| ca_writes().to_string())
+    })
+    .await;
+
+    leading.send_replace(false);
+    wait_until("the endpoint state forgotten", || {
+        match endpoint.directory.lookup(
+            &key,
+            Caller {
+                pod: "a",
+                uid: &ua,
+                peer: Some(ip()),
+            },
+        ) {
+            Lookup::UnknownGroup => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let release = ReleaseRequest {
+        shard: served.view.active[0].clone(),
+        epoch: served.view.epoch,
+        checkpoint: None,
+    };
+    let refused = endpoint
+        .releases
+        .submit(&key, "a", &ua, &release, jiff::Timestamp::now())
+        .unwrap_err();
+    assert_eq!(refused.reason(), "UnknownShardGroup", "{refused}");
+
+    leading.send_replace(true);
+    let again = wait_until("a's view served again", || view(&endpoint, "a", &ua)).await;
+    assert_eq!(again.view, served.view);
+    wait_until("the CA published again", || {
+        (ca_writes() == 2)
+            .then_some(())
+            .ok_or_else(|| ca_writes().to_string())
+    })
+    .await;
 
     shutdown.cancel();
     run.await.unwrap();
