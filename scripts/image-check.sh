@@ -14,7 +14,9 @@
 #      privileges, running `shardring run --leader-election`;
 #   5. checks: /healthz answers 200, /readyz turns 200 (CRDs established,
 #      caches synced, leader or not), /metrics serves the shardring_ metrics,
-#      and the process runs as 65532.
+#      the consumer endpoint answers /v1/healthz over HTTPS as the leader
+#      (its self-signed fallback: no certificate is mounted), and the
+#      process runs as 65532.
 # Prints the image size (uncompressed and gzip-compressed as `docker save`
 # ships it). Exits non-zero on any failed step.
 #
@@ -95,7 +97,9 @@ mock_pid=$!
 for _ in $(seq 1 100); do [[ -s "$work/kubeconfig" ]] && break; sleep 0.1; done
 [[ -s "$work/kubeconfig" ]] || { cat "$work/mock.log" >&2; fail "the mock API server did not start"; }
 chmod 0644 "$work/kubeconfig"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+port=$(free_port)
+endpoint_port=$(free_port)
 
 say "docker run --user 65532:65532 --read-only --cap-drop ALL"
 container=$(docker run -d --network host --user 65532:65532 --read-only \
@@ -103,14 +107,18 @@ container=$(docker run -d --network host --user 65532:65532 --read-only \
   -v "$work/kubeconfig:/etc/shardring/kubeconfig:ro" \
   -e KUBECONFIG=/etc/shardring/kubeconfig -e POD_NAME=image-check-0 \
   -e POD_NAMESPACE=shardring-system \
-  "$IMAGE" run --leader-election --log-format=json --metrics-addr "127.0.0.1:$port")
+  "$IMAGE" run --leader-election --log-format=json --metrics-addr "127.0.0.1:$port" \
+  --endpoint-addr "127.0.0.1:$endpoint_port")
 
 # --- 5. checks ------------------------------------------------------------
 get() { curl -s -o "$work/body" -w '%{http_code}' "http://127.0.0.1:$port$1" 2>/dev/null || true; }
+# The consumer endpoint, over TLS with its self-signed fallback (the
+# certificate is not checked here: its health route needs no token).
+get_endpoint() { curl -sk -o "$work/body" -w '%{http_code}' "https://127.0.0.1:$endpoint_port$1" 2>/dev/null || true; }
 wait_code() {
-  local path=$1 want=$2 code=""
+  local path=$1 want=$2 fetch=${3:-get} code=""
   for _ in $(seq 1 150); do
-    code=$(get "$path")
+    code=$("$fetch" "$path")
     [[ "$code" == "$want" ]] && return 0
     [[ "$(docker inspect -f '{{.State.Running}}' "$container")" == "true" ]] || break
     sleep 0.2
@@ -122,6 +130,8 @@ wait_code /healthz 200
 wait_code /readyz 200
 wait_code /metrics 200
 grep -q '^shardring_' "$work/body" || fail "/metrics has no shardring_ metrics"
+wait_code /v1/healthz 200 get_endpoint
+grep -q '"leader":true' "$work/body" || fail "the endpoint's /v1/healthz does not say it leads"
 user=$(docker top "$container" -eo pid,uid | awk 'NR==2 {print $2}')
 [[ "$user" == "65532" ]] || fail "the operator runs as uid $user, not 65532"
 # docker copies the container's output asynchronously: wait for the line.
@@ -135,4 +145,4 @@ synced_logged() {
 synced_logged || { docker logs "$container" >&2 || true; fail "the log does not say the caches synced"; }
 
 printf 'image-check: ok: binary %s bytes; image %s bytes (%s bytes gzip-compressed); %s\n' \
-  "$binary_size" "$size" "$compressed" "healthz, readyz and metrics answered as uid 65532 on a read-only root"
+  "$binary_size" "$size" "$compressed" "healthz, readyz, metrics and the endpoint (HTTPS) answered as uid 65532 on a read-only root"
