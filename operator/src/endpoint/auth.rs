@@ -141,7 +141,7 @@ pub(crate) struct Authenticator {
     audience: String,
     cache_ttl: Duration,
     capacity: usize,
-    cache: Mutex<TokenCache>,
+    cache: Arc<Mutex<TokenCache>>,
     /// Reviews under way, shared by the requests with the same token.
     inflight: Arc<Mutex<HashMap<[u8; 32], Review>>>,
     metrics: EndpointMetrics,
@@ -169,7 +169,7 @@ impl Authenticator {
             audience,
             cache_ttl,
             capacity,
-            cache: Mutex::default(),
+            cache: Arc::default(),
             inflight: Arc::default(),
             metrics,
         }
@@ -188,18 +188,25 @@ impl Authenticator {
                 Some(review) => review.clone(),
                 None => {
                     let (client, audience) = (self.client.clone(), self.audience.clone());
-                    let (token, metrics) = (token.to_owned(), self.metrics.clone());
-                    let review = async move { review(client, &audience, &token, &metrics).await }
+                    let (owned, metrics) = (token.to_owned(), self.metrics.clone());
+                    let review = async move { review(client, &audience, &owned, &metrics).await }
                         .boxed()
                         .shared();
                     inflight.insert(key, review.clone());
-                    // Driven to its end by a task of its own, which then
-                    // takes it out of the map: a review whose callers all
-                    // gave up (closed connections) neither stays in the map
-                    // nor stops half-way.
+                    // Driven to its end by a task of its own, which caches
+                    // a positive answer and only then takes the review out
+                    // of the map: a request with the token always finds one
+                    // or the other (never a gap that costs a second review),
+                    // and a review whose callers all gave up (closed
+                    // connections) neither stays in the map nor stops
+                    // half-way.
                     let (driver, map) = (review.clone(), self.inflight.clone());
+                    let (cache, capacity) = (self.cache.clone(), self.capacity);
+                    let until = self.cache_until(token);
                     tokio::spawn(async move {
-                        let _ = driver.clone().await;
+                        if let (Ok(identity), Some(until)) = (driver.clone().await, until) {
+                            lock(&cache).insert(key, identity, until, capacity);
+                        }
                         let mut inflight = lock(&map);
                         if inflight.get(&key).is_some_and(|r| r.ptr_eq(&driver)) {
                             inflight.remove(&key);
@@ -209,14 +216,9 @@ impl Authenticator {
                 }
             }
         };
-        let result = review.await;
-        let identity = result.inspect_err(|error| {
+        review.await.inspect_err(|error| {
             tracing::debug!(token = %hash_prefix(&key), %error, "token refused");
-        })?;
-        if let Some(until) = self.cache_until(token) {
-            lock(&self.cache).insert(key, identity.clone(), until, self.capacity);
-        }
-        Ok(identity)
+        })
     }
 
     /// Until when an answer about `token` may be reused: the bound, or the
