@@ -35,6 +35,12 @@ const MAX_HEADERS: usize = 64;
 /// Bytes read from the connection at a time.
 const READ_CHUNK: usize = 2048;
 
+/// A request as the handler gets it: boxed, because a future that holds a
+/// request (a long-poll's, for as long as it waits) would otherwise carry
+/// its 250 bytes once per async function it passes through (a moved-from
+/// binding keeps its room in a future).
+pub(crate) type Incoming = Box<Request<Full<Bytes>>>;
+
 /// Serves requests on `io` with `handle` until the client closes, an answer
 /// or request says `Connection: close`, the request is malformed, or `stop`
 /// is cancelled (checked between requests: an answer being prepared, e.g. a
@@ -42,7 +48,7 @@ const READ_CHUNK: usize = 2048;
 pub(crate) async fn serve<IO, H, F>(mut io: IO, handle: H, stop: CancellationToken)
 where
     IO: AsyncRead + AsyncWrite + Unpin,
-    H: Fn(Request<Full<Bytes>>) -> F,
+    H: Fn(Incoming) -> F,
     F: Future<Output = Response<Full<Bytes>>>,
 {
     let mut buf: Vec<u8> = Vec::new();
@@ -50,11 +56,12 @@ where
         // Between requests a stopping server closes the connection; a
         // request already arriving is read and answered.
         let idle = buf.is_empty();
-        let next = tokio::select! {
+        // Matched without a binding, which would keep its room in the
+        // future while the request is answered.
+        let (request, keep_alive) = match tokio::select! {
             next = read_request(&mut io, &mut buf) => next,
             () = stop.cancelled(), if idle => return,
-        };
-        let (request, keep_alive) = match next {
+        } {
             Ok(Some(read)) => read,
             Ok(None) => return,
             Err(refusal) => {
@@ -134,7 +141,7 @@ impl Refusal {
 async fn read_request<IO>(
     io: &mut IO,
     buf: &mut Vec<u8>,
-) -> Result<Option<(Request<Full<Bytes>>, bool)>, Refusal>
+) -> Result<Option<(Incoming, bool)>, Refusal>
 where
     IO: AsyncRead + AsyncWrite + Unpin,
 {
@@ -184,7 +191,7 @@ where
     let request = builder
         .body(Full::new(body))
         .map_err(|_| Refusal::Malformed)?;
-    Ok(Some((request, keep_alive)))
+    Ok(Some((Box::new(request), keep_alive)))
 }
 
 /// What a request head says, parsed.
@@ -316,7 +323,7 @@ mod tests {
         let (mut client, server) = duplex(64 * 1024);
         let task = tokio::spawn(serve(
             server,
-            |request: Request<Full<Bytes>>| async move {
+            |request: Incoming| async move {
                 use http_body_util::BodyExt as _;
                 let (parts, body) = request.into_parts();
                 let body = body.collect().await.unwrap().to_bytes();
@@ -413,7 +420,7 @@ mod tests {
         let (mut client, server) = duplex(64 * 1024);
         let task = tokio::spawn(serve(
             server,
-            |_request: Request<Full<Bytes>>| async { Response::new(Full::new(Bytes::from("ok"))) },
+            |_request: Incoming| async { Response::new(Full::new(Bytes::from("ok"))) },
             CancellationToken::new(),
         ));
         client

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, Response, StatusCode};
 use http_body_util::{BodyExt as _, Full, Limited};
 use shardring_crds::endpoint::{
     API_PREFIX, DEFAULT_WAIT_SECONDS, HEADER_LIMIT, HEADER_REMAINING, HEADER_RESET,
@@ -22,6 +22,7 @@ use tokio::sync::watch;
 
 use super::answers::{Answer, refusal};
 use super::auth::{AuthError, Authenticator, Identity};
+use super::http1::Incoming;
 use super::metrics::{EndpointMetrics, LimitLabel};
 use super::ratelimit::{Decision, FixedWindow};
 use super::{Caller, EndpointState, GroupKey, Lookup, ReleaseRejection, ServedView};
@@ -95,7 +96,7 @@ impl Route {
 pub(crate) async fn handle(
     app: Arc<App>,
     peer: SocketAddr,
-    request: Request<Full<Bytes>>,
+    request: Incoming,
 ) -> Response<Full<Bytes>> {
     let route = Route::parse(request.uri().path());
     let label = route.label();
@@ -118,12 +119,7 @@ pub(crate) async fn handle(
 }
 
 /// The answer, and the limit decision whose headers it carries.
-async fn answer(
-    app: &App,
-    ip: IpAddr,
-    route: Route,
-    request: Request<Full<Bytes>>,
-) -> (Answer, Decision) {
+async fn answer(app: &App, ip: IpAddr, route: Route, request: Incoming) -> (Answer, Decision) {
     let by_ip = app.ip_limit.check(&ip);
     if !by_ip.allowed {
         limited(app, "ip");
@@ -340,12 +336,7 @@ fn view_body(view: &ServedView) -> Answer {
 }
 
 /// Records a release acknowledgement.
-async fn release_answer(
-    app: &App,
-    group: &GroupKey,
-    who: &Identity,
-    request: Request<Full<Bytes>>,
-) -> Answer {
+async fn release_answer(app: &App, group: &GroupKey, who: &Identity, request: Incoming) -> Answer {
     let too_large = || {
         Answer::error(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -361,7 +352,7 @@ async fn release_answer(
     if declared.is_some_and(|length| length > MAX_BODY_BYTES as u64) {
         return too_large();
     }
-    let body = Limited::new(request.into_body(), MAX_BODY_BYTES).collect();
+    let body = Limited::new((*request).into_body(), MAX_BODY_BYTES).collect();
     let body = match tokio::time::timeout(app.body_timeout, body).await {
         Err(_) => {
             return Answer::error(

@@ -423,19 +423,7 @@ async fn connection(
     _guard: ConnectionGuard,
 ) {
     let _ = stream.set_nodelay(true);
-    let tls = match tokio::time::timeout(timeouts.header, acceptor.accept(stream)).await {
-        Ok(Ok(tls)) => tls,
-        Ok(Err(error)) => {
-            tracing::debug!(%peer, %error, "endpoint TLS handshake failed");
-            return;
-        }
-        Err(_) => {
-            tracing::debug!(%peer, "endpoint TLS handshake timed out");
-            return;
-        }
-    };
     let activity = Activity::new();
-    let io = TrackedIo::new(tls, activity.clone());
     let handle = |request| {
         let guard = activity.start_request();
         let app = app.clone();
@@ -445,13 +433,98 @@ async fn connection(
             response
         }
     };
+    // The TLS stream (1.2 KiB of state) goes on the heap, in a block that
+    // ends before the HTTP server starts: a binding still in scope keeps its
+    // room in the task's future across every later await, even once moved
+    // from, and an open long-poll's memory is mostly that future.
+    let io = {
+        let tls = match tokio::time::timeout(timeouts.header, acceptor.accept(stream)).await {
+            Ok(Ok(tls)) => tls,
+            Ok(Err(error)) => {
+                tracing::debug!(%peer, %error, "endpoint TLS handshake failed");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(%peer, "endpoint TLS handshake timed out");
+                return;
+            }
+        };
+        TrackedIo::new(Box::new(tls), activity.clone())
+    };
     // A stopping server answers what is in flight (long-polls end with
     // NotLeader) and closes each connection between requests.
-    let served = http1::serve(io, handle, stop.clone());
     tokio::select! {
-        () = served => {}
+        () = http1::serve(io, handle, stop.clone()) => {}
         expiry = activity.expired(timeouts.header, timeouts.idle) => {
             tracing::debug!(%peer, ?expiry, "endpoint connection timed out; closing");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What an open long-poll costs is mostly its connection's task, whose
+    /// future is as large as its largest state. With the TLS stream inline
+    /// and the request in every future it passed through, it was 6.2 KiB
+    /// (with the pinned toolchain); with both boxed and no moved-from
+    /// binding in scope across an await, 2.3 KiB.
+    #[tokio::test]
+    async fn a_connection_task_keeps_its_tls_stream_and_request_on_the_heap() {
+        // The client is never called; building one needs a provider, as
+        // every test client does.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let config = kube::Config::new("https://127.0.0.1:1".parse().expect("a URL"));
+        let client = kube::Client::try_from(config).expect("a client");
+        let metrics =
+            EndpointMetrics::register(&mut prometheus_client::registry::Registry::default());
+        let app = Arc::new(App {
+            state: EndpointState::default(),
+            auth: Authenticator::new(
+                client,
+                "a".into(),
+                Duration::from_secs(1),
+                1,
+                metrics.clone(),
+            ),
+            ip_limit: FixedWindow::new(1, Duration::from_secs(1)),
+            pod_limit: FixedWindow::new(1, Duration::from_secs(1)),
+            serving: watch::channel(true).1,
+            peer_ip_check: true,
+            body_timeout: Duration::from_secs(1),
+            metrics: metrics.clone(),
+        });
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let stream = TcpStream::connect(listener.local_addr().expect("address"))
+            .await
+            .expect("connect");
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let tls = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::new(rustls::server::ResolvesServerCertUsingSni::new()));
+        let timeouts = Timeouts {
+            header: Duration::from_secs(1),
+            idle: Duration::from_secs(1),
+        };
+        let guard = ConnectionGuard::new(Arc::default(), metrics);
+        let task = connection(
+            stream,
+            "127.0.0.1:9".parse().expect("an address"),
+            TlsAcceptor::from(Arc::new(tls)),
+            app,
+            timeouts,
+            CancellationToken::new(),
+            guard,
+        );
+        let tls_stream = size_of::<tokio_rustls::server::TlsStream<TcpStream>>();
+        assert!(tls_stream > 1000, "the TLS stream is {tls_stream} bytes");
+        assert!(
+            size_of_val(&task) < 3072,
+            "a connection's task is {} bytes",
+            size_of_val(&task)
+        );
     }
 }
