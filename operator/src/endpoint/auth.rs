@@ -274,8 +274,9 @@ fn jwt_exp(token: &str) -> Option<u64> {
 /// How the endpoint checks tokens.
 #[derive(Debug)]
 pub(crate) enum TokenCheck {
-    /// TokenReviews against the API server (production).
-    Review(Authenticator),
+    /// TokenReviews against the API server (production; boxed, it is
+    /// large beside the other).
+    Review(Box<Authenticator>),
     /// The tokens an embedded mode minted for its pods (no API server).
     Local(Arc<LocalTokens>),
 }

@@ -303,13 +303,13 @@ impl EndpointServer {
             (_, Backing::Local(_)) => {}
         }
         let auth = match backing {
-            Backing::Api(client) => TokenCheck::Review(Authenticator::new(
+            Backing::Api(client) => TokenCheck::Review(Box::new(Authenticator::new(
                 client,
                 config.audience.clone(),
                 config.token_cache_ttl,
                 DEFAULT_CACHE_CAPACITY,
                 metrics.clone(),
-            )),
+            ))),
             Backing::Local(tokens) => TokenCheck::Local(tokens),
         };
         let app = Arc::new(App {
