@@ -54,12 +54,7 @@ impl Ctx<'_> {
     /// completed the handoff — a pod that acknowledged and then exited
     /// may be seen stopped in the same reconcile, and the kubelet's word
     /// (checked first) carries no checkpoint.
-    pub(super) fn acked_checkpoint(
-        &self,
-        from: &str,
-        shard: &str,
-        revoke: Revoke,
-    ) -> Option<&str> {
+    pub(super) fn acked_checkpoint(&self, from: &str, shard: &str, revoke: Revoke) -> Option<&str> {
         let ack = self.obs.releases.acks.get(shard)?;
         let pod = self.pods.get(from).copied();
         release_acked(ack, pod, &self.obs.departed, from, revoke)
