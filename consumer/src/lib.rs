@@ -7,11 +7,15 @@
 //!   while the view allows it;
 //! - [`reader`]: a Kinesis shard reader from a checkpoint to shard end;
 //! - [`worker`]: ties them together, hands shards back on revoke, drains on SIGTERM;
+//! - [`partitions`]: the same for static partitions without a lease table
+//!   (SQS, RabbitMQ, any queue), driven by the consumer endpoint's view and
+//!   handing checkpoints over through release acknowledgements;
 //! - [`check`]: a pure checker of processed-record logs (no overlap, no loss, order).
 
 pub mod check;
 pub mod clients;
 pub mod lease;
+pub mod partitions;
 pub mod reader;
 pub mod reference;
 pub mod view;

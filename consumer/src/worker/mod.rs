@@ -14,15 +14,13 @@
 //!    reading until the operator has revoked them all or the drain deadline
 //!    passes, then stops, checkpoints, releases and returns.
 
+pub(crate) mod running;
 mod shard;
 
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 pub use shard::ShardExit;
 
@@ -30,10 +28,7 @@ use crate::lease::{Checkpoint, LeaseError, LeaseManager, TakeOutcome};
 use crate::reader::{ReaderOptions, Record};
 use crate::view::AssignmentView;
 use crate::view::endpoint::ReleaseSender;
-
-/// The last checkpoint written for a shard during one hold (starting with
-/// the lease's checkpoint when it was taken).
-type LastCheckpoint = Arc<Mutex<Option<Checkpoint>>>;
+use running::{Drain, Running, finished, flush_acks};
 
 /// Which shard and which hold a batch belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,12 +98,6 @@ pub struct WorkerReport {
     pub drain_deadline_passed: bool,
 }
 
-struct Running {
-    stop: CancellationToken,
-    handle: JoinHandle<ShardExit>,
-    checkpoint: LastCheckpoint,
-}
-
 /// Reads the shards this pod is assigned.
 pub struct Worker<H> {
     kinesis: aws_sdk_kinesis::Client,
@@ -116,7 +105,7 @@ pub struct Worker<H> {
     view: AssignmentView,
     handler: Arc<H>,
     config: WorkerConfig,
-    running: HashMap<String, Running>,
+    running: HashMap<String, Running<ShardExit, Checkpoint>>,
     report: WorkerReport,
     release_acks: Option<ReleaseSender>,
 }
@@ -166,7 +155,7 @@ impl<H: RecordHandler> Worker<H> {
         let mut view = self.view.clone();
         let mut last_renew = Instant::now();
         tokio::pin!(shutdown);
-        let mut drain_until: Option<Instant> = None;
+        let mut drain = Drain::new(self.config.drain_deadline);
         loop {
             self.reap().await;
             self.stop_unassigned().await;
@@ -175,32 +164,21 @@ impl<H: RecordHandler> Worker<H> {
                 last_renew = Instant::now();
                 self.renew().await;
             }
-            match drain_until {
-                None => self.acquire().await,
-                Some(deadline) => {
-                    if self.running.is_empty() && self.leases.held().is_empty() {
-                        tracing::info!("drained: every shard revoked and released");
-                        break;
-                    }
-                    if Instant::now() >= deadline {
-                        tracing::warn!(reading = ?self.reading(), "drain deadline passed; stopping");
-                        self.report.drain_deadline_passed = true;
-                        break;
-                    }
+            if !drain.draining() {
+                self.acquire().await;
+            } else {
+                let drained = self.running.is_empty() && self.leases.held().is_empty();
+                if let Some(passed) = drain.over(drained, &self.reading()) {
+                    self.report.drain_deadline_passed = passed;
+                    break;
                 }
             }
-            tokio::select! {
-                _ = &mut shutdown, if drain_until.is_none() => {
-                    tracing::info!(reading = ?self.reading(), "shutdown: reading on until revoked or the drain deadline");
-                    drain_until = Some(Instant::now() + self.config.drain_deadline);
-                }
-                changed = view.changed() => {
-                    if changed.is_err() {
-                        tracing::warn!("the view source is gone; stopping");
-                        break;
-                    }
-                }
-                _ = tokio::time::sleep(self.config.tick) => {}
+            let reading = self.reading();
+            if !drain
+                .wait(shutdown.as_mut(), &mut view, self.config.tick, &reading)
+                .await
+            {
+                break;
             }
         }
         let shards: Vec<String> = self.running.keys().cloned().collect();
@@ -212,29 +190,17 @@ impl<H: RecordHandler> Worker<H> {
                 tracing::warn!(%error, "release at exit failed");
             }
         }
-        if let Some(acks) = &self.release_acks
-            && !acks.flush(self.config.stop_timeout).await
-        {
-            tracing::warn!(outbox = ?acks.outbox(), "release acknowledgements not answered before exit");
-        }
+        flush_acks(self.release_acks.as_ref(), self.config.stop_timeout).await;
         self.report
     }
 
     /// Collects readers that finished on their own (shard end, lost lease, failure).
     async fn reap(&mut self) {
-        let finished: Vec<String> = self
-            .running
-            .iter()
-            .filter(|(_, running)| running.handle.is_finished())
-            .map(|(shard, _)| shard.clone())
-            .collect();
-        for shard in finished {
+        for shard in finished(&self.running) {
             if let Some(running) = self.running.remove(&shard) {
-                let exit = running
-                    .handle
-                    .await
-                    .unwrap_or_else(|e| ShardExit::Failed(e.to_string()));
-                self.after_exit(&shard, exit).await;
+                let (exit, _) = running.join().await;
+                self.after_exit(&shard, exit.unwrap_or_else(ShardExit::Failed))
+                    .await;
             }
         }
     }
@@ -263,21 +229,11 @@ impl<H: RecordHandler> Worker<H> {
     /// after `stop_timeout` (its lease is then released unchanged). Returns
     /// the last checkpoint written for the shard.
     async fn stop(&mut self, shard: &str) -> Option<Checkpoint> {
-        let mut running = self.running.remove(shard)?;
-        running.stop.cancel();
-        let exit = match tokio::time::timeout(self.config.stop_timeout, &mut running.handle).await {
-            Ok(exit) => exit.unwrap_or_else(|e| ShardExit::Failed(e.to_string())),
-            Err(_) => {
-                running.handle.abort();
-                ShardExit::Failed("did not stop in time; aborted".to_owned())
-            }
-        };
-        self.after_exit(shard, exit).await;
-        running
-            .checkpoint
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        let running = self.running.remove(shard)?;
+        let (exit, checkpoint) = running.stop(self.config.stop_timeout).await;
+        self.after_exit(shard, exit.unwrap_or_else(ShardExit::Failed))
+            .await;
+        checkpoint
     }
 
     async fn stop_unassigned(&mut self) {
@@ -315,7 +271,7 @@ impl<H: RecordHandler> Worker<H> {
         for shard in lapsed {
             if let Some(running) = self.running.remove(&shard) {
                 // No checkpoint: the lease may already be someone else's.
-                running.handle.abort();
+                running.abort();
                 self.report.lost += 1;
                 tracing::warn!(%shard, "lease lapsed; reader aborted");
                 if let Err(error) = self.leases.release(&shard).await {
@@ -331,7 +287,7 @@ impl<H: RecordHandler> Worker<H> {
                 Ok(()) => {}
                 Err(LeaseError::Conflict { .. } | LeaseError::NotHeld(_)) => {
                     if let Some(running) = self.running.remove(&shard) {
-                        running.handle.abort();
+                        running.abort();
                         self.report.lost += 1;
                         tracing::warn!(%shard, "lease taken by another worker; reader aborted");
                     }
@@ -377,32 +333,29 @@ impl<H: RecordHandler> Worker<H> {
     }
 
     fn start(&mut self, shard: String, session: u64, start: Option<Checkpoint>) {
-        let stop = CancellationToken::new();
-        let checkpoint = Arc::new(Mutex::new(start.clone()));
-        let task = shard::ShardTask {
-            context: ShardContext {
-                shard: shard.clone(),
-                worker_id: self.leases.config().worker_id.clone(),
-                session,
-            },
-            client: self.kinesis.clone(),
-            stream: self.config.stream.clone(),
-            leases: self.leases.clone(),
-            handler: self.handler.clone(),
-            start,
-            options: self.config.reader.clone(),
-            stop: stop.clone(),
-            last_checkpoint: checkpoint.clone(),
+        let context = ShardContext {
+            shard: shard.clone(),
+            worker_id: self.leases.config().worker_id.clone(),
+            session,
         };
-        let handle = tokio::spawn(task.run());
-        self.running.insert(
-            shard,
-            Running {
+        let (client, stream) = (self.kinesis.clone(), self.config.stream.clone());
+        let (leases, handler) = (self.leases.clone(), self.handler.clone());
+        let options = self.config.reader.clone();
+        let running = Running::spawn(start.clone(), |stop, last_checkpoint| {
+            shard::ShardTask {
+                context,
+                client,
+                stream,
+                leases,
+                handler,
+                start,
+                options,
                 stop,
-                handle,
-                checkpoint,
-            },
-        );
+                last_checkpoint,
+            }
+            .run()
+        });
+        self.running.insert(shard, running);
     }
 }
 

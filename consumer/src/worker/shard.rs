@@ -5,10 +5,11 @@
 //! batch is handed over the lease must still be valid; a lost lease stops
 //! the task at once without another write.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use super::running::LastCheckpoint;
 use super::{RecordHandler, ShardContext};
 use crate::lease::{Checkpoint, LeaseError, LeaseManager};
 use crate::reader::{ReaderOptions, ShardReader};
@@ -39,7 +40,7 @@ pub(super) struct ShardTask<H> {
     pub(super) options: ReaderOptions,
     pub(super) stop: CancellationToken,
     /// Set after every checkpoint written (for the release acknowledgement).
-    pub(super) last_checkpoint: Arc<Mutex<Option<Checkpoint>>>,
+    pub(super) last_checkpoint: LastCheckpoint<Checkpoint>,
 }
 
 impl<H: RecordHandler> ShardTask<H> {

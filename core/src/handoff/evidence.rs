@@ -48,6 +48,20 @@ impl Evidence {
 }
 
 impl Ctx<'_> {
+    /// The checkpoint `from` acknowledged with its release of `shard`,
+    /// when that acknowledgement counts for `revoke` (see
+    /// [`release_acked`]): it goes to the next owner whichever evidence
+    /// completed the handoff — a pod that acknowledged and then exited
+    /// may be seen stopped in the same reconcile, and the kubelet's word
+    /// (checked first) carries no checkpoint.
+    pub(super) fn acked_checkpoint(&self, from: &str, shard: &str, revoke: Revoke) -> Option<&str> {
+        let ack = self.obs.releases.acks.get(shard)?;
+        let pod = self.pods.get(from).copied();
+        release_acked(ack, pod, &self.obs.departed, from, revoke)
+            .then_some(ack.checkpoint.as_deref())
+            .flatten()
+    }
+
     /// Evidence that `from` let `shard` go, revoked by `revoke`; notes in
     /// `result.next_check` when a timeout may complete it later.
     pub(super) fn evidence(

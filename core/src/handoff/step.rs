@@ -266,16 +266,11 @@ impl Ctx<'_> {
         if prev.state == ShardPhase::Revoking
             && let Some(evidence) = self.evidence(&from, id, revoke, result)
         {
-            if evidence == Evidence::ReleaseAcked {
-                // The checkpoint the owner acknowledged goes to the next.
-                record.checkpoint = self
-                    .obs
-                    .releases
-                    .acks
-                    .get(id)
-                    .and_then(|ack| ack.checkpoint.clone())
-                    .map(Box::new);
-            }
+            // The checkpoint the owner acknowledged goes to the next,
+            // whichever evidence came first.
+            record.checkpoint = self
+                .acked_checkpoint(&from, id, revoke)
+                .map(|checkpoint| Box::new(checkpoint.to_owned()));
             result.completed.push(Completed {
                 shard: id.to_owned(),
                 from,

@@ -6,7 +6,9 @@
 //! is deleted gracefully, is killed when the grace period runs out; once the
 //! process has exited the status shows the container terminated, and only
 //! after that does the pod object disappear. A kill -9 with a force
-//! deletion removes the object at once, its status still `running`. The
+//! deletion removes the object at once, its status still `running`. A
+//! pod's consumer is a process or, in the static act, a task of this
+//! process ([`PodProcess`]); kubelet treats both alike. The
 //! controller's reconcile is the core's cycle over [`Cluster::reconcile`]:
 //! it observes the cluster (with the memory of departed pods its pod watch
 //! would keep) and writes to it in the operator's order, projecting each
@@ -20,6 +22,9 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::core::ObjectMeta;
 
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
 use super::consumers::ConsumerProcess;
 use shardring_core::departed::Departed;
 use shardring_core::departures::{Departure, RETENTION};
@@ -27,7 +32,8 @@ use shardring_core::observation::{Containers, PodInfo};
 
 use crate::crds::consumer_pool::ConsumerPoolSpec;
 use crate::crds::shard_group::{
-    HandoffSpec, KinesisSource, LeaseTableSpec, PoolRef, RebalanceSpec, ShardGroupSpec, ShardSource,
+    HandoffSpec, KinesisSource, LeaseTableSpec, PoolRef, RebalanceSpec, ShardGroupSpec,
+    ShardSource, StaticSource,
 };
 use crate::crds::{AssignmentDocument, ConsumerPool, ShardGroup};
 
@@ -51,6 +57,57 @@ pub struct GroupTiming {
     pub rebalance_delay: Duration,
 }
 
+/// What kubelet runs for a pod: a consumer process, or a consumer task in
+/// this process (the static act's pods, whose graceful stop is a
+/// cancelled token where a process gets SIGTERM).
+#[derive(Debug)]
+pub enum PodProcess {
+    /// A reference-consumer process.
+    Child(ConsumerProcess),
+    /// A task of this process.
+    Task {
+        /// Cancelled on a graceful deletion.
+        shutdown: CancellationToken,
+        /// The consumer's task.
+        handle: JoinHandle<()>,
+    },
+}
+
+impl From<ConsumerProcess> for PodProcess {
+    fn from(process: ConsumerProcess) -> Self {
+        Self::Child(process)
+    }
+}
+
+impl PodProcess {
+    /// Asks for a graceful stop (SIGTERM, or the task's shutdown).
+    fn terminate(&self) {
+        match self {
+            Self::Child(process) => process.terminate(),
+            Self::Task { shutdown, .. } => shutdown.cancel(),
+        }
+    }
+
+    /// Stops it at once (SIGKILL, or aborting the task).
+    fn kill(&mut self) {
+        match self {
+            Self::Child(process) => {
+                process.kill();
+                let _ = process.wait();
+            }
+            Self::Task { handle, .. } => handle.abort(),
+        }
+    }
+
+    /// How it ended, once it has.
+    fn exited(&mut self) -> Option<String> {
+        match self {
+            Self::Child(process) => process.exited().map(|status| status.to_string()),
+            Self::Task { handle, .. } => handle.is_finished().then(|| "task ended".to_owned()),
+        }
+    }
+}
+
 /// One pod object and the process kubelet runs for it.
 #[derive(Debug)]
 pub struct DemoPod {
@@ -60,8 +117,8 @@ pub struct DemoPod {
     pub annotations_file: PathBuf,
     /// Its consumer's record log.
     pub record_log: PathBuf,
-    /// Its consumer process (`None` once reaped).
-    pub process: Option<ConsumerProcess>,
+    /// Its consumer (`None` once reaped).
+    pub process: Option<PodProcess>,
     /// When kubelet gives up on a graceful stop and kills the process.
     pub kill_at: Option<Instant>,
 }
@@ -110,25 +167,56 @@ impl Cluster {
     /// A cluster holding the ShardGroup `name` on `stream` with lease table
     /// `table` and an empty pool; files go under `dir`.
     pub fn new(name: &str, stream: &str, table: &str, timing: GroupTiming, dir: &Path) -> Self {
+        let source = ShardSource {
+            kinesis: Some(KinesisSource {
+                stream_name: Some(stream.to_owned()),
+                stream_arn: None,
+                region: Some(super::REGION.to_owned()),
+                endpoint: None,
+                refresh_interval: "1s".to_owned(),
+            }),
+            static_source: None,
+        };
+        let table = LeaseTableSpec {
+            table_name: table.to_owned(),
+            region: None,
+            endpoint: None,
+        };
+        Self::with_source(name, source, Some(table), timing, dir)
+    }
+
+    /// A cluster holding the ShardGroup `name` with a static source of
+    /// `count` partitions named by `template` and no lease table.
+    pub fn new_static(
+        name: &str,
+        count: u32,
+        template: &str,
+        timing: GroupTiming,
+        dir: &Path,
+    ) -> Self {
+        let source = ShardSource {
+            kinesis: None,
+            static_source: Some(StaticSource {
+                count,
+                name_template: template.to_owned(),
+            }),
+        };
+        Self::with_source(name, source, None, timing, dir)
+    }
+
+    fn with_source(
+        name: &str,
+        source: ShardSource,
+        lease_table: Option<LeaseTableSpec>,
+        timing: GroupTiming,
+        dir: &Path,
+    ) -> Self {
         let spec = ShardGroupSpec {
             pool_ref: PoolRef {
                 name: APP_LABEL.1.to_owned(),
             },
-            source: ShardSource {
-                kinesis: Some(KinesisSource {
-                    stream_name: Some(stream.to_owned()),
-                    stream_arn: None,
-                    region: Some(super::REGION.to_owned()),
-                    endpoint: None,
-                    refresh_interval: "1s".to_owned(),
-                }),
-                static_source: None,
-            },
-            lease_table: Some(LeaseTableSpec {
-                table_name: table.to_owned(),
-                region: None,
-                endpoint: None,
-            }),
+            source,
+            lease_table,
             consumer_name: None,
             standbys: 0,
             balance: Default::default(),
@@ -186,6 +274,13 @@ impl Cluster {
         self.dir.join("pods").join(name)
     }
 
+    /// The uid of the next pod created.
+    pub(crate) fn next_uid(&mut self) -> String {
+        let uid = format!("uid-{}", self.next_uid);
+        self.next_uid += 1;
+        uid
+    }
+
     /// Adds a Ready pod running `process` (created by the caller with the
     /// files of [`Self::pod_dir`]).
     pub(crate) fn add_pod(
@@ -193,11 +288,24 @@ impl Cluster {
         name: &str,
         annotations_file: PathBuf,
         record_log: PathBuf,
-        process: ConsumerProcess,
+        process: impl Into<PodProcess>,
         now: Timestamp,
     ) {
-        let uid = format!("uid-{}", self.next_uid);
-        self.next_uid += 1;
+        let uid = self.next_uid();
+        self.add_pod_as(name, uid, annotations_file, record_log, process, now);
+    }
+
+    /// [`Self::add_pod`] with the uid given (from [`Self::next_uid`]: the
+    /// pod's token names it before the pod exists).
+    pub(crate) fn add_pod_as(
+        &mut self,
+        name: &str,
+        uid: String,
+        annotations_file: PathBuf,
+        record_log: PathBuf,
+        process: impl Into<PodProcess>,
+        now: Timestamp,
+    ) {
         self.record_logs.push(record_log.clone());
         let info = PodInfo {
             name: name.to_owned(),
@@ -207,6 +315,9 @@ impl Cluster {
             ready: true,
             ready_since: Some(now),
             node_name: Some("demo-node".to_owned()),
+            // Every demo pod runs on this machine: the endpoint's peer-IP
+            // check sees its consumer connect from here.
+            ip: Some(std::net::Ipv4Addr::LOCALHOST.into()),
             containers: Containers::Running,
             created: Some(now),
             ..PodInfo::default()
@@ -217,7 +328,7 @@ impl Cluster {
                 info,
                 annotations_file,
                 record_log,
-                process: Some(process),
+                process: Some(process.into()),
                 kill_at: None,
             },
         );
@@ -255,7 +366,6 @@ impl Cluster {
             .record(NAMESPACE, name, pod.departure(Timestamp::now()));
         if let Some(mut process) = pod.process.take() {
             process.kill();
-            let _ = process.wait();
         }
         true
     }
@@ -264,11 +374,11 @@ impl Cluster {
     /// Returns whether the pod has a running process.
     pub fn signal(&mut self, name: &str, signal: &str) -> bool {
         match self.pods.get(name).and_then(|p| p.process.as_ref()) {
-            Some(process) => {
+            Some(PodProcess::Child(process)) => {
                 process.signal(signal);
                 true
             }
-            None => false,
+            _ => false,
         }
     }
 
@@ -332,7 +442,6 @@ impl Cluster {
         for pod in self.pods.values_mut() {
             if let Some(mut process) = pod.process.take() {
                 process.kill();
-                let _ = process.wait();
             }
         }
     }
@@ -346,5 +455,5 @@ pub struct Reaped {
     /// Pods whose grace period ran out: their process was killed.
     pub killed: Vec<String>,
     /// Pods whose process exited without being asked to.
-    pub crashed: Vec<(String, std::process::ExitStatus)>,
+    pub crashed: Vec<(String, String)>,
 }

@@ -6,7 +6,10 @@
 //! order: document, pod annotations projected into the consumers' files,
 //! status). It also plays kubelet (reaping
 //! pods whose consumer exited) and turns every published change into move
-//! log lines and a per-pod table.
+//! log lines and a per-pod table. With the consumer endpoint (the static
+//! act) each cycle also takes its acknowledged releases into the
+//! observation and publishes the pods' views after it, through the
+//! operator's own `endpoint_sync`.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -17,7 +20,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::cluster::{Cluster, DemoPod};
 use super::report::{self, MoveEvent, MoveKind};
+use crate::controller::ControllerMetrics;
+use crate::controller::endpoint_sync;
 use crate::crds::{AssignmentDocument, ShardPhase};
+use crate::endpoint::EndpointState;
 use crate::source::ShardSource;
 use crate::source::kinesis::{KinesisObservation, KinesisShardSource};
 use shardring_core::cycle::{self, cycle};
@@ -47,7 +53,33 @@ pub struct Shared {
     pub problems: Vec<String>,
     /// Plans run.
     pub plans: u64,
+    /// The consumer endpoint the cycle publishes views into, if any.
+    pub endpoint: Option<CycleEndpoint>,
     source_name: String,
+}
+
+/// The consumer endpoint a demo cycle feeds, with the controller metrics
+/// its publish step observes (release-to-activation latency).
+pub struct CycleEndpoint {
+    /// The endpoint's views, releases and CA.
+    pub state: EndpointState,
+    metrics: ControllerMetrics,
+}
+
+impl std::fmt::Debug for CycleEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CycleEndpoint").finish_non_exhaustive()
+    }
+}
+
+impl CycleEndpoint {
+    /// Feeds `state`.
+    pub fn new(state: EndpointState) -> Self {
+        Self {
+            state,
+            metrics: ControllerMetrics::default(),
+        }
+    }
 }
 
 impl Shared {
@@ -63,6 +95,7 @@ impl Shared {
             phase: "start",
             problems: Vec::new(),
             plans: 0,
+            endpoint: None,
             source_name,
         }
     }
@@ -72,7 +105,29 @@ impl Shared {
     /// deleted pod terminating at least once, as its watch would (and the
     /// terminated status of its container before it is gone).
     pub fn reconcile(&mut self, observed: Result<KinesisObservation, SourceError>, now: Timestamp) {
-        self.plan_and_apply(observed, now);
+        let (topology, leases) = self.kinesis_reads(observed, now);
+        self.plan_and_apply(topology, leases, now);
+        self.kubelet();
+    }
+
+    /// [`Self::reconcile`] of a fixed topology (a static source, whose read
+    /// never fails) without a lease table.
+    pub fn reconcile_fixed(&mut self, topology: &Topology, now: Timestamp) {
+        if self.topology.as_ref() != Some(topology) {
+            self.topology = Some(topology.clone());
+            self.topology_read_at = Some(now);
+        }
+        let topology = TopologyObservation {
+            source: self.source_name.clone(),
+            last_good: self.topology.clone().map(Arc::new),
+            read_at: self.topology_read_at,
+            ..Default::default()
+        };
+        self.plan_and_apply(topology, LeaseObservation::NotConfigured, now);
+        self.kubelet();
+    }
+
+    fn kubelet(&mut self) {
         let reaped = self.cluster.reap();
         for name in &reaped.killed {
             println!("  kubelet: {name} did not stop within its grace period: killed");
@@ -87,11 +142,12 @@ impl Shared {
         }
     }
 
-    fn plan_and_apply(
+    /// The topology and lease observations of a Kinesis read.
+    fn kinesis_reads(
         &mut self,
         observed: Result<KinesisObservation, SourceError>,
         now: Timestamp,
-    ) {
+    ) -> (TopologyObservation, LeaseObservation) {
         let (error, leases) = match observed {
             Ok(observation) => {
                 let topology = Topology {
@@ -123,8 +179,22 @@ impl Shared {
             error,
             ..Default::default()
         };
+        (topology, leases)
+    }
+
+    fn plan_and_apply(
+        &mut self,
+        topology: TopologyObservation,
+        leases: LeaseObservation,
+        now: Timestamp,
+    ) {
         let previous = self.cluster.published.clone();
-        let done = cycle::ready(cycle(&mut self.cluster.reconcile(topology, leases), now));
+        let mut reconcile = self
+            .cluster
+            .reconcile(topology, leases)
+            .with_endpoint(self.endpoint.as_ref().map(|e| &e.state));
+        let done = cycle::ready(cycle(&mut reconcile, now));
+        let seen = reconcile.endpoint_seen();
         self.plans += 1;
         let decision = match done.into_result() {
             Ok((decision, _)) => decision,
@@ -134,6 +204,18 @@ impl Shared {
                 return;
             }
         };
+        // As the operator does after a cycle that wrote everything: the
+        // endpoint never serves a view ahead of the document.
+        if let (Some(endpoint), Some(seen)) = (&self.endpoint, seen) {
+            let written = decision.document_write.is_some();
+            endpoint_sync::publish(
+                &endpoint.state,
+                &endpoint.metrics,
+                &seen,
+                &decision,
+                written,
+            );
+        }
         if let Some(doc) = &decision.document_write {
             self.published_at = Some(now);
             let events = diff(
@@ -156,12 +238,18 @@ impl Shared {
     /// scan taken after the last publish shows each active shard's lease
     /// held by its published owner.
     pub fn settled(&self) -> bool {
-        let (Some(doc), Some(leases), Some(published_at)) =
-            (&self.cluster.published, &self.leases, self.published_at)
-        else {
+        let none = LeaseTable::default();
+        let leases = match (&self.leases, self.cluster.group.spec.lease_table.is_some()) {
+            (Some(leases), _) => leases,
+            // Without a lease table there is nothing to scan.
+            (None, false) => &none,
+            (None, true) => return false,
+        };
+        let (Some(doc), Some(published_at)) = (&self.cluster.published, self.published_at) else {
             return false;
         };
-        if leases.scanned_at.is_none_or(|at| at <= published_at) {
+        let leased = self.cluster.group.spec.lease_table.is_some();
+        if leased && leases.scanned_at.is_none_or(|at| at <= published_at) {
             return false;
         }
         let live = self.cluster.live_pods();
@@ -170,9 +258,10 @@ impl Shared {
             ShardPhase::Revoking | ShardPhase::Pending => false,
             ShardPhase::Active => record.owner.as_ref().is_some_and(|owner| {
                 live.contains(owner)
-                    && leases
-                        .get(id)
-                        .is_some_and(|lease| lease.owner.as_ref() == Some(owner))
+                    && (!leased
+                        || leases
+                            .get(id)
+                            .is_some_and(|lease| lease.owner.as_ref() == Some(owner)))
             }),
         })
     }

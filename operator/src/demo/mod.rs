@@ -7,11 +7,16 @@
 //! processes ([`consumers`]) reading their downward-API files; a producer
 //! ([`producer`]) writes throughout. The [`story`] scales up, rolls a
 //! deploy and splits a shard, printing moves and per-pod tables; at the end
-//! the consumer crate's checker proves the record logs ([`report`]).
+//! the consumer crate's checker proves the record logs ([`report`]). Then
+//! the static act ([`partitioned`]): a static source without a lease table,
+//! consumed through the operator's consumer endpoint (run in this process
+//! without an API server) by the consumer crate's static-partition worker,
+//! with release acknowledgements handing each partition's checkpoint over.
 
 pub mod cluster;
 pub mod consumers;
 pub mod controller;
+pub mod partitioned;
 pub mod producer;
 pub mod report;
 pub mod reshard;

@@ -11,6 +11,7 @@ use std::time::Duration;
 use shardring_consumer::check::CheckReport;
 
 use super::cluster::Cluster;
+use super::partitioned::ledger::PartitionFigures;
 use crate::crds::{AssignmentDocument, ShardPhase};
 
 /// One entry of the move log.
@@ -148,14 +149,22 @@ pub struct Verdict {
     pub rolling_shards: usize,
     /// Consumers that died unexpectedly, and other problems.
     pub problems: Vec<String>,
+    /// The static act's figures (`None`: it did not run).
+    pub partitions: Option<PartitionFigures>,
     /// Wall time of the whole demo.
     pub elapsed: Duration,
 }
 
 impl Verdict {
-    /// Whether the checker found nothing wrong and nothing else failed.
+    /// Whether the checker found nothing wrong, nothing else failed, and
+    /// the static act (when it ran) kept every promise.
     pub fn passed(&self) -> bool {
-        self.check.passed() && self.problems.is_empty()
+        self.check.passed()
+            && self.problems.is_empty()
+            && self
+                .partitions
+                .as_ref()
+                .is_none_or(PartitionFigures::passed)
     }
 
     /// Handoffs per shard during the rolling deploy.
@@ -232,6 +241,9 @@ impl Verdict {
         for lost in c.lost.iter().take(5) {
             let _ = writeln!(out, "  lost {} {}", lost.shard, lost.sequence_number);
         }
+        if let Some(partitions) = &self.partitions {
+            let _ = writeln!(out, "{}", partitions.render());
+        }
         let _ = write!(out, "  took {:.1} s", self.elapsed.as_secs_f64());
         out
     }
@@ -267,6 +279,7 @@ mod tests {
             handoffs_by_phase: BTreeMap::from([("rolling deploy", 6), ("scale up", 2)]),
             rolling_shards: 6,
             problems: Vec::new(),
+            partitions: None,
             elapsed: Duration::from_secs(1),
         };
         assert!((verdict.rolling_moves_per_shard() - 1.0).abs() < 1e-9);

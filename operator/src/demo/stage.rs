@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 use shardring_consumer::clients;
 use tokio_util::sync::CancellationToken;
 
-pub(crate) use waits::every_owner_reading;
 pub use waits::shards_in;
+pub(crate) use waits::{every_owner_reading, wait_on};
 
 use super::cluster::{Cluster, GroupTiming};
 use super::consumers::{self, ConsumerSettings};
@@ -75,7 +75,7 @@ impl Drop for Cleanup {
     }
 }
 
-fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
+pub(crate) fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
     shared.lock().unwrap_or_else(|p| p.into_inner())
 }
 

@@ -2,7 +2,9 @@
 //! consumer pods start; scale up to five; roll a deploy (surge one new pod,
 //! then delete an old one gracefully, pod by pod); split a shard while its
 //! reader lags, so the children are seen waiting for their parent; stop the
-//! producer, wait until every record was processed, and run the checker.
+//! producer, wait until every record was processed, and run the checker;
+//! then the static act ([`super::partitioned`]): static partitions through
+//! the consumer endpoint, scaled up and rolled.
 //! Every wait is on a condition with a deadline; the pauses between steps
 //! only let traffic flow so the tables have something to show.
 
@@ -125,7 +127,12 @@ pub async fn run(config: &DemoConfig, dir: &Path) -> Result<Verdict, DemoError> 
         "drain",
         "5. stop the producer; wait until every record is processed",
     );
-    stage.finish(rolling_shards).await
+    let started = stage.started;
+    let mut verdict = stage.finish(rolling_shards).await?;
+    let figures = super::partitioned::run(config, dir, started).await?;
+    verdict.partitions = Some(figures);
+    verdict.elapsed = started.elapsed();
+    Ok(verdict)
 }
 
 /// Whether both children of `parent` are published in `phase`.

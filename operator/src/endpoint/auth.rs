@@ -2,7 +2,10 @@
 //! against the API server for the endpoint's audience, must be a projected
 //! service-account token bound to a pod. The review's answer names the pod
 //! (name and uid, from the token's bound-object claims) and its namespace
-//! (from the service account's username).
+//! (from the service account's username). That is [`TokenCheck::Review`],
+//! the only check `shardring run` uses. The embedded mode (`shardring
+//! demo`) has no API server: there [`LocalTokens`] mints a random token per
+//! pod and knows whose it is ([`TokenCheck::Local`]).
 //!
 //! Positive answers are cached by the token's SHA-256, until the token
 //! expires or a bound passes, whichever is first, so a consumer polling in a
@@ -268,6 +271,64 @@ fn jwt_exp(token: &str) -> Option<u64> {
     claims.get("exp")?.as_u64()
 }
 
+/// How the endpoint checks tokens.
+#[derive(Debug)]
+pub(crate) enum TokenCheck {
+    /// TokenReviews against the API server (production; boxed, it is
+    /// large beside the other).
+    Review(Box<Authenticator>),
+    /// The tokens an embedded mode minted for its pods (no API server).
+    Local(Arc<LocalTokens>),
+}
+
+impl TokenCheck {
+    /// The pod `token` is bound to.
+    pub(crate) async fn authenticate(&self, token: &str) -> Result<Arc<Identity>, AuthError> {
+        match self {
+            Self::Review(reviewer) => reviewer.authenticate(token).await,
+            Self::Local(tokens) => tokens.identity(token),
+        }
+    }
+}
+
+/// The token authority of an embedded mode: a random token per pod, kept
+/// by its hash with the pod's identity, standing in for the projected
+/// service-account tokens and the TokenReview a cluster would have.
+#[derive(Debug, Default)]
+pub struct LocalTokens {
+    minted: Mutex<HashMap<[u8; 32], Arc<Identity>>>,
+}
+
+impl LocalTokens {
+    /// A new random token for pod `pod` (uid `uid`) in `namespace`, valid
+    /// until the authority is dropped. Write it where the pod's consumer
+    /// reads its token file.
+    pub fn mint(&self, namespace: &str, pod: &str, uid: &str) -> String {
+        let mut bytes = [0u8; 32];
+        ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
+            .expect("the system's random source works");
+        let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let identity = Identity {
+            namespace: namespace.to_owned(),
+            service_account: "default".to_owned(),
+            pod: pod.to_owned(),
+            uid: uid.to_owned(),
+        };
+        lock(&self.minted).insert(token_hash(&token), Arc::new(identity));
+        token
+    }
+
+    fn identity(&self, token: &str) -> Result<Arc<Identity>, AuthError> {
+        lock(&self.minted)
+            .get(&token_hash(token))
+            .cloned()
+            .ok_or_else(|| AuthError::Invalid {
+                audience: "local".to_owned(),
+                detail: "not a token this embedded endpoint minted".to_owned(),
+            })
+    }
+}
+
 /// One TokenReview and what it says.
 async fn review(
     client: kube::Client,
@@ -436,6 +497,26 @@ mod tests {
         assert!(
             matches!(&refused, Err(AuthError::Invalid { detail, .. }) if detail == "token expired")
         );
+    }
+
+    #[tokio::test]
+    async fn local_tokens_name_the_pod_they_were_minted_for() {
+        let tokens = Arc::new(LocalTokens::default());
+        let a = tokens.mint("team", "c-0", "u-0");
+        let b = tokens.mint("team", "c-1", "u-1");
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 64);
+        let check = TokenCheck::Local(tokens);
+        let who = check.authenticate(&a).await.unwrap();
+        assert_eq!(
+            (who.namespace.as_str(), who.pod.as_str(), who.uid.as_str()),
+            ("team", "c-0", "u-0")
+        );
+        assert_eq!(check.authenticate(&b).await.unwrap().pod, "c-1");
+        assert!(matches!(
+            check.authenticate("forged").await,
+            Err(AuthError::Invalid { .. })
+        ));
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! `directory` owns the served views and who may see them, `releases` the
 //! acknowledged releases and their validation. The HTTPS server is
 //! [`server`]'s: `http1` reads requests and writes answers, `routes`
-//! answers requests (`answers` builds them), `auth` checks tokens,
+//! answers requests (`answers` builds them), `auth` checks tokens (TokenReviews, or
+//! [`LocalTokens`] in the embedded mode),
 //! `ratelimit` counts requests, `conn` times connections out, `tls` and
 //! `selfsigned` provide the certificate, `leader_label` marks the serving
 //! pod, and `metrics` counts it all.
@@ -32,6 +33,7 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
+pub use auth::LocalTokens;
 pub use directory::{Caller, Directory, GroupKey, Lookup, PodSync, ServedView};
 pub use metrics::EndpointMetrics;
 pub use releases::{ReleaseRejection, Releases};

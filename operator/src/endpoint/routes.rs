@@ -21,7 +21,7 @@ use shardring_crds::endpoint::{
 use tokio::sync::watch;
 
 use super::answers::{Answer, refusal};
-use super::auth::{AuthError, Authenticator, Identity};
+use super::auth::{AuthError, Identity, TokenCheck};
 use super::http1::Incoming;
 use super::metrics::{EndpointMetrics, LimitLabel};
 use super::ratelimit::{Decision, FixedWindow};
@@ -33,7 +33,7 @@ pub(crate) const MAX_BODY_BYTES: usize = 16 * 1024;
 /// What the request handlers share.
 pub(crate) struct App {
     pub state: EndpointState,
-    pub auth: Authenticator,
+    pub auth: TokenCheck,
     pub ip_limit: FixedWindow<IpAddr>,
     /// Keyed by namespace and pod name.
     pub pod_limit: FixedWindow<(String, String)>,

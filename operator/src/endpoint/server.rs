@@ -23,14 +23,14 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 use super::EndpointState;
-use super::auth::{Authenticator, DEFAULT_CACHE_CAPACITY};
+use super::auth::{Authenticator, DEFAULT_CACHE_CAPACITY, LocalTokens, TokenCheck};
 use super::conn::{Activity, TrackedIo};
 use super::http1;
 use super::leader_label::LeaderLabel;
 use super::metrics::EndpointMetrics;
 use super::ratelimit::FixedWindow;
 use super::routes::{self, App};
-use super::selfsigned::{self, Origin};
+use super::selfsigned::{self, Origin, SelfSigned};
 use super::tls::{self, CertResolver, PemPair, TlsError};
 
 /// How the endpoint is served (`shardring run`'s `--endpoint-*` flags).
@@ -117,6 +117,16 @@ pub enum EndpointError {
     SelfSigned(#[from] rcgen::Error),
 }
 
+/// What the server reaches beyond its socket.
+enum Backing {
+    /// The API server: TokenReviews, the self-signed fallback's Secret,
+    /// the leader label.
+    Api(kube::Client),
+    /// Nothing (the embedded mode): tokens it minted, a certificate in
+    /// memory, no label.
+    Local(Arc<LocalTokens>),
+}
+
 /// A bound, not yet serving, endpoint. Binding first lets the caller learn
 /// the real port (tests bind port 0) and fail fast.
 pub struct EndpointServer {
@@ -127,7 +137,7 @@ pub struct EndpointServer {
     /// The pair in force if it came from the directory.
     mounted: Option<PemPair>,
     config: EndpointConfig,
-    client: kube::Client,
+    backing: Backing,
     state: EndpointState,
     metrics: EndpointMetrics,
     leader: Option<watch::Receiver<bool>>,
@@ -152,6 +162,30 @@ impl EndpointServer {
         metrics: EndpointMetrics,
         leader: Option<watch::Receiver<bool>>,
     ) -> Result<Self, EndpointError> {
+        Self::bind_with(config, Backing::Api(client), state, metrics, leader).await
+    }
+
+    /// Binds an endpoint that needs no API server, for the embedded mode
+    /// (`shardring demo`): tokens are checked against those `tokens`
+    /// minted, the certificate is the self-signed fallback kept in memory
+    /// (unless `config.tls_dir` holds one), no pod is labelled, and it
+    /// always leads.
+    pub async fn bind_local(
+        config: EndpointConfig,
+        tokens: Arc<LocalTokens>,
+        state: EndpointState,
+        metrics: EndpointMetrics,
+    ) -> Result<Self, EndpointError> {
+        Self::bind_with(config, Backing::Local(tokens), state, metrics, None).await
+    }
+
+    async fn bind_with(
+        config: EndpointConfig,
+        backing: Backing,
+        state: EndpointState,
+        metrics: EndpointMetrics,
+        leader: Option<watch::Receiver<bool>>,
+    ) -> Result<Self, EndpointError> {
         let provider = tls::provider();
         let dir = config.tls_dir.clone();
         let certificate = |source| EndpointError::Certificate {
@@ -172,8 +206,12 @@ impl EndpointServer {
             }
             None => {
                 let names = selfsigned::subject_names(&config.namespace, &config.dns_names);
-                let (pair, origin) =
-                    selfsigned::get_or_create(client.clone(), &config.namespace, &names).await?;
+                let (pair, origin) = match &backing {
+                    Backing::Api(client) => {
+                        selfsigned::get_or_create(client.clone(), &config.namespace, &names).await?
+                    }
+                    Backing::Local(_) => (SelfSigned::generate(&names)?, Origin::InMemory),
+                };
                 let how = match origin {
                     Origin::Created => "created in",
                     Origin::Shared => "shared through",
@@ -216,7 +254,7 @@ impl EndpointServer {
             resolver,
             mounted,
             config,
-            client,
+            backing,
             state,
             metrics,
             leader,
@@ -239,7 +277,7 @@ impl EndpointServer {
             resolver,
             mounted,
             config,
-            client,
+            backing,
             state,
             metrics,
             leader,
@@ -254,22 +292,26 @@ impl EndpointServer {
             state.ca.clone(),
             stop.clone(),
         ));
-        match &config.pod_name {
-            Some(pod) => {
+        match (&config.pod_name, &backing) {
+            (Some(pod), Backing::Api(client)) => {
                 let label = LeaderLabel::new(client.clone(), &config.namespace, pod);
                 tasks.spawn(label.run(serving.clone(), stop.clone()));
             }
-            None => tracing::info!(
+            (None, Backing::Api(_)) => tracing::info!(
                 "POD_NAME is not set: the leader does not label its pod for the endpoint Service"
             ),
+            (_, Backing::Local(_)) => {}
         }
-        let auth = Authenticator::new(
-            client,
-            config.audience.clone(),
-            config.token_cache_ttl,
-            DEFAULT_CACHE_CAPACITY,
-            metrics.clone(),
-        );
+        let auth = match backing {
+            Backing::Api(client) => TokenCheck::Review(Box::new(Authenticator::new(
+                client,
+                config.audience.clone(),
+                config.token_cache_ttl,
+                DEFAULT_CACHE_CAPACITY,
+                metrics.clone(),
+            ))),
+            Backing::Local(tokens) => TokenCheck::Local(tokens),
+        };
         let app = Arc::new(App {
             state,
             auth,
@@ -481,13 +523,13 @@ mod tests {
             EndpointMetrics::register(&mut prometheus_client::registry::Registry::default());
         let app = Arc::new(App {
             state: EndpointState::default(),
-            auth: Authenticator::new(
+            auth: TokenCheck::Review(Box::new(Authenticator::new(
                 client,
                 "a".into(),
                 Duration::from_secs(1),
                 1,
                 metrics.clone(),
-            ),
+            ))),
             ip_limit: FixedWindow::new(1, Duration::from_secs(1)),
             pod_limit: FixedWindow::new(1, Duration::from_secs(1)),
             serving: watch::channel(true).1,

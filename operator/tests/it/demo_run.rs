@@ -1,8 +1,9 @@
 //! `shardring demo` end to end, in-process: kinesis-local and dynalite, the
 //! real plan step on the in-process cluster, reference-consumer processes,
 //! the producer, the whole story (start, scale up, rolling deploy, split),
-//! then the checker over every record log. Runs at half the demo's pace
-//! (about 15 s plus emulator start-up).
+//! then the checker over every record log; then the static act (static
+//! partitions through the consumer endpoint, acknowledged handoffs). Runs
+//! at half the demo's pace (about 20 s plus emulator start-up).
 //!
 //! Needs Node.js (the emulators are installed with npm into `e2e/` when
 //! missing) and the reference consumer binary, which `cargo test --workspace`
@@ -55,5 +56,28 @@ async fn the_demo_story_passes_the_checker() {
         "{rolling} handoffs for {} shards in the rolling deploy",
         verdict.rolling_shards
     );
+    // The static act: each partition's messages exactly once and in order
+    // across owners (the acknowledged checkpoints carried them over), never
+    // two pods at once, and handoffs well inside the drain timeout.
+    let partitions = verdict.partitions.as_ref().expect("the static act ran");
+    let tally = &partitions.tally;
+    assert_eq!(tally.partitions, demo::partitioned::PARTITIONS as usize);
+    assert!(tally.produced > 0, "the queue producer wrote nothing");
+    assert_eq!(tally.processed, tally.produced, "each message once");
+    assert_eq!((tally.duplicates, tally.missing), (0, 0));
+    assert_eq!(tally.order_violations, 0);
+    assert_eq!(tally.overlaps, 0);
+    let p99 = tally.gap_quantile(0.99).expect("handoffs were seen");
+    assert!(
+        p99 < partitions.drain_timeout,
+        "p99 gap {p99:?} against drainTimeout {:?}",
+        partitions.drain_timeout
+    );
+    assert!(
+        partitions.acked() * 2 > tally.gaps.len(),
+        "most handoffs completed on an acknowledgement: {:?}",
+        partitions.evidence
+    );
+    assert!(partitions.passed(), "{}", partitions.render());
     assert!(verdict.passed());
 }

@@ -45,10 +45,22 @@ impl Shared {
     }
 }
 
-/// Sends release acknowledgements; dropping it stops its task.
+/// Sends release acknowledgements; cheap to clone (clones share one
+/// outbox, so a caller can watch what a worker queued); dropping the last
+/// clone stops its task.
+#[derive(Clone)]
 pub struct ReleaseSender {
     shared: Arc<Shared>,
-    task: JoinHandle<()>,
+    _task: Arc<AbortOnDrop>,
+}
+
+/// Aborts the sending task when the last sender goes.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl std::fmt::Debug for ReleaseSender {
@@ -56,12 +68,6 @@ impl std::fmt::Debug for ReleaseSender {
         f.debug_struct("ReleaseSender")
             .field("outbox", &*self.shared.outbox())
             .finish_non_exhaustive()
-    }
-}
-
-impl Drop for ReleaseSender {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }
 
@@ -86,7 +92,10 @@ impl ReleaseSender {
             view,
             shared.clone(),
         ));
-        Self { shared, task }
+        Self {
+            shared,
+            _task: Arc::new(AbortOnDrop(task)),
+        }
     }
 
     /// Queues the acknowledgement that this pod stopped reading `shard`,

@@ -105,6 +105,34 @@ fn the_owners_ack_completes_the_handoff_at_once_and_hands_over_its_checkpoint() 
 }
 
 #[test]
+fn the_acked_checkpoint_goes_over_also_when_the_pod_is_seen_stopped_first() {
+    both(|lease_table| {
+        let mut obs = a_revoked(lease_table);
+        let (shard, epoch) = revoked_from_a(&obs)[0].clone();
+        // `a` acknowledged, then exited before the next reconcile: the
+        // kubelet's word is checked first and completes both handoffs.
+        obs.pods[0].containers = Containers::Stopped;
+        let obs = with_acks(
+            obs,
+            [(shard.clone(), ack("a", "uid-a", epoch, Some("seq-7")))],
+        );
+        let decision = plan(&obs);
+        assert_eq!(
+            evidence(&decision),
+            [Evidence::PodStopped, Evidence::PodStopped],
+            "lease table: {lease_table}"
+        );
+        let doc = document(&decision);
+        assert_eq!(
+            doc.shards[&shard].checkpoint.as_deref().map(String::as_str),
+            Some("seq-7")
+        );
+        let other = &revoked_from_a(&a_revoked(lease_table))[1].0;
+        assert_eq!(doc.shards[other].checkpoint, None, "nothing acknowledged");
+    });
+}
+
+#[test]
 fn an_ack_at_a_later_epoch_than_the_revoke_counts() {
     let obs = a_revoked(false);
     let (shard, epoch) = revoked_from_a(&obs)[0].clone();

@@ -14,7 +14,9 @@ use shardring_core::observation::{
 use shardring_core::{AnnotationWrite, EventNote};
 
 use super::{Cluster, NAMESPACE};
+use crate::controller::endpoint_sync::{self, EndpointSeen};
 use crate::crds::{AssignmentDocument, ShardGroupStatus};
+use crate::endpoint::EndpointState;
 
 impl Cluster {
     /// One reconcile's view of the cluster, for the core's cycle: observed
@@ -27,6 +29,8 @@ impl Cluster {
         Reconcile {
             cluster: self,
             reads: Some((topology, leases)),
+            endpoint: None,
+            seen: None,
         }
     }
 
@@ -95,13 +99,39 @@ pub struct Reconcile<'a> {
     cluster: &'a mut Cluster,
     /// The topology and lease table reads, until the observe half takes them.
     reads: Option<(TopologyObservation, LeaseObservation)>,
+    /// The consumer endpoint whose releases the observation takes.
+    endpoint: Option<&'a EndpointState>,
+    /// What the observe half kept for publishing views after the cycle.
+    seen: Option<EndpointSeen>,
+}
+
+impl<'a> Reconcile<'a> {
+    /// Takes `endpoint`'s acknowledged releases into the observation (as
+    /// the operator's observe step does).
+    pub fn with_endpoint(mut self, endpoint: Option<&'a EndpointState>) -> Self {
+        self.endpoint = endpoint;
+        self
+    }
+
+    /// What the endpoint needs after the cycle ([`endpoint_sync::publish`]).
+    pub(crate) fn endpoint_seen(&mut self) -> Option<EndpointSeen> {
+        self.seen.take()
+    }
 }
 
 impl Observe for Reconcile<'_> {
     async fn observe(&mut self, now: Timestamp) -> Observed {
         let (topology, leases) = self.reads.take().unwrap_or_default();
+        let mut observation = self.cluster.observation(topology, leases, now);
+        if let Some(endpoint) = self.endpoint {
+            self.seen = Some(endpoint_sync::observe(
+                endpoint,
+                &self.cluster.group,
+                &mut observation,
+            ));
+        }
         Observed {
-            observation: self.cluster.observation(topology, leases, now),
+            observation,
             // The in-process store applies every write at once: nothing
             // can land after a newer one, so there is no precondition.
             published: PublishedVersion::Absent,

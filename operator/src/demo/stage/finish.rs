@@ -48,6 +48,7 @@ impl Stage {
             handoffs_by_phase,
             rolling_shards,
             problems,
+            partitions: None,
             elapsed: self.started.elapsed(),
         })
     }

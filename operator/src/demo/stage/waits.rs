@@ -4,6 +4,7 @@
 //! processed; and the published document's owners and phases.
 
 use std::collections::BTreeMap;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::super::controller::Shared;
@@ -23,25 +24,7 @@ impl Stage {
         what: &str,
         condition: impl Fn(&Shared) -> bool,
     ) -> Result<(), DemoError> {
-        let started = Instant::now();
-        loop {
-            {
-                let state = self.state();
-                if let Some(problem) = state.problems.first() {
-                    return Err(DemoError::Consumer(problem.clone()));
-                }
-                if condition(&state) {
-                    return Ok(());
-                }
-            }
-            if started.elapsed() >= STEP_DEADLINE {
-                return Err(DemoError::Timeout {
-                    what: what.to_owned(),
-                    after: STEP_DEADLINE,
-                });
-            }
-            tokio::time::sleep(POLL).await;
-        }
+        wait_on(&self.shared, what, condition).await
     }
 
     /// Waits until the assignment is settled and balanced for the live pods
@@ -90,6 +73,34 @@ impl Stage {
         let state = self.state();
         let doc = state.cluster.published.as_ref()?;
         doc.shards.get(shard)?.owner.clone()
+    }
+}
+
+/// Waits until `condition` holds on `shared` (checked every [`POLL`]),
+/// failing after [`STEP_DEADLINE`] or as soon as a consumer died unasked.
+pub(crate) async fn wait_on(
+    shared: &Mutex<Shared>,
+    what: &str,
+    condition: impl Fn(&Shared) -> bool,
+) -> Result<(), DemoError> {
+    let started = Instant::now();
+    loop {
+        {
+            let state = super::lock(shared);
+            if let Some(problem) = state.problems.first() {
+                return Err(DemoError::Consumer(problem.clone()));
+            }
+            if condition(&state) {
+                return Ok(());
+            }
+        }
+        if started.elapsed() >= STEP_DEADLINE {
+            return Err(DemoError::Timeout {
+                what: what.to_owned(),
+                after: STEP_DEADLINE,
+            });
+        }
+        tokio::time::sleep(POLL).await;
     }
 }
 

@@ -1,0 +1,136 @@
+//! The static act's consumer pods, each a task of this process running what
+//! a real consumer of a partitioned queue would: the consumer crate's
+//! [`EndpointClient`] over HTTPS on loopback (trusting only the endpoint's
+//! CA, with a demo-minted token in a token file, as a projected token
+//! would be), its view source and release sender, and the static-partition
+//! [`PartitionWorker`] with a handler that reads the in-memory [`Queue`]
+//! from the checkpoint and writes what it did into the [`Ledger`].
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use shardring_consumer::partitions::{
+    PartitionConfig, PartitionContext, PartitionHandler, PartitionWorker,
+};
+use shardring_consumer::view::{
+    self,
+    endpoint::{EndpointClient, EndpointConfig, EndpointSource, ReleaseSender},
+};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use super::ledger::Ledger;
+use super::queue::Queue;
+
+/// Messages per batch.
+const BATCH: u64 = 25;
+/// How long a long-poll waits for a newer view.
+const LONG_POLL: Duration = Duration::from_secs(20);
+
+/// Reads a partition of the queue: the checkpoint is the number of the
+/// last message processed.
+struct QueueHandler {
+    pod: String,
+    queue: Arc<Queue>,
+    ledger: Arc<Ledger>,
+    /// Time spent processing each batch (the batch in hand a stop waits for).
+    work: Duration,
+}
+
+impl PartitionHandler for QueueHandler {
+    async fn process(
+        &self,
+        context: &PartitionContext,
+        checkpoint: Option<&str>,
+    ) -> anyhow::Result<Option<String>> {
+        let from = match checkpoint {
+            Some(last) => last.parse::<u64>()? + 1,
+            // The handler's own start: the head of the queue.
+            None => 0,
+        };
+        self.ledger.reading(&self.pod, &context.partition);
+        let batch = self.queue.read(&context.partition, from, BATCH);
+        let Some(last) = batch.end.checked_sub(1).filter(|_| !batch.is_empty()) else {
+            return Ok(None);
+        };
+        tokio::time::sleep(self.work).await;
+        self.ledger.processed(&context.partition, batch);
+        Ok(Some(last.to_string()))
+    }
+
+    fn opened(&self, context: &PartitionContext, _checkpoint: Option<&str>) {
+        self.ledger.opened(&self.pod, &context.partition);
+    }
+
+    fn closed(&self, context: &PartitionContext, _checkpoint: Option<&str>) {
+        self.ledger.closed(&self.pod, &context.partition);
+    }
+}
+
+/// What one consumer pod needs.
+pub(super) struct PodSetup {
+    pub(super) name: String,
+    pub(super) namespace: String,
+    pub(super) group: String,
+    /// `https://127.0.0.1:<port>`.
+    pub(super) url: String,
+    pub(super) token_file: PathBuf,
+    pub(super) ca_file: PathBuf,
+    pub(super) queue: Arc<Queue>,
+    pub(super) ledger: Arc<Ledger>,
+    pub(super) drain_deadline: Duration,
+    pub(super) work: Duration,
+}
+
+/// The pod's consumer: waits for `start` (the pod object exists and its
+/// view is served), reads until `shutdown` and the drain that follows.
+pub(super) async fn run(
+    setup: PodSetup,
+    start: oneshot::Receiver<()>,
+    shutdown: CancellationToken,
+) {
+    if start.await.is_err() {
+        return;
+    }
+    let config = EndpointConfig {
+        token_file: setup.token_file,
+        ca_file: setup.ca_file,
+        ..EndpointConfig::new(setup.url)
+    };
+    let client = match EndpointClient::new(config) {
+        Ok(client) => client,
+        Err(error) => {
+            tracing::error!(pod = %setup.name, %error, "no endpoint client");
+            return;
+        }
+    };
+    let (publisher, assignment) = view::channel();
+    let source = EndpointSource {
+        client: client.clone(),
+        namespace: setup.namespace.clone(),
+        group: setup.group.clone(),
+        wait: LONG_POLL,
+    }
+    .spawn(publisher);
+    let acks = ReleaseSender::spawn(client, setup.namespace, setup.group, assignment.clone());
+    let handler = Arc::new(QueueHandler {
+        pod: setup.name.clone(),
+        queue: setup.queue,
+        ledger: setup.ledger,
+        work: setup.work,
+    });
+    let config = PartitionConfig {
+        tick: Duration::from_millis(100),
+        idle: Duration::from_millis(20),
+        drain_deadline: setup.drain_deadline,
+        stop_timeout: Duration::from_secs(5),
+        ..PartitionConfig::new(setup.name.clone())
+    };
+    let report = PartitionWorker::new(assignment, source.status.clone(), handler, config)
+        .with_release_acks(acks)
+        .run(shutdown.cancelled())
+        .await;
+    tracing::info!(pod = %setup.name, ?report, "consumer exited");
+    source.task.abort();
+}
