@@ -106,6 +106,13 @@ pub struct PodAssignment {
     pub revoking: Vec<String>,
 }
 
+impl PodAssignment {
+    /// Whether the pod holds nothing: no active, standby or revoking shard.
+    pub fn is_empty(&self) -> bool {
+        self.active.is_empty() && self.standby.is_empty() && self.revoking.is_empty()
+    }
+}
+
 /// The per-pod annotation `assignment.shardring.io/<shardgroup>`: the pod's
 /// entry of the document plus the epoch. A pod may read a shard only while it is
 /// in `active` at the newest epoch it has seen (a view with an older epoch is

@@ -19,7 +19,7 @@ use std::net::IpAddr;
 use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
-use shardring_crds::assignment::{AssignmentDocument, PodView};
+use shardring_crds::assignment::{AssignmentDocument, PodAssignment, PodView};
 use shardring_crds::endpoint::ViewResponse;
 use tokio::sync::{mpsc, watch};
 
@@ -50,7 +50,7 @@ impl std::fmt::Display for GroupKey {
 
 /// One pod's view as served: its epoch (to answer long-polls) and the JSON
 /// body of its [`ViewResponse`]. `epoch` 0 with an empty view means the pod
-/// has no annotation yet.
+/// has no view that can be stated yet (see [`served`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServedView {
     /// The view's epoch.
@@ -282,19 +282,35 @@ fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
-/// The served form of a pod's annotation: its view (empty at epoch 0 when
-/// there is none, or when it cannot be read: the controller rewrites an
-/// unreadable annotation at its next cycle) with the checkpoints handed over
-/// with its active shards.
+/// The served form of a pod's annotation: its view with the checkpoints
+/// handed over with its active shards.
+///
+/// A pod without the annotation that the published document gives nothing
+/// holds nothing as of that document: it is served an empty view at the
+/// document's epoch, which its consumer can long-poll, so it hears of its
+/// first shards as soon as they are published. (At epoch 0 a client cannot
+/// wait, and re-asks after a pause: a pod joining a rollout took up to that
+/// pause to start its shards.) The view stays as it is while the pod has no
+/// annotation ([`Directory::sync_group`] sends a view only when the
+/// annotation changes), so later epochs wake no such pod. An empty view at
+/// epoch 0 is left for what cannot be stated: no document yet, a document
+/// that lists the pod (its annotation is being written), or an annotation
+/// that cannot be read (the controller rewrites it at its next cycle).
 fn served(
     group: &GroupKey,
     pod: &str,
     annotation: Option<&str>,
     document: Option<&AssignmentDocument>,
 ) -> Arc<ServedView> {
-    let view = annotation
-        .and_then(|a| PodView::from_annotation(a).ok())
-        .unwrap_or_default();
+    let view = match annotation {
+        Some(annotation) => PodView::from_annotation(annotation).unwrap_or_default(),
+        None => PodView {
+            epoch: document
+                .filter(|doc| doc.pods.get(pod).is_none_or(PodAssignment::is_empty))
+                .map_or(0, |doc| doc.epoch),
+            ..PodView::default()
+        },
+    };
     let checkpoints = document
         .map(|doc| {
             view.active
@@ -379,6 +395,45 @@ mod tests {
             Lookup::Found(receiver) => receiver,
             other => panic!("expected a view, got {other:?}"),
         }
+    }
+
+    /// A pod the document gives nothing can wait for its first shards at
+    /// the document's epoch, and later epochs that still give it nothing do
+    /// not wake it; a pod the document lists but whose annotation is not
+    /// there yet is served nothing it could act on (epoch 0).
+    #[test]
+    fn a_pod_holding_nothing_is_served_the_documents_epoch_and_not_woken_by_later_ones() {
+        let key = GroupKey::new("ns", "g");
+        let directory = serving(&key);
+        let mut doc = AssignmentDocument::new("ns/g", 7);
+        doc.pods.insert(
+            "listed".into(),
+            PodAssignment {
+                active: vec!["s-0".into()],
+                ..PodAssignment::default()
+            },
+        );
+        directory.sync_group(
+            &key,
+            Some(&doc),
+            [pod("new", "un", None), pod("listed", "ul", None)],
+        );
+        let mut new = found(directory.lookup(&key, caller("new", "un")));
+        let listed = found(directory.lookup(&key, caller("listed", "ul")));
+        assert_eq!(new.borrow_and_update().epoch, 7);
+        let body: ViewResponse = serde_json::from_slice(&new.borrow().body).unwrap();
+        assert_eq!((body.view.epoch, body.view.active.len()), (7, 0));
+        assert_eq!(listed.borrow().epoch, 0);
+
+        doc.epoch = 8;
+        let changed = directory.sync_group(&key, Some(&doc), [pod("new", "un", None)]);
+        assert_eq!(changed, 0);
+        assert!(!new.has_changed().unwrap());
+
+        let first = view(9, &["s-1"]);
+        directory.sync_group(&key, Some(&doc), [pod("new", "un", Some(&first))]);
+        assert!(new.has_changed().unwrap());
+        assert_eq!(new.borrow().epoch, 9);
     }
 
     #[test]

@@ -58,7 +58,7 @@ async fn the_demo_story_passes_the_checker() {
     );
     // The static act: each partition's messages exactly once and in order
     // across owners (the acknowledged checkpoints carried them over), never
-    // two pods at once, and handoffs well inside the drain timeout.
+    // two pods at once, and handoffs far inside the drain timeout.
     let partitions = verdict.partitions.as_ref().expect("the static act ran");
     let tally = &partitions.tally;
     assert_eq!(tally.partitions, demo::partitioned::PARTITIONS as usize);
@@ -67,9 +67,12 @@ async fn the_demo_story_passes_the_checker() {
     assert_eq!((tally.duplicates, tally.missing), (0, 0));
     assert_eq!(tally.order_violations, 0);
     assert_eq!(tally.overlaps, 0);
+    // A tenth of the drain timeout is 500 ms at this pace, the goal for a
+    // planned move with acknowledgements; a new pod long-polls from the
+    // start, so it is p99 10-20 ms on an idle machine.
     let p99 = tally.gap_quantile(0.99).expect("handoffs were seen");
     assert!(
-        p99 < partitions.drain_timeout,
+        p99 < partitions.drain_timeout / 10,
         "p99 gap {p99:?} against drainTimeout {:?}",
         partitions.drain_timeout
     );
