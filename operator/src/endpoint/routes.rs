@@ -176,7 +176,11 @@ async fn answer(app: &App, ip: IpAddr, route: Route, request: Incoming) -> (Answ
         refused => return (refusal(&refused, &group, &identity, ip), by_pod),
     };
     let answer = if view {
-        view_answer(app, &group, &identity, ip, receiver, request.uri().query()).await
+        let query = view_query(request.uri().query());
+        // The request (its headers hold the bearer token, a kilobyte or
+        // more) is not kept for as long as a long-poll waits.
+        drop(request);
+        view_answer(app, &group, &identity, ip, receiver, query).await
     } else {
         Box::pin(release_answer(app, &group, &identity, request)).await
     };
@@ -289,9 +293,9 @@ async fn view_answer(
     who: &Identity,
     ip: IpAddr,
     mut receiver: watch::Receiver<Arc<ServedView>>,
-    query: Option<&str>,
+    query: Result<(u64, u64), String>,
 ) -> Answer {
-    let (since, wait) = match view_query(query) {
+    let (since, wait) = match query {
         Ok(query) => query,
         Err(message) => return Answer::error(StatusCode::BAD_REQUEST, "BadRequest", message),
     };
