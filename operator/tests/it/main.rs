@@ -10,6 +10,7 @@
 //! (`shardring_devkit::process::in_own_process`). The tests of the former files now run side by side; those that
 //! must not say so ([`STAGE`]).
 
+mod allocator;
 mod api_reconcile;
 mod api_runner;
 mod api_server;
