@@ -1,12 +1,13 @@
 //! The `shardring` binary's allocator as it is built: jemalloc with the
-//! settings of `.cargo/config.toml` (one arena, freed pages returned at once),
+//! settings of `.cargo/config.toml` (one arena, freed pages returned by a
+//! background thread within a second),
 //! read back from jemalloc's own statistics, which it prints at exit when
 //! `_RJEM_MALLOC_CONF` asks for them.
 
 use std::process::Command;
 
 #[test]
-fn the_binary_allocates_with_one_arena_that_returns_freed_pages_at_once() {
+fn the_binary_allocates_with_one_arena_whose_freed_pages_a_background_thread_returns() {
     let output = Command::new(env!("CARGO_BIN_EXE_shardring"))
         .arg("crds")
         .env("_RJEM_MALLOC_CONF", "stats_print:true")
@@ -16,7 +17,8 @@ fn the_binary_allocates_with_one_arena_that_returns_freed_pages_at_once() {
     let stats = String::from_utf8_lossy(&output.stderr);
     for setting in [
         "opt.narenas: 1\n",
-        "opt.dirty_decay_ms: 0 ",
+        "opt.background_thread: true ",
+        "opt.dirty_decay_ms: 1000 ",
         "opt.muzzy_decay_ms: 0 ",
     ] {
         assert!(
