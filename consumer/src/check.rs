@@ -125,15 +125,7 @@ impl CheckReport {
 
     /// The `q`-quantile (0..=1, nearest rank) of the handoff gaps.
     pub fn gap_quantile(&self, q: f64) -> Option<Duration> {
-        let mut gaps = self.handoff_gaps.clone();
-        gaps.sort();
-        if gaps.is_empty() {
-            return None;
-        }
-        // In 0..=len by the clamp (and a float-to-int cast saturates anyway).
-        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-        let rank = ((q.clamp(0.0, 1.0) * gaps.len() as f64).ceil() as usize).max(1);
-        gaps.get(rank - 1).copied()
+        quantile(&self.handoff_gaps, q)
     }
 
     /// Moves per shard seen.
@@ -308,6 +300,20 @@ pub fn check(
     }
     report.parent_violations = violations.into_iter().collect();
     report
+}
+
+/// The `q`-quantile (0..=1, nearest rank) of `durations`, in any order
+/// (`None` when empty): the rule every handoff-gap figure uses.
+pub fn quantile(durations: &[Duration], q: f64) -> Option<Duration> {
+    let mut sorted = durations.to_vec();
+    sorted.sort();
+    if sorted.is_empty() {
+        return None;
+    }
+    // In 0..=len by the clamp (and a float-to-int cast saturates anyway).
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let rank = ((q.clamp(0.0, 1.0) * sorted.len() as f64).ceil() as usize).max(1);
+    sorted.get(rank - 1).copied()
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use shardring_consumer::check::CheckReport;
+use shardring_consumer::check::quantile;
 
 /// One pod's hold of one partition.
 #[derive(Debug, Clone)]
@@ -187,11 +187,7 @@ pub struct Tally {
 impl Tally {
     /// The `q` quantile of the handoff gaps (the consumer checker's rule).
     pub fn gap_quantile(&self, q: f64) -> Option<Duration> {
-        CheckReport {
-            handoff_gaps: self.gaps.clone(),
-            ..CheckReport::default()
-        }
-        .gap_quantile(q)
+        quantile(&self.gaps, q)
     }
 }
 
