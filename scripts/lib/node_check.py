@@ -6,7 +6,7 @@
         "view epoch E: active [...]") the view its annotation holds now, and
         the annotation agrees with the published document; exit 1 otherwise.
     node_check.py handoff NAMESPACE GROUP PODS TIMEOUT WITHIN
-        polls the document until PODS pods hold every shard, balanced, nothing
+        watches the document until PODS pods hold every shard, balanced, nothing
         revoking or pending; prints when a revoke was first and last seen and
         when the group settled; exit 1 after TIMEOUT seconds, or when it
         settled WITHIN seconds or more after the first revoke was seen.
@@ -16,9 +16,11 @@ Exit 1 prints what was last seen, so a failure says what to look at.
 
 import ast
 import json
+import queue
 import re
 import subprocess
 import sys
+import threading
 import time
 
 VIEW_LINE = re.compile(r"^view epoch (\d+): active (\[.*?\]) revoking (\[.*?\])")
@@ -90,22 +92,57 @@ def settled(doc: dict, pods: int) -> bool:
     return sum(loads) == len(shards) and max(loads) - min(loads) <= 1
 
 
+def watched_documents(namespace: str, group: str, deadline: float):
+    """Every version of the published document from now on, with the time it
+    arrived (a watch, so no version between two polls is missed), until
+    `deadline` (time.monotonic())."""
+    watch = subprocess.Popen(
+        ["kubectl", "-n", namespace, "get", "configmap", f"{group}-assignment", "--watch", "-o", "json"],
+        stdout=subprocess.PIPE, text=True)
+    arrived = queue.Queue()
+
+    def read():
+        decoder, buffer = json.JSONDecoder(), ""
+        for line in watch.stdout:
+            buffer += line
+            while True:
+                stripped = buffer.lstrip()
+                try:
+                    cm, end = decoder.raw_decode(stripped)
+                except json.JSONDecodeError:
+                    break
+                buffer = stripped[end:]
+                arrived.put((time.monotonic(), json.loads(cm["data"]["assignment.json"])))
+        arrived.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        while True:
+            try:
+                item = arrived.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                return
+            if item is None:
+                return
+            yield item
+    finally:
+        watch.kill()
+
+
 def handoff(namespace: str, group: str, pods: int, timeout: float, within: float) -> int:
     started = time.monotonic()
     first_revoke = last_revoke = None
     doc = None
-    while time.monotonic() - started < timeout:
-        doc = document(namespace, group)
-        now = time.monotonic() - started
+    for arrived, doc in watched_documents(namespace, group, started + timeout):
+        at = arrived - started
         if any(entry.get("revoking") for entry in doc["pods"].values()):
-            first_revoke = now if first_revoke is None else first_revoke
-            last_revoke = now
+            first_revoke = at if first_revoke is None else first_revoke
+            last_revoke = at
         elif first_revoke is not None and settled(doc, pods):
-            print(f"revokes first seen at {first_revoke:.1f} s, last at {last_revoke:.1f} s; "
-                  f"settled on {pods} pods at epoch {doc['epoch']} {now:.1f} s after the scale-up "
-                  f"({now - first_revoke:.1f} s after the first revoke)")
-            return 0 if now - first_revoke < within else 1
-        time.sleep(0.1)
+            print(f"revokes first published at {first_revoke:.2f} s, last at {last_revoke:.2f} s; "
+                  f"settled on {pods} pods at epoch {doc['epoch']} {at:.2f} s after the scale-up "
+                  f"({at - first_revoke:.2f} s after the first revoke)")
+            return 0 if at - first_revoke < within else 1
     summary = {pod: entry for pod, entry in (doc or {}).get("pods", {}).items()}
     print(f"not settled on {pods} pods within {timeout} s (first revoke seen: {first_revoke}); "
           f"last document epoch {(doc or {}).get('epoch')}: {json.dumps(summary)}")
