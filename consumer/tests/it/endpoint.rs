@@ -231,6 +231,45 @@ async fn not_leader_is_retried_at_once_on_a_new_connection() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// A pod that just started may not be known to the operator yet (it has
+/// not seen the pod, or its IP): its 403s are retried quickly, not after
+/// the seconds a refusal waits.
+#[tokio::test]
+async fn a_new_pods_ip_mismatch_and_not_member_are_retried_quickly() {
+    let dir = scratch("newpod");
+    let fake = FakeEndpoint::start("t", view(1, &["s1"], &[])).await;
+    for reason in ["NotMember", "IpMismatch", "IpMismatch"] {
+        fake.script_view(Scripted::Error {
+            status: 403,
+            reason,
+            headers: Vec::new(),
+            close: false,
+        });
+    }
+    let client = client(&fake, &dir, "t");
+    let (publisher, assignment) = view::channel();
+    let handle = source(&client, Duration::from_secs(20), publisher);
+    wait_epoch("the view once the pod is known", &assignment, 1).await;
+    let requests = fake.view_requests();
+    assert_eq!(
+        requests
+            .iter()
+            .map(|r| r.status)
+            .take(4)
+            .collect::<Vec<_>>(),
+        vec![403, 403, 403, 200]
+    );
+    // Quick retries: 100 + 200 + 400 ms at most; a refusal's back-off
+    // would wait at least a second before the first retry.
+    let took = requests[3].at - requests[0].at;
+    assert!(
+        took < Duration::from_millis(900),
+        "retried quickly, took {took:?}"
+    );
+    handle.task.abort();
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 #[tokio::test]
 async fn a_wrong_ca_is_reported_as_a_tls_error() {
     let dir = scratch("wrongca");
