@@ -51,20 +51,10 @@ fn pod(namespace: &str, name: &str) -> Pod {
 /// Marks `name` Ready at `ip`, as the kubelet does once its container runs.
 async fn ready(pods: &Api<Pod>, name: &str, ip: IpAddr) {
     let now = jiff::Timestamp::now().to_string();
-    let status = json!({"status": {
-        "phase": "Running",
-        "podIP": ip.to_string(),
-        "podIPs": [{"ip": ip.to_string()}],
-        "conditions": [
-            {"type": "Ready", "status": "True", "lastTransitionTime": now},
-            {"type": "ContainersReady", "status": "True", "lastTransitionTime": now},
-        ],
-        "containerStatuses": [{
-            "name": "consumer", "ready": true, "restartCount": 0,
-            "image": "registry.example/consumer:1", "imageID": "",
-            "state": {"running": {"startedAt": now}},
-        }],
-    }});
+    let mut status = fixtures::ready_pod(pods.namespace().unwrap_or_default(), name, APP, &now);
+    status["status"]["podIP"] = json!(ip.to_string());
+    status["status"]["podIPs"] = json!([{"ip": ip.to_string()}]);
+    let status = json!({"status": status["status"]});
     pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
         .await
         .expect("the pod's status");
@@ -91,10 +81,7 @@ async fn apply(client: &Client, value: Value) {
     .unwrap_or_else(|e| panic!("apply {name}: {e}"));
 }
 
-async fn wait<T, F: std::future::Future<Output = Option<T>>>(
-    what: &str,
-    mut probe: impl FnMut() -> F,
-) -> T {
+async fn wait<T, F: Future<Output = Option<T>>>(what: &str, mut probe: impl FnMut() -> F) -> T {
     let started = Instant::now();
     loop {
         if let Some(value) = probe().await {

@@ -6,12 +6,13 @@
 //! connection is done.
 //!
 //! hyper is tuned for many idle long-polls: its read buffer may grow only
-//! to the head limit ([`MAX_HEAD_BYTES`], beyond which hyper answers 431),
-//! answers are written as one buffer (`writev(false)`: a head and a small
-//! body in one TLS record), no `Date` header (the clock is not read per
-//! answer), and no header timeout of hyper's (it would also cut idle
-//! keep-alive connections; [`Activity`] tells the two apart). A request is
-//! dropped by the routes before a long-poll waits.
+//! to the head limit ([`MAX_HEAD_BYTES`], beyond which hyper answers 431);
+//! an answer's body is queued as it is (`writev(true)`: the served view's
+//! shared bytes, never copied into hyper's write buffer, which would keep
+//! the largest answer's size for the connection's life); no `Date` header
+//! (the clock is not read per answer); and no header timeout of hyper's (it
+//! would also cut idle keep-alive connections; [`Activity`] tells the two
+//! apart). The routes drop a request before its long-poll waits.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -59,7 +60,7 @@ fn builder() -> hyper::server::conn::http1::Builder {
         .max_buf_size(MAX_HEAD_BYTES)
         .max_header_size(MAX_HEAD_BYTES)
         .max_headers(MAX_HEADERS)
-        .writev(false)
+        .writev(true)
         .auto_date_header(false)
         .header_read_timeout(None);
     builder
