@@ -31,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::apply::{MANAGED_BY, MANAGED_BY_LABEL};
 use super::cached_pod::CachedPod;
+use super::endpoint_sync;
 use super::metrics::ControllerMetrics;
 use super::observe::departed::WatchDeparted as _;
 use super::observe::documents::DocumentCache;
@@ -188,6 +189,12 @@ pub async fn run_controller(
         context = context.with_leader(rx);
     }
     if let Some(endpoint) = config.endpoint.clone() {
+        endpoint
+            .directory
+            .set_pod_cache(Arc::new(endpoint_sync::StorePods::new(
+                stores.clone(),
+                groups.clone(),
+            )));
         context = context.with_endpoint(endpoint);
     }
     let context = Arc::new(context);

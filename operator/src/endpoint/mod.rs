@@ -8,12 +8,14 @@
 //!
 //! `directory` owns the served views and who may see them, `releases` the
 //! acknowledged releases and their validation. The HTTPS server is
-//! [`server`]'s: `http1` reads requests and writes answers, `routes`
-//! answers requests (`answers` builds them), `auth` checks tokens (TokenReviews, or
-//! [`LocalTokens`] in the embedded mode),
-//! `ratelimit` counts requests, `conn` times connections out, `tls` and
-//! `selfsigned` provide the certificate, `leader_label` marks the serving
-//! pod, and `metrics` counts it all.
+//! [`server`]'s: `http1` runs hyper's HTTP/1 server on each connection,
+//! `conn` times connections out, puts the endpoint's answers in place of
+//! hyper's own and closes connections lingering, `routes` answers requests
+//! (`request_body` reads their bodies, `answers` builds the answers), `auth`
+//! checks tokens (TokenReviews, or [`LocalTokens`] in the embedded mode),
+//! `ratelimit` counts requests, `serving` says whether this replica serves,
+//! `tls` and `selfsigned` provide the certificate, `leader_label` marks the
+//! serving pod, and `metrics` counts it all.
 
 mod answers;
 mod auth;
@@ -24,9 +26,11 @@ mod leader_label;
 pub mod metrics;
 mod ratelimit;
 pub mod releases;
+mod request_body;
 mod routes;
 mod selfsigned;
 pub mod server;
+mod serving;
 mod tls;
 
 use std::sync::Arc;
@@ -34,7 +38,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 pub use auth::LocalTokens;
-pub use directory::{Caller, Directory, GroupKey, Lookup, PodSync, ServedView};
+pub use directory::{Caller, Directory, FreshPod, GroupKey, Lookup, PodCache, PodSync, ServedView};
 pub use metrics::EndpointMetrics;
 pub use releases::{ReleaseRejection, Releases};
 pub use server::{EndpointConfig, EndpointError, EndpointServer};

@@ -486,6 +486,9 @@ mod tests {
         assert_eq!(status(503, "Unavailable").failure(), Failure::Transient);
         assert_eq!(status(401, "Unauthorized").failure(), Failure::Unauthorized);
         assert_eq!(status(403, "Forbidden").failure(), Failure::Refused);
+        assert_eq!(status(403, "IpMismatch").failure(), Failure::NotYetKnown);
+        assert_eq!(status(403, "NotMember").failure(), Failure::NotYetKnown);
+        assert_eq!(status(403, "UidMismatch").failure(), Failure::Refused);
         assert_eq!(status(404, "NotFound").failure(), Failure::Refused);
         assert_eq!(status(409, "NotRevoking").reason(), Some("NotRevoking"));
     }

@@ -6,6 +6,7 @@
 //! serving it all.
 
 mod auth;
+mod corpus;
 mod limits;
 mod releases;
 mod run_cli;
