@@ -46,6 +46,7 @@ pub(crate) fn build(
             parents: record.parent_shard_ids.clone(),
             children: record.child_shard_ids.clone(),
             checkpoint_owner: record.checkpoint_owner.clone(),
+            throughput_kbps: record.throughput_kbps,
         };
         leases.insert(record.shard_id.clone(), snapshot);
     }

@@ -53,6 +53,7 @@ impl Cluster {
             leases,
             departed: self.departed.departures(NAMESPACE, |_| true, now),
             releases: Default::default(),
+            loads: Default::default(),
             now,
         }
     }
