@@ -15,6 +15,52 @@ use std::collections::BTreeMap;
 pub use book::{Limits, LoadBook, Rejection, ReportRefusal, Tally};
 pub use estimate::{Estimate, MIN_READINGS};
 
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use crate::engine::ShardLoad;
+
+/// What the engine weighs a shard by: its estimate once it has
+/// [`MIN_READINGS`] readings (until then the shard weighs the mean).
+pub fn engine_load(estimate: &Estimate) -> Option<ShardLoad> {
+    estimate.is_measured().then(|| ShardLoad {
+        rate: whole(estimate.rate),
+        noise: whole(estimate.noise()),
+    })
+}
+
+/// Damping: how long optional moves must still wait at `now` after the
+/// last load rebalance (`None`: they may move). The eligible pods changing
+/// after that rebalance (`last_pod_change`) lifts the wait: balancing onto
+/// new pods is not a reaction to noise.
+pub fn damping_wait(
+    last_rebalance: Option<Timestamp>,
+    last_pod_change: Timestamp,
+    interval: Duration,
+    now: Timestamp,
+) -> Option<Duration> {
+    let last = last_rebalance?;
+    if last_pod_change > last {
+        return None;
+    }
+    let end = jiff::SignedDuration::try_from(interval)
+        .ok()
+        .and_then(|d| last.checked_add(d).ok())
+        .unwrap_or(Timestamp::MAX);
+    (now < end).then(|| end.duration_since(now).unsigned_abs())
+}
+
+/// A non-negative quantity rounded to a whole number (saturating; 0 for
+/// a non-number).
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // clamped to u64's range first
+pub(crate) fn whole(x: f64) -> u64 {
+    if x.is_nan() {
+        return 0;
+    }
+    x.round().clamp(0.0, u64::MAX as f64) as u64
+}
+
 /// What the plan step sees of a group's measured load.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct LoadObservation {
@@ -31,7 +77,7 @@ impl LoadObservation {
         Limits {
             half_life: settings
                 .half_life()
-                .unwrap_or(std::time::Duration::from_secs(30)),
+                .unwrap_or(Duration::from_secs(30)),
             max_rate: settings.max_shard_bytes_per_second(),
         }
     }

@@ -18,6 +18,7 @@ use jiff::Timestamp;
 use crate::conditions::reason;
 use crate::crds::shard_group::{BalanceMode, ShardGroupSpec, ThroughputStatus};
 use crate::engine::{PlanOutput, Rebalance, ShardLoad, ShardState};
+use crate::load::{damping_wait, engine_load, whole};
 use crate::events::EventNote;
 use crate::load::scaling::{Demand, recommended_replicas};
 use crate::load::{LoadObservation, MIN_READINGS};
@@ -38,6 +39,7 @@ pub(crate) fn by_throughput(spec: &ShardGroupSpec) -> bool {
 
 /// The engine's loads: each readable shard's estimate once it has
 /// [`MIN_READINGS`] readings (until then the shard weighs the mean).
+/// (`crate::load::engine_load`.)
 pub(super) fn engine_loads(obs: &Observation, topology: &Topology) -> BTreeMap<String, ShardLoad> {
     if !by_throughput(&obs.group.spec) {
         return BTreeMap::new();
@@ -46,18 +48,7 @@ pub(super) fn engine_loads(obs: &Observation, topology: &Topology) -> BTreeMap<S
         .shards
         .iter()
         .filter(|s| s.state != ShardState::Complete)
-        .filter_map(|s| {
-            let estimate = obs.loads.estimates.get(&s.id)?;
-            estimate.is_measured().then(|| {
-                (
-                    s.id.clone(),
-                    ShardLoad {
-                        rate: whole(estimate.rate),
-                        noise: whole(estimate.noise()),
-                    },
-                )
-            })
-        })
+        .filter_map(|s| Some((s.id.clone(), engine_load(obs.loads.estimates.get(&s.id)?)?)))
         .collect()
 }
 
@@ -67,24 +58,14 @@ pub(super) fn damp(obs: &Observation, pacing: &mut Pacing) {
     if !by_throughput(&obs.group.spec) || pacing.rebalance == Rebalance::RequiredOnly {
         return;
     }
-    let Some(last) = last_rebalance(obs) else {
-        return;
-    };
-    if pacing.last_pod_change > last {
-        return;
-    }
-    let damping = obs
+    let interval = obs
         .group
         .throughput_settings()
         .damping_interval()
         .unwrap_or_default();
-    let end = jiff::SignedDuration::try_from(damping)
-        .ok()
-        .and_then(|d| last.checked_add(d).ok())
-        .unwrap_or(Timestamp::MAX);
-    if obs.now < end {
+    if let Some(wait) = damping_wait(last_rebalance(obs), pacing.last_pod_change, interval, obs.now)
+    {
         pacing.rebalance = Rebalance::RequiredOnly;
-        let wait = end.duration_since(obs.now).unsigned_abs();
         pacing.next_change = Some(pacing.next_change.map_or(wait, |w| w.min(wait)));
     }
 }
@@ -323,15 +304,6 @@ fn by_reason(loads: &LoadObservation) -> String {
 fn ratio(permille: u64) -> String {
     let hundredths = permille.saturating_add(5) / 10;
     format!("{}.{:02}", hundredths / 100, hundredths % 100)
-}
-
-/// A non-negative quantity rounded to a whole number (saturating).
-#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // clamped to u64's range first
-fn whole(x: f64) -> u64 {
-    if x.is_nan() {
-        return 0;
-    }
-    x.round().clamp(0.0, u64::MAX as f64) as u64
 }
 
 #[cfg(test)]
