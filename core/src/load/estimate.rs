@@ -1,16 +1,23 @@
 //! One shard's smoothed load: an exponential moving average of its readings
-//! (bytes and records per second) with a half-life in time, and a moving
-//! variance of the readings, from which the standard error of the average
+//! (bytes and records per second) with a half-life in time, and an estimate
+//! of the readings' noise, from which the standard error of the average
 //! follows (the "noise" the engine allows for).
 //!
 //! The weight of a new reading is `α = 1 − 2^(−Δt / halfLife)`, Δt the time
 //! since the previous one, but never below `1/n` for the n-th reading: the
-//! first readings are averaged with equal weights, so neither the average
-//! nor the variance starts biased toward its initial value. The variance
-//! moves four times slower than the average (`α/4`), so a real shift in
-//! load does not inflate the noise estimate at once and delay the reaction
-//! to it. For readings with independent noise of variance v, an average
-//! with weight α has variance `v · α / (2 − α)`: its standard error.
+//! first readings are averaged with equal weights, so the average does not
+//! start biased toward its first value.
+//!
+//! The noise is measured from the differences between successive readings
+//! (for independent noise of variance v a difference has variance 2v),
+//! averaged four times slower than the load (`α/4`, equal weights at
+//! first): a load that drifts, or rises while the average catches up, adds
+//! almost nothing to it, where the spread around the lagging average would
+//! count the whole rise. Once measured, a difference is clipped at three
+//! standard deviations, so a step in load adds at most that much noise, once,
+//! instead of hiding itself behind a wider margin for minutes. For readings
+//! with independent noise of variance v, an average with weight α has
+//! variance `v · α / (2 − α)`: its standard error.
 
 use std::time::Duration;
 
@@ -27,8 +34,10 @@ pub struct Estimate {
     pub rate: f64,
     /// Smoothed records per second.
     pub records: f64,
-    /// Moving variance of the byte-rate readings.
+    /// Moving variance of the byte-rate readings' noise.
     variance: f64,
+    /// The latest byte-rate reading.
+    last: f64,
     /// Weight the latest reading had.
     alpha: f64,
     /// Readings taken.
@@ -44,6 +53,7 @@ impl Estimate {
             rate: bytes,
             records,
             variance: 0.0,
+            last: bytes,
             alpha: 1.0,
             readings: 1,
             updated: at,
@@ -57,10 +67,16 @@ impl Estimate {
         self.readings = self.readings.saturating_add(1);
         let equal = 1.0 / f64::from(self.readings);
         let alpha = (1.0 - decay).max(equal);
-        let alpha_var = (alpha / 4.0).max(equal);
-        let deviation = bytes - self.rate;
-        self.variance = (1.0 - alpha_var) * (self.variance + alpha_var * deviation * deviation);
-        self.rate += alpha * deviation;
+        // The n-th reading is the (n − 1)-th difference.
+        let alpha_var = (alpha / 4.0).max(1.0 / f64::from(self.readings - 1));
+        let mut difference = bytes - self.last;
+        if self.readings > MIN_READINGS && self.variance > 0.0 {
+            let limit = 3.0 * (2.0 * self.variance).sqrt();
+            difference = difference.clamp(-limit, limit);
+        }
+        self.variance += alpha_var * (difference * difference / 2.0 - self.variance);
+        self.last = bytes;
+        self.rate += alpha * (bytes - self.rate);
         self.records += alpha * (records - self.records);
         self.alpha = alpha;
         self.updated = self.updated.max(at);
@@ -108,18 +124,47 @@ mod tests {
         assert!((e.rate - 50.0).abs() < 1e-6, "{}", e.rate);
     }
 
+    /// A pseudo-random number in [−1, 1].
+    fn unit(i: i64) -> f64 {
+        let x = i
+            .cast_unsigned()
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .rotate_left(29)
+            ^ 0x5851_f42d;
+        let x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        (x >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+    }
+
     #[test]
     fn the_noise_matches_the_readings_spread() {
-        // Readings alternating 90 and 110 (σ = 10) every 10 s with a 30 s
-        // half-life: α ≈ 0.206, standard error ≈ 10 · √(α / (2 − α)) ≈ 3.4.
+        // Readings 100 ± 10, uniform (σ = 5.77), every 10 s with a 30 s
+        // half-life: α ≈ 0.206, standard error ≈ 5.77 · √(α / (2 − α)) ≈ 1.96.
         let half = Duration::from_secs(30);
         let mut e = Estimate::first(100.0, 0.0, t(0));
-        for i in 1..400 {
-            let x = if i % 2 == 0 { 90.0 } else { 110.0 };
-            e.update(x, 0.0, t(i * 10_000), half);
+        for i in 1..2000 {
+            e.update(100.0 + 10.0 * unit(i), 0.0, t(i * 10_000), half);
         }
         assert!((e.rate - 100.0).abs() < 3.0, "{}", e.rate);
-        assert!((e.noise() - 3.4).abs() < 0.5, "{}", e.noise());
+        assert!((e.noise() - 1.96).abs() < 0.5, "{}", e.noise());
+    }
+
+    #[test]
+    fn a_step_in_load_barely_widens_the_noise() {
+        // ±5 % uniform noise around 1000 (σ = 28.9), then the load doubles.
+        let half = Duration::from_secs(30);
+        let noisy = |i: i64, level: f64| level * (1.0 + 0.05 * unit(i));
+        let mut e = Estimate::first(noisy(0, 1000.0), 0.0, t(0));
+        for i in 1..200 {
+            e.update(noisy(i, 1000.0), 0.0, t(i * 10_000), half);
+        }
+        let before = e.noise();
+        // σ·√(α/(2−α)) with α ≈ 0.206: about 9.8.
+        assert!((before - 9.8).abs() < 3.0, "{before}");
+        for i in 200..220 {
+            e.update(noisy(i, 2000.0), 0.0, t(i * 10_000), half);
+        }
+        assert!((e.rate - 2000.0).abs() < 40.0, "{}", e.rate);
+        assert!(e.noise() < 2.5 * 2.0 * before, "{} vs {before}", e.noise());
     }
 
     #[test]

@@ -30,6 +30,48 @@ pub fn engine_load(estimate: &Estimate) -> Option<ShardLoad> {
     })
 }
 
+/// Half-lives of the smoothing a pod must stay outside the band before
+/// shards move for it: by then the estimate has taken in seven eighths of
+/// a step change in load, so a repair is planned on (nearly) the new load
+/// and not on the way there.
+pub const CONFIRM_HALF_LIVES: u32 = 3;
+
+/// Confirmation: how long optional moves must still wait at `now` for pods
+/// seen outside the band since `out_of_band_since` (`None`: not seen yet,
+/// the whole confirmation).
+pub fn confirmation_wait(
+    out_of_band_since: Option<Timestamp>,
+    half_life: Duration,
+    now: Timestamp,
+) -> Option<Duration> {
+    let confirm = half_life * CONFIRM_HALF_LIVES;
+    let Some(since) = out_of_band_since else {
+        return Some(confirm);
+    };
+    let end = jiff::SignedDuration::try_from(confirm)
+        .ok()
+        .and_then(|d| since.checked_add(d).ok())
+        .unwrap_or(Timestamp::MAX);
+    (now < end).then(|| end.duration_since(now).unsigned_abs())
+}
+
+/// Since when pods are outside the band, after a plan that left `outside`
+/// pods outside and `moved` shards for load: the confirmation runs on from
+/// when they were first seen, restarting after a rebalance, and ends when
+/// every pod is inside.
+pub fn out_of_band_since(
+    previous: Option<Timestamp>,
+    outside: bool,
+    moved: bool,
+    now: Timestamp,
+) -> Option<Timestamp> {
+    match previous {
+        Some(since) if outside && !moved => Some(since),
+        _ if outside => Some(now),
+        _ => None,
+    }
+}
+
 /// Damping: how long optional moves must still wait at `now` after the
 /// last load rebalance (`None`: they may move). The eligible pods changing
 /// after that rebalance (`last_pod_change`) lifts the wait: balancing onto
@@ -75,9 +117,7 @@ impl LoadObservation {
     pub fn limits(group: &crate::crds::ShardGroup) -> Limits {
         let settings = group.throughput_settings();
         Limits {
-            half_life: settings
-                .half_life()
-                .unwrap_or(Duration::from_secs(30)),
+            half_life: settings.half_life().unwrap_or(Duration::from_secs(30)),
             max_rate: settings.max_shard_bytes_per_second(),
         }
     }

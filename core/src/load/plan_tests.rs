@@ -133,6 +133,20 @@ fn skewed_loads_move_shards_once_and_damping_holds_the_next_rebalance() {
     let hot: Vec<&str> = a_shards.iter().take(2).map(String::as_str).collect();
     obs.now = t0();
     obs.loads = loads(obs.now, &hot, 1000.0);
+    // First seen outside the band: nothing moves until it has stayed
+    // outside for three half-lives (90 s), and the plan looks again then.
+    let (mut obs, seen) = settle(obs);
+    assert_eq!(seen.moves, (0, 0));
+    let status = seen.status.throughput.as_ref().unwrap();
+    assert_eq!(status.out_of_band_since, Some(t0()));
+    assert!(seen.requeue_after <= Duration::from_secs(90));
+    obs.now = t0() + secs(60);
+    obs.loads = loads(obs.now, &hot, 1000.0);
+    let (mut obs, still) = settle(obs);
+    assert_eq!(still.moves, (0, 0), "not confirmed yet");
+    let rebalanced_at = t0() + secs(90);
+    obs.now = rebalanced_at;
+    obs.loads = loads(obs.now, &hot, 1000.0);
     let (mut obs, decision) = settle(obs);
     assert_eq!(decision.moves.0, 0);
     assert!(decision.moves.1 > 0, "optional moves for load");
@@ -141,7 +155,8 @@ fn skewed_loads_move_shards_once_and_damping_holds_the_next_rebalance() {
         .throughput
         .as_ref()
         .expect("throughput status");
-    assert_eq!(status.last_rebalance, Some(t0()));
+    assert_eq!(status.last_rebalance, Some(rebalanced_at));
+    assert_eq!(status.out_of_band_since, None);
     assert_eq!(status.measured_shards, 8);
     assert!(
         decision
@@ -168,7 +183,7 @@ fn skewed_loads_move_shards_once_and_damping_holds_the_next_rebalance() {
     // four of 100: two of each per pod is exact): within the damping interval
     // (5m) nothing moves for load, Balanced says why, and the plan looks
     // again when the interval ends.
-    obs.now = t0() + secs(60);
+    obs.now = rebalanced_at + secs(60);
     let cold_b: Vec<String> = (0..8)
         .map(|i| format!("orders-{i}"))
         .filter(|s| !hot.contains(&s.as_str()))
@@ -195,18 +210,18 @@ fn skewed_loads_move_shards_once_and_damping_holds_the_next_rebalance() {
     );
     assert_eq!(
         held.status.throughput.as_ref().unwrap().last_rebalance,
-        Some(t0())
+        Some(rebalanced_at)
     );
 
     // Once the interval passed, the next rebalance may move.
     let mut later = obs;
-    later.now = t0() + secs(301);
+    later.now = rebalanced_at + secs(301);
     later.loads = loads(later.now, &refs, 1000.0);
     let (_, free) = settle(later);
     let out = free.status.throughput.as_ref().unwrap();
     assert_eq!(out.out_of_band_pods, 0, "{out:?}");
     assert!(free.moves.1 > 0);
-    assert_eq!(out.last_rebalance, Some(t0() + secs(301)));
+    assert_eq!(out.last_rebalance, Some(rebalanced_at + secs(301)));
 }
 
 #[test]

@@ -9,19 +9,21 @@
 //! `throughput.dampingInterval`, so no shard moves twice for load within
 //! the interval; a change of the eligible pods since T (a scale-up or
 //! -down) lifts it, as balancing onto new pods is not a reaction to noise.
+//! Confirmation: shards move only once pods have stayed outside the band
+//! for [`crate::load::CONFIRM_HALF_LIVES`] half-lives of the smoothing
+//! (`status.throughput.outOfBandSince`), so a load that is still rising is
+//! not repaired halfway and again after the damping interval.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use jiff::Timestamp;
-
 use crate::conditions::reason;
 use crate::crds::shard_group::{BalanceMode, ShardGroupSpec, ThroughputStatus};
 use crate::engine::{PlanOutput, Rebalance, ShardLoad, ShardState};
-use crate::load::{damping_wait, engine_load, whole};
 use crate::events::EventNote;
 use crate::load::scaling::{Demand, recommended_replicas};
 use crate::load::{LoadObservation, MIN_READINGS};
+use crate::load::{confirmation_wait, damping_wait, engine_load, out_of_band_since, whole};
 use crate::observation::Observation;
 use crate::pacing::Pacing;
 use crate::topology::Topology;
@@ -63,19 +65,35 @@ pub(super) fn damp(obs: &Observation, pacing: &mut Pacing) {
         .throughput_settings()
         .damping_interval()
         .unwrap_or_default();
-    if let Some(wait) = damping_wait(last_rebalance(obs), pacing.last_pod_change, interval, obs.now)
-    {
+    let half_life = obs
+        .group
+        .throughput_settings()
+        .half_life()
+        .unwrap_or(LOAD_POLL_MAX);
+    let previous = stored(obs);
+    let damped = damping_wait(
+        previous.and_then(|t| t.last_rebalance),
+        pacing.last_pod_change,
+        interval,
+        obs.now,
+    );
+    let unconfirmed = confirmation_wait(
+        previous.and_then(|t| t.out_of_band_since),
+        half_life,
+        obs.now,
+    );
+    if let Some(wait) = damped.max(unconfirmed) {
         pacing.rebalance = Rebalance::RequiredOnly;
         pacing.next_change = Some(pacing.next_change.map_or(wait, |w| w.min(wait)));
     }
 }
 
-fn last_rebalance(obs: &Observation) -> Option<Timestamp> {
+/// The stored `status.throughput`.
+fn stored(obs: &Observation) -> Option<&ThroughputStatus> {
     obs.group
         .status
         .as_ref()
         .and_then(|s| s.throughput.as_ref())
-        .and_then(|t| t.last_rebalance)
 }
 
 /// When to look again at the latest: a group balanced by throughput is
@@ -179,11 +197,7 @@ pub(super) fn report(obs: &Observation, topology: &Topology, output: &PlanOutput
     if !throughput {
         return outcome;
     }
-    let previous = obs
-        .group
-        .status
-        .as_ref()
-        .and_then(|s| s.throughput.as_ref());
+    let previous = stored(obs);
     let report = output.throughput.as_ref();
     let moved = output.optional_moves();
     let last_rebalance = if moved > 0 {
@@ -191,6 +205,12 @@ pub(super) fn report(obs: &Observation, topology: &Topology, output: &PlanOutput
     } else {
         previous.and_then(|p| p.last_rebalance)
     };
+    let out_of_band_since = out_of_band_since(
+        previous.and_then(|p| p.out_of_band_since),
+        report.is_some_and(|r| r.still_out_of_band > 0),
+        moved > 0,
+        obs.now,
+    );
     let rejected = &obs.loads.rejected;
     let status = ThroughputStatus {
         spread: report
@@ -203,6 +223,7 @@ pub(super) fn report(obs: &Observation, topology: &Topology, output: &PlanOutput
         stale_shards: c.stale,
         rejected_reports: rejected.total,
         last_rebalance,
+        out_of_band_since,
     };
     outcome.measured = Some(measured_condition(obs, &status, &obs.loads));
     // A new leader's book starts at 0: only growth since the status is news.

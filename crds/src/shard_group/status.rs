@@ -155,6 +155,15 @@ pub struct ThroughputStatus {
         deserialize_with = "lenient::time"
     )]
     pub last_rebalance: Option<Timestamp>,
+    /// When pods were first seen outside the band since the last time all
+    /// were inside (RFC 3339): shards move for load only once pods have
+    /// stayed outside for three half-lives of the smoothing.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::time"
+    )]
+    pub out_of_band_since: Option<Timestamp>,
 }
 
 /// Shard counts of a ShardGroup.

@@ -26,7 +26,7 @@ pub const TRIGGER_SIGMAS: f64 = 5.0;
 /// How many standard errors inside the band a repair brings a pod it
 /// touches, and how much worse than it reads a repair counts the load of
 /// the pod at the other end of a move.
-pub const SETTLE_SIGMAS: f64 = 3.0;
+pub const SETTLE_SIGMAS: f64 = 2.0;
 
 /// The fair shares and band of one placement.
 pub(crate) struct Gauge {
@@ -92,10 +92,11 @@ impl Gauge {
     }
 }
 
-/// Water-filled fair shares: pods whose heaviest shard exceeds their share
-/// of what the others leave get that shard's weight; the rest share the
-/// remainder by capacity.
-pub(crate) fn shares(load: &[f64], heaviest: &[f64], capacity: &[f64]) -> Vec<f64> {
+/// Water-filled fair shares of pods with loads `load`, heaviest shards
+/// `heaviest` and capacities `capacity`: pods whose heaviest shard exceeds
+/// their share of what the others leave get that shard's weight; the rest
+/// share the remainder by capacity.
+pub fn shares(load: &[f64], heaviest: &[f64], capacity: &[f64]) -> Vec<f64> {
     let total: f64 = load.iter().sum();
     let mut order: Vec<usize> = (0..load.len()).collect();
     // Heaviest shard per unit of capacity, highest first: once one pod's

@@ -30,7 +30,7 @@ use crate::model::{Class, Model, NONE, index};
 use crate::owners::{Owners, Release};
 use crate::types::{DEFAULT_BAND_PERCENT, PlanOptions, PodThroughput, Rebalance, ThroughputReport};
 
-pub use fair::{SETTLE_SIGMAS, TRIGGER_SIGMAS};
+pub use fair::{SETTLE_SIGMAS, TRIGGER_SIGMAS, shares as fair_shares};
 
 /// The tentative placement the passes work on, indexed like the model.
 pub(crate) struct Placement<'m, 'a> {
