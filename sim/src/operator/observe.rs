@@ -114,7 +114,7 @@ impl Operator {
             releases: ReleaseAcks {
                 acks: self.releases.clone(),
             },
-            loads: Default::default(),
+            loads: self.loads.observe(),
             now: ts(now),
         }
     }
