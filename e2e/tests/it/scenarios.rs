@@ -9,31 +9,10 @@
 //! Without a cluster every test prints `SKIPPED: ...` and passes.
 //! See docs/e2e.md for how to run them.
 
-use std::io::Write;
-
-use kube::Client;
-use shardring_e2e::cluster::Cluster;
-use shardring_e2e::cluster::SKIP_MESSAGE;
+use shardring_e2e::cluster::{Cluster, cluster_or_skip};
 use shardring_e2e::harness::Harness;
 use shardring_e2e::operator::OperatorMode;
 use shardring_e2e::scenarios::*;
-use shardring_e2e::{Reachability, connect};
-
-/// The cluster under test, or `None` after printing the skip line.
-async fn cluster(scenario: &str) -> Option<Client> {
-    match connect().await {
-        Reachability::Reachable { client, version } => {
-            eprintln!("e2e[{scenario}]: cluster reachable, Kubernetes {version}");
-            Some(client)
-        }
-        Reachability::Unreachable(reason) => {
-            // Straight to stderr so the line shows although the test
-            // harness captures the output of passing tests.
-            let _ = writeln!(std::io::stderr(), "{SKIP_MESSAGE} ({reason})");
-            None
-        }
-    }
-}
 
 /// Cleans up after a scenario and fails the test on the scenario's error
 /// or a failed cleanup.
@@ -51,7 +30,7 @@ async fn conclude(harness: Harness, scenario: &str, result: ScenarioResult) {
 /// Starts the harness for `scenario` on a `shards`-shard stream, or skips.
 macro_rules! scenario {
     ($name:literal, $shards:expr, $body:ident) => {{
-        let Some(client) = cluster($name).await else {
+        let Some(client) = cluster_or_skip($name).await else {
             return;
         };
         let _turn = crate::TURNS.read().await;

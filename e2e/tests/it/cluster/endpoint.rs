@@ -25,11 +25,12 @@ use shardring_e2e::{Operator, Probe, wait_for};
 
 use super::fixture::Fixture;
 use super::waits::wait_for_assignment;
-use super::{TestResult, install, reachable};
+use super::{TestResult, install};
+use shardring_e2e::cluster::cluster_or_skip;
 
 #[tokio::test]
 async fn endpoint_serves_views_and_takes_release_acks_on_a_real_cluster() {
-    let Some(client) = reachable().await else {
+    let Some(client) = cluster_or_skip("cluster-endpoint").await else {
         return;
     };
     let _turn = crate::TURNS.read().await;

@@ -19,18 +19,17 @@ mod fixture;
 mod waits;
 
 use std::collections::BTreeMap;
-use std::io::Write;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 use shardring_crds::{ConsumerPool, ShardGroup};
-use shardring_e2e::cluster::SKIP_MESSAGE;
+use shardring_e2e::cluster::cluster_or_skip;
 use shardring_e2e::consumers::{SCHEDULING_GATE, ready_conditions};
 use shardring_e2e::harness::{MANAGER, STEP_TIMEOUT};
 use shardring_e2e::namespace::{apply_crds, create_namespace, delete_namespace, unique_namespace};
-use shardring_e2e::{Operator, Probe, Reachability, connect, wait_for};
+use shardring_e2e::{Operator, Probe, wait_for};
 
 use self::fixture::Fixture;
 use self::waits::{
@@ -44,7 +43,7 @@ type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 #[tokio::test]
 async fn publishes_assignment_and_rebalances_on_a_real_cluster() {
-    let Some(client) = reachable().await else {
+    let Some(client) = cluster_or_skip("cluster").await else {
         return;
     };
     let _turn = crate::TURNS.read().await;
@@ -79,23 +78,6 @@ async fn install(client: &Client, fx: &Fixture) -> TestResult<Vec<String>> {
         create_ready_pod(client, fx, pod).await?;
     }
     Ok(pods)
-}
-
-/// The connected cluster's client, or `None` after printing why the test
-/// is skipped.
-async fn reachable() -> Option<Client> {
-    match connect().await {
-        Reachability::Reachable { client, version } => {
-            eprintln!("e2e: cluster reachable, Kubernetes {version}");
-            Some(client)
-        }
-        Reachability::Unreachable(reason) => {
-            // Written to stderr directly (not `eprintln!`) so the line shows
-            // even though the test harness captures output of passing tests.
-            let _ = writeln!(std::io::stderr(), "{SKIP_MESSAGE} ({reason})");
-            None
-        }
-    }
 }
 
 async fn scenario(client: &Client, fx: &Fixture) -> TestResult {
