@@ -20,7 +20,9 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use shardring_crds::assignment::{AssignmentDocument, ShardPhase};
-use shardring_crds::endpoint::{LoadReport, MAX_REPORTED_SHARDS, RejectedRate, ShardRate};
+use shardring_crds::endpoint::{
+    LoadReport, LoadReportResponse, MAX_REPORTED_SHARDS, RejectedRate, ShardRate,
+};
 
 use super::estimate::Estimate;
 use crate::leases::LeaseTable;
@@ -160,6 +162,33 @@ impl Tally {
     }
 }
 
+/// What became of one report's rates.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Recorded {
+    /// Rates recorded.
+    pub accepted: u32,
+    /// Rates refused.
+    pub rejected: Vec<Rejection>,
+}
+
+impl Recorded {
+    /// The answer to the report.
+    pub fn response(&self) -> LoadReportResponse {
+        LoadReportResponse {
+            accepted: self.accepted,
+            rejected: self
+                .rejected
+                .iter()
+                .map(|r| RejectedRate {
+                    shard: r.shard().to_owned(),
+                    reason: r.reason().to_owned(),
+                    message: r.to_string(),
+                })
+                .collect(),
+        }
+    }
+}
+
 /// Who owns a shard in the published document, since which epoch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Ownership {
@@ -221,15 +250,16 @@ impl LoadBook {
     }
 
     /// Records `report` from pod `pod` at `now`: each rate is checked and,
-    /// if sound, smoothed into its shard's estimate. Returns the refused
-    /// rates (the others were recorded), or the refusal of the whole report.
+    /// if sound, smoothed into its shard's estimate. Returns how many were
+    /// recorded and why the others were refused, or the refusal of the
+    /// whole report.
     pub fn report(
         &mut self,
         pod: &str,
         report: &LoadReport,
         limits: &Limits,
         now: Timestamp,
-    ) -> Result<(u32, Vec<RejectedRate>), ReportRefusal> {
+    ) -> Result<Recorded, ReportRefusal> {
         if report.shards.len() > MAX_REPORTED_SHARDS {
             return Err(ReportRefusal::TooManyShards(report.shards.len()));
         }
@@ -239,8 +269,7 @@ impl LoadBook {
                 published: self.epoch,
             });
         }
-        let mut accepted = 0;
-        let mut rejected = Vec::new();
+        let mut recorded = Recorded::default();
         for rate in &report.shards {
             match self.check(pod, report.epoch, rate, limits) {
                 Ok(()) => {
@@ -251,19 +280,15 @@ impl LoadBook {
                         limits,
                         now,
                     );
-                    accepted += 1;
+                    recorded.accepted += 1;
                 }
                 Err(rejection) => {
-                    rejected.push(RejectedRate {
-                        shard: rejection.shard().to_owned(),
-                        reason: rejection.reason().to_owned(),
-                        message: rejection.to_string(),
-                    });
+                    recorded.rejected.push(rejection.clone());
                     self.tally.count(rejection, now);
                 }
             }
         }
-        Ok((accepted, rejected))
+        Ok(recorded)
     }
 
     fn check(
@@ -317,8 +342,9 @@ impl LoadBook {
 
     /// Reads the `throughputKBps` of each lease renewed since the last
     /// reading (a KCL 3.x worker writes it with every renewal), for the
-    /// shards of the published document.
-    pub fn lease_readings(&mut self, table: &LeaseTable, limits: &Limits, now: Timestamp) {
+    /// shards of the published document; returns how many were taken.
+    pub fn lease_readings(&mut self, table: &LeaseTable, limits: &Limits, now: Timestamp) -> u64 {
+        let mut taken = 0;
         for (id, lease) in &table.leases {
             let Some(kbps) = lease.throughput_kbps else {
                 continue;
@@ -341,10 +367,14 @@ impl LoadBook {
                 sound_rate(id, bytes, limits)
             };
             match checked {
-                Ok(()) => self.take(id, bytes, 0.0, limits, now),
+                Ok(()) => {
+                    self.take(id, bytes, 0.0, limits, now);
+                    taken += 1;
+                }
                 Err(rejection) => self.tally.count(rejection, now),
             }
         }
+        taken
     }
 
     /// What the plan step sees.

@@ -12,7 +12,7 @@ pub mod scaling;
 
 use std::collections::BTreeMap;
 
-pub use book::{Limits, LoadBook, Rejection, ReportRefusal, Tally};
+pub use book::{Limits, LoadBook, Recorded, Rejection, ReportRefusal, Tally};
 pub use estimate::{Estimate, MIN_READINGS};
 
 use std::time::Duration;
@@ -20,6 +20,16 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use crate::engine::ShardLoad;
+
+/// Whether a group with `spec` uses measured loads: balanced by
+/// throughput, or scaled by a load per pod.
+pub fn uses_loads(spec: &crate::crds::shard_group::ShardGroupSpec) -> bool {
+    spec.balance == crate::crds::shard_group::BalanceMode::Throughput
+        || spec
+            .scaling
+            .as_ref()
+            .is_some_and(|s| s.target_kbps_per_pod.is_some())
+}
 
 /// What the engine weighs a shard by: its estimate once it has
 /// [`MIN_READINGS`] readings (until then the shard weighs the mean).

@@ -88,9 +88,11 @@ fn sound_readings_are_smoothed_and_unsound_ones_refused_with_a_reason() {
             ..rate("s-1", 5.0)
         },
     ];
-    let (accepted, rejected) = book
+    let response = book
         .report("a", &report(5, cases), &limits(), t(1))
-        .unwrap();
+        .unwrap()
+        .response();
+    let (accepted, rejected) = (response.accepted, response.rejected);
     assert_eq!(accepted, 1);
     let reasons: Vec<(&str, &str)> = rejected
         .iter()
@@ -123,10 +125,10 @@ fn sound_readings_are_smoothed_and_unsound_ones_refused_with_a_reason() {
         Some("InvalidLoad")
     );
     // The revoking owner may still report what it read.
-    let (accepted, rejected) = book
+    let recorded = book
         .report("b", &report(5, vec![rate("s-2", 10.0)]), &limits(), t(2))
         .unwrap();
-    assert_eq!((accepted, rejected.len()), (1, 0));
+    assert_eq!((recorded.accepted, recorded.rejected.len()), (1, 0));
 }
 
 #[test]
@@ -140,21 +142,21 @@ fn a_report_from_before_the_pods_ownership_or_from_the_future_is_refused() {
     let stale = book
         .report("c", &report(8, vec![rate("s-1", 10.0)]), &limits(), t(1))
         .unwrap();
-    assert_eq!(stale.1[0].reason, "StaleReport");
+    assert_eq!(stale.rejected[0].reason(), "StaleReport");
     let ok = book
         .report("c", &report(9, vec![rate("s-1", 10.0)]), &limits(), t(1))
         .unwrap();
-    assert_eq!(ok, (1, vec![]));
+    assert_eq!((ok.accepted, ok.rejected.len()), (1, 0));
     // s-0 stayed on a: its ownership predates the first sync, any epoch goes.
     let ok = book
         .report("a", &report(1, vec![rate("s-0", 10.0)]), &limits(), t(1))
         .unwrap();
-    assert_eq!(ok, (1, vec![]));
+    assert_eq!((ok.accepted, ok.rejected.len()), (1, 0));
     // The old owner's late report is not about its shard any more.
     let late = book
         .report("a", &report(5, vec![rate("s-1", 10.0)]), &limits(), t(2))
         .unwrap();
-    assert_eq!(late.1[0].reason, "NotOwner");
+    assert_eq!(late.rejected[0].reason(), "NotOwner");
     assert_eq!(
         book.report("c", &report(10, vec![]), &limits(), t(2)),
         Err(ReportRefusal::FutureEpoch {

@@ -1,7 +1,8 @@
 //! The Kubernetes cluster as the core's reconcile cycle
 //! ([`shardring_core::cycle()`]) sees it, for one ShardGroup: the observe
 //! half reads the reflector stores (with the source read the reconcile made
-//! before, and the lease scan), the apply half makes the API requests of
+//! before, the lease scan, and the measured loads of a group that uses
+//! them), the apply half makes the API requests of
 //! [`super::apply`], counting each in the metrics. It also times the
 //! reconcile's phases (the core reads no clock): observe, plan and apply.
 
@@ -10,6 +11,7 @@ use std::time::{Duration, Instant};
 use kube::ResourceExt;
 use kube::api::Api;
 use shardring_core::cycle::{Apply, DocumentWrite, Observe, Observed};
+use shardring_core::load::LoadObservation;
 use shardring_core::observation::TopologyObservation;
 use shardring_core::plan::Decision;
 use shardring_core::{AnnotationWrite, EventNote, codec};
@@ -95,6 +97,18 @@ impl Observe for Cluster<'_> {
             .stores
             .observe_with_version(self.group, topology, now);
         observation.leases = self.ctx.sources.leases(self.group);
+        let key = endpoint_sync::group_key(self.group);
+        if shardring_core::load::uses_loads(&self.group.spec) {
+            observation.loads = self.ctx.loads.observe(
+                &key,
+                observation.published.document(),
+                LoadObservation::limits(self.group),
+                &observation.leases,
+                now,
+            );
+        } else {
+            self.ctx.loads.not_used(&key);
+        }
         if let Some(endpoint) = &self.ctx.endpoint {
             self.endpoint_seen = Some(endpoint_sync::observe(
                 endpoint,

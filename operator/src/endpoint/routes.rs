@@ -1,7 +1,8 @@
 //! The endpoint's requests, from the head to the answer: the per-IP limit
 //! (before anything costs the API server), the leader check, the bearer
-//! token, the per-pod limit, and the two routes — the long-polled view and
-//! the release acknowledgements — plus an unauthenticated health check.
+//! token, the per-pod limit, and the three routes — the long-polled view,
+//! the release acknowledgements and the load reports — plus an
+//! unauthenticated health check.
 //! Every answer carries the `X-RateLimit-*` headers of the limit that applied
 //! last (the pod's once the caller is known, else its IP's), and every error
 //! an [`ErrorBody`].
@@ -15,7 +16,7 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Response, StatusCode};
 use http_body_util::{BodyExt as _, Full, Limited};
 use shardring_crds::endpoint::{
-    API_PREFIX, DEFAULT_WAIT_SECONDS, HEADER_LIMIT, HEADER_REMAINING, HEADER_RESET,
+    API_PREFIX, DEFAULT_WAIT_SECONDS, HEADER_LIMIT, HEADER_REMAINING, HEADER_RESET, LoadReport,
     MAX_WAIT_SECONDS, QUERY_EPOCH, QUERY_WAIT, ReleaseOutcome, ReleaseRequest, ReleaseResponse,
 };
 use tokio::sync::watch;
@@ -25,7 +26,7 @@ use super::auth::{AuthError, Identity, TokenCheck};
 use super::http1::Incoming;
 use super::metrics::{EndpointMetrics, LimitLabel};
 use super::ratelimit::{Decision, FixedWindow};
-use super::{Caller, EndpointState, GroupKey, Lookup, ReleaseRejection, ServedView};
+use super::{Caller, EndpointState, GroupKey, LoadRefusal, Lookup, ReleaseRejection, ServedView};
 
 /// Largest request body accepted (a release is a few hundred bytes).
 pub(crate) const MAX_BODY_BYTES: usize = 16 * 1024;
@@ -58,6 +59,7 @@ impl std::fmt::Debug for App {
 enum Route {
     View(GroupKey),
     Releases(GroupKey),
+    Loads(GroupKey),
     Healthz,
     Unknown,
 }
@@ -75,6 +77,7 @@ impl Route {
                 match *last {
                     "view" => Self::View(key),
                     "releases" => Self::Releases(key),
+                    "loads" => Self::Loads(key),
                     _ => Self::Unknown,
                 }
             }
@@ -86,10 +89,19 @@ impl Route {
         match self {
             Self::View(_) => "view",
             Self::Releases(_) => "releases",
+            Self::Loads(_) => "loads",
             Self::Healthz => "healthz",
             Self::Unknown => "other",
         }
     }
+}
+
+/// What an authenticated route does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    View,
+    Release,
+    Loads,
 }
 
 /// Answers one request from `peer`.
@@ -128,7 +140,7 @@ async fn answer(app: &App, ip: IpAddr, route: Route, request: Incoming) -> (Answ
     if !*app.serving.borrow() {
         return (Answer::not_leader(), by_ip);
     }
-    let (group, view) = match route {
+    let (group, kind) = match route {
         Route::Healthz => return (Answer::json(StatusCode::OK, r#"{"leader":true}"#), by_ip),
         Route::Unknown => {
             let message = format!("no route {}", request.uri().path());
@@ -137,10 +149,11 @@ async fn answer(app: &App, ip: IpAddr, route: Route, request: Incoming) -> (Answ
                 by_ip,
             );
         }
-        Route::View(group) => (group, true),
-        Route::Releases(group) => (group, false),
+        Route::View(group) => (group, Kind::View),
+        Route::Releases(group) => (group, Kind::Release),
+        Route::Loads(group) => (group, Kind::Loads),
     };
-    let (allowed, allow) = if view {
+    let (allowed, allow) = if kind == Kind::View {
         (Method::GET, "GET")
     } else {
         (Method::POST, "POST")
@@ -175,14 +188,16 @@ async fn answer(app: &App, ip: IpAddr, route: Route, request: Incoming) -> (Answ
         Lookup::Found(receiver) => receiver,
         refused => return (refusal(&refused, &group, &identity, ip), by_pod),
     };
-    let answer = if view {
-        let query = view_query(request.uri().query());
-        // The request (its headers hold the bearer token, a kilobyte or
-        // more) is not kept for as long as a long-poll waits.
-        drop(request);
-        view_answer(app, &group, &identity, ip, receiver, query).await
-    } else {
-        Box::pin(release_answer(app, &group, &identity, request)).await
+    let answer = match kind {
+        Kind::View => {
+            let query = view_query(request.uri().query());
+            // The request (its headers hold the bearer token, a kilobyte or
+            // more) is not kept for as long as a long-poll waits.
+            drop(request);
+            view_answer(app, &group, &identity, ip, receiver, query).await
+        }
+        Kind::Release => Box::pin(release_answer(app, &group, &identity, request)).await,
+        Kind::Loads => Box::pin(loads_answer(app, &group, &identity, request)).await,
     };
     (answer, by_pod)
 }
@@ -339,8 +354,9 @@ fn view_body(view: &ServedView) -> Answer {
     Answer::json(StatusCode::OK, view.body.clone())
 }
 
-/// Records a release acknowledgement.
-async fn release_answer(app: &App, group: &GroupKey, who: &Identity, request: Incoming) -> Answer {
+/// The request's body, whole, within [`MAX_BODY_BYTES`] and the body
+/// timeout; or the answer that refuses it.
+async fn read_body(app: &App, request: Incoming) -> Result<Bytes, Answer> {
     let too_large = || {
         Answer::error(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -354,22 +370,30 @@ async fn release_answer(app: &App, group: &GroupKey, who: &Identity, request: In
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|length| length > MAX_BODY_BYTES as u64) {
-        return too_large();
+        return Err(too_large());
     }
     let body = Limited::new((*request).into_body(), MAX_BODY_BYTES).collect();
-    let body = match tokio::time::timeout(app.body_timeout, body).await {
-        Err(_) => {
-            return Answer::error(
-                StatusCode::REQUEST_TIMEOUT,
-                "RequestTimeout",
-                "the body did not arrive in time",
-            );
-        }
-        Ok(Err(error)) if error.is::<http_body_util::LengthLimitError>() => return too_large(),
-        Ok(Err(error)) => {
-            return Answer::error(StatusCode::BAD_REQUEST, "BadRequest", error.to_string());
-        }
-        Ok(Ok(body)) => body.to_bytes(),
+    match tokio::time::timeout(app.body_timeout, body).await {
+        Err(_) => Err(Answer::error(
+            StatusCode::REQUEST_TIMEOUT,
+            "RequestTimeout",
+            "the body did not arrive in time",
+        )),
+        Ok(Err(error)) if error.is::<http_body_util::LengthLimitError>() => Err(too_large()),
+        Ok(Err(error)) => Err(Answer::error(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            error.to_string(),
+        )),
+        Ok(Ok(body)) => Ok(body.to_bytes()),
+    }
+}
+
+/// Records a release acknowledgement.
+async fn release_answer(app: &App, group: &GroupKey, who: &Identity, request: Incoming) -> Answer {
+    let body = match read_body(app, request).await {
+        Ok(body) => body,
+        Err(answer) => return answer,
     };
     let release: ReleaseRequest = match serde_json::from_slice(&body) {
         Ok(release) => release,
@@ -408,6 +432,46 @@ async fn release_answer(app: &App, group: &GroupKey, who: &Identity, request: In
     }
 }
 
+/// Records a load report: 200 with the rates recorded and those refused
+/// (each with its reason), or the refusal of the whole report.
+async fn loads_answer(app: &App, group: &GroupKey, who: &Identity, request: Incoming) -> Answer {
+    let body = match read_body(app, request).await {
+        Ok(body) => body,
+        Err(answer) => return answer,
+    };
+    let report: LoadReport = match serde_json::from_slice(&body) {
+        Ok(report) => report,
+        Err(error) => {
+            return Answer::error(
+                StatusCode::BAD_REQUEST,
+                "BadRequest",
+                format!("invalid load report: {error}"),
+            );
+        }
+    };
+    match app
+        .state
+        .loads
+        .submit(group, &who.pod, &report, jiff::Timestamp::now())
+    {
+        Ok(response) => {
+            let body =
+                serde_json::to_vec(&response).expect("a LoadReportResponse always serializes");
+            Answer::json(StatusCode::OK, body)
+        }
+        Err(refusal) => {
+            let status = match refusal {
+                LoadRefusal::UnknownGroup(_) => StatusCode::NOT_FOUND,
+                LoadRefusal::Report(shardring_core::load::ReportRefusal::TooManyShards(_)) => {
+                    StatusCode::PAYLOAD_TOO_LARGE
+                }
+                _ => StatusCode::CONFLICT,
+            };
+            Answer::error(status, refusal.reason(), refusal.to_string())
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -421,6 +485,10 @@ mod tests {
         assert_eq!(
             Route::parse("/v1/namespaces/ns/shardgroups/g/releases"),
             Route::Releases(GroupKey::new("ns", "g"))
+        );
+        assert_eq!(
+            Route::parse("/v1/namespaces/ns/shardgroups/g/loads"),
+            Route::Loads(GroupKey::new("ns", "g"))
         );
         assert_eq!(Route::parse("/v1/healthz"), Route::Healthz);
         for other in [
