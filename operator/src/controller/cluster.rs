@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use kube::ResourceExt;
 use kube::api::Api;
 use shardring_core::cycle::{Apply, DocumentWrite, Observe, Observed};
-use shardring_core::load::LoadObservation;
 use shardring_core::observation::TopologyObservation;
 use shardring_core::plan::Decision;
 use shardring_core::{AnnotationWrite, EventNote, codec};
@@ -97,18 +96,7 @@ impl Observe for Cluster<'_> {
             .stores
             .observe_with_version(self.group, topology, now);
         observation.leases = self.ctx.sources.leases(self.group);
-        let key = endpoint_sync::group_key(self.group);
-        if shardring_core::load::uses_loads(&self.group.spec) {
-            observation.loads = self.ctx.loads.observe(
-                &key,
-                observation.published.document(),
-                LoadObservation::limits(self.group),
-                &observation.leases,
-                now,
-            );
-        } else {
-            self.ctx.loads.not_used(&key);
-        }
+        endpoint_sync::observe_loads(&self.ctx.loads, self.group, &mut observation);
         if let Some(endpoint) = &self.ctx.endpoint {
             self.endpoint_seen = Some(endpoint_sync::observe(
                 endpoint,
