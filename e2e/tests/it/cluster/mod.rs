@@ -16,6 +16,7 @@
 mod connect;
 mod endpoint;
 mod fixture;
+mod load;
 mod waits;
 
 use std::collections::BTreeMap;
