@@ -78,8 +78,8 @@ pub(crate) fn run(placement: &mut Placement<'_, '_>, band: f64, budget: u64) {
             .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)));
         let Some((_, x)) = worst else { break };
         let left = budget - used;
-        let change = best_move(placement, &gauge, x, left, epsilon)
-            .or_else(|| best_swap(placement, &gauge, x, left, epsilon));
+        let change = best_change(placement, &gauge, x, left, epsilon, false)
+            .or_else(|| best_change(placement, &gauge, x, left, epsilon, true));
         match change {
             Some(change) => {
                 placement.move_to(change.shard, change.to);
@@ -164,63 +164,61 @@ fn worth(
     (gained - lost, offset(x, lx2).max(offset(other, lo2)))
 }
 
-/// The best single move that helps pod `x`, if any is worth it.
-fn best_move(
-    placement: &Placement<'_, '_>,
-    gauge: &Gauge,
+/// The search for the best change that helps pod `x`.
+struct Search<'p, 'm, 'a> {
+    placement: &'p Placement<'m, 'a>,
+    gauge: &'p Gauge,
     x: usize,
+    /// Whether `x` is over its share (it gives) or under (it takes).
+    over: bool,
+    /// Moves left in the budget.
     left: i64,
     epsilon: f64,
-) -> Option<Change> {
-    let over = placement.load[x] > gauge.fair[x];
-    let mut best: Option<Change> = None;
-    for other in partners(placement, gauge, x, over) {
-        let (from, to) = if over {
-            (crate::model::index(x), other)
-        } else {
-            (other, crate::model::index(x))
-        };
-        if !placement.has_room(to) {
-            continue;
-        }
-        for &s in &placement.members[from as usize] {
-            let w = placement.weight(s);
-            if w <= 0.0 {
-                continue;
-            }
-            let cost = cost(placement, s, to);
-            if cost > left {
-                continue;
-            }
-            let (gain, offset) = worth(placement, gauge, x, other as usize, over, w);
-            if gain <= epsilon {
-                continue;
-            }
-            let change = Change {
-                shard: s,
-                from,
-                to,
-                back: None,
-                gain,
-                offset,
-                cost,
-            };
-            if best.as_ref().is_none_or(|b| change.beats(b)) {
-                best = Some(change);
-            }
-        }
-    }
-    best
+    best: Option<Change>,
 }
 
-/// The best swap that helps pod `x` (two shards trade places), if any is
-/// worth it.
-fn best_swap(
+impl Search<'_, '_, '_> {
+    /// Considers moving `shard` from `from` to `to` (`other` is whichever
+    /// of the two is not `x`), and `back` the other way for a swap.
+    fn consider(&mut self, from: u32, to: u32, other: u32, shard: u32, back: Option<u32>) {
+        let p = self.placement;
+        let delta = p.weight(shard) - back.map_or(0.0, |t| p.weight(t));
+        if delta <= 0.0 {
+            return;
+        }
+        let cost = cost(p, shard, to) + back.map_or(0, |t| cost(p, t, from));
+        if cost > self.left {
+            return;
+        }
+        let (gain, offset) = worth(p, self.gauge, self.x, other as usize, self.over, delta);
+        if gain <= self.epsilon {
+            return;
+        }
+        let change = Change {
+            shard,
+            from,
+            to,
+            back,
+            gain,
+            offset,
+            cost,
+        };
+        if self.best.as_ref().is_none_or(|b| change.beats(b)) {
+            self.best = Some(change);
+        }
+    }
+}
+
+/// The best change that helps pod `x`, if any is worth it: a single move,
+/// or with `swaps` two shards trading places (each pod's
+/// [`SWAP_SHARDS`] heaviest).
+fn best_change(
     placement: &Placement<'_, '_>,
     gauge: &Gauge,
     x: usize,
     left: i64,
     epsilon: f64,
+    swaps: bool,
 ) -> Option<Change> {
     let over = placement.load[x] > gauge.fair[x];
     let heaviest = |e: u32| {
@@ -234,42 +232,33 @@ fn best_swap(
         list.truncate(SWAP_SHARDS);
         list
     };
-    let mut best: Option<Change> = None;
+    let mut search = Search {
+        placement,
+        gauge,
+        x,
+        over,
+        left,
+        epsilon,
+        best: None,
+    };
     for other in partners(placement, gauge, x, over) {
         let (from, to) = if over {
             (crate::model::index(x), other)
         } else {
             (other, crate::model::index(x))
         };
-        let (going, coming) = (heaviest(from), heaviest(to));
-        for &s in &going {
-            for &t in &coming {
-                let delta = placement.weight(s) - placement.weight(t);
-                if delta <= 0.0 {
-                    continue;
+        if swaps {
+            let (going, coming) = (heaviest(from), heaviest(to));
+            for &s in &going {
+                for &t in &coming {
+                    search.consider(from, to, other, s, Some(t));
                 }
-                let cost = cost(placement, s, to) + cost(placement, t, from);
-                if cost > left {
-                    continue;
-                }
-                let (gain, offset) = worth(placement, gauge, x, other as usize, over, delta);
-                if gain <= epsilon {
-                    continue;
-                }
-                let change = Change {
-                    shard: s,
-                    from,
-                    to,
-                    back: Some(t),
-                    gain,
-                    offset,
-                    cost,
-                };
-                if best.as_ref().is_none_or(|b| change.beats(b)) {
-                    best = Some(change);
-                }
+            }
+        } else if placement.has_room(to) {
+            for &s in &placement.members[from as usize] {
+                search.consider(from, to, other, s, None);
             }
         }
     }
-    best
+    search.best
 }
