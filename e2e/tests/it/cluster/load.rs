@@ -32,18 +32,18 @@ use shardring_consumer::view::{
     self,
     endpoint::{EndpointClient, EndpointSource, LoadMeter, LoadReporter, ReleaseSender},
 };
-use shardring_crds::{AssignmentDocument, ConsumerPool, ShardGroup};
+use shardring_crds::{AssignmentDocument, ShardGroup};
 use shardring_e2e::cluster::cluster_or_skip;
 use shardring_e2e::consumers::{SCHEDULING_GATE, ready_conditions};
 use shardring_e2e::harness::{MANAGER, STEP_TIMEOUT};
-use shardring_e2e::namespace::{apply_crds, create_namespace, delete_namespace, unique_namespace};
+use shardring_e2e::namespace::{delete_namespace, unique_namespace};
 use shardring_e2e::{Operator, Probe, assignment_document, wait_for};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::TestResult;
 use super::endpoint::{ca_file, endpoint_client};
 use super::fixture::Fixture;
+use super::{TestResult, apply_fixture};
 
 /// Bytes per second of a partition at rest, and of a hot one.
 const COLD: u64 = 64 * 1024;
@@ -221,15 +221,7 @@ fn quick(fx: &mut Fixture) {
 async fn scenario(client: &Client, mut fx: Fixture) -> TestResult {
     quick(&mut fx);
     let fx = &fx;
-    apply_crds(client).await?;
-    create_namespace(client, &fx.namespace).await?;
-    let params = PatchParams::apply(MANAGER).force();
-    Api::<ConsumerPool>::namespaced(client.clone(), &fx.namespace)
-        .patch(&fx.pool.name_any(), &params, &Patch::Apply(&fx.pool))
-        .await?;
-    Api::<ShardGroup>::namespaced(client.clone(), &fx.namespace)
-        .patch(&fx.name, &params, &Patch::Apply(&fx.group))
-        .await?;
+    apply_fixture(client, fx).await?;
     let mut pods: Vec<String> = (0..3).map(|i| format!("consumer-{i}")).collect();
     for pod in &pods {
         running_pod(client, fx, pod).await?;
