@@ -6,7 +6,8 @@
 //! two-phase handoff rules ([`handoff`]), the building of the published
 //! document and pod annotations (`document`, encoded by [`codec`]), of the
 //! status, its conditions and the Events (`status`, [`conditions`],
-//! `events`), the pacing of optional moves (`pacing`), and the one
+//! `events`), the pacing of optional moves (`pacing`), the measured loads
+//! of `balance: throughput` and the scaling signal ([`load`]), and the one
 //! reconcile cycle ([`cycle()`]: observe → plan → apply through the
 //! [`Observe`] and [`Apply`] traits, writes in the contract's order). What only the
 //! core itself uses is `pub(crate)`: the public items are what the operator,
@@ -30,6 +31,7 @@ pub(crate) mod document;
 pub(crate) mod events;
 pub mod handoff;
 pub mod leases;
+pub mod load;
 pub mod observation;
 pub(crate) mod pacing;
 pub mod plan;

@@ -30,6 +30,8 @@ pub struct Sim {
     /// How likely a StatefulSet pod removed after a graceful deletion comes
     /// back under its name.
     pub recreate: f64,
+    /// When the quiet phase began (faults and events stopped).
+    pub quiet_since: Option<Ms>,
 }
 
 /// How a new pod starts.
@@ -58,6 +60,7 @@ impl Sim {
             next_uid: 0,
             statefulset: false,
             recreate: 0.0,
+            quiet_since: None,
         }
     }
 
@@ -196,6 +199,8 @@ impl Sim {
             s.records += self.rng.below(4);
         }
         self.world.run_consumers(&mut self.rng);
+        self.world.report_loads();
+        self.op.receive_loads(&mut self.world);
         if self.world.now >= self.op.down_until && self.world.now >= self.op.next_reconcile {
             self.op.reconcile(&mut self.world, &mut self.rng);
         }

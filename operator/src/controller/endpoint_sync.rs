@@ -1,5 +1,6 @@
 //! The controller's side of the consumer endpoint: what a reconcile takes
-//! from it (the acknowledged releases, into the observation) and gives it
+//! from it (the acknowledged releases and the measured loads, into the
+//! observation) and gives it
 //! (each pod's view as the cycle left its annotation, the revokes of the
 //! published document, and the endpoint's CA in a ConfigMap of the group's
 //! namespace). The views are published only after a cycle wrote everything:
@@ -108,6 +109,28 @@ pub(crate) fn group_key(group: &ShardGroup) -> GroupKey {
     GroupKey::new(group.namespace().unwrap_or_default(), group.name_any())
 }
 
+/// Adds the measured loads of a group that uses them to `observation`,
+/// after feeding `loads` the lease table's throughput it holds; notes a
+/// group that does not (its reports are refused as such).
+pub(crate) fn observe_loads(
+    loads: &crate::endpoint::Loads,
+    group: &ShardGroup,
+    observation: &mut Observation,
+) {
+    let key = group_key(group);
+    if !shardring_core::load::uses_loads(&group.spec) {
+        loads.not_used(&key);
+        return;
+    }
+    observation.loads = loads.observe(
+        &key,
+        observation.published.document(),
+        shardring_core::load::LoadObservation::limits(group),
+        &observation.leases,
+        observation.now,
+    );
+}
+
 /// Adds the acknowledged releases to `observation` and keeps what the
 /// endpoint needs after the cycle.
 pub(crate) fn observe(
@@ -181,6 +204,8 @@ pub(crate) fn publish(
         None => endpoint.directory.note_known(&seen.key),
     }
     endpoint.releases.sync_group(&seen.key, document);
+    // Load reports are checked against the ownership consumers now see.
+    endpoint.loads.sync(&seen.key, document);
     let now = Timestamp::now();
     for handoff in &decision.handoffs {
         if handoff.evidence != Evidence::ReleaseAcked {

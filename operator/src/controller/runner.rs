@@ -64,6 +64,9 @@ pub struct ControllerConfig {
     /// and the endpoint CA into it and reads acknowledged releases from it
     /// (`None`: no endpoint).
     pub endpoint: Option<crate::endpoint::EndpointState>,
+    /// The measured loads' books (the endpoint's, when it has one; without
+    /// one, the lease table's throughput still feeds them).
+    pub loads: Arc<crate::endpoint::Loads>,
 }
 
 impl Default for ControllerConfig {
@@ -76,6 +79,7 @@ impl Default for ControllerConfig {
             write_concurrency: super::apply::DEFAULT_WRITE_CONCURRENCY,
             controller_class: None,
             endpoint: None,
+            loads: Arc::default(),
         }
     }
 }
@@ -188,6 +192,7 @@ pub async fn run_controller(
     if let Some(rx) = leader.clone() {
         context = context.with_leader(rx);
     }
+    context.loads = Arc::clone(&config.loads);
     if let Some(endpoint) = config.endpoint.clone() {
         endpoint
             .directory
@@ -388,6 +393,7 @@ fn endpoint_streams(
                 {
                     endpoint.directory.clear();
                     endpoint.releases.clear();
+                    endpoint.loads.clear();
                     context.endpoint_ca.forget();
                 }
             }

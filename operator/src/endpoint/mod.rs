@@ -7,7 +7,9 @@
 //! handoff evidence (`Evidence::ReleaseAcked` in the core).
 //!
 //! `directory` owns the served views and who may see them, `releases` the
-//! acknowledged releases and their validation. The HTTPS server is
+//! acknowledged releases and their validation, `loads` the measured loads
+//! (consumers' reports and the lease table's throughput, checked and
+//! smoothed by the core). The HTTPS server is
 //! [`server`]'s: `http1` runs hyper's HTTP/1 server on each connection,
 //! `conn` times connections out, puts the endpoint's answers in place of
 //! hyper's own and closes connections lingering, `routes` answers requests
@@ -23,6 +25,7 @@ mod conn;
 pub mod directory;
 mod http1;
 mod leader_label;
+pub mod loads;
 pub mod metrics;
 mod ratelimit;
 pub mod releases;
@@ -39,6 +42,7 @@ use tokio::sync::watch;
 
 pub use auth::LocalTokens;
 pub use directory::{Caller, Directory, FreshPod, GroupKey, Lookup, PodCache, PodSync, ServedView};
+pub use loads::{LoadRefusal, Loads};
 pub use metrics::EndpointMetrics;
 pub use releases::{ReleaseRejection, Releases};
 pub use server::{EndpointConfig, EndpointError, EndpointServer};
@@ -54,6 +58,9 @@ pub struct EndpointState {
     pub directory: Arc<Directory>,
     /// Releases, written by the server, read by the controller.
     pub releases: Arc<Releases>,
+    /// Measured loads: reports written by the server, lease readings by the
+    /// controller, which reads the estimates.
+    pub loads: Arc<Loads>,
     /// The CA consumers trust, set by the server's TLS setup.
     pub ca: Arc<watch::Sender<Option<Arc<str>>>>,
 }
@@ -67,6 +74,7 @@ impl Default for EndpointState {
         Self {
             directory: Arc::new(directory),
             releases: Arc::new(releases),
+            loads: Arc::new(Loads::default()),
             ca: Arc::new(watch::channel(None).0),
         }
     }

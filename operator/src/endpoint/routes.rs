@@ -1,8 +1,9 @@
 //! The endpoint's requests, from the head to the answer: the per-IP limit
 //! (before anything costs the API server), the body (read whole, bounded,
 //! before anything else), the leader check, the bearer token, the per-pod
-//! limit, and the routes — the long-polled view and the release
-//! acknowledgements — plus an unauthenticated health check. Every answer
+//! limit, and the routes — the long-polled view, the release
+//! acknowledgements and the load reports — plus an unauthenticated health
+//! check. Every answer
 //! carries the `X-RateLimit-*` headers of the limit that applied last (the
 //! pod's once the caller is known, else its IP's), and every error an
 //! [`ErrorBody`]; so do the answers that replace hyper's own ([`unparsed`]).
@@ -21,7 +22,7 @@ use http::{Method, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use shardring_crds::endpoint::{
-    API_PREFIX, DEFAULT_WAIT_SECONDS, HEADER_LIMIT, HEADER_REMAINING, HEADER_RESET,
+    API_PREFIX, DEFAULT_WAIT_SECONDS, HEADER_LIMIT, HEADER_REMAINING, HEADER_RESET, LoadReport,
     MAX_WAIT_SECONDS, QUERY_EPOCH, QUERY_WAIT, ReleaseOutcome, ReleaseRequest, ReleaseResponse,
 };
 use tokio::sync::watch;
@@ -33,7 +34,7 @@ use super::metrics::{EndpointMetrics, LimitLabel};
 use super::ratelimit::{Decision, FixedWindow};
 use super::request_body;
 use super::serving::Serving;
-use super::{Caller, EndpointState, GroupKey, Lookup, ReleaseRejection, ServedView};
+use super::{Caller, EndpointState, GroupKey, LoadRefusal, Lookup, ReleaseRejection, ServedView};
 
 /// What the request handlers share.
 pub(crate) struct App {
@@ -66,12 +67,15 @@ enum GroupRoute {
     View,
     /// Release acknowledgements.
     Releases,
+    /// Measured loads of the caller's active shards.
+    Loads,
 }
 
 /// Each group route's last path segment, method and metrics label.
-const GROUP_ROUTES: [(&str, GroupRoute, Method, &str); 2] = [
+const GROUP_ROUTES: [(&str, GroupRoute, Method, &str); 3] = [
     ("view", GroupRoute::View, Method::GET, "view"),
     ("releases", GroupRoute::Releases, Method::POST, "releases"),
+    ("loads", GroupRoute::Loads, Method::POST, "loads"),
 ];
 
 /// The routes, by path.
@@ -258,6 +262,7 @@ async fn answer(
             view_answer(app, &group, &identity, ip, receiver, query).await
         }
         GroupRoute::Releases => release_answer(app, &group, &identity, &body),
+        GroupRoute::Loads => loads_answer(app, &group, &identity, &body),
     };
     (answer, by_pod)
 }
@@ -462,6 +467,42 @@ fn release_answer(app: &App, group: &GroupKey, who: &Identity, body: &Bytes) -> 
     }
 }
 
+/// Records a load report: 200 with the rates recorded and those refused
+/// (each with its reason), or the refusal of the whole report.
+fn loads_answer(app: &App, group: &GroupKey, who: &Identity, body: &Bytes) -> Answer {
+    let report: LoadReport = match serde_json::from_slice(body) {
+        Ok(report) => report,
+        Err(error) => {
+            return Answer::error(
+                StatusCode::BAD_REQUEST,
+                "BadRequest",
+                format!("invalid load report: {error}"),
+            );
+        }
+    };
+    match app
+        .state
+        .loads
+        .submit(group, &who.pod, &report, jiff::Timestamp::now())
+    {
+        Ok(response) => {
+            let body =
+                serde_json::to_vec(&response).expect("a LoadReportResponse always serializes");
+            Answer::json(StatusCode::OK, body)
+        }
+        Err(refusal) => {
+            let status = match refusal {
+                LoadRefusal::UnknownGroup(_) => StatusCode::NOT_FOUND,
+                LoadRefusal::Report(shardring_core::load::ReportRefusal::TooManyShards(_)) => {
+                    StatusCode::PAYLOAD_TOO_LARGE
+                }
+                _ => StatusCode::CONFLICT,
+            };
+            Answer::error(status, refusal.reason(), refusal.to_string())
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -475,6 +516,10 @@ mod tests {
         assert_eq!(
             Route::parse("/v1/namespaces/ns/shardgroups/g/releases"),
             Route::Group(GroupKey::new("ns", "g"), GroupRoute::Releases)
+        );
+        assert_eq!(
+            Route::parse("/v1/namespaces/ns/shardgroups/g/loads"),
+            Route::Group(GroupKey::new("ns", "g"), GroupRoute::Loads)
         );
         assert_eq!(Route::parse("/v1/healthz"), Route::Healthz);
         for other in [

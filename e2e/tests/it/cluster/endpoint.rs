@@ -155,7 +155,7 @@ async fn scenario(client: &Client, fx: &Fixture) -> TestResult {
 }
 
 /// The endpoint's CA, once the operator published it in the namespace.
-async fn ca_file(client: &Client, fx: &Fixture, dir: &Path) -> TestResult<PathBuf> {
+pub(super) async fn ca_file(client: &Client, fx: &Fixture, dir: &Path) -> TestResult<PathBuf> {
     let config_maps = Api::<ConfigMap>::namespaced(client.clone(), &fx.namespace);
     let pem = wait_for("the endpoint's CA ConfigMap", STEP_TIMEOUT, || {
         let config_maps = config_maps.clone();
@@ -178,7 +178,7 @@ async fn ca_file(client: &Client, fx: &Fixture, dir: &Path) -> TestResult<PathBu
 
 /// An endpoint client of `pod` with a token of the namespace's `default`
 /// service account bound to the pod, for `audience`.
-async fn endpoint_client(
+pub(super) async fn endpoint_client(
     client: &Client,
     fx: &Fixture,
     dir: &Path,

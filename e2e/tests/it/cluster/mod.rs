@@ -16,6 +16,7 @@
 mod connect;
 mod endpoint;
 mod fixture;
+mod load;
 mod waits;
 
 use std::collections::BTreeMap;
@@ -64,6 +65,16 @@ async fn publishes_assignment_and_rebalances_on_a_real_cluster() {
 /// Applies the CRDs, creates the namespace, applies the pool and the group
 /// and creates [`PODS`] Ready pods; returns their names.
 async fn install(client: &Client, fx: &Fixture) -> TestResult<Vec<String>> {
+    apply_fixture(client, fx).await?;
+    let pods: Vec<String> = (0..PODS).map(|i| format!("consumer-{i}")).collect();
+    for pod in &pods {
+        create_ready_pod(client, fx, pod).await?;
+    }
+    Ok(pods)
+}
+
+/// Applies the CRDs, creates the namespace and applies the pool and the group.
+async fn apply_fixture(client: &Client, fx: &Fixture) -> TestResult {
     apply_crds(client).await?;
     create_namespace(client, &fx.namespace).await?;
     let params = PatchParams::apply(MANAGER).force();
@@ -73,11 +84,7 @@ async fn install(client: &Client, fx: &Fixture) -> TestResult<Vec<String>> {
     Api::<ShardGroup>::namespaced(client.clone(), &fx.namespace)
         .patch(&fx.name, &params, &Patch::Apply(&fx.group))
         .await?;
-    let pods: Vec<String> = (0..PODS).map(|i| format!("consumer-{i}")).collect();
-    for pod in &pods {
-        create_ready_pod(client, fx, pod).await?;
-    }
-    Ok(pods)
+    Ok(())
 }
 
 async fn scenario(client: &Client, fx: &Fixture) -> TestResult {
