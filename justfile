@@ -40,7 +40,7 @@ bench name="apiserver_scale":
 
 # The whole system locally on emulated Kinesis and DynamoDB, ending in the checker's verdict.
 demo *args:
-    cargo run -p shardring -- demo "$@"
+    cargo run -p shardring-dev -- demo "$@"
 
 # Build the operator image FROM scratch and start it as uid 65532 on a read-only root against the mock API server (SHARDRING_IMAGE_BINARY=path skips the release build).
 image-check:

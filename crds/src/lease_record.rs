@@ -4,10 +4,14 @@
 //! sequence number or one of the KCL's sentinels). The consumer crate reads
 //! and writes DynamoDB items with it, the operator reads lease tables with
 //! it, and the controller core's lease snapshots carry its
-//! [`CheckpointKind`]: one definition, no copies. It holds no DynamoDB type,
-//! so crates without the AWS SDK can depend on it.
+//! [`CheckpointKind`]: one definition, no copies. The DynamoDB item of a
+//! lease ([`item`]) is behind the `dynamodb` feature, so crates without the
+//! AWS SDK can depend on the rest.
 
 use std::fmt;
+
+#[cfg(feature = "dynamodb")]
+pub mod item;
 
 /// Where a worker's checkpoint stands in a shard, as the KCL stores it in the
 /// `checkpoint` attribute: a sequence number or one of the sentinels.

@@ -1,7 +1,10 @@
 //! Kinesis streams on kinesis-local, for every crate that creates or
-//! reshards one (the operator's demo and scenarios, the consumer's tests,
-//! the end-to-end harness): waiting until a stream is ACTIVE again, the
-//! one such wait in the workspace.
+//! reshards one (the demo and its scenarios, the operator's and the
+//! consumer's tests, the end-to-end harness): waiting until a stream is
+//! ACTIVE again, the one such wait in the workspace, and the calls that
+//! create and reshard a stream ([`reshard`]).
+
+pub mod reshard;
 
 use std::time::Duration;
 
@@ -50,4 +53,18 @@ pub async fn wait_active(
         }
         tokio::time::sleep(ACTIVE_POLL_INTERVAL).await;
     }
+}
+
+/// A Kinesis client of the emulator at `endpoint`, with the static
+/// credentials it accepts.
+#[cfg(test)]
+fn emulator_client(endpoint: &str) -> Client {
+    use aws_sdk_kinesis::config::{BehaviorVersion, Credentials, Region};
+    let config = aws_sdk_kinesis::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("devkit", "devkit", None, None, "devkit"))
+        .endpoint_url(endpoint)
+        .build();
+    Client::from_conf(config)
 }

@@ -22,8 +22,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
-use shardring::demo::consumers::{ConsumerProcess, ConsumerSettings, ViewSource};
 use shardring_consumer::check::{self, ProcessedRecord};
+use shardring_dev::demo::consumers::{ConsumerProcess, ConsumerSettings, ViewSource};
 
 use crate::harness::{CONFIG_MAP, DRAIN_TIMEOUT, HarnessError, NAME, STEP_TIMEOUT};
 use shardring_devkit::wait::{Probe, wait_for};
@@ -47,7 +47,7 @@ pub fn ready_conditions(since: &str) -> serde_json::Value {
 /// How consumer processes are started.
 #[derive(Debug, Clone)]
 pub struct ConsumerSpec {
-    /// The reference consumer's command line (shared with `shardring demo`).
+    /// The reference consumer's command line (shared with `shardring-dev demo`).
     pub settings: ConsumerSettings,
     /// Namespace of the pods and the ConfigMap.
     pub namespace: String,

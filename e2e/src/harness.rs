@@ -15,9 +15,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::json;
-use shardring::demo::producer::Producer;
 use shardring_crds::CONTROLLER_CLASS_LABEL;
 use shardring_crds::{AssignmentDocument, ConsumerPool, ShardGroup, ShardPhase};
+use shardring_dev::demo::producer::Producer;
 use shardring_devkit::emulators::Emulator;
 
 use crate::cluster::Cluster;
@@ -27,7 +27,7 @@ use crate::operator::{Operator, OperatorError, OperatorMode};
 use crate::published::{PublishedError, assignment_document};
 use crate::settled::settled;
 use crate::stream;
-use shardring::demo::consumers::ConsumerSettings;
+use shardring_dev::demo::consumers::ConsumerSettings;
 use shardring_devkit::wait::{Probe, WaitError, wait_for};
 
 /// Field manager of everything the harness applies.
@@ -128,7 +128,7 @@ impl Harness {
     ) -> Result<Self, HarnessError> {
         let client = cluster.client.clone();
         let binary = tokio::task::spawn_blocking(|| {
-            shardring::demo::consumers::locate(None).map_err(|e| e.to_string())
+            shardring_dev::demo::consumers::locate(None).map_err(|e| e.to_string())
         })
         .await
         .map_err(|e| HarnessError::Consumer(e.to_string()))?

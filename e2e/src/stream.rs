@@ -1,16 +1,16 @@
 //! The stream side of a scenario on kinesis-local: the reshard calls and
-//! listings of [`shardring::demo::reshard`] (shared with `shardring demo`
+//! listings of [`shardring_devkit::stream::reshard`] (shared with `shardring-dev demo`
 //! and its embedded scenarios, and tested there against kinesis-local),
 //! and the devkit's wait for ACTIVE, with the harness's error type.
 
 use std::collections::BTreeMap;
 
 use aws_sdk_kinesis::Client;
-use shardring::demo::{DemoError, reshard};
+use shardring_devkit::stream::reshard::{self, ReshardError};
 
 use crate::harness::HarnessError;
 
-fn harness(error: DemoError) -> HarnessError {
+fn harness(error: ReshardError) -> HarnessError {
     HarnessError::Aws(error.to_string())
 }
 

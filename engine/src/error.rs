@@ -1,5 +1,5 @@
 //! Why a plan input is rejected. Every variant names the offending shard or
-//! pod so that `shardring plan` and the controller can say what to fix.
+//! pod so that `shardring-dev plan` and the controller can say what to fix.
 
 use thiserror::Error;
 

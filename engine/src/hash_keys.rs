@@ -1,5 +1,5 @@
 //! ExplicitHashKey values that spread producers evenly over a stream's shards
-//! and keep spreading evenly as shards split (`shardring hash-keys`).
+//! and keep spreading evenly as shards split (`shardring-dev hash-keys`).
 //!
 //! The key space `[0, 2^128)` is a binary tree of intervals: a key sits at the
 //! midpoint of its interval and splits it into a left half `[lo, mid)` and a

@@ -8,7 +8,7 @@
 //! builds the hash ring, [`owners`] places owners under quotas with
 //! stickiness ([`throughput`] by measured load, within a band), [`standby`]
 //! adds backups, and `output` names the result.
-//! The separate ExplicitHashKey generator behind `shardring hash-keys`
+//! The separate ExplicitHashKey generator behind `shardring-dev hash-keys`
 //! lives in `hash_keys`.
 
 pub mod error;

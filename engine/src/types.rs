@@ -1,5 +1,5 @@
 //! Inputs and outputs of the assignment engine. Their serde shape is the
-//! `shardring plan` CLI contract (camelCase; every field but shard `id` and pod
+//! `shardring-dev plan` CLI contract (camelCase; every field but shard `id` and pod
 //! `name` optional with the documented defaults).
 
 use std::collections::BTreeMap;
@@ -228,7 +228,7 @@ pub struct PlanOutput {
     /// Shards whose owner changed from a previous owner to a new one.
     pub moves: u64,
     /// Every move, sorted by shard id, classified for move pacing. Not part
-    /// of the `shardring plan` JSON.
+    /// of the `shardring-dev plan` JSON.
     #[serde(skip)]
     pub move_list: Vec<ShardMove>,
     /// `balance: throughput`: each eligible pod's load against its fair

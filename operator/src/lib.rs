@@ -2,9 +2,9 @@
 //! (the assignment engine and the controller core `shardring_core`, whose
 //! modules [`controller`] re-exports): the Kubernetes observe and apply
 //! steps, the shard sources (Kinesis, static) and the lease-table reader, the
-//! runtime (metrics, health, leader election), the demo and the
-//! command-line front ends (`shardring simulate` runs the simulation crate,
-//! `shardring_sim`).
+//! consumer endpoint, the runtime (metrics, health, leader election) and the
+//! command-line front ends of the `shardring` binary. The developer tooling
+//! (demo, simulation, `plan`, `hash-keys`) is the `shardring-dev` crate's.
 
 // What is not part of the library's API (used by the binary, the tests,
 // the benches or the e2e crate) is `pub(crate)`: a `pub` item no one outside
@@ -17,9 +17,7 @@ pub use shardring_engine as engine;
 pub mod aws;
 pub mod cli;
 pub mod controller;
-pub mod demo;
 pub mod endpoint;
-pub use shardring_devkit::emulators;
 pub mod lease;
 pub mod runtime;
 pub mod source;

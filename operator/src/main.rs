@@ -26,23 +26,13 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run the whole system locally in about a minute, no cluster needed:
-    /// emulated Kinesis and DynamoDB, real consumers, scale-up, rolling deploy
-    /// and a split, then the checker's verdict.
-    Demo(cli::demo::DemoArgs),
     /// Run the operator against the cluster in KUBECONFIG or in-cluster config.
     // Boxed: the endpoint's flags make it several times the other variants.
     Run(Box<cli::run::RunArgs>),
     /// Print the CRD YAML of ShardGroup and ConsumerPool.
     Crds(cli::crds::CrdsArgs),
-    /// Plan an assignment from a YAML or JSON scenario file.
-    Plan(cli::plan::PlanArgs),
-    /// Print ExplicitHashKey values that spread producers evenly over shards.
-    HashKeys(cli::hash_keys::HashKeysArgs),
     /// Print the shard tree of a Kinesis stream (and its lease table).
     Topology(cli::topology::TopologyArgs),
-    /// Run the deterministic simulation of the handoff protocol over many seeds.
-    Simulate(cli::simulate::SimulateArgs),
 }
 
 #[tokio::main]
@@ -50,13 +40,9 @@ async fn main() -> ExitCode {
     shardring::runtime::tls::install_crypto_provider();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Demo(args) => cli::demo::run(args).await,
         Command::Run(args) => cli::run::run(*args).await,
         Command::Crds(args) => cli::crds::run(args),
-        Command::Plan(args) => cli::plan::run(args),
-        Command::HashKeys(args) => cli::hash_keys::run(args),
         Command::Topology(args) => cli::topology::run(args).await,
-        Command::Simulate(args) => cli::simulate::run(args),
     };
     match result {
         Ok(code) => code,

@@ -10,11 +10,13 @@
 //! owner write), `checkpoint` (S: a sequence number, `TRIM_HORIZON` or
 //! `SHARD_END`), `checkpointSubSequenceNumber` (N),
 //! `ownerSwitchesSinceCheckpoint` (N), `parentShardId` (SS), `childShardIds` (SS).
-//! [`record`] parses such an item; the operator reads lease tables with it too.
+//! [`record`] (the API crate's) parses such an item; the operator reads
+//! lease tables with it too.
 
 mod manager;
-pub mod record;
 mod table;
+
+pub use shardring_crds::lease_record::item as record;
 
 pub use manager::{Lease, LeaseConfig, LeaseManager, TakeOutcome};
 pub use record::{Checkpoint, CheckpointKind, LeaseRecord, StreamQualifier};

@@ -2,9 +2,5 @@
 //! its clap arguments and its `run` function.
 
 pub mod crds;
-pub mod demo;
-pub mod hash_keys;
-pub mod plan;
 pub mod run;
-pub mod simulate;
 pub mod topology;

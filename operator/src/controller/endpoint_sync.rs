@@ -96,7 +96,7 @@ pub(crate) struct SeenPod {
 
 /// What the observe step saw that the endpoint needs after the cycle.
 #[derive(Debug, Clone)]
-pub(crate) struct EndpointSeen {
+pub struct EndpointSeen {
     key: GroupKey,
     /// The pods, when the group's views are served (`None`: no pod asked).
     pods: Option<Vec<SeenPod>>,
@@ -112,7 +112,7 @@ pub(crate) fn group_key(group: &ShardGroup) -> GroupKey {
 /// Adds the measured loads of a group that uses them to `observation`,
 /// after feeding `loads` the lease table's throughput it holds; notes a
 /// group that does not (its reports are refused as such).
-pub(crate) fn observe_loads(
+pub fn observe_loads(
     loads: &crate::endpoint::Loads,
     group: &ShardGroup,
     observation: &mut Observation,
@@ -133,7 +133,7 @@ pub(crate) fn observe_loads(
 
 /// Adds the acknowledged releases to `observation` and keeps what the
 /// endpoint needs after the cycle.
-pub(crate) fn observe(
+pub fn observe(
     endpoint: &EndpointState,
     group: &ShardGroup,
     observation: &mut Observation,
@@ -166,7 +166,7 @@ pub(crate) fn observe(
 /// After a cycle that wrote everything it decided: each pod's view as its
 /// annotation now reads, the revokes of the document now published, and the
 /// time from each acknowledged release to this activation.
-pub(crate) fn publish(
+pub fn publish(
     endpoint: &EndpointState,
     metrics: &ControllerMetrics,
     seen: &EndpointSeen,

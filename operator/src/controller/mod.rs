@@ -10,7 +10,7 @@
 pub mod apply;
 pub(crate) mod cached_pod;
 mod cluster;
-pub(crate) mod endpoint_sync;
+pub mod endpoint_sync;
 pub mod metrics;
 pub mod observe;
 pub mod own_writes;

@@ -167,7 +167,7 @@ impl EndpointServer {
     }
 
     /// Binds an endpoint that needs no API server, for the embedded mode
-    /// (`shardring demo`): tokens are checked against those `tokens`
+    /// (`shardring-dev demo`): tokens are checked against those `tokens`
     /// minted, the certificate is the self-signed fallback kept in memory
     /// (unless `config.tls_dir` holds one), no pod is labelled, and it
     /// always leads.

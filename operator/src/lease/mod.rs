@@ -3,18 +3,17 @@
 //! (owner, counter and when it last changed, checkpoint, completion). The
 //! handoff logic uses them as evidence that a pod has let a shard go; the
 //! Kinesis lifecycle uses them to tell when a parent shard is complete.
-//! A row is parsed by the consumer crate's [`record`] module, the one
-//! definition of the KCL lease record that consumers write with; its
-//! checkpoint and attribute names are the API crate's
-//! ([`shardring_crds::lease_record`]), and the snapshots the controller
+//! A row is parsed by the API crate's [`record`] module, the one
+//! definition of the KCL lease record that consumers write with too
+//! ([`shardring_crds::lease_record`]); the snapshots are the controller
 //! core's ([`shardring_core::leases`]).
 
 pub mod reader;
 pub(crate) mod snapshot;
 
 pub use reader::{LeaseMetrics, LeaseReader, dynamodb_client};
-pub use shardring_consumer::lease::record;
-pub use shardring_consumer::lease::{LeaseRecord, StreamQualifier};
+pub use shardring_crds::lease_record::item as record;
+pub use shardring_crds::lease_record::item::{LeaseRecord, StreamQualifier};
 pub use shardring_crds::lease_record::{Checkpoint, CheckpointKind};
 pub use snapshot::{LeaseSnapshot, LeaseTable};
 

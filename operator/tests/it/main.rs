@@ -7,20 +7,18 @@
 //! Shared: `controller_support` (fixtures of the pure controller tests),
 //! `support` (the local AWS emulators and a fault proxy); the two tests
 //! that need a process to themselves run in a child process
-//! (`shardring_devkit::process::in_own_process`). The tests of the former files now run side by side; those that
-//! must not say so ([`STAGE`]).
+//! (`shardring_devkit::process::in_own_process`). The tests of the former
+//! files now run side by side. The demo's and the embedded scenarios' tests
+//! are the `shardring-dev` crate's.
 
 mod allocator;
 mod api_reconcile;
 mod api_runner;
 mod api_server;
-mod cli_plan;
 mod controller_kinesis;
 mod controller_observe;
 mod controller_plan;
 mod controller_support;
-mod demo_run;
-mod embedded_scenarios;
 mod endpoint;
 mod endpoint_controller;
 mod handoff_protocol;
@@ -40,11 +38,3 @@ mod runtime_server;
 mod runtime_shutdown;
 mod runtime_telemetry;
 mod support;
-
-/// The demo's stage (two emulators, a producer and several consumer
-/// processes) runs once at a time: `demo_run` and each of the
-/// `embedded_scenarios` hold this while they run, since two stages at once
-/// starve each other on a small machine. (Within their own binaries the
-/// scenarios took turns on a lock of their own, and cargo ran the demo's
-/// binary on its own.)
-static STAGE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

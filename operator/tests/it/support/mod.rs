@@ -10,7 +10,6 @@ pub mod proxy;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use shardring::demo::reshard;
 use shardring::engine::Pod;
 use shardring::lease::record::attribute;
 use shardring::lease::{Checkpoint, LeaseRecord};
@@ -19,6 +18,7 @@ use shardring::source::kinesis::{
     KinesisMetrics, ReaderOptions, StreamId, TopologyReader, kinesis_client,
 };
 use shardring_devkit::emulators::Emulator;
+use shardring_devkit::stream::reshard;
 
 /// The region every test uses.
 pub const REGION: &str = "us-east-1";
