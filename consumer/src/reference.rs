@@ -4,10 +4,10 @@
 //! batch is checkpointed, so [`crate::check`] can prove afterwards that no
 //! two pods read a shard at once, nothing was lost and order held.
 
+use parking_lot::Mutex;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::Path;
-use std::sync::Mutex;
 
 use crate::check::ProcessedRecord;
 use crate::reader::Record;
@@ -54,7 +54,7 @@ impl RecordLog {
 impl RecordHandler for RecordLog {
     async fn handle(&self, context: &ShardContext, records: &[Record]) -> anyhow::Result<()> {
         let text = Self::lines(context, records);
-        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        let mut file = self.file.lock();
         file.write_all(text.as_bytes())?;
         file.flush()?;
         Ok(())

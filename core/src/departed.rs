@@ -22,8 +22,9 @@
 //! Bounded: at most [`CAPACITY`] entries (a few hundred kilobytes), each
 //! kept for [`RETENTION`]. Time is an input: it reads no clock.
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -93,25 +94,21 @@ impl Departed {
     /// it, from their start (`Timestamp::MIN` when nothing existed before).
     pub fn watched_from(since: Timestamp, retention: Duration) -> Self {
         let departed = Self::with_limits(retention, CAPACITY);
-        departed.lock().watched_since = Some(since);
+        departed.memory.lock().watched_since = Some(since);
         departed
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Memory> {
-        self.memory.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The pod watch started a relist (its previous watch expired): what
     /// leaves until the list completes ([`Self::listed`]) may not be seen,
     /// so nothing is known to have been seen from now on.
     pub fn relisting(&self) {
-        self.lock().watched_since = None;
+        self.memory.lock().watched_since = None;
     }
 
     /// A complete list of the pods was seen at `at`: every departure from
     /// then on is seen (unless a list already covers an earlier time).
     pub fn listed(&self, at: Timestamp) {
-        let mut memory = self.lock();
+        let mut memory = self.memory.lock();
         if memory.watched_since.is_none() {
             memory.watched_since = Some(at);
         }
@@ -119,7 +116,7 @@ impl Departed {
 
     /// Remembers that pod `namespace/name` left.
     pub fn record(&self, namespace: &str, name: &str, departure: Departure) {
-        let mut memory = self.lock();
+        let mut memory = self.memory.lock();
         memory.prune(departure.at);
         while memory.entries.len() >= memory.capacity {
             let Some(forgotten) = memory.entries.pop_front() else {
@@ -143,7 +140,7 @@ impl Departed {
         wanted: impl Fn(&str) -> bool,
         now: Timestamp,
     ) -> Departures {
-        let mut memory = self.lock();
+        let mut memory = self.memory.lock();
         memory.prune(now);
         let mut pods: BTreeMap<String, Vec<Departure>> = BTreeMap::new();
         for entry in memory
@@ -164,7 +161,7 @@ impl Departed {
 
     /// How many departures are remembered.
     pub fn len(&self) -> usize {
-        self.lock().entries.len()
+        self.memory.lock().entries.len()
     }
 
     /// Whether nothing is remembered.

@@ -25,9 +25,10 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 mod common;
 
+use parking_lot::Mutex;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -247,7 +248,7 @@ async fn consume(
         let now = Instant::now();
         let active: BTreeSet<String> = view.active.iter().cloned().collect();
         {
-            let mut seen = seen.lock().unwrap();
+            let mut seen = seen.lock();
             for shard in reading.difference(&active) {
                 seen.stopped.insert(shard.clone(), now);
             }
@@ -299,7 +300,7 @@ async fn rolling_deploy(pods: usize, shards: u32, drain: &str, acks: bool) -> De
     let start_consumer = |name: String| {
         let client = client(&mock, &op, &dir, &ca, &name);
         let stop = tokio_util::sync::CancellationToken::new();
-        stops.lock().unwrap().insert(name.clone(), stop.clone());
+        stops.lock().insert(name.clone(), stop.clone());
         tokio::spawn(consume(name, client, acks, Arc::clone(&seen), stop));
     };
     for i in 0..pods {
@@ -314,10 +315,10 @@ async fn rolling_deploy(pods: usize, shards: u32, drain: &str, acks: bool) -> De
     wait_until(
         "the first assignment read",
         Duration::from_secs(120),
-        || settled(&seen.lock().unwrap(), pods),
+        || settled(&seen.lock(), pods),
     )
     .await;
-    seen.lock().unwrap().gaps.clear();
+    seen.lock().gaps.clear();
     let started = Instant::now();
     for i in 0..pods {
         let new = format!("n-{i}");
@@ -326,7 +327,7 @@ async fn rolling_deploy(pods: usize, shards: u32, drain: &str, acks: bool) -> De
         // maxSurge 1: the new pod is Ready; the old one goes once the new
         // one reads its share.
         wait_until("the new pod reading", Duration::from_secs(600), || {
-            let seen = seen.lock().unwrap();
+            let seen = seen.lock();
             (seen.active.get(&new).is_some_and(|a| !a.is_empty())
                 && settled(&seen, pods + 1).is_some())
             .then_some(())
@@ -338,30 +339,29 @@ async fn rolling_deploy(pods: usize, shards: u32, drain: &str, acks: bool) -> De
         // the container terminated and removes the pod.
         wait_until("the old pod letting go", Duration::from_secs(600), || {
             seen.lock()
-                .unwrap()
                 .active
                 .get(&old)
                 .is_none_or(BTreeSet::is_empty)
                 .then_some(())
         })
         .await;
-        if let Some(stop) = stops.lock().unwrap().remove(&old) {
+        if let Some(stop) = stops.lock().remove(&old) {
             stop.cancel();
         }
         terminate(&mock, &old);
-        seen.lock().unwrap().active.remove(&old);
+        seen.lock().active.remove(&old);
         wait_until(
             "every partition read again",
             Duration::from_secs(600),
-            || settled(&seen.lock().unwrap(), pods),
+            || settled(&seen.lock(), pods),
         )
         .await;
     }
     let wall = started.elapsed();
-    for stop in stops.lock().unwrap().values() {
+    for stop in stops.lock().values() {
         stop.cancel();
     }
-    let mut gaps = std::mem::take(&mut seen.lock().unwrap().gaps);
+    let mut gaps = std::mem::take(&mut seen.lock().gaps);
     gaps.sort();
     drop(op);
     DeployResult { wall, gaps }
@@ -646,13 +646,13 @@ async fn bad_tokens(dir: &Path) -> (u64, BTreeMap<u16, u64>) {
                     Err(error) => error.status().unwrap_or(0),
                 };
                 let _ = std::fs::remove_file(dir.join(format!("bad-{i}")));
-                *statuses.lock().unwrap().entry(status).or_default() += 1;
+                *statuses.lock().entry(status).or_default() += 1;
             }
         })
         .await;
     let reviews = mock.token_review_count() - reviews_before;
     drop(op);
-    let statuses = statuses.lock().unwrap().clone();
+    let statuses = statuses.lock().clone();
     (reviews, statuses)
 }
 

@@ -13,9 +13,10 @@
 
 mod common;
 
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use http::{Request, Response};
@@ -77,7 +78,7 @@ fn mock_client() -> (Client, Arc<Mutex<Vec<Seen>>>) {
             } else {
                 body.clone()
             };
-            seen.lock().unwrap().push(Seen {
+            seen.lock().push(Seen {
                 method: parts.method.to_string(),
                 path,
                 body,
@@ -253,7 +254,7 @@ impl World {
             .await
             .expect("reconcile");
         let elapsed = started.elapsed();
-        let seen = std::mem::take(&mut *log.lock().unwrap());
+        let seen = std::mem::take(&mut *log.lock());
         self.absorb(&seen);
         (elapsed, seen)
     }

@@ -9,8 +9,9 @@
 //! worker could take it; past that, [`LeaseManager::is_valid`] turns false
 //! and the worker stops reading even if DynamoDB was merely unreachable.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::Client;
@@ -102,7 +103,7 @@ struct Held {
 
 impl Held {
     fn written_at(&self) -> Instant {
-        *self.written_at.lock().unwrap_or_else(|p| p.into_inner())
+        *self.written_at.lock()
     }
 }
 
@@ -148,7 +149,7 @@ impl LeaseManager {
 
     /// Shards whose leases this worker holds, sorted.
     pub fn held(&self) -> Vec<String> {
-        let mut shards: Vec<String> = self.lock_held().keys().cloned().collect();
+        let mut shards: Vec<String> = self.held.lock().keys().cloned().collect();
         shards.sort();
         shards
     }
@@ -165,14 +166,8 @@ impl LeaseManager {
         entry.written_at().elapsed() < validity
     }
 
-    fn lock_held(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Held>>> {
-        self.held
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-    }
-
     fn entry(&self, shard: &str) -> Option<Arc<Held>> {
-        self.lock_held().get(shard).cloned()
+        self.held.lock().get(shard).cloned()
     }
 
     /// Reads `shard`'s lease row (consistent read); `None` when absent.
@@ -226,7 +221,7 @@ impl LeaseManager {
             }
         };
         let counter = lease.counter.unwrap_or(1);
-        self.lock_held().insert(
+        self.held.lock().insert(
             shard.to_owned(),
             Arc::new(Held {
                 counter: tokio::sync::Mutex::new(counter),
@@ -244,10 +239,7 @@ impl LeaseManager {
     /// Records what we saw of `lease` and returns how long its owner and
     /// counter have been unchanged in our observation.
     fn observe(&self, lease: &Lease) -> Duration {
-        let mut observed = self
-            .observed
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
+        let mut observed = self.observed.lock();
         let now = Instant::now();
         let entry = observed
             .entry(lease.shard.clone())
@@ -413,7 +405,7 @@ impl LeaseManager {
         match update.send().await {
             Ok(_) => {
                 *counter += 1;
-                *entry.written_at.lock().unwrap_or_else(|p| p.into_inner()) = started;
+                *entry.written_at.lock() = started;
                 Ok(())
             }
             Err(error) => {
@@ -427,7 +419,7 @@ impl LeaseManager {
     }
 
     fn forget(&self, shard: &str, entry: &Arc<Held>) {
-        let mut held = self.lock_held();
+        let mut held = self.held.lock();
         if held
             .get(shard)
             .is_some_and(|current| Arc::ptr_eq(current, entry))

@@ -57,10 +57,7 @@ impl<H: PartitionHandler> PartitionTask<H> {
             let from = self.last();
             match self.handler.process(&self.context, from.as_deref()).await {
                 Ok(Some(checkpoint)) => {
-                    *self
-                        .last_checkpoint
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(checkpoint);
+                    *self.last_checkpoint.lock() = Some(checkpoint);
                 }
                 Ok(None) => {
                     tokio::select! {
@@ -74,9 +71,6 @@ impl<H: PartitionHandler> PartitionTask<H> {
     }
 
     fn last(&self) -> Option<String> {
-        self.last_checkpoint
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.last_checkpoint.lock().clone()
     }
 }

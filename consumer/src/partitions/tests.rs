@@ -3,8 +3,9 @@
 //! the release is acknowledged with the last checkpoint only after the
 //! reader stopped, and nothing is read once the view revokes a partition.
 
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use shardring_crds::assignment::PodView;
@@ -36,11 +37,11 @@ struct Script {
 
 impl Script {
     fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
+        self.seen.lock().clone()
     }
 
     fn note(&self, seen: Seen) {
-        self.seen.lock().unwrap().push(seen);
+        self.seen.lock().push(seen);
     }
 }
 
@@ -52,7 +53,7 @@ impl PartitionHandler for Script {
     ) -> anyhow::Result<Option<String>> {
         self.note(Seen::Batch(context.partition.clone(), Instant::now()));
         let next = checkpoint.map_or(0, |c| c.parse::<u64>().unwrap() + 1);
-        if *self.hold.lock().unwrap() {
+        if *self.hold.lock() {
             self.entered.notify_one();
             self.gate.notified().await;
         }
@@ -193,7 +194,7 @@ async fn the_release_is_acknowledged_with_the_last_checkpoint_only_after_the_rea
     let script = h.script.clone();
     until("a few batches", || batches(&script.seen(), "q-0") >= 3).await;
     // The next batch stays in hand until the gate opens.
-    *h.script.hold.lock().unwrap() = true;
+    *h.script.hold.lock() = true;
     h.script.entered.notified().await;
     h.publisher.offer(pod_view(2, &[], &["q-0"]));
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -208,7 +209,7 @@ async fn the_release_is_acknowledged_with_the_last_checkpoint_only_after_the_rea
             .any(|s| matches!(s, Seen::Closed(..))),
         "the reader stopped before its batch finished"
     );
-    *h.script.hold.lock().unwrap() = false;
+    *h.script.hold.lock() = false;
     h.script.gate.notify_one();
     until("the acknowledgement", || !outbox(&h.acks).is_empty()).await;
     let seen = h.script.seen();

@@ -9,10 +9,11 @@
 //!
 //! [`Worker`]: super::Worker
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
@@ -63,10 +64,7 @@ impl<E: Send + 'static, C: Clone> Running<E, C> {
 
     /// The last checkpoint written.
     pub(crate) fn last(&self) -> Option<C> {
-        self.checkpoint
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.checkpoint.lock().clone()
     }
 
     /// Waits for a task that already finished; `Err` says why it did not

@@ -103,10 +103,7 @@ impl<H: RecordHandler> ShardTask<H> {
     }
 
     fn wrote(&self, checkpoint: Checkpoint) {
-        *self
-            .last_checkpoint
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(checkpoint);
+        *self.last_checkpoint.lock() = Some(checkpoint);
     }
 
     async fn end(&self, children: Vec<String>) -> ShardExit {

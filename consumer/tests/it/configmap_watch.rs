@@ -3,8 +3,9 @@
 //! `metadata.name=<name>`), takes each newer epoch, ignores a stale epoch,
 //! reads the gzip form, and keeps the last view when a version is broken.
 
+use parking_lot::Mutex;
 use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
@@ -70,7 +71,7 @@ async fn serve(events: Vec<serde_json::Value>) -> (String, Arc<Mutex<Vec<String>
             }
             let request = String::from_utf8_lossy(&buffer[..read]).into_owned();
             let line = request.lines().next().unwrap_or_default().to_owned();
-            task_seen.lock().unwrap().push(line.clone());
+            task_seen.lock().push(line.clone());
             let head =
                 "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n";
             if line.contains("watch=true") {
@@ -145,7 +146,7 @@ async fn watches_the_one_configmap_and_fences_epochs() {
     assert!(assignment.can_acquire("s2"));
     task.abort();
 
-    let seen = seen.lock().unwrap().clone();
+    let seen = seen.lock().clone();
     assert!(seen.len() >= 2, "{seen:?}");
     for line in &seen {
         assert!(

@@ -6,8 +6,9 @@
 //! checkpointed `SHARD_END`. The checker proves no overlap, no loss and
 //! per-hold order over everything processed.
 
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use shardring_consumer::PodView;
@@ -30,7 +31,7 @@ struct Collect(Mutex<Vec<ProcessedRecord>>);
 
 impl RecordHandler for Collect {
     async fn handle(&self, context: &ShardContext, records: &[Record]) -> anyhow::Result<()> {
-        let mut log = self.0.lock().unwrap();
+        let mut log = self.0.lock();
         for record in records {
             log.push(ProcessedRecord {
                 shard: context.shard.clone(),
@@ -101,7 +102,7 @@ fn publish(pod: &Pod, epoch: u64, active: &[&str], revoking: &[&str]) {
 }
 
 fn processed(log: &Collect) -> Vec<ProcessedRecord> {
-    log.0.lock().unwrap().clone()
+    log.0.lock().clone()
 }
 
 fn all_processed(log: &Collect, produced: &[ProducedRecord]) -> bool {

@@ -11,8 +11,9 @@
 //! observation and publishes the pods' views after it, through the
 //! operator's own `endpoint_sync`.
 
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
@@ -396,7 +397,7 @@ pub async fn run(
         next = Instant::now() + tick;
         let now = Timestamp::now();
         let observed = source.observe_or_last(now).await;
-        let mut state = shared.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = shared.lock();
         state.reconcile(observed, now);
     }
 }

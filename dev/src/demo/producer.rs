@@ -3,7 +3,8 @@
 //! number) so the checker can prove none was lost. Failed entries of a batch
 //! were never written, so they are not expected back.
 
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_kinesis::primitives::Blob;
@@ -54,18 +55,12 @@ impl Producer {
 
     /// Records accepted so far.
     pub fn produced(&self) -> Vec<ProducedRecord> {
-        self.produced
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.produced.lock().clone()
     }
 
     /// How many records were accepted so far.
     pub fn count(&self) -> usize {
-        self.produced
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .len()
+        self.produced.lock().len()
     }
 
     /// Stops after the batch in flight; returns every accepted record and
@@ -73,8 +68,8 @@ impl Producer {
     pub async fn stop(mut self) -> (Vec<ProducedRecord>, u64) {
         self.stop.cancel();
         let _ = (&mut self.task).await;
-        let failures = *self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        let produced = self.produced.lock().unwrap_or_else(|p| p.into_inner());
+        let failures = *self.failures.lock();
+        let produced = self.produced.lock();
         (produced.clone(), failures)
     }
 }
@@ -135,15 +130,12 @@ async fn run(
                         _ => failed += 1,
                     }
                 }
-                produced
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .extend(accepted);
-                *failures.lock().unwrap_or_else(|p| p.into_inner()) += failed;
+                produced.lock().extend(accepted);
+                *failures.lock() += failed;
             }
             Err(error) => {
                 tracing::warn!(error = %aws_sdk_kinesis::error::DisplayErrorContext(&error), "PutRecords failed");
-                *failures.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+                *failures.lock() += 1;
             }
         }
     }

@@ -20,8 +20,9 @@ mod pods;
 mod stream;
 mod waits;
 
+use parking_lot::{Mutex, MutexGuard};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use shardring_consumer::clients;
@@ -72,12 +73,8 @@ struct Cleanup {
 impl Drop for Cleanup {
     fn drop(&mut self) {
         self.stop.cancel();
-        lock(&self.shared).cluster.kill_all();
+        self.shared.lock().cluster.kill_all();
     }
-}
-
-pub(crate) fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
-    shared.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The emulators, the control loop, the producer and the consumer pods.
@@ -178,7 +175,7 @@ impl Stage {
 
     /// The shared state (cluster, topology, leases, move log), locked.
     pub fn state(&self) -> MutexGuard<'_, Shared> {
-        lock(&self.shared)
+        self.shared.lock()
     }
 
     /// The Kinesis client on kinesis-local.

@@ -2,9 +2,10 @@
 //! (delays, the mutating in-flight limit), scripted failures, the bounded
 //! request log with per-path counters, and TokenReview bookkeeping.
 
+use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::options::{MockOptions, TokenReviewer};
@@ -69,10 +70,6 @@ impl std::fmt::Debug for Faults {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// Holds one mutating request's place in flight; released on drop.
 #[derive(Debug)]
 pub(crate) struct InFlight(Arc<Faults>);
@@ -104,12 +101,12 @@ impl Faults {
 
     /// The current knobs.
     pub fn knobs(&self) -> Knobs {
-        lock(&self.knobs).clone()
+        self.knobs.lock().clone()
     }
 
     /// Changes the knobs.
     pub fn set_knobs(&self, f: impl FnOnce(&mut Knobs)) {
-        f(&mut lock(&self.knobs));
+        f(&mut self.knobs.lock());
     }
 
     /// Takes a place for a mutating request, or `None` when the limit is
@@ -127,7 +124,7 @@ impl Faults {
     /// Scripts `count` failures with `code` for requests whose method is
     /// `method` (any when empty) and whose path contains `path_contains`.
     pub fn fail_next(&self, method: &str, path_contains: &str, code: u16, count: usize) {
-        lock(&self.rules).push(FailRule {
+        self.rules.lock().push(FailRule {
             method: method.to_ascii_uppercase(),
             path_contains: path_contains.to_owned(),
             code,
@@ -137,7 +134,7 @@ impl Faults {
 
     /// The scripted failure this request gets, if any (consumes one).
     pub fn take_failure(&self, method: &str, path: &str) -> Option<u16> {
-        let mut rules = lock(&self.rules);
+        let mut rules = self.rules.lock();
         let i = rules.iter().position(|r| {
             (r.method.is_empty() || r.method == method) && path.contains(&r.path_contains)
         })?;
@@ -151,10 +148,12 @@ impl Faults {
 
     /// Logs a finished request and counts it.
     pub fn record(&self, record: RequestRecord) {
-        *lock(&self.counters)
+        *self
+            .counters
+            .lock()
             .entry((record.method.clone(), record.path.clone()))
             .or_default() += 1;
-        let mut log = lock(&self.log);
+        let mut log = self.log.lock();
         if log.len() >= self.log_capacity.max(1) {
             log.pop_front();
         }
@@ -163,20 +162,21 @@ impl Faults {
 
     /// The logged requests, oldest first.
     pub fn requests(&self) -> Vec<RequestRecord> {
-        lock(&self.log).iter().cloned().collect()
+        self.log.lock().iter().cloned().collect()
     }
 
     /// Empties the log and the counters.
     pub fn clear(&self) {
-        lock(&self.log).clear();
-        lock(&self.counters).clear();
+        self.log.lock().clear();
+        self.counters.lock().clear();
     }
 
     /// Requests with `method` (any when empty) whose path contains
     /// `path_contains`, since the start or the last clear.
     pub fn count(&self, method: &str, path_contains: &str) -> u64 {
         let method = method.to_ascii_uppercase();
-        lock(&self.counters)
+        self.counters
+            .lock()
             .iter()
             .filter(|((m, p), _)| (method.is_empty() || *m == method) && p.contains(path_contains))
             .map(|(_, n)| n)
@@ -186,7 +186,7 @@ impl Faults {
     /// Answers a TokenReview and counts it.
     pub fn review(&self, token: &str, audiences: &[String]) -> serde_json::Value {
         self.token_reviews.fetch_add(1, Ordering::SeqCst);
-        let reviewer = lock(&self.reviewer).clone();
+        let reviewer = self.reviewer.lock().clone();
         reviewer(token, audiences)
     }
 
@@ -197,6 +197,6 @@ impl Faults {
 
     /// Replaces the TokenReview answerer.
     pub fn set_reviewer(&self, reviewer: TokenReviewer) {
-        *lock(&self.reviewer) = reviewer;
+        *self.reviewer.lock() = reviewer;
     }
 }

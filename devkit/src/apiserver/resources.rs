@@ -4,7 +4,8 @@
 //! call shardring makes; a CustomResourceDefinition written to the server
 //! registers its served versions as the real server does.
 
-use std::sync::{Arc, RwLock};
+use parking_lot::RwLock;
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -178,8 +179,8 @@ impl Registry {
         }
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<ResourceType>>> {
-        self.types.read().unwrap_or_else(|e| e.into_inner())
+    fn read(&self) -> parking_lot::RwLockReadGuard<'_, Vec<Arc<ResourceType>>> {
+        self.types.read()
     }
 
     /// Every served kind.
@@ -232,7 +233,7 @@ impl Registry {
         let Some(versions) = spec["versions"].as_array() else {
             return;
         };
-        let mut types = self.types.write().unwrap_or_else(|e| e.into_inner());
+        let mut types = self.types.write();
         for v in versions {
             let Some(version) = v["name"].as_str() else {
                 continue;

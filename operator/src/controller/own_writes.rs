@@ -14,7 +14,9 @@
 //! wake-up is skipped (see `triggers`).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use kube::{Resource, ResourceExt};
 
@@ -34,7 +36,7 @@ impl OwnWrites {
     /// Remembers `written`, the object as the API server answered a write.
     pub fn record<K: Resource<DynamicType = ()>>(&self, written: &K) {
         if let (Some(key), Some(version)) = (key_of(written), written.resource_version()) {
-            self.lock().insert(key, version);
+            self.versions.lock().insert(key, version);
         }
     }
 
@@ -44,7 +46,7 @@ impl OwnWrites {
         let (Some(key), Some(version)) = (key_of(object), object.resource_version()) else {
             return false;
         };
-        let mut versions = self.lock();
+        let mut versions = self.versions.lock();
         if versions.get(&key) == Some(&version) {
             versions.remove(&key);
             return true;
@@ -55,18 +57,14 @@ impl OwnWrites {
     /// Forgets `object` (deleted: a same-named successor starts afresh).
     pub(crate) fn forget<K: Resource<DynamicType = ()>>(&self, object: &K) {
         if let Some(key) = key_of(object) {
-            self.lock().remove(&key);
+            self.versions.lock().remove(&key);
         }
     }
 
     /// Objects with a write whose echo has not arrived yet.
     #[cfg(test)]
     fn pending(&self) -> usize {
-        self.lock().len()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, String>> {
-        self.versions.lock().expect("own writes poisoned")
+        self.versions.lock().len()
     }
 }
 

@@ -17,8 +17,9 @@
 //! the same uncached token share one review. Tokens are never logged: at
 //! most the first bytes of their hash.
 
+use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
@@ -181,12 +182,12 @@ impl Authenticator {
     /// The pod `token` is bound to.
     pub(crate) async fn authenticate(&self, token: &str) -> Result<Arc<Identity>, AuthError> {
         let key = token_hash(token);
-        if let Some(identity) = lock(&self.cache).get(&key, Instant::now()) {
+        if let Some(identity) = self.cache.lock().get(&key, Instant::now()) {
             self.metrics.token_cache_hits.inc();
             return Ok(identity);
         }
         let review = {
-            let mut inflight = lock(&self.inflight);
+            let mut inflight = self.inflight.lock();
             match inflight.get(&key) {
                 Some(review) => review.clone(),
                 None => {
@@ -208,9 +209,9 @@ impl Authenticator {
                     let until = self.cache_until(token);
                     tokio::spawn(async move {
                         if let (Ok(identity), Some(until)) = (driver.clone().await, until) {
-                            lock(&cache).insert(key, identity, until, capacity);
+                            cache.lock().insert(key, identity, until, capacity);
                         }
-                        let mut inflight = lock(&map);
+                        let mut inflight = map.lock();
                         if inflight.get(&key).is_some_and(|r| r.ptr_eq(&driver)) {
                             inflight.remove(&key);
                         }
@@ -238,10 +239,6 @@ impl Authenticator {
             .ok()?;
         Some(bound.min(now + left))
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// SHA-256 of a token: the cache key (the token itself is not kept).
@@ -314,12 +311,15 @@ impl LocalTokens {
             pod: pod.to_owned(),
             uid: uid.to_owned(),
         };
-        lock(&self.minted).insert(token_hash(&token), Arc::new(identity));
+        self.minted
+            .lock()
+            .insert(token_hash(&token), Arc::new(identity));
         token
     }
 
     fn identity(&self, token: &str) -> Result<Arc<Identity>, AuthError> {
-        lock(&self.minted)
+        self.minted
+            .lock()
             .get(&token_hash(token))
             .cloned()
             .ok_or_else(|| AuthError::Invalid {

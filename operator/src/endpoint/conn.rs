@@ -21,8 +21,9 @@
 //!   a bound and a deadline, so a client still writing a body it was refused
 //!   reads its answer instead of a reset (RFC 9112 §9.6).
 
+use parking_lot::Mutex;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -79,12 +80,8 @@ impl Activity {
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     fn on_read(&self) {
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         if state.in_flight == 0 && state.head_started.is_none() {
             state.head_started = Some(Instant::now());
             drop(state);
@@ -95,13 +92,13 @@ impl Activity {
     /// Whether bytes written now belong to an answer of the routes (or its
     /// `100 Continue`), rather than to an answer hyper makes up itself.
     fn answering(&self) -> bool {
-        let state = self.lock();
+        let state = self.state.lock();
         state.in_flight > 0 || state.answer_owed
     }
 
     /// hyper flushed the connection: an answer handed over before is out.
     fn on_flushed(&self) {
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         if state.in_flight == 0 {
             state.answer_owed = false;
         }
@@ -109,7 +106,7 @@ impl Activity {
 
     /// A request's head was read: until the guard drops, no timeout runs.
     pub(crate) fn start_request(self: &Arc<Self>) -> RequestGuard {
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         state.in_flight += 1;
         state.head_started = None;
         drop(state);
@@ -122,7 +119,7 @@ impl Activity {
     pub(crate) async fn expired(&self, header: Duration, idle: Duration) -> Expiry {
         loop {
             let deadline = {
-                let state = self.lock();
+                let state = self.state.lock();
                 if state.in_flight > 0 {
                     None
                 } else if let Some(started) = state.head_started {
@@ -153,7 +150,7 @@ pub(crate) struct RequestGuard(Arc<Activity>);
 
 impl Drop for RequestGuard {
     fn drop(&mut self) {
-        let mut state = self.0.lock();
+        let mut state = self.0.state.lock();
         state.in_flight = state.in_flight.saturating_sub(1);
         if state.in_flight == 0 {
             state.idle_since = Instant::now();

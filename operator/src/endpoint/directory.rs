@@ -21,9 +21,10 @@
 //! a reconcile, whose sync fills it. Groups whose consumers do not use the
 //! endpoint cost nothing but their key.
 
+use parking_lot::RwLock;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use shardring_crds::assignment::{AssignmentDocument, PodAssignment, PodView};
@@ -232,7 +233,7 @@ impl Directory {
     /// caller the last cycle's pods refuse is judged again from the pod
     /// cache, which may know it (or its IP) already.
     pub fn lookup(&self, group: &GroupKey, caller: Caller<'_>) -> Lookup {
-        let groups = self.groups.read().unwrap_or_else(|e| e.into_inner());
+        let groups = self.groups.read();
         let Some(served) = groups.served.get(group) else {
             if !groups.known.contains(group) {
                 return Lookup::UnknownGroup;
@@ -267,7 +268,7 @@ impl Directory {
     /// slot when it is the same pod; `None` when the group is no longer
     /// served.
     fn admit(&self, group: &GroupKey, name: &str, fresh: FreshPod) -> Option<Lookup> {
-        let mut groups = self.groups.write().unwrap_or_else(|e| e.into_inner());
+        let mut groups = self.groups.write();
         let served = groups.served.get_mut(group)?;
         let ip = fresh.ip.map(canonical);
         if let Some(slot) = served.pods.get_mut(name).filter(|s| s.uid == fresh.uid) {
@@ -299,7 +300,7 @@ impl Directory {
     /// Serves `group`'s views from its next sync on, as a first request for
     /// it does, and asks the controller for that sync.
     pub fn want(&self, group: &GroupKey) {
-        let mut groups = self.groups.write().unwrap_or_else(|e| e.into_inner());
+        let mut groups = self.groups.write();
         if groups.wanted.insert(group.clone())
             && let Some(requests) = &self.requests
         {
@@ -311,14 +312,14 @@ impl Directory {
     /// Whether `group`'s views are served (or asked for): only then does the
     /// controller keep what [`Self::sync_group`] needs.
     pub fn is_wanted(&self, group: &GroupKey) -> bool {
-        let groups = self.groups.read().unwrap_or_else(|e| e.into_inner());
+        let groups = self.groups.read();
         groups.wanted.contains(group)
     }
 
     /// Notes that the leader reconciled `group`, without serving its views
     /// (none of its pods asked for one).
     pub fn note_known(&self, group: &GroupKey) {
-        let mut groups = self.groups.write().unwrap_or_else(|e| e.into_inner());
+        let mut groups = self.groups.write();
         if !groups.known.contains(group) {
             groups.known.insert(group.clone());
         }
@@ -335,7 +336,7 @@ impl Directory {
         document: Option<&AssignmentDocument>,
         pods: impl IntoIterator<Item = PodSync<'a>>,
     ) -> usize {
-        let mut groups = self.groups.write().unwrap_or_else(|e| e.into_inner());
+        let mut groups = self.groups.write();
         if !groups.known.contains(group) {
             groups.known.insert(group.clone());
         }
@@ -409,7 +410,7 @@ impl Directory {
 
     /// Forgets a deleted group (its long-polls end).
     pub fn remove_group(&self, group: &GroupKey) {
-        let mut groups = self.groups.write().unwrap_or_else(|e| e.into_inner());
+        let mut groups = self.groups.write();
         groups.served.remove(group);
         groups.known.remove(group);
         groups.wanted.remove(group);
@@ -418,13 +419,13 @@ impl Directory {
     /// Forgets every group: this replica lost the leadership, and a later
     /// leadership starts from what its first cycles publish.
     pub fn clear(&self) {
-        let mut groups = self.groups.write().unwrap_or_else(|e| e.into_inner());
+        let mut groups = self.groups.write();
         *groups = Groups::default();
     }
 
     /// How many pods of `group` the directory holds.
     pub fn pods(&self, group: &GroupKey) -> usize {
-        let groups = self.groups.read().unwrap_or_else(|e| e.into_inner());
+        let groups = self.groups.read();
         groups
             .served
             .get(group)
@@ -622,7 +623,7 @@ mod tests {
 
     /// The pod cache as a test sets it.
     #[derive(Debug, Default)]
-    struct Cache(std::sync::Mutex<HashMap<String, FreshPod>>);
+    struct Cache(parking_lot::Mutex<HashMap<String, FreshPod>>);
 
     impl Cache {
         fn put(&self, name: &str, uid: &str, ip: Option<IpAddr>) {
@@ -630,13 +631,13 @@ mod tests {
                 uid: uid.to_owned(),
                 ip,
             };
-            self.0.lock().unwrap().insert(name.to_owned(), fresh);
+            self.0.lock().insert(name.to_owned(), fresh);
         }
     }
 
     impl PodCache for Cache {
         fn member(&self, _: &GroupKey, name: &str) -> Option<FreshPod> {
-            self.0.lock().unwrap().get(name).cloned()
+            self.0.lock().get(name).cloned()
         }
     }
 
@@ -712,7 +713,7 @@ mod tests {
         assert_eq!(new.borrow().epoch, 6);
 
         // Gone from the cache and from the cycle: dropped.
-        cache.0.lock().unwrap().clear();
+        cache.0.lock().clear();
         directory.sync_group(&key, Some(&doc), [pod("a", "ua", Some(&a))]);
         assert!(new.has_changed().is_err());
     }

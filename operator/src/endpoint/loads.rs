@@ -13,8 +13,8 @@
 //! the mean until measured again, and nothing moves meanwhile that the
 //! first readings would not justify).
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
 
 use jiff::Timestamp;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -92,10 +92,6 @@ impl Loads {
         );
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<GroupKey, Option<GroupLoads>>> {
-        self.groups.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     fn count(&self, source: &'static str, result: &'static str, n: u64) {
         if n > 0 {
             self.readings
@@ -121,7 +117,7 @@ impl Loads {
         report: &LoadReport,
         now: Timestamp,
     ) -> Result<LoadReportResponse, LoadRefusal> {
-        let mut groups = self.lock();
+        let mut groups = self.groups.lock();
         let state = match groups.get_mut(group) {
             None => return Err(LoadRefusal::UnknownGroup(group.to_string())),
             Some(None) => return Err(LoadRefusal::NotUsed(group.to_string())),
@@ -159,7 +155,7 @@ impl Loads {
         leases: &LeaseObservation,
         now: Timestamp,
     ) -> LoadObservation {
-        let mut groups = self.lock();
+        let mut groups = self.groups.lock();
         let state = groups
             .entry(group.clone())
             .or_insert(None)
@@ -184,7 +180,7 @@ impl Loads {
     /// After a cycle: the document now published, so reports are checked
     /// against the ownership consumers see.
     pub fn sync(&self, group: &GroupKey, document: Option<&AssignmentDocument>) {
-        if let Some(Some(state)) = self.lock().get_mut(group) {
+        if let Some(Some(state)) = self.groups.lock().get_mut(group) {
             state.book.sync(document);
         }
     }
@@ -192,16 +188,16 @@ impl Loads {
     /// Notes that `group` does not use loads (its reports are refused as
     /// such, and any book it had is dropped).
     pub fn not_used(&self, group: &GroupKey) {
-        self.lock().insert(group.clone(), None);
+        self.groups.lock().insert(group.clone(), None);
     }
 
     /// Forgets a deleted group.
     pub fn remove_group(&self, group: &GroupKey) {
-        self.lock().remove(group);
+        self.groups.lock().remove(group);
     }
 
     /// Forgets everything: this replica lost the leadership.
     pub fn clear(&self) {
-        self.lock().clear();
+        self.groups.lock().clear();
     }
 }

@@ -9,9 +9,9 @@
 //! Memory stays bounded by the keys seen in the current window: when the
 //! window changes, every counter of the past one is dropped at once.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -73,7 +73,7 @@ impl<K: Hash + Eq + Clone> FixedWindow<K> {
     pub(crate) fn check_at(&self, key: &K, elapsed: Duration) -> Decision {
         let window_nanos = self.window.as_nanos();
         let index = elapsed.as_nanos() / window_nanos;
-        let mut counters = self.counters.lock().unwrap_or_else(|e| e.into_inner());
+        let mut counters = self.counters.lock();
         if index > counters.window {
             // A new window: the past one's counters are of no use any more.
             counters.window = index;
@@ -103,11 +103,7 @@ impl<K: Hash + Eq + Clone> FixedWindow<K> {
     /// Keys counted in the current window (memory in use).
     #[cfg(test)]
     pub(crate) fn keys(&self) -> usize {
-        self.counters
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .counts
-            .len()
+        self.counters.lock().counts.len()
     }
 }
 

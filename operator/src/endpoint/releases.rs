@@ -11,8 +11,8 @@
 //! its view still lists as revoking, and without one the drain timeout still
 //! completes the move (see `docs/handoff.md`).
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
 
 use jiff::Timestamp;
 use shardring_core::observation::{ReleaseAck, ReleaseAcks};
@@ -139,14 +139,7 @@ impl Releases {
     /// The groups to reconcile because a release was accepted: taken once,
     /// by the controller (`None` after).
     pub fn take_requests(&self) -> Option<mpsc::UnboundedReceiver<GroupKey>> {
-        self.requests
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-    }
-
-    fn lock(&self) -> MutexGuard<'_, HashMap<GroupKey, GroupReleases>> {
-        self.groups.lock().unwrap_or_else(|e| e.into_inner())
+        self.requests.lock().take()
     }
 
     /// Records `release` from pod `pod` (uid `uid`) at `now`, after checking
@@ -160,7 +153,7 @@ impl Releases {
         release: &ReleaseRequest,
         now: Timestamp,
     ) -> Result<ReleaseOutcome, ReleaseRejection> {
-        let mut groups = self.lock();
+        let mut groups = self.groups.lock();
         let state = groups
             .get_mut(group)
             .ok_or_else(|| ReleaseRejection::UnknownGroup(group.to_string()))?;
@@ -219,7 +212,7 @@ impl Releases {
     /// acknowledgement whose shard is no longer revoking from its pod stays
     /// (so a repeat is a duplicate) until the shard is revoked again.
     pub fn sync_group(&self, group: &GroupKey, document: Option<&AssignmentDocument>) {
-        let mut groups = self.lock();
+        let mut groups = self.groups.lock();
         let state = groups.entry(group.clone()).or_default();
         let Some(doc) = document else {
             state.epoch = 0;
@@ -249,7 +242,7 @@ impl Releases {
 
     /// The acknowledgements the plan step may use for `group`.
     pub fn observe(&self, group: &GroupKey) -> ReleaseAcks {
-        let groups = self.lock();
+        let groups = self.groups.lock();
         groups
             .get(group)
             .map(|state| ReleaseAcks {
@@ -265,12 +258,12 @@ impl Releases {
 
     /// Forgets a deleted group.
     pub fn remove_group(&self, group: &GroupKey) {
-        self.lock().remove(group);
+        self.groups.lock().remove(group);
     }
 
     /// Forgets everything: this replica lost the leadership.
     pub fn clear(&self) {
-        self.lock().clear();
+        self.groups.lock().clear();
     }
 }
 

@@ -12,8 +12,9 @@
 //! fallback's) goes into [`EndpointState::ca`](super::EndpointState::ca) for
 //! the controller to publish to consumers.
 
+use parking_lot::RwLock;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rustls::crypto::CryptoProvider;
@@ -129,18 +130,13 @@ impl CertResolver {
 
     /// New connections get `key` from now on.
     pub(crate) fn replace(&self, key: CertifiedKey) {
-        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(key);
+        *self.current.write() = Arc::new(key);
     }
 }
 
 impl ResolvesServerCert for CertResolver {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(
-            self.current
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone(),
-        )
+        Some(self.current.read().clone())
     }
 }
 

@@ -3,7 +3,7 @@
 //! and keeps the previous snapshot so each lease's counter-change time
 //! carries over between scans.
 
-use std::sync::Mutex;
+use parking_lot::Mutex;
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
@@ -113,10 +113,7 @@ impl LeaseReader {
 
     /// The last snapshot, if any.
     pub fn last(&self) -> Option<LeaseTable> {
-        self.previous
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
+        self.previous.lock().clone()
     }
 
     /// Scans the table and returns the snapshot as of `now`, keeping it as
@@ -125,10 +122,7 @@ impl LeaseReader {
     pub async fn read(&self, now: Timestamp) -> Result<LeaseTable, LeaseError> {
         let started = std::time::Instant::now();
         let (records, items) = self.scan().await?;
-        let mut previous = self
-            .previous
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut previous = self.previous.lock();
         let table = build(
             &records,
             items,

@@ -6,7 +6,7 @@
 //! shutdown ends the run. Watches are left pending (no events), so what the
 //! controller does comes from the initial lists alone.
 
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 use http::Response;
@@ -97,14 +97,13 @@ fn config() -> ControllerConfig {
 async fn wait_seen(seen: &Mutex<Vec<Seen>>, what: &str, done: impl Fn(&[Seen]) -> bool) {
     let started = Instant::now();
     loop {
-        if done(&seen.lock().unwrap()) {
+        if done(&seen.lock()) {
             return;
         }
         assert!(
             started.elapsed() < Duration::from_secs(20),
             "timed out waiting for {what}; requests: {:#?}",
             seen.lock()
-                .unwrap()
                 .iter()
                 .map(|s| format!("{} {}?{}", s.method, s.path, s.query))
                 .collect::<Vec<_>>()
@@ -146,7 +145,7 @@ async fn listed_groups_are_reconciled_into_a_published_assignment() {
     ));
     wait_seen(&seen, "the document and three annotations", published).await;
 
-    let requests = seen.lock().unwrap().clone();
+    let requests = seen.lock().clone();
     let lists = |suffix: &str| {
         requests
             .iter()
@@ -231,7 +230,6 @@ async fn a_standby_writes_nothing_until_it_leads() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let writes: Vec<String> = seen
         .lock()
-        .unwrap()
         .iter()
         .filter(|s| s.is_write())
         .map(|s| format!("{} {}", s.method, s.path))

@@ -4,7 +4,8 @@
 //! loop (acquire, step down on another holder or a missed renew deadline,
 //! release on shutdown, exit on a fatal error).
 
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Method, Request, Response, StatusCode};
@@ -34,7 +35,7 @@ impl TestClock {
 
 impl Clock for TestClock {
     fn now(&self) -> Timestamp {
-        *self.0.lock().unwrap()
+        *self.0.lock()
     }
 }
 

@@ -5,7 +5,8 @@
 //! shutdown hands over within one retry period, and a crashed leader is
 //! replaced only after its Lease expired.
 
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Method, Request, Response, StatusCode};
@@ -55,7 +56,7 @@ fn failure(code: u16, reason: &str) -> Value {
 async fn handle_request(store: &Mutex<Store>, request: Request<Body>) -> Response<Body> {
     let method = request.method().clone();
     let bytes = request.into_body().collect_bytes().await.unwrap();
-    let mut store = store.lock().unwrap();
+    let mut store = store.lock();
     let version = store.version;
     match method {
         Method::GET => match &store.lease {
@@ -131,7 +132,7 @@ async fn wait_for(rx: &mut watch::Receiver<bool>, value: bool) {
 }
 
 fn holder(store: &Mutex<Store>) -> Option<String> {
-    let store = store.lock().unwrap();
+    let store = store.lock();
     store.lease.as_ref()?["spec"]["holderIdentity"]
         .as_str()
         .map(str::to_owned)
@@ -193,7 +194,7 @@ async fn a_crashed_leader_is_replaced_only_after_its_lease_expires() {
     a.task.abort();
     let crashed_at = Instant::now();
     let last_renew = {
-        let store = store.lock().unwrap();
+        let store = store.lock();
         let renew = store.lease.as_ref().unwrap()["spec"]["renewTime"]
             .as_str()
             .unwrap()

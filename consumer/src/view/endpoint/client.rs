@@ -12,8 +12,9 @@
 //! [`EndpointClient::reconnects`] generation: the release outbox re-sends
 //! its acknowledgements after one (the leader keeps them in memory only).
 
+use parking_lot::Mutex;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -96,12 +97,6 @@ struct Inner {
 #[derive(Debug, Clone)]
 pub struct EndpointClient {
     inner: Arc<Inner>,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl EndpointClient {
@@ -282,7 +277,7 @@ impl EndpointClient {
                     if close || reply.status == StatusCode::SERVICE_UNAVAILABLE {
                         self.bump_reconnects();
                     } else {
-                        lock(&self.inner.idle).push(sender);
+                        self.inner.idle.lock().push(sender);
                     }
                     return Ok(reply);
                 }
@@ -333,7 +328,7 @@ impl EndpointClient {
     }
 
     fn take_idle(&self) -> Option<SendRequest<Full<Bytes>>> {
-        let mut idle = lock(&self.inner.idle);
+        let mut idle = self.inner.idle.lock();
         while let Some(sender) = idle.pop() {
             if !sender.is_closed() {
                 return Some(sender);
@@ -399,7 +394,7 @@ impl EndpointClient {
         let content = tokio::fs::read(path)
             .await
             .map_err(|e| fail(e.to_string()))?;
-        let mut cached = lock(&self.inner.token);
+        let mut cached = self.inner.token.lock();
         if let Some(cached) = cached.as_ref().filter(|c| c.content == content) {
             return Ok(cached.value.clone());
         }
@@ -428,14 +423,14 @@ impl EndpointClient {
             path: path.display().to_string(),
             detail: e.to_string(),
         })?;
-        let mut cached = lock(&self.inner.tls);
+        let mut cached = self.inner.tls.lock();
         if let Some(cached) = cached.as_ref().filter(|c| c.content == content) {
             return Ok(TlsConnector::from(cached.value.clone()));
         }
         let config = tls_config(path, &content)?;
         if cached.is_some() {
             tracing::info!(path = %path.display(), "endpoint CA changed; reconnecting with it");
-            lock(&self.inner.idle).clear();
+            self.inner.idle.lock().clear();
         }
         *cached = Some(Cached {
             content,

@@ -16,8 +16,9 @@
 //! carries fresh rates. Rates the operator refused come back with their
 //! reason and are logged, once per reason.
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use shardring_crds::endpoint::{LoadReport, MAX_REPORTED_SHARDS, ShardRate};
@@ -46,7 +47,7 @@ pub struct LoadMeter {
 impl LoadMeter {
     /// Counts `records` records of `bytes` bytes read from `shard`.
     pub fn record(&self, shard: &str, bytes: u64, records: u64) {
-        let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        let mut counts = self.counts.lock();
         let entry = counts.entry(shard.to_owned()).or_default();
         entry.0 += bytes;
         entry.1 += records;
@@ -54,7 +55,7 @@ impl LoadMeter {
 
     /// The counts since the last call, and starts over.
     pub fn take(&self) -> HashMap<String, (u64, u64)> {
-        std::mem::take(&mut *self.counts.lock().unwrap_or_else(|e| e.into_inner()))
+        std::mem::take(&mut *self.counts.lock())
     }
 }
 

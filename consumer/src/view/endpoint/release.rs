@@ -8,7 +8,8 @@
 //! settles it too (logged at debug: the handoff completed another way, or
 //! the view moved on); anything else is retried with backoff.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use parking_lot::{Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use shardring_crds::endpoint::ReleaseRequest;
@@ -33,9 +34,7 @@ struct Shared {
 
 impl Shared {
     fn outbox(&self) -> MutexGuard<'_, Outbox> {
-        self.outbox
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.outbox.lock()
     }
 
     fn publish_unsettled(&self) {

@@ -8,10 +8,11 @@
 //! "down" switch, and a log of every request with its time, connection
 //! and bearer token.
 
+use parking_lot::{Mutex, MutexGuard};
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -134,9 +135,7 @@ struct State {
 
 impl State {
     fn inner(&self) -> MutexGuard<'_, Inner> {
-        self.inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.inner.lock()
     }
 }
 

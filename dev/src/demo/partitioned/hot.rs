@@ -21,7 +21,7 @@ use jiff::Timestamp;
 
 use super::{Act, ActSpec, DemoConfig, DemoError, pause};
 use crate::demo::controller::Shared;
-use crate::demo::stage::{lock, wait_on};
+use crate::demo::stage::wait_on;
 use shardring_crds::ShardGroup;
 use shardring_crds::shard_group::{BalanceMode, ScalingSpec, ThroughputSpec};
 
@@ -177,7 +177,9 @@ async fn story(act: &Act, config: &DemoConfig) -> Result<HotStory, DemoError> {
     pause(config).await;
 
     // Two partitions of the first pod turn hot.
-    let hot: Vec<String> = lock(&act.shared)
+    let hot: Vec<String> = act
+        .shared
+        .lock()
         .cluster
         .published
         .as_ref()
@@ -207,7 +209,7 @@ async fn story(act: &Act, config: &DemoConfig) -> Result<HotStory, DemoError> {
     .await?;
     let rebalanced_after = hot_since.elapsed();
     let after = spread(act);
-    let moved_for_load = lock(&act.shared).revokes_in("hot keys");
+    let moved_for_load = act.shared.lock().revokes_in("hot keys");
     let hot_recommended = recommended(act);
     print_loads(act, "rebalanced");
     let get_sg = get_sg(act);
@@ -221,7 +223,7 @@ async fn story(act: &Act, config: &DemoConfig) -> Result<HotStory, DemoError> {
         "hot scale up",
         &format!("11. hot act: recommendedReplicas is {hot_recommended}: scale to it, as an HPA on shardring_recommended_replicas would"),
     );
-    let live = lock(&act.shared).cluster.pods.len();
+    let live = act.shared.lock().cluster.pods.len();
     let more: Vec<String> = (live..hot_recommended as usize)
         .map(|i| format!("hot-v1-{i}"))
         .collect();
@@ -244,7 +246,7 @@ async fn story(act: &Act, config: &DemoConfig) -> Result<HotStory, DemoError> {
     })
     .await?;
     let cooled = recommended(act);
-    let pods: Vec<String> = lock(&act.shared).cluster.pods.keys().cloned().collect();
+    let pods: Vec<String> = act.shared.lock().cluster.pods.keys().cloned().collect();
     for pod in pods.iter().skip(cooled as usize) {
         act.delete_pod(pod);
     }
@@ -265,17 +267,17 @@ async fn story(act: &Act, config: &DemoConfig) -> Result<HotStory, DemoError> {
 }
 
 fn recommended(act: &Act) -> u32 {
-    load_status(&lock(&act.shared))
+    load_status(&act.shared.lock())
         .and_then(|(_, r)| r)
         .unwrap_or(0)
 }
 
 fn rebalanced_at(act: &Act) -> Option<Timestamp> {
-    load_status(&lock(&act.shared)).and_then(|(t, _)| t.last_rebalance)
+    load_status(&act.shared.lock()).and_then(|(t, _)| t.last_rebalance)
 }
 
 fn spread(act: &Act) -> String {
-    load_status(&lock(&act.shared))
+    load_status(&act.shared.lock())
         .and_then(|(t, _)| t.spread.clone())
         .unwrap_or_else(|| "-".into())
 }
@@ -290,7 +292,7 @@ fn get_sg_header() -> String {
 /// The group's line as `kubectl get sg` prints it (the CRD's printer
 /// columns over the status).
 fn get_sg(act: &Act) -> String {
-    let state = lock(&act.shared);
+    let state = act.shared.lock();
     let Some(status) = state.cluster.group.status.as_ref() else {
         return String::new();
     };
@@ -318,7 +320,7 @@ fn get_sg(act: &Act) -> String {
 
 /// Prints the measured load: each pod's partitions and its share.
 fn print_loads(act: &Act, when: &str) {
-    let state = lock(&act.shared);
+    let state = act.shared.lock();
     let Some((load, recommended)) = load_status(&state) else {
         return;
     };

@@ -5,9 +5,9 @@
 //! and in order across owners, no two pods holding a partition at once,
 //! and the handoff gap (old owner's stop → new owner's first read).
 
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use shardring_consumer::check::quantile;
@@ -34,8 +34,8 @@ pub struct Ledger {
 }
 
 impl Ledger {
-    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    fn inner(&self) -> parking_lot::MutexGuard<'_, Inner> {
+        self.inner.lock()
     }
 
     /// `pod` opened a reader of `partition`.

@@ -18,9 +18,10 @@ pub mod ledger;
 mod pods;
 pub mod queue;
 
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
@@ -33,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 use super::cluster::{Cluster, GroupTiming, NAMESPACE, PodProcess};
 use super::controller::{CycleEndpoint, Shared};
 use super::report::MoveKind;
-use super::stage::{lock, wait_on};
+use super::stage::wait_on;
 use super::{DemoConfig, DemoError};
 use ledger::{Ledger, PartitionFigures};
 use queue::{Producer, Queue};
@@ -128,7 +129,7 @@ pub(super) struct Act {
 impl Drop for Act {
     fn drop(&mut self) {
         self.stop.cancel();
-        lock(&self.shared).cluster.kill_all();
+        self.shared.lock().cluster.kill_all();
     }
 }
 
@@ -220,7 +221,7 @@ impl Act {
     }
 
     fn phase(&self, phase: &'static str, title: &str) {
-        lock(&self.shared).phase = phase;
+        self.shared.lock().phase = phase;
         println!(
             "\n== [{:>5.1} s] {title}",
             self.started.elapsed().as_secs_f64()
@@ -276,7 +277,7 @@ impl Act {
     /// Creates the pods `names`, each with a token of its own, serves their
     /// views (one reconcile), then starts their consumers.
     fn start_pods(&self, names: &[String]) -> Result<(), DemoError> {
-        let mut state = lock(&self.shared);
+        let mut state = self.shared.lock();
         let mut gates = Vec::new();
         for name in names {
             gates.push(self.create_pod(&mut state, name)?);
@@ -336,7 +337,9 @@ impl Act {
     }
 
     fn delete_pod(&self, name: &str) {
-        let deleted = lock(&self.shared)
+        let deleted = self
+            .shared
+            .lock()
             .cluster
             .delete_pod(name, self.grace, Timestamp::now());
         if deleted {
@@ -364,7 +367,7 @@ impl Act {
         let produced = self.queue.produced();
         let deadline = Instant::now() + super::stage::STEP_DEADLINE;
         while !self.ledger.caught_up(&produced) && Instant::now() < deadline {
-            if !lock(&self.shared).problems.is_empty() {
+            if !self.shared.lock().problems.is_empty() {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -374,7 +377,7 @@ impl Act {
             let _ = task.await;
         }
         let (evidence, rolling, problems) = {
-            let mut state = lock(&self.shared);
+            let mut state = self.shared.lock();
             state.cluster.kill_all();
             (
                 evidence(&state),
@@ -449,6 +452,6 @@ async fn control_loop(
             open = asked => if !open { requests = None },
             () = tokio::time::sleep(TICK) => {}
         }
-        lock(&shared).reconcile_fixed(&topology, Timestamp::now());
+        shared.lock().reconcile_fixed(&topology, Timestamp::now());
     }
 }

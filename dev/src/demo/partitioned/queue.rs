@@ -6,8 +6,9 @@
 //! messages all have one size (the hot act makes a few partitions' messages
 //! ten times larger: hot keys with big payloads).
 
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
@@ -39,8 +40,8 @@ impl Queue {
         }
     }
 
-    fn sizes(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, u64>> {
-        self.sizes.lock().unwrap_or_else(|e| e.into_inner())
+    fn sizes(&self) -> parking_lot::MutexGuard<'_, BTreeMap<String, u64>> {
+        self.sizes.lock()
     }
 
     /// Bytes of each of `partition`'s messages.
@@ -57,8 +58,8 @@ impl Queue {
         self.sizes().insert(partition.to_owned(), bytes);
     }
 
-    fn lengths(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, u64>> {
-        self.lengths.lock().unwrap_or_else(|e| e.into_inner())
+    fn lengths(&self) -> parking_lot::MutexGuard<'_, BTreeMap<String, u64>> {
+        self.lengths.lock()
     }
 
     /// Appends one message to every partition.

@@ -3,8 +3,8 @@
 //! consumer died unasked), a settled and balanced assignment, more records
 //! processed; and the published document's owners and phases.
 
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::super::controller::Shared;
@@ -87,7 +87,7 @@ pub(crate) async fn wait_on(
     let started = Instant::now();
     loop {
         {
-            let state = super::lock(shared);
+            let state = shared.lock();
             if let Some(problem) = state.problems.first() {
                 return Err(DemoError::Consumer(problem.clone()));
             }

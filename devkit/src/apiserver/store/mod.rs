@@ -11,8 +11,9 @@ mod delete;
 mod read;
 mod write;
 
+use parking_lot::{Mutex, MutexGuard};
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -300,9 +301,9 @@ impl Store {
         }
     }
 
-    /// Locks the state (a panic elsewhere does not poison the mock).
+    /// Locks the state (parking_lot: a panic elsewhere does not poison it).
     pub fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock()
     }
 
     /// The current resourceVersion.

@@ -15,9 +15,10 @@
 //! far inside the drain timeout; and no partition was ever processed by two
 //! pods at once.
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod};
@@ -89,13 +90,13 @@ struct Workload {
 
 impl Workload {
     fn rate(&self, partition: &str) -> u64 {
-        let hot = self.hot.lock().unwrap_or_else(|e| e.into_inner());
+        let hot = self.hot.lock();
         if hot.contains(partition) { HOT } else { COLD }
     }
 
     /// Partitions processed by two pods at overlapping times.
     fn overlaps(&self) -> Vec<String> {
-        let batches = self.batches.lock().unwrap_or_else(|e| e.into_inner());
+        let batches = self.batches.lock();
         let mut by_partition: BTreeMap<&str, Vec<(&str, Instant, Instant)>> = BTreeMap::new();
         for (partition, pod, start, end) in batches.iter() {
             by_partition
@@ -135,16 +136,12 @@ impl PartitionHandler for Simulated {
         tokio::time::sleep(BATCH).await;
         let bytes = self.workload.rate(&context.partition) * BATCH_MS / 1000;
         self.meter.record(&context.partition, bytes, 1);
-        self.workload
-            .batches
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((
-                context.partition.clone(),
-                self.pod.clone(),
-                start,
-                Instant::now(),
-            ));
+        self.workload.batches.lock().push((
+            context.partition.clone(),
+            self.pod.clone(),
+            start,
+            Instant::now(),
+        ));
         let next = checkpoint
             .and_then(|c| c.parse::<u64>().ok())
             .map_or(0, |n| n + 1);
@@ -280,11 +277,7 @@ async fn scenario(client: &Client, mut fx: Fixture) -> TestResult {
     if hot.len() < 2 {
         return Err(format!("consumer-0 holds too few partitions: {:?}", doc.pods).into());
     }
-    workload
-        .hot
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .extend(hot.iter().cloned());
+    workload.hot.lock().extend(hot.iter().cloned());
     let heated = Instant::now();
     eprintln!("e2e[load]: {} turn hot (10x)", hot.join(" and "));
     let rebalanced = wait_status(

@@ -11,7 +11,9 @@
 //! so the next reconcile decodes nothing at all.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 
@@ -43,7 +45,7 @@ impl DocumentCache {
             .as_deref()
             .filter(|v| !v.is_empty());
         if let Some(version) = version
-            && let Some(entry) = self.lock().get(&key)
+            && let Some(entry) = self.entries.lock().get(&key)
             && entry.version == version
         {
             return Published::Document(entry.document.clone());
@@ -53,7 +55,7 @@ impl DocumentCache {
             Ok(document) => {
                 let document = Arc::new(document);
                 if let Some(version) = version {
-                    self.lock().insert(
+                    self.entries.lock().insert(
                         key,
                         Entry {
                             version: version.to_owned(),
@@ -64,7 +66,7 @@ impl DocumentCache {
                 Published::Document(document)
             }
             Err(error) => {
-                self.lock().remove(&key);
+                self.entries.lock().remove(&key);
                 Published::Unreadable(error.to_string())
             }
         }
@@ -76,6 +78,7 @@ impl DocumentCache {
         let version = config_map.metadata.resource_version.as_deref();
         version.is_some_and(|v| !v.is_empty())
             && self
+                .entries
                 .lock()
                 .get(&key_of(config_map))
                 .is_some_and(|entry| Some(entry.version.as_str()) == version)
@@ -90,7 +93,7 @@ impl DocumentCache {
         version: String,
         document: Arc<AssignmentDocument>,
     ) {
-        self.lock().insert(
+        self.entries.lock().insert(
             (namespace.to_owned(), name.to_owned()),
             Entry { version, document },
         );
@@ -98,11 +101,9 @@ impl DocumentCache {
 
     /// Forgets the document of `namespace/name` (its ShardGroup is gone).
     pub(crate) fn forget(&self, namespace: &str, name: &str) {
-        self.lock().remove(&(namespace.to_owned(), name.to_owned()));
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Entry>> {
-        self.entries.lock().expect("document cache poisoned")
+        self.entries
+            .lock()
+            .remove(&(namespace.to_owned(), name.to_owned()));
     }
 }
 
@@ -148,7 +149,7 @@ mod tests {
     }
 
     fn kept(cache: &DocumentCache) -> usize {
-        cache.lock().len()
+        cache.entries.lock().len()
     }
 
     fn shared(published: &Published) -> Arc<AssignmentDocument> {

@@ -12,8 +12,9 @@ pub mod provider;
 pub mod reader;
 pub mod registry;
 
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use lifecycle::{Lifecycle, LifecycleMemory};
@@ -189,10 +190,7 @@ impl KinesisShardSource {
             }
         };
         let lifecycle = {
-            let mut memory = self
-                .memory
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let mut memory = self.memory.lock();
             lifecycle::derive(
                 &topology.shards,
                 leases.as_ref(),
@@ -200,10 +198,7 @@ impl KinesisShardSource {
                 &mut memory,
             )
         };
-        *self
-            .lineage
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = lifecycle.lineage.clone();
+        *self.lineage.lock() = lifecycle.lineage.clone();
         KinesisObservation {
             topology,
             lifecycle,
@@ -263,10 +258,7 @@ impl ShardSource for KinesisShardSource {
     }
 
     fn lineage(&self) -> BTreeMap<String, Vec<String>> {
-        self.lineage
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
+        self.lineage.lock().clone()
     }
 
     fn next_refresh(&self) -> Option<Duration> {

@@ -8,8 +8,9 @@
 //! ShardGroups are all static never touches the AWS SDK (no instance-metadata
 //! probes, no credential warnings on clusters outside AWS).
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use prometheus_client::registry::Registry;
 use tokio::sync::OnceCell;
@@ -104,7 +105,7 @@ impl KinesisProvider {
     ) -> Result<Arc<KinesisShardSource>, SourceError> {
         let key = serde_json::to_string(&(&spec.source.kinesis, &spec.lease_table))
             .map_err(|e| SourceError::Invalid(format!("unserialisable source: {e}")))?;
-        if let Some(source) = self.lock().get(&key) {
+        if let Some(source) = self.sources.lock().get(&key) {
             return Ok(source.clone());
         }
         let readers = self.readers().await;
@@ -123,20 +124,14 @@ impl KinesisProvider {
             readers,
             self.lease_metrics.clone(),
         )?);
-        Ok(self.lock().entry(key).or_insert(source).clone())
+        Ok(self.sources.lock().entry(key).or_insert(source).clone())
     }
 
     /// Drops the cached source of a deleted ShardGroup (its reader goes too
     /// once no other group reads the stream).
     pub(crate) fn forget(&self, spec: &ShardGroupSpec) {
         if let Ok(key) = serde_json::to_string(&(&spec.source.kinesis, &spec.lease_table)) {
-            self.lock().remove(&key);
+            self.sources.lock().remove(&key);
         }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<KinesisShardSource>>> {
-        self.sources
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }

@@ -5,9 +5,10 @@
 //! so callers sharing the reader refresh it at most once per interval. A
 //! failed read is an error, never an empty topology.
 
+use parking_lot::Mutex;
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_sdk_kinesis::Client;
@@ -206,10 +207,7 @@ impl TopologyReader {
 
     /// The last topology read successfully, if any.
     pub fn last(&self) -> Option<Arc<StreamTopology>> {
-        self.cache
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
+        self.cache.lock().clone()
     }
 
     /// The topology, from the cache when it is younger than the minimum
@@ -234,10 +232,7 @@ impl TopologyReader {
                 return Err(error);
             }
         };
-        *self
-            .cache
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(topology.clone());
+        *self.cache.lock() = Some(topology.clone());
         Ok(self.served(topology))
     }
 

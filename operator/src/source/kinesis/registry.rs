@@ -2,8 +2,9 @@
 //! region, endpoint and stream) get the same [`TopologyReader`], so the stream
 //! is listed once per refresh interval however many groups watch it.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 
 use super::metrics::KinesisMetrics;
 use super::reader::{ReaderOptions, StreamId, TopologyReader, kinesis_client};
@@ -80,10 +81,7 @@ impl ReaderRegistry {
             endpoint: endpoint.map(str::to_owned),
             stream: stream.arn.clone().unwrap_or_else(|| stream.name.clone()),
         };
-        let mut readers = self
-            .readers
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut readers = self.readers.lock();
         if let Some(reader) = readers.get(&key).and_then(Weak::upgrade) {
             return reader;
         }
@@ -101,10 +99,7 @@ impl ReaderRegistry {
 
     /// Live readers (for metrics and tests).
     pub fn len(&self) -> usize {
-        let readers = self
-            .readers
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let readers = self.readers.lock();
         readers
             .values()
             .filter(|reader| reader.strong_count() > 0)

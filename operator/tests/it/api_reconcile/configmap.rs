@@ -58,7 +58,7 @@ async fn a_failed_write_is_retried_with_backoff_and_reported_once() {
         kube::runtime::controller::Action::requeue(Duration::from_secs(4))
     );
     tokio::time::sleep(Duration::from_millis(50)).await;
-    let seen = seen.lock().unwrap().clone();
+    let seen = seen.lock().clone();
     // The failed apply stopped the reconcile: no annotation or status write.
     assert_eq!(
         seen.iter()
@@ -150,7 +150,6 @@ async fn conflicts_are_retried_quietly_then_with_backoff_and_one_warning() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     let events: Vec<_> = seen
         .lock()
-        .unwrap()
         .iter()
         .filter(|s| s.path == EVENTS_PATH)
         .cloned()

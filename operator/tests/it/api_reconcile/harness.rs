@@ -91,7 +91,7 @@ pub(super) async fn reconcile_answering(
     .expect("reconcile finished")
     .map(|_action| ());
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let seen = seen.lock().unwrap().clone();
+    let seen = seen.lock().clone();
     (result, seen)
 }
 

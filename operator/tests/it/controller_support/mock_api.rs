@@ -4,7 +4,8 @@
 //! and the test's `respond` function answers it, or leaves it pending (an
 //! open watch that never sends an event) by answering `None`.
 
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 
 use http::{Method, Request, Response};
 use kube::Client;
@@ -71,7 +72,7 @@ pub fn recording_client(
                 body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
             };
             let response = respond(&parts.method, &request);
-            log.lock().unwrap().push(request);
+            log.lock().push(request);
             match response {
                 Some(response) => send.send_response(response),
                 None => pending.push(send),

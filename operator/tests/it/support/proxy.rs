@@ -3,9 +3,10 @@
 //! shard list) or, when the script is empty, is forwarded to the upstream
 //! emulator. One request per connection keeps it simple and exact.
 
+use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -81,12 +82,12 @@ impl FaultProxy {
 
     /// Queues faults for the next requests.
     pub fn push(&self, faults: impl IntoIterator<Item = Fault>) {
-        self.script.lock().unwrap().extend(faults);
+        self.script.lock().extend(faults);
     }
 
     /// Everything seen so far.
     pub fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
+        self.seen.lock().clone()
     }
 }
 
@@ -231,8 +232,8 @@ async fn serve(
                 .then(|| value.trim().to_owned())
         })
         .unwrap_or_default();
-    let fault = script.lock().unwrap().pop_front();
-    seen.lock().unwrap().push(Seen {
+    let fault = script.lock().pop_front();
+    seen.lock().push(Seen {
         at: Instant::now(),
         target,
         body: String::from_utf8_lossy(&body).to_string(),
