@@ -144,6 +144,7 @@ mod tests {
             delay: delay.into(),
             max_moves_per_window: max,
             window: window.into(),
+            ..RebalanceSpec::default()
         }
     }
 

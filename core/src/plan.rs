@@ -10,9 +10,11 @@
 //! one (the document never shrinks because of a read error).
 //!
 //! This file holds the plan itself; `plan/inputs.rs` the checks that block
-//! it and the engine run, `plan/outcome.rs` what it reports into the status
-//! and Events, `plan/requeue.rs` when to look again.
+//! it and the engine run, `plan/hold.rs` the hold of a group's first
+//! publish, `plan/outcome.rs` what it reports into the status and Events,
+//! `plan/requeue.rs` when to look again.
 
+mod hold;
 mod inputs;
 mod outcome;
 mod requeue;
@@ -113,6 +115,20 @@ fn plan_assignment(
         topology,
     } = inputs(obs, kept_epoch, outcome)?;
     let recovered = handoff::recover_previous(obs);
+    if kept_epoch == 0
+        && published.is_none()
+        && recovered.is_none()
+        && let Some(hold) = hold::first_publish_hold(
+            &obs.pods,
+            pool.spec.min_ready(),
+            obs.group.spec.rebalance.initial_delay().unwrap_or_default(),
+            obs.now,
+        )
+    {
+        outcome.held = Some(hold.message(pool.spec.min_ready()));
+        let requeue_after = requeue_after.min(hold.next.max(MIN_REQUEUE));
+        return Ok(blocked(obs, std::mem::take(outcome), requeue_after));
+    }
     let previous_doc = published.or(recovered.as_ref());
     let Engined {
         pacing,
@@ -203,7 +219,8 @@ fn encode(doc: &AssignmentDocument, kept_epoch: u64) -> Result<codec::EncodedDoc
     })
 }
 
-/// A decision that keeps the document and annotations as they are.
+/// A decision that keeps the document and annotations as they are (a
+/// problem blocks the plan, or the first publish is held).
 fn blocked(obs: &Observation, outcome: Outcome, requeue_after: Duration) -> Decision {
     let (status, events) = status::build(obs, &outcome);
     let status_changed = obs.group.status.as_ref() != Some(&status);
