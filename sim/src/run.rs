@@ -104,6 +104,7 @@ pub fn run_seed(seed: u64, config: SimConfig) -> SeedOutcome {
         next_uid: 0,
         statefulset,
         recreate: 0.5,
+        watched: Vec::new(),
     };
     let shards = sim.rng.range(3, 8);
     for _ in 0..shards {

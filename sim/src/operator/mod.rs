@@ -36,6 +36,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::{SignedDuration, Timestamp};
 
+use crate::crds::shard_group::{KinesisSource, ShardSource};
 use crate::crds::{AssignmentDocument, ConsumerPool, ShardGroup, ShardGroupStatus, fixtures};
 use crate::rng::Rng;
 use crate::world::{Ms, SimPod, World};
@@ -44,6 +45,7 @@ use shardring_core::departed::{CAPACITY, Departed};
 use shardring_core::leases::LeaseTable;
 use shardring_core::observation::ReleaseAck;
 use shardring_core::plan::Decision;
+use shardring_core::retry::Failures;
 use shardring_core::topology::Topology;
 
 use self::apply::Write;
@@ -91,7 +93,24 @@ pub struct Operator {
     pub releases: BTreeMap<String, ReleaseAck>,
     /// The pod watch is relisting until then: departures are not seen.
     watch_gap_until: Option<Ms>,
+    /// A late document write landed while a reconcile ran: its ConfigMap
+    /// watch event wakes the next one.
+    landed_during_reconcile: bool,
+    /// Failed reconciles in a row: the runtime's retry rule
+    /// ([`shardring_core::retry`]) schedules the next one from them.
+    failures: Failures,
+    /// The latest time anything on the operator's side kept it from doing
+    /// its part on time: it was down, a write failed, landed late or was
+    /// refused, a read failed or was stale, its pod watch relisted, a node
+    /// was cut off. A revoke published after it is bound by its timeouts
+    /// (`crate::revokes`).
+    pub last_fault: Ms,
 }
+
+/// The source read every this often by the simulated groups with a lease
+/// table (Kinesis streams, which split and merge): the refresh that polls
+/// for new shards and completed parents.
+pub const KINESIS_REFRESH: &str = "5s";
 
 /// Simulated epoch zero.
 pub fn ts(ms: Ms) -> Timestamp {
@@ -108,7 +127,21 @@ impl Operator {
         min_ready: u32,
     ) -> Self {
         let mut group = fixtures::static_group("sim", "sim", "consumers", 1, "shard-{index}");
-        group.spec.lease_table = lease_table.then(|| fixtures::lease_table("app"));
+        if lease_table {
+            // A Kinesis stream with its KCL lease table (the world's stream
+            // splits and merges); without one, static partitions.
+            group.spec.source = ShardSource {
+                kinesis: Some(KinesisSource {
+                    stream_name: Some("sim".into()),
+                    stream_arn: None,
+                    region: Some("us-east-1".into()),
+                    endpoint: None,
+                    refresh_interval: KINESIS_REFRESH.into(),
+                }),
+                static_source: None,
+            };
+            group.spec.lease_table = Some(fixtures::lease_table("app"));
+        }
         group.spec.handoff = fixtures::handoff(drain, failover);
         group.spec.rebalance = fixtures::rebalance(delay);
         let pool = fixtures::pool("sim", "consumers", &[], min_ready);
@@ -132,23 +165,44 @@ impl Operator {
             departed: Departed::watched_from(Timestamp::MIN, retention()),
             releases: BTreeMap::new(),
             watch_gap_until: None,
+            landed_during_reconcile: false,
+            failures: Failures::default(),
+            last_fault: Ms::MIN,
         }
     }
 
+    /// Something the operator watches changed at `now` (a pod, an
+    /// acknowledged release, the ConfigMap changed by a late write): its
+    /// watch wakes a reconcile within `latency` ms, unless it is down (the
+    /// restart reconciles everything) or relisting (the relist's end does).
+    pub fn watch_event(&mut self, now: Ms, latency: Ms) {
+        if now < self.down_until || self.watch_gap_until.is_some() {
+            return;
+        }
+        self.next_reconcile = self.next_reconcile.min(now + latency);
+    }
+
+    /// A fault on the operator's side at `at` (see [`Self::last_fault`]).
+    pub(crate) fn fault(&mut self, at: Ms) {
+        self.last_fault = self.last_fault.max(at);
+    }
+
     /// Takes the release acknowledgements that arrived (lost while the
-    /// operator is down: the consumer sends them again).
-    pub fn receive_acks(&mut self, world: &mut World) {
+    /// operator is down: the consumer sends them again); true when any did
+    /// (the endpoint wakes the group's reconcile).
+    pub fn receive_acks(&mut self, world: &mut World) -> bool {
         let now = world.now;
         let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut world.ack_queue)
             .into_iter()
             .partition(|a| a.at <= now);
         world.ack_queue = later;
-        if now < self.down_until {
-            return;
+        if now < self.down_until || due.is_empty() {
+            return false;
         }
         for arrived in due {
             self.releases.insert(arrived.shard, arrived.ack);
         }
+        true
     }
 
     /// The operator crashes: memory lost, a new one starts after `down` ms.
@@ -158,6 +212,8 @@ impl Operator {
         self.down_until = now + down;
         self.next_reconcile = now + down;
         self.fired.crashes += 1;
+        self.failures = Failures::default();
+        self.fault(self.down_until);
         // The new operator's watch lists the pods when it starts: it sees
         // every departure from then on, none before.
         self.departed = Departed::with_limits(retention(), CAPACITY);
@@ -175,6 +231,7 @@ impl Operator {
         self.departed.relisting();
         self.watch_gap_until = Some(until);
         self.fired.watch_gaps += 1;
+        self.fault(until);
     }
 
     /// Time passes for the pod watch: a relist that is due completes.
@@ -184,6 +241,8 @@ impl Operator {
         {
             self.departed.listed(ts(until));
             self.watch_gap_until = None;
+            // A completed list reconciles every group.
+            self.next_reconcile = self.next_reconcile.min(now);
         }
     }
 
@@ -198,8 +257,12 @@ impl Operator {
     }
 
     /// One reconcile: the core's cycle over this operator and `world`, at
-    /// the world's time. Returns the decision (whether or not every write
-    /// went out).
+    /// the world's time, and the next one scheduled as the operator's
+    /// runtime does ([`shardring_core::retry`]): the plan's requeue after a
+    /// cycle whose writes all went out, the retry rule's delay after a
+    /// failed one (a write refused by its precondition is a stale read);
+    /// watch events may bring it forward ([`Self::watch_event`]). Returns
+    /// the decision (whether or not every write went out).
     pub fn reconcile(&mut self, world: &mut World, rng: &mut Rng) -> Decision {
         let now = ts(world.now);
         let mut target = Reconcile {
@@ -209,10 +272,24 @@ impl Operator {
             read_error: false,
             before: BTreeSet::new(),
         };
-        let decision = cycle::ready(cycle(&mut target, now)).decision;
-        let wait = decision.requeue_after.as_millis().min(30_000) as Ms;
-        self.next_reconcile = world.now + wait.clamp(500, rng.range(500, 3000));
-        decision
+        let done = cycle::ready(cycle(&mut target, now));
+        let after = match &done.stopped {
+            None => {
+                self.failures.succeeded();
+                done.decision.requeue_after
+            }
+            Some(stopped) => {
+                self.failures
+                    .failed(stopped.error == WriteError::Refused)
+                    .after
+            }
+        };
+        self.next_reconcile = world.now + Ms::try_from(after.as_millis()).unwrap_or(Ms::MAX / 2);
+        if std::mem::take(&mut self.landed_during_reconcile) {
+            let latency = rng.range(10, 300);
+            self.watch_event(world.now, latency);
+        }
+        done.decision
     }
 }
 
