@@ -108,32 +108,49 @@ impl Pods {
         Ok(())
     }
 
-    /// Creates pod `name`, marks it Ready and starts its consumer.
-    pub async fn add(&mut self, name: &str) -> Result<(), HarnessError> {
-        let pod: Pod = serde_json::from_value(json!({
-            "metadata": {"name": name, "labels": {"app": NAME}, "finalizers": [FINALIZER]},
-            "spec": {
-                "schedulingGates": [{"name": SCHEDULING_GATE}],
-                "terminationGracePeriodSeconds": DRAIN_TIMEOUT.as_secs() + 5,
-                "containers": [{"name": "consumer", "image": "registry.k8s.io/pause:3.10"}]
-            }
-        }))?;
+    /// Creates pods `names`, starts their consumers and then marks them all
+    /// Ready at one moment (one `lastTransitionTime`), as pods started
+    /// together are: they pass the pool's `minReadySeconds` together, and
+    /// the first publish of a group waits for each of them.
+    pub async fn add(&mut self, names: &[&str]) -> Result<(), HarnessError> {
         let api = self.api();
-        api.create(&PostParams::default(), &pod).await?;
+        for name in names {
+            let pod: Pod = serde_json::from_value(json!({
+                "metadata": {"name": name, "labels": {"app": NAME}, "finalizers": [FINALIZER]},
+                "spec": {
+                    "schedulingGates": [{"name": SCHEDULING_GATE}],
+                    "terminationGracePeriodSeconds": DRAIN_TIMEOUT.as_secs() + 5,
+                    "containers": [{"name": "consumer", "image": "registry.k8s.io/pause:3.10"}]
+                }
+            }))?;
+            api.create(&PostParams::default(), &pod).await?;
+        }
+        // The processes start first; then the status reports them running.
+        let mut started = Vec::with_capacity(names.len());
+        for name in names {
+            started.push((*name, self.spawn(name)?));
+        }
         let now = jiff::Timestamp::now()
             .strftime("%Y-%m-%dT%H:%M:%SZ")
             .to_string();
-        // The process starts first; then the status reports it running.
-        let process = self.spawn(name)?;
         let status = json!({"status": {
             "phase": "Running",
             "conditions": ready_conditions(&now),
             "containerStatuses": [container_status(json!({"running": {"startedAt": now}}), true)]
         }});
-        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
-            .await?;
-        eprintln!("e2e: + pod {name} Ready (consumer pid {})", process.pid());
-        self.live.insert(name.to_owned(), process);
+        // All at once: the later a pod's Ready lands, the more likely the
+        // others passed minReadySeconds (and were published) without it.
+        let (params, patch) = (PatchParams::default(), Patch::Merge(&status));
+        let patches = started
+            .iter()
+            .map(|(name, _)| api.patch_status(name, &params, &patch));
+        for patched in futures::future::join_all(patches).await {
+            patched?;
+        }
+        for (name, process) in started {
+            eprintln!("e2e: + pod {name} Ready (consumer pid {})", process.pid());
+            self.live.insert(name.to_owned(), process);
+        }
         Ok(())
     }
 

@@ -50,6 +50,11 @@ pub const STEP_TIMEOUT: Duration = Duration::from_secs(120);
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// Lease failover of the ShardGroup and the consumers.
 pub const LEASE_FAILOVER: Duration = Duration::from_secs(4);
+/// The pool's `minReadySeconds`: long enough for the pods a scenario adds
+/// together to all report Ready before the first of them is eligible (the
+/// group's first publish then waits for every one of them), short enough
+/// not to slow a scenario down.
+pub const MIN_READY: Duration = Duration::from_secs(2);
 /// Records per PutRecords call, and the pause between calls.
 const BATCH: usize = 10;
 const BATCH_INTERVAL: Duration = Duration::from_millis(100);
@@ -201,6 +206,35 @@ impl Harness {
             producer: None,
             _emulators: (kinesis_emulator, dynamo_emulator),
         })
+    }
+
+    /// Adds pods `names` together (see [`Pods::add`]) and waits until the
+    /// operator counts every live pod eligible (past the pool's
+    /// [`MIN_READY`]): what comes next in a scenario (a deletion, a
+    /// reshard) then finds them in the pool, as a rollout with
+    /// `minReadySeconds` waits for them.
+    pub async fn add_pods(&mut self, names: &[&str]) -> Result<(), HarnessError> {
+        self.pods.add(names).await?;
+        let live = self.pods.live().len() as u64;
+        let groups = Api::<ShardGroup>::namespaced(self.client.clone(), &self.namespace);
+        wait_for(
+            &format!("{live} pods eligible (after adding {names:?})"),
+            STEP_TIMEOUT,
+            || async {
+                let eligible = groups
+                    .get(NAME)
+                    .await?
+                    .status
+                    .map_or(0, |s| s.pods.eligible);
+                Ok::<_, HarnessError>(if eligible >= live {
+                    Probe::Done(())
+                } else {
+                    Probe::Pending(format!("{eligible} eligible"))
+                })
+            },
+        )
+        .await?;
+        Ok(())
     }
 
     /// Starts the producer (sequenced records over many partition keys).
@@ -374,7 +408,7 @@ async fn apply_pool_and_group(
         "apiVersion": "shardring.io/v1alpha1",
         "kind": "ConsumerPool",
         "metadata": {"name": NAME, "namespace": namespace},
-        "spec": {"selector": {"matchLabels": {"app": NAME}}, "minReadySeconds": 0}
+        "spec": {"selector": {"matchLabels": {"app": NAME}}, "minReadySeconds": MIN_READY.as_secs()}
     }))?;
     let group: ShardGroup = serde_json::from_value(json!({
         "apiVersion": "shardring.io/v1alpha1",

@@ -38,15 +38,15 @@ pub async fn traffic(harness: &Harness, records: usize) -> ScenarioResult {
     .map_err(|e| VerdictError::Harness(e.into()))
 }
 
-/// Adds pods `<prefix>-<i>` for `i` in `range`.
+/// Adds pods `<prefix>-<i>` for `i` in `range`, together.
 async fn add_pods(
     harness: &mut Harness,
     prefix: &str,
     range: std::ops::Range<usize>,
 ) -> ScenarioResult {
-    for i in range {
-        harness.pods.add(&format!("{prefix}-{i}")).await?;
-    }
+    let names: Vec<String> = range.map(|i| format!("{prefix}-{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    harness.add_pods(&names).await?;
     Ok(())
 }
 
@@ -67,7 +67,7 @@ pub async fn steady(harness: &mut Harness) -> ScenarioResult {
 pub async fn rolling_deploy(harness: &mut Harness) -> ScenarioResult {
     opening(harness).await?;
     for i in 0..3 {
-        harness.pods.add(&format!("v2-{i}")).await?;
+        harness.add_pods(&[&format!("v2-{i}")]).await?;
         harness.pods.delete_gracefully(&format!("v1-{i}")).await?;
         harness.wait_settled(&format!("rolled v1-{i}")).await?;
         traffic(harness, 100).await?;
@@ -172,7 +172,7 @@ async fn leader_election_steps(
 ) -> ScenarioResult {
     let leader = wait_single_leader(replicas).await?;
     eprintln!("e2e[leader-election]: {} leads", replicas[leader].identity);
-    harness.pods.add("v1-3").await?;
+    harness.add_pods(&["v1-3"]).await?;
     harness
         .wait_settled("scale-up served by the first leader")
         .await?;
