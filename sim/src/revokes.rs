@@ -1,8 +1,9 @@
 //! The bound on a revoke, checked at every step: a revoke ends (its shard
 //! active on a new owner, or back on its owner) by `drainTimeout` plus one
-//! reconcile, unless something on the operator's side kept it from acting
-//! since the revoke was published (it was down, a write or read failed, its
-//! pod watch relisted, a node was cut off: [`Operator::last_fault`]).
+//! reconcile. What kept the operator from acting meanwhile (it was down, a
+//! write or read failed, its retries backed off, its pod watch relisted, a
+//! node was cut off, no pod was eligible to take the shard:
+//! [`Operator::last_fault`]) moves the start of the bound to its end.
 //!
 //! What that is, exactly, per rule of the protocol (`R` is one reconcile
 //! while moves are in flight: the in-flight poll, plus a step of
@@ -66,18 +67,16 @@ impl Sim {
             })
             .collect();
         let now = self.world.now;
+        let fault = self.op.last_fault;
         for (shard, owner, since) in revokes {
-            if self.op.last_fault >= since {
-                continue;
-            }
             let deadline = if lease_table {
-                since + drain.max(failover + ONE_RECONCILE_MS) + ONE_RECONCILE_MS
+                since.max(fault) + drain.max(failover + ONE_RECONCILE_MS) + ONE_RECONCILE_MS
             } else {
-                latest[owner] + ONE_RECONCILE_MS + drain + ONE_RECONCILE_MS
+                latest[owner].max(fault) + ONE_RECONCILE_MS + drain + ONE_RECONCILE_MS
             };
             if now > deadline {
                 let what = format!(
-                    "the revoke of {shard} on {owner} published at {since} ms still runs at {now} ms, past its bound {deadline} ms (drainTimeout {drain} ms plus one reconcile; lease table: {lease_table}; next reconcile at {} ms)",
+                    "the revoke of {shard} on {owner} published at {since} ms still runs at {now} ms, past its bound {deadline} ms (drainTimeout {drain} ms plus one reconcile; lease table: {lease_table}; last fault at {fault} ms; next reconcile at {} ms)",
                     self.op.next_reconcile
                 );
                 self.world.violate(what);

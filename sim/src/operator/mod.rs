@@ -99,10 +99,12 @@ pub struct Operator {
     /// Failed reconciles in a row: the runtime's retry rule
     /// ([`shardring_core::retry`]) schedules the next one from them.
     failures: Failures,
-    /// The latest time anything on the operator's side kept it from doing
-    /// its part on time: it was down, a write failed, landed late or was
-    /// refused, a read failed or was stale, its pod watch relisted, a node
-    /// was cut off. A revoke published after it is bound by its timeouts
+    /// The latest time anything kept the operator from doing its part on
+    /// time: it was down, a write failed, landed late or was refused (until
+    /// the next clean reconcile: its retries back off), a read failed or was
+    /// stale, its pod watch relisted, a node was cut off, or its plan was
+    /// blocked (no eligible pod to take a shard, no topology). The bound on
+    /// a revoke counts from the revoke or from this, whichever is later
     /// (`crate::revokes`).
     pub last_fault: Ms,
 }
@@ -275,15 +277,23 @@ impl Operator {
         let done = cycle::ready(cycle(&mut target, now));
         let after = match &done.stopped {
             None => {
+                if self.failures.count() > 0 {
+                    // The end of a streak of failures and their backoff.
+                    self.fault(world.now);
+                }
                 self.failures.succeeded();
                 done.decision.requeue_after
             }
             Some(stopped) => {
+                self.fault(world.now);
                 self.failures
                     .failed(stopped.error == WriteError::Refused)
                     .after
             }
         };
+        if blocked(&done.decision) {
+            self.fault(world.now);
+        }
         self.next_reconcile = world.now + Ms::try_from(after.as_millis()).unwrap_or(Ms::MAX / 2);
         if std::mem::take(&mut self.landed_during_reconcile) {
             let latency = rng.range(10, 300);
@@ -304,6 +314,14 @@ struct Reconcile<'a> {
     read_error: bool,
     /// The shards of the document the reconcile read.
     before: BTreeSet<String>,
+}
+
+/// Whether a decision keeps the assignment as it is because a problem
+/// blocks the plan (no eligible pod, no topology, ...): no revoke can end.
+fn blocked(decision: &Decision) -> bool {
+    use shardring_core::conditions::{self, READY, reason};
+    conditions::find(&decision.status.conditions, READY)
+        .is_some_and(|c| c.status == "False" && c.reason != reason::FIRST_PUBLISH_HELD)
 }
 
 fn retention() -> std::time::Duration {
