@@ -34,7 +34,7 @@ use crate::crds::{AssignmentDocument, ShardGroupStatus};
 use crate::document::{self, AnnotationWrite};
 use crate::events::EventNote;
 use crate::handoff;
-use crate::observation::Observation;
+use crate::observation::{LeaseObservation, Observation};
 use crate::status::{self, Outcome, Problem};
 
 pub use self::inputs::eligible;
@@ -49,6 +49,12 @@ pub(crate) const DEFAULT_REFRESH: Duration = Duration::from_secs(30);
 /// How often a group with handoffs in flight looks for evidence again (the
 /// lease table and pod deletions do not trigger a reconcile by themselves).
 pub const IN_FLIGHT_POLL: Duration = Duration::from_secs(2);
+/// The first look at the lease table after a revoke: a consumer that
+/// follows its view releases within a few hundred milliseconds, and nothing
+/// tells the operator when (the lease table is not watched). The looks
+/// after it double in step with the youngest revoke's age, up to
+/// [`IN_FLIGHT_POLL`]: about five extra reconciles per wave of revokes.
+pub const EVIDENCE_POLL: Duration = Duration::from_millis(100);
 /// Shortest requeue for a timer (a drain timeout or the rebalance delay).
 pub(crate) const MIN_REQUEUE: Duration = Duration::from_millis(100);
 
@@ -161,10 +167,17 @@ fn plan_assignment(
 
     record_assignment(obs, outcome, topology, &output, &doc, changed);
     outcome.protocol = Some(protocol_status(obs, &pacing, &output, &step));
+    let young_revoke = match obs.leases {
+        LeaseObservation::NotConfigured => None,
+        _ => step
+            .youngest_revoke
+            .map(|since| obs.now.duration_since(since).unsigned_abs()),
+    };
     let requeue_after = next_requeue(
         requeue_after,
         step.next_check,
         outcome.moves_in_flight,
+        young_revoke,
         pacing.next_change,
         || input.as_mut().is_some_and(rebalances_unpaced),
     );

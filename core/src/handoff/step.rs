@@ -45,6 +45,8 @@ pub(crate) struct HandoffResult {
     pub drain_started: BTreeMap<String, Timestamp>,
     /// When the oldest revoke in flight was published.
     pub oldest_revoke: Option<Timestamp>,
+    /// When the youngest revoke in flight was published.
+    pub youngest_revoke: Option<Timestamp>,
     /// How long until some revoke in flight may complete by a timeout, if any.
     pub next_check: Option<Duration>,
 }
@@ -168,12 +170,14 @@ pub(crate) fn step(
         .into_iter()
         .filter(|(p, _)| holders.contains(p.as_str()))
         .collect();
-    result.oldest_revoke = result
-        .records
-        .values()
-        .filter_map(|r| r.handoff.as_ref())
-        .map(|h| h.since)
-        .min();
+    let revokes = || {
+        result
+            .records
+            .values()
+            .filter_map(|r| r.handoff.as_ref())
+            .map(|h| h.since)
+    };
+    (result.oldest_revoke, result.youngest_revoke) = (revokes().min(), revokes().max());
     result
 }
 
