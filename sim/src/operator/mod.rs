@@ -285,10 +285,13 @@ impl Operator {
                 done.decision.requeue_after
             }
             Some(stopped) => {
-                self.fault(world.now);
-                self.failures
+                let after = self
+                    .failures
                     .failed(stopped.error == WriteError::Refused)
-                    .after
+                    .after;
+                // Kept from acting until its retry, at least.
+                self.fault(world.now + Ms::try_from(after.as_millis()).unwrap_or(Ms::MAX / 4));
+                after
             }
         };
         if blocked(&done.decision) {
