@@ -39,7 +39,9 @@ use shardring_core::plan::IN_FLIGHT_POLL;
 
 /// One reconcile while moves are in flight, in ms: the in-flight poll and
 /// the step it lands in.
-pub const ONE_RECONCILE_MS: Ms = IN_FLIGHT_POLL.as_millis() as Ms + MAX_STEP_MS;
+pub fn one_reconcile_ms() -> Ms {
+    millis(IN_FLIGHT_POLL) + MAX_STEP_MS
+}
 
 impl Sim {
     /// Fails the run when a revoke of the published document outlived its
@@ -68,11 +70,12 @@ impl Sim {
             .collect();
         let now = self.world.now;
         let fault = self.op.last_fault;
+        let reconcile = one_reconcile_ms();
         for (shard, owner, since) in revokes {
             let deadline = if lease_table {
-                since.max(fault) + drain.max(failover + ONE_RECONCILE_MS) + ONE_RECONCILE_MS
+                since.max(fault) + drain.max(failover + reconcile) + reconcile
             } else {
-                latest[owner].max(fault) + ONE_RECONCILE_MS + drain + ONE_RECONCILE_MS
+                latest[owner].max(fault) + reconcile + drain + reconcile
             };
             if now > deadline {
                 let what = format!(

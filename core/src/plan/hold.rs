@@ -62,10 +62,7 @@ pub(crate) fn first_publish_hold(
     let mut first_eligible: Option<Timestamp> = None;
     let mut upcoming: Vec<(Timestamp, &str)> = Vec::new();
     for pod in candidates {
-        let Some(since) = pod.ready_since else {
-            return None;
-        };
-        let at = add(since, min_ready);
+        let at = add(pod.ready_since?, min_ready);
         if at <= now {
             first_eligible = Some(first_eligible.map_or(at, |f| f.min(at)));
         } else {
