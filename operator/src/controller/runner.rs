@@ -38,6 +38,7 @@ use super::observe::{self, Stores};
 use super::own_writes::OwnWrites;
 use super::sources::Sources;
 use super::sync::{CacheSync, cache};
+use super::watch_backoff::watch_backoff;
 use super::{Context, error_policy, reconcile, strip, triggers};
 use crate::crds::{ConsumerPool, ShardGroup, controller_class_selector};
 use crate::runtime::health::Health;
@@ -121,7 +122,7 @@ pub async fn run_controller(
         api::<DeserializeGuard<ShardGroup>>(&client, ns),
         watcher::Config::default().any_semantic().labels(&class),
     )
-    .default_backoff()
+    .backoff(watch_backoff())
     .reflect(group_writer)
     .inspect(sync.tracker(cache::SHARD_GROUPS))
     .applied_objects()
@@ -135,7 +136,7 @@ pub async fn run_controller(
 
     let (pools, pool_writer) = reflector::store::<DeserializeGuard<ConsumerPool>>();
     let pool_events = watcher(api(&client, ns), watcher::Config::default())
-        .default_backoff()
+        .backoff(watch_backoff())
         .reflect(pool_writer)
         .inspect(sync.tracker(cache::CONSUMER_POOLS))
         .touched_objects();
@@ -254,7 +255,7 @@ fn pod_watch(
     // whatever the limit, and thousands of full pods in one response are
     // most of the operator's peak memory.
     let events = watcher(api::<CachedPod>(client, ns), watcher::Config::default())
-        .default_backoff()
+        .backoff(watch_backoff())
         .modify(move |pod| strip::strip_pod(pod, &custom_keys(&key_groups)))
         .reflect(pod_writer)
         .inspect(departed.recorder())
@@ -283,7 +284,7 @@ fn config_map_watch(
         api::<ConfigMap>(client, ns),
         watcher::Config::default().labels(&managed),
     )
-    .default_backoff()
+    .backoff(watch_backoff())
     .reflect(cm_writer)
     .inspect(sync.tracker(cache::CONFIG_MAPS))
     .filter(move |event| {
@@ -308,7 +309,7 @@ fn node_watch(
         Api::<PartialObjectMeta<Node>>::all(client.clone()),
         watcher::Config::default(),
     )
-    .default_backoff()
+    .backoff(watch_backoff())
     .reflect(node_writer)
     .inspect(sync.tracker(cache::NODES))
     .for_each(|_| ready(()));
