@@ -17,7 +17,7 @@ use kube::{Api, Client};
 use serde_json::json;
 use shardring::demo::producer::Producer;
 use shardring_crds::CONTROLLER_CLASS_LABEL;
-use shardring_crds::{AssignmentDocument, ConsumerPool, ShardGroup, ShardPhase};
+use shardring_crds::{AssignmentDocument, ConsumerPool, ShardGroup};
 use shardring_devkit::emulators::Emulator;
 
 use crate::cluster::Cluster;
@@ -55,6 +55,8 @@ pub const LEASE_FAILOVER: Duration = Duration::from_secs(4);
 /// group's first publish then waits for every one of them), short enough
 /// not to slow a scenario down.
 pub const MIN_READY: Duration = Duration::from_secs(2);
+/// How often [`Harness::wait_revoking`] looks.
+const FAST_POLL: Duration = Duration::from_millis(20);
 /// Records per PutRecords call, and the pause between calls.
 const BATCH: usize = 10;
 const BATCH_INTERVAL: Duration = Duration::from_millis(100);
@@ -271,12 +273,19 @@ impl Harness {
         Ok(())
     }
 
-    /// Starts the operator again after [`Self::stop_operator`].
-    pub async fn restart_operator(&mut self) -> Result<(), HarnessError> {
-        self.stop_operator().await?;
-        self.operator =
-            Some(Operator::start(&self.cluster, &self.namespace, REGION, self.mode).await?);
-        Ok(())
+    /// Starts the operator again after [`Self::stop_operator`] and waits
+    /// until it is ready (`/readyz`); returns how long that took.
+    pub async fn start_operator(&mut self) -> Result<Duration, HarnessError> {
+        let started = tokio::time::Instant::now();
+        let operator = Operator::start(&self.cluster, &self.namespace, REGION, self.mode).await?;
+        let operator = self.operator.insert(operator);
+        operator.wait_ready(STEP_TIMEOUT).await?;
+        Ok(started.elapsed())
+    }
+
+    /// The running operator, if any.
+    pub fn operator(&self) -> Option<&Operator> {
+        self.operator.as_ref()
     }
 
     /// The published document, if any.
@@ -322,25 +331,29 @@ impl Harness {
         }
     }
 
-    /// Waits until some shard of the published document is revoking,
-    /// pending or carries a handoff record (a handoff is in flight).
-    pub async fn wait_handoff_in_flight(&self) -> Result<(), HarnessError> {
-        wait_for("a handoff in flight", STEP_TIMEOUT, || async {
-            let doc = self.document().await?;
-            let revoking = doc.as_ref().is_some_and(|d| {
-                d.shards.values().any(|r| {
-                    matches!(r.state, ShardPhase::Revoking | ShardPhase::Pending)
-                        || r.handoff.is_some()
-                })
-            });
-            Ok::<_, HarnessError>(if revoking {
-                Probe::Done(())
-            } else {
-                Probe::Pending("no shard revoking".into())
-            })
-        })
-        .await?;
-        Ok(())
+    /// Waits until the published document revokes a shard from `pod`,
+    /// looking every [`FAST_POLL`]: a step that must act while the revoke is
+    /// in flight (before the handoff could complete) acts within that.
+    pub async fn wait_revoking(&self, pod: &str) -> Result<(), HarnessError> {
+        let started = tokio::time::Instant::now();
+        loop {
+            let revoking = self
+                .document()
+                .await?
+                .is_some_and(|d| d.pods.get(pod).is_some_and(|p| !p.revoking.is_empty()));
+            if revoking {
+                return Ok(());
+            }
+            if started.elapsed() >= STEP_TIMEOUT {
+                return Err(WaitError::Timeout {
+                    what: format!("a shard of {pod} revoking"),
+                    waited: started.elapsed(),
+                    last: "nothing revoking".into(),
+                }
+                .into());
+            }
+            tokio::time::sleep(FAST_POLL).await;
+        }
     }
 
     /// Waits until `pod` owns no shard in the published document (its
