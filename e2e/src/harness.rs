@@ -116,7 +116,9 @@ pub struct Harness {
     pub kinesis: aws_sdk_kinesis::Client,
     /// The consumer pods and their processes.
     pub pods: Pods,
-    cluster: Cluster,
+    /// How the operator reaches the API server (the cluster under test, or
+    /// a relay in front of it).
+    operator_cluster: Cluster,
     mode: OperatorMode,
     operator: Option<Operator>,
     producer: Option<Producer>,
@@ -129,6 +131,19 @@ impl Harness {
     /// the operator. No pods and no producer yet.
     pub async fn start(
         cluster: Cluster,
+        mode: OperatorMode,
+        scenario: &str,
+        shards: u32,
+    ) -> Result<Self, HarnessError> {
+        Self::start_via(cluster.clone(), cluster, mode, scenario, shards).await
+    }
+
+    /// [`Self::start`], with the operator reaching the API server as
+    /// `operator_cluster` says (its client in-process, its kubeconfig as a
+    /// binary) while the suite and the consumers use `cluster`.
+    pub async fn start_via(
+        cluster: Cluster,
+        operator_cluster: Cluster,
         mode: OperatorMode,
         scenario: &str,
         shards: u32,
@@ -168,7 +183,9 @@ impl Harness {
         let ready = async {
             apply_pool_and_group(&client, &namespace, &kinesis_url, &dynamo_url).await?;
             std::fs::create_dir_all(&dir)?;
-            Ok::<_, HarnessError>(Operator::start(&cluster, &namespace, REGION, mode).await?)
+            Ok::<_, HarnessError>(
+                Operator::start(&operator_cluster, &namespace, REGION, mode).await?,
+            )
         };
         let operator = match ready.await {
             Ok(operator) => operator,
@@ -202,7 +219,7 @@ impl Harness {
             client,
             namespace,
             kinesis,
-            cluster,
+            operator_cluster,
             mode,
             operator: Some(operator),
             producer: None,
@@ -277,7 +294,8 @@ impl Harness {
     /// until it is ready (`/readyz`); returns how long that took.
     pub async fn start_operator(&mut self) -> Result<Duration, HarnessError> {
         let started = tokio::time::Instant::now();
-        let operator = Operator::start(&self.cluster, &self.namespace, REGION, self.mode).await?;
+        let operator =
+            Operator::start(&self.operator_cluster, &self.namespace, REGION, self.mode).await?;
         let operator = self.operator.insert(operator);
         operator.wait_ready(STEP_TIMEOUT).await?;
         Ok(started.elapsed())
@@ -286,6 +304,11 @@ impl Harness {
     /// The running operator, if any.
     pub fn operator(&self) -> Option<&Operator> {
         self.operator.as_ref()
+    }
+
+    /// The running operator, if any, to check or stop.
+    pub fn operator_mut(&mut self) -> Option<&mut Operator> {
+        self.operator.as_mut()
     }
 
     /// The published document, if any.

@@ -29,10 +29,11 @@ use super::{TestResult, install, reachable};
 
 #[tokio::test]
 async fn endpoint_serves_views_and_takes_release_acks_on_a_real_cluster() {
+    let _turn = crate::TURNS.read().await;
+    let _kit_turn = shardring_e2e::kit::KitTurn::shared().await;
     let Some(client) = reachable().await else {
         return;
     };
-    let _turn = crate::TURNS.read().await;
     let namespace = unique_namespace("endpoint");
     let result = match Fixture::from_samples(&namespace) {
         Ok(fixture) => scenario(&client, &fixture).await,

@@ -44,10 +44,11 @@ type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 #[tokio::test]
 async fn publishes_assignment_and_rebalances_on_a_real_cluster() {
+    let _turn = crate::TURNS.read().await;
+    let _kit_turn = shardring_e2e::kit::KitTurn::shared().await;
     let Some(client) = reachable().await else {
         return;
     };
-    let _turn = crate::TURNS.read().await;
     let namespace = unique_namespace("cluster");
     let result = match Fixture::from_samples(&namespace) {
         Ok(fixture) => scenario(&client, &fixture).await,
