@@ -19,7 +19,6 @@ pub mod sources;
 pub(crate) mod strip;
 pub mod sync;
 pub mod triggers;
-pub mod watch_backoff;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

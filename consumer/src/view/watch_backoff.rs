@@ -1,11 +1,13 @@
-//! How the operator's watches retry while the API server does not answer:
+//! How a Kubernetes watch retries while the API server does not answer,
+//! for the consumer's ConfigMap watch and the operator's watches alike:
 //! exponential backoff from 500 ms, doubling, capped at 2 s (up to 4 s with
 //! jitter), reset by the first event that comes through. kube's default
-//! (800 ms doubling to 30 s) left the watches of an operator that lived
-//! through a ten-second API server outage waiting up to half a minute more
-//! after it came back; this one reconnects within 4 s of it, and while it is
-//! down each watch still asks at most about once every 2–4 s, so a few
-//! watches do not add up to a spin.
+//! (800 ms doubling to 30 s) left a watch that lived through a ten-second
+//! API server outage waiting up to half a minute more after it came back
+//! (a consumer then saw its new shards that much later); this one
+//! reconnects within 4 s of it, and while it is down each watch still asks
+//! at most about once every 2–4 s, so a few watches do not add up to a
+//! spin.
 
 use std::time::Duration;
 
