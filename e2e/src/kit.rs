@@ -1,4 +1,5 @@
-//! The shardring-k8s kit (`../shared/k8s`, see its README) as the cluster
+//! The shardring-k8s kit (`../shared/k8s` next to the checkout, or where
+//! `SHARDRING_K8S_KIT` says; see its README) as the cluster
 //! under test, for the one scenario that needs to control the control
 //! plane itself: killing kube-apiserver and starting it again. The kit
 //! counts only when `KUBECONFIG` names its admin kubeconfig (state dir
@@ -58,7 +59,10 @@ impl Kit {
                 admin.display()
             ));
         }
-        let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/k8s");
+        let scripts = std::env::var_os("SHARDRING_K8S_KIT").map_or_else(
+            || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/k8s"),
+            PathBuf::from,
+        );
         if !scripts.join("up").is_file() {
             return Err(format!(
                 "the kit's scripts are not at {}",
