@@ -121,7 +121,8 @@ impl Pacing {
     }
 }
 
-fn add(t: Timestamp, d: Duration) -> Timestamp {
+/// `t + d`, saturating at the end of time.
+pub(crate) fn add(t: Timestamp, d: Duration) -> Timestamp {
     jiff::SignedDuration::try_from(d)
         .ok()
         .and_then(|d| t.checked_add(d).ok())

@@ -16,6 +16,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use crate::observation::PodInfo;
+use crate::pacing::add;
 
 /// A first publish held back: whom it waits for, and until when.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,13 +85,6 @@ pub(crate) fn first_publish_hold(
         next: next.duration_since(now).unsigned_abs(),
         deadline,
     })
-}
-
-fn add(t: Timestamp, d: Duration) -> Timestamp {
-    jiff::SignedDuration::try_from(d)
-        .ok()
-        .and_then(|d| t.checked_add(d).ok())
-        .unwrap_or(Timestamp::MAX)
 }
 
 #[cfg(test)]
