@@ -12,12 +12,14 @@
 //! This file holds the plan itself; `plan/inputs.rs` the checks that block
 //! it and the engine run, `plan/hold.rs` the hold of a group's first
 //! publish, `plan/outcome.rs` what it reports into the status and Events,
-//! `plan/requeue.rs` when to look again.
+//! `plan/requeue.rs` when to look again, `plan/throughput.rs` the measured
+//! loads (`balance: throughput`, the scaling signal).
 
 mod hold;
 mod inputs;
 mod outcome;
 mod requeue;
+pub(crate) mod throughput;
 
 use std::borrow::Cow;
 use std::time::Duration;
@@ -167,6 +169,7 @@ fn plan_assignment(
 
     record_assignment(obs, outcome, topology, &output, &doc, changed);
     outcome.protocol = Some(protocol_status(obs, &pacing, &output, &step));
+    outcome.measured_load = Some(throughput::report(obs, topology, &output));
     let young_revoke = match obs.leases {
         LeaseObservation::NotConfigured => None,
         _ => step
@@ -174,7 +177,7 @@ fn plan_assignment(
             .map(|since| obs.now.duration_since(since).unsigned_abs()),
     };
     let requeue_after = next_requeue(
-        requeue_after,
+        throughput::poll(obs).map_or(requeue_after, |poll| requeue_after.min(poll)),
         step.next_check,
         outcome.moves_in_flight,
         young_revoke,

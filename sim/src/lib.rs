@@ -23,6 +23,10 @@
 //! is balanced within one shard, no handoff is in flight and planning again
 //! changes nothing.
 //!
+//! Seeds balanced by throughput ([`load`]) add load: noisy consumer reports
+//! through the real load book, load shifts, and two more checks once quiet
+//! (no flapping, the band holds).
+//!
 //! Time only moves in the simulation; the same seed replays the same run.
 //!
 //! The crate: [`run`] (one seed, many seeds, their summary), [`sim`] (the
@@ -40,6 +44,7 @@ use shardring_engine as engine;
 
 pub mod explore;
 mod inject;
+pub mod load;
 pub mod operator;
 mod quiet;
 pub mod revokes;
@@ -49,6 +54,7 @@ pub mod scenario;
 pub mod sim;
 pub mod world;
 
+pub use load::{run_load_seed, run_load_seeds};
 pub use run::{EventCounts, SeedOutcome, SimConfig, Summary, percentile, run_seed, run_seeds};
 pub use scenario::{RollingDeploy, rolling_deploy};
 pub use sim::{PodStart, Sim};

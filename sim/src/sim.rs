@@ -33,6 +33,8 @@ pub struct Sim {
     /// The pods as the operator's pod watch last saw them (its own
     /// annotation writes aside): a change wakes a reconcile.
     pub(crate) watched: Vec<WatchedPod>,
+    /// When the quiet phase began (faults and events stopped).
+    pub quiet_since: Option<Ms>,
 }
 
 /// Longest step of simulated time (ms).
@@ -80,6 +82,7 @@ impl Sim {
             statefulset: false,
             recreate: 0.0,
             watched: Vec::new(),
+            quiet_since: None,
         }
     }
 
@@ -221,6 +224,8 @@ impl Sim {
             s.records += self.rng.below(4);
         }
         self.world.run_consumers(&mut self.rng);
+        self.world.report_loads();
+        self.op.receive_loads(&mut self.world);
         let watched = self.watched_pods();
         if landed || acked || watched != self.watched {
             let latency = self.rng.range(10, WATCH_LATENCY_MS);

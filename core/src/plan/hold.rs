@@ -181,6 +181,7 @@ mod tests {
             leases: LeaseObservation::NotConfigured,
             departed: Default::default(),
             releases: Default::default(),
+            loads: Default::default(),
             now: t(now_ms),
         }
     }

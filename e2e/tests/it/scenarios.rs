@@ -11,33 +11,15 @@
 
 use std::io::Write;
 
-use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use shardring_e2e::Reachability;
 use shardring_e2e::apiserver::api_server_restart;
-use shardring_e2e::cluster::SKIP_MESSAGE;
-use shardring_e2e::cluster::{Cluster, connect_with};
+use shardring_e2e::cluster::{Cluster, cluster_or_skip, connect_with};
 use shardring_e2e::harness::Harness;
 use shardring_e2e::kit::{Kit, KitTurn};
 use shardring_e2e::operator::OperatorMode;
 use shardring_e2e::proxy::CountingProxy;
 use shardring_e2e::scenarios::*;
-use shardring_e2e::{Reachability, connect};
-
-/// The cluster under test, or `None` after printing the skip line.
-async fn cluster(scenario: &str) -> Option<Client> {
-    match connect().await {
-        Reachability::Reachable { client, version } => {
-            eprintln!("e2e[{scenario}]: cluster reachable, Kubernetes {version}");
-            Some(client)
-        }
-        Reachability::Unreachable(reason) => {
-            // Straight to stderr so the line shows although the test
-            // harness captures the output of passing tests.
-            let _ = writeln!(std::io::stderr(), "{SKIP_MESSAGE} ({reason})");
-            None
-        }
-    }
-}
 
 /// Cleans up after a scenario and fails the test on the scenario's error
 /// or a failed cleanup.
@@ -59,7 +41,7 @@ macro_rules! scenario {
         // another test is restarting.
         let _turn = crate::TURNS.read().await;
         let _kit_turn = KitTurn::shared().await;
-        let Some(client) = cluster($name).await else {
+        let Some(client) = cluster_or_skip($name).await else {
             return;
         };
         let mode = OperatorMode::from_env().unwrap_or_else(|e| panic!("{e}"));
@@ -144,7 +126,7 @@ async fn api_server_restarted_mid_churn() {
     let _kit_turn = KitTurn::exclusive(&kit)
         .await
         .unwrap_or_else(|e| panic!("e2e[{NAME}]: {e}"));
-    let Some(client) = cluster(NAME).await else {
+    let Some(client) = cluster_or_skip(NAME).await else {
         return;
     };
     let mode = OperatorMode::from_env().unwrap_or_else(|e| panic!("{e}"));

@@ -83,6 +83,9 @@ pub struct Context {
     pub cache_sync: Option<CacheSync>,
     /// The consumer endpoint's shared state (`None`: no endpoint).
     pub(crate) endpoint: Option<crate::endpoint::EndpointState>,
+    /// The measured loads (the endpoint's, when there is one: its reports
+    /// and the lease table's throughput go into the same books).
+    pub(crate) loads: Arc<crate::endpoint::Loads>,
     /// Which namespaces hold the endpoint's current CA.
     pub(crate) endpoint_ca: endpoint_sync::CaPublisher,
     /// Consecutive failures per group, for the retry backoff.
@@ -103,6 +106,7 @@ impl Context {
             cache_sync: None,
             writes: apply::WriteLimit::default(),
             endpoint: None,
+            loads: Arc::default(),
             endpoint_ca: endpoint_sync::CaPublisher::default(),
             failures: Mutex::default(),
         }
@@ -110,6 +114,7 @@ impl Context {
 
     /// Publishes views into, and reads releases from, `endpoint`.
     pub fn with_endpoint(mut self, endpoint: crate::endpoint::EndpointState) -> Self {
+        self.loads = Arc::clone(&endpoint.loads);
         self.endpoint = Some(endpoint);
         self
     }
@@ -294,6 +299,11 @@ pub(crate) async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result
     let timings = cluster.timings();
     let endpoint_seen = cluster.take_endpoint_seen();
     let (decision, applied) = done.into_result()?;
+    if let (Some(document), Some(_)) = (&decision.document_write, &applied.document) {
+        // Reports are checked against the ownership consumers now see.
+        ctx.loads
+            .sync(&endpoint_sync::group_key(group), Some(document));
+    }
     if let (Some(endpoint), Some(seen)) = (&ctx.endpoint, endpoint_seen) {
         let written = applied.document.is_some();
         endpoint_sync::publish(endpoint, &ctx.metrics, &seen, &decision, written);
@@ -352,6 +362,10 @@ pub(crate) async fn cleanup_group(group: &ShardGroup, ctx: &Context) -> Result<A
         endpoint.directory.remove_group(&key);
         endpoint.releases.remove_group(&key);
     }
+    ctx.loads.remove_group(&crate::endpoint::GroupKey::new(
+        namespace.clone(),
+        group.name_any(),
+    ));
     ctx.metrics.forget(&metrics::GroupLabels {
         namespace,
         shardgroup: group.name_any(),

@@ -31,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::apply::{MANAGED_BY, MANAGED_BY_LABEL};
 use super::cached_pod::CachedPod;
+use super::endpoint_sync;
 use super::metrics::ControllerMetrics;
 use super::observe::departed::WatchDeparted as _;
 use super::observe::documents::DocumentCache;
@@ -66,6 +67,9 @@ pub struct ControllerConfig {
     /// and the endpoint CA into it and reads acknowledged releases from it
     /// (`None`: no endpoint).
     pub endpoint: Option<crate::endpoint::EndpointState>,
+    /// The measured loads' books (the endpoint's, when it has one; without
+    /// one, the lease table's throughput still feeds them).
+    pub loads: Arc<crate::endpoint::Loads>,
 }
 
 impl Default for ControllerConfig {
@@ -78,6 +82,7 @@ impl Default for ControllerConfig {
             write_concurrency: super::apply::DEFAULT_WRITE_CONCURRENCY,
             controller_class: None,
             endpoint: None,
+            loads: Arc::default(),
         }
     }
 }
@@ -191,7 +196,14 @@ pub async fn run_controller(
     if let Some(rx) = leader.clone() {
         context = context.with_leader(rx);
     }
+    context.loads = Arc::clone(&config.loads);
     if let Some(endpoint) = config.endpoint.clone() {
+        endpoint
+            .directory
+            .set_pod_cache(Arc::new(endpoint_sync::StorePods::new(
+                stores.clone(),
+                groups.clone(),
+            )));
         context = context.with_endpoint(endpoint);
     }
     let context = Arc::new(context);
@@ -403,6 +415,7 @@ fn endpoint_streams(
                 {
                     endpoint.directory.clear();
                     endpoint.releases.clear();
+                    endpoint.loads.clear();
                     context.endpoint_ca.forget();
                 }
             }

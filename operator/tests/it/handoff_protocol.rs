@@ -51,6 +51,7 @@ fn leases_of(obs: &Observation, renewed: Timestamp) -> LeaseTable {
                 parents: Vec::new(),
                 children: Vec::new(),
                 checkpoint_owner: None,
+                throughput_kbps: None,
             };
             (id.clone(), lease)
         })

@@ -5,7 +5,7 @@
 //! while its precondition holds, the others before the next reconcile. A
 //! document write whose precondition no longer holds is refused (409).
 
-use super::{Operator, Reconcile};
+use super::{Operator, Reconcile, ts};
 use crate::crds::{AssignmentDocument, PodView, ShardGroupStatus, ShardPhase};
 use crate::rng::Rng;
 use crate::world::{Ms, World};
@@ -189,6 +189,14 @@ impl Operator {
                     ));
                 }
                 for (id, r) in &doc.shards {
+                    let was_revoking = self
+                        .doc
+                        .as_ref()
+                        .and_then(|d| d.shards.get(id))
+                        .is_some_and(|before| before.state == ShardPhase::Revoking);
+                    if r.state == ShardPhase::Revoking && !was_revoking {
+                        self.revokes.push((world.now, id.clone()));
+                    }
                     if r.state != ShardPhase::Active {
                         continue;
                     }
@@ -211,7 +219,16 @@ impl Operator {
                     p.annotation = view.map(|v| v.to_annotation());
                 }
             }
-            Write::Status(status) => self.status = Some(*status),
+            Write::Status(status) => {
+                let before = self.status.as_ref().and_then(|s| s.last_pod_change);
+                if let Some(change) = status.last_pod_change
+                    && before != Some(change)
+                {
+                    self.pod_changes
+                        .push(change.as_millisecond() - ts(0).as_millisecond());
+                }
+                self.status = Some(*status);
+            }
         }
         true
     }

@@ -43,6 +43,7 @@ use crate::world::{Ms, SimPod, World};
 use shardring_core::cycle::{self, cycle};
 use shardring_core::departed::{CAPACITY, Departed};
 use shardring_core::leases::LeaseTable;
+use shardring_core::load::{LoadBook, LoadObservation};
 use shardring_core::observation::ReleaseAck;
 use shardring_core::plan::Decision;
 use shardring_core::retry::Failures;
@@ -107,6 +108,14 @@ pub struct Operator {
     /// a revoke counts from the revoke or from this, whichever is later
     /// (`crate::revokes`).
     pub last_fault: Ms,
+    /// The load book the endpoint keeps: the consumers' load reports,
+    /// checked and smoothed (lost in a crash).
+    pub loads: LoadBook,
+    /// When each shard's revoke started (a move decided), in landed
+    /// documents.
+    pub revokes: Vec<(Ms, String)>,
+    /// When the eligible pod set changed, as the landed statuses say.
+    pub pod_changes: Vec<Ms>,
 }
 
 /// The source read every this often by the simulated groups with a lease
@@ -170,6 +179,34 @@ impl Operator {
             landed_during_reconcile: false,
             failures: Failures::default(),
             last_fault: Ms::MIN,
+            loads: LoadBook::default(),
+            revokes: Vec::new(),
+            pod_changes: Vec::new(),
+        }
+    }
+
+    /// Takes the load reports that arrived (lost while the operator is
+    /// down), through the real book's checks and smoothing.
+    pub fn receive_loads(&mut self, world: &mut World) {
+        let now = world.now;
+        let Some(loads) = world.loads.as_mut() else {
+            return;
+        };
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut loads.queue)
+            .into_iter()
+            .partition(|r| r.at <= now);
+        loads.queue = later;
+        if now < self.down_until {
+            return;
+        }
+        let limits = LoadObservation::limits(&self.group);
+        for arrived in due {
+            // Refused reports and readings are counted by the book; a
+            // report from a view newer than what this operator published
+            // (possible right after a crash) is refused whole.
+            let _ = self
+                .loads
+                .report(&arrived.pod, &arrived.report, &limits, ts(now));
         }
     }
 
@@ -221,6 +258,7 @@ impl Operator {
         self.departed = Departed::with_limits(retention(), CAPACITY);
         self.departed.listed(ts(self.down_until));
         self.releases.clear();
+        self.loads = LoadBook::default();
         self.watch_gap_until = None;
     }
 
@@ -302,6 +340,8 @@ impl Operator {
             let latency = rng.range(10, 300);
             self.watch_event(world.now, latency);
         }
+        // The endpoint's book follows the document in place after the cycle.
+        self.loads.sync(self.doc.as_ref());
         done.decision
     }
 }

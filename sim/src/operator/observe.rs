@@ -117,6 +117,7 @@ impl Operator {
             releases: ReleaseAcks {
                 acks: self.releases.clone(),
             },
+            loads: self.loads.observe(),
             now: ts(now),
         }
     }
@@ -144,6 +145,7 @@ impl Operator {
                     parents: Vec::new(),
                     children: Vec::new(),
                     checkpoint_owner: None,
+                    throughput_kbps: None,
                 };
                 (id.clone(), snap)
             })

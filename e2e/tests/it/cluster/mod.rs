@@ -16,21 +16,21 @@
 mod connect;
 mod endpoint;
 mod fixture;
+mod load;
 mod waits;
 
 use std::collections::BTreeMap;
-use std::io::Write;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 use shardring_crds::{ConsumerPool, ShardGroup};
-use shardring_e2e::cluster::SKIP_MESSAGE;
+use shardring_e2e::cluster::cluster_or_skip;
 use shardring_e2e::consumers::{SCHEDULING_GATE, ready_conditions};
 use shardring_e2e::harness::{MANAGER, STEP_TIMEOUT};
 use shardring_e2e::namespace::{apply_crds, create_namespace, delete_namespace, unique_namespace};
-use shardring_e2e::{Operator, Probe, Reachability, connect, wait_for};
+use shardring_e2e::{Operator, Probe, wait_for};
 
 use self::fixture::Fixture;
 use self::waits::{
@@ -46,7 +46,7 @@ type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 async fn publishes_assignment_and_rebalances_on_a_real_cluster() {
     let _turn = crate::TURNS.read().await;
     let _kit_turn = shardring_e2e::kit::KitTurn::shared().await;
-    let Some(client) = reachable().await else {
+    let Some(client) = cluster_or_skip("cluster").await else {
         return;
     };
     let namespace = unique_namespace("cluster");
@@ -66,6 +66,14 @@ async fn publishes_assignment_and_rebalances_on_a_real_cluster() {
 /// Applies the CRDs, creates the namespace, applies the pool and the group
 /// and creates [`PODS`] Ready pods; returns their names.
 async fn install(client: &Client, fx: &Fixture) -> TestResult<Vec<String>> {
+    apply_fixture(client, fx).await?;
+    let pods: Vec<String> = (0..PODS).map(|i| format!("consumer-{i}")).collect();
+    create_ready_pods(client, fx, &pods).await?;
+    Ok(pods)
+}
+
+/// Applies the CRDs, creates the namespace and applies the pool and the group.
+async fn apply_fixture(client: &Client, fx: &Fixture) -> TestResult {
     apply_crds(client).await?;
     create_namespace(client, &fx.namespace).await?;
     let params = PatchParams::apply(MANAGER).force();
@@ -75,26 +83,7 @@ async fn install(client: &Client, fx: &Fixture) -> TestResult<Vec<String>> {
     Api::<ShardGroup>::namespaced(client.clone(), &fx.namespace)
         .patch(&fx.name, &params, &Patch::Apply(&fx.group))
         .await?;
-    let pods: Vec<String> = (0..PODS).map(|i| format!("consumer-{i}")).collect();
-    create_ready_pods(client, fx, &pods).await?;
-    Ok(pods)
-}
-
-/// The connected cluster's client, or `None` after printing why the test
-/// is skipped.
-async fn reachable() -> Option<Client> {
-    match connect().await {
-        Reachability::Reachable { client, version } => {
-            eprintln!("e2e: cluster reachable, Kubernetes {version}");
-            Some(client)
-        }
-        Reachability::Unreachable(reason) => {
-            // Written to stderr directly (not `eprintln!`) so the line shows
-            // even though the test harness captures output of passing tests.
-            let _ = writeln!(std::io::stderr(), "{SKIP_MESSAGE} ({reason})");
-            None
-        }
-    }
+    Ok(())
 }
 
 async fn scenario(client: &Client, fx: &Fixture) -> TestResult {
