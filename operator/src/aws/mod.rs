@@ -1,10 +1,10 @@
 //! What the operator's AWS adapters share, whichever service they call: the
-//! client settings ([`client_config`]), full-jitter [`Backoff`] for retries,
+//! client settings ([`client_config`]), full-jitter [`Backoff`] for retries (the workspace's one backoff, from
+//! `shardring-backoff`),
 //! and the error codes and error-chain text their failures are classified
 //! by. The Kinesis source and the lease-table reader both build on this
 //! module, and it imports neither of them.
 
-mod backoff;
 mod errors;
 
 use std::time::Duration;
@@ -13,9 +13,9 @@ use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_config::{Region, SdkConfig};
 
-pub use backoff::{Backoff, jitter_unit};
 pub use errors::chain;
 pub(crate) use errors::{is_access_code, is_throttle_code};
+pub use shardring_backoff::{Backoff, jitter_unit};
 
 /// The AWS settings every operator client uses (Kinesis and the lease
 /// table's DynamoDB): the shared config (default credential chain) with an

@@ -1,10 +1,28 @@
-//! Exponential backoff with full jitter for throttled or transient AWS
-//! failures, and the random draw it uses.
+//! How shardring waits before it retries, shared by every retry schedule
+//! in the workspace so that each one is written once:
+//!
+//! - [`ceiling`]: the exponential ceiling `min(cap, base · 2ⁿ)` (the core's
+//!   reconcile retry rule uses it alone, without jitter: time is an input
+//!   there);
+//! - [`jitter_unit`]: the random draw that spreads callers apart;
+//! - [`Backoff`]: full jitter for throttled or transient AWS calls;
+//! - [`watch::watch_backoff`] (feature `watch`): the retry schedule of a
+//!   Kubernetes watch.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+#[cfg(feature = "watch")]
+pub mod watch;
+
+/// The ceiling of the delay after failed attempt `attempt` (0-based):
+/// `base` doubled `attempt` times, never above `cap`.
+pub fn ceiling(base: Duration, cap: Duration, attempt: u32) -> Duration {
+    let factor = 1u32.checked_shl(attempt.min(30)).unwrap_or(u32::MAX);
+    base.saturating_mul(factor).min(cap)
+}
 
 /// Exponential backoff with full jitter ("Exponential Backoff And Jitter",
 /// AWS Architecture Blog): attempt `n` sleeps a uniform random time in
@@ -32,8 +50,7 @@ impl Default for Backoff {
 impl Backoff {
     /// The ceiling of the delay after failed attempt `attempt` (0-based).
     pub fn ceiling(&self, attempt: u32) -> Duration {
-        let factor = 1u32.checked_shl(attempt.min(30)).unwrap_or(u32::MAX);
-        self.base.saturating_mul(factor).min(self.cap)
+        ceiling(self.base, self.cap, attempt)
     }
 
     /// The delay after failed attempt `attempt`, for a jitter draw `unit` in
