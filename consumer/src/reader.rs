@@ -104,7 +104,6 @@ pub struct ShardReader {
     /// Where to restart if the iterator expires.
     position: Checkpoint,
     ended: bool,
-    jitter: u64,
 }
 
 /// Whether `code` means "slow down and try again".
@@ -124,14 +123,11 @@ fn retryable(code: Option<&str>, status: Option<u16>) -> bool {
 }
 
 /// Full-jitter backoff: uniform in [10 ms, min(max, base * 2^attempt)],
-/// picked by `random`.
-fn backoff(options: &ReaderOptions, attempt: u32, random: u64) -> Duration {
-    let cap = options
-        .backoff_base
-        .saturating_mul(1u32 << attempt.min(16))
-        .min(options.backoff_max);
-    let fraction = (random % 1001) as u32;
-    (cap * fraction / 1000).max(Duration::from_millis(10))
+/// picked by `unit` (a draw in `[0, 1]`).
+fn backoff(options: &ReaderOptions, attempt: u32, unit: f64) -> Duration {
+    shardring_backoff::ceiling(options.backoff_base, options.backoff_max, attempt)
+        .mul_f64(unit.clamp(0.0, 1.0))
+        .max(Duration::from_millis(10))
 }
 
 impl ShardReader {
@@ -147,17 +143,6 @@ impl ShardReader {
         checkpoint: Option<&Checkpoint>,
         options: ReaderOptions,
     ) -> Result<Self, ReaderError> {
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            // The low 64 bits of `as_nanos()`, without a truncating cast.
-            .map_or(0, |d| {
-                d.as_secs()
-                    .wrapping_mul(1_000_000_000)
-                    .wrapping_add(u64::from(d.subsec_nanos()))
-            })
-            ^ shard.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-                (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-            });
         let mut reader = Self {
             client,
             stream: stream.to_owned(),
@@ -166,7 +151,6 @@ impl ShardReader {
             iterator: None,
             position: checkpoint.cloned().unwrap_or(Checkpoint::TrimHorizon),
             ended: checkpoint == Some(&Checkpoint::ShardEnd),
-            jitter: seed | 1,
         };
         if !reader.ended {
             reader.iterator = Some(reader.get_iterator().await?);
@@ -189,11 +173,8 @@ impl ShardReader {
         &self.position
     }
 
-    fn next_backoff(&mut self, attempt: u32) -> Duration {
-        self.jitter ^= self.jitter << 13;
-        self.jitter ^= self.jitter >> 7;
-        self.jitter ^= self.jitter << 17;
-        backoff(&self.options, attempt, self.jitter)
+    fn next_backoff(&self, attempt: u32) -> Duration {
+        backoff(&self.options, attempt, shardring_backoff::jitter_unit())
     }
 
     fn failure<E, R>(&self, action: &'static str, error: &SdkError<E, R>) -> ReaderError
@@ -383,13 +364,13 @@ mod tests {
     fn backoff_grows_to_its_cap_with_full_jitter() {
         let options = ReaderOptions::default();
         // The largest draw at each attempt doubles until the cap.
-        assert_eq!(backoff(&options, 0, 1000), Duration::from_millis(100));
-        assert_eq!(backoff(&options, 3, 1000), Duration::from_millis(800));
-        assert_eq!(backoff(&options, 10, 1000), options.backoff_max);
-        assert_eq!(backoff(&options, 40, 1000), options.backoff_max);
+        assert_eq!(backoff(&options, 0, 1.0), Duration::from_millis(100));
+        assert_eq!(backoff(&options, 3, 1.0), Duration::from_millis(800));
+        assert_eq!(backoff(&options, 10, 1.0), options.backoff_max);
+        assert_eq!(backoff(&options, 40, 1.0), options.backoff_max);
         // The smallest draw never spins.
-        assert_eq!(backoff(&options, 5, 0), Duration::from_millis(10));
-        let mid = backoff(&options, 2, 500);
+        assert_eq!(backoff(&options, 5, 0.0), Duration::from_millis(10));
+        let mid = backoff(&options, 2, 0.5);
         assert_eq!(mid, Duration::from_millis(200));
     }
 }

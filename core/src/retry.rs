@@ -66,9 +66,7 @@ impl Failures {
             self.0
         };
         Retry {
-            after: BACKOFF_MIN
-                .saturating_mul(1u32 << (reported - 1).min(10))
-                .min(BACKOFF_MAX),
+            after: shardring_backoff::ceiling(BACKOFF_MIN, BACKOFF_MAX, reported - 1),
             reported: true,
             first_reported: reported == 1,
         }

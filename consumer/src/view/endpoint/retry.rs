@@ -103,37 +103,24 @@ pub struct Backoff {
     base: Duration,
     cap: Duration,
     attempt: u32,
-    seed: u64,
 }
 
 impl Backoff {
     /// Starts at `base`, never above `cap`.
     pub fn new(base: Duration, cap: Duration) -> Self {
-        let seed = u64::try_from(jiff::Timestamp::now().as_nanosecond().rem_euclid(1 << 62))
-            .unwrap_or(0x9e37_79b9_7f4a_7c15)
-            | 1;
         Self {
             base,
             cap,
             attempt: 0,
-            seed,
         }
     }
 
     /// The next delay.
     pub fn next_delay(&mut self) -> Duration {
-        let full = self
-            .base
-            .saturating_mul(1 << self.attempt.min(20))
-            .min(self.cap);
+        let full = shardring_backoff::ceiling(self.base, self.cap, self.attempt);
         self.attempt = self.attempt.saturating_add(1);
-        // xorshift64: enough to spread clients apart.
-        self.seed ^= self.seed << 13;
-        self.seed ^= self.seed >> 7;
-        self.seed ^= self.seed << 17;
         let half = full / 2;
-        let spread = u64::try_from(half.as_micros()).unwrap_or(u64::MAX);
-        half + Duration::from_micros(if spread == 0 { 0 } else { self.seed % spread })
+        half + half.mul_f64(shardring_backoff::jitter_unit())
     }
 
     /// Back to the first delay.
