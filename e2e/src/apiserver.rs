@@ -11,7 +11,9 @@
 //! [`crate::proxy`]), i.e. it backs off instead of spinning; and the
 //! consumers' records pass the usual checker.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -72,7 +74,7 @@ impl Samples {
                         shards: doc.shards.len(),
                         v1_1_active: doc.pods.get("v1-1").is_some_and(|p| !p.active.is_empty()),
                     };
-                    into.lock().expect("samples").push(sample);
+                    into.lock().push(sample);
                 }
                 tokio::time::sleep(SAMPLE_EVERY).await;
             }
@@ -81,7 +83,7 @@ impl Samples {
     }
 
     fn taken(&self) -> Vec<Sample> {
-        self.seen.lock().expect("samples").clone()
+        self.seen.lock().clone()
     }
 }
 

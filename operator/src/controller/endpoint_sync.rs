@@ -10,7 +10,9 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -236,7 +238,6 @@ impl CaPublisher {
         let done = self
             .published
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
             .get(namespace)
             .is_some_and(|p| Arc::ptr_eq(p, &ca) || **p == *ca);
         if done {
@@ -258,10 +259,7 @@ impl CaPublisher {
             .await
         {
             Ok(_) => {
-                self.published
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(namespace.to_owned(), ca);
+                self.published.lock().insert(namespace.to_owned(), ca);
             }
             Err(error) => {
                 tracing::warn!(%namespace, %error, "cannot publish the consumer endpoint's CA");
@@ -272,9 +270,6 @@ impl CaPublisher {
     /// Forgets what was written: after a leadership change the next leader
     /// checks every namespace again.
     pub(crate) fn forget(&self) {
-        self.published
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
+        self.published.lock().clear();
     }
 }

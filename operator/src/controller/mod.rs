@@ -21,7 +21,9 @@ pub mod sync;
 pub mod triggers;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::Instant;
 
 use jiff::Timestamp;
@@ -275,7 +277,6 @@ pub async fn reconcile(
     if result.is_ok() {
         ctx.failures
             .lock()
-            .expect("failure map poisoned")
             .remove(&ObjectRef::from_obj(obj.as_ref()));
     }
     result
@@ -393,7 +394,6 @@ pub fn error_policy(
     let retry = ctx
         .failures
         .lock()
-        .expect("failure map poisoned")
         .entry(ObjectRef::from_obj(obj.as_ref()))
         .or_default()
         .failed(error.is_stale_read());

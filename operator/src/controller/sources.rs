@@ -7,7 +7,9 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use jiff::Timestamp;
 use kube::ResourceExt;
@@ -111,7 +113,7 @@ impl Sources {
         let key = key(group);
         let wanted = (group.spec.source.clone(), group.spec.lease_table.clone());
         let (existing, known) = {
-            let mut groups = self.groups.lock().expect("source map poisoned");
+            let mut groups = self.groups.lock();
             let entry = groups
                 .entry(key.clone())
                 .or_insert_with(|| GroupSource::new(wanted.clone()));
@@ -154,7 +156,7 @@ impl Sources {
             }
         };
         let (ordering_enforced, lineage, refresh_after) = extras;
-        let mut groups = self.groups.lock().expect("source map poisoned");
+        let mut groups = self.groups.lock();
         let Some(entry) = groups.get_mut(&key) else {
             // Forgotten while reading (the group was deleted).
             return TopologyObservation {
@@ -200,7 +202,7 @@ impl Sources {
         if group.spec.lease_table.is_none() {
             return LeaseObservation::NotConfigured;
         }
-        let groups = self.groups.lock().expect("source map poisoned");
+        let groups = self.groups.lock();
         let snapshot = groups
             .get(&key(group))
             .and_then(|entry| entry.source.as_ref())
@@ -216,7 +218,7 @@ impl Sources {
     /// Drops the state of a deleted group, and its Kinesis source when no
     /// other group reads the same stream and lease table.
     pub(crate) fn forget(&self, group: &ShardGroup) {
-        let mut groups = self.groups.lock().expect("source map poisoned");
+        let mut groups = self.groups.lock();
         let Some(gone) = groups.remove(&key(group)) else {
             return;
         };
