@@ -30,6 +30,8 @@ pub mod departed;
 pub mod departures;
 pub(crate) mod document;
 pub(crate) mod events;
+#[cfg(feature = "fixtures")]
+pub mod fixtures;
 pub mod handoff;
 pub mod leases;
 pub mod load;

@@ -40,6 +40,10 @@ pub const VERSION: &str = "v1alpha1";
 /// so share a cluster without ever acting on the same group.
 pub const CONTROLLER_CLASS_LABEL: &str = "shardring.io/controller-class";
 
+/// Finalizer that keeps a deleted ShardGroup until the operator has removed
+/// its pod annotations.
+pub const FINALIZER: &str = "shardring.io/cleanup";
+
 /// The ShardGroup label selector of an operator of `class` (see
 /// [`CONTROLLER_CLASS_LABEL`]).
 pub fn controller_class_selector(class: Option<&str>) -> String {

@@ -121,7 +121,7 @@ fn published(mock: &MockApiServer, known_rv: Option<&str>) -> Option<(String, Op
     if known_rv == Some(rv.as_str()) {
         return Some((rv, None));
     }
-    let doc = shardring::controller::codec::decode(&serde_json::from_value(cm).ok()?).ok()?;
+    let doc = shardring_core::codec::decode(&serde_json::from_value(cm).ok()?).ok()?;
     Some((rv, Some(doc.epoch)))
 }
 

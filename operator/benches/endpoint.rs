@@ -479,8 +479,7 @@ async fn load(pods: usize) -> Load {
         || {
             None::<usize>.or_else(|| {
                 let cm = mock.get("v1", "ConfigMap", Some(NS), "g-assignment")?;
-                let doc =
-                    shardring::controller::codec::decode(&serde_json::from_value(cm).ok()?).ok()?;
+                let doc = shardring_core::codec::decode(&serde_json::from_value(cm).ok()?).ok()?;
                 let active = doc.pods.get("joiner")?.active.len();
                 let revoking: usize = doc.pods.values().map(|p| p.revoking.len()).sum();
                 (active >= 3 && revoking == 0).then_some(active)

@@ -30,7 +30,8 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
-use shardring::controller::{CachedPod, Context, ControllerMetrics, FINALIZER, Stores, reconcile};
+use shardring::controller::{CachedPod, Context, ControllerMetrics, Stores, reconcile};
+use shardring::crds::FINALIZER;
 use shardring::crds::{ConsumerPool, ShardGroup, ShardGroupStatus};
 use shardring_crds::fixtures;
 

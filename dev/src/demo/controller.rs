@@ -1,6 +1,6 @@
 //! The demo's control loop: every tick it observes the stream and the lease
 //! table through the real Kinesis source, builds the controller's
-//! [`Observation`](shardring::controller::Observation) from the in-process
+//! [`Observation`](shardring_core::Observation) from the in-process
 //! cluster and runs the controller core's cycle ([`shardring_core::cycle()`],
 //! the operator's: the real plan step, then the writes in the operator's
 //! order: document, pod annotations projected into the consumers' files,

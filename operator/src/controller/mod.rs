@@ -37,14 +37,8 @@ use kube::{Client, ResourceExt};
 use tokio::sync::watch;
 use tracing::instrument;
 
-// The pure steps are the controller core's (`shardring-core`), re-exported
-// under their former paths for the CLI, the tests and the benches.
-pub use shardring_core::observation::{
-    Observation, PodInfo, Published, PublishedVersion, TopologyObservation,
-};
-pub use shardring_core::plan::{self, Decision, plan};
+use shardring_core::EventNote;
 use shardring_core::retry::Failures;
-pub use shardring_core::{AnnotationWrite, EventKind, EventNote, codec, conditions, handoff};
 
 pub use apply::ApplyError;
 pub use cached_pod::CachedPod;
@@ -54,10 +48,7 @@ pub use runner::{ControllerConfig, run_controller};
 pub use sources::Sources;
 pub use sync::CacheSync;
 
-use crate::crds::ShardGroup;
-
-/// Finalizer that keeps a deleted ShardGroup until its pod annotations are removed.
-pub const FINALIZER: &str = "shardring.io/cleanup";
+use crate::crds::{FINALIZER, ShardGroup};
 
 /// The clock a reconcile reads `now` from (a fixed one in tests).
 pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;

@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::controller_support::mock_api::{Requests, Seen, json_response, recording_client};
-use crate::controller_support::*;
+use shardring_core::fixtures::*;
 
 /// A mock API server holding one ShardGroup, its pool and three ready pods.
 /// Lists answer with those; watches never answer (no events); writes echo

@@ -8,16 +8,17 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jiff::SignedDuration;
-use shardring::controller::conditions::ORDERING_NOT_ENFORCED_MESSAGE;
-use shardring::controller::conditions::{self, DEGRADED, ORDERING_NOT_ENFORCED, READY};
-use shardring::controller::{Observation, plan};
 use shardring::crds::shard_group::{BalanceMode, KinesisSource, LeaseTableSpec, ShardSource};
 use shardring::crds::{ShardGroup, ShardPhase};
 use shardring::engine::{HashKeyRange, Shard, ShardState};
 use shardring::source::{SourceError, Topology};
+use shardring_core::conditions::ORDERING_NOT_ENFORCED_MESSAGE;
+use shardring_core::conditions::{self, DEGRADED, ORDERING_NOT_ENFORCED, READY};
+use shardring_core::observation::Observation;
+use shardring_core::plan;
 
-use crate::controller_support;
-use crate::controller_support::*;
+use shardring_core::fixtures;
+use shardring_core::fixtures::*;
 
 /// A group reading stream `orders` (refresh 30 s), with or without a lease table.
 fn kinesis_group(lease_table: bool) -> ShardGroup {
@@ -52,7 +53,7 @@ fn shard(id: &str, state: ShardState, parents: &[&str]) -> Shard {
 /// table the engine shards carry no parents and the lineage is on the side,
 /// as the Kinesis source reports it.
 fn split_observation(lease_table: bool, pods: usize) -> Observation {
-    let mut obs = observation(1, controller_support::pods(pods));
+    let mut obs = observation(1, fixtures::pods(pods));
     obs.group = kinesis_group(lease_table);
     let parents: &[&str] = if lease_table { &["p"] } else { &[] };
     obs.topology.source = "kinesis:orders".into();

@@ -10,10 +10,11 @@ use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::watcher;
 use shardring::controller::apply::document_config_map;
 use shardring::controller::observe::{ZONE_LABEL, groups_for_pod, groups_for_pool};
-use shardring::controller::{CachedPod, Published, PublishedVersion, Stores};
+use shardring::controller::{CachedPod, Stores};
 use shardring::crds::{AssignmentDocument, ShardGroup, ShardRecord};
+use shardring_core::observation::{Published, PublishedVersion};
 
-use crate::controller_support::*;
+use shardring_core::fixtures::*;
 
 fn stores(pods: &[Pod], nodes: &[(&str, &str)], cms: &[ConfigMap]) -> Stores {
     let (pools, mut pool_writer) =

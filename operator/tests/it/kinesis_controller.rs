@@ -10,17 +10,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shardring::controller::Sources;
-use shardring::controller::conditions::{self, DEGRADED, ORDERING_NOT_ENFORCED};
-use shardring::controller::plan;
 use shardring::crds::ShardPhase;
 use shardring::crds::shard_group::{KinesisSource, ShardSource as SourceSpec};
 use shardring::source::ShardSource;
 use shardring::source::kinesis::pacing::Backoff;
 use shardring::source::kinesis::{KinesisShardSource, ReaderOptions};
+use shardring_core::conditions::{self, DEGRADED, ORDERING_NOT_ENFORCED};
+use shardring_core::plan;
 
-use crate::controller_support::{GROUP_UID, observation, pods, settle};
 use crate::support;
 use crate::support::proxy::{Fault, FaultProxy};
+use shardring_core::fixtures::{GROUP_UID, observation, pods, settle};
 
 const PARENT: &str = "shardId-000000000000";
 

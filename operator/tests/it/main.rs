@@ -4,12 +4,14 @@
 //! `cargo test -p shardring --test it <module>::`, e.g.
 //! `cargo test -p shardring --test it manifests::`.
 //!
-//! Shared: `controller_support` (fixtures of the pure controller tests),
+//! Shared: `shardring_core::fixtures` (the core's fixtures: groups, pools,
+//! pods, observations), `controller_support` (the recording mock API server),
 //! `support` (the local AWS emulators and a fault proxy); the two tests
 //! that need a process to themselves run in a child process
 //! (`shardring_devkit::process::in_own_process`). The tests of the former
 //! files now run side by side. The demo's and the embedded scenarios' tests
-//! are the `shardring-dev` crate's.
+//! are the `shardring-dev` crate's; the core's rules (plan, handoff
+//! protocol, pod-stopped timing) are tested in the core (`core/tests/it`).
 
 mod allocator;
 mod api_reconcile;
@@ -17,11 +19,9 @@ mod api_runner;
 mod api_server;
 mod controller_kinesis;
 mod controller_observe;
-mod controller_plan;
 mod controller_support;
 mod endpoint;
 mod endpoint_controller;
-mod handoff_protocol;
 mod kinesis_cli;
 mod kinesis_controller;
 mod kinesis_faults;
@@ -30,7 +30,6 @@ mod kinesis_rate;
 mod kinesis_topology;
 mod lease_table;
 mod manifests;
-mod pod_stopped_timing;
 mod runtime_crd_wait;
 mod runtime_leader;
 mod runtime_leader_failover;

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use shardring::crds::{AssignmentDocument, PodView};
 
 use crate::controller_support::mock_api::Seen;
-use crate::controller_support::*;
+use shardring_core::fixtures::*;
 
 pub(super) fn writes(seen: &[Seen]) -> Vec<&Seen> {
     seen.iter().filter(|s| s.method != "GET").collect()

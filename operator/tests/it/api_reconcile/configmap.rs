@@ -23,7 +23,7 @@ use super::harness::{
     three_pods, world,
 };
 use super::mock::{CmAnswer, mock_client_with};
-use crate::controller_support::*;
+use shardring_core::fixtures::*;
 
 #[tokio::test]
 async fn a_failed_write_is_retried_with_backoff_and_reported_once() {

@@ -4,11 +4,12 @@
 
 use kube::runtime::watcher;
 use serde_json::json;
-use shardring::controller::{CachedPod, FINALIZER};
+use shardring::controller::CachedPod;
+use shardring::crds::FINALIZER;
 
 use super::asserts::assert_annotation_patch;
 use super::harness::{reconcile_once, settle, three_pods, world};
-use crate::controller_support::*;
+use shardring_core::fixtures::*;
 
 #[tokio::test]
 async fn deleting_a_shardgroup_removes_its_annotations_then_the_finalizer() {

@@ -13,12 +13,13 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher;
 use shardring::controller::apply::document_config_map;
-use shardring::controller::{CachedPod, Context, ControllerMetrics, Stores, plan, reconcile};
+use shardring::controller::{CachedPod, Context, ControllerMetrics, Stores, reconcile};
 use shardring::crds::{ConsumerPool, ShardGroup};
+use shardring_core::plan;
 
 use super::mock::{CmAnswer, mock_client, mock_client_with};
 use crate::controller_support::mock_api::Seen;
-use crate::controller_support::*;
+use shardring_core::fixtures::*;
 
 /// Reflector stores filled as a synced watch would fill them.
 pub(super) struct World {

@@ -9,7 +9,7 @@ use shardring::controller::{Context, ControllerMetrics, reconcile};
 
 use super::harness::{reconcile_once, settle, three_pods, world};
 use super::mock::mock_client;
-use crate::controller_support::*;
+use shardring_core::fixtures::*;
 
 #[tokio::test]
 async fn a_reconcile_with_nothing_to_change_sends_no_request() {

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use shardring::crds::ShardGroup;
 
 use crate::controller_support::mock_api::{Requests, failure, json_response, recording_client};
-use crate::controller_support::*;
+use shardring_core::fixtures::*;
 
 /// How the mock API server answers ConfigMap writes.
 #[derive(Debug, Clone, Copy, PartialEq)]

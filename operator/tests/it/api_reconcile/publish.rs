@@ -15,7 +15,7 @@ use super::asserts::{
 use super::harness::{
     SETTLED_VERSION, reconcile_once, settle, settled_with_a_joining_pod, three_pods, world,
 };
-use crate::controller_support::*;
+use shardring_core::fixtures::*;
 
 #[tokio::test]
 async fn first_publish_creates_the_configmap_then_annotations_then_status() {

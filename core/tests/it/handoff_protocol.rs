@@ -5,14 +5,15 @@
 use std::collections::BTreeMap;
 
 use jiff::{SignedDuration, Timestamp};
-use shardring::controller::handoff::Evidence;
-use shardring::controller::observe::LeaseObservation;
-use shardring::controller::{Observation, Published, plan};
-use shardring::crds::ShardPhase;
-use shardring::crds::shard_group::LeaseTableSpec;
-use shardring::lease::{LeaseSnapshot, LeaseTable};
+use shardring_core::handoff::Evidence;
+use shardring_core::leases::{LeaseSnapshot, LeaseTable};
+use shardring_core::observation::LeaseObservation;
+use shardring_core::observation::{Observation, Published};
+use shardring_core::plan::plan;
+use shardring_crds::ShardPhase;
+use shardring_crds::shard_group::LeaseTableSpec;
 
-use crate::controller_support::*;
+use shardring_core::fixtures::*;
 
 fn later(mut obs: Observation, secs: i64) -> Observation {
     obs.now += SignedDuration::from_secs(secs);
@@ -256,7 +257,7 @@ fn without_a_lease_table_the_drain_clock_starts_when_the_pod_saw_the_revoke() {
     );
 }
 
-fn conditions<'a>(s: &'a shardring::crds::ShardGroupStatus, t: &str) -> (&'a str, &'a str) {
+fn conditions<'a>(s: &'a shardring_crds::ShardGroupStatus, t: &str) -> (&'a str, &'a str) {
     let c = s.conditions.iter().find(|c| c.type_ == t).unwrap();
     (c.status.as_str(), c.reason.as_str())
 }

@@ -3,14 +3,16 @@
 
 use std::time::Duration;
 
-use shardring::controller::conditions::{self, reason};
-use shardring::controller::{EventKind, Published, plan};
-use shardring::crds::ShardPhase;
-use shardring::source::SourceError;
+use shardring_core::EventKind;
+use shardring_core::conditions::{self, reason};
+use shardring_core::observation::Published;
+use shardring_core::plan::{self, plan};
+use shardring_core::topology::SourceError;
+use shardring_crds::ShardPhase;
 
-use crate::controller_support::*;
+use shardring_core::fixtures::*;
 
-fn condition<'a>(status: &'a shardring::crds::ShardGroupStatus, type_: &str) -> (&'a str, &'a str) {
+fn condition<'a>(status: &'a shardring_crds::ShardGroupStatus, type_: &str) -> (&'a str, &'a str) {
     let c = conditions::find(&status.conditions, type_)
         .unwrap_or_else(|| panic!("no {type_} condition"));
     (c.status.as_str(), c.reason.as_str())
@@ -140,9 +142,9 @@ fn a_joining_pod_gets_its_share_and_only_affected_pods_are_written() {
 
 /// The observation `secs` seconds later.
 fn later(
-    mut obs: shardring::controller::Observation,
+    mut obs: shardring_core::observation::Observation,
     secs: i64,
-) -> shardring::controller::Observation {
+) -> shardring_core::observation::Observation {
     obs.now += jiff::SignedDuration::from_secs(secs);
     obs
 }
@@ -247,7 +249,7 @@ fn a_terminating_owner_hands_its_shards_over() {
     assert!(
         d.handoffs
             .iter()
-            .all(|h| h.evidence == shardring::controller::handoff::Evidence::DrainTimeout)
+            .all(|h| h.evidence == shardring_core::handoff::Evidence::DrainTimeout)
     );
 }
 

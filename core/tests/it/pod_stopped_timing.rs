@@ -11,12 +11,13 @@
 //! prints the table.
 
 use jiff::{SignedDuration, Timestamp};
-use shardring::controller::observe::Containers;
-use shardring::controller::observe::departed::{Departure, Departures};
-use shardring::controller::{Observation, PodInfo, Published, plan};
-use shardring::crds::{ConsumerPool, ShardGroup, ShardPhase};
+use shardring_core::departures::{Departure, Departures};
+use shardring_core::observation::Containers;
+use shardring_core::observation::{Observation, PodInfo, Published};
+use shardring_core::plan::plan;
+use shardring_crds::{ConsumerPool, ShardGroup, ShardPhase};
 
-use crate::controller_support::*;
+use shardring_core::fixtures::*;
 
 /// The sample ShardGroup and ConsumerPool, as `kubectl apply -k
 /// config/samples/` creates them.
@@ -229,7 +230,7 @@ fn revoking_on(obs: &Observation, pod: &str) -> usize {
 
 /// Applies `decision` as the API server would (document, annotations,
 /// status).
-fn settle_with(mut obs: Observation, decision: &shardring::controller::Decision) -> Observation {
+fn settle_with(mut obs: Observation, decision: &shardring_core::plan::Decision) -> Observation {
     if let Some(doc) = decision.document_write.clone() {
         obs.published = Published::from(doc);
     }
