@@ -177,7 +177,8 @@ fn shifts(n: usize, p: usize, base: &[f64], settled: &[Box<dyn Strategy>]) {
                 continue;
             }
             left += 1;
-            bound += at_shift.lower_bound(strategy.owners(), &loads.all(t0), low, high);
+            let case_bound = at_shift.lower_bound(strategy.owners(), &loads.all(t0), low, high);
+            bound += case_bound;
             let mut made = Moves::new(n);
             let (mut last_out, mut last_over) = (t0, t0);
             run(
@@ -204,7 +205,7 @@ fn shifts(n: usize, p: usize, base: &[f64], settled: &[Box<dyn Strategy>]) {
             if std::env::var_os("LOAD_BENCH_VERBOSE").is_some() {
                 let end = judge(strategy.owners(), p, &loads.all(t0 + 15 * 60));
                 println!(
-                    "  {} shard {s}: at shift {:.3}..{:.3} (over {over}, under {under}, band {low:.3}..{high:.3}), after {:.3}..{:.3}, moves {}, last out {}s",
+                    "  {} shard {s}: at shift {:.3}..{:.3} (over {over}, under {under}, band {low:.3}..{high:.3}), after {:.3}..{:.3}, moves {} (bound {case_bound}), last out {}s",
                     original.name(),
                     at_shift.min_over_fair,
                     at_shift.max_over_fair,
