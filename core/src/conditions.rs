@@ -38,6 +38,9 @@ pub const ORDERING_NOT_ENFORCED_MESSAGE: &str = "no lease table is configured, s
 pub mod reason {
     /// The assignment is published for the current pods and topology.
     pub const PUBLISHED: &str = "Published";
+    /// The group's first publish waits for pods about to pass
+    /// `minReadySeconds` (`rebalance.initialDelay`).
+    pub const FIRST_PUBLISH_HELD: &str = "FirstPublishHeld";
     /// The ConsumerPool named by `spec.poolRef` does not exist.
     pub const POOL_NOT_FOUND: &str = "PoolNotFound";
     /// The pool selects no pod that is Ready for `minReadySeconds`.

@@ -7,9 +7,10 @@
 //! document and pod annotations (`document`, encoded by [`codec`]), of the
 //! status, its conditions and the Events (`status`, [`conditions`],
 //! `events`), the pacing of optional moves (`pacing`), the measured loads
-//! of `balance: throughput` and the scaling signal ([`load`]), and the one
+//! of `balance: throughput` and the scaling signal ([`load`]), the one
 //! reconcile cycle ([`cycle()`]: observe → plan → apply through the
-//! [`Observe`] and [`Apply`] traits, writes in the contract's order). What only the
+//! [`Observe`] and [`Apply`] traits, writes in the contract's order) and
+//! when a group is reconciled again after it ([`retry`]). What only the
 //! core itself uses is `pub(crate)`: the public items are what the operator,
 //! the simulation, the demo and the tests call.
 //!
@@ -35,6 +36,7 @@ pub mod load;
 pub mod observation;
 pub(crate) mod pacing;
 pub mod plan;
+pub mod retry;
 pub(crate) mod status;
 pub mod topology;
 

@@ -50,6 +50,9 @@ pub(crate) struct Outcome {
     /// Handoff and pacing bookkeeping, `None` to keep the current one (no
     /// plan was made).
     pub protocol: Option<ProtocolStatus>,
+    /// Why the group's first publish is held (`rebalance.initialDelay`):
+    /// not Ready yet, but nothing is wrong.
+    pub held: Option<String>,
     /// What the plan reports of the measured load, `None` to keep the
     /// current one (no plan was made).
     pub measured_load: Option<crate::plan::throughput::LoadOutcome>,
@@ -69,8 +72,8 @@ pub(crate) fn build(obs: &Observation, outcome: &Outcome) -> (ShardGroupStatus, 
     let planned = outcome.shards.is_some();
     let problem = outcome.problem.as_ref();
 
-    let ready = match problem.filter(|p| p.blocks_ready) {
-        Some(p) => conditions::condition(
+    let ready = match (problem.filter(|p| p.blocks_ready), &outcome.held) {
+        (Some(p), _) => conditions::condition(
             READY,
             false,
             p.reason,
@@ -79,7 +82,16 @@ pub(crate) fn build(obs: &Observation, outcome: &Outcome) -> (ShardGroupStatus, 
             now,
             previous,
         ),
-        None => conditions::condition(
+        (None, Some(held)) => conditions::condition(
+            READY,
+            false,
+            reason::FIRST_PUBLISH_HELD,
+            held.clone(),
+            generation,
+            now,
+            previous,
+        ),
+        (None, None) => conditions::condition(
             READY,
             true,
             reason::PUBLISHED,
@@ -158,7 +170,17 @@ pub(crate) fn build(obs: &Observation, outcome: &Outcome) -> (ShardGroupStatus, 
         )
     };
     let unfenced = outcome.protocol.as_ref().is_some_and(|p| p.unfenced);
-    let progressing = if outcome.moves_in_flight > 0 && unfenced {
+    let progressing = if let Some(held) = &outcome.held {
+        conditions::condition(
+            PROGRESSING,
+            true,
+            reason::FIRST_PUBLISH_HELD,
+            held.clone(),
+            generation,
+            now,
+            previous,
+        )
+    } else if outcome.moves_in_flight > 0 && unfenced {
         conditions::condition(
             PROGRESSING,
             true,

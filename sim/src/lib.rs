@@ -15,7 +15,10 @@
 //! Checked at every step: never two consumers reading one shard, never a
 //! child read before its parents completed, no record skipped, never a
 //! document shrunk by a read error, never a published epoch that does not
-//! increase. After the faults stop and the system goes
+//! increase, and every revoke ends by `drainTimeout` plus one reconcile
+//! unless the operator was kept from acting ([`revokes`]: the simulated
+//! operator reconciles when the operator's runtime would, on its requeue
+//! and retry rule and its watch events). After the faults stop and the system goes
 //! quiet: every readable shard has exactly one owner that reads it, the load
 //! is balanced within one shard, no handoff is in flight and planning again
 //! changes nothing.
@@ -28,7 +31,8 @@
 //!
 //! The crate: [`run`] (one seed, many seeds, their summary), [`sim`] (the
 //! simulated system and its step), `inject` (the random faults and events
-//! of a step), `quiet` (the checks once the system went quiet),
+//! of a step), `quiet` (the checks once the system went quiet), [`revokes`]
+//! (the bound on a revoke),
 //! [`world`] (pods, stream, lease table, consumers), [`operator`] (the
 //! operator process and the API objects), [`scenario`] (planned-event
 //! measurements), [`explore`] (an exhaustive search of a small
@@ -43,6 +47,7 @@ mod inject;
 pub mod load;
 pub mod operator;
 mod quiet;
+pub mod revokes;
 pub mod rng;
 pub mod run;
 pub mod scenario;

@@ -111,6 +111,7 @@ pub(crate) fn setup(seed: u64, throughput: bool) -> Sim {
         next_uid: 0,
         statefulset,
         recreate: 0.5,
+        watched: Vec::new(),
         quiet_since: None,
     };
     if throughput {

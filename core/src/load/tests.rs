@@ -43,6 +43,7 @@ fn doc(epoch: u64) -> AssignmentDocument {
                     to: Some("a".into()),
                     since: t(0),
                     epoch,
+                    lease_counter: None,
                 })),
                 ..ShardRecord::default()
             },

@@ -98,6 +98,7 @@ fn check_spec(spec: &ShardGroupSpec) -> Result<(), crate::crds::shard_group::Spe
     spec.handoff.lease_failover()?;
     spec.rebalance.delay()?;
     spec.rebalance.window()?;
+    spec.rebalance.initial_delay()?;
     if let Some(kinesis) = &spec.source.kinesis {
         kinesis.refresh_interval()?;
     }

@@ -81,7 +81,8 @@ pub struct ShardGroupSpec {
     /// How shards move between pods.
     #[serde(default)]
     pub handoff: HandoffSpec,
-    /// How optional (balancing) moves are paced.
+    /// How optional (balancing) moves are paced, and how long a group's first
+    /// publish waits for pods about to become eligible.
     #[serde(default)]
     pub rebalance: RebalanceSpec,
     /// Names of the published outputs.

@@ -272,6 +272,22 @@ fn durations_must_be_go_style_and_positive() {
     }
     let delay = with(&kinesis_group(), "/spec/rebalance/delay", json!("30"));
     assert_refused::<ShardGroup>(&delay, None, "rebalance.delay must be a duration");
+    for bad in ["5", "-1s", "1d", "soon"] {
+        let initial = with(&kinesis_group(), "/spec/rebalance/initialDelay", json!(bad));
+        assert_refused::<ShardGroup>(&initial, None, "rebalance.initialDelay must be a duration");
+    }
+    for good in ["0s", "500ms", "5s", "1m"] {
+        let initial = with(
+            &kinesis_group(),
+            "/spec/rebalance/initialDelay",
+            json!(good),
+        );
+        assert_eq!(
+            violations::<ShardGroup>(&initial, None),
+            Vec::<String>::new(),
+            "initialDelay={good}"
+        );
+    }
 }
 
 #[test]

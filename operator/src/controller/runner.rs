@@ -39,9 +39,12 @@ use super::observe::{self, Stores};
 use super::own_writes::OwnWrites;
 use super::sources::Sources;
 use super::sync::{CacheSync, cache};
+// Every watch retries on the consumer's schedule: back within 4 s of an API
+// server that returns, never more than once every 2-4 s while it is down.
 use super::{Context, error_policy, reconcile, strip, triggers};
 use crate::crds::{ConsumerPool, ShardGroup, controller_class_selector};
 use crate::runtime::health::Health;
+use shardring_consumer::view::watch_backoff::watch_backoff;
 
 /// How the controller runs.
 #[derive(Debug, Clone)]
@@ -126,12 +129,13 @@ pub async fn run_controller(
         api::<DeserializeGuard<ShardGroup>>(&client, ns),
         watcher::Config::default().any_semantic().labels(&class),
     )
-    .default_backoff()
+    .backoff(watch_backoff())
     .reflect(group_writer)
     .inspect(sync.tracker(cache::SHARD_GROUPS))
     .applied_objects()
     .predicate_filter(triggers::group_change, PredicateConfig::default());
-    let mut controller = Controller::for_stream(group_events, groups.clone());
+    let mut controller =
+        Controller::for_stream(group_events, groups.clone()).trigger_backoff(EachWatchBacksOff);
     if config.concurrency > 0 {
         controller = controller.with_config(
             kube::runtime::controller::Config::default().concurrency(config.concurrency),
@@ -140,7 +144,7 @@ pub async fn run_controller(
 
     let (pools, pool_writer) = reflector::store::<DeserializeGuard<ConsumerPool>>();
     let pool_events = watcher(api(&client, ns), watcher::Config::default())
-        .default_backoff()
+        .backoff(watch_backoff())
         .reflect(pool_writer)
         .inspect(sync.tracker(cache::CONSUMER_POOLS))
         .touched_objects();
@@ -266,7 +270,7 @@ fn pod_watch(
     // whatever the limit, and thousands of full pods in one response are
     // most of the operator's peak memory.
     let events = watcher(api::<CachedPod>(client, ns), watcher::Config::default())
-        .default_backoff()
+        .backoff(watch_backoff())
         .modify(move |pod| strip::strip_pod(pod, &custom_keys(&key_groups)))
         .reflect(pod_writer)
         .inspect(departed.recorder())
@@ -295,7 +299,7 @@ fn config_map_watch(
         api::<ConfigMap>(client, ns),
         watcher::Config::default().labels(&managed),
     )
-    .default_backoff()
+    .backoff(watch_backoff())
     .reflect(cm_writer)
     .inspect(sync.tracker(cache::CONFIG_MAPS))
     .filter(move |event| {
@@ -320,7 +324,7 @@ fn node_watch(
         Api::<PartialObjectMeta<Node>>::all(client.clone()),
         watcher::Config::default(),
     )
-    .default_backoff()
+    .backoff(watch_backoff())
     .reflect(node_writer)
     .inspect(sync.tracker(cache::NODES))
     .for_each(|_| ready(()));
@@ -364,7 +368,25 @@ fn custom_keys(groups: &Store<DeserializeGuard<ShardGroup>>) -> BTreeSet<String>
         .collect()
 }
 
-/// Emits `()` each time `rx` turns true.
+/// The backoff of the controller's merged trigger stream: none. Each of its
+/// watches backs off on its own ([`watch_backoff`]); kube's default here
+/// (800 ms doubling to 30 s over all of them) held every watch back for the
+/// errors of any, so after an API server outage the relists' `410 Gone`
+/// stopped the operator from seeing anything for up to half a minute.
+struct EachWatchBacksOff;
+
+impl Iterator for EachWatchBacksOff {
+    type Item = std::time::Duration;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(std::time::Duration::ZERO)
+    }
+}
+
+impl kube::runtime::utils::Backoff for EachWatchBacksOff {
+    fn reset(&mut self) {}
+}
+
 /// The endpoint's inputs to the controller: the groups a release was
 /// accepted for (reconciled at once, so the new owner is activated), and a
 /// stream that fires when the endpoint's CA changes (every group is
@@ -423,6 +445,7 @@ fn tokio_stream_of<T: Send + 'static>(
     })
 }
 
+/// Emits `()` each time `rx` turns true.
 fn became_leader(rx: watch::Receiver<bool>) -> impl Stream<Item = ()> + Send + 'static {
     futures::stream::unfold(rx, |mut rx| async move {
         rx.changed().await.ok()?;

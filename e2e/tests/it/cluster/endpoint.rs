@@ -30,10 +30,11 @@ use shardring_e2e::cluster::cluster_or_skip;
 
 #[tokio::test]
 async fn endpoint_serves_views_and_takes_release_acks_on_a_real_cluster() {
+    let _turn = crate::TURNS.read().await;
+    let _kit_turn = shardring_e2e::kit::KitTurn::shared().await;
     let Some(client) = cluster_or_skip("cluster-endpoint").await else {
         return;
     };
-    let _turn = crate::TURNS.read().await;
     let namespace = unique_namespace("endpoint");
     let result = match Fixture::from_samples(&namespace) {
         Ok(fixture) => scenario(&client, &fixture).await,

@@ -59,10 +59,11 @@ const FINALIZER: &str = "e2e.shardring.io/consumer-running";
 
 #[tokio::test]
 async fn balances_by_load_and_recommends_replicas_on_a_real_cluster() {
+    let _turn = crate::TURNS.read().await;
+    let _kit_turn = shardring_e2e::kit::KitTurn::shared().await;
     let Some(client) = cluster_or_skip("cluster-load").await else {
         return;
     };
-    let _turn = crate::TURNS.read().await;
     let namespace = unique_namespace("load");
     let result = match Fixture::from_sample_group(&namespace, "shardgroup-throughput.yaml") {
         Ok(fixture) => Box::pin(scenario(&client, fixture)).await,
