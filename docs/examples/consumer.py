@@ -8,13 +8,15 @@ shards are revoked (or a deadline passes), then checkpoints, releases, exits.
 
 With --endpoint-url it also long-polls its view from the operator's consumer
 endpoint (HTTPS, the projected token and the endpoint's CA; the standard
-library only) beside the file, and acknowledges there every shard it releases.
-Without --stream it runs the endpoint alone as a small loop with no AWS at
+library only) beside the file, acknowledges there every shard it releases, and
+reports what each of its shards carried (bytes and records per second, every
+--load-report seconds) through POST .../loads, which `balance: throughput`
+weighs shards by. Without --stream it runs the endpoint alone as a small loop with no AWS at
 all: it prints its active shards and acknowledges every revoke at once.
 
 Walkthrough: docs/consumer.md. Needs boto3 for AWS; `--self-test` checks the
-contract logic (parsing, epoch fencing, can_acquire) with the standard library
-only.
+contract logic (parsing, epoch fencing, can_acquire, the load reports) with
+the standard library only.
 
     python3 consumer.py --pod "$POD_NAME" --stream orders --lease-table orders-leases \
         --view-file /etc/shardring/assignment.json
@@ -118,6 +120,7 @@ class Endpoint:
         namespace = namespace or os.environ.get("POD_NAMESPACE", "default")
         base = f"/v1/namespaces/{namespace}/shardgroups/{name}"
         self.view_path, self.releases_path = base + "/view", base + "/releases"
+        self.loads_path = base + "/loads"
         self.ca_pem, self.context, self.conn, self.not_before = None, None, None, 0.0
 
     def _connection(self, timeout):
@@ -230,6 +233,72 @@ class Releases:
             except (OSError, http.client.HTTPException, EndpointError) as error:
                 print(f"release of {shard} failed, retrying: {error}", file=sys.stderr, flush=True)
                 return
+
+
+class LoadMeter:
+    """Bytes and records read per shard since the last report. Thread-safe:
+    the loop counts, the reporter takes."""
+
+    def __init__(self, clock=time.monotonic):
+        self.clock, self.lock = clock, threading.Lock()
+        self.since, self.counts = clock(), {}  # shard -> [bytes, records]
+
+    def count(self, shard, data_bytes, records=1):
+        with self.lock:
+            counted = self.counts.setdefault(shard, [0, 0])
+            counted[0] += data_bytes
+            counted[1] += records
+
+    def take(self, active):
+        """Rates per second of the shards in `active` (0 for one that read
+        nothing) since the last take; counts of other shards are dropped."""
+        with self.lock:
+            now = self.clock()
+            elapsed, counts = max(now - self.since, 1e-3), self.counts
+            self.since, self.counts = now, {}
+        return [{"shard": shard, "bytesPerSecond": counts.get(shard, [0, 0])[0] / elapsed,
+                 "recordsPerSecond": counts.get(shard, [0, 0])[1] / elapsed}
+                for shard in sorted(active)]
+
+
+class LoadReporter:
+    """Reports what the meter counted for the view's active shards, every
+    EVERY seconds, through POST .../loads (at most MAX_SHARDS per report), at
+    the view's epoch: the operator's `balance: throughput` weighs shards by
+    it. A 409 LoadNotUsed (the group does not use loads) pauses reporting for
+    ASK_AGAIN seconds; a refused reading is logged once per reason."""
+
+    EVERY, MAX_SHARDS, ASK_AGAIN = 10.0, 128, 60.0
+
+    def __init__(self, endpoint, meter, clock=time.monotonic):
+        self.endpoint, self.meter, self.clock = endpoint, meter, clock
+        self.due, self.logged = clock() + self.EVERY, set()
+
+    def send(self, view):
+        now = self.clock()
+        if now < self.due or not view.current:
+            return
+        self.due = now + self.EVERY
+        rates = self.meter.take(view.current["active"])
+        for start in range(0, len(rates), self.MAX_SHARDS):
+            body = {"epoch": view.current["epoch"], "shards": rates[start:start + self.MAX_SHARDS]}
+            try:
+                answer = self.endpoint.request("POST", self.endpoint.loads_path, body)
+            except EndpointError as error:
+                if error.status == 409 and error.reason == "LoadNotUsed":
+                    self.due = now + self.ASK_AGAIN
+                elif error.reason not in self.logged:
+                    self.logged.add(error.reason)
+                    print(f"load report refused: {error}", file=sys.stderr, flush=True)
+                return
+            except (OSError, http.client.HTTPException) as error:
+                print(f"load report failed: {error}", file=sys.stderr, flush=True)
+                return
+            for refused in answer.get("rejected", []):
+                if refused.get("reason") not in self.logged:
+                    self.logged.add(refused.get("reason"))
+                    print(f"load reading refused: {refused.get('message')}", file=sys.stderr,
+                          flush=True)
 
 
 class Backoff:
@@ -414,11 +483,14 @@ def run(args):
                     args.lease_table, args.pod, args.failover)
     view, iterators, done, sessions = View(), {}, set(), {}
     draining_since = None
-    releases, last_checkpoint = None, {}
+    releases, last_checkpoint, meter, reporter = None, {}, LoadMeter(), None
     if args.endpoint_url:  # beside the file: the newest epoch wins
         endpoint = Endpoint(args.endpoint_url, args.endpoint_token_file, args.endpoint_ca_file,
                             args.shard_group)
         releases = Releases(endpoint)
+        if args.load_report > 0:
+            LoadReporter.EVERY = args.load_report
+            reporter = LoadReporter(endpoint, meter)
         threading.Thread(target=follow_endpoint, args=(endpoint, view, args.endpoint_wait),
                          daemon=True).start()
 
@@ -444,6 +516,8 @@ def run(args):
                 releases.add(shard, view.current["epoch"], last_checkpoint.get(shard))
         if releases is not None:
             releases.send(view)  # acknowledge: the next owner starts at once
+        if reporter is not None:
+            reporter.send(view)  # what each active shard carried: balance: throughput
         if time.monotonic() - last_renew > args.failover / 3:
             last_renew = time.monotonic()
             for shard in list(leases.held):
@@ -480,6 +554,7 @@ def run(args):
             now = time.time_ns()
             stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now // 10**9)) + f".{now % 10**9:09d}Z"
             for record in batch["Records"]:  # your processing goes here
+                meter.count(shard, len(record["Data"]))
                 out.write(json.dumps({"shard": shard, "sequenceNumber": record["SequenceNumber"],
                                       "partitionKey": record["PartitionKey"], "pod": args.pod,
                                       "session": sessions[shard], "time": stamp,
@@ -528,7 +603,62 @@ def self_test():
     backoff.succeeded()
     assert backoff.next(EndpointError(403, {"reason": "NotMember"}), 100.1) >= 1.0  # known
     assert backoff.next(OSError("reset"), 100.1) <= 0.1
+    load_self_test(view)
     print("self-test passed")
+
+
+def load_self_test(view):
+    """The meter's rates and the reporter's requests, against a recording
+    stand-in for the endpoint (view: epoch 7, active s1)."""
+    clock = [1000.0]
+    meter = LoadMeter(clock=lambda: clock[0])
+    meter.count("s1", 4096, 2)
+    meter.count("s9", 100)  # not active: dropped
+    clock[0] += 2.0
+    assert meter.take(["s1", "s3"]) == [
+        {"shard": "s1", "bytesPerSecond": 2048.0, "recordsPerSecond": 1.0},
+        {"shard": "s3", "bytesPerSecond": 0.0, "recordsPerSecond": 0.0}]
+
+    class Recorder:
+        loads_path = "/v1/namespaces/prod/shardgroups/orders/loads"
+
+        def __init__(self, answers):
+            self.calls, self.answers = [], answers
+
+        def request(self, method, path, body=None, timeout=15.0):
+            self.calls.append((method, path, body))
+            answer = self.answers.pop(0)
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+
+    active = [f"s{i}" for i in range(200)]
+    many = View()
+    assert many.offer({"epoch": 9, "active": active, "standby": [], "revoking": []})
+    recorder = Recorder([{"accepted": 128, "rejected": []},
+                         {"accepted": 71, "rejected": [{"shard": "s5", "reason": "NotOwner",
+                                                        "message": "not yours"}]}])
+    reporter = LoadReporter(recorder, meter, clock=lambda: clock[0])
+    reporter.send(many)
+    assert recorder.calls == [], "not due yet"
+    meter.count("s0", 1000)
+    clock[0] += LoadReporter.EVERY
+    reporter.send(many)
+    assert [len(body["shards"]) for _, _, body in recorder.calls] == [128, 72]
+    method, path, body = recorder.calls[0]
+    assert (method, path, body["epoch"]) == ("POST", Recorder.loads_path, 9)
+    assert body["shards"][0] == {"shard": "s0", "bytesPerSecond": 100.0, "recordsPerSecond": 0.1}
+    assert reporter.logged == {"NotOwner"}
+    # A group that does not balance by load: ask again a minute later.
+    recorder = Recorder([EndpointError(409, {"reason": "LoadNotUsed", "message": "count"})])
+    reporter = LoadReporter(recorder, LoadMeter(clock=lambda: clock[0]), clock=lambda: clock[0])
+    clock[0] += LoadReporter.EVERY
+    reporter.send(view)
+    assert len(recorder.calls) == 1 and recorder.calls[0][2]["epoch"] == 7
+    clock[0] += LoadReporter.EVERY
+    reporter.send(view)
+    assert len(recorder.calls) == 1, "paused"
+    assert reporter.due >= clock[0] + LoadReporter.ASK_AGAIN - LoadReporter.EVERY
 
 
 def main():
@@ -551,6 +681,9 @@ def main():
     parser.add_argument("--endpoint-token-file", default="/var/run/secrets/shardring.io/token")
     parser.add_argument("--endpoint-ca-file", default="/var/run/secrets/shardring.io/ca.crt")
     parser.add_argument("--endpoint-wait", type=int, default=30, help="long-poll seconds")
+    parser.add_argument("--load-report", type=float, default=10.0,
+                        help="with --endpoint-url and --stream: report each shard's load every "
+                             "this many seconds through POST .../loads (0: never)")
     args = parser.parse_args()
     if args.self_test:
         self_test()

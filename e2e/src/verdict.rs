@@ -5,6 +5,7 @@
 //! children after parents — printing handoff gap p50/p99 and moves per shard.
 
 use std::collections::HashSet;
+use std::io::Write;
 
 use shardring_consumer::check::{self, CheckReport};
 
@@ -67,11 +68,18 @@ pub async fn finish(harness: &mut Harness, scenario: &str) -> Result<CheckReport
     let parents = harness.parents().await?;
     let processed = harness.pods.processed()?;
     let report = check::check(&processed, &produced, &parents);
-    eprintln!("e2e[{scenario}]: {}", report.summary());
+    // Straight to stderr, not `eprintln!`, so the CI log shows every
+    // scenario's verdict and gaps although the harness captures the output
+    // of passing tests.
+    let mut stderr = std::io::stderr();
+    let _ = writeln!(stderr, "e2e[{scenario}]: {}", report.summary());
     if !report.handoff_gaps.is_empty() {
         let mut gaps: Vec<u128> = report.handoff_gaps.iter().map(|g| g.as_millis()).collect();
         gaps.sort_unstable();
-        eprintln!("e2e[{scenario}]: handoff gaps (ms, sorted): {gaps:?}");
+        let _ = writeln!(
+            stderr,
+            "e2e[{scenario}]: handoff gaps (ms, sorted): {gaps:?}"
+        );
     }
     if report.passed() {
         Ok(report)

@@ -66,6 +66,8 @@ pub struct ShardRec<'a> {
     pub weight: u64,
     /// Standard error of a measured load (throughput mode), else 0.
     pub noise: u64,
+    /// What a recent shift added to a measured load (throughput mode), else 0.
+    pub shift: i64,
     /// Lifecycle class.
     pub class: Class,
     /// The previous entry for this shard, if any.
@@ -183,16 +185,16 @@ impl<'a> Model<'a> {
                 // gives it the mean weight below.
                 None => u64::from(!ranged),
             };
-            let (weight, noise) = if throughput {
+            let (weight, noise, shift) = if throughput {
                 match joined(&mut load_iter, &shard.id) {
-                    Some(load) => (load.rate, load.noise),
+                    Some(load) => (load.rate, load.noise, load.shift),
                     None => {
                         unmeasured.push(shards.len());
-                        (0, 0)
+                        (0, 0, 0)
                     }
                 }
             } else {
-                (weight, 0)
+                (weight, 0, 0)
             };
             let mut previous = None;
             while let Some((id, entry)) = prev_iter.peek() {
@@ -213,6 +215,7 @@ impl<'a> Model<'a> {
                 hash: hash_pair(&mut buf, consumer, shard.id.as_bytes()),
                 weight,
                 noise,
+                shift,
                 class: Class::Readable,
                 previous,
                 prev_owner: NONE,

@@ -40,6 +40,13 @@ pub struct ShardLoad {
     /// explain (see `docs/engine.md`); 0 treats the rate as exact.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub noise: u64,
+    /// How much of `rate` a recent shift of the shard's load added
+    /// (negative: took away), bytes per second: a change of level that
+    /// noise does not explain, not yet answered by a rebalance. A pod such
+    /// shifts pushed toward the band's edge counts as outside the band
+    /// without the noise margin (see `docs/load.md`); 0: no shift.
+    #[serde(default, skip_serializing_if = "is_zero_signed")]
+    pub shift: i64,
 }
 
 /// Options of one plan.
@@ -332,6 +339,11 @@ pub struct ShardMove {
 // serde's `skip_serializing_if` passes a reference.
 #[allow(clippy::trivially_copy_pass_by_ref)]
 fn is_zero(value: &u64) -> bool {
+    *value == 0
+}
+// serde's `skip_serializing_if` passes a reference.
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_zero_signed(value: &i64) -> bool {
     *value == 0
 }
 fn yes() -> bool {

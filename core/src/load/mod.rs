@@ -13,7 +13,7 @@ pub mod scaling;
 use std::collections::BTreeMap;
 
 pub use book::{Limits, LoadBook, Recorded, Rejection, ReportRefusal, Tally};
-pub use estimate::{Estimate, MIN_READINGS};
+pub use estimate::{Estimate, MIN_READINGS, Shift};
 
 use std::time::Duration;
 
@@ -32,12 +32,38 @@ pub fn uses_loads(spec: &crate::crds::shard_group::ShardGroupSpec) -> bool {
 }
 
 /// What the engine weighs a shard by: its estimate once it has
-/// [`MIN_READINGS`] readings (until then the shard weighs the mean).
-pub fn engine_load(estimate: &Estimate) -> Option<ShardLoad> {
+/// [`MIN_READINGS`] readings (until then the shard weighs the mean), with
+/// what a shift of its load recognised after `news_after` added to it
+/// (see [`shift_news_after`]).
+pub fn engine_load(estimate: &Estimate, news_after: Timestamp) -> Option<ShardLoad> {
+    let shift = estimate
+        .shift
+        .filter(|shift| shift.at > news_after)
+        .map_or(0, |shift| signed(estimate.rate - shift.from));
     estimate.is_measured().then(|| ShardLoad {
         rate: whole(estimate.rate),
         noise: whole(estimate.noise()),
+        shift,
     })
+}
+
+/// Since when a shift of a shard's load is news to the plan at `now`: after
+/// the last load rebalance (which answered the shifts before it), and for
+/// no longer than the confirmation and one damping interval (by then the
+/// plan has acted on it, or could not). Older shifts are part of the load
+/// like any other: noise margins apply again.
+pub fn shift_news_after(
+    last_rebalance: Option<Timestamp>,
+    damping_interval: Duration,
+    half_life: Duration,
+    now: Timestamp,
+) -> Timestamp {
+    let window = damping_interval + half_life * CONFIRM_HALF_LIVES;
+    let oldest = jiff::SignedDuration::try_from(window)
+        .ok()
+        .and_then(|d| now.checked_sub(d).ok())
+        .unwrap_or(Timestamp::MIN);
+    last_rebalance.map_or(oldest, |last| last.max(oldest))
 }
 
 /// Half-lives of the smoothing a pod must stay outside the band before
@@ -111,6 +137,15 @@ pub(crate) fn whole(x: f64) -> u64 {
         return 0;
     }
     x.round().clamp(0.0, u64::MAX as f64) as u64
+}
+
+/// A quantity rounded to a whole number (saturating; 0 for a non-number).
+#[allow(clippy::cast_possible_truncation)] // clamped to i64's range first
+fn signed(x: f64) -> i64 {
+    if x.is_nan() {
+        return 0;
+    }
+    x.round().clamp(i64::MIN as f64, i64::MAX as f64) as i64
 }
 
 /// What the plan step sees of a group's measured load.

@@ -339,3 +339,38 @@ fn a_count_group_reports_no_load_and_scaling_recommends_replicas() {
     assert_eq!(decision.status.recommended_replicas, Some(5));
     assert_eq!(decision.status.throughput.unwrap().total_kbps, 5);
 }
+
+#[test]
+fn a_new_pod_takes_its_first_shards_without_waiting_for_confirmation() {
+    let mut obs = settled(BalanceMode::Throughput);
+    obs.now = t0();
+    obs.loads = loads(obs.now, &[], 100.0);
+    let (mut obs, quiet) = settle(obs);
+    assert_eq!(quiet.moves, (0, 0), "four shards of 100 bytes/s each");
+    // A scale-up: pods c and d hold nothing, a load of exactly 0 and no
+    // measurement. With no rebalance delay their shards come in this plan,
+    // not three half-lives later.
+    obs.pods.push(pod("c"));
+    obs.pods.push(pod("d"));
+    obs.now = t0() + secs(10);
+    obs.loads = loads(obs.now, &[], 100.0);
+    let (mut obs, decision) = settle(obs);
+    assert_eq!(decision.moves, (0, 4));
+    let status = decision.status.throughput.as_ref().unwrap();
+    assert_eq!(status.last_rebalance, Some(obs.now));
+    assert_eq!(status.out_of_band_pods, 0, "{status:?}");
+    // An out-of-band state from measurements alone still waits for
+    // confirmation (and here for the damping interval too).
+    let a_shards: Vec<String> = (0..8)
+        .map(|i| format!("orders-{i}"))
+        .filter(|s| owner_of(&obs, s) == "a")
+        .collect();
+    obs.now = t0() + secs(400);
+    obs.loads = loads(obs.now, &[a_shards[0].as_str()], 1000.0);
+    let (_, seen) = settle(obs);
+    assert_eq!(seen.moves, (0, 0));
+    assert_eq!(
+        seen.status.throughput.unwrap().out_of_band_since,
+        Some(t0() + secs(400))
+    );
+}

@@ -203,7 +203,7 @@ pub(super) fn run_engine(
             .map(|p| p.name.as_str()),
         obs.now,
     );
-    super::throughput::damp(obs, &mut pacing);
+    super::throughput::damp(obs, &mut pacing, &pods, previous_doc);
     let input = PlanInput {
         options: plan_options(obs, pool, &pacing),
         shards: topology.shards.clone(),

@@ -14,19 +14,21 @@
 //! (`status.throughput.outOfBandSince`), so a load that is still rising is
 //! not repaired halfway and again after the damping interval.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::conditions::reason;
 use crate::crds::shard_group::{BalanceMode, ShardGroupSpec, ThroughputStatus};
-use crate::engine::{PlanOutput, Rebalance, ShardLoad, ShardState};
+use crate::engine::{PlanOutput, Pod, Rebalance, ShardLoad, ShardState};
 use crate::events::EventNote;
 use crate::load::scaling::{Demand, recommended_replicas};
+use crate::load::shift_news_after;
 use crate::load::{LoadObservation, MIN_READINGS};
 use crate::load::{confirmation_wait, damping_wait, engine_load, out_of_band_since, whole};
 use crate::observation::Observation;
 use crate::pacing::Pacing;
 use crate::topology::Topology;
+use shardring_crds::assignment::AssignmentDocument;
 
 /// How often a group balanced by throughput is planned again without a
 /// watch event, at most: loads change without one.
@@ -40,26 +42,57 @@ pub(crate) fn by_throughput(spec: &ShardGroupSpec) -> bool {
 }
 
 /// The engine's loads: each readable shard's estimate once it has
-/// [`MIN_READINGS`] readings (until then the shard weighs the mean).
-/// (`crate::load::engine_load`.)
+/// [`MIN_READINGS`] readings (until then the shard weighs the mean), with
+/// the shifts that are still news (`crate::load::engine_load`).
 pub(super) fn engine_loads(obs: &Observation, topology: &Topology) -> BTreeMap<String, ShardLoad> {
     if !by_throughput(&obs.group.spec) {
         return BTreeMap::new();
     }
+    let settings = obs.group.throughput_settings();
+    let news_after = shift_news_after(
+        stored(obs).and_then(|t| t.last_rebalance),
+        settings.damping_interval().unwrap_or_default(),
+        settings.half_life().unwrap_or(LOAD_POLL_MAX),
+        obs.now,
+    );
     topology
         .shards
         .iter()
         .filter(|s| s.state != ShardState::Complete)
-        .filter_map(|s| Some((s.id.clone(), engine_load(obs.loads.estimates.get(&s.id)?)?)))
+        .filter_map(|s| {
+            let estimate = obs.loads.estimates.get(&s.id)?;
+            Some((s.id.clone(), engine_load(estimate, news_after)?))
+        })
         .collect()
 }
 
 /// Holds optional moves while the damping interval since the last load
-/// rebalance runs (unless the eligible pods changed since).
-pub(super) fn damp(obs: &Observation, pacing: &mut Pacing) {
+/// rebalance runs (unless the eligible pods changed since), and while pods
+/// outside the band wait for confirmation — unless an eligible pod of
+/// `pods` holds nothing in `previous_doc` after a pod change no load
+/// rebalance has answered yet: its load is exactly 0, no measurement, so a
+/// scale-up's new pods take their first shards as soon as
+/// `rebalance.delay` allows.
+pub(super) fn damp(
+    obs: &Observation,
+    pacing: &mut Pacing,
+    pods: &[Pod],
+    previous_doc: Option<&AssignmentDocument>,
+) {
     if !by_throughput(&obs.group.spec) || pacing.rebalance == Rebalance::RequiredOnly {
         return;
     }
+    let holders: BTreeSet<&str> = previous_doc
+        .map(|doc| {
+            doc.shards
+                .values()
+                .filter_map(|record| record.owner.as_deref())
+                .collect()
+        })
+        .unwrap_or_default();
+    let pod_holds_nothing = pods
+        .iter()
+        .any(|p| p.ready && !p.terminating && !holders.contains(p.name.as_str()));
     let interval = obs
         .group
         .throughput_settings()
@@ -77,11 +110,17 @@ pub(super) fn damp(obs: &Observation, pacing: &mut Pacing) {
         interval,
         obs.now,
     );
-    let unconfirmed = confirmation_wait(
-        previous.and_then(|t| t.out_of_band_since),
-        half_life,
-        obs.now,
-    );
+    let last_rebalance = previous.and_then(|t| t.last_rebalance);
+    let new_pod = pod_holds_nothing && last_rebalance.is_none_or(|t| pacing.last_pod_change > t);
+    let unconfirmed = if new_pod {
+        None
+    } else {
+        confirmation_wait(
+            previous.and_then(|t| t.out_of_band_since),
+            half_life,
+            obs.now,
+        )
+    };
     if let Some(wait) = damped.max(unconfirmed) {
         pacing.rebalance = Rebalance::RequiredOnly;
         pacing.next_change = Some(pacing.next_change.map_or(wait, |w| w.min(wait)));

@@ -77,9 +77,20 @@ async fn the_demo_story_passes_the_checker() {
         "p99 gap {p99:?} against drainTimeout {:?}",
         partitions.drain_timeout
     );
+    // Every handoff ended on the owner's word or the kubelet's, never on a
+    // timeout. Which of the two a stopping pod's handoff records is a race
+    // (the kubelet's word wins when a loaded machine delays the reconcile
+    // that would see the ack), so the test asks only that acks are seen.
     assert!(
-        partitions.acked() * 2 > tally.gaps.len(),
-        "most handoffs completed on an acknowledgement: {:?}",
+        partitions.acked() > 0,
+        "no acknowledged handoff: {:?}",
+        partitions.evidence
+    );
+    let planned = partitions.acked() + partitions.evidence.get("pod_stopped").copied().unwrap_or(0);
+    assert_eq!(
+        planned,
+        partitions.evidence.values().sum::<usize>(),
+        "a handoff waited for a timeout: {:?}",
         partitions.evidence
     );
     assert!(partitions.passed(), "{}", partitions.render());

@@ -15,6 +15,16 @@
 //! a pod it settles is that many standard errors inside the edge: noise
 //! would have to move it by eight standard errors to trigger another repair,
 //! and a pod it did not touch (inside the band) by five.
+//!
+//! A shift of a shard's load is not noise: a pod that recent shifts pushed
+//! further from its fair share than it was before them ([`pushed`]: its
+//! load and the fair shares recomputed without the shifts) is outside as
+//! soon as it is past the repair's target — no noise margin, and where a
+//! repair would settle it, so a pod truly just past the edge is not left
+//! there for reading a standard error better than it is. Otherwise a pod
+//! that a doubled shard or a risen fair share left just past the edge
+//! would stay there, its excess smaller than the margin that keeps noise
+//! from moving shards.
 
 use super::Placement;
 
@@ -36,6 +46,8 @@ pub(crate) struct Gauge {
     pub(crate) sigma: Vec<f64>,
     /// The band, a fraction of the fair share.
     band: f64,
+    /// Pods that recent load shifts pushed away from their fair share.
+    pushed: Vec<bool>,
 }
 
 impl Gauge {
@@ -54,6 +66,7 @@ impl Gauge {
             fair: shares(&placement.load, &heaviest, &placement.capacity),
             sigma: placement.var.iter().map(|v| v.sqrt()).collect(),
             band,
+            pushed: placement.pushed.clone(),
         }
     }
 
@@ -62,9 +75,25 @@ impl Gauge {
         self.band * self.fair[e]
     }
 
-    /// Whether pod `e` at `load` is outside its band by more than its noise explains.
+    /// Whether pod `e` at `load` is outside its band by more than its
+    /// noise explains — or, pushed toward its edge by a shift, past its
+    /// target.
     pub(crate) fn outside(&self, e: usize, load: f64) -> bool {
+        if self.pushed[e] {
+            return self.violation(e, load) > self.slack(e);
+        }
         (load - self.fair[e]).abs() > self.tolerance(e) + TRIGGER_SIGMAS * self.sigma[e]
+    }
+
+    /// How far beyond its target pod `e` may read before a repair takes it
+    /// on: [`SETTLE_SIGMAS`] standard errors (a pod a repair settled is not
+    /// taken again for noise alone), rounding only for a pod a shift pushed.
+    pub(crate) fn slack(&self, e: usize) -> f64 {
+        if self.pushed[e] {
+            1e-9 * (self.fair[e] + 1.0)
+        } else {
+            SETTLE_SIGMAS * self.sigma[e]
+        }
     }
 
     /// Pods outside their band (by more than their noise explains).
@@ -90,6 +119,50 @@ impl Gauge {
     pub(crate) fn room(&self, e: usize, load: f64) -> f64 {
         self.fair[e] + self.target(e) - load
     }
+}
+
+/// Which pods the shifts of their shards' loads (and the fair shares
+/// those shifts moved) left further from their fair share, relative to
+/// it, than they were without them. None when no shard shifted.
+pub(crate) fn pushed(placement: &Placement<'_, '_>) -> Vec<bool> {
+    let pods = placement.members.len();
+    let shift = |s: u32| placement.model.shards[s as usize].shift as f64;
+    if !placement.members.iter().flatten().any(|&s| shift(s) != 0.0) {
+        return vec![false; pods];
+    }
+    let before: Vec<f64> = placement
+        .members
+        .iter()
+        .zip(&placement.load)
+        .map(|(list, &load)| load - list.iter().map(|&s| shift(s)).sum::<f64>())
+        .collect();
+    let heaviest = |weight: &dyn Fn(u32) -> f64| -> Vec<f64> {
+        placement
+            .members
+            .iter()
+            .map(|list| list.iter().map(|&s| weight(s)).fold(0.0, f64::max))
+            .collect()
+    };
+    let fair_now = shares(
+        &placement.load,
+        &heaviest(&|s| placement.weight(s)),
+        &placement.capacity,
+    );
+    let fair_before = shares(
+        &before,
+        &heaviest(&|s| (placement.weight(s) - shift(s)).max(0.0)),
+        &placement.capacity,
+    );
+    let off = |load: f64, fair: f64| {
+        if fair > 0.0 {
+            (load - fair).abs() / fair
+        } else {
+            load.abs()
+        }
+    };
+    (0..pods)
+        .map(|e| off(placement.load[e], fair_now[e]) > off(before[e], fair_before[e]) + 1e-12)
+        .collect()
 }
 
 /// Water-filled fair shares of pods with loads `load`, heaviest shards

@@ -49,6 +49,9 @@ pub(crate) struct Placement<'m, 'a> {
     pub(crate) capacity: Vec<f64>,
     /// Most shards per pod (`u64::MAX`: no cap).
     pub(crate) cap: u64,
+    /// Pods that recent load shifts pushed away from their fair share
+    /// ([`fair::pushed`], taken before the repair).
+    pub(crate) pushed: Vec<bool>,
 }
 
 impl<'m, 'a> Placement<'m, 'a> {
@@ -63,6 +66,7 @@ impl<'m, 'a> Placement<'m, 'a> {
             members: vec![Vec::new(); p],
             capacity: model.pods.iter().map(|pod| pod.capacity as f64).collect(),
             cap,
+            pushed: vec![false; p],
         }
     }
 
@@ -261,6 +265,7 @@ pub(crate) fn place(model: &Model<'_>, options: &PlanOptions, budget: u64, cap: 
     if !model.pods.is_empty() {
         placement.keep_sticky();
         placement.place_free(band);
+        placement.pushed = fair::pushed(&placement);
     }
     let before = fair::Gauge::new(&placement, band);
     let out_of_band = before.outside_count(&placement);

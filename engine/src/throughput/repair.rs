@@ -70,11 +70,12 @@ pub(crate) fn run(placement: &mut Placement<'_, '_>, band: f64, budget: u64) {
     let limit = 2 * placement.model.shards.len() + pods;
     for _ in 0..limit {
         let gauge = Gauge::new(placement, band);
-        // Only a pod beyond its target by more than its noise explains.
+        // Only a pod beyond its target by more than its noise explains
+        // (or pushed there by a shift).
         let worst = (0..pods)
             .filter(|&e| !stuck[e])
             .map(|e| (gauge.violation(e, placement.load[e]), e))
-            .filter(|&(v, e)| v > epsilon.max(SETTLE_SIGMAS * gauge.sigma[e]))
+            .filter(|&(v, e)| v > epsilon.max(gauge.slack(e)))
             .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)));
         let Some((_, x)) = worst else { break };
         let left = budget - used;
@@ -161,7 +162,10 @@ fn worth(
             load
         }
     };
-    (gained - lost, offset(x, lx2).max(offset(other, lo2)))
+    (
+        gained - lost,
+        offset(x, lx2).powi(2) + offset(other, lo2).powi(2),
+    )
 }
 
 /// The search for the best change that helps pod `x`.

@@ -44,6 +44,7 @@ fn with_loads(mut input: PlanInput, rates: &[f64], noise: f64) -> PlanInput {
                 ShardLoad {
                     rate: whole(rate),
                     noise: whole(rate * noise),
+                    shift: 0,
                 },
             )
         })
@@ -256,6 +257,44 @@ fn a_difference_its_noise_explains_moves_nothing() {
 }
 
 #[test]
+fn a_pod_a_shift_pushed_past_the_edge_is_repaired_within_the_noise_margin() {
+    // Four pods of ten shards of 1,000 bytes/s, each read with a standard
+    // error of 4 %; one shard of the first pod rises to 2,667: that pod is
+    // at 1.12 of its fair share, past the band by less than five standard
+    // errors of its load.
+    let n = 40;
+    let mut rates = vec![1000.0; n];
+    let layout = |inp: &mut PlanInput| {
+        for (i, shard) in inp.shards.iter().enumerate() {
+            inp.previous.insert(
+                shard.id.clone(),
+                shardring_engine::Previous::Owner(format!("consumer-{}", i / 10)),
+            );
+        }
+    };
+    rates[0] = 2667.0;
+    let mut noisy = with_loads(input(shards(n), pods(4)), &rates, 0.04);
+    layout(&mut noisy);
+    let out = run(&noisy);
+    assert_eq!(report(&out).out_of_band, 0, "inside the noise margin");
+    assert_eq!(out.moves, 0);
+    // The same loads, with the rise known as a shift (not noise): the pod
+    // it pushed out of the band is brought back.
+    let mut shifted = noisy.clone();
+    shifted.loads.get_mut(&noisy.shards[0].id).unwrap().shift = 1667;
+    let out = run(&shifted);
+    assert_eq!(report(&out).out_of_band, 1, "{:?}", report(&out).pods);
+    assert_eq!(out.moves, 1, "one shard of the pushed pod");
+    assert_eq!(report(&out).still_out_of_band, 0);
+    let (_, max) = spread_of(&out);
+    assert!(max <= 1.1, "{max}");
+    // A shift that pushed the pod toward its fair share changes nothing.
+    let mut eased = noisy.clone();
+    eased.loads.get_mut(&noisy.shards[0].id).unwrap().shift = -1000;
+    assert_eq!(run(&eased).moves, 0);
+}
+
+#[test]
 fn the_band_the_budget_and_required_only_hold() {
     let (rates, _) = settled(64, 10);
     let count = run(&input(shards(64), pods(10)));
@@ -344,7 +383,7 @@ proptest! {
         apply_previous(&mut inp, &prev[..s]);
         for (shard, load) in inp.shards.iter().zip(&loads) {
             if let Some(rate) = load {
-                inp.loads.insert(shard.id.clone(), ShardLoad { rate: *rate, noise: rate * noise / 100 });
+                inp.loads.insert(shard.id.clone(), ShardLoad { rate: *rate, noise: rate * noise / 100, shift: 0 });
             }
         }
         let out = run(&inp);

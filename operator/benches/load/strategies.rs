@@ -12,7 +12,7 @@ use shardring::engine::{
     Balance, PlanInput, PlanOptions, Pod, Previous, Rebalance, Shard, ShardState, plan,
 };
 use shardring_core::load::{
-    Estimate, confirmation_wait, damping_wait, engine_load, out_of_band_since,
+    Estimate, confirmation_wait, damping_wait, engine_load, out_of_band_since, shift_news_after,
 };
 
 use crate::world::Loads;
@@ -169,11 +169,12 @@ impl Strategy for Throughput {
             .zip(&self.owners)
             .map(|(s, &p)| (s.id.clone(), Previous::Owner(input.pods[p].name.clone())))
             .collect();
+        let news_after = shift_news_after(self.last_rebalance, self.damping, self.half_life, now);
         input.loads = input
             .shards
             .iter()
             .zip(&self.estimates)
-            .filter_map(|(s, e)| Some((s.id.clone(), engine_load(e.as_ref()?)?)))
+            .filter_map(|(s, e)| Some((s.id.clone(), engine_load(e.as_ref()?, news_after)?)))
             .collect();
         // The pods never change here: the pod-change time is the start.
         let damped = damping_wait(self.last_rebalance, ts(0), self.damping, now);

@@ -30,6 +30,19 @@ pub fn zipf(n: usize, s: f64, total: f64) -> Vec<f64> {
     out
 }
 
+/// Zipf(`s`) loads over `keys` partition keys (the k-th busiest ∝ 1/k^s),
+/// each hashed onto one of `n` shards, summing to `total` bytes/s: what a
+/// producer's hot keys make of a stream.
+pub fn hashed_keys(n: usize, keys: usize, s: f64, total: f64) -> Vec<f64> {
+    let raw: Vec<f64> = (1..=keys).map(|k| 1.0 / (k as f64).powf(s)).collect();
+    let sum: f64 = raw.iter().sum();
+    let mut out = vec![0.0; n];
+    for (k, load) in raw.iter().enumerate() {
+        out[(mix(k as u64 ^ 0x6b65_7973) % n as u64) as usize] += load / sum * total;
+    }
+    out
+}
+
 /// A uniform number in [−1, 1] from a seed.
 pub fn unit(seed: u64) -> f64 {
     let bits = mix(seed) >> 11;

@@ -2,7 +2,9 @@
 //! and noisy, lossy load reports keep every invariant (never two readers,
 //! no flapping once quiet, the band holds); noise alone, for half an hour,
 //! moves nothing; a doubled shard is back inside the band within one
-//! damping interval, through acknowledged two-phase handoffs.
+//! damping interval, through acknowledged two-phase handoffs; a new pod
+//! gets its first shards once the rebalance delay ends, without waiting for
+//! the confirmation that out-of-band measurements need.
 
 use shardring_sim::load::{DAMPING_MS, by_throughput};
 use shardring_sim::operator::Operator;
@@ -25,6 +27,11 @@ fn load_seeds_keep_every_invariant() {
 /// Three pods over 24 shards balanced by throughput, without a lease table,
 /// acknowledging releases; settled and measured.
 fn settled(seed: u64) -> Sim {
+    settled_with(seed, "5s")
+}
+
+/// [`settled`] with a rebalance delay of `delay`.
+fn settled_with(seed: u64, delay: &str) -> Sim {
     let rules = Rules {
         lease_table: false,
         failover: 6_000,
@@ -32,7 +39,7 @@ fn settled(seed: u64) -> Sim {
         max_lease_lag: 500,
         acks: true,
     };
-    let op = Operator::new(false, "20s", "6s", "5s", 0);
+    let op = Operator::new(false, "20s", "6s", delay, 0);
     let mut sim = Sim::new(seed, rules, op);
     by_throughput(&mut sim, seed);
     for _ in 0..24 {
@@ -119,4 +126,36 @@ fn a_doubled_shard_is_back_inside_the_band_within_one_damping_interval() {
         repaired >= 5,
         "only {repaired} of 10 doublings left the band"
     );
+}
+
+#[test]
+fn a_new_pod_gets_its_first_shards_when_the_rebalance_delay_ends() {
+    // A rebalance delay of 1 s, and the confirmation that a measured
+    // out-of-band state waits for: three half-lives, 6 s.
+    for seed in 0..5 {
+        let mut sim = settled_with(seed, "1s");
+        let changes = sim.op.pod_changes.len();
+        let pod = sim.add_pod();
+        let holds = |s: &Sim| {
+            s.op.doc.as_ref().is_some_and(|doc| {
+                doc.shards.values().any(|r| {
+                    r.owner.as_deref() == Some(pod.as_str())
+                        || r.handoff
+                            .as_ref()
+                            .is_some_and(|h| h.to.as_deref() == Some(pod.as_str()))
+                })
+            })
+        };
+        run_until(&mut sim, 2_000, |s| {
+            s.op.pod_changes.len() > changes && holds(s)
+        });
+        assert_eq!(sim.world.violation, None, "seed {seed}");
+        assert!(holds(&sim), "seed {seed}: {pod} got nothing");
+        let changed = *sim.op.pod_changes.last().expect("a pod change");
+        let took = sim.world.now - changed;
+        assert!(
+            took < 3_000,
+            "seed {seed}: {pod} got its first shard {took} ms after the pod change"
+        );
+    }
 }
