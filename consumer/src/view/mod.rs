@@ -19,7 +19,7 @@ pub mod file;
 #[cfg(feature = "kube")]
 pub mod kube;
 pub mod parse;
-#[cfg(feature = "kube")]
+
 use shardring_crds::assignment::PodView;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
