@@ -37,24 +37,26 @@ pub use outbox::{AckState, Outbox, OutboxEntry};
 pub use release::ReleaseSender;
 pub use source::{EndpointHandle, EndpointSource, EndpointStatus};
 
-/// The endpoint flags of a consumer's command line (clap: flatten it).
-#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+/// The endpoint flags of a consumer's command line (with the `cli`
+/// feature, clap's `Args`: flatten it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct EndpointArgs {
     /// The consumer endpoint, e.g.
     /// `https://shardring-endpoint.shardring-system.svc`; unset: not used.
     /// It runs beside the other view sources (needs --shard-group).
-    #[arg(long, env = "SHARDRING_ENDPOINT_URL")]
+    #[cfg_attr(feature = "cli", arg(long, env = "SHARDRING_ENDPOINT_URL"))]
     pub endpoint_url: Option<String>,
     /// The projected service-account token (audience `shardring.io`),
     /// re-read before every request.
-    #[arg(long, env = "SHARDRING_ENDPOINT_TOKEN_FILE", default_value = client::DEFAULT_TOKEN_FILE)]
+    #[cfg_attr(feature = "cli", arg(long, env = "SHARDRING_ENDPOINT_TOKEN_FILE", default_value = client::DEFAULT_TOKEN_FILE))]
     pub endpoint_token_file: PathBuf,
     /// The endpoint's CA certificate (PEM), the only CA trusted; re-read
     /// when it changes.
-    #[arg(long, env = "SHARDRING_ENDPOINT_CA_FILE", default_value = client::DEFAULT_CA_FILE)]
+    #[cfg_attr(feature = "cli", arg(long, env = "SHARDRING_ENDPOINT_CA_FILE", default_value = client::DEFAULT_CA_FILE))]
     pub endpoint_ca_file: PathBuf,
     /// How long each long-poll waits for a newer view, in seconds.
-    #[arg(long, env = "SHARDRING_ENDPOINT_WAIT", default_value_t = shardring_crds::endpoint::DEFAULT_WAIT_SECONDS)]
+    #[cfg_attr(feature = "cli", arg(long, env = "SHARDRING_ENDPOINT_WAIT", default_value_t = shardring_crds::endpoint::DEFAULT_WAIT_SECONDS))]
     pub endpoint_wait: u64,
 }
 
@@ -115,14 +117,17 @@ pub fn split_group(shard_group: &str, default_namespace: &str) -> (String, Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(feature = "cli")]
     use clap::Parser;
 
+    #[cfg(feature = "cli")]
     #[derive(Parser)]
     struct Cli {
         #[command(flatten)]
         endpoint: EndpointArgs,
     }
 
+    #[cfg(feature = "cli")]
     #[test]
     fn the_command_line_round_trips() {
         let args = EndpointArgs {
