@@ -38,7 +38,8 @@ pub fn hashed_keys(n: usize, keys: usize, s: f64, total: f64) -> Vec<f64> {
     let sum: f64 = raw.iter().sum();
     let mut out = vec![0.0; n];
     for (k, load) in raw.iter().enumerate() {
-        out[(mix(k as u64 ^ 0x6b65_7973) % n as u64) as usize] += load / sum * total;
+        let shard = mix(k as u64 ^ 0x6b65_7973) % n as u64;
+        out[usize::try_from(shard).expect("below n")] += load / sum * total;
     }
     out
 }
