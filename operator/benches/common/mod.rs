@@ -1,5 +1,6 @@
 //! What the benches that run `shardring run` as a child share: its command
-//! (under `SHARDRING_BENCH_WRAP` when set, with `MALLOC_ARENA_MAX=1` as the
+//! (under `SHARDRING_BENCH_WRAP` when set, another build's binary with
+//! `SHARDRING_BENCH_OPERATOR`, with `MALLOC_ARENA_MAX=1` as the
 //! Deployment runs it), memory figures read from `/proc/<pid>/status`, and
 //! percentiles of sorted durations. Included by each bench with `mod common;`.
 
@@ -15,15 +16,20 @@ use std::time::Duration;
 /// and the image run it (docs/deploy.md, Memory) unless the bench's
 /// environment sets it (`MALLOC_ARENA_MAX=16` measures glibc's default on
 /// two cores instead).
+///
+/// `SHARDRING_BENCH_OPERATOR=<path>` runs that binary instead of this
+/// build's (another commit's, to compare two builds with one harness).
 pub fn operator_command() -> Command {
+    let binary = std::env::var_os("SHARDRING_BENCH_OPERATOR")
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_shardring").into());
     let mut command = match std::env::var("SHARDRING_BENCH_WRAP") {
         Ok(wrap) => {
             let mut words = wrap.split_whitespace();
             let mut command = Command::new(words.next().expect("a command to wrap with"));
-            command.args(words).arg(env!("CARGO_BIN_EXE_shardring"));
+            command.args(words).arg(binary);
             command
         }
-        Err(_) => Command::new(env!("CARGO_BIN_EXE_shardring")),
+        Err(_) => Command::new(binary),
     };
     if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
         command.env("MALLOC_ARENA_MAX", "1");
