@@ -9,7 +9,7 @@ use serde_json::json;
 use shardring::controller::Stores;
 
 use super::asserts::{
-    STATUS_PATH, assert_annotation_patch, assert_configmap_apply, assert_configmap_create,
+    STATUS_PATH, assert_annotation_patch, assert_configmap_create, assert_configmap_update,
     assert_event, assert_status_apply, condition, writes,
 };
 use super::harness::{
@@ -51,7 +51,7 @@ async fn first_publish_creates_the_configmap_then_annotations_then_status() {
 async fn a_joining_pod_writes_the_configmap_and_only_the_changed_pods() {
     let (group, world) = settled_with_a_joining_pod().await;
     let seen = reconcile_once(&group, &world.stores).await;
-    let doc = assert_configmap_apply(&seen[0], SETTLED_VERSION);
+    let doc = assert_configmap_update(&seen[0], SETTLED_VERSION);
     assert_eq!(doc.epoch, 2);
     // First phase of the moves: revoked from the donors, not yet on the new pod.
     assert!(!doc.pods.contains_key("consumer-3"));
@@ -90,7 +90,7 @@ async fn a_pod_leaving_the_pool_loses_its_annotation() {
         .pods
         .apply_watcher_event(&watcher::Event::Apply(leaving));
     let seen = reconcile_once(&group, &world.stores).await;
-    let doc = assert_configmap_apply(&seen[0], SETTLED_VERSION);
+    let doc = assert_configmap_update(&seen[0], SETTLED_VERSION);
     assert_eq!(doc.epoch, 2);
     // It keeps its annotation until it gave its two shards back: they are
     // revoked from it first (two-phase handoff), nobody else has them yet.
