@@ -83,14 +83,7 @@ pub struct Row {
 
 /// One run at `pods` pods and `shards` static shards; `extra` goes to
 /// `shardring run`.
-pub async fn run(
-    server: &Server,
-    pods: usize,
-    shards: u32,
-    run: usize,
-    extra: &[String],
-    verbs: bool,
-) -> Row {
+pub async fn run(server: &Server, pods: usize, shards: u32, run: usize, extra: &[String]) -> Row {
     populate::remove_namespaces(server, "churn").await;
     let client = &server.client;
     let ns = format!("scale-{pods}-{run}");
@@ -123,27 +116,6 @@ pub async fn run(
         .await
         .expect("every pod annotated");
     let rss_first = operator.peak_rss_mib();
-    if verbs {
-        let document = timeline
-            .lock()
-            .latest
-            .get(DOCUMENT)
-            .cloned()
-            .expect("the document");
-        let size = serde_json::to_vec(document.as_ref()).map_or(0, |b| b.len());
-        println!(
-            "\nthe document's ConfigMap ({} KB as JSON) written back to back by each verb:",
-            size / 1000
-        );
-        println!("| verb | p50 | p99 |\n|---|---|---|");
-        for (verb, p50, p99) in crate::verbs::measure(client, &ns, &document).await {
-            println!(
-                "| {verb} | {:.0} ms | {:.0} ms |",
-                p50.as_secs_f64() * 1e3,
-                p99.as_secs_f64() * 1e3
-            );
-        }
-    }
 
     let pods_api: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let mut floor = Floor::new(client, &ns);

@@ -10,9 +10,8 @@
 //! 20,000 only), `--startup GxP` (the start-up size, default `200x25`),
 //! `--no-churn`, `--no-startup`, `--runs N` (each run separate, then the
 //! medians), `--operator-arg ARG` (repeatable: passed to `shardring run`,
-//! e.g. `--operator-arg=--write-concurrency=32`), `--verbs` (after each
-//! first publish, [`verbs`]: the document's ConfigMap written by each
-//! conditional verb), `--mock`.
+//! e.g. `--operator-arg=--write-concurrency=32`), `--verbs` (first, the
+//! document's write verbs compared: [`verbs`]), `--mock`.
 //!
 //! Per size ([`churn`]): the plain client's time to annotate every pod and
 //! the operator's from the group's creation to every pod annotated; the
@@ -109,19 +108,17 @@ fn main() {
             println!("shardring run {}", options.operator_args.join(" "));
         }
         populate::install_crds(&server).await;
+        if options.verbs {
+            populate::remove_namespaces(&server, "verbs").await;
+            populate::create(&server.client, &populate::namespace("verbs", "verbs")).await;
+            verbs::report(&server.client, "verbs").await;
+            populate::remove_namespaces(&server, "verbs").await;
+        }
         let mut rows: Vec<Vec<Row>> = Vec::new();
         for &(pods, shards) in &options.sizes {
             let mut runs = Vec::new();
             for n in 0..options.runs {
-                let row = churn::run(
-                    &server,
-                    pods,
-                    shards,
-                    n,
-                    &options.operator_args,
-                    options.verbs,
-                )
-                .await;
+                let row = churn::run(&server, pods, shards, n, &options.operator_args).await;
                 print_rows(std::slice::from_ref(&row), &format!("run {}", n + 1));
                 runs.push(row);
             }

@@ -9,7 +9,15 @@
 //!   payload's key.
 //!
 //! Each write's time is the request's round trip (the answer carries the new
-//! version); the verbs take turns, so load on the machine falls on all.
+//! version); the verbs take turns, so load on the machine falls on all. The
+//! payloads are the sizes of a published document: gzip (incompressible
+//! bytes in `binaryData`) of 200 KB (5,000 pods / 20,000 static shards) and
+//! 840 KB (20,000 Kinesis shards with hash key ranges), and plain JSON in
+//! `data` of 300 KB. The
+//! payloads are the sizes of a published document: gzip (incompressible
+//! bytes in `binaryData`) of 200 KB (5,000 pods / 20,000 static shards) and
+//! 840 KB (20,000 Kinesis shards with hash key ranges), and plain JSON in
+//! `data` of 300 KB.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -21,13 +29,66 @@ use serde_json::json;
 
 use crate::common;
 
-/// Writes per verb.
-const WRITES: usize = 15;
+/// Writes per verb and payload.
+const WRITES: usize = 40;
 /// The ConfigMap the writes go to.
 const NAME: &str = "verb-probe";
 
-/// p50 and p99 of each verb, in the order SSA, PUT, JSON patch.
-pub async fn measure(
+/// Measures every verb with every payload in namespace `ns` and prints a
+/// table.
+pub async fn report(client: &kube::Client, ns: &str) {
+    println!("\nthe document's write verbs, {WRITES} writes each, back to back:");
+    println!("| payload | verb | p50 | p99 |\n|---|---|---|---|");
+    for (label, payload) in payloads() {
+        for (verb, p50, p99) in measure(client, ns, &payload).await {
+            println!(
+                "| {label} | {verb} | {:.0} ms | {:.0} ms |",
+                p50.as_secs_f64() * 1e3,
+                p99.as_secs_f64() * 1e3
+            );
+        }
+    }
+}
+
+/// The payloads measured, labelled.
+fn payloads() -> Vec<(&'static str, ConfigMap)> {
+    // xorshift: bytes that do not compress, as gzip output does not.
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    let mut bytes = |n: usize| -> Vec<u8> {
+        (0..n)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state.to_le_bytes()[0]
+            })
+            .collect()
+    };
+    let gzip = |bytes: Vec<u8>| ConfigMap {
+        binary_data: Some(BTreeMap::from([(
+            "assignment.json.gz".to_owned(),
+            ByteString(bytes),
+        )])),
+        ..Default::default()
+    };
+    let json: String =
+        std::iter::repeat_n("{\"owner\":\"consumer-7d9f-abcde\"},", 300_000 / 32).collect();
+    vec![
+        ("gzip 200 KB", gzip(bytes(200_000))),
+        ("gzip 840 KB", gzip(bytes(840_000))),
+        (
+            "plain JSON 300 KB",
+            ConfigMap {
+                data: Some(BTreeMap::from([("assignment.json".to_owned(), json)])),
+                ..Default::default()
+            },
+        ),
+    ]
+}
+
+/// p50 and p99 of each verb writing `payload`, in the order SSA, PUT, JSON
+/// patch.
+async fn measure(
     client: &kube::Client,
     ns: &str,
     payload: &ConfigMap,
