@@ -166,10 +166,8 @@ async fn a_lost_configmap_is_recreated_from_the_annotations_with_a_create() {
     let mut world = world(Some(pool(0)), &three_pods());
     settle(&mut group, &mut world).await;
     let before: Vec<PodView> = world
-        .stores
         .pods
-        .state()
-        .iter()
+        .values()
         .map(|p| serde_json::from_str(&p.metadata.annotations.as_ref().unwrap()[KEY]).unwrap())
         .collect();
     let cm = (*world.stores.config_maps.state()[0]).clone();

@@ -4,7 +4,6 @@
 //! warning only), and a pod deleted before its patch.
 
 use kube::runtime::reflector;
-use kube::runtime::watcher;
 use serde_json::json;
 use shardring::controller::Stores;
 
@@ -77,18 +76,9 @@ async fn a_pod_leaving_the_pool_loses_its_annotation() {
     let mut group = group(6);
     let mut world = world(Some(pool(0)), &three_pods());
     settle(&mut group, &mut world).await;
-    let mut leaving = (*world
-        .stores
-        .pods
-        .state()
-        .into_iter()
-        .find(|p| p.metadata.name.as_deref() == Some("consumer-1"))
-        .unwrap())
-    .clone();
+    let mut leaving = world.pods["consumer-1"].clone();
     leaving.metadata.labels = Some([("app".to_owned(), "other".to_owned())].into());
-    world
-        .pods
-        .apply_watcher_event(&watcher::Event::Apply(leaving));
+    world.apply_pod(leaving);
     let seen = reconcile_once(&group, &world.stores).await;
     let doc = assert_configmap_update(&seen[0], SETTLED_VERSION);
     assert_eq!(doc.epoch, 2);
