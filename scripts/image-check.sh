@@ -3,11 +3,12 @@
 # way the Deployment runs it, without pulling any base image:
 #   1. the binary: `cargo build -p shardring --release --locked`, exactly as
 #      the Dockerfile's builder stage (or SHARDRING_IMAGE_BINARY=path);
-#   2. a root filesystem holding only that binary, the shared libraries `ldd`
-#      says it links (the C runtime the distroless/cc base provides), the CA
-#      bundle and a passwd entry for the non-root user 65532;
-#   3. an image `FROM scratch` of that filesystem (docker build; dockerd is
-#      started here when it is installed but not running);
+#   2. an image of one layer holding only that binary, the shared libraries
+#      `ldd` says it links (the C runtime the distroless/cc base provides),
+#      the CA bundle and a passwd entry for the non-root user 65532
+#      (scripts/lib/image.sh, which scripts/node-check.sh uses too);
+#   3. the image loaded into docker (dockerd is started here when it is
+#      installed but not running);
 #   4. a mock Kubernetes API server over TLS (shardring-mock-apiserver from
 #      the devkit) with the CRDs established, and the image started as UID
 #      65532 with a read-only root filesystem, no capabilities and no new
@@ -17,8 +18,7 @@
 #      the consumer endpoint answers /v1/healthz over HTTPS as the leader
 #      (its self-signed fallback: no certificate is mounted), and the
 #      process runs as 65532.
-# Prints the image size (uncompressed and gzip-compressed as `docker save`
-# ships it). Exits non-zero on any failed step.
+# Prints the image size (uncompressed and gzip-compressed). Exits non-zero on any failed step.
 #
 #   ./scripts/image-check.sh            # release build, as the Dockerfile
 #   SHARDRING_IMAGE_BINARY=target/debug/shardring ./scripts/image-check.sh
@@ -49,24 +49,13 @@ fi
 cargo build -q -p shardring-devkit --bin shardring-mock-apiserver
 mock_bin=target/debug/shardring-mock-apiserver
 
-# --- 2. the root filesystem -----------------------------------------------
-say "root filesystem from what $binary links"
-rootfs="$work/rootfs"
-install -D -m 0755 "$binary" "$rootfs/usr/local/bin/shardring"
-libs=$(ldd "$binary" | grep -oE '/[^ ]+' | sort -u)
-for lib in $libs; do
-  install -D -m 0755 "$(readlink -f "$lib")" "$rootfs$lib"
-done
-if [[ -f /etc/ssl/certs/ca-certificates.crt ]]; then
-  install -D -m 0644 /etc/ssl/certs/ca-certificates.crt "$rootfs/etc/ssl/certs/ca-certificates.crt"
-fi
-install -d -m 0755 "$rootfs/etc"
-echo 'nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin' > "$rootfs/etc/passwd"
-echo 'nonroot:x:65532:' > "$rootfs/etc/group"
-install -d -m 1777 "$rootfs/tmp"
-echo "   $(echo "$libs" | wc -w) libraries: $(echo $libs | tr '\n' ' ')"
+# --- 2. the image ------------------------------------------------------------
+say "image from what $binary links (scripts/lib/image.sh)"
+source scripts/lib/image.sh
+operator_image "$binary" "$IMAGE" "$work/image.tar"
+echo "   libraries: $(ldd "$binary" | grep -oE '/[^ ]+' | sort -u | tr '\n' ' ')"
 
-# --- 3. the image ---------------------------------------------------------
+# --- 3. docker ----------------------------------------------------------------
 if ! docker info >/dev/null 2>&1; then
   command -v dockerd >/dev/null 2>&1 || fail "no Docker engine: install docker.io (apt-get install docker.io)"
   say "starting dockerd (no iptables, no bridge: the container uses the host network)"
@@ -74,19 +63,10 @@ if ! docker info >/dev/null 2>&1; then
   for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
   docker info >/dev/null 2>&1 || { cat "$work/dockerd.log" >&2; fail "dockerd did not start"; }
 fi
-cat > "$work/Dockerfile" <<'EOF'
-FROM scratch
-COPY rootfs/ /
-USER 65532:65532
-ENV MALLOC_ARENA_MAX=1
-EXPOSE 8080
-ENTRYPOINT ["/usr/local/bin/shardring"]
-CMD ["run"]
-EOF
-say "docker build (FROM scratch)"
-DOCKER_BUILDKIT=0 docker build -q -t "$IMAGE" "$work" >/dev/null 2>"$work/build.log" || { cat "$work/build.log" >&2; fail "docker build failed"; }
+say "docker load"
+docker load -q -i "$work/image.tar" >/dev/null || fail "docker load of the image failed"
 size=$(docker image inspect -f '{{.Size}}' "$IMAGE")
-compressed=$(docker save "$IMAGE" | gzip -c | wc -c)
+compressed=$(gzip -c "$work/image.tar" | wc -c)
 binary_size=$(stat -c %s "$binary")
 
 # --- 4. a mock API server and the container ---------------------------------

@@ -102,6 +102,7 @@ fn main() {
         leases: Default::default(),
         departed: Default::default(),
         releases: Default::default(),
+        loads: Default::default(),
         now: Timestamp::from_second(1_000_000).unwrap(),
     };
     let (first, _) = time(&obs, 3);
@@ -144,6 +145,7 @@ fn main() {
                 (id.clone(), shardring_engine::Previous::Owner(owner))
             })
             .collect(),
+        loads: Default::default(),
     };
     let mut engine_times: Vec<Duration> = (0..rounds)
         .map(|_| {

@@ -14,6 +14,10 @@ pub const PROGRESSING: &str = "Progressing";
 /// Condition type: something keeps the group from its desired state.
 pub const DEGRADED: &str = "Degraded";
 
+/// Condition type, shown only with `balance: throughput`: whether every
+/// readable shard's load is measured (and no reading was refused lately).
+pub const LOAD_MEASURED: &str = "LoadMeasured";
+
 /// Condition type, shown only for sources with shard lineage (Kinesis):
 /// True when children of split or merged shards are assigned without waiting
 /// for their parents to be read to the end (no lease table). A separate,
@@ -34,6 +38,9 @@ pub const ORDERING_NOT_ENFORCED_MESSAGE: &str = "no lease table is configured, s
 pub mod reason {
     /// The assignment is published for the current pods and topology.
     pub const PUBLISHED: &str = "Published";
+    /// The group's first publish waits for pods about to pass
+    /// `minReadySeconds` (`rebalance.initialDelay`).
+    pub const FIRST_PUBLISH_HELD: &str = "FirstPublishHeld";
     /// The ConsumerPool named by `spec.poolRef` does not exist.
     pub const POOL_NOT_FOUND: &str = "PoolNotFound";
     /// The pool selects no pod that is Ready for `minReadySeconds`.
@@ -67,6 +74,21 @@ pub mod reason {
     /// OrderingNotEnforced=False: children wait for their parents, as the
     /// lease table shows them complete.
     pub const LEASE_TABLE_CONFIGURED: &str = "LeaseTableConfigured";
+    /// Balanced=False with `balance: throughput`: pods are outside the band
+    /// and the moves allowed now (damping, budget, delay) cannot bring them back.
+    pub const OUT_OF_BAND: &str = "OutOfBand";
+    /// LoadMeasured=True: every readable shard's load is measured.
+    pub const MEASURED: &str = "Measured";
+    /// LoadMeasured=False: some shards have no load measurement yet.
+    pub const LOAD_UNMEASURED: &str = "LoadUnmeasured";
+    /// LoadMeasured=False: some shards' measurements are older than `staleAfter`.
+    pub const LOAD_STALE: &str = "LoadStale";
+    /// LoadMeasured=False: load readings were refused within `staleAfter`.
+    pub const LOAD_REPORTS_REJECTED: &str = "LoadReportsRejected";
+    /// Warning Event: load readings were refused since the last reconcile.
+    pub const LOAD_REPORT_REJECTED: &str = "LoadReportRejected";
+    /// Normal Event: shards moved to bring pods back into the band.
+    pub const LOAD_REBALANCED: &str = "LoadRebalanced";
     /// Some pod's view exceeds the annotation budget (the API crate's
     /// `ViewError::reason()`); that pod's annotation is not written.
     pub const POD_VIEW_TOO_LARGE: &str = "PodViewTooLarge";

@@ -35,6 +35,9 @@ pub struct LeaseSnapshot {
     pub children: Vec<String>,
     /// The worker a graceful handoff is giving the shard to.
     pub checkpoint_owner: Option<String>,
+    /// The shard's measured throughput in KB/s, as a KCL 3.x worker writes
+    /// it with every renewal (`throughputKBps`).
+    pub throughput_kbps: Option<f64>,
 }
 
 impl LeaseSnapshot {

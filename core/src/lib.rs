@@ -6,9 +6,11 @@
 //! two-phase handoff rules ([`handoff`]), the building of the published
 //! document and pod annotations (`document`, encoded by [`codec`]), of the
 //! status, its conditions and the Events (`status`, [`conditions`],
-//! `events`), the pacing of optional moves (`pacing`), and the one
+//! `events`), the pacing of optional moves (`pacing`), the measured loads
+//! of `balance: throughput` and the scaling signal ([`load`]), the one
 //! reconcile cycle ([`cycle()`]: observe → plan → apply through the
-//! [`Observe`] and [`Apply`] traits, writes in the contract's order). What only the
+//! [`Observe`] and [`Apply`] traits, writes in the contract's order) and
+//! when a group is reconciled again after it ([`retry`]). What only the
 //! core itself uses is `pub(crate)`: the public items are what the operator,
 //! the simulation, the demo and the tests call.
 //!
@@ -30,9 +32,11 @@ pub(crate) mod document;
 pub(crate) mod events;
 pub mod handoff;
 pub mod leases;
+pub mod load;
 pub mod observation;
 pub(crate) mod pacing;
 pub mod plan;
+pub mod retry;
 pub(crate) mod status;
 pub mod topology;
 

@@ -39,6 +39,9 @@ pub struct Observation {
     /// Releases the consumers acknowledged through the endpoint (handoff
     /// evidence); empty without an endpoint.
     pub releases: ReleaseAcks,
+    /// The shards' measured loads (`balance: throughput` and the scaling
+    /// signal); empty when nothing was measured.
+    pub loads: crate::load::LoadObservation,
     /// The time of this observation: the only clock the plan step reads.
     pub now: Timestamp,
 }

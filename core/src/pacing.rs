@@ -121,7 +121,8 @@ impl Pacing {
     }
 }
 
-fn add(t: Timestamp, d: Duration) -> Timestamp {
+/// `t + d`, saturating at the end of time.
+pub(crate) fn add(t: Timestamp, d: Duration) -> Timestamp {
     jiff::SignedDuration::try_from(d)
         .ok()
         .and_then(|d| t.checked_add(d).ok())
@@ -144,6 +145,7 @@ mod tests {
             delay: delay.into(),
             max_moves_per_window: max,
             window: window.into(),
+            ..RebalanceSpec::default()
         }
     }
 

@@ -10,12 +10,16 @@
 //! one (the document never shrinks because of a read error).
 //!
 //! This file holds the plan itself; `plan/inputs.rs` the checks that block
-//! it and the engine run, `plan/outcome.rs` what it reports into the status
-//! and Events, `plan/requeue.rs` when to look again.
+//! it and the engine run, `plan/hold.rs` the hold of a group's first
+//! publish, `plan/outcome.rs` what it reports into the status and Events,
+//! `plan/requeue.rs` when to look again, `plan/throughput.rs` the measured
+//! loads (`balance: throughput`, the scaling signal).
 
+mod hold;
 mod inputs;
 mod outcome;
 mod requeue;
+pub(crate) mod throughput;
 
 use std::borrow::Cow;
 use std::time::Duration;
@@ -32,7 +36,7 @@ use crate::crds::{AssignmentDocument, ShardGroupStatus};
 use crate::document::{self, AnnotationWrite};
 use crate::events::EventNote;
 use crate::handoff;
-use crate::observation::Observation;
+use crate::observation::{LeaseObservation, Observation};
 use crate::status::{self, Outcome, Problem};
 
 pub use self::inputs::eligible;
@@ -47,6 +51,12 @@ pub(crate) const DEFAULT_REFRESH: Duration = Duration::from_secs(30);
 /// How often a group with handoffs in flight looks for evidence again (the
 /// lease table and pod deletions do not trigger a reconcile by themselves).
 pub const IN_FLIGHT_POLL: Duration = Duration::from_secs(2);
+/// The first look at the lease table after a revoke: a consumer that
+/// follows its view releases within a few hundred milliseconds, and nothing
+/// tells the operator when (the lease table is not watched). The looks
+/// after it double in step with the youngest revoke's age, up to
+/// [`IN_FLIGHT_POLL`]: about five extra reconciles per wave of revokes.
+pub const EVIDENCE_POLL: Duration = Duration::from_millis(100);
 /// Shortest requeue for a timer (a drain timeout or the rebalance delay).
 pub(crate) const MIN_REQUEUE: Duration = Duration::from_millis(100);
 
@@ -113,6 +123,20 @@ fn plan_assignment(
         topology,
     } = inputs(obs, kept_epoch, outcome)?;
     let recovered = handoff::recover_previous(obs);
+    if kept_epoch == 0
+        && published.is_none()
+        && recovered.is_none()
+        && let Some(hold) = hold::first_publish_hold(
+            &obs.pods,
+            pool.spec.min_ready(),
+            obs.group.spec.rebalance.initial_delay().unwrap_or_default(),
+            obs.now,
+        )
+    {
+        outcome.held = Some(hold.message(pool.spec.min_ready()));
+        let requeue_after = requeue_after.min(hold.next.max(MIN_REQUEUE));
+        return Ok(blocked(obs, std::mem::take(outcome), requeue_after));
+    }
     let previous_doc = published.or(recovered.as_ref());
     let Engined {
         pacing,
@@ -145,10 +169,18 @@ fn plan_assignment(
 
     record_assignment(obs, outcome, topology, &output, &doc, changed);
     outcome.protocol = Some(protocol_status(obs, &pacing, &output, &step));
+    outcome.measured_load = Some(throughput::report(obs, topology, &output));
+    let young_revoke = match obs.leases {
+        LeaseObservation::NotConfigured => None,
+        _ => step
+            .youngest_revoke
+            .map(|since| obs.now.duration_since(since).unsigned_abs()),
+    };
     let requeue_after = next_requeue(
-        requeue_after,
+        throughput::poll(obs).map_or(requeue_after, |poll| requeue_after.min(poll)),
         step.next_check,
         outcome.moves_in_flight,
+        young_revoke,
         pacing.next_change,
         || input.as_mut().is_some_and(rebalances_unpaced),
     );
@@ -203,7 +235,8 @@ fn encode(doc: &AssignmentDocument, kept_epoch: u64) -> Result<codec::EncodedDoc
     })
 }
 
-/// A decision that keeps the document and annotations as they are.
+/// A decision that keeps the document and annotations as they are (a
+/// problem blocks the plan, or the first publish is held).
 fn blocked(obs: &Observation, outcome: Outcome, requeue_after: Duration) -> Decision {
     let (status, events) = status::build(obs, &outcome);
     let status_changed = obs.group.status.as_ref() != Some(&status);

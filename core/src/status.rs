@@ -7,8 +7,8 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use crate::conditions::{
-    self, BALANCED, DEGRADED, ORDERING_NOT_ENFORCED, ORDERING_NOT_ENFORCED_MESSAGE, PROGRESSING,
-    READY, reason,
+    self, BALANCED, DEGRADED, LOAD_MEASURED, ORDERING_NOT_ENFORCED, ORDERING_NOT_ENFORCED_MESSAGE,
+    PROGRESSING, READY, reason,
 };
 use crate::crds::ShardGroupStatus;
 use crate::crds::shard_group::{PodCounts, ShardCounts};
@@ -50,6 +50,12 @@ pub(crate) struct Outcome {
     /// Handoff and pacing bookkeeping, `None` to keep the current one (no
     /// plan was made).
     pub protocol: Option<ProtocolStatus>,
+    /// Why the group's first publish is held (`rebalance.initialDelay`):
+    /// not Ready yet, but nothing is wrong.
+    pub held: Option<String>,
+    /// What the plan reports of the measured load, `None` to keep the
+    /// current one (no plan was made).
+    pub measured_load: Option<crate::plan::throughput::LoadOutcome>,
 }
 
 /// The status for `outcome`, and the Events its condition transitions call for.
@@ -66,8 +72,8 @@ pub(crate) fn build(obs: &Observation, outcome: &Outcome) -> (ShardGroupStatus, 
     let planned = outcome.shards.is_some();
     let problem = outcome.problem.as_ref();
 
-    let ready = match problem.filter(|p| p.blocks_ready) {
-        Some(p) => conditions::condition(
+    let ready = match (problem.filter(|p| p.blocks_ready), &outcome.held) {
+        (Some(p), _) => conditions::condition(
             READY,
             false,
             p.reason,
@@ -76,7 +82,16 @@ pub(crate) fn build(obs: &Observation, outcome: &Outcome) -> (ShardGroupStatus, 
             now,
             previous,
         ),
-        None => conditions::condition(
+        (None, Some(held)) => conditions::condition(
+            READY,
+            false,
+            reason::FIRST_PUBLISH_HELD,
+            held.clone(),
+            generation,
+            now,
+            previous,
+        ),
+        (None, None) => conditions::condition(
             READY,
             true,
             reason::PUBLISHED,
@@ -114,19 +129,58 @@ pub(crate) fn build(obs: &Observation, outcome: &Outcome) -> (ShardGroupStatus, 
             now,
             previous,
         )
+    } else if let Some(out) = outcome
+        .measured_load
+        .as_ref()
+        .and_then(|l| l.status.as_ref())
+        .filter(|t| t.out_of_band_pods > 0)
+    {
+        conditions::condition(
+            BALANCED,
+            false,
+            reason::OUT_OF_BAND,
+            format!(
+                "{} pods are outside the ±{}% band around their fair share (load ÷ fair share {}); \
+                 the moves allowed now (throughput.dampingInterval since the last load rebalance, \
+                 the move budget, the rebalance delay, maxShardsPerPod) cannot bring them back",
+                out.out_of_band_pods,
+                obs.group.throughput_settings().band_percent,
+                out.spread.as_deref().unwrap_or("-")
+            ),
+            generation,
+            now,
+            previous,
+        )
     } else {
+        let spread = outcome
+            .measured_load
+            .as_ref()
+            .and_then(|l| l.status.as_ref())
+            .and_then(|t| t.spread.as_deref())
+            .map(|s| format!("; load ÷ fair share {s}"))
+            .unwrap_or_default();
         conditions::condition(
             BALANCED,
             true,
             reason::BALANCED,
-            format!("load per pod is {min_load}/{max_load} (min/max)"),
+            format!("load per pod is {min_load}/{max_load} (min/max){spread}"),
             generation,
             now,
             previous,
         )
     };
     let unfenced = outcome.protocol.as_ref().is_some_and(|p| p.unfenced);
-    let progressing = if outcome.moves_in_flight > 0 && unfenced {
+    let progressing = if let Some(held) = &outcome.held {
+        conditions::condition(
+            PROGRESSING,
+            true,
+            reason::FIRST_PUBLISH_HELD,
+            held.clone(),
+            generation,
+            now,
+            previous,
+        )
+    } else if outcome.moves_in_flight > 0 && unfenced {
         conditions::condition(
             PROGRESSING,
             true,
@@ -183,8 +237,29 @@ pub(crate) fn build(obs: &Observation, outcome: &Outcome) -> (ShardGroupStatus, 
 
     let mut conditions = vec![ready, balanced, progressing, degraded];
     conditions.extend(ordering_condition(obs, generation, previous));
+    let load_measured = match outcome.measured_load.as_ref() {
+        Some(load) => load.measured.clone(),
+        // No plan was made: keep what the last one said.
+        None => conditions::find(previous, LOAD_MEASURED)
+            .filter(|_| crate::plan::throughput::by_throughput(&obs.group.spec))
+            .map(|c| (c.status == "True", reason_of(&c.reason), c.message.clone())),
+    };
+    if let Some((status, why, message)) = load_measured {
+        conditions.push(conditions::condition(
+            LOAD_MEASURED,
+            status,
+            why,
+            message,
+            generation,
+            now,
+            previous,
+        ));
+    }
 
-    let events = transition_events(previous, problem);
+    let mut events = transition_events(previous, problem);
+    if let Some(load) = &outcome.measured_load {
+        events.extend(load.events.iter().cloned());
+    }
     let protocol = outcome
         .protocol
         .clone()
@@ -209,6 +284,14 @@ pub(crate) fn build(obs: &Observation, outcome: &Outcome) -> (ShardGroupStatus, 
         drain_started: protocol.drain_started,
         oldest_revoke: protocol.oldest_revoke,
         last_topology_time: outcome.topology_time.or(current.last_topology_time),
+        throughput: match &outcome.measured_load {
+            Some(load) => load.status.clone(),
+            None => current.throughput.clone(),
+        },
+        recommended_replicas: match &outcome.measured_load {
+            Some(load) => load.recommended,
+            None => current.recommended_replicas,
+        },
         conditions,
     };
     (status, events)
@@ -244,6 +327,20 @@ fn ordering_condition(
             previous,
         )
     })
+}
+
+/// The constant reason of a stored `LoadMeasured` condition (one written by
+/// an older version reads as unmeasured).
+fn reason_of(stored: &str) -> &'static str {
+    [
+        reason::MEASURED,
+        reason::LOAD_UNMEASURED,
+        reason::LOAD_STALE,
+        reason::LOAD_REPORTS_REJECTED,
+    ]
+    .into_iter()
+    .find(|r| *r == stored)
+    .unwrap_or(reason::LOAD_UNMEASURED)
 }
 
 /// Warning when Degraded turns true or changes reason; Normal when it clears.

@@ -56,6 +56,15 @@ pub fn releases_path(namespace: &str, group: &str) -> String {
     format!("{API_PREFIX}/namespaces/{namespace}/shardgroups/{group}/releases")
 }
 
+/// `POST {API_PREFIX}/namespaces/{namespace}/shardgroups/{name}/loads`.
+pub fn loads_path(namespace: &str, group: &str) -> String {
+    format!("{API_PREFIX}/namespaces/{namespace}/shardgroups/{group}/loads")
+}
+
+/// Most shards one load report may carry: a pod reading more sends several
+/// reports (each well under the 16 KiB body limit).
+pub const MAX_REPORTED_SHARDS: usize = 128;
+
 /// The answer to a view request: the caller's own view, in the annotation's
 /// format, plus who it is for and the checkpoints handed over with its
 /// active shards.
@@ -109,6 +118,58 @@ pub struct ReleaseResponse {
     pub shard: String,
     /// Accepted now, or a duplicate.
     pub outcome: ReleaseOutcome,
+}
+
+/// A load report: what the caller measured on the shards it reads, over
+/// its last reporting interval, as the view at `epoch` lists them active.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LoadReport {
+    /// The epoch of the newest view the caller acts on.
+    pub epoch: u64,
+    /// One entry per shard it reads (at most [`MAX_REPORTED_SHARDS`]).
+    pub shards: Vec<ShardRate>,
+}
+
+/// What one shard carried over the caller's last reporting interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ShardRate {
+    /// The shard.
+    pub shard: String,
+    /// Bytes of records read per second (finite, at least 0, at most the
+    /// group's `throughput.maxShardKBps` × 1024).
+    pub bytes_per_second: f64,
+    /// Records read per second (finite, at least 0).
+    #[serde(default)]
+    pub records_per_second: f64,
+}
+
+/// The answer to a load report (HTTP 200): how many rates were recorded,
+/// and why the others were not (they change nothing).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoadReportResponse {
+    /// Rates recorded.
+    pub accepted: u32,
+    /// Rates refused, each with its reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rejected: Vec<RejectedRate>,
+}
+
+/// One refused rate of a load report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RejectedRate {
+    /// The shard.
+    pub shard: String,
+    /// A constant reason: `InvalidLoad` (negative or not a number),
+    /// `AbsurdLoad` (above `throughput.maxShardKBps`), `NotOwner` (the shard
+    /// is not the caller's), `StaleReport` (the view's epoch predates the
+    /// caller's ownership of the shard).
+    pub reason: String,
+    /// What is wrong.
+    pub message: String,
 }
 
 /// The body of every error answer.
@@ -165,11 +226,31 @@ mod tests {
     }
 
     #[test]
+    fn a_load_report_refuses_unknown_fields_and_non_numbers() {
+        let ok: LoadReport =
+            serde_json::from_str(r#"{"epoch":3,"shards":[{"shard":"a","bytesPerSecond":1024.5}]}"#)
+                .unwrap();
+        assert_eq!(ok.shards[0].records_per_second.to_bits(), 0.0f64.to_bits());
+        for bad in [
+            r#"{"epoch":3,"shards":[{"shard":"a","bytesPerSecond":"NaN"}]}"#,
+            r#"{"epoch":3,"shards":[{"shard":"a","bytesPerSecond":NaN}]}"#,
+            r#"{"epoch":3,"shards":[{"shard":"a","bytesPerSec":1}]}"#,
+            r#"{"epoch":-1,"shards":[]}"#,
+        ] {
+            assert!(serde_json::from_str::<LoadReport>(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn paths_are_versioned_and_namespaced() {
         assert_eq!(view_path("ns", "g"), "/v1/namespaces/ns/shardgroups/g/view");
         assert_eq!(
             releases_path("ns", "g"),
             "/v1/namespaces/ns/shardgroups/g/releases"
+        );
+        assert_eq!(
+            loads_path("ns", "g"),
+            "/v1/namespaces/ns/shardgroups/g/loads"
         );
     }
 }

@@ -38,6 +38,8 @@ pub fn static_group(
         consumer_name: None,
         standbys: 0,
         balance: Default::default(),
+        throughput: None,
+        scaling: None,
         handoff: HandoffSpec::default(),
         rebalance: RebalanceSpec::default(),
         output: Default::default(),

@@ -232,19 +232,47 @@ class Releases:
                 return
 
 
+class Backoff:
+    """How long to wait after a failed view request: 0.1 s doubling to 5 s for
+    what is transient (no answer, 5xx); 2 s doubling to 60 s for a refusal
+    (401, 403, 404), except a 403 IpMismatch or NotMember in a pod's first
+    NEW_POD seconds before its first answer, when the operator may not have
+    seen the pod (or its IP) yet: 0.1 s doubling to 2 s. Jittered."""
+
+    NEW_POD = 5.0
+
+    def __init__(self, started):
+        self.new_pod_until = started + self.NEW_POD
+        self.delays = {}  # kind -> next full delay
+
+    def succeeded(self):
+        self.delays, self.new_pod_until = {}, 0.0
+
+    def next(self, error, now):
+        if isinstance(error, EndpointError) and error.status in (401, 403, 404):
+            quick = (error.status == 403 and error.reason in ("IpMismatch", "NotMember")
+                     and now < self.new_pod_until)
+            kind, first, cap = ("new-pod", 0.1, 2.0) if quick else ("refused", 2.0, 60.0)
+        else:
+            kind, first, cap = "transient", 0.1, 5.0
+        delay = self.delays.get(kind, first)
+        self.delays[kind] = min(delay * 2, cap)
+        return delay * random.uniform(0.5, 1)
+
+
 def follow_endpoint(endpoint, view, wait, on_view=None):
     """Long-polls the view and offers each answer to `view` (epoch-fenced, so
     it runs beside the file); backs off with jitter while the endpoint fails."""
-    epoch, delay = 0, 0.1
+    epoch, backoff = 0, Backoff(time.monotonic())
     while True:
         try:
             answer = endpoint.view(epoch, wait)
         except (OSError, ValueError, http.client.HTTPException, EndpointError) as error:
-            print(f"endpoint: {error}; retrying", file=sys.stderr, flush=True)
-            time.sleep(delay * random.uniform(0.5, 1))
-            delay = min(delay * 2, 5.0)
+            delay = backoff.next(error, time.monotonic())
+            print(f"endpoint: {error}; retrying in {delay:.2f}s", file=sys.stderr, flush=True)
+            time.sleep(delay)
             continue
-        delay = 0.1
+        backoff.succeeded()
         if answer["epoch"] == 0:
             time.sleep(1)  # epoch 0 cannot be long-polled
         epoch = max(epoch, answer["epoch"])
@@ -492,6 +520,14 @@ def self_test():
     assert not view.can_acquire("s2")  # revoking
     assert not view.offer({"epoch": 6, "active": ["s2"], "standby": [], "revoking": []})
     assert view.current["epoch"] == 7  # never backwards
+    backoff = Backoff(started=100.0)
+    not_known = EndpointError(403, {"reason": "IpMismatch"})
+    quick = [backoff.next(not_known, 100.5) for _ in range(4)]
+    assert 0.05 <= quick[0] <= 0.1 and max(quick) <= 0.8, quick  # a new pod: quick
+    assert backoff.next(not_known, 106.0) >= 1.0  # past its first seconds: a refusal
+    backoff.succeeded()
+    assert backoff.next(EndpointError(403, {"reason": "NotMember"}), 100.1) >= 1.0  # known
+    assert backoff.next(OSError("reset"), 100.1) <= 0.1
     print("self-test passed")
 
 

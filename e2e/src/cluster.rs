@@ -3,6 +3,7 @@
 //! within a few seconds. Anything else means "no cluster": the tests skip and
 //! say so instead of failing on machines without one.
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -15,6 +16,11 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The line every skipped end-to-end test prints.
 pub const SKIP_MESSAGE: &str = "SKIPPED: no Kubernetes cluster reachable through KUBECONFIG";
 
+/// Set (to anything but empty or `0`) where a cluster was started for the
+/// suite, as CI does with `../shared/k8s`: a test that finds no cluster then
+/// fails instead of skipping, so a broken kubeconfig cannot pass as a skip.
+pub const REQUIRE_ENV: &str = "SHARDRING_E2E_REQUIRE_CLUSTER";
+
 /// Whether a cluster is available for end-to-end tests.
 pub enum Reachability {
     /// A client for a cluster whose API server answered, with its version.
@@ -26,6 +32,27 @@ pub enum Reachability {
     },
     /// No usable cluster, and why (printed after [`SKIP_MESSAGE`]).
     Unreachable(String),
+}
+
+/// The cluster under test for `test`, or `None` after printing
+/// [`SKIP_MESSAGE`] and why; panics instead of skipping when [`REQUIRE_ENV`]
+/// is set.
+pub async fn cluster_or_skip(test: &str) -> Option<Client> {
+    match connect().await {
+        Reachability::Reachable { client, version } => {
+            eprintln!("e2e[{test}]: cluster reachable, Kubernetes {version}");
+            Some(client)
+        }
+        Reachability::Unreachable(reason) => {
+            if std::env::var(REQUIRE_ENV).is_ok_and(|v| !v.is_empty() && v != "0") {
+                panic!("e2e[{test}]: {REQUIRE_ENV} is set but {reason}");
+            }
+            // Straight to stderr, not `eprintln!`, so the line shows although
+            // the test harness captures the output of passing tests.
+            let _ = writeln!(std::io::stderr(), "{SKIP_MESSAGE} ({reason})");
+            None
+        }
+    }
 }
 
 /// Infers the client configuration and asks the API server for its version,

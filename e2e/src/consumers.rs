@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -60,8 +60,9 @@ pub struct Pods {
     client: Client,
     spec: ConsumerSpec,
     live: BTreeMap<String, ConsumerProcess>,
-    /// SIGSTOPped consumers of terminating pods ([`Pods::hang_and_delete`]).
-    hung: BTreeMap<String, ConsumerProcess>,
+    /// Consumers of terminating pods: draining after SIGTERM
+    /// ([`Pods::delete_start`]) or SIGSTOPped ([`Pods::hang_and_delete`]).
+    leaving: BTreeMap<String, ConsumerProcess>,
     logs: Vec<PathBuf>,
 }
 
@@ -72,7 +73,7 @@ impl Pods {
             client,
             spec,
             live: BTreeMap::new(),
-            hung: BTreeMap::new(),
+            leaving: BTreeMap::new(),
             logs: Vec::new(),
         }
     }
@@ -108,32 +109,49 @@ impl Pods {
         Ok(())
     }
 
-    /// Creates pod `name`, marks it Ready and starts its consumer.
-    pub async fn add(&mut self, name: &str) -> Result<(), HarnessError> {
-        let pod: Pod = serde_json::from_value(json!({
-            "metadata": {"name": name, "labels": {"app": NAME}, "finalizers": [FINALIZER]},
-            "spec": {
-                "schedulingGates": [{"name": SCHEDULING_GATE}],
-                "terminationGracePeriodSeconds": DRAIN_TIMEOUT.as_secs() + 5,
-                "containers": [{"name": "consumer", "image": "registry.k8s.io/pause:3.10"}]
-            }
-        }))?;
+    /// Creates pods `names`, starts their consumers and then marks them all
+    /// Ready at one moment (one `lastTransitionTime`), as pods started
+    /// together are: they pass the pool's `minReadySeconds` together, and
+    /// the first publish of a group waits for each of them.
+    pub async fn add(&mut self, names: &[&str]) -> Result<(), HarnessError> {
         let api = self.api();
-        api.create(&PostParams::default(), &pod).await?;
+        for name in names {
+            let pod: Pod = serde_json::from_value(json!({
+                "metadata": {"name": name, "labels": {"app": NAME}, "finalizers": [FINALIZER]},
+                "spec": {
+                    "schedulingGates": [{"name": SCHEDULING_GATE}],
+                    "terminationGracePeriodSeconds": DRAIN_TIMEOUT.as_secs() + 5,
+                    "containers": [{"name": "consumer", "image": "registry.k8s.io/pause:3.10"}]
+                }
+            }))?;
+            api.create(&PostParams::default(), &pod).await?;
+        }
+        // The processes start first; then the status reports them running.
+        let mut started = Vec::with_capacity(names.len());
+        for name in names {
+            started.push((*name, self.spawn(name)?));
+        }
         let now = jiff::Timestamp::now()
             .strftime("%Y-%m-%dT%H:%M:%SZ")
             .to_string();
-        // The process starts first; then the status reports it running.
-        let process = self.spawn(name)?;
         let status = json!({"status": {
             "phase": "Running",
             "conditions": ready_conditions(&now),
             "containerStatuses": [container_status(json!({"running": {"startedAt": now}}), true)]
         }});
-        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
-            .await?;
-        eprintln!("e2e: + pod {name} Ready (consumer pid {})", process.pid());
-        self.live.insert(name.to_owned(), process);
+        // All at once: the later a pod's Ready lands, the more likely the
+        // others passed minReadySeconds (and were published) without it.
+        let (params, patch) = (PatchParams::default(), Patch::Merge(&status));
+        let patches = started
+            .iter()
+            .map(|(name, _)| api.patch_status(name, &params, &patch));
+        for patched in futures::future::join_all(patches).await {
+            patched?;
+        }
+        for (name, process) in started {
+            eprintln!("e2e: + pod {name} Ready (consumer pid {})", process.pid());
+            self.live.insert(name.to_owned(), process);
+        }
         Ok(())
     }
 
@@ -161,12 +179,56 @@ impl Pods {
     /// timestamp (the finalizer keeps it), the consumer gets SIGTERM, drains
     /// until revoked and exits; then the finalizer goes and the pod with it.
     pub async fn delete_gracefully(&mut self, name: &str) -> Result<(), HarnessError> {
-        let api = self.api();
-        api.delete(name, &DeleteParams::default()).await?;
-        let mut process = self
+        self.delete_start(name).await?;
+        self.delete_finish(name).await
+    }
+
+    /// Graceful deletion of several pods at once, as a scale-down deletes
+    /// them: every pod gets its deletion timestamp and its consumer SIGTERM
+    /// before any is waited for.
+    pub async fn delete_gracefully_together(&mut self, names: &[&str]) -> Result<(), HarnessError> {
+        for name in names {
+            self.delete_start(name).await?;
+        }
+        for name in names {
+            self.delete_finish(name).await?;
+        }
+        Ok(())
+    }
+
+    /// The first half of a graceful deletion: the pod gets its deletion
+    /// timestamp (the finalizer keeps it, terminating) and its consumer
+    /// SIGTERM; [`Self::delete_finish`] waits for the rest.
+    pub async fn delete_start(&mut self, name: &str) -> Result<(), HarnessError> {
+        self.api().delete(name, &DeleteParams::default()).await?;
+        let process = self
             .live
             .remove(name)
             .ok_or_else(|| HarnessError::Consumer(format!("no live pod {name}")))?;
+        process.terminate();
+        self.leaving.insert(name.to_owned(), process);
+        Ok(())
+    }
+
+    /// The consumer of a hung pod being deleted ([`Self::hang_and_delete`])
+    /// gets SIGCONT and drains as after [`Self::delete_start`]; then
+    /// [`Self::delete_finish`].
+    pub async fn resume_and_drain(&mut self, name: &str) -> Result<(), HarnessError> {
+        let process = self
+            .leaving
+            .get(name)
+            .ok_or_else(|| HarnessError::Consumer(format!("no hung pod {name}")))?;
+        process.signal("CONT");
+        self.delete_finish(name).await
+    }
+
+    /// Waits until the consumer of `name` (see [`Self::delete_start`]) has
+    /// drained and exited, without the API.
+    pub async fn wait_exited(&mut self, name: &str) -> Result<ExitStatus, HarnessError> {
+        let process = self
+            .leaving
+            .get_mut(name)
+            .ok_or_else(|| HarnessError::Consumer(format!("no leaving pod {name}")))?;
         process.terminate();
         let status = wait_for(
             &format!("the consumer of {name} to drain and exit"),
@@ -183,6 +245,15 @@ impl Pods {
         )
         .await?;
         eprintln!("e2e: - pod {name}: consumer exited ({status}) after SIGTERM");
+        Ok(status)
+    }
+
+    /// The second half of a graceful deletion: the consumer's exit (SIGTERM
+    /// again, harmless), then the kubelet's last steps: container
+    /// terminated, finalizer gone, pod gone.
+    pub async fn delete_finish(&mut self, name: &str) -> Result<(), HarnessError> {
+        let status = self.wait_exited(name).await?;
+        self.leaving.remove(name);
         self.report_terminated(name, status.code().unwrap_or(137))
             .await?;
         self.remove_finalizer(name).await?;
@@ -239,9 +310,8 @@ impl Pods {
 
     /// A hung consumer on a pod being deleted: SIGSTOP to the process (it
     /// neither reads nor renews nor releases), then the pod is deleted and
-    /// stays terminating (the finalizer). The operator's handoff of its
-    /// shards then has to wait for the drain timeout and the leases to
-    /// expire: a handoff in flight for seconds. [`Self::reap`] ends it.
+    /// stays terminating (the finalizer): its shards are revoked, and the
+    /// handoff waits until [`Self::resume_and_drain`] lets the consumer go on.
     pub async fn hang_and_delete(&mut self, name: &str) -> Result<(), HarnessError> {
         let process = self
             .live
@@ -256,23 +326,10 @@ impl Pods {
                 "SIGSTOP to the consumer of {name} failed ({stopped})"
             )));
         }
-        self.hung.insert(name.to_owned(), process);
+        self.leaving.insert(name.to_owned(), process);
         self.api().delete(name, &DeleteParams::default()).await?;
         eprintln!("e2e: ~ pod {name}: consumer stopped (SIGSTOP), pod deleted and terminating");
         Ok(())
-    }
-
-    /// Kills a pod's hung consumer and lets the pod go, as a kubelet does
-    /// at the end of the grace period (the container reported terminated
-    /// before the deletion is confirmed).
-    pub async fn reap(&mut self, name: &str) -> Result<(), HarnessError> {
-        if let Some(mut process) = self.hung.remove(name) {
-            process.kill();
-            let _ = process.wait();
-            self.report_terminated(name, 137).await?;
-        }
-        self.remove_finalizer(name).await?;
-        self.wait_gone(name).await
     }
 
     async fn remove_finalizer(&self, name: &str) -> Result<(), HarnessError> {
@@ -306,7 +363,7 @@ impl Pods {
     /// Kills every consumer and drops the finalizers (cleanup).
     pub async fn kill_all(&mut self) {
         let mut processes = std::mem::take(&mut self.live);
-        processes.append(&mut self.hung);
+        processes.append(&mut self.leaving);
         let names: Vec<String> = processes.keys().cloned().collect();
         for (_, mut process) in processes {
             process.kill();

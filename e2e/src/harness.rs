@@ -17,7 +17,7 @@ use kube::{Api, Client};
 use serde_json::json;
 use shardring::demo::producer::Producer;
 use shardring_crds::CONTROLLER_CLASS_LABEL;
-use shardring_crds::{AssignmentDocument, ConsumerPool, ShardGroup, ShardPhase};
+use shardring_crds::{AssignmentDocument, ConsumerPool, ShardGroup};
 use shardring_devkit::emulators::Emulator;
 
 use crate::cluster::Cluster;
@@ -50,6 +50,13 @@ pub const STEP_TIMEOUT: Duration = Duration::from_secs(120);
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// Lease failover of the ShardGroup and the consumers.
 pub const LEASE_FAILOVER: Duration = Duration::from_secs(4);
+/// The pool's `minReadySeconds`: long enough for the pods a scenario adds
+/// together to all report Ready before the first of them is eligible (the
+/// group's first publish then waits for every one of them), short enough
+/// not to slow a scenario down.
+pub const MIN_READY: Duration = Duration::from_secs(2);
+/// How often [`Harness::wait_revoking`] looks.
+const FAST_POLL: Duration = Duration::from_millis(20);
 /// Records per PutRecords call, and the pause between calls.
 const BATCH: usize = 10;
 const BATCH_INTERVAL: Duration = Duration::from_millis(100);
@@ -109,7 +116,9 @@ pub struct Harness {
     pub kinesis: aws_sdk_kinesis::Client,
     /// The consumer pods and their processes.
     pub pods: Pods,
-    cluster: Cluster,
+    /// How the operator reaches the API server (the cluster under test, or
+    /// a relay in front of it).
+    operator_cluster: Cluster,
     mode: OperatorMode,
     operator: Option<Operator>,
     producer: Option<Producer>,
@@ -122,6 +131,19 @@ impl Harness {
     /// the operator. No pods and no producer yet.
     pub async fn start(
         cluster: Cluster,
+        mode: OperatorMode,
+        scenario: &str,
+        shards: u32,
+    ) -> Result<Self, HarnessError> {
+        Self::start_via(cluster.clone(), cluster, mode, scenario, shards).await
+    }
+
+    /// [`Self::start`], with the operator reaching the API server as
+    /// `operator_cluster` says (its client in-process, its kubeconfig as a
+    /// binary) while the suite and the consumers use `cluster`.
+    pub async fn start_via(
+        cluster: Cluster,
+        operator_cluster: Cluster,
         mode: OperatorMode,
         scenario: &str,
         shards: u32,
@@ -161,7 +183,9 @@ impl Harness {
         let ready = async {
             apply_pool_and_group(&client, &namespace, &kinesis_url, &dynamo_url).await?;
             std::fs::create_dir_all(&dir)?;
-            Ok::<_, HarnessError>(Operator::start(&cluster, &namespace, REGION, mode).await?)
+            Ok::<_, HarnessError>(
+                Operator::start(&operator_cluster, &namespace, REGION, mode).await?,
+            )
         };
         let operator = match ready.await {
             Ok(operator) => operator,
@@ -195,12 +219,41 @@ impl Harness {
             client,
             namespace,
             kinesis,
-            cluster,
+            operator_cluster,
             mode,
             operator: Some(operator),
             producer: None,
             _emulators: (kinesis_emulator, dynamo_emulator),
         })
+    }
+
+    /// Adds pods `names` together (see [`Pods::add`]) and waits until the
+    /// operator counts every live pod eligible (past the pool's
+    /// [`MIN_READY`]): what comes next in a scenario (a deletion, a
+    /// reshard) then finds them in the pool, as a rollout with
+    /// `minReadySeconds` waits for them.
+    pub async fn add_pods(&mut self, names: &[&str]) -> Result<(), HarnessError> {
+        self.pods.add(names).await?;
+        let live = self.pods.live().len() as u64;
+        let groups = Api::<ShardGroup>::namespaced(self.client.clone(), &self.namespace);
+        wait_for(
+            &format!("{live} pods eligible (after adding {names:?})"),
+            STEP_TIMEOUT,
+            || async {
+                let eligible = groups
+                    .get(NAME)
+                    .await?
+                    .status
+                    .map_or(0, |s| s.pods.eligible);
+                Ok::<_, HarnessError>(if eligible >= live {
+                    Probe::Done(())
+                } else {
+                    Probe::Pending(format!("{eligible} eligible"))
+                })
+            },
+        )
+        .await?;
+        Ok(())
     }
 
     /// Starts the producer (sequenced records over many partition keys).
@@ -237,12 +290,25 @@ impl Harness {
         Ok(())
     }
 
-    /// Starts the operator again after [`Self::stop_operator`].
-    pub async fn restart_operator(&mut self) -> Result<(), HarnessError> {
-        self.stop_operator().await?;
-        self.operator =
-            Some(Operator::start(&self.cluster, &self.namespace, REGION, self.mode).await?);
-        Ok(())
+    /// Starts the operator again after [`Self::stop_operator`] and waits
+    /// until it is ready (`/readyz`); returns how long that took.
+    pub async fn start_operator(&mut self) -> Result<Duration, HarnessError> {
+        let started = tokio::time::Instant::now();
+        let operator =
+            Operator::start(&self.operator_cluster, &self.namespace, REGION, self.mode).await?;
+        let operator = self.operator.insert(operator);
+        operator.wait_ready(STEP_TIMEOUT).await?;
+        Ok(started.elapsed())
+    }
+
+    /// The running operator, if any.
+    pub fn operator(&self) -> Option<&Operator> {
+        self.operator.as_ref()
+    }
+
+    /// The running operator, if any, to check or stop.
+    pub fn operator_mut(&mut self) -> Option<&mut Operator> {
+        self.operator.as_mut()
     }
 
     /// The published document, if any.
@@ -288,25 +354,29 @@ impl Harness {
         }
     }
 
-    /// Waits until some shard of the published document is revoking,
-    /// pending or carries a handoff record (a handoff is in flight).
-    pub async fn wait_handoff_in_flight(&self) -> Result<(), HarnessError> {
-        wait_for("a handoff in flight", STEP_TIMEOUT, || async {
-            let doc = self.document().await?;
-            let revoking = doc.as_ref().is_some_and(|d| {
-                d.shards.values().any(|r| {
-                    matches!(r.state, ShardPhase::Revoking | ShardPhase::Pending)
-                        || r.handoff.is_some()
-                })
-            });
-            Ok::<_, HarnessError>(if revoking {
-                Probe::Done(())
-            } else {
-                Probe::Pending("no shard revoking".into())
-            })
-        })
-        .await?;
-        Ok(())
+    /// Waits until the published document revokes a shard from `pod`,
+    /// looking every [`FAST_POLL`]: a step that must act while the revoke is
+    /// in flight (before the handoff could complete) acts within that.
+    pub async fn wait_revoking(&self, pod: &str) -> Result<(), HarnessError> {
+        let started = tokio::time::Instant::now();
+        loop {
+            let revoking = self
+                .document()
+                .await?
+                .is_some_and(|d| d.pods.get(pod).is_some_and(|p| !p.revoking.is_empty()));
+            if revoking {
+                return Ok(());
+            }
+            if started.elapsed() >= STEP_TIMEOUT {
+                return Err(WaitError::Timeout {
+                    what: format!("a shard of {pod} revoking"),
+                    waited: started.elapsed(),
+                    last: "nothing revoking".into(),
+                }
+                .into());
+            }
+            tokio::time::sleep(FAST_POLL).await;
+        }
     }
 
     /// Waits until `pod` owns no shard in the published document (its
@@ -374,7 +444,7 @@ async fn apply_pool_and_group(
         "apiVersion": "shardring.io/v1alpha1",
         "kind": "ConsumerPool",
         "metadata": {"name": NAME, "namespace": namespace},
-        "spec": {"selector": {"matchLabels": {"app": NAME}}, "minReadySeconds": 0}
+        "spec": {"selector": {"matchLabels": {"app": NAME}}, "minReadySeconds": MIN_READY.as_secs()}
     }))?;
     let group: ShardGroup = serde_json::from_value(json!({
         "apiVersion": "shardring.io/v1alpha1",

@@ -5,11 +5,14 @@
 //! the operator published (ConfigMap and pod annotations).
 //! The tests themselves live in `tests/`; how to run them is in `docs/e2e.md`.
 
+pub mod apiserver;
 pub mod cluster;
 pub mod consumers;
 pub mod harness;
+pub mod kit;
 pub mod namespace;
 pub mod operator;
+pub mod proxy;
 pub mod published;
 pub mod replicas;
 pub mod scenarios;

@@ -7,7 +7,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{Condition, conditions};
@@ -56,7 +56,12 @@ pub async fn apply_crds(client: &Client) -> Result<(), HarnessError> {
     Ok(())
 }
 
-/// Creates `namespace`, labelled as the suite's.
+/// Creates `namespace`, labelled as the suite's, with its `default`
+/// ServiceAccount: the API server admits no pod into a namespace without
+/// it, and the controller-manager that creates it may lag (on a loaded
+/// machine, or for a while after an API server restart). Creating it here
+/// (AlreadyExists: the controller-manager was first) makes the namespace
+/// ready for pods at once, on every cluster and on the mock.
 pub async fn create_namespace(client: &Client, namespace: &str) -> Result<(), HarnessError> {
     let ns: Namespace = serde_json::from_value(json!({
         "metadata": {"name": namespace, "labels": {"app.kubernetes.io/part-of": "shardring-e2e"}}
@@ -64,7 +69,15 @@ pub async fn create_namespace(client: &Client, namespace: &str) -> Result<(), Ha
     Api::<Namespace>::all(client.clone())
         .create(&PostParams::default(), &ns)
         .await?;
-    Ok(())
+    let account: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": "default"}}))?;
+    match Api::<ServiceAccount>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &account)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(error) => Err(error.into()),
+    }
 }
 
 /// Deletes `namespace` and everything in it, even after a failure: the

@@ -26,6 +26,7 @@ use kube::Client;
 use crate::cluster::Cluster;
 use shardring::controller::{ControllerConfig, ControllerMetrics, Sources, run_controller};
 use shardring::endpoint::{EndpointConfig, EndpointMetrics, EndpointServer, EndpointState};
+use shardring::runtime::health::Health;
 use shardring::source::kinesis::reader::{emulator_environment, emulator_sdk_config};
 use shardring::source::kinesis::{AwsSettings, KinesisProvider};
 use tokio::process::{Child, Command};
@@ -57,6 +58,8 @@ impl OperatorMode {
 
 /// How long a stopping operator may take before the test gives up on it.
 const STOP_TIMEOUT: Duration = Duration::from_secs(15);
+/// How often [`Operator::wait_ready`] asks.
+const READY_POLL: Duration = Duration::from_millis(20);
 
 /// Why the operator could not be started, failed, or did not stop.
 #[derive(Debug, thiserror::Error)]
@@ -88,6 +91,9 @@ pub enum OperatorError {
     /// The operator did not stop within [`STOP_TIMEOUT`].
     #[error("the operator did not stop within {STOP_TIMEOUT:?}")]
     StopTimeout,
+    /// The operator did not turn ready in time.
+    #[error("the operator was not ready (/readyz) within {0:?}")]
+    NotReady(Duration),
 }
 
 /// A running operator; stop it with [`Operator::stop`] (dropping it kills a
@@ -99,9 +105,16 @@ pub enum Operator {
         guard: DropGuard,
         /// The controller's task.
         task: JoinHandle<()>,
+        /// What `/readyz` would answer from (the CRDs were applied before).
+        health: Health,
     },
     /// `shardring run` as a child process.
-    Binary(Child),
+    Binary {
+        /// The process.
+        child: Child,
+        /// Where it serves `/metrics`, `/healthz` and `/readyz`.
+        metrics: SocketAddr,
+    },
 }
 
 impl Operator {
@@ -178,18 +191,21 @@ impl Operator {
             endpoint: state,
             ..ControllerConfig::default()
         };
+        let health = Health::new();
+        health.set_crds_established();
         let task = tokio::spawn(run_controller(
             client.clone(),
             config,
             metrics,
             emulator_sources(region).await,
-            None,
+            Some(health.clone()),
             token.clone(),
             None,
         ));
         Ok(Self::InProcess {
             guard: token.drop_guard(),
             task,
+            health,
         })
     }
 
@@ -203,12 +219,41 @@ impl Operator {
         if !path.is_file() {
             return Err(OperatorError::MissingBinary(path));
         }
-        let mut command = binary_command(&path, namespace, region, endpoint);
+        // A free port of the moment for /readyz (parallel operators must
+        // not share one, and the test must know it).
+        let metrics = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map_err(|source| OperatorError::Spawn {
+                path: path.clone(),
+                source,
+            })?;
+        let mut command = binary_command(&path, namespace, region, metrics, endpoint);
         cluster.configure(&mut command);
         let child = command
             .spawn()
             .map_err(|source| OperatorError::Spawn { path, source })?;
-        Ok(Self::Binary(child))
+        Ok(Self::Binary { child, metrics })
+    }
+
+    /// Whether the operator is ready (`/readyz`: the CRDs established and
+    /// every cache synced), as a kubelet's readiness probe would see it.
+    pub async fn is_ready(&self) -> bool {
+        match self {
+            Self::InProcess { health, .. } => health.is_ready(),
+            Self::Binary { metrics, .. } => readyz(*metrics).await,
+        }
+    }
+
+    /// Waits until the operator is ready; returns how long that took.
+    pub async fn wait_ready(&self, timeout: Duration) -> Result<Duration, OperatorError> {
+        let started = tokio::time::Instant::now();
+        while !self.is_ready().await {
+            if started.elapsed() >= timeout {
+                return Err(OperatorError::NotReady(timeout));
+            }
+            tokio::time::sleep(READY_POLL).await;
+        }
+        Ok(started.elapsed())
     }
 
     /// Fails if the operator has stopped (a crash would otherwise show up
@@ -219,7 +264,7 @@ impl Operator {
                 Err(OperatorError::Exited("the controller task returned".into()))
             }
             Self::InProcess { .. } => Ok(()),
-            Self::Binary(child) => match child.try_wait().map_err(OperatorError::Wait)? {
+            Self::Binary { child, .. } => match child.try_wait().map_err(OperatorError::Wait)? {
                 Some(status) => Err(OperatorError::Exited(status.to_string())),
                 None => Ok(()),
             },
@@ -230,7 +275,7 @@ impl Operator {
     /// process, and waits for it.
     pub async fn stop(self) -> Result<(), OperatorError> {
         match self {
-            Self::InProcess { guard, task } => {
+            Self::InProcess { guard, task, .. } => {
                 guard.disarm().cancel();
                 match tokio::time::timeout(STOP_TIMEOUT, task).await {
                     Ok(Ok(())) => Ok(()),
@@ -240,7 +285,7 @@ impl Operator {
                     Err(_) => Err(OperatorError::StopTimeout),
                 }
             }
-            Self::Binary(mut child) => {
+            Self::Binary { mut child, .. } => {
                 if child.try_wait().map_err(OperatorError::Wait)?.is_none() {
                     // An "already exited" race is fine: the wait below reaps it.
                     let _ = child.start_kill();
@@ -264,16 +309,36 @@ pub async fn emulator_sources(region: &str) -> Sources {
     )))
 }
 
-/// `shardring run` for `namespace`: metrics and the consumer endpoint on
-/// ephemeral loopback ports (parallel runs and a local 8080 or 8443 do not
-/// collide) unless `endpoint` names its address, the test's namespace as
-/// the operator's own (`POD_NAMESPACE`), and the emulators' credentials and
-/// region in the environment, which is where the binary's default AWS chain
-/// finds them.
+/// Whether `/readyz` at `addr` answers 200 (a plain HTTP/1.0 request: the
+/// server is the operator's own, on loopback).
+async fn readyz(addr: SocketAddr) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let ask = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await?;
+        stream
+            .write_all(b"GET /readyz HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            .await?;
+        let mut head = [0u8; 12];
+        stream.read_exact(&mut head).await?;
+        Ok::<_, std::io::Error>(head.ends_with(b" 200"))
+    };
+    matches!(
+        tokio::time::timeout(Duration::from_secs(1), ask).await,
+        Ok(Ok(true))
+    )
+}
+
+/// `shardring run` for `namespace`: metrics on `metrics` and the consumer
+/// endpoint on an ephemeral loopback port (parallel runs and a local 8080
+/// or 8443 do not collide) unless `endpoint` names its address, the test's
+/// namespace as the operator's own (`POD_NAMESPACE`), and the emulators'
+/// credentials and region in the environment, which is where the binary's
+/// default AWS chain finds them.
 fn binary_command(
     path: &Path,
     namespace: &str,
     region: &str,
+    metrics: SocketAddr,
     endpoint: Option<SocketAddr>,
 ) -> Command {
     let mut command = Command::new(path);
@@ -284,7 +349,7 @@ fn binary_command(
             "--namespace",
             namespace,
             "--metrics-addr",
-            "127.0.0.1:0",
+            &metrics.to_string(),
             "--controller-class",
             crate::harness::CONTROLLER_CLASS,
             "--endpoint-addr",
@@ -319,7 +384,14 @@ mod tests {
 
     #[test]
     fn the_binary_gets_the_emulators_credentials_and_region() {
-        let command = binary_command(Path::new("/bin/shardring"), "ns", "eu-west-1", None);
+        let metrics = SocketAddr::from(([127, 0, 0, 1], 9090));
+        let command = binary_command(
+            Path::new("/bin/shardring"),
+            "ns",
+            "eu-west-1",
+            metrics,
+            None,
+        );
         let env: std::collections::BTreeMap<_, _> = command
             .as_std()
             .get_envs()

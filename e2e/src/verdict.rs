@@ -68,6 +68,11 @@ pub async fn finish(harness: &mut Harness, scenario: &str) -> Result<CheckReport
     let processed = harness.pods.processed()?;
     let report = check::check(&processed, &produced, &parents);
     eprintln!("e2e[{scenario}]: {}", report.summary());
+    if !report.handoff_gaps.is_empty() {
+        let mut gaps: Vec<u128> = report.handoff_gaps.iter().map(|g| g.as_millis()).collect();
+        gaps.sort_unstable();
+        eprintln!("e2e[{scenario}]: handoff gaps (ms, sorted): {gaps:?}");
+    }
     if report.passed() {
         Ok(report)
     } else {

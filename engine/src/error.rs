@@ -26,6 +26,11 @@ pub enum PlanError {
         /// What is wrong with it.
         reason: String,
     },
+    /// `bandPercent` is outside 1 to 100.
+    #[error(
+        "bandPercent {0} is outside 1 to 100 (the band is a percentage of each pod's fair share)"
+    )]
+    BadBand(u32),
     /// More pods or shards than the engine's `u32` indices address.
     #[error("too many {0}: {1} (at most {2})")]
     TooMany(&'static str, usize, usize),
@@ -40,6 +45,7 @@ impl PlanError {
             PlanError::EmptyName(_) => "empty_name",
             PlanError::ZeroCapacity(_) => "zero_capacity",
             PlanError::BadHashKeyRange { .. } => "bad_hash_key_range",
+            PlanError::BadBand(_) => "bad_band",
             PlanError::TooMany(..) => "too_many",
         }
     }

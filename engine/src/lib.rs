@@ -6,7 +6,8 @@
 //! The pipeline of [`plan`]: [`model`] validates and interns the input
 //! (sorting pods and shards once, so input order never matters), [`ring`]
 //! builds the hash ring, [`owners`] places owners under quotas with
-//! stickiness, [`standby`] adds backups, and `output` names the result.
+//! stickiness ([`throughput`] by measured load, within a band), [`standby`]
+//! adds backups, and `output` names the result.
 //! The separate ExplicitHashKey generator behind `shardring hash-keys`
 //! lives in `hash_keys`.
 
@@ -19,6 +20,7 @@ pub mod owners;
 pub mod quota;
 pub mod ring;
 pub mod standby;
+pub mod throughput;
 pub mod types;
 
 pub use error::PlanError;

@@ -61,8 +61,11 @@ pub struct ShardRec<'a> {
     pub id: &'a str,
     /// Ring position: `xxh3(consumerName ‖ 0 ‖ id)`.
     pub hash: u64,
-    /// Share of the key space in units of 2^64 keys (hashRange mode), else 1.
+    /// Share of the key space in units of 2^64 keys (hashRange mode), the
+    /// measured load in bytes per second (throughput mode), else 1.
     pub weight: u64,
+    /// Standard error of a measured load (throughput mode), else 0.
+    pub noise: u64,
     /// Lifecycle class.
     pub class: Class,
     /// The previous entry for this shard, if any.
@@ -148,7 +151,19 @@ impl<'a> Model<'a> {
             }
         }
         let ranged = input.options.balance == crate::types::Balance::HashRange;
+        let throughput = input.options.balance == crate::types::Balance::Throughput;
+        if throughput {
+            let band = input
+                .options
+                .band_percent
+                .unwrap_or(crate::types::DEFAULT_BAND_PERCENT);
+            if !(1..=100).contains(&band) {
+                return Err(PlanError::BadBand(band));
+            }
+        }
         let mut prev_iter = input.previous.iter().peekable();
+        let mut load_iter = input.loads.iter().peekable();
+        let mut unmeasured = Vec::new();
         let mut shards = Vec::with_capacity(order.len());
         for shard in &order {
             if shard.id.is_empty() {
@@ -168,6 +183,17 @@ impl<'a> Model<'a> {
                 // gives it the mean weight below.
                 None => u64::from(!ranged),
             };
+            let (weight, noise) = if throughput {
+                match joined(&mut load_iter, &shard.id) {
+                    Some(load) => (load.rate, load.noise),
+                    None => {
+                        unmeasured.push(shards.len());
+                        (0, 0)
+                    }
+                }
+            } else {
+                (weight, 0)
+            };
             let mut previous = None;
             while let Some((id, entry)) = prev_iter.peek() {
                 match id.as_str().cmp(shard.id.as_str()) {
@@ -186,6 +212,7 @@ impl<'a> Model<'a> {
                 id: &shard.id,
                 hash: hash_pair(&mut buf, consumer, shard.id.as_bytes()),
                 weight,
+                noise,
                 class: Class::Readable,
                 previous,
                 prev_owner: NONE,
@@ -194,6 +221,9 @@ impl<'a> Model<'a> {
         }
         if ranged {
             fill_missing_weights(&mut shards);
+        }
+        if throughput {
+            fill_unmeasured(&mut shards, &unmeasured);
         }
 
         // Lifecycle. A parent id absent from the input is treated as complete:
@@ -252,6 +282,51 @@ impl<'a> Model<'a> {
             .take_while(|&&(h, _)| h == hash)
             .find(|&&(_, i)| self.pods[i as usize].name == name)
             .map_or(NONE, |&(_, i)| i)
+    }
+}
+
+/// The entry of `id` in a map iterated in id order alongside the shards
+/// (a merge join: both are sorted by id).
+fn joined<'m, V>(
+    entries: &mut std::iter::Peekable<std::collections::btree_map::Iter<'m, String, V>>,
+    id: &str,
+) -> Option<&'m V> {
+    while let Some((key, value)) = entries.peek() {
+        match key.as_str().cmp(id) {
+            std::cmp::Ordering::Less => {
+                entries.next();
+            }
+            std::cmp::Ordering::Equal => {
+                let value = *value;
+                entries.next();
+                return Some(value);
+            }
+            std::cmp::Ordering::Greater => return None,
+        }
+    }
+    None
+}
+
+/// Throughput mode: an unmeasured shard (indices `unmeasured`) weighs the
+/// mean load of the measured ones (1 when none is measured, so an unmeasured
+/// group balances shard counts), with no noise: it is a guess to place by,
+/// not a measurement to react to.
+fn fill_unmeasured(shards: &mut [ShardRec<'_>], unmeasured: &[usize]) {
+    let measured = shards.len() - unmeasured.len();
+    let mut sum = 0u128;
+    let mut at = unmeasured.iter().peekable();
+    for (i, s) in shards.iter().enumerate() {
+        if at.peek() == Some(&&i) {
+            at.next();
+        } else {
+            sum += u128::from(s.weight);
+        }
+    }
+    let mean = sum
+        .checked_div(measured as u128)
+        .map_or(1, |m| u64::try_from(m).unwrap_or(u64::MAX));
+    for &i in unmeasured {
+        shards[i].weight = mean;
     }
 }
 

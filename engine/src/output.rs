@@ -65,5 +65,6 @@ pub fn build(model: &Model<'_>, owners: &Owners, standbys: &[Vec<u32>]) -> PlanO
             .collect(),
         moves: move_list.len() as u64,
         move_list,
+        throughput: owners.throughput.clone(),
     }
 }

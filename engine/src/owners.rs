@@ -20,6 +20,7 @@
 //!
 //! Count mode moves exactly the lower bound: orphans plus the excess over
 //! quota, where the ⌈⌉ quotas went to the pods that already held the most.
+//! Throughput mode has its own placement ([`crate::throughput`]).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -60,6 +61,8 @@ pub struct Owners {
     pub release: Vec<Release>,
     /// Shards per eligible pod.
     pub loads: Vec<u64>,
+    /// Throughput mode: how the load lies after the plan.
+    pub throughput: Option<crate::types::ThroughputReport>,
 }
 
 /// Places every readable shard of `model`.
@@ -84,12 +87,14 @@ pub fn place(model: &Model<'_>, options: &PlanOptions, ring: &Ring) -> Owners {
         match options.balance {
             Balance::Count => state.count_mode(budget),
             Balance::HashRange => state.range_mode(budget),
+            Balance::Throughput => return crate::throughput::place(model, options, budget, cap),
         }
     }
     Owners {
         owner: state.owner,
         release: state.release,
         loads: state.loads,
+        throughput: None,
     }
 }
 

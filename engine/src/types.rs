@@ -22,6 +22,24 @@ pub struct PlanInput {
     /// The previous assignment: shard id -> owner (and standbys).
     #[serde(default)]
     pub previous: BTreeMap<String, Previous>,
+    /// Measured load per shard id (`balance: throughput`; ignored by the
+    /// other modes). A readable shard without an entry is unmeasured: it
+    /// weighs the mean of the measured ones.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub loads: BTreeMap<String, ShardLoad>,
+}
+
+/// One shard's measured load: a smoothed rate and how uncertain it is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ShardLoad {
+    /// Smoothed throughput, bytes per second.
+    pub rate: u64,
+    /// Standard error of `rate` (bytes per second): how far measurement
+    /// noise alone may move it. Balancing ignores differences it can
+    /// explain (see `docs/engine.md`); 0 treats the rate as exact.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub noise: u64,
 }
 
 /// Options of one plan.
@@ -48,7 +66,15 @@ pub struct PlanOptions {
     /// Absent means no limit. Required moves are never limited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_optional_moves: Option<u32>,
+    /// `balance: throughput`: how far, in percent of its fair share, a pod's
+    /// load may stray before shards move (1 to 100; absent means
+    /// [`DEFAULT_BAND_PERCENT`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub band_percent: Option<u32>,
 }
+
+/// The throughput band when none is given: ±10 % of the fair share.
+pub const DEFAULT_BAND_PERCENT: u32 = 10;
 
 /// What the balance rule weighs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -59,6 +85,9 @@ pub enum Balance {
     Count,
     /// Each shard's share of the 128-bit hash key space.
     HashRange,
+    /// Each shard's measured load (`PlanInput::loads`), kept within a band
+    /// around every pod's fair share.
+    Throughput,
 }
 
 /// Which moves a plan may make.
@@ -202,6 +231,62 @@ pub struct PlanOutput {
     /// of the `shardring plan` JSON.
     #[serde(skip)]
     pub move_list: Vec<ShardMove>,
+    /// `balance: throughput`: each eligible pod's load against its fair
+    /// share after this plan, and whether the band was left before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput: Option<ThroughputReport>,
+}
+
+/// How the load lies after a throughput plan.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThroughputReport {
+    /// Per eligible pod: its load, fair share and noise (bytes per second).
+    pub pods: BTreeMap<String, PodThroughput>,
+    /// Pods that were outside the band by more than their noise explains
+    /// before this plan's optional moves (0: nothing had to move).
+    pub out_of_band: u32,
+    /// Pods still outside the band after this plan (by more than their
+    /// noise explains): the band cannot be reached with the moves allowed.
+    pub still_out_of_band: u32,
+    /// Optional moves this plan made to bring pods back into the band.
+    pub moves: u32,
+}
+
+impl ThroughputReport {
+    /// Fewest and most load ÷ fair share over the pods, in thousandths
+    /// (1000 is exactly the fair share); `None` without pods.
+    pub fn spread_permille(&self) -> Option<(u64, u64)> {
+        let ratios = self.pods.values().map(PodThroughput::ratio_permille);
+        let min = ratios.clone().min()?;
+        let max = ratios.max()?;
+        Some((min, max))
+    }
+}
+
+/// One pod's load after a throughput plan.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodThroughput {
+    /// The load of the shards it owns, bytes per second.
+    pub load: u64,
+    /// Its fair share: the total in proportion to its capacity, or the
+    /// weight of a single shard heavier than that share (a pod holding
+    /// such a shard can do no better than that shard alone).
+    pub fair: u64,
+    /// Standard error of `load` (bytes per second).
+    pub noise: u64,
+}
+
+impl PodThroughput {
+    /// Load ÷ fair share in thousandths (1000 when both are 0).
+    pub fn ratio_permille(&self) -> u64 {
+        if self.fair == 0 {
+            return if self.load == 0 { 1000 } else { u64::MAX };
+        }
+        let ratio = u128::from(self.load) * 1000 / u128::from(self.fair);
+        u64::try_from(ratio).unwrap_or(u64::MAX)
+    }
 }
 
 impl PlanOutput {
@@ -244,6 +329,11 @@ pub struct ShardMove {
     pub kind: MoveKind,
 }
 
+// serde's `skip_serializing_if` passes a reference.
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_zero(value: &u64) -> bool {
+    *value == 0
+}
 fn yes() -> bool {
     true
 }

@@ -83,6 +83,7 @@ fn assign(
                     .iter()
                     .map(|(k, v)| (k.clone(), Previous::Owner(v.clone())))
                     .collect(),
+                loads: BTreeMap::new(),
             };
             plan(&input)
                 .expect("plan")

@@ -16,7 +16,8 @@
 //!    RSS before any consumer asked and with every pod's long-poll open;
 //!    responses written when one pod joins (per moved shard); requests/s of
 //!    immediate view requests with TokenReview cached, against a plain
-//!    rustls HTTPS server in the same run as the baseline; TokenReviews
+//!    hyper HTTPS server (hyper's HTTP/1 over rustls, a fixed answer) in
+//!    the same run as the baseline; TokenReviews
 //!    caused by 10,000 requests with bad tokens from one IP.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -545,7 +546,7 @@ where
     count / 5.0
 }
 
-/// The same client and request loop against a plain rustls HTTPS server
+/// The same client and request loop against a plain hyper HTTPS server
 /// (in this process) that answers every request with a fixed view body.
 async fn baseline_throughput(dir: &Path) -> f64 {
     let certified = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
@@ -728,7 +729,7 @@ async fn main() {
             l.join_moves, l.join_responses, l.polls
         );
         println!(
-            "immediate view requests/s, TokenReview cached: {:.0} (plain rustls server: {:.0}, ratio {:.2})",
+            "immediate view requests/s, TokenReview cached: {:.0} (plain hyper server: {:.0}, ratio {:.2})",
             l.reqs_per_sec,
             l.baseline_reqs_per_sec,
             l.reqs_per_sec / l.baseline_reqs_per_sec

@@ -27,6 +27,7 @@ fn input(shards: usize, pods: usize) -> PlanInput {
             .collect(),
         pods: (0..pods).map(|i| pod(&format!("consumer-{i}"))).collect(),
         previous: BTreeMap::new(),
+        loads: BTreeMap::new(),
     }
 }
 

@@ -344,6 +344,7 @@ fn reconcile(s: &State, template: &Operator) -> State {
                 parents: Vec::new(),
                 children: Vec::new(),
                 checkpoint_owner: None,
+                throughput_kbps: None,
             },
         );
     }
@@ -420,6 +421,7 @@ fn reconcile(s: &State, template: &Operator) -> State {
         }),
         departed,
         releases: Default::default(),
+        loads: Default::default(),
         now,
     };
     let d = plan(&obs);

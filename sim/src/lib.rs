@@ -15,16 +15,24 @@
 //! Checked at every step: never two consumers reading one shard, never a
 //! child read before its parents completed, no record skipped, never a
 //! document shrunk by a read error, never a published epoch that does not
-//! increase. After the faults stop and the system goes
+//! increase, and every revoke ends by `drainTimeout` plus one reconcile
+//! unless the operator was kept from acting ([`revokes`]: the simulated
+//! operator reconciles when the operator's runtime would, on its requeue
+//! and retry rule and its watch events). After the faults stop and the system goes
 //! quiet: every readable shard has exactly one owner that reads it, the load
 //! is balanced within one shard, no handoff is in flight and planning again
 //! changes nothing.
+//!
+//! Seeds balanced by throughput ([`load`]) add load: noisy consumer reports
+//! through the real load book, load shifts, and two more checks once quiet
+//! (no flapping, the band holds).
 //!
 //! Time only moves in the simulation; the same seed replays the same run.
 //!
 //! The crate: [`run`] (one seed, many seeds, their summary), [`sim`] (the
 //! simulated system and its step), `inject` (the random faults and events
-//! of a step), `quiet` (the checks once the system went quiet),
+//! of a step), `quiet` (the checks once the system went quiet), [`revokes`]
+//! (the bound on a revoke),
 //! [`world`] (pods, stream, lease table, consumers), [`operator`] (the
 //! operator process and the API objects), [`scenario`] (planned-event
 //! measurements), [`explore`] (an exhaustive search of a small
@@ -36,14 +44,17 @@ use shardring_engine as engine;
 
 pub mod explore;
 mod inject;
+pub mod load;
 pub mod operator;
 mod quiet;
+pub mod revokes;
 pub mod rng;
 pub mod run;
 pub mod scenario;
 pub mod sim;
 pub mod world;
 
+pub use load::{run_load_seed, run_load_seeds};
 pub use run::{EventCounts, SeedOutcome, SimConfig, Summary, percentile, run_seed, run_seeds};
 pub use scenario::{RollingDeploy, rolling_deploy};
 pub use sim::{PodStart, Sim};

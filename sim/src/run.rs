@@ -71,6 +71,13 @@ pub struct SeedOutcome {
 
 /// Runs one seed.
 pub fn run_seed(seed: u64, config: SimConfig) -> SeedOutcome {
+    let sim = setup(seed, false);
+    finish(seed, drive(sim, config))
+}
+
+/// The system of one seed: the group (balanced by count, or by throughput
+/// with load in the world), its timings, its shards and first pods.
+pub(crate) fn setup(seed: u64, throughput: bool) -> Sim {
     let mut rng = Rng::new(seed);
     let lease_table = rng.chance(0.7);
     // Half the seeds acknowledge releases at the endpoint (derived from the
@@ -83,7 +90,7 @@ pub fn run_seed(seed: u64, config: SimConfig) -> SeedOutcome {
         max_lease_lag: 2_000,
         acks,
     };
-    let mut world = World::new(rules);
+    let world = World::new(rules);
     let min_ready = u32::try_from(rng.below(3)).expect("below 3");
     let statefulset = rng.chance(0.3);
     let mut op = Operator::new(lease_table, "20s", "6s", "5s", min_ready);
@@ -104,16 +111,32 @@ pub fn run_seed(seed: u64, config: SimConfig) -> SeedOutcome {
         next_uid: 0,
         statefulset,
         recreate: 0.5,
+        watched: Vec::new(),
+        quiet_since: None,
     };
-    let shards = sim.rng.range(3, 8);
+    if throughput {
+        crate::load::by_throughput(&mut sim, seed);
+    }
+    let shards = if throughput {
+        sim.rng.range(24, 40)
+    } else {
+        sim.rng.range(3, 8)
+    };
     for _ in 0..shards {
         sim.add_shard(Vec::new());
     }
     for _ in 0..sim.rng.range(2, 4) {
         sim.add_pod();
     }
+    sim
+}
+
+/// Runs the faulty phase, the quiet phase and the settling of `sim`, then
+/// the quiet checks; returns the system as it ended.
+pub(crate) fn drive(mut sim: Sim, config: SimConfig) -> Sim {
     for _ in 0..config.steps {
         sim.inject();
+        sim.inject_load();
         sim.step();
         if sim.world.violation.is_some() {
             break;
@@ -145,6 +168,7 @@ pub fn run_seed(seed: u64, config: SimConfig) -> SeedOutcome {
     for node in sim.world.nodes.iter_mut() {
         *node = None;
     }
+    sim.quiet_since = Some(sim.world.now);
     for _ in 0..config.quiet_steps {
         if sim.world.violation.is_some() {
             break;
@@ -159,7 +183,9 @@ pub fn run_seed(seed: u64, config: SimConfig) -> SeedOutcome {
     let mut epoch = published_epoch(&sim);
     let mut held_since = sim.world.now;
     for _ in 0..config.quiet_steps {
-        if sim.world.violation.is_some() || sim.world.now - held_since > settle {
+        if sim.world.violation.is_some()
+            || (sim.world.now - held_since > settle && !sim.load_unsettled())
+        {
             break;
         }
         sim.step();
@@ -172,10 +198,15 @@ pub fn run_seed(seed: u64, config: SimConfig) -> SeedOutcome {
     if sim.world.violation.is_none() {
         sim.check_quiet();
     }
-    world = sim.world;
+    sim
+}
+
+/// The outcome of a driven system.
+pub(crate) fn finish(seed: u64, sim: Sim) -> SeedOutcome {
+    let world = sim.world;
     SeedOutcome {
         seed,
-        lease_table,
+        lease_table: world.rules.lease_table,
         violation: world.violation,
         handoffs: sim.op.handoffs,
         events: sim.events,

@@ -30,6 +30,29 @@ pub struct Sim {
     /// How likely a StatefulSet pod removed after a graceful deletion comes
     /// back under its name.
     pub recreate: f64,
+    /// The pods as the operator's pod watch last saw them (its own
+    /// annotation writes aside): a change wakes a reconcile.
+    pub(crate) watched: Vec<WatchedPod>,
+    /// When the quiet phase began (faults and events stopped).
+    pub quiet_since: Option<Ms>,
+}
+
+/// Longest step of simulated time (ms).
+pub const MAX_STEP_MS: Ms = 600;
+
+/// Longest a watch event takes to start a reconcile (ms).
+const WATCH_LATENCY_MS: Ms = 300;
+
+/// What the pod watch reports of a pod: every field of its object but the
+/// annotations the operator writes itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct WatchedPod {
+    name: String,
+    uid: String,
+    ready_since: Option<Ms>,
+    deletion: Option<(Ms, i64)>,
+    containers: Containers,
+    scheduled: bool,
 }
 
 /// How a new pod starts.
@@ -58,6 +81,8 @@ impl Sim {
             next_uid: 0,
             statefulset: false,
             recreate: 0.0,
+            watched: Vec::new(),
+            quiet_since: None,
         }
     }
 
@@ -183,22 +208,54 @@ impl Sim {
         }
     }
 
-    /// Advances time by one step and runs everything once.
+    /// Advances time by one step and runs everything once: the operator
+    /// reconciles when its runtime would (its requeue or retry, brought
+    /// forward by watch events), and the bound on revokes is checked.
     pub fn step(&mut self) {
-        let dt: Ms = self.rng.range(100, 600);
+        let dt: Ms = self.rng.range(100, MAX_STEP_MS);
         self.world.now += dt;
-        self.op.tick(self.world.now);
-        self.op.land(&mut self.world);
-        self.op.receive_acks(&mut self.world);
+        let now = self.world.now;
+        self.op.tick(now);
+        let landed = self.op.land(&mut self.world);
+        let acked = self.op.receive_acks(&mut self.world);
         self.world.land_lease_writes();
         self.lifecycle();
         for s in self.world.stream.iter_mut().filter(|s| s.open) {
             s.records += self.rng.below(4);
         }
         self.world.run_consumers(&mut self.rng);
-        if self.world.now >= self.op.down_until && self.world.now >= self.op.next_reconcile {
+        self.world.report_loads();
+        self.op.receive_loads(&mut self.world);
+        let watched = self.watched_pods();
+        if landed || acked || watched != self.watched {
+            let latency = self.rng.range(10, WATCH_LATENCY_MS);
+            self.op.watch_event(now, latency);
+        }
+        self.watched = watched;
+        if (0..self.world.nodes.len()).any(|n| self.world.partitioned(n)) {
+            self.op.fault(now);
+        }
+        if now >= self.op.down_until && now >= self.op.next_reconcile {
             self.op.reconcile(&mut self.world, &mut self.rng);
         }
+        self.check_revokes();
+    }
+
+    /// The pod objects as the pod watch reports them.
+    fn watched_pods(&self) -> Vec<WatchedPod> {
+        self.world
+            .pods
+            .iter()
+            .filter(|p| p.object)
+            .map(|p| WatchedPod {
+                name: p.name.clone(),
+                uid: p.uid.clone(),
+                ready_since: p.ready_since,
+                deletion: p.deletion,
+                containers: p.containers,
+                scheduled: p.scheduled,
+            })
+            .collect()
     }
 
     /// Kubelet and node-controller behaviour.

@@ -13,11 +13,13 @@
 //! The invariants on readers are checked as records are read: never two
 //! readers of one shard, never a child before its parents completed, never a
 //! record skipped. This module holds the world's state; `consumers` the
-//! consumers' behaviour and those checks.
+//! consumers' behaviour and those checks; [`loads`] the shards' load and
+//! the consumers' load reports (`balance: throughput` runs only).
 
 use std::collections::BTreeMap;
 
 mod consumers;
+pub mod loads;
 
 use super::rng::Rng;
 use crate::crds::PodView;
@@ -219,6 +221,8 @@ pub struct World {
     pub violation: Option<String>,
     /// Counters.
     pub counts: Counts,
+    /// Load (`balance: throughput` runs only).
+    pub loads: Option<loads::WorldLoads>,
     next_instance: u64,
 }
 
@@ -237,6 +241,7 @@ impl World {
             high_water: BTreeMap::new(),
             violation: None,
             counts: Counts::default(),
+            loads: None,
             next_instance: 0,
         }
     }

@@ -19,7 +19,8 @@ use shardring_consumer::lease::{LeaseConfig, LeaseManager, create_table};
 use shardring_consumer::reader::ReaderOptions;
 use shardring_consumer::reference::RecordLog;
 use shardring_consumer::view::endpoint::{
-    EndpointArgs, EndpointClient, EndpointSource, ReleaseSender, split_group,
+    EndpointArgs, EndpointClient, EndpointSource, LoadMeter, LoadReporter, Metered, ReleaseSender,
+    split_group,
 };
 use shardring_consumer::view::file::{FileFormat, FileSource};
 use shardring_consumer::view::{self, Sources};
@@ -91,6 +92,10 @@ struct Args {
     /// Wait after an empty GetRecords, in milliseconds.
     #[arg(long, default_value_t = 200)]
     idle_ms: u64,
+    /// With --endpoint-url: how often to report the load read per shard
+    /// (for balance: throughput), in milliseconds.
+    #[arg(long, env = "SHARDRING_LOAD_REPORT_MS", default_value_t = 10_000)]
+    load_report_ms: u64,
     /// Append processed records (JSON lines) to this file.
     #[arg(long, env = "SHARDRING_RECORD_LOG")]
     log: PathBuf,
@@ -158,6 +163,8 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
     // The endpoint runs beside the source above: all feed one publisher and
     // the newest epoch wins, so the endpoint being down loses nothing.
     let mut release_acks = None;
+    let meter = LoadMeter::default();
+    let mut _load_reporter = None;
     if let Some(config) = args.endpoint.config() {
         let Some(shard_group) = &args.shard_group else {
             anyhow::bail!("--endpoint-url needs --shard-group");
@@ -172,8 +179,16 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         .spawn(sources.publisher().clone());
         sources.add(endpoint.task);
+        _load_reporter = Some(LoadReporter::spawn(
+            client.clone(),
+            namespace.clone(),
+            group.clone(),
+            view.clone(),
+            meter.clone(),
+            Duration::from_millis(args.load_report_ms),
+        ));
         release_acks = Some(ReleaseSender::spawn(client, namespace, group, view.clone()));
-        tracing::info!(url = ?args.endpoint.endpoint_url, %shard_group, "consumer endpoint: long-polling the view, acknowledging releases");
+        tracing::info!(url = ?args.endpoint.endpoint_url, %shard_group, "consumer endpoint: long-polling the view, acknowledging releases, reporting load");
     }
     if sources.is_empty() {
         anyhow::bail!(
@@ -189,7 +204,10 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
             failover,
         },
     ));
-    let log = Arc::new(RecordLog::open(&args.log)?);
+    let log = Arc::new(Metered {
+        inner: RecordLog::open(&args.log)?,
+        meter,
+    });
     let mut worker_config = WorkerConfig::new(args.stream.clone(), failover);
     worker_config.drain_deadline = Duration::from_millis(args.drain_deadline_ms);
     worker_config.tick = Duration::from_millis(100);

@@ -10,6 +10,7 @@
 //! and the worker stops reading even if DynamoDB was merely unreachable.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -199,30 +200,62 @@ impl LeaseManager {
         shard: &str,
         view: &AssignmentView,
     ) -> Result<TakeOutcome, LeaseError> {
+        let (outcome, _) = self.take_preparing(shard, view, |_| async {}).await?;
+        Ok(outcome)
+    }
+
+    /// [`Self::take`], running `prepare` with the checkpoint the lease holds
+    /// (as read before the write) while the taking write is in flight, so a
+    /// reader can get its shard iterator meanwhile instead of after it.
+    /// `prepare` runs only when the lease is free, ours or expired; its
+    /// output is returned beside the outcome (`None` when it did not run). It
+    /// must not read the shard: the lease is not ours until the outcome says
+    /// [`TakeOutcome::Taken`].
+    pub async fn take_preparing<F, Fut, T>(
+        &self,
+        shard: &str,
+        view: &AssignmentView,
+        prepare: F,
+    ) -> Result<(TakeOutcome, Option<T>), LeaseError>
+    where
+        F: FnOnce(Option<Checkpoint>) -> Fut,
+        Fut: Future<Output = T>,
+    {
         if !view.can_acquire(shard) {
-            return Ok(TakeOutcome::NotAssigned);
+            return Ok((TakeOutcome::NotAssigned, None));
         }
         if self.entry(shard).is_some() {
-            return Ok(TakeOutcome::AlreadyHeld);
+            return Ok((TakeOutcome::AlreadyHeld, None));
         }
         let started = Instant::now();
-        let lease = match self.fetch(shard).await? {
-            None => self.create(shard).await?,
+        let (lease, prepared) = match self.fetch(shard).await? {
+            None => {
+                let (lease, prepared) =
+                    tokio::join!(self.create(shard), prepare(Some(Checkpoint::TrimHorizon)));
+                (lease?, prepared)
+            }
             Some(current) => {
                 if current.checkpoint == Some(Checkpoint::ShardEnd) {
-                    return Ok(TakeOutcome::Complete);
+                    return Ok((TakeOutcome::Complete, None));
                 }
                 let observed_for = self.observe(&current);
                 if let Some(owner) = current.owner.as_ref()
                     && *owner != self.config.worker_id
                     && observed_for < self.config.failover
                 {
-                    return Ok(TakeOutcome::HeldByOther {
-                        owner: owner.clone(),
-                        expires_in: self.config.failover.saturating_sub(observed_for),
-                    });
+                    return Ok((
+                        TakeOutcome::HeldByOther {
+                            owner: owner.clone(),
+                            expires_in: self.config.failover.saturating_sub(observed_for),
+                        },
+                        None,
+                    ));
                 }
-                self.take_over(&current).await?
+                let (lease, prepared) = tokio::join!(
+                    self.take_over(&current),
+                    prepare(current.checkpoint.clone())
+                );
+                (lease?, prepared)
             }
         };
         let counter = lease.counter.unwrap_or(1);
@@ -236,9 +269,9 @@ impl LeaseManager {
         if !view.can_acquire(shard) {
             // Revoked while we were writing: never hold an unassigned shard.
             self.release(shard).await?;
-            return Ok(TakeOutcome::NotAssigned);
+            return Ok((TakeOutcome::NotAssigned, None));
         }
-        Ok(TakeOutcome::Taken(lease))
+        Ok((TakeOutcome::Taken(lease), Some(prepared)))
     }
 
     /// Records what we saw of `lease` and returns how long its owner and

@@ -54,13 +54,16 @@ pub struct ConfigMapSource {
 
 impl ConfigMapSource {
     /// Runs the watch until every reader of `publisher` is gone. The watcher
-    /// re-lists and re-watches with backoff on errors; a deleted or
+    /// re-lists and re-watches with backoff on errors (at most 4 s apart:
+    /// [`super::watch_backoff`]); a deleted or
     /// undecodable ConfigMap never clears the view (not a revoke).
     pub fn spawn(self, client: Client, publisher: ViewPublisher) -> JoinHandle<()> {
         tokio::spawn(async move {
             let api: Api<ConfigMap> = Api::namespaced(client, &self.namespace);
             let config = watcher::Config::default().fields(&format!("metadata.name={}", self.name));
-            let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+            let mut stream = watcher::watcher(api, config)
+                .backoff(super::watch_backoff::watch_backoff())
+                .boxed();
             while let Some(event) = stream.next().await {
                 if publisher.is_closed() {
                     return;

@@ -19,6 +19,8 @@ pub mod file;
 #[cfg(feature = "kube")]
 pub mod kube;
 pub mod parse;
+#[cfg(feature = "kube")]
+pub mod watch_backoff;
 
 use shardring_crds::assignment::PodView;
 use tokio::sync::watch;

@@ -9,7 +9,8 @@
 //! 2. stops readers whose lease was lost or lapsed (renewal failing for too long);
 //! 3. renews held leases every `renew_interval`;
 //! 4. takes the leases of `active` shards it does not read yet (free or
-//!    expired only) and starts a reader from each checkpoint;
+//!    expired only) and starts a reader from each checkpoint (its shard
+//!    iterator asked for while the lease is written);
 //! 5. after the shutdown signal (SIGTERM) stops taking shards and keeps
 //!    reading until the operator has revoked them all or the drain deadline
 //!    passes, then stops, checkpoints, releases and returns.
@@ -25,7 +26,7 @@ use std::time::{Duration, Instant};
 pub use shard::ShardExit;
 
 use crate::lease::{Checkpoint, LeaseError, LeaseManager, TakeOutcome};
-use crate::reader::{ReaderOptions, Record};
+use crate::reader::{ReaderOptions, Record, ShardReader};
 use crate::view::AssignmentView;
 use crate::view::endpoint::ReleaseSender;
 use running::{Drain, Running, finished, flush_acks};
@@ -305,25 +306,42 @@ impl<H: RecordHandler> Worker<H> {
             if self.running.contains_key(&shard) || self.report.completed.contains(&shard) {
                 continue;
             }
-            match self.leases.take(&shard, &self.view).await {
-                Ok(TakeOutcome::Taken(lease)) => {
+            // The shard iterator is asked for while the lease is being
+            // taken (one call less between the take and the first record);
+            // the shard is read only once the lease is ours.
+            let (client, stream) = (self.kinesis.clone(), self.config.stream.clone());
+            let (options, id) = (self.config.reader.clone(), shard.clone());
+            let open = |checkpoint: Option<Checkpoint>| async move {
+                let reader = ShardReader::open(client, &stream, &id, checkpoint.as_ref(), options);
+                (checkpoint.clone(), reader.await)
+            };
+            // Boxed: the reader's opening is a large future, kept off the
+            // worker's own.
+            let taking = Box::pin(self.leases.take_preparing(&shard, &self.view, open));
+            match taking.await {
+                Ok((TakeOutcome::Taken(lease), opened)) => {
                     tracing::info!(%shard, checkpoint = ?lease.checkpoint, epoch = self.view.epoch(), "lease taken; reading");
-                    self.start(shard, lease.counter.unwrap_or(0), lease.checkpoint);
+                    // Opened from the checkpoint read before the take: used
+                    // only if the taken lease still says the same.
+                    let reader = opened
+                        .filter(|(from, _)| *from == lease.checkpoint)
+                        .and_then(|(_, reader)| reader.ok());
+                    self.start(shard, lease.counter.unwrap_or(0), lease.checkpoint, reader);
                 }
-                Ok(TakeOutcome::Complete) => {
+                Ok((TakeOutcome::Complete, _)) => {
                     self.report.completed.insert(shard);
                 }
-                Ok(TakeOutcome::AlreadyHeld) => {
+                Ok((TakeOutcome::AlreadyHeld, _)) => {
                     // Held without a reader (a reader failed to start): start
                     // one from the table's checkpoint.
                     if let Ok(Some(lease)) = self.leases.fetch(&shard).await {
-                        self.start(shard, lease.counter.unwrap_or(0), lease.checkpoint);
+                        self.start(shard, lease.counter.unwrap_or(0), lease.checkpoint, None);
                     }
                 }
-                Ok(TakeOutcome::HeldByOther { owner, expires_in }) => {
+                Ok((TakeOutcome::HeldByOther { owner, expires_in }, _)) => {
                     tracing::debug!(%shard, %owner, ?expires_in, "lease held by another worker");
                 }
-                Ok(TakeOutcome::NotAssigned) => {}
+                Ok((TakeOutcome::NotAssigned, _)) => {}
                 Err(LeaseError::Conflict { .. }) => {
                     tracing::debug!(%shard, "lost a race for the lease");
                 }
@@ -332,7 +350,15 @@ impl<H: RecordHandler> Worker<H> {
         }
     }
 
-    fn start(&mut self, shard: String, session: u64, start: Option<Checkpoint>) {
+    /// Starts reading `shard` from `start`, with `reader` if one is open
+    /// there already.
+    fn start(
+        &mut self,
+        shard: String,
+        session: u64,
+        start: Option<Checkpoint>,
+        reader: Option<ShardReader>,
+    ) {
         let context = ShardContext {
             shard: shard.clone(),
             worker_id: self.leases.config().worker_id.clone(),
@@ -350,6 +376,7 @@ impl<H: RecordHandler> Worker<H> {
                 handler,
                 start,
                 options,
+                reader,
                 stop,
                 last_checkpoint,
             }

@@ -38,27 +38,34 @@ pub(super) struct ShardTask<H> {
     pub(super) handler: Arc<H>,
     pub(super) start: Option<Checkpoint>,
     pub(super) options: ReaderOptions,
+    /// A reader already open at `start`, if any (else the task opens one).
+    pub(super) reader: Option<ShardReader>,
     pub(super) stop: CancellationToken,
     /// Set after every checkpoint written (for the release acknowledgement).
     pub(super) last_checkpoint: LastCheckpoint<Checkpoint>,
 }
 
 impl<H: RecordHandler> ShardTask<H> {
-    pub(super) async fn run(self) -> ShardExit {
+    pub(super) async fn run(mut self) -> ShardExit {
         let shard = self.context.shard.clone();
-        let opened = ShardReader::open(
-            self.client.clone(),
-            &self.stream,
-            &shard,
-            self.start.as_ref(),
-            self.options.clone(),
-        );
-        let mut reader = tokio::select! {
-            _ = self.stop.cancelled() => return ShardExit::Stopped,
-            opened = opened => match opened {
-                Ok(reader) => reader,
-                Err(error) => return ShardExit::Failed(error.to_string()),
-            },
+        let mut reader = match self.reader.take() {
+            Some(reader) => reader,
+            None => {
+                let opened = ShardReader::open(
+                    self.client.clone(),
+                    &self.stream,
+                    &shard,
+                    self.start.as_ref(),
+                    self.options.clone(),
+                );
+                tokio::select! {
+                    _ = self.stop.cancelled() => return ShardExit::Stopped,
+                    opened = opened => match opened {
+                        Ok(reader) => reader,
+                        Err(error) => return ShardExit::Failed(error.to_string()),
+                    },
+                }
+            }
         };
         if reader.is_ended() {
             return self.end(Vec::new()).await;

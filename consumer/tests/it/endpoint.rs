@@ -20,7 +20,7 @@ use shardring_consumer::view::file::{FileFormat, FileSource, write_atomically};
 use shardring_consumer::view::{self, AssignmentView, Sources, ViewPublisher};
 use shardring_crds::endpoint::ReleaseRequest;
 
-use crate::support::endpoint::{FakeEndpoint, GROUP, NAMESPACE, Scripted, identity, view};
+use crate::support::endpoint::{FakeEndpoint, GROUP, NAMESPACE, Scripted, Seen, identity, view};
 use crate::support::wait_until;
 
 fn scratch(name: &str) -> PathBuf {
@@ -194,6 +194,21 @@ async fn an_exhausted_rate_limit_window_holds_the_next_request_until_reset() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// The fake's first view requests, checked to have got `statuses`, and the
+/// time from the first to the last of them.
+#[track_caller]
+fn first_requests(fake: &FakeEndpoint, statuses: &[u16]) -> (Vec<Seen>, Duration) {
+    let requests = fake.view_requests();
+    let seen: Vec<u16> = requests
+        .iter()
+        .map(|r| r.status)
+        .take(statuses.len())
+        .collect();
+    assert_eq!(seen, statuses);
+    let took = requests[statuses.len() - 1].at - requests[0].at;
+    (requests, took)
+}
+
 #[tokio::test]
 async fn not_leader_is_retried_at_once_on_a_new_connection() {
     let dir = scratch("notleader");
@@ -206,27 +221,48 @@ async fn not_leader_is_retried_at_once_on_a_new_connection() {
     let (publisher, assignment) = view::channel();
     let handle = source(&client, Duration::from_secs(20), publisher);
     wait_epoch("the view from the leader", &assignment, 1).await;
-    let requests = fake.view_requests();
-    assert_eq!(
-        requests
-            .iter()
-            .map(|r| r.status)
-            .take(4)
-            .collect::<Vec<_>>(),
-        vec![503, 503, 503, 200]
-    );
+    let (requests, took) = first_requests(&fake, &[503, 503, 503, 200]);
     let connections: Vec<u64> = requests.iter().take(4).map(|r| r.connection).collect();
     assert!(
         connections.windows(2).all(|w| w[0] != w[1]),
         "each retry on a new connection: {connections:?}"
     );
     // Backoff would take at least 350 ms for three retries (50 + 100 + 200).
-    let took = requests[3].at - requests[0].at;
     assert!(
         took < Duration::from_millis(300),
         "retried at once, took {took:?}"
     );
     assert!(*reconnects.borrow() >= 3, "each NotLeader is a reconnect");
+    handle.task.abort();
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A pod that just started may not be known to the operator yet (it has
+/// not seen the pod, or its IP): its 403s are retried quickly, not after
+/// the seconds a refusal waits.
+#[tokio::test]
+async fn a_new_pods_ip_mismatch_and_not_member_are_retried_quickly() {
+    let dir = scratch("newpod");
+    let fake = FakeEndpoint::start("t", view(1, &["s1"], &[])).await;
+    for reason in ["NotMember", "IpMismatch", "IpMismatch"] {
+        fake.script_view(Scripted::Error {
+            status: 403,
+            reason,
+            headers: Vec::new(),
+            close: false,
+        });
+    }
+    let client = client(&fake, &dir, "t");
+    let (publisher, assignment) = view::channel();
+    let handle = source(&client, Duration::from_secs(20), publisher);
+    wait_epoch("the view once the pod is known", &assignment, 1).await;
+    let (_, took) = first_requests(&fake, &[403, 403, 403, 200]);
+    // Quick retries: 100 + 200 + 400 ms at most; a refusal's back-off
+    // would wait at least a second before the first retry.
+    assert!(
+        took < Duration::from_millis(900),
+        "retried quickly, took {took:?}"
+    );
     handle.task.abort();
     std::fs::remove_dir_all(dir).unwrap();
 }

@@ -222,3 +222,45 @@ async fn futures_join(
 ) -> Vec<Result<TakeOutcome, LeaseError>> {
     futures::future::join_all(workers.iter().map(|worker| worker.take("race", view))).await
 }
+
+/// `take_preparing` hands what is prepared (e.g. a shard iterator asked for
+/// while the lease is written) the checkpoint the lease holds, and runs it
+/// only when the lease can be taken.
+#[tokio::test]
+async fn take_preparing_prepares_from_the_leases_checkpoint_only_when_it_takes() {
+    let dynamo = support::dynamodb();
+    let client = support::dynamodb_client(&dynamo.endpoint()).await;
+    create_table(&client, TABLE, Duration::from_secs(30))
+        .await
+        .unwrap();
+    let a = manager(&client, "pod-a", Duration::from_secs(30));
+    let b = manager(&client, "pod-b", Duration::from_secs(30));
+    let (_pa, view_a) = view(1, &["s1"]);
+    let (_pb, view_b) = view(2, &["s1"]);
+    let echo = |checkpoint: Option<Checkpoint>| async move { checkpoint };
+
+    // A new lease: created, prepared from TRIM_HORIZON.
+    let (outcome, prepared) = a.take_preparing("s1", &view_a, echo).await.unwrap();
+    assert!(matches!(outcome, TakeOutcome::Taken(_)), "{outcome:?}");
+    assert_eq!(prepared, Some(Some(Checkpoint::TrimHorizon)));
+    a.checkpoint("s1", &Checkpoint::Sequence("42".into()))
+        .await
+        .unwrap();
+
+    // Held by a: b prepares nothing.
+    let (outcome, prepared) = b.take_preparing("s1", &view_b, echo).await.unwrap();
+    assert!(
+        matches!(outcome, TakeOutcome::HeldByOther { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(prepared, None);
+
+    // Released by a: b takes it, prepared from a's checkpoint.
+    a.release("s1").await.unwrap();
+    let (outcome, prepared) = b.take_preparing("s1", &view_b, echo).await.unwrap();
+    let TakeOutcome::Taken(lease) = outcome else {
+        panic!("expected Taken, got {outcome:?}");
+    };
+    assert_eq!(lease.checkpoint, Some(Checkpoint::Sequence("42".into())));
+    assert_eq!(prepared, Some(lease.checkpoint));
+}

@@ -49,6 +49,7 @@ fn first_publish(now: Timestamp) -> Observation {
         leases: LeaseObservation::NotConfigured,
         departed: Default::default(),
         releases: Default::default(),
+        loads: Default::default(),
         now,
     }
 }

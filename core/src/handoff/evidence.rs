@@ -48,6 +48,18 @@ impl Evidence {
 }
 
 impl Ctx<'_> {
+    /// `from`'s lease counter of `shard` in this reconcile's lease scan (the
+    /// one a revoke published now records), when `from` holds the lease.
+    pub(super) fn lease_counter(&self, from: &str, shard: &str) -> Option<u64> {
+        match &self.obs.leases {
+            LeaseObservation::Read(table) => table
+                .get(shard)
+                .filter(|lease| lease.owner.as_deref() == Some(from))
+                .map(|lease| lease.counter),
+            LeaseObservation::Failed(_) | LeaseObservation::NotConfigured => None,
+        }
+    }
+
     /// The checkpoint `from` acknowledged with its release of `shard`,
     /// when that acknowledgement counts for `revoke` (see
     /// [`release_acked`]): it goes to the next owner whichever evidence
@@ -108,7 +120,15 @@ impl Ctx<'_> {
                 {
                     return Some(Evidence::LeaseReleased);
                 }
-                let expiry = add(lease.counter_changed_at, self.timing.lease_failover);
+                // The counter the revoke recorded, unchanged: not renewed
+                // since the revoke, whenever this operator first saw it.
+                let changed_at = match revoke.lease_counter {
+                    Some(counter) if counter == lease.counter => {
+                        lease.counter_changed_at.min(since)
+                    }
+                    _ => lease.counter_changed_at,
+                };
+                let expiry = add(changed_at, self.timing.lease_failover);
                 let due = drain_due.max(expiry);
                 if now >= due {
                     return Some(Evidence::LeaseExpired);

@@ -34,14 +34,17 @@
 //!    object at once and cannot be told apart, so this is trusted only where
 //!    the lease fences a process that outlived its pod object;
 //! 5. with a lease table: the drain timeout passed since the revoke AND A's
-//!    lease expired (counter unchanged for the lease failover time);
+//!    lease expired (counter unchanged for the lease failover time: since
+//!    the revoke at the latest while it is the counter the revoke recorded,
+//!    `handoff.leaseCounter`, so an operator restarted since does not start
+//!    that clock again);
 //! 6. without a lease table (unfenced, see `docs/handoff.md`): the drain
 //!    timeout passed since A's annotation was first seen listing the shard as
 //!    revoking, or since the revoke when A's pod is gone.
 //!
 //! A failed lease read is never evidence. All the state this needs lives in
 //! the published document (`state`, `handoff.to`, `handoff.since`,
-//! `handoff.epoch`) and the status (`gracefulPods`, `drainStarted`), so a
+//! `handoff.epoch`, `handoff.leaseCounter`) and the status (`gracefulPods`, `drainStarted`), so a
 //! restarted operator resumes every move where it was; rules 1 and 2 also
 //! read the operator's memory of departed pods, and rule 2 the
 //! acknowledgements the leader holds in memory (a consumer sends again what

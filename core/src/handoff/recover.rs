@@ -56,6 +56,7 @@ pub(crate) fn recover_previous(obs: &Observation) -> Option<AssignmentDocument> 
                     to: None,
                     since: now,
                     epoch,
+                    lease_counter: None,
                 })),
                 ..Default::default()
             };

@@ -45,6 +45,8 @@ pub(crate) struct HandoffResult {
     pub drain_started: BTreeMap<String, Timestamp>,
     /// When the oldest revoke in flight was published.
     pub oldest_revoke: Option<Timestamp>,
+    /// When the youngest revoke in flight was published.
+    pub youngest_revoke: Option<Timestamp>,
     /// How long until some revoke in flight may complete by a timeout, if any.
     pub next_check: Option<Duration>,
 }
@@ -168,12 +170,14 @@ pub(crate) fn step(
         .into_iter()
         .filter(|(p, _)| holders.contains(p.as_str()))
         .collect();
-    result.oldest_revoke = result
-        .records
-        .values()
-        .filter_map(|r| r.handoff.as_ref())
-        .map(|h| h.since)
-        .min();
+    let revokes = || {
+        result
+            .records
+            .values()
+            .filter_map(|r| r.handoff.as_ref())
+            .map(|h| h.since)
+    };
+    (result.oldest_revoke, result.youngest_revoke) = (revokes().min(), revokes().max());
     result
 }
 
@@ -253,16 +257,20 @@ impl Ctx<'_> {
             record.standbys = standbys;
             return;
         }
-        let (since, epoch) = match (&prev.state, &prev.handoff) {
-            (ShardPhase::Revoking, Some(h)) if h.epoch > 0 => (h.since, h.epoch),
-            (ShardPhase::Revoking, Some(h)) => (h.since, self.published_epoch),
-            (ShardPhase::Revoking, None) => (now, self.published_epoch),
+        let (since, epoch, lease_counter) = match (&prev.state, &prev.handoff) {
+            (ShardPhase::Revoking, Some(h)) if h.epoch > 0 => (h.since, h.epoch, h.lease_counter),
+            (ShardPhase::Revoking, Some(h)) => (h.since, self.published_epoch, h.lease_counter),
+            (ShardPhase::Revoking, None) => (now, self.published_epoch, None),
             _ => {
                 result.revokes_started += 1;
-                (now, self.next_epoch)
+                (now, self.next_epoch, self.lease_counter(&from, id))
             }
         };
-        let revoke = Revoke { since, epoch };
+        let revoke = Revoke {
+            since,
+            epoch,
+            lease_counter,
+        };
         if prev.state == ShardPhase::Revoking
             && let Some(evidence) = self.evidence(&from, id, revoke, result)
         {
@@ -290,13 +298,16 @@ impl Ctx<'_> {
             to: owner,
             since,
             epoch,
+            lease_counter,
         }));
     }
 }
 
-/// A revoke in flight: when it was first published, and at which epoch.
+/// A revoke in flight: when it was first published, at which epoch, and
+/// the revoked owner's lease counter then (with a lease table).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Revoke {
     pub(super) since: Timestamp,
     pub(super) epoch: u64,
+    pub(super) lease_counter: Option<u64>,
 }

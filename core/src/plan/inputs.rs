@@ -89,10 +89,16 @@ pub(super) fn inputs<'a>(
 /// Interprets every duration of the spec, so a stored spec that predates a
 /// validation rule is reported instead of guessed at.
 fn check_spec(spec: &ShardGroupSpec) -> Result<(), crate::crds::shard_group::SpecError> {
+    if let Some(throughput) = &spec.throughput {
+        throughput.half_life()?;
+        throughput.damping_interval()?;
+        throughput.stale_after()?;
+    }
     spec.handoff.drain_timeout()?;
     spec.handoff.lease_failover()?;
     spec.rebalance.delay()?;
     spec.rebalance.window()?;
+    spec.rebalance.initial_delay()?;
     if let Some(kinesis) = &spec.source.kinesis {
         kinesis.refresh_interval()?;
     }
@@ -107,7 +113,10 @@ fn plan_options(obs: &Observation, pool: &ConsumerPool, pacing: &pacing::Pacing)
         balance: match spec.balance {
             crate::crds::shard_group::BalanceMode::Count => Balance::Count,
             crate::crds::shard_group::BalanceMode::HashRange => Balance::HashRange,
+            crate::crds::shard_group::BalanceMode::Throughput => Balance::Throughput,
         },
+        band_percent: super::throughput::by_throughput(spec)
+            .then(|| obs.group.throughput_settings().band_percent),
         standbys: spec.standbys,
         max_shards_per_pod: pool.spec.max_shards_per_pod.unwrap_or(0),
         rebalance: pacing.rebalance,
@@ -184,7 +193,7 @@ pub(super) fn run_engine(
     previous_doc: Option<&AssignmentDocument>,
 ) -> Result<Engined, Problem> {
     let current = obs.group.status.clone().unwrap_or_default();
-    let pacing = pacing::pace(
+    let mut pacing = pacing::pace(
         &obs.group.spec.rebalance,
         current.last_pod_change,
         current.pod_set_digest.as_deref(),
@@ -194,11 +203,13 @@ pub(super) fn run_engine(
             .map(|p| p.name.as_str()),
         obs.now,
     );
+    super::throughput::damp(obs, &mut pacing);
     let input = PlanInput {
         options: plan_options(obs, pool, &pacing),
         shards: topology.shards.clone(),
         pods,
         previous: handoff::engine_previous(previous_doc),
+        loads: super::throughput::engine_loads(obs, topology),
     };
     let output = engine::plan(&input).map_err(|error| Problem {
         reason: reason::PLAN_FAILED,

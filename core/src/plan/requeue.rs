@@ -1,10 +1,13 @@
 //! When to reconcile again without a watch event: the source's refresh
 //! (sooner after a failed read), the next pod to finish `minReadySeconds`,
-//! the protocol's timers, and the poll while handoffs are in flight.
+//! the protocol's timers, and the poll while handoffs are in flight (soon
+//! after a revoke, then less and less often).
 
 use std::time::Duration;
 
-use super::{DEFAULT_REFRESH, ERROR_RETRY, IN_FLIGHT_POLL, MIN_REQUEUE, STATIC_REFRESH};
+use super::{
+    DEFAULT_REFRESH, ERROR_RETRY, EVIDENCE_POLL, IN_FLIGHT_POLL, MIN_REQUEUE, STATIC_REFRESH,
+};
 use crate::engine::{self, PlanInput, Rebalance};
 use crate::observation::Observation;
 
@@ -48,14 +51,18 @@ pub(super) fn requeue_after(obs: &Observation) -> Duration {
 
 /// `base`, shortened to the protocol's next check (a drain timeout; never
 /// below [`MIN_REQUEUE`]) and, while moves are in flight, to
-/// [`IN_FLIGHT_POLL`]; then, while the rebalance delay holds optional moves
-/// back, to its end (`delay_end`) if there is something to rebalance then.
-/// Knowing that takes a second engine run (`rebalances`), made only when
-/// the delay's end would bring the next look forward.
+/// [`IN_FLIGHT_POLL`], or sooner while a revoke is young (`young_revoke`,
+/// the youngest one's age, with a lease table): the next look at the lease
+/// table comes after as long again as the revoke is old, from
+/// [`EVIDENCE_POLL`] up; then, while the rebalance delay holds optional
+/// moves back, to its end (`delay_end`) if there is something to rebalance
+/// then. Knowing that takes a second engine run (`rebalances`), made only
+/// when the delay's end would bring the next look forward.
 pub(super) fn next_requeue(
     base: Duration,
     next_check: Option<Duration>,
     moves_in_flight: u64,
+    young_revoke: Option<Duration>,
     delay_end: Option<Duration>,
     rebalances: impl FnOnce() -> bool,
 ) -> Duration {
@@ -65,6 +72,9 @@ pub(super) fn next_requeue(
     }
     if moves_in_flight > 0 {
         requeue_after = requeue_after.min(IN_FLIGHT_POLL);
+    }
+    if let Some(age) = young_revoke {
+        requeue_after = requeue_after.min(age.clamp(EVIDENCE_POLL, IN_FLIGHT_POLL));
     }
     if let Some(wait) = delay_end.map(|w| w.max(MIN_REQUEUE))
         && wait < requeue_after
@@ -85,4 +95,35 @@ pub(super) fn rebalances_unpaced(input: &mut PlanInput) -> bool {
     let rebalances = engine::plan(input).is_ok_and(|o| o.optional_moves() > 0);
     (input.options.rebalance, input.options.max_optional_moves) = paced;
     rebalances
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn after(young: Option<u64>, in_flight: u64) -> Duration {
+        next_requeue(
+            Duration::from_secs(30),
+            None,
+            in_flight,
+            young.map(Duration::from_millis),
+            None,
+            || false,
+        )
+    }
+
+    #[test]
+    fn a_young_revoke_is_looked_at_again_soon_then_less_often() {
+        // Published now: look again after 100 ms; then as long again as it
+        // is old; never later than the in-flight poll.
+        let looks: Vec<u128> = [0, 100, 200, 400, 800, 1_600, 3_200, 60_000]
+            .into_iter()
+            .map(|age| after(Some(age), 1).as_millis())
+            .collect();
+        assert_eq!(looks, [100, 100, 200, 400, 800, 1_600, 2_000, 2_000]);
+        // No revoke in flight (or no lease table to look at): the source's
+        // refresh, or the in-flight poll for other moves.
+        assert_eq!(after(None, 0), Duration::from_secs(30));
+        assert_eq!(after(None, 1), IN_FLIGHT_POLL);
+    }
 }

@@ -198,6 +198,14 @@ pub struct Handoff {
     /// the field existed; the operator then fills in the document's epoch.
     #[serde(default)]
     pub epoch: u64,
+    /// With a lease table: the revoked owner's lease counter as the table
+    /// showed it when the revoke was published. While the counter still
+    /// reads the same, the lease has not been renewed since the revoke, so
+    /// its failover counts from the revoke at the latest — also for an
+    /// operator started since, which saw no earlier scan of the table.
+    /// Absent without a lease table, or when the owner held no lease then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_counter: Option<u64>,
 }
 
 /// One shard's entry in the document.

@@ -12,12 +12,15 @@
 //!   table;
 //! - `movement`: how shards move (`handoff`) and how optional moves are paced
 //!   (`rebalance`);
+//! - `load`: load-aware balance (`throughput`) and the scaling signal
+//!   (`scaling`);
 //! - `status`: the observed state, with `move_log` (an entry of the move
 //!   budget's log) and `lenient` (how its stored times are read);
 //! - `error`: the error of a typed spec accessor.
 
 mod error;
 mod lenient;
+mod load;
 mod move_log;
 mod movement;
 mod source;
@@ -27,11 +30,12 @@ mod status;
 mod tests;
 
 pub use error::SpecError;
+pub use load::{ScalingSpec, ThroughputSpec};
 pub use move_log::{MoveLogEntry, MoveLogEntryError};
 pub use movement::{HandoffSpec, RebalanceSpec};
 pub use source::{KinesisSource, LeaseTableSpec, ShardSource, StaticSource};
 pub use spec::{BalanceMode, OutputSpec, PoolRef, ShardGroup, ShardGroupSpec};
-pub use status::{PodCounts, ShardCounts, ShardGroupStatus};
+pub use status::{PodCounts, ShardCounts, ShardGroupStatus, ThroughputStatus};
 
 /// CEL: a positive Go-style duration (`30s`, `1m30s`, `250ms`).
 const POSITIVE_DURATION: &str =

@@ -1,6 +1,7 @@
-//! How shards move: the handoff settings (drain timeout, lease failover)
-//! and the pacing of optional moves (rebalance delay and move budget), with
-//! their defaults and the accessors that turn them into durations.
+//! How shards move: the handoff settings (drain timeout, lease failover),
+//! the pacing of optional moves (rebalance delay and move budget) and the
+//! hold of a group's first publish (initial delay), with their defaults
+//! and the accessors that turn them into durations.
 
 use std::time::Duration;
 
@@ -60,6 +61,17 @@ pub struct RebalanceSpec {
     #[schemars(length(max = 32))]
     #[x_kube(validation = Rule::new(POSITIVE_DURATION).message("rebalance.window must be a positive duration such as 1m (units ms, s, m, h)"))]
     pub window: String,
+    /// The first publish of a group (no assignment published yet) waits
+    /// for pods that are Ready but not yet past the pool's
+    /// `minReadySeconds`, so pods started together land in one balanced
+    /// assignment instead of being balanced onto, paced, one move at a
+    /// time; it waits at most this long after the first pod became
+    /// eligible (Kafka's `group.initial.rebalance.delay.ms`). A duration,
+    /// `0s` publishes at once; default `5s`.
+    #[serde(default = "default_initial_delay")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = Rule::new(DURATION).message("rebalance.initialDelay must be a duration such as 5s or 0s (units ms, s, m, h)"))]
+    pub initial_delay: String,
 }
 
 impl Default for RebalanceSpec {
@@ -68,6 +80,7 @@ impl Default for RebalanceSpec {
             delay: default_rebalance_delay(),
             max_moves_per_window: None,
             window: default_rebalance_window(),
+            initial_delay: default_initial_delay(),
         }
     }
 }
@@ -83,6 +96,9 @@ fn default_rebalance_delay() -> String {
 }
 fn default_rebalance_window() -> String {
     "1m".into()
+}
+fn default_initial_delay() -> String {
+    "5s".into()
 }
 
 impl HandoffSpec {
@@ -109,5 +125,13 @@ impl RebalanceSpec {
     /// `window` as a duration.
     pub fn window(&self) -> Result<Duration, SpecError> {
         positive("rebalance.window", &self.window)
+    }
+
+    /// `initialDelay` as a duration (may be zero).
+    pub fn initial_delay(&self) -> Result<Duration, SpecError> {
+        parse_duration(&self.initial_delay).map_err(|source| SpecError {
+            field: "rebalance.initialDelay",
+            source,
+        })
     }
 }

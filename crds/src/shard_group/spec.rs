@@ -7,7 +7,10 @@ use kube::{CustomResource, KubeSchema, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{HandoffSpec, LeaseTableSpec, RebalanceSpec, ShardGroupStatus, ShardSource};
+use super::{
+    HandoffSpec, LeaseTableSpec, RebalanceSpec, ScalingSpec, ShardGroupStatus, ShardSource,
+    ThroughputSpec,
+};
 use crate::assignment::{ANNOTATION_PREFIX, CONFIGMAP_SUFFIX};
 
 /// What a ShardGroup consumes and how its shards are spread over the pool's pods.
@@ -29,11 +32,16 @@ use crate::assignment::{ANNOTATION_PREFIX, CONFIGMAP_SUFFIX};
     printcolumn(name = "Pods", type_ = "integer", json_path = ".status.pods.eligible", description = "Pods that receive shards"),
     printcolumn(name = "Load", type_ = "string", json_path = ".status.load", description = "Fewest/most shards on one pod"),
     printcolumn(name = "Moves", type_ = "integer", json_path = ".status.movesInFlight", description = "Shards being handed over"),
+    printcolumn(name = "Spread", type_ = "string", json_path = ".status.throughput.spread", description = "balance: throughput: least/most load on one pod ÷ its fair share"),
+    printcolumn(name = "Recommended", type_ = "integer", json_path = ".status.recommendedReplicas", description = "Replicas spec.scaling asks for"),
     printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status", description = "Whether the assignment is published and current"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
     validation = Rule::new("size(self.metadata.name) <= 63").message("ShardGroup name must be at most 63 characters: it is the name part of the pod annotation key assignment.shardring.io/<name>")
 )]
 #[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("!has(self.throughput) || (has(self.balance) && self.balance == 'throughput')").message("spec.throughput applies only with balance: throughput; remove it or set balance: throughput")
+)]
 pub struct ShardGroupSpec {
     /// The ConsumerPool (same namespace) whose pods read this group's shards.
     /// May be changed: every shard then moves to the new pool's pods through the
@@ -56,14 +64,25 @@ pub struct ShardGroupSpec {
     #[serde(default)]
     #[x_kube(validation = Rule::new("self <= 5").message("standbys must be between 0 and 5"))]
     pub standbys: u32,
-    /// What is balanced: shard `count` (default) or `hashRange` (each shard
-    /// weighs its share of the 128-bit hash key space).
+    /// What is balanced: shard `count` (default), `hashRange` (each shard
+    /// weighs its share of the 128-bit hash key space) or `throughput` (each
+    /// shard weighs its measured load, see `throughput`).
     #[serde(default)]
     pub balance: BalanceMode,
+    /// How `balance: throughput` weighs, smooths and damps (defaults apply
+    /// when absent); only with `balance: throughput`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput: Option<ThroughputSpec>,
+    /// The scaling signal: a target load per pod from which the status's
+    /// `recommendedReplicas` (and the metric an HPA or KEDA reads) is
+    /// computed. Absent: no recommendation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scaling: Option<ScalingSpec>,
     /// How shards move between pods.
     #[serde(default)]
     pub handoff: HandoffSpec,
-    /// How optional (balancing) moves are paced.
+    /// How optional (balancing) moves are paced, and how long a group's first
+    /// publish waits for pods about to become eligible.
     #[serde(default)]
     pub rebalance: RebalanceSpec,
     /// Names of the published outputs.
@@ -90,6 +109,10 @@ pub enum BalanceMode {
     Count,
     /// Weight is each shard's share of the 128-bit hash key space.
     HashRange,
+    /// Weight is each shard's measured load (consumer reports through the
+    /// endpoint, or the KCL lease table's `throughputKBps`): every pod is
+    /// kept within a band around its fair share.
+    Throughput,
 }
 
 /// Names of the published outputs.
@@ -136,6 +159,11 @@ impl ShardGroup {
             .consumer_name
             .clone()
             .unwrap_or_else(|| self.name_any())
+    }
+
+    /// The throughput settings: `spec.throughput`, else the defaults.
+    pub fn throughput_settings(&self) -> ThroughputSpec {
+        self.spec.throughput.clone().unwrap_or_default()
     }
 
     /// `<namespace>/<name>`, the `shardGroup` field of the published document.

@@ -103,9 +103,67 @@ pub struct ShardGroupStatus {
         deserialize_with = "lenient::time"
     )]
     pub last_topology_time: Option<Timestamp>,
-    /// Standard conditions: Ready, Balanced, Progressing, Degraded.
+    /// `balance: throughput`: how the measured load lies and when shards
+    /// last moved for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput: Option<ThroughputStatus>,
+    /// With `spec.scaling`: the replicas the group needs for its target load
+    /// per pod (also the metric `shardring_recommended_replicas`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recommended_replicas: Option<u32>,
+    /// Standard conditions: Ready, Balanced, Progressing, Degraded (and
+    /// LoadMeasured with `balance: throughput`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+}
+
+/// How the measured load of a `balance: throughput` group lies.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThroughputStatus {
+    /// Least and most load on one eligible pod ÷ its fair share, as
+    /// `0.95/1.07` (1.00 is exactly the fair share).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread: Option<String>,
+    /// The group's measured load in KB/s (an unmeasured shard counts as the
+    /// mean of the measured ones).
+    #[serde(default, rename = "totalKBps")]
+    pub total_kbps: u64,
+    /// Pods outside the band by more than measurement noise explains after
+    /// the last plan (the moves allowed could not bring them back).
+    #[serde(default)]
+    pub out_of_band_pods: u32,
+    /// Readable shards with a measurement refreshed within `staleAfter`.
+    #[serde(default)]
+    pub measured_shards: u64,
+    /// Readable shards never measured (they weigh the mean).
+    #[serde(default)]
+    pub unmeasured_shards: u64,
+    /// Readable shards whose measurement is older than `staleAfter` (they
+    /// keep their last value).
+    #[serde(default)]
+    pub stale_shards: u64,
+    /// Load reports refused (negative, absurd, stale, not the owner's)
+    /// since this operator started leading.
+    #[serde(default)]
+    pub rejected_reports: u64,
+    /// When shards last moved to bring pods back into the band (RFC 3339):
+    /// the next such move waits `throughput.dampingInterval` after it.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::time"
+    )]
+    pub last_rebalance: Option<Timestamp>,
+    /// When pods were first seen outside the band since the last time all
+    /// were inside (RFC 3339): shards move for load only once pods have
+    /// stayed outside for three half-lives of the smoothing.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::time"
+    )]
+    pub out_of_band_since: Option<Timestamp>,
 }
 
 /// Shard counts of a ShardGroup.

@@ -98,6 +98,20 @@ fn accessors_report_the_field_of_a_bad_duration() {
         ..Default::default()
     };
     assert_eq!(rebalance.delay(), Ok(Duration::ZERO));
+    assert_eq!(rebalance.initial_delay(), Ok(Duration::from_secs(5)));
+    let zero = RebalanceSpec {
+        initial_delay: "0s".into(),
+        ..Default::default()
+    };
+    assert_eq!(zero.initial_delay(), Ok(Duration::ZERO));
+    let bad = RebalanceSpec {
+        initial_delay: "soon".into(),
+        ..Default::default()
+    };
+    assert_eq!(
+        bad.initial_delay().unwrap_err().field,
+        "rebalance.initialDelay"
+    );
 }
 
 #[test]

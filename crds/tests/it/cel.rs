@@ -272,6 +272,22 @@ fn durations_must_be_go_style_and_positive() {
     }
     let delay = with(&kinesis_group(), "/spec/rebalance/delay", json!("30"));
     assert_refused::<ShardGroup>(&delay, None, "rebalance.delay must be a duration");
+    for bad in ["5", "-1s", "1d", "soon"] {
+        let initial = with(&kinesis_group(), "/spec/rebalance/initialDelay", json!(bad));
+        assert_refused::<ShardGroup>(&initial, None, "rebalance.initialDelay must be a duration");
+    }
+    for good in ["0s", "500ms", "5s", "1m"] {
+        let initial = with(
+            &kinesis_group(),
+            "/spec/rebalance/initialDelay",
+            json!(good),
+        );
+        assert_eq!(
+            violations::<ShardGroup>(&initial, None),
+            Vec::<String>::new(),
+            "initialDelay={good}"
+        );
+    }
 }
 
 #[test]
@@ -415,4 +431,111 @@ fn consumer_pool_rules() {
         None,
         "topologyKeys may list at most 8 label keys",
     );
+}
+
+#[test]
+fn throughput_and_scaling_rules() {
+    let by_load = with(&static_group(), "/spec/balance", json!("throughput"));
+    let tuned = with(
+        &by_load,
+        "/spec/throughput",
+        json!({"bandPercent": 15, "halfLife": "20s", "dampingInterval": "10m", "staleAfter": "1m", "maxShardKBps": 2048}),
+    );
+    let scaled = with(
+        &tuned,
+        "/spec/scaling",
+        json!({"targetKBpsPerPod": 4096, "minReplicas": 2, "maxReplicas": 40}),
+    );
+    assert_eq!(
+        violations::<ShardGroup>(&scaled, None),
+        Vec::<String>::new()
+    );
+    let by_shards = with(
+        &static_group(),
+        "/spec/scaling",
+        json!({"targetShardsPerPod": 8}),
+    );
+    assert_eq!(
+        violations::<ShardGroup>(&by_shards, None),
+        Vec::<String>::new()
+    );
+
+    let count_with_settings = with(
+        &static_group(),
+        "/spec/throughput",
+        json!({"bandPercent": 15}),
+    );
+    assert_refused::<ShardGroup>(
+        &count_with_settings,
+        None,
+        "spec.throughput applies only with balance: throughput",
+    );
+    for (field, value, message) in [
+        (
+            "bandPercent",
+            json!(0),
+            "throughput.bandPercent must be between 1 and 100",
+        ),
+        (
+            "bandPercent",
+            json!(101),
+            "throughput.bandPercent must be between 1 and 100",
+        ),
+        (
+            "halfLife",
+            json!("0s"),
+            "throughput.halfLife must be a positive duration",
+        ),
+        (
+            "dampingInterval",
+            json!("5 min"),
+            "throughput.dampingInterval must be a positive duration",
+        ),
+        (
+            "staleAfter",
+            json!("-1s"),
+            "throughput.staleAfter must be a positive duration",
+        ),
+        (
+            "maxShardKBps",
+            json!(0),
+            "throughput.maxShardKBps must be between 1 and 10000000",
+        ),
+    ] {
+        let settings = with(&by_load, "/spec/throughput", json!({}));
+        let bad = with(&settings, &format!("/spec/throughput/{field}"), value);
+        assert_refused::<ShardGroup>(&bad, None, message);
+    }
+    let neither = with(&static_group(), "/spec/scaling", json!({"minReplicas": 1}));
+    assert_refused::<ShardGroup>(
+        &neither,
+        None,
+        "scaling needs exactly one of targetShardsPerPod and targetKBpsPerPod",
+    );
+    let both = with(
+        &static_group(),
+        "/spec/scaling",
+        json!({"targetShardsPerPod": 4, "targetKBpsPerPod": 100}),
+    );
+    assert_refused::<ShardGroup>(
+        &both,
+        None,
+        "scaling needs exactly one of targetShardsPerPod and targetKBpsPerPod",
+    );
+    let inverted = with(
+        &static_group(),
+        "/spec/scaling",
+        json!({"targetShardsPerPod": 4, "minReplicas": 5, "maxReplicas": 3}),
+    );
+    assert_refused::<ShardGroup>(
+        &inverted,
+        None,
+        "scaling.minReplicas must not exceed scaling.maxReplicas",
+    );
+    let zero = with(
+        &static_group(),
+        "/spec/scaling",
+        json!({"targetShardsPerPod": 0}),
+    );
+    assert_refused::<ShardGroup>(&zero, None, "scaling.targetShardsPerPod must be at least 1");
 }

@@ -75,6 +75,8 @@ fn shard_group_printer_columns() {
         ("Pods", ".status.pods.eligible"),
         ("Load", ".status.load"),
         ("Moves", ".status.movesInFlight"),
+        ("Spread", ".status.throughput.spread"),
+        ("Recommended", ".status.recommendedReplicas"),
         ("Ready", ".status.conditions[?(@.type==\"Ready\")].status"),
         ("Age", ".metadata.creationTimestamp"),
     ];

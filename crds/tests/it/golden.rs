@@ -86,6 +86,7 @@ fn example() -> AssignmentDocument {
                     to: Some(POD_C.into()),
                     since: "2026-11-21T19:40:00Z".parse().unwrap(),
                     epoch: 41,
+                    lease_counter: Some(17),
                 }),
             ),
         ),

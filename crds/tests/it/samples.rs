@@ -50,6 +50,23 @@ fn static_shard_group_sample() {
 }
 
 #[test]
+fn throughput_shard_group_sample() {
+    let object = sample("shardgroup-throughput.yaml");
+    let group: ShardGroup = serde_json::from_value(object.clone()).expect("typed ShardGroup");
+    assert_eq!(
+        group.spec.balance,
+        shardring_crds::shard_group::BalanceMode::Throughput
+    );
+    let throughput = group.throughput_settings();
+    assert_eq!(throughput.band_percent, 10);
+    assert!(throughput.half_life().is_ok() && throughput.damping_interval().is_ok());
+    let scaling = group.spec.scaling.as_ref().expect("scaling");
+    assert_eq!(scaling.target_kbps_per_pod, Some(2048));
+    assert_eq!(group.spec.pool_ref.name, "consumers");
+    assert_valid::<ShardGroup>("shardgroup-throughput.yaml", &object);
+}
+
+#[test]
 fn kinesis_shard_group_sample() {
     let object = sample("shardgroup-kinesis.yaml");
     let group: ShardGroup = serde_json::from_value(object.clone()).expect("typed ShardGroup");

@@ -11,29 +11,15 @@
 
 use std::io::Write;
 
-use kube::Client;
-use shardring_e2e::cluster::Cluster;
-use shardring_e2e::cluster::SKIP_MESSAGE;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use shardring_e2e::Reachability;
+use shardring_e2e::apiserver::api_server_restart;
+use shardring_e2e::cluster::{Cluster, cluster_or_skip, connect_with};
 use shardring_e2e::harness::Harness;
+use shardring_e2e::kit::{Kit, KitTurn};
 use shardring_e2e::operator::OperatorMode;
+use shardring_e2e::proxy::CountingProxy;
 use shardring_e2e::scenarios::*;
-use shardring_e2e::{Reachability, connect};
-
-/// The cluster under test, or `None` after printing the skip line.
-async fn cluster(scenario: &str) -> Option<Client> {
-    match connect().await {
-        Reachability::Reachable { client, version } => {
-            eprintln!("e2e[{scenario}]: cluster reachable, Kubernetes {version}");
-            Some(client)
-        }
-        Reachability::Unreachable(reason) => {
-            // Straight to stderr so the line shows although the test
-            // harness captures the output of passing tests.
-            let _ = writeln!(std::io::stderr(), "{SKIP_MESSAGE} ({reason})");
-            None
-        }
-    }
-}
 
 /// Cleans up after a scenario and fails the test on the scenario's error
 /// or a failed cleanup.
@@ -51,10 +37,13 @@ async fn conclude(harness: Harness, scenario: &str, result: ScenarioResult) {
 /// Starts the harness for `scenario` on a `shards`-shard stream, or skips.
 macro_rules! scenario {
     ($name:literal, $shards:expr, $body:ident) => {{
-        let Some(client) = cluster($name).await else {
+        // Turns first: the probe itself must not meet an API server that
+        // another test is restarting.
+        let _turn = crate::TURNS.read().await;
+        let _kit_turn = KitTurn::shared().await;
+        let Some(client) = cluster_or_skip($name).await else {
             return;
         };
-        let _turn = crate::TURNS.read().await;
         let mode = OperatorMode::from_env().unwrap_or_else(|e| panic!("{e}"));
         let cluster = Cluster::from_environment(client);
         let mut harness = match Harness::start(cluster, mode, $name, $shards).await {
@@ -114,4 +103,66 @@ async fn operator_restarted_mid_handoff() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_replicas_with_leader_election() {
     scenario!("leader-election", 4, leader_election);
+}
+
+/// kube-apiserver killed mid-churn and started again (the kit's `up`):
+/// runs only on the shardring-k8s kit, alone (no other test of this suite,
+/// nor of another process holding the kit's turns, runs meanwhile: they
+/// would see the API server go away).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn api_server_restarted_mid_churn() {
+    const NAME: &str = "apiserver-restart";
+    let kit = match Kit::under_test() {
+        Ok(kit) => kit,
+        Err(why) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED: e2e[{NAME}] kills and restarts kube-apiserver, so it runs only on the shardring-k8s kit that KUBECONFIG points at ({why})"
+            );
+            return;
+        }
+    };
+    let _turn = crate::TURNS.write().await;
+    let _kit_turn = KitTurn::exclusive(&kit)
+        .await
+        .unwrap_or_else(|e| panic!("e2e[{NAME}]: {e}"));
+    let Some(client) = cluster_or_skip(NAME).await else {
+        return;
+    };
+    let mode = OperatorMode::from_env().unwrap_or_else(|e| panic!("{e}"));
+    let proxy = CountingProxy::start(kit.api_port)
+        .await
+        .unwrap_or_else(|e| panic!("e2e[{NAME}]: the relay did not start: {e}"));
+    let operator_cluster = through(&kit, &proxy)
+        .await
+        .unwrap_or_else(|e| panic!("e2e[{NAME}]: {e}"));
+    let cluster = Cluster::from_environment(client);
+    let mut harness = match Harness::start_via(cluster, operator_cluster, mode, NAME, 4).await {
+        Ok(harness) => harness,
+        Err(error) => panic!("e2e scenario {NAME} could not start: {error}"),
+    };
+    let result = api_server_restart(&mut harness, &kit, &proxy).await;
+    conclude(harness, NAME, result).await;
+}
+
+/// The kit's API server as the operator reaches it through `proxy`: a
+/// kubeconfig naming the relay (for the binary) and a client built from it
+/// (in-process).
+async fn through(kit: &Kit, proxy: &CountingProxy) -> Result<Cluster, String> {
+    let path = std::env::temp_dir().join(format!(
+        "sr-e2e-apiserver-restart-{}.kubeconfig",
+        std::process::id()
+    ));
+    kit.kubeconfig_via(&format!("https://{}", proxy.addr()), &path)?;
+    let kubeconfig = Kubeconfig::read_from(&path).map_err(|e| e.to_string())?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    match connect_with(config).await {
+        Reachability::Reachable { client, .. } => Ok(Cluster {
+            client,
+            kubeconfig: Some(path),
+        }),
+        Reachability::Unreachable(why) => Err(format!("the relay to the API server: {why}")),
+    }
 }

@@ -10,3 +10,4 @@ mod common;
 mod golden;
 mod props;
 mod scenarios;
+mod throughput;

@@ -12,7 +12,7 @@ use crate::common::*;
 
 /// Random pods: some not ready, some terminating, capacities 1..=cap_max,
 /// zones a..c and nodes.
-fn arb_pods(max: usize, cap_max: u32) -> impl Strategy<Value = Vec<Pod>> {
+pub(crate) fn arb_pods(max: usize, cap_max: u32) -> impl Strategy<Value = Vec<Pod>> {
     prop::collection::vec((any::<u8>(), 1..=cap_max, 0..3u8, 0..6u8), 1..=max).prop_map(|v| {
         v.into_iter()
             .enumerate()
@@ -29,11 +29,14 @@ fn arb_pods(max: usize, cap_max: u32) -> impl Strategy<Value = Vec<Pod>> {
 }
 
 /// A random previous owner per shard among `pods` plus a vanished pod.
-fn arb_previous(shards: usize, pods: usize) -> impl Strategy<Value = Vec<Option<usize>>> {
+pub(crate) fn arb_previous(
+    shards: usize,
+    pods: usize,
+) -> impl Strategy<Value = Vec<Option<usize>>> {
     prop::collection::vec(prop::option::weighted(0.8, 0..=pods), shards)
 }
 
-fn apply_previous(inp: &mut PlanInput, owners: &[Option<usize>]) {
+pub(crate) fn apply_previous(inp: &mut PlanInput, owners: &[Option<usize>]) {
     for (shard, owner) in inp.shards.iter().zip(owners) {
         if let Some(o) = owner {
             let name = inp
@@ -55,7 +58,7 @@ fn eligible(inp: &PlanInput) -> BTreeMap<&str, &Pod> {
 
 /// Checks what every output must satisfy: owners and standbys are eligible
 /// and distinct, loads add up, no readable shard is dropped.
-fn check_consistent(inp: &PlanInput, out: &PlanOutput) {
+pub(crate) fn check_consistent(inp: &PlanInput, out: &PlanOutput) {
     let ok = eligible(inp);
     let mut counted: BTreeMap<&str, u64> = BTreeMap::new();
     for (id, a) in &out.assignment {
@@ -340,7 +343,7 @@ proptest! {
     }
 }
 
-fn shuffle<T>(items: &mut [T], seed: u64) {
+pub(crate) fn shuffle<T>(items: &mut [T], seed: u64) {
     let mut x = seed | 1;
     for i in (1..items.len()).rev() {
         x ^= x << 13;

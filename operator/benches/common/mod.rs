@@ -17,19 +17,19 @@ use std::time::Duration;
 /// environment sets it (`MALLOC_ARENA_MAX=16` measures glibc's default on
 /// two cores instead).
 ///
-/// `SHARDRING_BENCH_OPERATOR=<path>` runs that binary instead of this
-/// build's (another commit's, to compare two builds with one harness).
+/// `SHARDRING_BENCH_OPERATOR=/path/to/shardring` runs that binary instead of
+/// the one built with the bench (an older build, to compare back to back).
 pub fn operator_command() -> Command {
-    let binary = std::env::var_os("SHARDRING_BENCH_OPERATOR")
-        .unwrap_or_else(|| env!("CARGO_BIN_EXE_shardring").into());
+    let binary = std::env::var("SHARDRING_BENCH_OPERATOR")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_shardring").to_owned());
     let mut command = match std::env::var("SHARDRING_BENCH_WRAP") {
         Ok(wrap) => {
             let mut words = wrap.split_whitespace();
             let mut command = Command::new(words.next().expect("a command to wrap with"));
-            command.args(words).arg(binary);
+            command.args(words).arg(&binary);
             command
         }
-        Err(_) => Command::new(binary),
+        Err(_) => Command::new(&binary),
     };
     if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
         command.env("MALLOC_ARENA_MAX", "1");

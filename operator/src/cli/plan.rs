@@ -76,7 +76,7 @@ pub(crate) fn culprit_line(text: &str, error: &PlanError) -> Option<usize> {
         PlanError::DuplicateShard(id) | PlanError::DuplicatePod(id) => (id, 2),
         PlanError::BadHashKeyRange { shard, .. } => (shard, 1),
         PlanError::ZeroCapacity(pod) => (pod, 1),
-        PlanError::EmptyName(_) | PlanError::TooMany(..) => return None,
+        PlanError::EmptyName(_) | PlanError::TooMany(..) | PlanError::BadBand(_) => return None,
     };
     let quoted = |line: &str| {
         line.match_indices(needle.as_str()).any(|(at, _)| {
@@ -133,6 +133,10 @@ pub fn table(input: &PlanInput, output: &PlanOutput) -> String {
     if ranged {
         out.push_str("  KEYSPACE");
     }
+    let throughput = output.throughput.as_ref();
+    if throughput.is_some() {
+        out.push_str("  LOAD(B/s)  ÷FAIR");
+    }
     out.push('\n');
     for pod in &pods {
         let state = if pod.terminating {
@@ -161,6 +165,15 @@ pub fn table(input: &PlanInput, output: &PlanOutput) -> String {
             let share = keyspace.get(pod.name.as_str()).copied().unwrap_or(0) as f64 / space;
             let _ = write!(out, "  {:>7.2}%", share * 100.0);
         }
+        if let Some(report) = throughput {
+            match report.pods.get(&pod.name) {
+                Some(load) => {
+                    let ratio = load.ratio_permille() as f64 / 1000.0;
+                    let _ = write!(out, "  {:>9}  {ratio:>5.2}", load.load);
+                }
+                None => out.push_str("          -      -"),
+            }
+        }
         out.push('\n');
     }
     let assigned: u64 = output.loads.values().sum();
@@ -177,6 +190,23 @@ pub fn table(input: &PlanInput, output: &PlanOutput) -> String {
         "\nbalance: {assigned} shards on {eligible} eligible pods, fair share {fair:.2}, min {min}, max {max}, max-min {}",
         max - min
     );
+    if let Some(report) = throughput
+        && let Some((min, max)) = report.spread_permille()
+    {
+        let _ = writeln!(
+            out,
+            "throughput: load ÷ fair share {:.2} to {:.2} (band ±{}%); {} pods were outside the band, {} still are; {} shards moved for it",
+            min as f64 / 1000.0,
+            max as f64 / 1000.0,
+            input
+                .options
+                .band_percent
+                .unwrap_or(shardring_engine::DEFAULT_BAND_PERCENT),
+            report.out_of_band,
+            report.still_out_of_band,
+            report.moves
+        );
+    }
     if ranged && eligible > 0 {
         let total: u128 = keyspace.values().sum();
         let capacity: u64 = pods

@@ -163,6 +163,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let controller_metrics = ControllerMetrics::register(&mut registry);
     let leader_metrics = LeaderMetrics::register(&mut registry);
     let endpoint_metrics = EndpointMetrics::register(&mut registry);
+    // The endpoint's state, made here so that its load books' metrics are
+    // registered (the books serve the lease table's throughput too, with or
+    // without the endpoint).
+    let endpoint_state = EndpointState::default();
+    endpoint_state.loads.register(&mut registry);
     // Kinesis readers are shared by the ShardGroups that read one stream;
     // the AWS configuration is loaded only when the first of them appears.
     let kinesis = KinesisProvider::new(AwsSettings::DefaultChain, Some(&mut registry));
@@ -210,7 +215,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         tracing::info!("consumer endpoint off (--no-endpoint)");
         (None, None)
     } else {
-        let state = EndpointState::default();
+        let state = endpoint_state.clone();
         let server = EndpointServer::bind(
             args.endpoint.config(&namespace),
             client.clone(),
@@ -230,6 +235,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         write_concurrency: args.write_concurrency,
         controller_class: args.controller_class.clone(),
         endpoint,
+        loads: Arc::clone(&endpoint_state.loads),
     };
     let controller = run_controller(
         client,

@@ -3,7 +3,8 @@
 //! seeds, prints one line per failing seed and a summary line
 //! `seeds: N, violations: V`; `--seed S` replays one seed exactly;
 //! `--report` adds handoff durations, injected faults and a rolling deploy's
-//! moves per shard.
+//! moves per shard; `--throughput` runs seeds balanced by throughput (load
+//! reports with noise, load shifts, the no-flapping and band checks).
 
 use std::process::ExitCode;
 
@@ -33,6 +34,11 @@ pub struct SimulateArgs {
     /// 10 pods over 100 shards.
     #[arg(long)]
     pub report: bool,
+    /// Run seeds balanced by throughput: consumers report noisy loads,
+    /// shards' loads shift, and once quiet no shard may move twice within
+    /// the damping interval and every pod must be inside the band.
+    #[arg(long)]
+    pub throughput: bool,
 }
 
 /// Runs the simulation; exits with failure when any seed violated an invariant.
@@ -45,7 +51,11 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         Some(seed) => (seed, 1),
         None => (args.first, args.seeds),
     };
-    let mut summary = sim::run_seeds(first, count, config);
+    let mut summary = if args.throughput {
+        sim::run_load_seeds(first, count, config)
+    } else {
+        sim::run_seeds(first, count, config)
+    };
     for (seed, violation) in &summary.failures {
         println!("seed {seed}: {violation}");
     }

@@ -1,7 +1,8 @@
 //! The Kubernetes cluster as the core's reconcile cycle
 //! ([`shardring_core::cycle()`]) sees it, for one ShardGroup: the observe
 //! half reads the reflector stores (with the source read the reconcile made
-//! before, and the lease scan), the apply half makes the API requests of
+//! before, the lease scan, and the measured loads of a group that uses
+//! them), the apply half makes the API requests of
 //! [`super::apply`], counting each in the metrics. It also times the
 //! reconcile's phases (the core reads no clock): observe, plan and apply.
 
@@ -96,6 +97,7 @@ impl Observe for Cluster<'_> {
             .stores
             .observe_with_version(self.group, topology, now);
         observation.leases = self.ctx.sources.leases(self.group);
+        endpoint_sync::observe_loads(&self.ctx.loads, self.group, &mut observation);
         if let Some(endpoint) = &self.ctx.endpoint {
             self.endpoint_seen = Some(endpoint_sync::observe(
                 endpoint,

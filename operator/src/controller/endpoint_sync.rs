@@ -1,9 +1,12 @@
 //! The controller's side of the consumer endpoint: what a reconcile takes
-//! from it (the acknowledged releases, into the observation) and gives it
+//! from it (the acknowledged releases and the measured loads, into the
+//! observation) and gives it
 //! (each pod's view as the cycle left its annotation, the revokes of the
 //! published document, and the endpoint's CA in a ConfigMap of the group's
 //! namespace). The views are published only after a cycle wrote everything:
 //! the endpoint never serves a view ahead of the document and annotations.
+//! Who may ask is also judged from the pod cache ([`StorePods`]), which
+//! knows a pod's readiness and IP before a cycle does.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -12,6 +15,8 @@ use std::sync::{Arc, Mutex};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
+use kube::core::DeserializeGuard;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use shardring_core::handoff::Evidence;
@@ -21,8 +26,53 @@ use shardring_crds::AssignmentDocument;
 use shardring_crds::endpoint::{CA_CONFIGMAP_KEY, CA_CONFIGMAP_NAME};
 
 use super::metrics::ControllerMetrics;
+use super::observe::{PodSelector, Stores};
 use crate::crds::ShardGroup;
+use crate::endpoint::directory::{FreshPod, PodCache};
 use crate::endpoint::{EndpointState, GroupKey, PodSync};
+
+/// The endpoint's view of the operator's pod cache: a pod is a member of a
+/// group as a cycle would observe it now (the group's pool selects it, or
+/// it carries the group's annotation).
+pub(crate) struct StorePods {
+    stores: Stores,
+    groups: Store<DeserializeGuard<ShardGroup>>,
+}
+
+impl StorePods {
+    /// Members judged from `stores` and the groups in `groups`.
+    pub(crate) fn new(stores: Stores, groups: Store<DeserializeGuard<ShardGroup>>) -> Self {
+        Self { stores, groups }
+    }
+}
+
+impl std::fmt::Debug for StorePods {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StorePods").finish_non_exhaustive()
+    }
+}
+
+impl PodCache for StorePods {
+    fn member(&self, group: &GroupKey, name: &str) -> Option<FreshPod> {
+        let guard = self
+            .groups
+            .get(&ObjectRef::new(&group.name).within(&group.namespace))?;
+        let shard_group = guard.0.as_ref().ok()?;
+        let pod = self.stores.pods.get(&group.namespace, name)?;
+        let carries = pod.annotation(&shard_group.annotation_key()).is_some();
+        let member = carries
+            || self
+                .stores
+                .pool(&group.namespace, &shard_group.spec.pool_ref.name)
+                .is_some_and(|pool| {
+                    PodSelector::new(&pool.spec.selector).matches(Some(pod.labels.as_ref()))
+                });
+        member.then(|| FreshPod {
+            uid: pod.uid,
+            ip: pod.ip,
+        })
+    }
+}
 
 /// One pod as the observe step saw it, kept for the endpoint.
 #[derive(Debug, Clone)]
@@ -46,6 +96,28 @@ pub(crate) struct EndpointSeen {
 /// The group's key in the endpoint's maps.
 pub(crate) fn group_key(group: &ShardGroup) -> GroupKey {
     GroupKey::new(group.namespace().unwrap_or_default(), group.name_any())
+}
+
+/// Adds the measured loads of a group that uses them to `observation`,
+/// after feeding `loads` the lease table's throughput it holds; notes a
+/// group that does not (its reports are refused as such).
+pub(crate) fn observe_loads(
+    loads: &crate::endpoint::Loads,
+    group: &ShardGroup,
+    observation: &mut Observation,
+) {
+    let key = group_key(group);
+    if !shardring_core::load::uses_loads(&group.spec) {
+        loads.not_used(&key);
+        return;
+    }
+    observation.loads = loads.observe(
+        &key,
+        observation.published.document(),
+        shardring_core::load::LoadObservation::limits(group),
+        &observation.leases,
+        observation.now,
+    );
 }
 
 /// Adds the acknowledged releases to `observation` and keeps what the
@@ -121,6 +193,8 @@ pub(crate) fn publish(
         None => endpoint.directory.note_known(&seen.key),
     }
     endpoint.releases.sync_group(&seen.key, document);
+    // Load reports are checked against the ownership consumers now see.
+    endpoint.loads.sync(&seen.key, document);
     let now = Timestamp::now();
     for handoff in &decision.handoffs {
         if handoff.evidence != Evidence::ReleaseAcked {

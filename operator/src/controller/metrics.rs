@@ -29,6 +29,17 @@ pub struct GroupLabels {
     pub shardgroup: String,
 }
 
+/// Labels of one bound of a group's load spread.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SpreadLabels {
+    /// Namespace.
+    pub namespace: String,
+    /// ShardGroup name.
+    pub shardgroup: String,
+    /// `min` or `max`.
+    pub bound: &'static str,
+}
+
 /// Label of an error reason.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabel {
@@ -95,6 +106,15 @@ pub struct ControllerMetrics {
     /// Time from a release acknowledged at the consumer endpoint to the
     /// publish that activated the shard on its next owner.
     pub release_ack_activation: Histogram,
+    /// Replicas `spec.scaling` recommends, per group (absent without it):
+    /// what an HPA or KEDA scales the consumers by.
+    pub recommended_replicas: Family<GroupLabels, Gauge>,
+    /// Measured load per group, KB/s (`balance: throughput`).
+    pub load_kbps: Family<GroupLabels, Gauge>,
+    /// Least and most pod load ÷ fair share per group (`balance: throughput`).
+    pub load_ratio: Family<SpreadLabels, Gauge<f64, AtomicU64>>,
+    /// Pods outside the band per group after the last plan.
+    pub out_of_band_pods: Family<GroupLabels, Gauge>,
 }
 
 impl Default for ControllerMetrics {
@@ -113,6 +133,10 @@ impl Default for ControllerMetrics {
             oldest_revoke_age: Family::default(),
             budget_remaining: Family::default(),
             release_ack_activation: Histogram::new(exponential_buckets(0.005, 2.0, 12)),
+            recommended_replicas: Family::default(),
+            load_kbps: Family::default(),
+            load_ratio: Family::default(),
+            out_of_band_pods: Family::default(),
         }
     }
 }
@@ -182,6 +206,26 @@ impl ControllerMetrics {
             "Optional moves left in the current rebalance window, per ShardGroup",
             m.budget_remaining.clone(),
         );
+        registry.register(
+            "recommended_replicas",
+            "Consumer replicas spec.scaling recommends for the ShardGroup's target load per pod (the HPA/KEDA signal)",
+            m.recommended_replicas.clone(),
+        );
+        registry.register(
+            "group_load_kbps",
+            "Measured load of a ShardGroup balanced by throughput, KB/s",
+            m.load_kbps.clone(),
+        );
+        registry.register(
+            "group_load_ratio",
+            "Least (bound=min) and most (bound=max) pod load divided by its fair share, per ShardGroup balanced by throughput",
+            m.load_ratio.clone(),
+        );
+        registry.register(
+            "group_out_of_band_pods",
+            "Pods outside the throughput band after the last plan, per ShardGroup",
+            m.out_of_band_pods.clone(),
+        );
         m
     }
 
@@ -203,6 +247,20 @@ impl ControllerMetrics {
         self.revokes_pending.remove(labels);
         self.oldest_revoke_age.remove(labels);
         self.budget_remaining.remove(labels);
+        self.recommended_replicas.remove(labels);
+        self.load_kbps.remove(labels);
+        self.out_of_band_pods.remove(labels);
+        for bound in ["min", "max"] {
+            self.load_ratio.remove(&spread_labels(labels, bound));
+        }
+    }
+}
+
+fn spread_labels(labels: &GroupLabels, bound: &'static str) -> SpreadLabels {
+    SpreadLabels {
+        namespace: labels.namespace.clone(),
+        shardgroup: labels.shardgroup.clone(),
+        bound,
     }
 }
 
@@ -277,6 +335,46 @@ impl ControllerMetrics {
                 metrics.budget_remaining.remove(&labels);
             }
         }
+        self.record_load(&labels, status);
+    }
+
+    /// The load gauges of `status`: the recommended replicas, and the
+    /// measured load and its spread (removed when the status has none).
+    fn record_load(&self, labels: &GroupLabels, status: &crate::crds::ShardGroupStatus) {
+        match status.recommended_replicas {
+            Some(replicas) => {
+                self.recommended_replicas
+                    .get_or_create(labels)
+                    .set(i64::from(replicas));
+            }
+            None => {
+                self.recommended_replicas.remove(labels);
+            }
+        }
+        let Some(load) = &status.throughput else {
+            self.load_kbps.remove(labels);
+            self.out_of_band_pods.remove(labels);
+            for bound in ["min", "max"] {
+                self.load_ratio.remove(&spread_labels(labels, bound));
+            }
+            return;
+        };
+        self.load_kbps
+            .get_or_create(labels)
+            .set(gauge(load.total_kbps));
+        self.out_of_band_pods
+            .get_or_create(labels)
+            .set(i64::from(load.out_of_band_pods));
+        let bounds = load.spread.as_deref().and_then(|s| s.split_once('/'));
+        if let Some((min, max)) = bounds {
+            for (bound, text) in [("min", min), ("max", max)] {
+                if let Ok(ratio) = text.parse::<f64>() {
+                    self.load_ratio
+                        .get_or_create(&spread_labels(labels, bound))
+                        .set(ratio);
+                }
+            }
+        }
     }
 }
 
@@ -302,6 +400,51 @@ mod tests {
             text.contains("shardring_reconcile_errors_total{reason=\"SourceError\"} 1"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn load_metrics_follow_the_status_and_go_with_it() {
+        let mut registry = Registry::with_prefix("shardring");
+        let m = ControllerMetrics::register(&mut registry);
+        let group = GroupLabels {
+            namespace: "shop".into(),
+            shardgroup: "orders".into(),
+        };
+        let mut status = crate::crds::ShardGroupStatus {
+            recommended_replicas: Some(7),
+            throughput: Some(crate::crds::shard_group::ThroughputStatus {
+                spread: Some("0.93/1.08".into()),
+                total_kbps: 4096,
+                out_of_band_pods: 1,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        m.record_load(&group, &status);
+        let text = |registry: &Registry| {
+            let mut text = String::new();
+            prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+            text
+        };
+        let shown = text(&registry);
+        for expected in [
+            "shardring_recommended_replicas{namespace=\"shop\",shardgroup=\"orders\"} 7",
+            "shardring_group_load_kbps{namespace=\"shop\",shardgroup=\"orders\"} 4096",
+            "shardring_group_load_ratio{namespace=\"shop\",shardgroup=\"orders\",bound=\"min\"} 0.93",
+            "shardring_group_load_ratio{namespace=\"shop\",shardgroup=\"orders\",bound=\"max\"} 1.08",
+            "shardring_group_out_of_band_pods{namespace=\"shop\",shardgroup=\"orders\"} 1",
+        ] {
+            assert!(shown.contains(expected), "{expected} in {shown}");
+        }
+        status.recommended_replicas = None;
+        status.throughput = None;
+        m.record_load(&group, &status);
+        let shown = text(&registry);
+        assert!(
+            !shown.contains("shardring_recommended_replicas{"),
+            "{shown}"
+        );
+        assert!(!shown.contains("shardring_group_load_ratio{"), "{shown}");
     }
 
     #[test]

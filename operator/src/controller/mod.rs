@@ -23,7 +23,7 @@ pub mod triggers;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use jiff::Timestamp;
 use kube::api::Api;
@@ -42,6 +42,7 @@ pub use shardring_core::observation::{
     Observation, PodInfo, Published, PublishedVersion, TopologyObservation,
 };
 pub use shardring_core::plan::{self, Decision, plan};
+use shardring_core::retry::Failures;
 pub use shardring_core::{AnnotationWrite, EventKind, EventNote, codec, conditions, handoff};
 
 pub use apply::ApplyError;
@@ -57,19 +58,6 @@ use crate::crds::ShardGroup;
 
 /// Finalizer that keeps a deleted ShardGroup until its pod annotations are removed.
 pub const FINALIZER: &str = "shardring.io/cleanup";
-
-/// Shortest and longest retry delay after a failed reconcile.
-const BACKOFF_MIN: Duration = Duration::from_secs(2);
-const BACKOFF_MAX: Duration = Duration::from_secs(300);
-/// Stale-read conflicts in a row ([`Error::is_stale_read`]: the ConfigMap's
-/// precondition, or adding the finalizer) that are retried quietly: usually
-/// the cache had not yet seen our own previous write (a reconcile triggered
-/// by our pod patches can run before the watch delivers it), which the next
-/// read fixes. Past this many it is treated as any failed write (another
-/// writer may be fighting over the ConfigMap).
-const QUIET_CONFLICTS: u32 = 3;
-/// Retry delay of a quiet conflict: about a watch event's latency.
-const CONFLICT_RETRY: Duration = Duration::from_millis(500);
 
 /// The clock a reconcile reads `now` from (a fixed one in tests).
 pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
@@ -97,10 +85,13 @@ pub struct Context {
     pub cache_sync: Option<CacheSync>,
     /// The consumer endpoint's shared state (`None`: no endpoint).
     pub(crate) endpoint: Option<crate::endpoint::EndpointState>,
+    /// The measured loads (the endpoint's, when there is one: its reports
+    /// and the lease table's throughput go into the same books).
+    pub(crate) loads: Arc<crate::endpoint::Loads>,
     /// Which namespaces hold the endpoint's current CA.
     pub(crate) endpoint_ca: endpoint_sync::CaPublisher,
     /// Consecutive failures per group, for the retry backoff.
-    failures: Mutex<HashMap<ObjectRef<DeserializeGuard<ShardGroup>>, u32>>,
+    failures: Mutex<HashMap<ObjectRef<DeserializeGuard<ShardGroup>>, Failures>>,
 }
 
 impl Context {
@@ -117,6 +108,7 @@ impl Context {
             cache_sync: None,
             writes: apply::WriteLimit::default(),
             endpoint: None,
+            loads: Arc::default(),
             endpoint_ca: endpoint_sync::CaPublisher::default(),
             failures: Mutex::default(),
         }
@@ -124,6 +116,7 @@ impl Context {
 
     /// Publishes views into, and reads releases from, `endpoint`.
     pub fn with_endpoint(mut self, endpoint: crate::endpoint::EndpointState) -> Self {
+        self.loads = Arc::clone(&endpoint.loads);
         self.endpoint = Some(endpoint);
         self
     }
@@ -308,6 +301,11 @@ pub(crate) async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result
     let timings = cluster.timings();
     let endpoint_seen = cluster.take_endpoint_seen();
     let (decision, applied) = done.into_result()?;
+    if let (Some(document), Some(_)) = (&decision.document_write, &applied.document) {
+        // Reports are checked against the ownership consumers now see.
+        ctx.loads
+            .sync(&endpoint_sync::group_key(group), Some(document));
+    }
     if let (Some(endpoint), Some(seen)) = (&ctx.endpoint, endpoint_seen) {
         let written = applied.document.is_some();
         endpoint_sync::publish(endpoint, &ctx.metrics, &seen, &decision, written);
@@ -363,6 +361,10 @@ pub(crate) async fn cleanup_group(group: &ShardGroup, ctx: &Context) -> Result<A
         endpoint.directory.remove_group(&key);
         endpoint.releases.remove_group(&key);
     }
+    ctx.loads.remove_group(&crate::endpoint::GroupKey::new(
+        namespace.clone(),
+        group.name_any(),
+    ));
     ctx.metrics.forget(&metrics::GroupLabels {
         namespace,
         shardgroup: group.name_any(),
@@ -374,42 +376,35 @@ pub(crate) async fn cleanup_group(group: &ShardGroup, ctx: &Context) -> Result<A
     Ok(Action::await_change())
 }
 
-/// Error policy: a reconcile that failed is retried with exponential backoff
-/// (2 s doubling to 5 min), reset by the next success, and the first failure
-/// of a streak becomes a Warning Event. The first [`QUIET_CONFLICTS`]
-/// stale-read conflicts in a row are retried after [`CONFLICT_RETRY`] with
-/// neither backoff nor Event; the streak's backoff and Warning count from the
-/// first failure past them.
+/// Error policy: the core's retry rule ([`shardring_core::retry`], which
+/// the simulation runs on too): a reconcile that failed is retried with
+/// exponential backoff (2 s doubling to 5 min), reset by the next success,
+/// and the first reported failure of a streak becomes a Warning Event; the
+/// first stale-read conflicts in a row ([`Error::is_stale_read`]: the
+/// ConfigMap's precondition, or adding the finalizer) are retried after
+/// 500 ms with neither backoff nor Event.
 pub fn error_policy(
     obj: Arc<DeserializeGuard<ShardGroup>>,
     error: &Error,
     ctx: Arc<Context>,
 ) -> Action {
     ctx.metrics.error(error.metric_label());
-    let mut failures = ctx.failures.lock().expect("failure map poisoned");
-    let count = failures
+    let retry = ctx
+        .failures
+        .lock()
+        .expect("failure map poisoned")
         .entry(ObjectRef::from_obj(obj.as_ref()))
-        .or_insert(0);
-    *count = count.saturating_add(1);
-    let conflict = error.is_stale_read();
-    if conflict && *count <= QUIET_CONFLICTS {
-        tracing::info!(%error, retry_in = ?CONFLICT_RETRY, "the object changed since the cache read it; retrying");
-        return Action::requeue(CONFLICT_RETRY);
+        .or_default()
+        .failed(error.is_stale_read());
+    if !retry.reported {
+        tracing::info!(%error, retry_in = ?retry.after, "the object changed since the cache read it; retrying");
+        return Action::requeue(retry.after);
     }
-    // Position in the streak, counting only failures that are reported.
-    let reported = if conflict {
-        *count - QUIET_CONFLICTS
-    } else {
-        *count
-    };
-    let delay = BACKOFF_MIN
-        .saturating_mul(1u32 << (reported - 1).min(10))
-        .min(BACKOFF_MAX);
-    tracing::warn!(%error, retry_in = ?delay, "reconcile failed");
+    tracing::warn!(%error, retry_in = ?retry.after, "reconcile failed");
     // The first reported failure of a streak becomes a Warning Event on the
     // group (a write too, so not one per retry); best effort, off the error
     // path.
-    if reported == 1
+    if retry.first_reported
         && let (Some(recorder), Ok(group)) = (ctx.recorder.clone(), &obj.0)
     {
         let group = group.clone();
@@ -419,7 +414,7 @@ pub fn error_policy(
         );
         tokio::spawn(async move { apply::publish_event(&recorder, &group, &note).await });
     }
-    Action::requeue(delay)
+    Action::requeue(retry.after)
 }
 
 #[cfg(test)]

@@ -174,6 +174,7 @@ impl Stores {
             leases: LeaseObservation::unread(group),
             departed,
             releases: Default::default(),
+            loads: Default::default(),
             now,
         };
         (observation, version)

@@ -31,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::apply::{MANAGED_BY, MANAGED_BY_LABEL};
 use super::cached_pod::CachedPod;
+use super::endpoint_sync;
 use super::metrics::ControllerMetrics;
 use super::observe::departed::WatchDeparted as _;
 use super::observe::documents::DocumentCache;
@@ -39,9 +40,12 @@ use super::own_writes::OwnWrites;
 use super::pod_cache::PodCache;
 use super::sources::Sources;
 use super::sync::{CacheSync, cache};
+// Every watch retries on the consumer's schedule: back within 4 s of an API
+// server that returns, never more than once every 2-4 s while it is down.
 use super::{Context, error_policy, reconcile, strip, triggers};
 use crate::crds::{ConsumerPool, ShardGroup, controller_class_selector};
 use crate::runtime::health::Health;
+use shardring_consumer::view::watch_backoff::watch_backoff;
 
 /// How the controller runs.
 #[derive(Debug, Clone)]
@@ -64,6 +68,9 @@ pub struct ControllerConfig {
     /// and the endpoint CA into it and reads acknowledged releases from it
     /// (`None`: no endpoint).
     pub endpoint: Option<crate::endpoint::EndpointState>,
+    /// The measured loads' books (the endpoint's, when it has one; without
+    /// one, the lease table's throughput still feeds them).
+    pub loads: Arc<crate::endpoint::Loads>,
 }
 
 impl Default for ControllerConfig {
@@ -76,6 +83,7 @@ impl Default for ControllerConfig {
             write_concurrency: super::apply::DEFAULT_WRITE_CONCURRENCY,
             controller_class: None,
             endpoint: None,
+            loads: Arc::default(),
         }
     }
 }
@@ -122,12 +130,13 @@ pub async fn run_controller(
         api::<DeserializeGuard<ShardGroup>>(&client, ns),
         watcher::Config::default().any_semantic().labels(&class),
     )
-    .default_backoff()
+    .backoff(watch_backoff())
     .reflect(group_writer)
     .inspect(sync.tracker(cache::SHARD_GROUPS))
     .applied_objects()
     .predicate_filter(triggers::group_change, PredicateConfig::default());
-    let mut controller = Controller::for_stream(group_events, groups.clone());
+    let mut controller =
+        Controller::for_stream(group_events, groups.clone()).trigger_backoff(EachWatchBacksOff);
     if config.concurrency > 0 {
         controller = controller.with_config(
             kube::runtime::controller::Config::default().concurrency(config.concurrency),
@@ -136,7 +145,7 @@ pub async fn run_controller(
 
     let (pools, pool_writer) = reflector::store::<DeserializeGuard<ConsumerPool>>();
     let pool_events = watcher(api(&client, ns), watcher::Config::default())
-        .default_backoff()
+        .backoff(watch_backoff())
         .reflect(pool_writer)
         .inspect(sync.tracker(cache::CONSUMER_POOLS))
         .touched_objects();
@@ -188,7 +197,14 @@ pub async fn run_controller(
     if let Some(rx) = leader.clone() {
         context = context.with_leader(rx);
     }
+    context.loads = Arc::clone(&config.loads);
     if let Some(endpoint) = config.endpoint.clone() {
+        endpoint
+            .directory
+            .set_pod_cache(Arc::new(endpoint_sync::StorePods::new(
+                stores.clone(),
+                groups.clone(),
+            )));
         context = context.with_endpoint(endpoint);
     }
     let context = Arc::new(context);
@@ -257,7 +273,7 @@ fn pod_watch(
     // whatever the limit, and thousands of full pods in one response are
     // most of the operator's peak memory.
     let events = watcher(api::<CachedPod>(client, ns), watcher::Config::default())
-        .default_backoff()
+        .backoff(watch_backoff())
         .modify(move |pod| strip::strip_pod(pod, &custom_keys(&key_groups)))
         .inspect(move |event| {
             if let Ok(event) = event {
@@ -290,7 +306,7 @@ fn config_map_watch(
         api::<ConfigMap>(client, ns),
         watcher::Config::default().labels(&managed),
     )
-    .default_backoff()
+    .backoff(watch_backoff())
     .reflect(cm_writer)
     .inspect(sync.tracker(cache::CONFIG_MAPS))
     .filter(move |event| {
@@ -315,7 +331,7 @@ fn node_watch(
         Api::<PartialObjectMeta<Node>>::all(client.clone()),
         watcher::Config::default(),
     )
-    .default_backoff()
+    .backoff(watch_backoff())
     .reflect(node_writer)
     .inspect(sync.tracker(cache::NODES))
     .for_each(|_| ready(()));
@@ -359,7 +375,25 @@ fn custom_keys(groups: &Store<DeserializeGuard<ShardGroup>>) -> BTreeSet<String>
         .collect()
 }
 
-/// Emits `()` each time `rx` turns true.
+/// The backoff of the controller's merged trigger stream: none. Each of its
+/// watches backs off on its own ([`watch_backoff`]); kube's default here
+/// (800 ms doubling to 30 s over all of them) held every watch back for the
+/// errors of any, so after an API server outage the relists' `410 Gone`
+/// stopped the operator from seeing anything for up to half a minute.
+struct EachWatchBacksOff;
+
+impl Iterator for EachWatchBacksOff {
+    type Item = std::time::Duration;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(std::time::Duration::ZERO)
+    }
+}
+
+impl kube::runtime::utils::Backoff for EachWatchBacksOff {
+    fn reset(&mut self) {}
+}
+
 /// The endpoint's inputs to the controller: the groups a release was
 /// accepted for (reconciled at once, so the new owner is activated), and a
 /// stream that fires when the endpoint's CA changes (every group is
@@ -388,6 +422,7 @@ fn endpoint_streams(
                 {
                     endpoint.directory.clear();
                     endpoint.releases.clear();
+                    endpoint.loads.clear();
                     context.endpoint_ca.forget();
                 }
             }
@@ -417,6 +452,7 @@ fn tokio_stream_of<T: Send + 'static>(
     })
 }
 
+/// Emits `()` each time `rx` turns true.
 fn became_leader(rx: watch::Receiver<bool>) -> impl Stream<Item = ()> + Send + 'static {
     futures::stream::unfold(rx, |mut rx| async move {
         rx.changed().await.ok()?;

@@ -301,6 +301,8 @@ mod tests {
                 consumer_name: None,
                 standbys: 0,
                 balance: Default::default(),
+                throughput: None,
+                scaling: None,
                 handoff: Default::default(),
                 rebalance: Default::default(),
                 output: Default::default(),

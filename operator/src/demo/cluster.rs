@@ -220,6 +220,8 @@ impl Cluster {
             consumer_name: None,
             standbys: 0,
             balance: Default::default(),
+            throughput: None,
+            scaling: None,
             handoff: HandoffSpec {
                 drain_timeout: go_duration(timing.drain_timeout),
                 lease_failover: go_duration(timing.lease_failover),

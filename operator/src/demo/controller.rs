@@ -282,6 +282,14 @@ impl Shared {
         max - min
     }
 
+    /// Revokes started in `phase` (the moves decided then).
+    pub fn revokes_in(&self, phase: &str) -> u64 {
+        self.moves
+            .iter()
+            .filter(|e| e.phase == phase && matches!(e.kind, MoveKind::Revoked { .. }))
+            .count() as u64
+    }
+
     /// Completed handoffs per phase.
     pub fn handoffs_by_phase(&self) -> BTreeMap<&'static str, usize> {
         let mut out = BTreeMap::new();

@@ -151,6 +151,8 @@ pub struct Verdict {
     pub problems: Vec<String>,
     /// The static act's figures (`None`: it did not run).
     pub partitions: Option<PartitionFigures>,
+    /// The hot act's figures (`None`: it did not run).
+    pub hot: Option<super::partitioned::hot::HotFigures>,
     /// Wall time of the whole demo.
     pub elapsed: Duration,
 }
@@ -165,6 +167,10 @@ impl Verdict {
                 .partitions
                 .as_ref()
                 .is_none_or(PartitionFigures::passed)
+            && self
+                .hot
+                .as_ref()
+                .is_none_or(super::partitioned::hot::HotFigures::passed)
     }
 
     /// Handoffs per shard during the rolling deploy.
@@ -244,6 +250,9 @@ impl Verdict {
         if let Some(partitions) = &self.partitions {
             let _ = writeln!(out, "{}", partitions.render());
         }
+        if let Some(hot) = &self.hot {
+            let _ = writeln!(out, "{}", hot.render());
+        }
         let _ = write!(out, "  took {:.1} s", self.elapsed.as_secs_f64());
         out
     }
@@ -280,6 +289,7 @@ mod tests {
             rolling_shards: 6,
             problems: Vec::new(),
             partitions: None,
+            hot: None,
             elapsed: Duration::from_secs(1),
         };
         assert!((verdict.rolling_moves_per_shard() - 1.0).abs() < 1e-9);

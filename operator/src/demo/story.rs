@@ -131,6 +131,7 @@ pub async fn run(config: &DemoConfig, dir: &Path) -> Result<Verdict, DemoError> 
     let mut verdict = stage.finish(rolling_shards).await?;
     let figures = super::partitioned::run(config, dir, started).await?;
     verdict.partitions = Some(figures);
+    verdict.hot = Some(super::partitioned::hot::run(config, dir, started).await?);
     verdict.elapsed = started.elapsed();
     Ok(verdict)
 }

@@ -45,6 +45,11 @@ impl Answer {
         self
     }
 
+    /// This answer, closing the connection after it.
+    pub(super) fn closing(self) -> Self {
+        self.with(header::CONNECTION, HeaderValue::from_static("close"))
+    }
+
     /// 503 for a replica that does not serve: retry at once, on a new
     /// connection (the Service sends it to the leader).
     pub(super) fn not_leader() -> Self {
@@ -54,7 +59,7 @@ impl Answer {
             "this operator replica is not the leader; retry at once on a new connection",
         )
         .with(header::RETRY_AFTER, HeaderValue::from_static("0"))
-        .with(header::CONNECTION, HeaderValue::from_static("close"))
+        .closing()
     }
 
     pub(super) fn rate_limited(key: &str, decision: Decision) -> Self {

@@ -8,15 +8,22 @@
 //! The served body is built once per change (the annotation's view plus the
 //! checkpoints handed over with its active shards), not once per request.
 //!
+//! Who may see a view is judged from the last cycle's pods, and, when they
+//! refuse a caller, from the operator's freshest pod state (its pod cache,
+//! [`PodCache`]): a pod that turned Ready with its IP after the last cycle
+//! observed the pods (or whose IP arrived since) is served at once, a view
+//! at the document's epoch like any pod holding nothing, instead of being
+//! refused until the next cycle's sync.
+//!
 //! A group's views are kept only once one of its pods asked for one: the
 //! first request finds the group known but not yet served ([`Lookup::Warming`],
 //! which the server answers with a short retry), marks it wanted and asks for
 //! a reconcile, whose sync fills it. Groups whose consumers do not use the
 //! endpoint cost nothing but their key.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use bytes::Bytes;
 use shardring_crds::assignment::{AssignmentDocument, PodAssignment, PodView};
@@ -106,18 +113,86 @@ pub enum Lookup {
     },
 }
 
+/// A pod as the operator's pod cache has it now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FreshPod {
+    /// Pod uid.
+    pub uid: String,
+    /// Pod IP, once it has one.
+    pub ip: Option<IpAddr>,
+}
+
+/// The operator's freshest pod state (its pod cache), which the directory
+/// asks when the last cycle's pods refuse a caller.
+pub trait PodCache: Send + Sync + std::fmt::Debug {
+    /// Pod `name` of `group`'s namespace, when it is a member of the group
+    /// as the cache has it now (the group's pool selects it, or it carries
+    /// the group's annotation).
+    fn member(&self, group: &GroupKey, name: &str) -> Option<FreshPod>;
+}
+
 #[derive(Debug)]
 struct PodSlot {
     uid: String,
     ip: Option<IpAddr>,
     annotation: Option<String>,
     view: watch::Sender<Arc<ServedView>>,
+    /// Admitted from the pod cache, not yet seen by a cycle: kept across
+    /// syncs while the cache still has it.
+    admitted: bool,
+}
+
+/// What a served group's new pods are served before a cycle sees them: the
+/// published document's epoch, unless the document gives the pod shards
+/// (its annotation is being written: nothing can be stated yet).
+#[derive(Debug, Default)]
+struct DocumentSummary {
+    epoch: u64,
+    holders: HashSet<String>,
+}
+
+impl DocumentSummary {
+    fn of(document: Option<&AssignmentDocument>) -> Self {
+        document.map_or_else(Self::default, |doc| Self {
+            epoch: doc.epoch,
+            holders: doc
+                .pods
+                .iter()
+                .filter(|(_, assignment)| !assignment.is_empty())
+                .map(|(pod, _)| pod.clone())
+                .collect(),
+        })
+    }
+
+    /// The view of a pod without an annotation, as [`served`] states it.
+    fn view_of(&self, group: &GroupKey, pod: &str) -> Arc<ServedView> {
+        let epoch = if self.holders.contains(pod) {
+            0
+        } else {
+            self.epoch
+        };
+        served_view(
+            group,
+            pod,
+            PodView {
+                epoch,
+                ..PodView::default()
+            },
+            BTreeMap::new(),
+        )
+    }
+}
+
+#[derive(Debug, Default)]
+struct ServedGroup {
+    pods: HashMap<String, PodSlot>,
+    document: DocumentSummary,
 }
 
 #[derive(Debug, Default)]
 struct Groups {
     /// Served groups: their pods' views.
-    served: HashMap<GroupKey, HashMap<String, PodSlot>>,
+    served: HashMap<GroupKey, ServedGroup>,
     /// Groups the leader reconciled.
     known: HashSet<GroupKey>,
     /// Groups a pod asked for: served from their next sync on.
@@ -130,6 +205,8 @@ pub struct Directory {
     groups: RwLock<Groups>,
     /// Asks the controller to reconcile a group (to serve it).
     requests: Option<mpsc::UnboundedSender<GroupKey>>,
+    /// The operator's pod cache, once the controller runs.
+    pod_cache: OnceLock<Arc<dyn PodCache>>,
 }
 
 impl Directory {
@@ -138,15 +215,25 @@ impl Directory {
         Self {
             groups: RwLock::default(),
             requests: Some(requests),
+            pod_cache: OnceLock::new(),
         }
+    }
+
+    /// Judges callers the last cycle's pods refuse from `cache` too (set
+    /// once, by the controller that fills the directory; later calls are
+    /// ignored).
+    pub fn set_pod_cache(&self, cache: Arc<dyn PodCache>) {
+        let _ = self.pod_cache.set(cache);
     }
 
     /// Checks `caller` against `group`'s pods and, when allowed, returns its
     /// view. The first request for a known group that is not served yet
-    /// marks it wanted and asks for a reconcile ([`Lookup::Warming`]).
+    /// marks it wanted and asks for a reconcile ([`Lookup::Warming`]). A
+    /// caller the last cycle's pods refuse is judged again from the pod
+    /// cache, which may know it (or its IP) already.
     pub fn lookup(&self, group: &GroupKey, caller: Caller<'_>) -> Lookup {
         let groups = self.groups.read().unwrap_or_else(|e| e.into_inner());
-        let Some(pods) = groups.served.get(group) else {
+        let Some(served) = groups.served.get(group) else {
             if !groups.known.contains(group) {
                 return Lookup::UnknownGroup;
             }
@@ -154,18 +241,59 @@ impl Directory {
             self.want(group);
             return Lookup::Warming;
         };
-        let Some(slot) = pods.get(caller.pod) else {
-            return Lookup::NotMember;
+        let slot = served.pods.get(caller.pod);
+        let refused = match judge(slot.map(|s| (s.uid.as_str(), s.ip)), caller) {
+            None => {
+                let slot = slot.expect("a caller judged allowed has a slot");
+                return Lookup::Found(slot.view.subscribe());
+            }
+            Some(refused) => refused,
         };
-        if slot.uid != caller.uid {
-            return Lookup::UidMismatch;
+        drop(groups);
+        let Some(fresh) = self
+            .pod_cache
+            .get()
+            .and_then(|cache| cache.member(group, caller.pod))
+        else {
+            return refused;
+        };
+        if let Some(refused) = judge(Some((&fresh.uid, fresh.ip.map(canonical))), caller) {
+            return refused;
         }
-        if let Some(peer) = caller.peer
-            && slot.ip != Some(canonical(peer))
-        {
-            return Lookup::IpMismatch { expected: slot.ip };
+        self.admit(group, caller.pod, fresh).unwrap_or(refused)
+    }
+
+    /// Serves pod `name` as the pod cache has it (`fresh`), keeping its
+    /// slot when it is the same pod; `None` when the group is no longer
+    /// served.
+    fn admit(&self, group: &GroupKey, name: &str, fresh: FreshPod) -> Option<Lookup> {
+        let mut groups = self.groups.write().unwrap_or_else(|e| e.into_inner());
+        let served = groups.served.get_mut(group)?;
+        let ip = fresh.ip.map(canonical);
+        if let Some(slot) = served.pods.get_mut(name).filter(|s| s.uid == fresh.uid) {
+            slot.ip = ip;
+            return Some(Lookup::Found(slot.view.subscribe()));
         }
-        Lookup::Found(slot.view.subscribe())
+        // New, or a new pod under an old name: a new channel, so a
+        // long-poll of the old incarnation never sees its view.
+        let (view, receiver) = watch::channel(served.document.view_of(group, name));
+        served.pods.insert(
+            name.to_owned(),
+            PodSlot {
+                uid: fresh.uid,
+                ip,
+                annotation: None,
+                view,
+                admitted: true,
+            },
+        );
+        drop(groups);
+        // A cycle will see the pod (its pod event asked for one); asking
+        // again costs nothing when one is queued.
+        if let Some(requests) = &self.requests {
+            let _ = requests.send(group.clone());
+        }
+        Some(Lookup::Found(receiver))
     }
 
     /// Serves `group`'s views from its next sync on, as a first request for
@@ -214,15 +342,22 @@ impl Directory {
         if !groups.wanted.contains(group) {
             return 0;
         }
-        let mut previous = groups.served.remove(group).unwrap_or_default();
-        let mut next = HashMap::with_capacity(previous.len());
+        let previous = groups.served.remove(group).unwrap_or_default();
+        let mut previous_pods = previous.pods;
+        let document_summary = if document.is_some_and(|doc| doc.epoch == previous.document.epoch) {
+            previous.document
+        } else {
+            DocumentSummary::of(document)
+        };
+        let mut next = HashMap::with_capacity(previous_pods.len());
         let mut changed = 0;
         for pod in pods {
-            let slot = match previous.remove(pod.name) {
+            let slot = match previous_pods.remove(pod.name) {
                 // The same pod object: its channel (and the long-polls
                 // waiting on it) carries over.
                 Some(mut slot) if slot.uid == pod.uid => {
                     slot.ip = pod.ip.map(canonical);
+                    slot.admitted = false;
                     if slot.annotation.as_deref() != pod.annotation {
                         slot.annotation = pod.annotation.map(str::to_owned);
                         slot.view
@@ -242,12 +377,33 @@ impl Directory {
                         ip: pod.ip.map(canonical),
                         annotation: pod.annotation.map(str::to_owned),
                         view,
+                        admitted: false,
                     }
                 }
             };
             next.insert(pod.name.to_owned(), slot);
         }
-        groups.served.insert(group.clone(), next);
+        // Pods admitted from the pod cache that this cycle did not observe
+        // yet (it read the pods before they came) stay while the cache still
+        // has them.
+        if let Some(cache) = self.pod_cache.get() {
+            for (name, slot) in previous_pods {
+                let still = slot.admitted
+                    && cache
+                        .member(group, &name)
+                        .is_some_and(|fresh| fresh.uid == slot.uid);
+                if still {
+                    next.insert(name, slot);
+                }
+            }
+        }
+        groups.served.insert(
+            group.clone(),
+            ServedGroup {
+                pods: next,
+                document: document_summary,
+            },
+        );
         changed
     }
 
@@ -269,7 +425,25 @@ impl Directory {
     /// How many pods of `group` the directory holds.
     pub fn pods(&self, group: &GroupKey) -> usize {
         let groups = self.groups.read().unwrap_or_else(|e| e.into_inner());
-        groups.served.get(group).map_or(0, HashMap::len)
+        groups
+            .served
+            .get(group)
+            .map_or(0, |served| served.pods.len())
+    }
+}
+
+/// Whether `caller` may see the view of a pod known as `known` (uid, IP):
+/// `None` when it may, else why not.
+fn judge(known: Option<(&str, Option<IpAddr>)>, caller: Caller<'_>) -> Option<Lookup> {
+    let Some((uid, ip)) = known else {
+        return Some(Lookup::NotMember);
+    };
+    if uid != caller.uid {
+        return Some(Lookup::UidMismatch);
+    }
+    match caller.peer {
+        Some(peer) if ip != Some(canonical(peer)) => Some(Lookup::IpMismatch { expected: ip }),
+        _ => None,
     }
 }
 
@@ -325,6 +499,16 @@ fn served(
                 .collect()
         })
         .unwrap_or_default();
+    served_view(group, pod, view, checkpoints)
+}
+
+/// The served form of `view` with the `checkpoints` handed over.
+fn served_view(
+    group: &GroupKey,
+    pod: &str,
+    view: PodView,
+    checkpoints: BTreeMap<String, String>,
+) -> Arc<ServedView> {
     let response = ViewResponse {
         shard_group: group.to_string(),
         pod: pod.to_owned(),
@@ -434,6 +618,103 @@ mod tests {
         directory.sync_group(&key, Some(&doc), [pod("new", "un", Some(&first))]);
         assert!(new.has_changed().unwrap());
         assert_eq!(new.borrow().epoch, 9);
+    }
+
+    /// The pod cache as a test sets it.
+    #[derive(Debug, Default)]
+    struct Cache(std::sync::Mutex<HashMap<String, FreshPod>>);
+
+    impl Cache {
+        fn put(&self, name: &str, uid: &str, ip: Option<IpAddr>) {
+            let fresh = FreshPod {
+                uid: uid.to_owned(),
+                ip,
+            };
+            self.0.lock().unwrap().insert(name.to_owned(), fresh);
+        }
+    }
+
+    impl PodCache for Cache {
+        fn member(&self, _: &GroupKey, name: &str) -> Option<FreshPod> {
+            self.0.lock().unwrap().get(name).cloned()
+        }
+    }
+
+    /// A pod Ready with its IP in the pod cache is served before any cycle
+    /// saw it, at the document's epoch; one whose IP arrived after the
+    /// cycle is served from the new IP; the cache never lets in a pod it
+    /// does not have, another incarnation, or another address; and an
+    /// admitted pod stays across a sync that did not see it yet.
+    #[test]
+    fn callers_the_last_cycle_refuses_are_judged_again_from_the_pod_cache() {
+        let key = GroupKey::new("ns", "g");
+        let directory = serving(&key);
+        let cache = Arc::new(Cache::default());
+        directory.set_pod_cache(cache.clone());
+        let mut doc = AssignmentDocument::new("ns/g", 5);
+        doc.pods.insert(
+            "a".into(),
+            PodAssignment {
+                active: vec!["s-0".into()],
+                ..PodAssignment::default()
+            },
+        );
+        let a = view(5, &["s-0"]);
+        let no_ip = PodSync {
+            ip: None,
+            ..pod("late-ip", "ul", None)
+        };
+        directory.sync_group(&key, Some(&doc), [pod("a", "ua", Some(&a)), no_ip]);
+
+        // Not in the cache: refused as the cycle's pods say.
+        assert!(matches!(
+            directory.lookup(&key, caller("new", "un")),
+            Lookup::NotMember
+        ));
+        assert!(matches!(
+            directory.lookup(&key, caller("late-ip", "ul")),
+            Lookup::IpMismatch { expected: None }
+        ));
+
+        // Both in the cache with the caller's address: served at once.
+        let ip = Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)));
+        cache.put("new", "un", ip);
+        cache.put("late-ip", "ul", ip);
+        let mut new = found(directory.lookup(&key, caller("new", "un")));
+        assert_eq!(new.borrow_and_update().epoch, 5, "the document's epoch");
+        found(directory.lookup(&key, caller("late-ip", "ul")));
+
+        // Another incarnation or another address is still refused.
+        assert!(matches!(
+            directory.lookup(&key, caller("new", "old-uid")),
+            Lookup::UidMismatch
+        ));
+        let elsewhere = Caller {
+            peer: Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 9))),
+            ..caller("new", "un")
+        };
+        assert!(matches!(
+            directory.lookup(&key, elsewhere),
+            Lookup::IpMismatch { .. }
+        ));
+
+        // A sync that did not observe "new" yet keeps it (and its polls);
+        // the sync that observes it gives it its view on the same channel.
+        directory.sync_group(&key, Some(&doc), [pod("a", "ua", Some(&a))]);
+        assert!(!new.has_changed().unwrap());
+        let first = view(6, &["s-1"]);
+        directory.sync_group(
+            &key,
+            Some(&doc),
+            [pod("a", "ua", Some(&a)), pod("new", "un", Some(&first))],
+        );
+        assert!(new.has_changed().unwrap());
+        assert_eq!(new.borrow().epoch, 6);
+
+        // Gone from the cache and from the cycle: dropped.
+        cache.0.lock().unwrap().clear();
+        directory.sync_group(&key, Some(&doc), [pod("a", "ua", Some(&a))]);
+        assert!(new.has_changed().is_err());
     }
 
     #[test]

@@ -7,13 +7,17 @@
 //! handoff evidence (`Evidence::ReleaseAcked` in the core).
 //!
 //! `directory` owns the served views and who may see them, `releases` the
-//! acknowledged releases and their validation. The HTTPS server is
-//! [`server`]'s: `http1` reads requests and writes answers, `routes`
-//! answers requests (`answers` builds them), `auth` checks tokens (TokenReviews, or
-//! [`LocalTokens`] in the embedded mode),
-//! `ratelimit` counts requests, `conn` times connections out, `tls` and
-//! `selfsigned` provide the certificate, `leader_label` marks the serving
-//! pod, and `metrics` counts it all.
+//! acknowledged releases and their validation, `loads` the measured loads
+//! (consumers' reports and the lease table's throughput, checked and
+//! smoothed by the core). The HTTPS server is
+//! [`server`]'s: `http1` runs hyper's HTTP/1 server on each connection,
+//! `conn` times connections out, puts the endpoint's answers in place of
+//! hyper's own and closes connections lingering, `routes` answers requests
+//! (`request_body` reads their bodies, `answers` builds the answers), `auth`
+//! checks tokens (TokenReviews, or [`LocalTokens`] in the embedded mode),
+//! `ratelimit` counts requests, `serving` says whether this replica serves,
+//! `tls` and `selfsigned` provide the certificate, `leader_label` marks the
+//! serving pod, and `metrics` counts it all.
 
 mod answers;
 mod auth;
@@ -21,12 +25,15 @@ mod conn;
 pub mod directory;
 mod http1;
 mod leader_label;
+pub mod loads;
 pub mod metrics;
 mod ratelimit;
 pub mod releases;
+mod request_body;
 mod routes;
 mod selfsigned;
 pub mod server;
+mod serving;
 mod tls;
 
 use std::sync::Arc;
@@ -34,7 +41,8 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 pub use auth::LocalTokens;
-pub use directory::{Caller, Directory, GroupKey, Lookup, PodSync, ServedView};
+pub use directory::{Caller, Directory, FreshPod, GroupKey, Lookup, PodCache, PodSync, ServedView};
+pub use loads::{LoadRefusal, Loads};
 pub use metrics::EndpointMetrics;
 pub use releases::{ReleaseRejection, Releases};
 pub use server::{EndpointConfig, EndpointError, EndpointServer};
@@ -50,6 +58,9 @@ pub struct EndpointState {
     pub directory: Arc<Directory>,
     /// Releases, written by the server, read by the controller.
     pub releases: Arc<Releases>,
+    /// Measured loads: reports written by the server, lease readings by the
+    /// controller, which reads the estimates.
+    pub loads: Arc<Loads>,
     /// The CA consumers trust, set by the server's TLS setup.
     pub ca: Arc<watch::Sender<Option<Arc<str>>>>,
 }
@@ -63,6 +74,7 @@ impl Default for EndpointState {
         Self {
             directory: Arc::new(directory),
             releases: Arc::new(releases),
+            loads: Arc::new(Loads::default()),
             ca: Arc::new(watch::channel(None).0),
         }
     }

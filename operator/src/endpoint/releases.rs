@@ -299,6 +299,7 @@ mod tests {
                         to: Some("b".into()),
                         since: t(0),
                         epoch: revoke_epoch,
+                        lease_counter: None,
                     })),
                     ..ShardRecord::default()
                 },

@@ -1,10 +1,16 @@
 //! The endpoint's requests, from the head to the answer: the per-IP limit
-//! (before anything costs the API server), the leader check, the bearer
-//! token, the per-pod limit, and the two routes — the long-polled view and
-//! the release acknowledgements — plus an unauthenticated health check.
-//! Every answer carries the `X-RateLimit-*` headers of the limit that applied
-//! last (the pod's once the caller is known, else its IP's), and every error
-//! an [`ErrorBody`].
+//! (before anything costs the API server), the body (read whole, bounded,
+//! before anything else), the leader check, the bearer token, the per-pod
+//! limit, and the routes — the long-polled view, the release
+//! acknowledgements and the load reports — plus an unauthenticated health
+//! check. Every answer
+//! carries the `X-RateLimit-*` headers of the limit that applied last (the
+//! pod's once the caller is known, else its IP's), and every error an
+//! [`ErrorBody`]; so do the answers that replace hyper's own ([`unparsed`]).
+//!
+//! The routes are a table ([`Route::parse`]): a group-scoped route is a row
+//! of [`GROUP_ROUTES`] (its last path segment and method) and an arm of
+//! [`answer`].
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -13,22 +19,22 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Response, StatusCode};
-use http_body_util::{BodyExt as _, Full, Limited};
+use http_body_util::Full;
+use hyper::body::Incoming;
 use shardring_crds::endpoint::{
-    API_PREFIX, DEFAULT_WAIT_SECONDS, HEADER_LIMIT, HEADER_REMAINING, HEADER_RESET,
+    API_PREFIX, DEFAULT_WAIT_SECONDS, HEADER_LIMIT, HEADER_REMAINING, HEADER_RESET, LoadReport,
     MAX_WAIT_SECONDS, QUERY_EPOCH, QUERY_WAIT, ReleaseOutcome, ReleaseRequest, ReleaseResponse,
 };
 use tokio::sync::watch;
 
 use super::answers::{Answer, refusal};
 use super::auth::{AuthError, Identity, TokenCheck};
-use super::http1::Incoming;
+use super::http1::MAX_HEAD_BYTES;
 use super::metrics::{EndpointMetrics, LimitLabel};
 use super::ratelimit::{Decision, FixedWindow};
-use super::{Caller, EndpointState, GroupKey, Lookup, ReleaseRejection, ServedView};
-
-/// Largest request body accepted (a release is a few hundred bytes).
-pub(crate) const MAX_BODY_BYTES: usize = 16 * 1024;
+use super::request_body;
+use super::serving::Serving;
+use super::{Caller, EndpointState, GroupKey, LoadRefusal, Lookup, ReleaseRejection, ServedView};
 
 /// What the request handlers share.
 pub(crate) struct App {
@@ -38,7 +44,7 @@ pub(crate) struct App {
     /// Keyed by namespace and pod name.
     pub pod_limit: FixedWindow<(String, String)>,
     /// Whether this replica serves (leads and is not shutting down).
-    pub serving: watch::Receiver<bool>,
+    pub serving: Serving,
     pub peer_ip_check: bool,
     /// How long a request body may take to arrive.
     pub body_timeout: Duration,
@@ -53,11 +59,29 @@ impl std::fmt::Debug for App {
     }
 }
 
+/// The routes under a ShardGroup
+/// (`/v1/namespaces/{ns}/shardgroups/{name}/{route}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GroupRoute {
+    /// The caller's view, long-polled.
+    View,
+    /// Release acknowledgements.
+    Releases,
+    /// Measured loads of the caller's active shards.
+    Loads,
+}
+
+/// Each group route's last path segment, method and metrics label.
+const GROUP_ROUTES: [(&str, GroupRoute, Method, &str); 3] = [
+    ("view", GroupRoute::View, Method::GET, "view"),
+    ("releases", GroupRoute::Releases, Method::POST, "releases"),
+    ("loads", GroupRoute::Loads, Method::POST, "loads"),
+];
+
 /// The routes, by path.
 #[derive(Debug, PartialEq, Eq)]
 enum Route {
-    View(GroupKey),
-    Releases(GroupKey),
+    Group(GroupKey, GroupRoute),
     Healthz,
     Unknown,
 }
@@ -71,12 +95,12 @@ impl Route {
         match segments.as_slice() {
             ["healthz"] => Self::Healthz,
             ["namespaces", ns, "shardgroups", name, last] if !ns.is_empty() && !name.is_empty() => {
-                let key = GroupKey::new(*ns, *name);
-                match *last {
-                    "view" => Self::View(key),
-                    "releases" => Self::Releases(key),
-                    _ => Self::Unknown,
-                }
+                GROUP_ROUTES
+                    .iter()
+                    .find(|(segment, ..)| segment == last)
+                    .map_or(Self::Unknown, |(_, route, ..)| {
+                        Self::Group(GroupKey::new(*ns, *name), *route)
+                    })
             }
             _ => Self::Unknown,
         }
@@ -84,23 +108,39 @@ impl Route {
 
     fn label(&self) -> &'static str {
         match self {
-            Self::View(_) => "view",
-            Self::Releases(_) => "releases",
+            Self::Group(_, route) => group_route(*route).3,
             Self::Healthz => "healthz",
             Self::Unknown => "other",
         }
     }
 }
 
+fn group_route(route: GroupRoute) -> &'static (&'static str, GroupRoute, Method, &'static str) {
+    GROUP_ROUTES
+        .iter()
+        .find(|(_, r, ..)| *r == route)
+        .expect("every group route has a row")
+}
+
 /// Answers one request from `peer`.
 pub(crate) async fn handle(
     app: Arc<App>,
     peer: SocketAddr,
-    request: Incoming,
+    request: hyper::Request<Incoming>,
 ) -> Response<Full<Bytes>> {
     let route = Route::parse(request.uri().path());
     let label = route.label();
     let (answer, limits) = answer(&app, peer.ip(), route, request).await;
+    respond(&app, label, answer, limits)
+}
+
+/// The response of `answer`, counted, with the rate-limit headers.
+fn respond(
+    app: &App,
+    label: &'static str,
+    answer: Answer,
+    limits: Decision,
+) -> Response<Full<Bytes>> {
     app.metrics.request(label, answer.status.as_u16());
     let mut response = Response::new(Full::new(answer.body));
     *response.status_mut() = answer.status;
@@ -118,45 +158,82 @@ pub(crate) async fn handle(
     response
 }
 
+/// The endpoint's answer (HTTP/1.1, encoded) in place of the one hyper
+/// makes up itself for a request head it could not parse (`status` 400, or
+/// 431 over the head limit, or 414): an [`ErrorBody`], the `X-RateLimit-*`
+/// headers of the peer's IP (the request counts), and `Connection: close`.
+pub(crate) fn unparsed(app: &App, ip: IpAddr, status: StatusCode) -> Bytes {
+    let limits = app.ip_limit.check(&ip);
+    let answer = match status {
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => Answer::error(
+            status,
+            "HeadersTooLarge",
+            format!(
+                "the request head is larger than {MAX_HEAD_BYTES} bytes, or has too many fields"
+            ),
+        ),
+        StatusCode::URI_TOO_LONG => Answer::error(status, "UriTooLong", "the URI is too long"),
+        _ => Answer::error(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            "the request is not valid HTTP/1.1",
+        ),
+    };
+    let response = respond(app, "other", answer.closing(), limits);
+    request_body::encode(&response)
+}
+
 /// The answer, and the limit decision whose headers it carries.
-async fn answer(app: &App, ip: IpAddr, route: Route, request: Incoming) -> (Answer, Decision) {
+async fn answer(
+    app: &App,
+    ip: IpAddr,
+    route: Route,
+    request: hyper::Request<Incoming>,
+) -> (Answer, Decision) {
     let by_ip = app.ip_limit.check(&ip);
+    let (parts, body) = request.into_parts();
     if !by_ip.allowed {
         limited(app, "ip");
-        return (Answer::rate_limited("IP address", by_ip), by_ip);
+        let answer = Answer::rate_limited("IP address", by_ip);
+        return (request_body::unread(answer, &body), by_ip);
     }
-    if !*app.serving.borrow() {
+    // Read whole before anything else: an answer is never written while a
+    // body is still arriving (a refused one is answered and the connection
+    // closed, lingering).
+    let body = match request_body::read(&parts.headers, body, app.body_timeout).await {
+        Ok(body) => body,
+        Err(refused) => return (refused, by_ip),
+    };
+    if !app.serving.now() {
         return (Answer::not_leader(), by_ip);
     }
-    let (group, view) = match route {
+    let (group, route) = match route {
         Route::Healthz => return (Answer::json(StatusCode::OK, r#"{"leader":true}"#), by_ip),
         Route::Unknown => {
-            let message = format!("no route {}", request.uri().path());
+            let message = format!("no route {}", parts.uri.path());
             return (
                 Answer::error(StatusCode::NOT_FOUND, "NotFound", message),
                 by_ip,
             );
         }
-        Route::View(group) => (group, true),
-        Route::Releases(group) => (group, false),
+        Route::Group(group, route) => (group, route),
     };
-    let (allowed, allow) = if view {
-        (Method::GET, "GET")
-    } else {
-        (Method::POST, "POST")
-    };
-    if request.method() != allowed {
+    let (_, _, allowed, _) = group_route(route);
+    if parts.method != *allowed {
         let answer = Answer::error(
             StatusCode::METHOD_NOT_ALLOWED,
             "MethodNotAllowed",
             format!("use {allowed}"),
         )
-        .with(header::ALLOW, HeaderValue::from_static(allow));
+        .with(
+            header::ALLOW,
+            HeaderValue::from_str(allowed.as_str()).expect("a method is a header value"),
+        );
         return (answer, by_ip);
     }
     // Boxed: a TokenReview's future is large and a long-poll would carry
     // its room in the connection's task for as long as it waits.
-    let identity = match Box::pin(authenticate(app, request.headers(), &group)).await {
+    let identity = match Box::pin(authenticate(app, &parts.headers, &group)).await {
         Ok(identity) => identity,
         Err(answer) => return (answer, by_ip),
     };
@@ -173,18 +250,31 @@ async fn answer(app: &App, ip: IpAddr, route: Route, request: Incoming) -> (Answ
     };
     let receiver = match app.state.directory.lookup(&group, caller) {
         Lookup::Found(receiver) => receiver,
-        refused => return (refusal(&refused, &group, &identity, ip), by_pod),
+        refused => return (refuse(app, &refused, &group, &identity, ip), by_pod),
     };
-    let answer = if view {
-        let query = view_query(request.uri().query());
-        // The request (its headers hold the bearer token, a kilobyte or
-        // more) is not kept for as long as a long-poll waits.
-        drop(request);
-        view_answer(app, &group, &identity, ip, receiver, query).await
-    } else {
-        Box::pin(release_answer(app, &group, &identity, request)).await
+    let answer = match route {
+        GroupRoute::View => {
+            let query = view_query(parts.uri.query());
+            // The request's head (its headers hold the bearer token, a
+            // kilobyte or more) is not kept for as long as a long-poll
+            // waits.
+            drop(parts);
+            view_answer(app, &group, &identity, ip, receiver, query).await
+        }
+        GroupRoute::Releases => release_answer(app, &group, &identity, &body),
+        GroupRoute::Loads => loads_answer(app, &group, &identity, &body),
     };
     (answer, by_pod)
+}
+
+/// Why the directory refused the caller — unless this replica stopped
+/// leading meanwhile (the views are forgotten then): `NotLeader`.
+fn refuse(app: &App, lookup: &Lookup, group: &GroupKey, who: &Identity, ip: IpAddr) -> Answer {
+    if app.serving.now() {
+        refusal(lookup, group, who, ip)
+    } else {
+        Answer::not_leader()
+    }
 }
 
 fn limited(app: &App, key: &'static str) {
@@ -306,22 +396,21 @@ async fn view_answer(
     let _open = OpenPoll::new(&app.metrics);
     let deadline = tokio::time::sleep(Duration::from_secs(wait));
     tokio::pin!(deadline);
-    let mut serving = app.serving.clone();
+    let ended = app.serving.ended();
+    tokio::pin!(ended);
     loop {
         tokio::select! {
             changed = receiver.changed() => {
                 if changed.is_err() {
                     // The pod left the group, or the group is gone (or the
                     // directory was cleared because leadership ended).
-                    if !*app.serving.borrow() {
-                        return Answer::not_leader();
-                    }
                     let caller = Caller { pod: &who.pod, uid: &who.uid, peer: app.peer_ip_check.then_some(ip) };
                     return match app.state.directory.lookup(group, caller) {
                         // Replaced by a new channel at once (not expected
                         // from the directory, but then its view is current).
-                        Lookup::Found(receiver) => view_body(&receiver.borrow()),
-                        refused => refusal(&refused, group, who, ip),
+                        Lookup::Found(receiver) if app.serving.now() => view_body(&receiver.borrow()),
+                        Lookup::Found(_) => Answer::not_leader(),
+                        refused => refuse(app, &refused, group, who, ip),
                     };
                 }
                 let view = receiver.borrow_and_update().clone();
@@ -329,7 +418,7 @@ async fn view_answer(
                     return view_body(&view);
                 }
             }
-            _ = serving.wait_for(|serving| !*serving) => return Answer::not_leader(),
+            () = &mut ended => return Answer::not_leader(),
             () = &mut deadline => return view_body(&receiver.borrow()),
         }
     }
@@ -340,38 +429,8 @@ fn view_body(view: &ServedView) -> Answer {
 }
 
 /// Records a release acknowledgement.
-async fn release_answer(app: &App, group: &GroupKey, who: &Identity, request: Incoming) -> Answer {
-    let too_large = || {
-        Answer::error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "PayloadTooLarge",
-            format!("the body is larger than {MAX_BODY_BYTES} bytes"),
-        )
-    };
-    let declared = request
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > MAX_BODY_BYTES as u64) {
-        return too_large();
-    }
-    let body = Limited::new((*request).into_body(), MAX_BODY_BYTES).collect();
-    let body = match tokio::time::timeout(app.body_timeout, body).await {
-        Err(_) => {
-            return Answer::error(
-                StatusCode::REQUEST_TIMEOUT,
-                "RequestTimeout",
-                "the body did not arrive in time",
-            );
-        }
-        Ok(Err(error)) if error.is::<http_body_util::LengthLimitError>() => return too_large(),
-        Ok(Err(error)) => {
-            return Answer::error(StatusCode::BAD_REQUEST, "BadRequest", error.to_string());
-        }
-        Ok(Ok(body)) => body.to_bytes(),
-    };
-    let release: ReleaseRequest = match serde_json::from_slice(&body) {
+fn release_answer(app: &App, group: &GroupKey, who: &Identity, body: &Bytes) -> Answer {
+    let release: ReleaseRequest = match serde_json::from_slice(body) {
         Ok(release) => release,
         Err(error) => {
             return Answer::error(
@@ -408,6 +467,42 @@ async fn release_answer(app: &App, group: &GroupKey, who: &Identity, request: In
     }
 }
 
+/// Records a load report: 200 with the rates recorded and those refused
+/// (each with its reason), or the refusal of the whole report.
+fn loads_answer(app: &App, group: &GroupKey, who: &Identity, body: &Bytes) -> Answer {
+    let report: LoadReport = match serde_json::from_slice(body) {
+        Ok(report) => report,
+        Err(error) => {
+            return Answer::error(
+                StatusCode::BAD_REQUEST,
+                "BadRequest",
+                format!("invalid load report: {error}"),
+            );
+        }
+    };
+    match app
+        .state
+        .loads
+        .submit(group, &who.pod, &report, jiff::Timestamp::now())
+    {
+        Ok(response) => {
+            let body =
+                serde_json::to_vec(&response).expect("a LoadReportResponse always serializes");
+            Answer::json(StatusCode::OK, body)
+        }
+        Err(refusal) => {
+            let status = match refusal {
+                LoadRefusal::UnknownGroup(_) => StatusCode::NOT_FOUND,
+                LoadRefusal::Report(shardring_core::load::ReportRefusal::TooManyShards(_)) => {
+                    StatusCode::PAYLOAD_TOO_LARGE
+                }
+                _ => StatusCode::CONFLICT,
+            };
+            Answer::error(status, refusal.reason(), refusal.to_string())
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -416,11 +511,15 @@ mod tests {
     fn routes_parse_by_path() {
         assert_eq!(
             Route::parse("/v1/namespaces/ns/shardgroups/g/view"),
-            Route::View(GroupKey::new("ns", "g"))
+            Route::Group(GroupKey::new("ns", "g"), GroupRoute::View)
         );
         assert_eq!(
             Route::parse("/v1/namespaces/ns/shardgroups/g/releases"),
-            Route::Releases(GroupKey::new("ns", "g"))
+            Route::Group(GroupKey::new("ns", "g"), GroupRoute::Releases)
+        );
+        assert_eq!(
+            Route::parse("/v1/namespaces/ns/shardgroups/g/loads"),
+            Route::Group(GroupKey::new("ns", "g"), GroupRoute::Loads)
         );
         assert_eq!(Route::parse("/v1/healthz"), Route::Healthz);
         for other in [

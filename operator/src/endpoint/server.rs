@@ -1,8 +1,9 @@
 //! The endpoint's HTTPS server: TLS setup (mounted certificate or the
-//! self-signed fallback), the accept loop with its bound on connections,
-//! HTTP/1.1 connections ([`http1`](super::http1)) with their timeouts, and the tasks that live
-//! as long as the server (certificate reload, the leader label, whether this
-//! replica serves). Requests themselves are [`routes`](super::routes)'.
+//! self-signed fallback), the accept loop with its bound on connections, the
+//! TLS handshake of each, whose HTTP/1.1 is [`http1`](super::http1)'s
+//! (hyper's server), and the tasks that live as long as the server
+//! (certificate reload, the leader label). Requests themselves are
+//! [`routes`](super::routes)'.
 //!
 //! Only the leader serves: a follower answers 503 `NotLeader` and closes the
 //! connection, so the client reconnects and the Service (selecting the
@@ -24,13 +25,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::EndpointState;
 use super::auth::{Authenticator, DEFAULT_CACHE_CAPACITY, LocalTokens, TokenCheck};
-use super::conn::{Activity, TrackedIo};
-use super::http1;
+use super::http1::{self, Timeouts};
 use super::leader_label::LeaderLabel;
 use super::metrics::EndpointMetrics;
 use super::ratelimit::FixedWindow;
-use super::routes::{self, App};
+use super::routes::App;
 use super::selfsigned::{self, Origin, SelfSigned};
+use super::serving::Serving;
 use super::tls::{self, CertResolver, PemPair, TlsError};
 
 /// How the endpoint is served (`shardring run`'s `--endpoint-*` flags).
@@ -283,7 +284,8 @@ impl EndpointServer {
             leader,
         } = self;
         let mut tasks = JoinSet::new();
-        let serving = follow_leader(leader, stop.clone(), &mut tasks);
+        let serving = Serving::new(leader.clone(), stop.clone());
+        let label_wanted = follow_leader(leader, stop.clone(), &mut tasks);
         tasks.spawn(tls::watch_dir(
             config.tls_dir.clone(),
             config.tls_poll_interval,
@@ -295,7 +297,7 @@ impl EndpointServer {
         match (&config.pod_name, &backing) {
             (Some(pod), Backing::Api(client)) => {
                 let label = LeaderLabel::new(client.clone(), &config.namespace, pod);
-                tasks.spawn(label.run(serving.clone(), stop.clone()));
+                tasks.spawn(label.run(label_wanted, stop.clone()));
             }
             (None, Backing::Api(_)) => tracing::info!(
                 "POD_NAME is not set: the leader does not label its pod for the endpoint Service"
@@ -388,8 +390,9 @@ impl EndpointServer {
     }
 }
 
-/// Whether this replica serves: it leads (always, without election) and is
-/// not shutting down.
+/// Whether this replica's pod should carry the leader label: it leads
+/// (always, without election) and is not shutting down. (Requests read
+/// [`Serving`] instead, which has no task's lag.)
 fn follow_leader(
     leader: Option<watch::Receiver<bool>>,
     stop: CancellationToken,
@@ -443,16 +446,6 @@ impl Drop for ConnectionGuard {
     }
 }
 
-/// A connection's timeouts (what it needs of the configuration: each open
-/// connection carries it).
-#[derive(Debug, Clone, Copy)]
-struct Timeouts {
-    /// For the TLS handshake and each request's head and body.
-    header: Duration,
-    /// For a keep-alive connection's next request.
-    idle: Duration,
-}
-
 /// One connection: the TLS handshake, then HTTP/1 until the client closes,
 /// a timeout expires, or the server stops.
 async fn connection(
@@ -465,16 +458,6 @@ async fn connection(
     _guard: ConnectionGuard,
 ) {
     let _ = stream.set_nodelay(true);
-    let activity = Activity::new();
-    let handle = |request| {
-        let guard = activity.start_request();
-        let app = app.clone();
-        async move {
-            let response = routes::handle(app, peer, request).await;
-            drop(guard);
-            response
-        }
-    };
     // The TLS stream (1.2 KiB of state) goes on the heap, in a block that
     // ends before the HTTP server starts: a binding still in scope keeps its
     // room in the task's future across every later await, even once moved
@@ -491,27 +474,21 @@ async fn connection(
                 return;
             }
         };
-        TrackedIo::new(Box::new(tls), activity.clone())
+        Box::new(tls)
     };
     // A stopping server answers what is in flight (long-polls end with
     // NotLeader) and closes each connection between requests.
-    tokio::select! {
-        () = http1::serve(io, handle, stop.clone()) => {}
-        expiry = activity.expired(timeouts.header, timeouts.idle) => {
-            tracing::debug!(%peer, ?expiry, "endpoint connection timed out; closing");
-        }
-    }
+    http1::serve(io, peer, app, timeouts, stop).await;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// What an open long-poll costs is mostly its connection's task, whose
-    /// future is as large as its largest state. With the TLS stream inline
-    /// and the request in every future it passed through, it was 6.2 KiB
-    /// (with the pinned toolchain); with both boxed and no moved-from
-    /// binding in scope across an await, 2.3 KiB.
+    /// An open long-poll's task is as large as its largest state: the TLS
+    /// stream and hyper's connection stay on the heap or small, and the
+    /// answer being prepared is boxed, so the task's own future stays
+    /// within a few KiB.
     #[tokio::test]
     async fn a_connection_task_keeps_its_tls_stream_and_request_on_the_heap() {
         let metrics =
@@ -522,7 +499,7 @@ mod tests {
             auth: TokenCheck::Local(Arc::default()),
             ip_limit: FixedWindow::new(1, Duration::from_secs(1)),
             pod_limit: FixedWindow::new(1, Duration::from_secs(1)),
-            serving: watch::channel(true).1,
+            serving: Serving::new(None, CancellationToken::new()),
             peer_ip_check: true,
             body_timeout: Duration::from_secs(1),
             metrics: metrics.clone(),
@@ -553,6 +530,7 @@ mod tests {
         );
         let tls_stream = size_of::<tokio_rustls::server::TlsStream<TcpStream>>();
         assert!(tls_stream > 1000, "the TLS stream is {tls_stream} bytes");
+        eprintln!("a connection's task: {} bytes", size_of_val(&task));
         assert!(
             size_of_val(&task) < 3072,
             "a connection's task is {} bytes",

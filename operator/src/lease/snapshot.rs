@@ -2,8 +2,9 @@
 //! core), built purely: from the scanned lease records, the previous
 //! snapshot and an injected `now`, work out each lease's owner, counter,
 //! when that counter last changed (a counter unchanged for the lease failover
-//! time means the owner stopped renewing: the lease has expired) and whether
-//! the shard is complete (checkpoint `SHARD_END`).
+//! time means the owner stopped renewing: the lease has expired), whether
+//! the shard is complete (checkpoint `SHARD_END`), and the throughput a KCL
+//! 3.x worker measured (`throughputKBps`, written with every renewal).
 
 use std::collections::BTreeMap;
 
@@ -46,6 +47,7 @@ pub(crate) fn build(
             parents: record.parent_shard_ids.clone(),
             children: record.child_shard_ids.clone(),
             checkpoint_owner: record.checkpoint_owner.clone(),
+            throughput_kbps: record.throughput_kbps,
         };
         leases.insert(record.shard_id.clone(), snapshot);
     }
@@ -126,6 +128,17 @@ mod tests {
     }
 
     #[test]
+    fn a_kcl_3_throughput_reading_is_carried() {
+        let mut renewed = record("s0", Some("worker-1"), 7, "12345");
+        renewed.throughput_kbps = Some(512.25);
+        let table = build(&[renewed], 1, None, None, at(0));
+        assert_eq!(
+            table.get("s0").and_then(|l| l.throughput_kbps),
+            Some(512.25)
+        );
+    }
+
+    #[test]
     fn shard_end_is_complete_and_other_streams_are_dropped() {
         let mut other = record("s9", Some("x"), 1, "SHARD_END");
         other.stream = Some(super::super::record::StreamQualifier {
@@ -152,6 +165,7 @@ mod tests {
         );
         let s1 = table.get("s1").expect("present");
         assert!(!s1.complete);
+        assert_eq!(s1.throughput_kbps, None);
         assert_eq!(s1.checkpoint, Some(CheckpointKind::Sequence));
         assert_eq!(s1.sequence_number.as_deref(), Some("12345"));
         assert_eq!(table.items, 3);

@@ -2,7 +2,8 @@
 //! real plan step on the in-process cluster, reference-consumer processes,
 //! the producer, the whole story (start, scale up, rolling deploy, split),
 //! then the checker over every record log; then the static act (static
-//! partitions through the consumer endpoint, acknowledged handoffs). Runs
+//! partitions through the consumer endpoint, acknowledged handoffs) and the
+//! hot act (balance by throughput, the scaling signal). Runs
 //! at half the demo's pace (about 20 s plus emulator start-up).
 //!
 //! Needs Node.js (the emulators are installed with npm into `e2e/` when
@@ -82,5 +83,26 @@ async fn the_demo_story_passes_the_checker() {
         partitions.evidence
     );
     assert!(partitions.passed(), "{}", partitions.render());
+    // The hot act: two hot partitions are rebalanced by load into the band
+    // through acknowledged handoffs, the recommendation rises with the
+    // load and falls with it, and the scale-down drains on acknowledgements.
+    let hot = verdict.hot.as_ref().expect("the hot act ran");
+    let tally = &hot.partitions.tally;
+    assert_eq!(tally.processed, tally.produced, "each message once");
+    assert_eq!((tally.duplicates, tally.missing, tally.overlaps), (0, 0, 0));
+    assert_eq!(tally.order_violations, 0);
+    assert!(hot.story.moved_for_load > 0, "{}", hot.render());
+    assert!(
+        hot.story.recommended.1 > hot.story.recommended.0
+            && hot.story.recommended.2 < hot.story.recommended.1,
+        "{}",
+        hot.render()
+    );
+    assert!(
+        !hot.partitions.evidence.contains_key("drain_timeout"),
+        "no handoff waited for the drain timeout: {:?}",
+        hot.partitions.evidence
+    );
+    assert!(hot.passed(), "{}", hot.render());
     assert!(verdict.passed());
 }

@@ -205,6 +205,40 @@ async fn an_acknowledged_release_activates_the_next_owner_at_once() {
     run.await.unwrap();
 }
 
+/// A pod that turns up Ready with its IP is served from the operator's pod
+/// cache before any reconcile has published it: here no reconcile can (every
+/// write fails), and the new pod still gets a view at the document's epoch,
+/// while a pod the pool does not select is still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_ready_pod_is_served_from_the_pod_cache_before_a_reconcile_publishes_it() {
+    let endpoint = EndpointState::default();
+    let shutdown = CancellationToken::new();
+    let (mock, (ua, _), run) = start(&endpoint, None, &shutdown).await;
+    let first = wait_until("a's view served", || {
+        let a = view(&endpoint, "a", &ua)?;
+        (a.view.active.len() == 2)
+            .then_some(a)
+            .ok_or_else(|| "not yet".to_owned())
+    })
+    .await;
+    mock.fail_next("PATCH", "", 500, 1_000_000);
+    mock.fail_next("PUT", "", 500, 1_000_000);
+    let mut pod = fixtures::ready_pod(NS, "c", "consumer", "2026-01-01T00:00:00Z");
+    pod["status"]["podIP"] = json!(ip().to_string());
+    mock.create(pod);
+    let mut stranger = fixtures::ready_pod(NS, "s", "other-app", "2026-01-01T00:00:00Z");
+    stranger["status"]["podIP"] = json!(ip().to_string());
+    mock.create(stranger);
+    let uc = uid_of(&mock, "c");
+    let c = wait_until("c's view", || view(&endpoint, "c", &uc)).await;
+    assert!(c.view.epoch >= first.view.epoch, "the document's epoch");
+    assert!(c.view.active.is_empty());
+    let us = uid_of(&mock, "s");
+    assert_eq!(view(&endpoint, "s", &us).unwrap_err(), "NotMember");
+    shutdown.cancel();
+    run.await.unwrap();
+}
+
 /// A replica that stops leading forgets the views, the releases and the
 /// CAs it published (a later leader starts from its own cycles); leading
 /// again reconciles every group, which publishes the CA again and serves

@@ -51,6 +51,7 @@ fn leases_of(obs: &Observation, renewed: Timestamp) -> LeaseTable {
                 parents: Vec::new(),
                 children: Vec::new(),
                 checkpoint_owner: None,
+                throughput_kbps: None,
             };
             (id.clone(), lease)
         })
@@ -162,6 +163,14 @@ fn a_force_deleted_pod_waits_for_its_lease_to_expire() {
     let obs = settle(obs);
     assert_eq!(revoking(&obs).len(), 2);
     assert!(document(&obs).epoch >= 2);
+    // The revoke records the owner's lease counter the scan showed.
+    for record in document(&obs)
+        .shards
+        .values()
+        .filter(|r| r.handoff.is_some())
+    {
+        assert_eq!(record.handoff.as_ref().unwrap().lease_counter, Some(7));
+    }
     let mut gone = later(obs, 1);
     gone.pods.remove(3);
     // Pod gone, but it was force-deleted: it may still run. Its lease was
@@ -181,14 +190,40 @@ fn a_force_deleted_pod_waits_for_its_lease_to_expire() {
             .iter()
             .all(|h| h.evidence == Evidence::LeaseExpired)
     );
-    // A lease renewed 5 s ago is not expired, whatever the drain timeout says.
+    // A lease renewed 5 s ago (its counter moved on) is not expired,
+    // whatever the drain timeout says.
     let mut renewed = expired.clone();
     let fresh = renewed.now - SignedDuration::from_secs(5);
-    table(&mut renewed)
+    table(&mut renewed).leases.values_mut().for_each(|l| {
+        l.counter = 8;
+        l.counter_changed_at = fresh;
+    });
+    assert!(plan(&renewed).handoffs.is_empty());
+    // An operator restarted since first scans the table now: the counter
+    // is still the one the revoke recorded, so it has not moved since the
+    // revoke, and the lease expired as it would have for the operator
+    // that published the revoke.
+    let mut restarted = expired.clone();
+    let first_scan = restarted.now;
+    table(&mut restarted)
         .leases
         .values_mut()
-        .for_each(|l| l.counter_changed_at = fresh);
-    assert!(plan(&renewed).handoffs.is_empty());
+        .for_each(|l| l.counter_changed_at = first_scan);
+    let d = plan(&restarted);
+    assert_eq!(d.handoffs.len(), 2, "{:?}", d.handoffs);
+    assert!(
+        d.handoffs
+            .iter()
+            .all(|h| h.evidence == Evidence::LeaseExpired)
+    );
+    // Renewed after the revoke, then silent: the restarted operator counts
+    // the failover from its first scan (it cannot know when the counter
+    // last moved).
+    table(&mut restarted)
+        .leases
+        .values_mut()
+        .for_each(|l| l.counter = 9);
+    assert!(plan(&restarted).handoffs.is_empty());
 }
 
 #[test]

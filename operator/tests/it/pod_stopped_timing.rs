@@ -82,6 +82,7 @@ fn settled(fixed: bool) -> Observation {
             ..Default::default()
         },
         releases: Default::default(),
+        loads: Default::default(),
         now: now() - SignedDuration::from_mins(30),
     };
     obs = settle(obs);

@@ -5,7 +5,7 @@
 //! while its precondition holds, the others before the next reconcile. A
 //! document write whose precondition no longer holds is refused (409).
 
-use super::{Operator, Reconcile};
+use super::{Operator, Reconcile, ts};
 use crate::crds::{AssignmentDocument, PodView, ShardGroupStatus, ShardPhase};
 use crate::rng::Rng;
 use crate::world::{Ms, World};
@@ -43,8 +43,10 @@ impl Reconcile<'_> {
     /// now.
     fn write(&mut self, write: Write) -> Result<(), WriteError> {
         let op = &mut *self.op;
+        let now = self.world.now;
         if self.rng.chance(op.faults.write_fail) {
             op.fired.writes_failed += 1;
+            op.fault(now);
             return Err(WriteError::Failed);
         }
         if self.rng.chance(op.faults.write_late) {
@@ -56,13 +58,15 @@ impl Reconcile<'_> {
                 Write::Doc(..) => self.rng.range(1, LATE_DOC_MAX_MS),
                 _ => self.rng.range(1, 400),
             };
-            op.late.push((self.world.now + delay, write));
+            op.late.push((now + delay, write));
+            op.fault(now + delay);
             return Err(WriteError::Late);
         }
         if op.commit(self.world, write) {
             Ok(())
         } else {
             // 409: nothing after the document goes out.
+            op.fault(now);
             Err(WriteError::Refused)
         }
     }
@@ -124,16 +128,20 @@ impl Apply for Reconcile<'_> {
 }
 
 impl Operator {
-    /// Lands late writes that are due.
-    pub fn land(&mut self, world: &mut World) {
+    /// Lands late writes that are due; true when a document landed (the
+    /// ConfigMap watch sees a change the operator does not know).
+    pub fn land(&mut self, world: &mut World) -> bool {
         let now = world.now;
         let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.late)
             .into_iter()
             .partition(|(at, _)| *at <= now);
         self.late = later;
+        let mut document = false;
         for (_, write) in due {
-            self.commit(world, write);
+            let is_document = matches!(write, Write::Doc(..));
+            document |= self.commit(world, write) && is_document;
         }
+        document
     }
 
     /// The precondition of a document write planned now: the ConfigMap's
@@ -146,7 +154,9 @@ impl Operator {
     }
 
     /// A late document write may land while a reconcile runs, after its read
-    /// and before its own write (which its precondition then refuses).
+    /// and before its own write (which its precondition then refuses). The
+    /// ConfigMap watch delivers it after that reconcile
+    /// ([`Operator::landed_during_reconcile`]).
     fn land_racing(&mut self, world: &mut World, rng: &mut Rng) {
         let Some(i) = self
             .late
@@ -157,7 +167,7 @@ impl Operator {
         };
         if rng.chance(0.5) {
             let (_, write) = self.late.remove(i);
-            self.commit(world, write);
+            self.landed_during_reconcile |= self.commit(world, write);
         }
     }
 
@@ -179,6 +189,14 @@ impl Operator {
                     ));
                 }
                 for (id, r) in &doc.shards {
+                    let was_revoking = self
+                        .doc
+                        .as_ref()
+                        .and_then(|d| d.shards.get(id))
+                        .is_some_and(|before| before.state == ShardPhase::Revoking);
+                    if r.state == ShardPhase::Revoking && !was_revoking {
+                        self.revokes.push((world.now, id.clone()));
+                    }
                     if r.state != ShardPhase::Active {
                         continue;
                     }
@@ -201,7 +219,16 @@ impl Operator {
                     p.annotation = view.map(|v| v.to_annotation());
                 }
             }
-            Write::Status(status) => self.status = Some(*status),
+            Write::Status(status) => {
+                let before = self.status.as_ref().and_then(|s| s.last_pod_change);
+                if let Some(change) = status.last_pod_change
+                    && before != Some(change)
+                {
+                    self.pod_changes
+                        .push(change.as_millisecond() - ts(0).as_millisecond());
+                }
+                self.status = Some(*status);
+            }
         }
         true
     }

@@ -36,14 +36,17 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::{SignedDuration, Timestamp};
 
+use crate::crds::shard_group::{KinesisSource, ShardSource};
 use crate::crds::{AssignmentDocument, ConsumerPool, ShardGroup, ShardGroupStatus, fixtures};
 use crate::rng::Rng;
 use crate::world::{Ms, SimPod, World};
 use shardring_core::cycle::{self, cycle};
 use shardring_core::departed::{CAPACITY, Departed};
 use shardring_core::leases::LeaseTable;
+use shardring_core::load::{LoadBook, LoadObservation};
 use shardring_core::observation::ReleaseAck;
 use shardring_core::plan::Decision;
+use shardring_core::retry::Failures;
 use shardring_core::topology::Topology;
 
 use self::apply::Write;
@@ -91,7 +94,34 @@ pub struct Operator {
     pub releases: BTreeMap<String, ReleaseAck>,
     /// The pod watch is relisting until then: departures are not seen.
     watch_gap_until: Option<Ms>,
+    /// A late document write landed while a reconcile ran: its ConfigMap
+    /// watch event wakes the next one.
+    landed_during_reconcile: bool,
+    /// Failed reconciles in a row: the runtime's retry rule
+    /// ([`shardring_core::retry`]) schedules the next one from them.
+    failures: Failures,
+    /// The latest time anything kept the operator from doing its part on
+    /// time: it was down, a write failed, landed late or was refused (until
+    /// the next clean reconcile: its retries back off), a read failed or was
+    /// stale, its pod watch relisted, a node was cut off, or its plan was
+    /// blocked (no eligible pod to take a shard, no topology). The bound on
+    /// a revoke counts from the revoke or from this, whichever is later
+    /// (`crate::revokes`).
+    pub last_fault: Ms,
+    /// The load book the endpoint keeps: the consumers' load reports,
+    /// checked and smoothed (lost in a crash).
+    pub loads: LoadBook,
+    /// When each shard's revoke started (a move decided), in landed
+    /// documents.
+    pub revokes: Vec<(Ms, String)>,
+    /// When the eligible pod set changed, as the landed statuses say.
+    pub pod_changes: Vec<Ms>,
 }
+
+/// The source read every this often by the simulated groups with a lease
+/// table (Kinesis streams, which split and merge): the refresh that polls
+/// for new shards and completed parents.
+pub const KINESIS_REFRESH: &str = "5s";
 
 /// Simulated epoch zero.
 pub fn ts(ms: Ms) -> Timestamp {
@@ -108,7 +138,21 @@ impl Operator {
         min_ready: u32,
     ) -> Self {
         let mut group = fixtures::static_group("sim", "sim", "consumers", 1, "shard-{index}");
-        group.spec.lease_table = lease_table.then(|| fixtures::lease_table("app"));
+        if lease_table {
+            // A Kinesis stream with its KCL lease table (the world's stream
+            // splits and merges); without one, static partitions.
+            group.spec.source = ShardSource {
+                kinesis: Some(KinesisSource {
+                    stream_name: Some("sim".into()),
+                    stream_arn: None,
+                    region: Some("us-east-1".into()),
+                    endpoint: None,
+                    refresh_interval: KINESIS_REFRESH.into(),
+                }),
+                static_source: None,
+            };
+            group.spec.lease_table = Some(fixtures::lease_table("app"));
+        }
         group.spec.handoff = fixtures::handoff(drain, failover);
         group.spec.rebalance = fixtures::rebalance(delay);
         let pool = fixtures::pool("sim", "consumers", &[], min_ready);
@@ -132,23 +176,72 @@ impl Operator {
             departed: Departed::watched_from(Timestamp::MIN, retention()),
             releases: BTreeMap::new(),
             watch_gap_until: None,
+            landed_during_reconcile: false,
+            failures: Failures::default(),
+            last_fault: Ms::MIN,
+            loads: LoadBook::default(),
+            revokes: Vec::new(),
+            pod_changes: Vec::new(),
         }
     }
 
+    /// Takes the load reports that arrived (lost while the operator is
+    /// down), through the real book's checks and smoothing.
+    pub fn receive_loads(&mut self, world: &mut World) {
+        let now = world.now;
+        let Some(loads) = world.loads.as_mut() else {
+            return;
+        };
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut loads.queue)
+            .into_iter()
+            .partition(|r| r.at <= now);
+        loads.queue = later;
+        if now < self.down_until {
+            return;
+        }
+        let limits = LoadObservation::limits(&self.group);
+        for arrived in due {
+            // Refused reports and readings are counted by the book; a
+            // report from a view newer than what this operator published
+            // (possible right after a crash) is refused whole.
+            let _ = self
+                .loads
+                .report(&arrived.pod, &arrived.report, &limits, ts(now));
+        }
+    }
+
+    /// Something the operator watches changed at `now` (a pod, an
+    /// acknowledged release, the ConfigMap changed by a late write): its
+    /// watch wakes a reconcile within `latency` ms, unless it is down (the
+    /// restart reconciles everything) or relisting (the relist's end does).
+    pub fn watch_event(&mut self, now: Ms, latency: Ms) {
+        if now < self.down_until || self.watch_gap_until.is_some() {
+            return;
+        }
+        self.next_reconcile = self.next_reconcile.min(now + latency);
+    }
+
+    /// A fault on the operator's side at `at` (see [`Self::last_fault`]).
+    pub(crate) fn fault(&mut self, at: Ms) {
+        self.last_fault = self.last_fault.max(at);
+    }
+
     /// Takes the release acknowledgements that arrived (lost while the
-    /// operator is down: the consumer sends them again).
-    pub fn receive_acks(&mut self, world: &mut World) {
+    /// operator is down: the consumer sends them again); true when any did
+    /// (the endpoint wakes the group's reconcile).
+    pub fn receive_acks(&mut self, world: &mut World) -> bool {
         let now = world.now;
         let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut world.ack_queue)
             .into_iter()
             .partition(|a| a.at <= now);
         world.ack_queue = later;
-        if now < self.down_until {
-            return;
+        if now < self.down_until || due.is_empty() {
+            return false;
         }
         for arrived in due {
             self.releases.insert(arrived.shard, arrived.ack);
         }
+        true
     }
 
     /// The operator crashes: memory lost, a new one starts after `down` ms.
@@ -158,11 +251,14 @@ impl Operator {
         self.down_until = now + down;
         self.next_reconcile = now + down;
         self.fired.crashes += 1;
+        self.failures = Failures::default();
+        self.fault(self.down_until);
         // The new operator's watch lists the pods when it starts: it sees
         // every departure from then on, none before.
         self.departed = Departed::with_limits(retention(), CAPACITY);
         self.departed.listed(ts(self.down_until));
         self.releases.clear();
+        self.loads = LoadBook::default();
         self.watch_gap_until = None;
     }
 
@@ -175,6 +271,7 @@ impl Operator {
         self.departed.relisting();
         self.watch_gap_until = Some(until);
         self.fired.watch_gaps += 1;
+        self.fault(until);
     }
 
     /// Time passes for the pod watch: a relist that is due completes.
@@ -184,6 +281,8 @@ impl Operator {
         {
             self.departed.listed(ts(until));
             self.watch_gap_until = None;
+            // A completed list reconciles every group.
+            self.next_reconcile = self.next_reconcile.min(now);
         }
     }
 
@@ -198,8 +297,12 @@ impl Operator {
     }
 
     /// One reconcile: the core's cycle over this operator and `world`, at
-    /// the world's time. Returns the decision (whether or not every write
-    /// went out).
+    /// the world's time, and the next one scheduled as the operator's
+    /// runtime does ([`shardring_core::retry`]): the plan's requeue after a
+    /// cycle whose writes all went out, the retry rule's delay after a
+    /// failed one (a write refused by its precondition is a stale read);
+    /// watch events may bring it forward ([`Self::watch_event`]). Returns
+    /// the decision (whether or not every write went out).
     pub fn reconcile(&mut self, world: &mut World, rng: &mut Rng) -> Decision {
         let now = ts(world.now);
         let mut target = Reconcile {
@@ -209,10 +312,37 @@ impl Operator {
             read_error: false,
             before: BTreeSet::new(),
         };
-        let decision = cycle::ready(cycle(&mut target, now)).decision;
-        let wait = decision.requeue_after.as_millis().min(30_000) as Ms;
-        self.next_reconcile = world.now + wait.clamp(500, rng.range(500, 3000));
-        decision
+        let done = cycle::ready(cycle(&mut target, now));
+        let after = match &done.stopped {
+            None => {
+                if self.failures.count() > 0 {
+                    // The end of a streak of failures and their backoff.
+                    self.fault(world.now);
+                }
+                self.failures.succeeded();
+                done.decision.requeue_after
+            }
+            Some(stopped) => {
+                let after = self
+                    .failures
+                    .failed(stopped.error == WriteError::Refused)
+                    .after;
+                // Kept from acting until its retry, at least.
+                self.fault(world.now + Ms::try_from(after.as_millis()).unwrap_or(Ms::MAX / 4));
+                after
+            }
+        };
+        if blocked(&done.decision) {
+            self.fault(world.now);
+        }
+        self.next_reconcile = world.now + Ms::try_from(after.as_millis()).unwrap_or(Ms::MAX / 2);
+        if std::mem::take(&mut self.landed_during_reconcile) {
+            let latency = rng.range(10, 300);
+            self.watch_event(world.now, latency);
+        }
+        // The endpoint's book follows the document in place after the cycle.
+        self.loads.sync(self.doc.as_ref());
+        done.decision
     }
 }
 
@@ -227,6 +357,14 @@ struct Reconcile<'a> {
     read_error: bool,
     /// The shards of the document the reconcile read.
     before: BTreeSet<String>,
+}
+
+/// Whether a decision keeps the assignment as it is because a problem
+/// blocks the plan (no eligible pod, no topology, ...): no revoke can end.
+fn blocked(decision: &Decision) -> bool {
+    use shardring_core::conditions::{self, READY, reason};
+    conditions::find(&decision.status.conditions, READY)
+        .is_some_and(|c| c.status == "False" && c.reason != reason::FIRST_PUBLISH_HELD)
 }
 
 fn retention() -> std::time::Duration {

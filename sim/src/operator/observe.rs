@@ -73,11 +73,13 @@ impl Operator {
         let mut error = None;
         if rng.chance(self.faults.topology_fail) {
             self.fired.topology_failed += 1;
+            self.fault(now);
             error = Some(SourceError::Throttled("simulated".into()));
         } else if self.last_good.is_some() && rng.chance(self.faults.topology_stale) {
             // A cached read: the topology is not refreshed (it never goes
             // back before what this operator already saw).
             self.fired.topology_stale += 1;
+            self.fault(now);
         } else {
             self.last_good = Some((truth, now));
         }
@@ -95,6 +97,7 @@ impl Operator {
             LeaseObservation::NotConfigured
         } else if rng.chance(self.faults.lease_fail) {
             self.fired.lease_failed += 1;
+            self.fault(now);
             LeaseObservation::Failed("simulated".into())
         } else {
             let table = self.scan(world);
@@ -114,6 +117,7 @@ impl Operator {
             releases: ReleaseAcks {
                 acks: self.releases.clone(),
             },
+            loads: self.loads.observe(),
             now: ts(now),
         }
     }
@@ -141,6 +145,7 @@ impl Operator {
                     parents: Vec::new(),
                     children: Vec::new(),
                     checkpoint_owner: None,
+                    throughput_kbps: None,
                 };
                 (id.clone(), snap)
             })

@@ -23,8 +23,8 @@ use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
 use shardring_crds::endpoint::{
-    QUERY_EPOCH, QUERY_WAIT, ReleaseOutcome, ReleaseRequest, ReleaseResponse, ViewResponse,
-    releases_path, view_path,
+    LoadReport, LoadReportResponse, QUERY_EPOCH, QUERY_WAIT, ReleaseOutcome, ReleaseRequest,
+    ReleaseResponse, ViewResponse, loads_path, releases_path, view_path,
 };
 use tokio::net::TcpStream;
 use tokio::sync::watch;
@@ -213,6 +213,31 @@ impl EndpointClient {
             }
             _ => Err(reply.into_error()),
         }
+    }
+
+    /// `POST` a load report: the rates recorded and those refused (200).
+    pub async fn loads(
+        &self,
+        namespace: &str,
+        group: &str,
+        report: &LoadReport,
+    ) -> Result<(LoadReportResponse, RateLimit), EndpointError> {
+        let body = serde_json::to_vec(report).map_err(|e| EndpointError::Decode(e.to_string()))?;
+        let reply = self
+            .send(
+                Method::POST,
+                &loads_path(namespace, group),
+                Some(body),
+                self.inner.config.request_timeout,
+            )
+            .await?;
+        if reply.status != StatusCode::OK {
+            return Err(reply.into_error());
+        }
+        let rate = reply.rate();
+        let response = serde_json::from_slice(&reply.body)
+            .map_err(|e| EndpointError::Decode(format!("load report answer: {e}")))?;
+        Ok((response, rate))
     }
 
     /// Sends one request with the current token, on a pooled or new
@@ -486,6 +511,9 @@ mod tests {
         assert_eq!(status(503, "Unavailable").failure(), Failure::Transient);
         assert_eq!(status(401, "Unauthorized").failure(), Failure::Unauthorized);
         assert_eq!(status(403, "Forbidden").failure(), Failure::Refused);
+        assert_eq!(status(403, "IpMismatch").failure(), Failure::NotYetKnown);
+        assert_eq!(status(403, "NotMember").failure(), Failure::NotYetKnown);
+        assert_eq!(status(403, "UidMismatch").failure(), Failure::Refused);
         assert_eq!(status(404, "NotFound").failure(), Failure::Refused);
         assert_eq!(status(409, "NotRevoking").reason(), Some("NotRevoking"));
     }

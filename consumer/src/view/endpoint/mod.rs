@@ -11,13 +11,16 @@
 //! - [`source`]: [`EndpointSource`], the long-poll feeding a
 //!   [`ViewPublisher`](crate::view::ViewPublisher) beside the other sources;
 //! - [`outbox`] and [`release`]: [`ReleaseSender`], the acknowledgements of
-//!   released shards, re-sent across leader changes while still revoking.
+//!   released shards, re-sent across leader changes while still revoking;
+//! - [`load`]: [`LoadReporter`], the load this pod reads per shard
+//!   (counted by a [`LoadMeter`]), for `balance: throughput`.
 //!
 //! [`EndpointArgs`] is the command line of all this, shared by the reference
 //! consumer and whoever builds its command line.
 
 pub mod client;
 pub mod error;
+pub mod load;
 pub mod outbox;
 pub mod release;
 pub mod retry;
@@ -29,6 +32,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use client::{EndpointClient, EndpointConfig, EndpointError};
+pub use load::{LoadMeter, LoadReporter, Metered};
 pub use outbox::{AckState, Outbox, OutboxEntry};
 pub use release::ReleaseSender;
 pub use source::{EndpointHandle, EndpointSource, EndpointStatus};

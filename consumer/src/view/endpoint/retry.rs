@@ -9,18 +9,26 @@
 //! - network errors and other 5xx: exponential backoff with jitter, capped
 //!   at a few seconds;
 //! - 401: the token is re-read before every request; back off meanwhile;
+//! - 403 `IpMismatch` or `NotMember` before the first answer, in a pod's
+//!   first seconds ([`NEW_POD_WINDOW`]): the operator may not have seen the
+//!   pod (or its IP) yet, so retry quickly (100 ms, doubling); after that,
+//!   as a refusal;
 //! - 403/404 and other refusals: the configuration is wrong, back off longer.
 //!
 //! After any answer, `X-RateLimit-Remaining: 0` means wait until the window
 //! resets before the next request, so a well-behaved client never sees 429.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use http::HeaderMap;
 use shardring_crds::endpoint::{HEADER_LIMIT, HEADER_REMAINING, HEADER_RESET};
 
 /// Immediate retries after `NotLeader` before backing off.
 pub const NOT_LEADER_IMMEDIATE_RETRIES: u32 = 3;
+
+/// How long after it starts (and before its first answer) a pod retries a
+/// 403 `IpMismatch`/`NotMember` quickly.
+pub const NEW_POD_WINDOW: Duration = Duration::from_secs(5);
 
 /// The server's rate-limit headers on one answer (absent headers: `None`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -80,6 +88,10 @@ pub enum Failure {
     Transient,
     /// 401: the token is missing, invalid or expired.
     Unauthorized,
+    /// 403 `IpMismatch` or `NotMember`: the caller is not (yet) known as
+    /// a member pod with this IP; for a pod that just started, the operator
+    /// may not have seen it yet.
+    NotYetKnown,
     /// 403, 404 and other refusals a retry soon will not fix.
     Refused,
 }
@@ -136,28 +148,42 @@ impl Backoff {
 pub struct RetryPolicy {
     transient: Backoff,
     not_leader: Backoff,
+    not_yet_known: Backoff,
     refused: Backoff,
     not_leader_in_a_row: u32,
+    /// Until when a `NotYetKnown` is retried quickly (`None` once an
+    /// answer came back: the pod is known).
+    new_pod_until: Option<Instant>,
 }
 
 impl Default for RetryPolicy {
+    /// A policy for a stream that starts now (as the pod does).
     fn default() -> Self {
-        Self {
-            transient: Backoff::new(Duration::from_millis(100), Duration::from_secs(5)),
-            not_leader: Backoff::new(Duration::from_millis(100), Duration::from_secs(2)),
-            refused: Backoff::new(Duration::from_secs(2), Duration::from_secs(60)),
-            not_leader_in_a_row: 0,
-        }
+        Self::started_at(Instant::now())
     }
 }
 
 impl RetryPolicy {
+    /// A policy for a stream of a pod that started at `started`.
+    pub fn started_at(started: Instant) -> Self {
+        Self {
+            transient: Backoff::new(Duration::from_millis(100), Duration::from_secs(5)),
+            not_leader: Backoff::new(Duration::from_millis(100), Duration::from_secs(2)),
+            not_yet_known: Backoff::new(Duration::from_millis(100), Duration::from_secs(2)),
+            refused: Backoff::new(Duration::from_secs(2), Duration::from_secs(60)),
+            not_leader_in_a_row: 0,
+            new_pod_until: started.checked_add(NEW_POD_WINDOW),
+        }
+    }
+
     /// An answer came back: every backoff starts over.
     pub fn succeeded(&mut self) {
         self.transient.reset();
         self.not_leader.reset();
+        self.not_yet_known.reset();
         self.refused.reset();
         self.not_leader_in_a_row = 0;
+        self.new_pod_until = None;
     }
 
     /// How long to wait before retrying after `failure`.
@@ -177,7 +203,12 @@ impl RetryPolicy {
                 }
             }
             Failure::Transient => self.transient.next_delay(),
-            Failure::Unauthorized | Failure::Refused => self.refused.next_delay(),
+            Failure::NotYetKnown if self.new_pod_until.is_some_and(|u| Instant::now() < u) => {
+                self.not_yet_known.next_delay()
+            }
+            Failure::NotYetKnown | Failure::Unauthorized | Failure::Refused => {
+                self.refused.next_delay()
+            }
         }
     }
 }
@@ -214,6 +245,26 @@ mod tests {
         assert!(policy.delay(Failure::NotLeader) > Duration::ZERO);
         policy.succeeded();
         assert_eq!(policy.delay(Failure::NotLeader), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_new_pod_not_yet_known_retries_quickly_then_backs_off_as_refused() {
+        let mut policy = RetryPolicy::default();
+        let quick: Vec<Duration> = (0..4).map(|_| policy.delay(Failure::NotYetKnown)).collect();
+        assert!(
+            quick[0] >= Duration::from_millis(50) && quick[0] <= Duration::from_millis(100),
+            "{quick:?}"
+        );
+        assert!(quick[3] <= Duration::from_millis(800), "{quick:?}");
+        // Once it was answered, the pod is known: a refusal now is one.
+        policy.succeeded();
+        assert!(policy.delay(Failure::NotYetKnown) >= Duration::from_secs(1));
+
+        let past = Instant::now()
+            .checked_sub(NEW_POD_WINDOW + Duration::from_secs(1))
+            .expect("the clock is past the window");
+        let mut old = RetryPolicy::started_at(past);
+        assert!(old.delay(Failure::NotYetKnown) >= Duration::from_secs(1));
     }
 
     #[test]

@@ -152,6 +152,10 @@ pub(super) fn log_failure(error: &EndpointError, client: &EndpointClient, retry_
             %error, ?retry_in, token_file = %client.config().token_file.display(),
             "endpoint refused the token (missing, invalid or expired); re-reading the token file and retrying"
         ),
+        Failure::NotYetKnown => tracing::warn!(
+            %error, ?retry_in,
+            "endpoint does not know this pod (or its IP) yet; retrying (quickly while the pod is new)"
+        ),
         Failure::Refused => tracing::warn!(
             %error, ?retry_in,
             "endpoint refused the request; check the ShardGroup name and this pod's ServiceAccount"

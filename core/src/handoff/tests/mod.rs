@@ -68,6 +68,7 @@ fn settled(lease_table: bool) -> Observation {
         leases: LeaseObservation::unread_for(lease_table),
         departed: Departures::default(),
         releases: Default::default(),
+        loads: Default::default(),
         now: t0() - secs(3_600),
     };
     obs = settle(obs);
@@ -108,6 +109,7 @@ fn leases(obs: &Observation, lease_table: bool) -> LeaseObservation {
                 parents: Vec::new(),
                 children: Vec::new(),
                 checkpoint_owner: None,
+                throughput_kbps: None,
             };
             (id.clone(), snapshot)
         })

@@ -25,14 +25,16 @@ use shardring_e2e::{Operator, Probe, wait_for};
 
 use super::fixture::Fixture;
 use super::waits::wait_for_assignment;
-use super::{TestResult, install, reachable};
+use super::{TestResult, install};
+use shardring_e2e::cluster::cluster_or_skip;
 
 #[tokio::test]
 async fn endpoint_serves_views_and_takes_release_acks_on_a_real_cluster() {
-    let Some(client) = reachable().await else {
+    let _turn = crate::TURNS.read().await;
+    let _kit_turn = shardring_e2e::kit::KitTurn::shared().await;
+    let Some(client) = cluster_or_skip("cluster-endpoint").await else {
         return;
     };
-    let _turn = crate::TURNS.read().await;
     let namespace = unique_namespace("endpoint");
     let result = match Fixture::from_samples(&namespace) {
         Ok(fixture) => scenario(&client, &fixture).await,
@@ -154,7 +156,7 @@ async fn scenario(client: &Client, fx: &Fixture) -> TestResult {
 }
 
 /// The endpoint's CA, once the operator published it in the namespace.
-async fn ca_file(client: &Client, fx: &Fixture, dir: &Path) -> TestResult<PathBuf> {
+pub(super) async fn ca_file(client: &Client, fx: &Fixture, dir: &Path) -> TestResult<PathBuf> {
     let config_maps = Api::<ConfigMap>::namespaced(client.clone(), &fx.namespace);
     let pem = wait_for("the endpoint's CA ConfigMap", STEP_TIMEOUT, || {
         let config_maps = config_maps.clone();
@@ -177,7 +179,7 @@ async fn ca_file(client: &Client, fx: &Fixture, dir: &Path) -> TestResult<PathBu
 
 /// An endpoint client of `pod` with a token of the namespace's `default`
 /// service account bound to the pod, for `audience`.
-async fn endpoint_client(
+pub(super) async fn endpoint_client(
     client: &Client,
     fx: &Fixture,
     dir: &Path,

@@ -33,12 +33,18 @@ pub(super) struct Fixture {
 impl Fixture {
     /// Reads the committed samples and places them in `namespace`.
     pub(super) fn from_samples(namespace: &str) -> TestResult<Self> {
+        Self::from_sample_group(namespace, "shardgroup-static.yaml")
+    }
+
+    /// The sample pool and the sample ShardGroup `file` (with a static
+    /// source), placed in `namespace`.
+    pub(super) fn from_sample_group(namespace: &str, file: &str) -> TestResult<Self> {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/samples");
         let read = |file: &str| -> TestResult<String> {
             std::fs::read_to_string(dir.join(file)).map_err(|e| format!("{file}: {e}").into())
         };
         let mut pool: ConsumerPool = serde_yaml_from(&read("consumerpool.yaml")?)?;
-        let mut group: ShardGroup = serde_yaml_from(&read("shardgroup-static.yaml")?)?;
+        let mut group: ShardGroup = serde_yaml_from(&read(file)?)?;
         pool.metadata.namespace = Some(namespace.to_owned());
         group.metadata.namespace = Some(namespace.to_owned());
         // Served by the suite's operator only, never by one installed in the cluster.
@@ -52,7 +58,7 @@ impl Fixture {
             .source
             .static_source
             .as_ref()
-            .ok_or("shardgroup-static.yaml has no static source")?
+            .ok_or_else(|| format!("{file} has no static source"))?
             .count as usize;
         let pod_labels = pool
             .spec
@@ -108,4 +114,7 @@ fn samples_fit_the_e2e_test() {
         "the sample ShardGroup must use the sample pool"
     );
     assert!(!fx.pod_labels.is_empty());
+    let load = Fixture::from_sample_group("e2e", "shardgroup-throughput.yaml").unwrap();
+    assert!(load.shards >= PODS);
+    assert_eq!(load.group.spec.pool_ref.name, load.pool.name_any());
 }

@@ -16,21 +16,21 @@
 mod connect;
 mod endpoint;
 mod fixture;
+mod load;
 mod waits;
 
 use std::collections::BTreeMap;
-use std::io::Write;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 use shardring_crds::{ConsumerPool, ShardGroup};
-use shardring_e2e::cluster::SKIP_MESSAGE;
+use shardring_e2e::cluster::cluster_or_skip;
 use shardring_e2e::consumers::{SCHEDULING_GATE, ready_conditions};
 use shardring_e2e::harness::{MANAGER, STEP_TIMEOUT};
 use shardring_e2e::namespace::{apply_crds, create_namespace, delete_namespace, unique_namespace};
-use shardring_e2e::{Operator, Probe, Reachability, connect, wait_for};
+use shardring_e2e::{Operator, Probe, wait_for};
 
 use self::fixture::Fixture;
 use self::waits::{
@@ -44,10 +44,11 @@ type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 #[tokio::test]
 async fn publishes_assignment_and_rebalances_on_a_real_cluster() {
-    let Some(client) = reachable().await else {
+    let _turn = crate::TURNS.read().await;
+    let _kit_turn = shardring_e2e::kit::KitTurn::shared().await;
+    let Some(client) = cluster_or_skip("cluster").await else {
         return;
     };
-    let _turn = crate::TURNS.read().await;
     let namespace = unique_namespace("cluster");
     let result = match Fixture::from_samples(&namespace) {
         Ok(fixture) => scenario(&client, &fixture).await,
@@ -65,6 +66,14 @@ async fn publishes_assignment_and_rebalances_on_a_real_cluster() {
 /// Applies the CRDs, creates the namespace, applies the pool and the group
 /// and creates [`PODS`] Ready pods; returns their names.
 async fn install(client: &Client, fx: &Fixture) -> TestResult<Vec<String>> {
+    apply_fixture(client, fx).await?;
+    let pods: Vec<String> = (0..PODS).map(|i| format!("consumer-{i}")).collect();
+    create_ready_pods(client, fx, &pods).await?;
+    Ok(pods)
+}
+
+/// Applies the CRDs, creates the namespace and applies the pool and the group.
+async fn apply_fixture(client: &Client, fx: &Fixture) -> TestResult {
     apply_crds(client).await?;
     create_namespace(client, &fx.namespace).await?;
     let params = PatchParams::apply(MANAGER).force();
@@ -74,28 +83,7 @@ async fn install(client: &Client, fx: &Fixture) -> TestResult<Vec<String>> {
     Api::<ShardGroup>::namespaced(client.clone(), &fx.namespace)
         .patch(&fx.name, &params, &Patch::Apply(&fx.group))
         .await?;
-    let pods: Vec<String> = (0..PODS).map(|i| format!("consumer-{i}")).collect();
-    for pod in &pods {
-        create_ready_pod(client, fx, pod).await?;
-    }
-    Ok(pods)
-}
-
-/// The connected cluster's client, or `None` after printing why the test
-/// is skipped.
-async fn reachable() -> Option<Client> {
-    match connect().await {
-        Reachability::Reachable { client, version } => {
-            eprintln!("e2e: cluster reachable, Kubernetes {version}");
-            Some(client)
-        }
-        Reachability::Unreachable(reason) => {
-            // Written to stderr directly (not `eprintln!`) so the line shows
-            // even though the test harness captures output of passing tests.
-            let _ = writeln!(std::io::stderr(), "{SKIP_MESSAGE} ({reason})");
-            None
-        }
-    }
+    Ok(())
 }
 
 async fn scenario(client: &Client, fx: &Fixture) -> TestResult {
@@ -110,6 +98,15 @@ async fn scenario(client: &Client, fx: &Fixture) -> TestResult {
     )
     .await?;
     let first = wait_for_assignment(client, fx, &pods, &mut operator).await?;
+    // Started together, the pods share the first publish: no paced moves
+    // from a document that missed one of them.
+    if first.epoch != 1 {
+        return Err(format!(
+            "the first balanced document over {pods:?} is epoch {}, not the first publish",
+            first.epoch
+        )
+        .into());
+    }
     wait_for_annotations(client, fx, &pods, first.epoch).await?;
     wait_for_ready(client, fx).await?;
     eprintln!(
@@ -176,23 +173,32 @@ async fn scenario(client: &Client, fx: &Fixture) -> TestResult {
     Ok(())
 }
 
-/// Creates a pod the scheduler never binds (a scheduling gate), then marks it
-/// Running and Ready through the status subresource, as a kubelet would.
-async fn create_ready_pod(client: &Client, fx: &Fixture, name: &str) -> TestResult {
+/// Creates pods the scheduler never binds (a scheduling gate), then marks
+/// them Running and Ready through the status subresource, as a kubelet
+/// would, all at one moment: pods started together, which pass the pool's
+/// `minReadySeconds` together and so share the group's first publish.
+async fn create_ready_pods(client: &Client, fx: &Fixture, names: &[String]) -> TestResult {
     let pods = Api::<Pod>::namespaced(client.clone(), &fx.namespace);
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": fx.pod_labels},
-        "spec": {
-            "schedulingGates": [{"name": SCHEDULING_GATE}],
-            "containers": [{"name": "consumer", "image": "registry.k8s.io/pause:3.10"}]
-        }
-    }))?;
-    pods.create(&PostParams::default(), &pod).await?;
+    for name in names {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": fx.pod_labels},
+            "spec": {
+                "schedulingGates": [{"name": SCHEDULING_GATE}],
+                "containers": [{"name": "consumer", "image": "registry.k8s.io/pause:3.10"}]
+            }
+        }))?;
+        pods.create(&PostParams::default(), &pod).await?;
+    }
     let now = jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string();
     let status = json!({"status": {"phase": "Running", "conditions": ready_conditions(&now)}});
-    pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
-        .await?;
+    let (params, patch) = (PatchParams::default(), Patch::Merge(&status));
+    let patches = names
+        .iter()
+        .map(|name| pods.patch_status(name, &params, &patch));
+    for patched in futures::future::join_all(patches).await {
+        patched?;
+    }
     Ok(())
 }

@@ -72,6 +72,7 @@ pub fn input(shards: Vec<Shard>, pods: Vec<Pod>) -> PlanInput {
         shards,
         pods,
         previous: BTreeMap::new(),
+        loads: BTreeMap::new(),
     }
 }
 

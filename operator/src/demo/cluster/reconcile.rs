@@ -53,6 +53,7 @@ impl Cluster {
             leases,
             departed: self.departed.departures(NAMESPACE, |_| true, now),
             releases: Default::default(),
+            loads: Default::default(),
             now,
         }
     }
@@ -124,6 +125,7 @@ impl Observe for Reconcile<'_> {
         let (topology, leases) = self.reads.take().unwrap_or_default();
         let mut observation = self.cluster.observation(topology, leases, now);
         if let Some(endpoint) = self.endpoint {
+            endpoint_sync::observe_loads(&endpoint.loads, &self.cluster.group, &mut observation);
             self.seen = Some(endpoint_sync::observe(
                 endpoint,
                 &self.cluster.group,

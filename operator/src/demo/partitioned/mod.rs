@@ -13,6 +13,7 @@
 //! across owners, no overlap, and the handoff gaps against the drain
 //! timeout.
 
+pub mod hot;
 pub mod ledger;
 mod pods;
 pub mod queue;
@@ -51,6 +52,36 @@ pub const PARTITIONS: u32 = 24;
 /// How often the control loop reconciles when nothing asks sooner.
 const TICK: Duration = Duration::from_millis(200);
 
+/// What distinguishes an act over static partitions: its group, its
+/// partitions and their message sizes, and whether its consumers report
+/// their load (and the group balances by it).
+#[derive(Debug, Clone)]
+pub(super) struct ActSpec {
+    group: &'static str,
+    template: &'static str,
+    partitions: u32,
+    /// Bytes per message of each partition (`None`: the queue's default).
+    sizes: Option<Vec<u64>>,
+    /// How often consumers report their load (`None`: they do not).
+    load_report: Option<Duration>,
+    /// Group settings beyond the common ones.
+    configure: fn(&mut crate::crds::ShardGroup, &DemoConfig),
+}
+
+impl ActSpec {
+    /// The static act.
+    fn partitions() -> Self {
+        Self {
+            group: GROUP,
+            template: TEMPLATE,
+            partitions: PARTITIONS,
+            sizes: None,
+            load_report: None,
+            configure: |_, _| {},
+        }
+    }
+}
+
 /// The act's settings at `config`'s pace.
 fn timing(config: &DemoConfig) -> GroupTiming {
     GroupTiming {
@@ -66,14 +97,15 @@ pub async fn run(
     dir: &Path,
     started: Instant,
 ) -> Result<PartitionFigures, DemoError> {
-    let act = Act::start(config, &dir.join("static"), started).await?;
+    let act = Act::start(config, &dir.join("static"), started, ActSpec::partitions()).await?;
     let result = act.story(config).await;
     let figures = act.finish().await;
     result.map(|()| figures)
 }
 
 /// Everything the act runs; dropping it stops all of it.
-struct Act {
+pub(super) struct Act {
+    spec: ActSpec,
     started: Instant,
     act_started: Instant,
     dir: PathBuf,
@@ -101,12 +133,17 @@ impl Drop for Act {
 }
 
 impl Act {
-    async fn start(config: &DemoConfig, dir: &Path, started: Instant) -> Result<Self, DemoError> {
+    async fn start(
+        config: &DemoConfig,
+        dir: &Path,
+        started: Instant,
+        act: ActSpec,
+    ) -> Result<Self, DemoError> {
         std::fs::create_dir_all(dir)?;
         let timing = timing(config);
         let spec = StaticSource {
-            count: PARTITIONS,
-            name_template: TEMPLATE.to_owned(),
+            count: act.partitions,
+            name_template: act.template.to_owned(),
         };
         let topology = Topology::of_static(&spec);
         let state = EndpointState::default();
@@ -130,11 +167,12 @@ impl Act {
         let stop = CancellationToken::new();
         let mut tasks = vec![tokio::spawn(server.serve(stop.clone()))];
 
-        let cluster = Cluster::new_static(GROUP, PARTITIONS, TEMPLATE, timing, dir);
-        let mut shared = Shared::new(cluster, format!("static:{PARTITIONS}"));
+        let mut cluster = Cluster::new_static(act.group, act.partitions, act.template, timing, dir);
+        (act.configure)(&mut cluster.group, config);
+        let mut shared = Shared::new(cluster, format!("static:{}", act.partitions));
         // Serve the group's views from the first cycle on (a first request
         // would ask for that too).
-        state.directory.want(&GroupKey::new(NAMESPACE, GROUP));
+        state.directory.want(&GroupKey::new(NAMESPACE, act.group));
         let requests = state.releases.take_requests();
         shared.endpoint = Some(CycleEndpoint::new(state));
         shared.phase = "static start";
@@ -145,15 +183,22 @@ impl Act {
             requests,
             stop.clone(),
         )));
-        let queue = Arc::new(Queue::new(topology.shards.iter().map(|s| s.id.clone())));
+        let names = topology.shards.iter().map(|s| s.id.clone());
+        let queue = Arc::new(match &act.sizes {
+            Some(sizes) => Queue::with_sizes(names.zip(sizes.iter().copied())),
+            None => Queue::new(names),
+        });
         let producer = Producer::start(queue.clone(), Duration::from_millis(20));
-        println!(
-            "\nstatic act: ShardGroup {GROUP} with a static source of {PARTITIONS} partitions and \
-             no lease table; consumer endpoint on {url} (self-signed CA in memory, tokens minted \
-             per pod, peer-IP check on); producer: 50 messages/s per partition"
-        );
+        if act.load_report.is_none() {
+            println!(
+                "\nstatic act: ShardGroup {GROUP} with a static source of {PARTITIONS} partitions and \
+                 no lease table; consumer endpoint on {url} (self-signed CA in memory, tokens minted \
+                 per pod, peer-IP check on); producer: 50 messages/s per partition"
+            );
+        }
         let drain_deadline = config.scaled(Duration::from_secs(10), Duration::from_secs(2));
         Ok(Self {
+            spec: act,
             started,
             act_started: Instant::now(),
             dir: dir.to_path_buf(),
@@ -257,7 +302,7 @@ impl Act {
         let setup = pods::PodSetup {
             name: name.to_owned(),
             namespace: NAMESPACE.to_owned(),
-            group: GROUP.to_owned(),
+            group: self.spec.group.to_owned(),
             url: self.url.clone(),
             token_file,
             ca_file: self.ca_file.clone(),
@@ -265,6 +310,7 @@ impl Act {
             ledger: self.ledger.clone(),
             drain_deadline: self.drain_deadline,
             work: self.work,
+            load_report: self.spec.load_report,
         };
         let handle = tokio::spawn(pods::run(setup, start, shutdown.clone()));
         state.cluster.add_pod_as(
@@ -338,7 +384,7 @@ impl Act {
                         .get("static rolling deploy")
                         .copied()
                         .unwrap_or(0),
-                    PARTITIONS as usize,
+                    self.spec.partitions as usize,
                 ),
                 state.problems.clone(),
             )

@@ -4,7 +4,8 @@
 //! CA, with a demo-minted token in a token file, as a projected token
 //! would be), its view source and release sender, and the static-partition
 //! [`PartitionWorker`] with a handler that reads the in-memory [`Queue`]
-//! from the checkpoint and writes what it did into the [`Ledger`].
+//! from the checkpoint and writes what it did into the [`Ledger`]; in the
+//! hot act also the load reporter, fed by the handler's byte counts.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -15,7 +16,9 @@ use shardring_consumer::partitions::{
 };
 use shardring_consumer::view::{
     self,
-    endpoint::{EndpointClient, EndpointConfig, EndpointSource, ReleaseSender},
+    endpoint::{
+        EndpointClient, EndpointConfig, EndpointSource, LoadMeter, LoadReporter, ReleaseSender,
+    },
 };
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
@@ -36,6 +39,8 @@ struct QueueHandler {
     ledger: Arc<Ledger>,
     /// Time spent processing each batch (the batch in hand a stop waits for).
     work: Duration,
+    /// Counts the bytes read per partition (the hot act).
+    meter: Option<LoadMeter>,
 }
 
 impl PartitionHandler for QueueHandler {
@@ -55,6 +60,11 @@ impl PartitionHandler for QueueHandler {
             return Ok(None);
         };
         tokio::time::sleep(self.work).await;
+        if let Some(meter) = &self.meter {
+            let messages = batch.end - batch.start;
+            let bytes = messages * self.queue.message_bytes(&context.partition);
+            meter.record(&context.partition, bytes, messages);
+        }
         self.ledger.processed(&context.partition, batch);
         Ok(Some(last.to_string()))
     }
@@ -81,6 +91,8 @@ pub(super) struct PodSetup {
     pub(super) ledger: Arc<Ledger>,
     pub(super) drain_deadline: Duration,
     pub(super) work: Duration,
+    /// How often to report the load read (`None`: not at all).
+    pub(super) load_report: Option<Duration>,
 }
 
 /// The pod's consumer: waits for `start` (the pod object exists and its
@@ -113,12 +125,24 @@ pub(super) async fn run(
         wait: LONG_POLL,
     }
     .spawn(publisher);
+    let meter = setup.load_report.map(|_| LoadMeter::default());
+    let _reporter = setup.load_report.zip(meter.clone()).map(|(every, meter)| {
+        LoadReporter::spawn(
+            client.clone(),
+            setup.namespace.clone(),
+            setup.group.clone(),
+            assignment.clone(),
+            meter,
+            every,
+        )
+    });
     let acks = ReleaseSender::spawn(client, setup.namespace, setup.group, assignment.clone());
     let handler = Arc::new(QueueHandler {
         pod: setup.name.clone(),
         queue: setup.queue,
         ledger: setup.ledger,
         work: setup.work,
+        meter,
     });
     let config = PartitionConfig {
         tick: Duration::from_millis(100),

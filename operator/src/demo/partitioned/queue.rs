@@ -2,7 +2,9 @@
 //! append-only log of numbered messages (0, 1, 2, …), read from a position
 //! — the consumer's checkpoint is the number of the last message it
 //! processed, so the next owner continues right after it. A producer task
-//! appends one message to every partition each interval.
+//! appends one message to every partition each interval. A partition's
+//! messages all have one size (the hot act makes a few partitions' messages
+//! ten times larger: hot keys with big payloads).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -11,18 +13,48 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+/// Bytes of a message unless a partition says otherwise.
+pub const MESSAGE_BYTES: u64 = 1024;
+
 /// Message counts per partition.
 #[derive(Debug, Default)]
 pub struct Queue {
     lengths: Mutex<BTreeMap<String, u64>>,
+    /// Bytes per message of each partition.
+    sizes: Mutex<BTreeMap<String, u64>>,
 }
 
 impl Queue {
     /// A queue with the partitions `names`, empty.
     pub fn new(names: impl IntoIterator<Item = String>) -> Self {
+        Self::with_sizes(names.into_iter().map(|n| (n, MESSAGE_BYTES)))
+    }
+
+    /// A queue with the partitions and message sizes `sizes`, empty.
+    pub fn with_sizes(sizes: impl IntoIterator<Item = (String, u64)>) -> Self {
+        let sizes: BTreeMap<String, u64> = sizes.into_iter().collect();
         Self {
-            lengths: Mutex::new(names.into_iter().map(|n| (n, 0)).collect()),
+            lengths: Mutex::new(sizes.keys().map(|n| (n.clone(), 0)).collect()),
+            sizes: Mutex::new(sizes),
         }
+    }
+
+    fn sizes(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, u64>> {
+        self.sizes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Bytes of each of `partition`'s messages.
+    pub fn message_bytes(&self, partition: &str) -> u64 {
+        self.sizes()
+            .get(partition)
+            .copied()
+            .unwrap_or(MESSAGE_BYTES)
+    }
+
+    /// Makes `partition`'s messages from now on `bytes` large (its keys
+    /// turn hot, or cool down).
+    pub fn set_message_bytes(&self, partition: &str, bytes: u64) {
+        self.sizes().insert(partition.to_owned(), bytes);
     }
 
     fn lengths(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, u64>> {

@@ -49,6 +49,7 @@ impl Stage {
             rolling_shards,
             problems,
             partitions: None,
+            hot: None,
             elapsed: self.started.elapsed(),
         })
     }

@@ -158,6 +158,7 @@ mod tests {
             parents: Vec::new(),
             children: Vec::new(),
             checkpoint_owner: None,
+            throughput_kbps: None,
         }
     }
 

@@ -109,6 +109,7 @@ pub fn observation(count: u32, pods: Vec<PodInfo>) -> Observation {
         leases: Default::default(),
         departed: Default::default(),
         releases: Default::default(),
+        loads: Default::default(),
         now: now(),
     }
 }

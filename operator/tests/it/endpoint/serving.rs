@@ -68,6 +68,45 @@ async fn a_follower_answers_503_not_leader_and_a_lost_leadership_ends_open_polls
     endpoint.stop().await;
 }
 
+/// When leadership ends the controller forgets the views at once (the
+/// directory is cleared): an open poll and every request after the flip
+/// get 503 NotLeader, never 404 for a group the replica no longer knows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_stops_leading_answers_not_leader_even_with_its_views_gone() {
+    let endpoint = Endpoint::with(Setup {
+        leader: Some(true),
+        ..Setup::default()
+    })
+    .await;
+    endpoint.sync(&[("c-0", 1, &["s-0"]), ("c-1", 1, &["s-1"])]);
+    let client = endpoint.client();
+    let polls: Vec<_> = ["c-0", "c-1"]
+        .into_iter()
+        .map(|pod| {
+            let client = client.clone();
+            tokio::spawn(async move { client.get(&view_path(1, 120), Some(&token(pod))).await })
+        })
+        .collect();
+    wait_until("the polls to wait", Duration::from_secs(10), || {
+        endpoint.metrics.open_long_polls.get() == 2
+    })
+    .await;
+    endpoint.leader.as_ref().unwrap().send_replace(false);
+    endpoint.state.directory.clear();
+    for poll in polls {
+        let answer = tokio::time::timeout(Duration::from_secs(5), poll)
+            .await
+            .expect("the poll ends at once")
+            .unwrap();
+        answer.expect(503);
+        assert_eq!(answer.error().reason, "NotLeader");
+    }
+    let answer = client.get(&view_path(0, 0), Some(&token("c-0"))).await;
+    answer.expect(503);
+    assert_eq!(answer.error().reason, "NotLeader");
+    endpoint.stop().await;
+}
+
 #[tokio::test]
 async fn shutdown_answers_open_polls_and_stops() {
     let endpoint = Endpoint::start().await;

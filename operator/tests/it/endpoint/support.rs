@@ -305,6 +305,7 @@ impl Endpoint {
                     to: Some("other".to_owned()),
                     since: jiff::Timestamp::now(),
                     epoch: revoke_epoch,
+                    lease_counter: None,
                 })),
                 ..ShardRecord::default()
             },

@@ -1,0 +1,341 @@
+//! `balance: throughput` and the scaling signal in the plan step: the
+//! engine's weights from the measured estimates, the damping of moves made
+//! for load, and what the plan reports of the load (the status's
+//! `throughput` and `recommendedReplicas`, the `LoadMeasured` condition and
+//! the Events of refused readings and load rebalances).
+//!
+//! Damping: after optional moves made for load at time T (recorded as
+//! `status.throughput.lastRebalance`), the next wait until T +
+//! `throughput.dampingInterval`, so no shard moves twice for load within
+//! the interval; a change of the eligible pods since T (a scale-up or
+//! -down) lifts it, as balancing onto new pods is not a reaction to noise.
+//! Confirmation: shards move only once pods have stayed outside the band
+//! for [`crate::load::CONFIRM_HALF_LIVES`] half-lives of the smoothing
+//! (`status.throughput.outOfBandSince`), so a load that is still rising is
+//! not repaired halfway and again after the damping interval.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::conditions::reason;
+use crate::crds::shard_group::{BalanceMode, ShardGroupSpec, ThroughputStatus};
+use crate::engine::{PlanOutput, Rebalance, ShardLoad, ShardState};
+use crate::events::EventNote;
+use crate::load::scaling::{Demand, recommended_replicas};
+use crate::load::{LoadObservation, MIN_READINGS};
+use crate::load::{confirmation_wait, damping_wait, engine_load, out_of_band_since, whole};
+use crate::observation::Observation;
+use crate::pacing::Pacing;
+use crate::topology::Topology;
+
+/// How often a group balanced by throughput is planned again without a
+/// watch event, at most: loads change without one.
+pub(crate) const LOAD_POLL_MAX: Duration = Duration::from_secs(30);
+/// How often at least (a shorter half-life asks for more).
+pub(crate) const LOAD_POLL_MIN: Duration = Duration::from_secs(5);
+
+/// Whether `spec` balances by throughput.
+pub(crate) fn by_throughput(spec: &ShardGroupSpec) -> bool {
+    spec.balance == BalanceMode::Throughput
+}
+
+/// The engine's loads: each readable shard's estimate once it has
+/// [`MIN_READINGS`] readings (until then the shard weighs the mean).
+/// (`crate::load::engine_load`.)
+pub(super) fn engine_loads(obs: &Observation, topology: &Topology) -> BTreeMap<String, ShardLoad> {
+    if !by_throughput(&obs.group.spec) {
+        return BTreeMap::new();
+    }
+    topology
+        .shards
+        .iter()
+        .filter(|s| s.state != ShardState::Complete)
+        .filter_map(|s| Some((s.id.clone(), engine_load(obs.loads.estimates.get(&s.id)?)?)))
+        .collect()
+}
+
+/// Holds optional moves while the damping interval since the last load
+/// rebalance runs (unless the eligible pods changed since).
+pub(super) fn damp(obs: &Observation, pacing: &mut Pacing) {
+    if !by_throughput(&obs.group.spec) || pacing.rebalance == Rebalance::RequiredOnly {
+        return;
+    }
+    let interval = obs
+        .group
+        .throughput_settings()
+        .damping_interval()
+        .unwrap_or_default();
+    let half_life = obs
+        .group
+        .throughput_settings()
+        .half_life()
+        .unwrap_or(LOAD_POLL_MAX);
+    let previous = stored(obs);
+    let damped = damping_wait(
+        previous.and_then(|t| t.last_rebalance),
+        pacing.last_pod_change,
+        interval,
+        obs.now,
+    );
+    let unconfirmed = confirmation_wait(
+        previous.and_then(|t| t.out_of_band_since),
+        half_life,
+        obs.now,
+    );
+    if let Some(wait) = damped.max(unconfirmed) {
+        pacing.rebalance = Rebalance::RequiredOnly;
+        pacing.next_change = Some(pacing.next_change.map_or(wait, |w| w.min(wait)));
+    }
+}
+
+/// The stored `status.throughput`.
+fn stored(obs: &Observation) -> Option<&ThroughputStatus> {
+    obs.group
+        .status
+        .as_ref()
+        .and_then(|s| s.throughput.as_ref())
+}
+
+/// When to look again at the latest: a group balanced by throughput is
+/// planned again within its half-life (bounded by [`LOAD_POLL_MIN`] and
+/// [`LOAD_POLL_MAX`]) so a load shift is seen without a watch event.
+pub(super) fn poll(obs: &Observation) -> Option<Duration> {
+    by_throughput(&obs.group.spec).then(|| {
+        obs.group
+            .throughput_settings()
+            .half_life()
+            .unwrap_or(LOAD_POLL_MAX)
+            .clamp(LOAD_POLL_MIN, LOAD_POLL_MAX)
+    })
+}
+
+/// What a plan reports of the load.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LoadOutcome {
+    /// `status.throughput` (throughput mode only).
+    pub status: Option<ThroughputStatus>,
+    /// `status.recommendedReplicas` (with `spec.scaling`).
+    pub recommended: Option<u32>,
+    /// The `LoadMeasured` condition: (status, reason, message).
+    pub measured: Option<(bool, &'static str, String)>,
+    /// Events: readings refused, shards moved for load.
+    pub events: Vec<EventNote>,
+}
+
+/// Shards by what is known of their load.
+struct Coverage {
+    readable: u64,
+    measured: u64,
+    stale: u64,
+    /// Sum of the measured (and stale) rates, bytes per second.
+    sum: f64,
+}
+
+fn coverage(obs: &Observation, topology: &Topology, pending: &[String]) -> Coverage {
+    let stale_after = obs
+        .group
+        .throughput_settings()
+        .stale_after()
+        .unwrap_or(Duration::from_secs(120));
+    let mut c = Coverage {
+        readable: 0,
+        measured: 0,
+        stale: 0,
+        sum: 0.0,
+    };
+    for shard in topology
+        .shards
+        .iter()
+        .filter(|s| s.state != ShardState::Complete && !pending.contains(&s.id))
+    {
+        c.readable += 1;
+        let Some(estimate) = obs.loads.estimates.get(&shard.id) else {
+            continue;
+        };
+        if estimate.readings < MIN_READINGS {
+            continue;
+        }
+        c.sum += estimate.rate;
+        if estimate.is_stale(obs.now, stale_after) {
+            c.stale += 1;
+        } else {
+            c.measured += 1;
+        }
+    }
+    c
+}
+
+/// What the plan that produced `output` reports of the load.
+pub(super) fn report(obs: &Observation, topology: &Topology, output: &PlanOutput) -> LoadOutcome {
+    let spec = &obs.group.spec;
+    let throughput = by_throughput(spec);
+    if !throughput && spec.scaling.is_none() {
+        return LoadOutcome::default();
+    }
+    let c = coverage(obs, topology, &output.pending);
+    let known = c.measured + c.stale;
+    let unmeasured = c.readable - known;
+    // An unmeasured shard counts as the mean of the measured ones.
+    let total = match known {
+        0 => 0.0,
+        n => c.sum / n as f64 * c.readable as f64,
+    };
+    let total_kbps = total / 1024.0;
+    let recommended = spec.scaling.as_ref().map(|scaling| {
+        recommended_replicas(
+            scaling,
+            Demand {
+                shards: c.readable,
+                kbps: total_kbps,
+            },
+        )
+    });
+    let mut outcome = LoadOutcome {
+        recommended,
+        ..LoadOutcome::default()
+    };
+    if !throughput {
+        return outcome;
+    }
+    let previous = stored(obs);
+    let report = output.throughput.as_ref();
+    let moved = output.optional_moves();
+    let last_rebalance = if moved > 0 {
+        Some(obs.now)
+    } else {
+        previous.and_then(|p| p.last_rebalance)
+    };
+    let out_of_band_since = out_of_band_since(
+        previous.and_then(|p| p.out_of_band_since),
+        report.is_some_and(|r| r.still_out_of_band > 0),
+        moved > 0,
+        obs.now,
+    );
+    let rejected = &obs.loads.rejected;
+    let status = ThroughputStatus {
+        spread: report
+            .and_then(|r| r.spread_permille())
+            .map(|(min, max)| format!("{}/{}", ratio(min), ratio(max))),
+        total_kbps: whole(total_kbps),
+        out_of_band_pods: report.map_or(0, |r| r.still_out_of_band),
+        measured_shards: c.measured,
+        unmeasured_shards: unmeasured,
+        stale_shards: c.stale,
+        rejected_reports: rejected.total,
+        last_rebalance,
+        out_of_band_since,
+    };
+    outcome.measured = Some(measured_condition(obs, &status, &obs.loads));
+    // A new leader's book starts at 0: only growth since the status is news.
+    let before = previous.map_or(0, |p| p.rejected_reports);
+    if rejected.total > before
+        && let Some((latest, _)) = &rejected.last
+    {
+        outcome.events.push(EventNote::warning(
+            reason::LOAD_REPORT_REJECTED,
+            format!(
+                "{} load readings refused since the last look ({}); the latest: {latest}",
+                rejected.total - before,
+                by_reason(&obs.loads),
+            ),
+        ));
+    }
+    if moved > 0 {
+        let before = report.map_or(0, |r| r.out_of_band);
+        outcome.events.push(EventNote::normal(
+            reason::LOAD_REBALANCED,
+            format!(
+                "moved {moved} shards to bring {before} pods back into the ±{}% band; load per pod ÷ fair share now {}",
+                obs.group.throughput_settings().band_percent,
+                status.spread.as_deref().unwrap_or("-"),
+            ),
+        ));
+    }
+    outcome.status = Some(status);
+    outcome
+}
+
+/// The `LoadMeasured` condition: refused readings (within `staleAfter`),
+/// unmeasured shards, stale ones, or all measured.
+fn measured_condition(
+    obs: &Observation,
+    status: &ThroughputStatus,
+    loads: &LoadObservation,
+) -> (bool, &'static str, String) {
+    let settings = obs.group.throughput_settings();
+    let stale_after = settings.stale_after().unwrap_or(Duration::from_secs(120));
+    let recent =
+        loads.rejected.last.as_ref().filter(|(_, at)| {
+            obs.now.duration_since(*at).as_secs_f64() <= stale_after.as_secs_f64()
+        });
+    if let Some((latest, _)) = recent {
+        return (
+            false,
+            reason::LOAD_REPORTS_REJECTED,
+            format!(
+                "{} load readings refused ({}); they change nothing. The latest: {latest}",
+                loads.rejected.total,
+                by_reason(loads)
+            ),
+        );
+    }
+    let readable = status.measured_shards + status.stale_shards + status.unmeasured_shards;
+    if status.unmeasured_shards > 0 {
+        return (
+            false,
+            reason::LOAD_UNMEASURED,
+            format!(
+                "{} of {readable} readable shards have no load measurement yet and weigh the mean of the measured ones; \
+                 consumers report through the endpoint (POST .../loads), or KCL 3.x workers write throughputKBps to the lease table",
+                status.unmeasured_shards
+            ),
+        );
+    }
+    if status.stale_shards > 0 {
+        return (
+            false,
+            reason::LOAD_STALE,
+            format!(
+                "{} of {readable} readable shards were last measured more than {} ago and keep their last value",
+                status.stale_shards, settings.stale_after
+            ),
+        );
+    }
+    (
+        true,
+        reason::MEASURED,
+        format!(
+            "every readable shard's load was measured within {}",
+            settings.stale_after
+        ),
+    )
+}
+
+fn by_reason(loads: &LoadObservation) -> String {
+    loads
+        .rejected
+        .by_reason
+        .iter()
+        .map(|(reason, n)| format!("{reason}: {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Thousandths as a ratio with two decimals (`1000` → `1.00`).
+fn ratio(permille: u64) -> String {
+    let hundredths = permille.saturating_add(5) / 10;
+    format!("{}.{:02}", hundredths / 100, hundredths % 100)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ratio;
+
+    #[test]
+    fn ratios_print_with_two_decimals() {
+        assert_eq!(ratio(1000), "1.00");
+        assert_eq!(ratio(954), "0.95");
+        assert_eq!(ratio(1076), "1.08");
+        assert_eq!(ratio(99), "0.10");
+    }
+}

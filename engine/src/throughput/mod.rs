@@ -1,0 +1,327 @@
+//! Throughput balance (`balance: throughput`): each shard weighs its measured
+//! load, and every pod's load is kept within a band around its fair share.
+//!
+//! 1. Stickiness: every shard whose previous owner is eligible stays there
+//!    (a pod over `maxShardsPerPod` keeps the shards with the lowest
+//!    rendezvous score and releases the rest: required moves).
+//! 2. Free shards (new, orphaned, released) go heaviest first to the pod
+//!    with the least load per unit of capacity (then the fewest shards, then
+//!    the pod's hash); a new child goes to a parent's owner while that keeps
+//!    the owner inside the band.
+//! 3. Hysteresis: nothing else moves while every pod is inside the band, or
+//!    outside it by no more than [`TRIGGER_SIGMAS`] standard errors of its
+//!    measured load ([`fair`]). Noise alone therefore never moves a shard.
+//! 4. When a pod is outside the band, [`repair`] moves the fewest shards it
+//!    can find that bring every pod back, each move the one that brings the
+//!    most load back inside (see its header), within the optional-move
+//!    budget.
+//!
+//! Arithmetic is in `f64` in a fixed order, so the same input gives the same
+//! output on every machine.
+
+mod fair;
+mod repair;
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+
+use crate::hash::mix;
+use crate::model::{Class, Model, NONE, index};
+use crate::owners::{Owners, Release};
+use crate::types::{DEFAULT_BAND_PERCENT, PlanOptions, PodThroughput, Rebalance, ThroughputReport};
+
+pub use fair::{SETTLE_SIGMAS, TRIGGER_SIGMAS, shares as fair_shares};
+
+/// The tentative placement the passes work on, indexed like the model.
+pub(crate) struct Placement<'m, 'a> {
+    pub(crate) model: &'m Model<'a>,
+    /// Owner pod index per shard, or `NONE`.
+    pub(crate) owner: Vec<u32>,
+    /// Why a shard left its eligible previous owner.
+    pub(crate) release: Vec<Release>,
+    /// Sum of the weights of each pod's shards.
+    pub(crate) load: Vec<f64>,
+    /// Sum of the squared noise of each pod's shards.
+    pub(crate) var: Vec<f64>,
+    /// Each pod's shards (unordered).
+    pub(crate) members: Vec<Vec<u32>>,
+    /// Each pod's capacity weight.
+    pub(crate) capacity: Vec<f64>,
+    /// Most shards per pod (`u64::MAX`: no cap).
+    pub(crate) cap: u64,
+}
+
+impl<'m, 'a> Placement<'m, 'a> {
+    fn new(model: &'m Model<'a>, cap: u64) -> Self {
+        let p = model.pods.len();
+        Self {
+            model,
+            owner: vec![NONE; model.shards.len()],
+            release: vec![Release::No; model.shards.len()],
+            load: vec![0.0; p],
+            var: vec![0.0; p],
+            members: vec![Vec::new(); p],
+            capacity: model.pods.iter().map(|pod| pod.capacity as f64).collect(),
+            cap,
+        }
+    }
+
+    /// Shard `s`'s weight (bytes per second).
+    pub(crate) fn weight(&self, s: u32) -> f64 {
+        self.model.shards[s as usize].weight as f64
+    }
+
+    /// Shard `s`'s squared noise.
+    pub(crate) fn noise_sq(&self, s: u32) -> f64 {
+        let noise = self.model.shards[s as usize].noise as f64;
+        noise * noise
+    }
+
+    /// Whether pod `e` may take one more shard.
+    pub(crate) fn has_room(&self, e: u32) -> bool {
+        (self.members[e as usize].len() as u64) < self.cap
+    }
+
+    pub(crate) fn assign(&mut self, s: u32, e: u32) {
+        self.owner[s as usize] = e;
+        self.members[e as usize].push(s);
+        self.load[e as usize] += self.weight(s);
+        self.var[e as usize] += self.noise_sq(s);
+    }
+
+    pub(crate) fn unassign(&mut self, s: u32) {
+        let e = self.owner[s as usize];
+        let list = &mut self.members[e as usize];
+        if let Some(at) = list.iter().position(|&m| m == s) {
+            list.swap_remove(at);
+        }
+        self.load[e as usize] -= self.weight(s);
+        self.var[e as usize] = (self.var[e as usize] - self.noise_sq(s)).max(0.0);
+        self.owner[s as usize] = NONE;
+    }
+
+    /// Moves shard `s` to pod `to`.
+    pub(crate) fn move_to(&mut self, s: u32, to: u32) {
+        self.unassign(s);
+        self.assign(s, to);
+    }
+
+    /// Keeps every readable shard on its eligible previous owner; a pod over
+    /// the cap keeps its lowest rendezvous scores and releases the rest.
+    fn keep_sticky(&mut self) {
+        let model = self.model;
+        for (s, rec) in model.shards.iter().enumerate() {
+            if rec.class == Class::Readable && rec.prev_owner != NONE {
+                self.assign(index(s), rec.prev_owner);
+            }
+        }
+        let cap = usize::try_from(self.cap).unwrap_or(usize::MAX);
+        for e in 0..model.pods.len() {
+            if self.members[e].len() <= cap {
+                continue;
+            }
+            let pod_hash = model.pods[e].hash;
+            let mut list = self.members[e].clone();
+            list.sort_unstable_by_key(|&s| (mix(model.shards[s as usize].hash ^ pod_hash), s));
+            for &s in &list[cap..] {
+                self.unassign(s);
+                self.release[s as usize] = Release::Required;
+            }
+        }
+    }
+
+    /// Places every readable shard without an owner, heaviest first.
+    fn place_free(&mut self, band: f64) {
+        let model = self.model;
+        let mut free: Vec<u32> = (0..index(model.shards.len()))
+            .filter(|&s| {
+                model.shards[s as usize].class == Class::Readable && self.owner[s as usize] == NONE
+            })
+            .collect();
+        free.sort_unstable_by_key(|&s| {
+            let rec = &model.shards[s as usize];
+            (Reverse(rec.weight), rec.hash, s)
+        });
+        let total: f64 = model
+            .shards
+            .iter()
+            .filter(|s| s.class == Class::Readable)
+            .map(|s| s.weight as f64)
+            .sum();
+        let per_capacity = total / self.capacity.iter().sum::<f64>();
+        let mut lightest: BinaryHeap<Reverse<Entry>> = (0..index(model.pods.len()))
+            .filter(|&e| self.has_room(e))
+            .map(|e| Reverse(self.entry(e)))
+            .collect();
+        for s in free {
+            let w = self.weight(s);
+            let parent = self.parent_owner(s, |p, e| {
+                p.has_room(e)
+                    && p.load[e as usize] + w
+                        <= per_capacity * p.capacity[e as usize] * (1.0 + band)
+            });
+            let target = if parent != NONE {
+                Some(parent)
+            } else {
+                self.lightest(&mut lightest)
+            };
+            let Some(e) = target else { break };
+            self.assign(s, e);
+            if self.has_room(e) {
+                lightest.push(Reverse(self.entry(e)));
+            }
+        }
+    }
+
+    /// The pod with the least load per capacity, from a heap whose entries
+    /// may be stale (a parent placement changed the pod meanwhile).
+    fn lightest(&self, heap: &mut BinaryHeap<Reverse<Entry>>) -> Option<u32> {
+        while let Some(Reverse(top)) = heap.pop() {
+            let e = top.pod;
+            if !self.has_room(e) {
+                continue;
+            }
+            let now = self.entry(e);
+            if now == top {
+                return Some(e);
+            }
+            heap.push(Reverse(now));
+        }
+        None
+    }
+
+    fn entry(&self, e: u32) -> Entry {
+        let c = self.capacity[e as usize];
+        Entry {
+            load: self.load[e as usize] / c,
+            count: self.members[e as usize].len() as f64 / c,
+            hash: self.model.pods[e as usize].hash,
+            pod: e,
+        }
+    }
+
+    /// A new child's preferred pod: the previous owner of one of its
+    /// parents that `fits` it, the least loaded first; `NONE` otherwise.
+    fn parent_owner(&self, s: u32, fits: impl Fn(&Self, u32) -> bool) -> u32 {
+        let rec = &self.model.shards[s as usize];
+        if rec.previous.is_some() || rec.parents.is_empty() {
+            return NONE;
+        }
+        rec.parents
+            .iter()
+            .map(|&parent| self.model.shards[parent as usize].prev_owner)
+            .filter(|&e| e != NONE && fits(self, e))
+            .min_by(|&a, &b| {
+                self.load[a as usize]
+                    .total_cmp(&self.load[b as usize])
+                    .then(a.cmp(&b))
+            })
+            .unwrap_or(NONE)
+    }
+}
+
+/// A pod in the placement heap: least load per capacity first, then the
+/// fewest shards per capacity (so shards that weigh nothing still spread),
+/// then the pod's hash.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    load: f64,
+    count: f64,
+    hash: u64,
+    pod: u32,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.load
+            .total_cmp(&other.load)
+            .then(self.count.total_cmp(&other.count))
+            .then(self.hash.cmp(&other.hash))
+            .then(self.pod.cmp(&other.pod))
+    }
+}
+
+/// Places every readable shard of `model` by throughput. `budget` bounds
+/// the optional moves (0 with `rebalance: requiredOnly`), `cap` the shards
+/// per pod (`u64::MAX`: none).
+pub(crate) fn place(model: &Model<'_>, options: &PlanOptions, budget: u64, cap: u64) -> Owners {
+    let band = f64::from(options.band_percent.unwrap_or(DEFAULT_BAND_PERCENT)) / 100.0;
+    let mut placement = Placement::new(model, cap);
+    if !model.pods.is_empty() {
+        placement.keep_sticky();
+        placement.place_free(band);
+    }
+    let before = fair::Gauge::new(&placement, band);
+    let out_of_band = before.outside_count(&placement);
+    let budget = if options.rebalance == Rebalance::RequiredOnly {
+        0
+    } else {
+        budget
+    };
+    if out_of_band > 0 && budget > 0 {
+        repair::run(&mut placement, band, budget);
+    }
+    // Optional moves: shards that left an eligible previous owner that
+    // did not have to release them.
+    let mut moves = 0u32;
+    for (s, rec) in model.shards.iter().enumerate() {
+        let owner = placement.owner[s];
+        if rec.class == Class::Readable
+            && rec.prev_owner != NONE
+            && owner != NONE
+            && owner != rec.prev_owner
+            && placement.release[s] != Release::Required
+        {
+            placement.release[s] = Release::Optional;
+            moves += 1;
+        }
+    }
+    let after = fair::Gauge::new(&placement, band);
+    let report = ThroughputReport {
+        pods: model
+            .pods
+            .iter()
+            .enumerate()
+            .map(|(e, pod)| {
+                (
+                    pod.name.to_owned(),
+                    PodThroughput {
+                        load: rounded(placement.load[e]),
+                        fair: rounded(after.fair[e]),
+                        noise: rounded(after.sigma[e]),
+                    },
+                )
+            })
+            .collect(),
+        out_of_band,
+        still_out_of_band: after.outside_count(&placement),
+        moves,
+    };
+    Owners {
+        loads: placement
+            .members
+            .iter()
+            .map(|list| list.len() as u64)
+            .collect(),
+        owner: placement.owner,
+        release: placement.release,
+        throughput: Some(report),
+    }
+}
+
+/// A non-negative `f64` rounded to the nearest integer (saturating).
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // clamped to u64's range first
+fn rounded(x: f64) -> u64 {
+    x.round().clamp(0.0, u64::MAX as f64) as u64
+}

@@ -1,0 +1,264 @@
+//! The repair: when a pod is outside its band, move shards until every pod
+//! is within its target (see [`super::fair`]), making as few moves as it
+//! can find.
+//!
+//! Greedy, one move at a time: take the pod furthest beyond its target (by
+//! more than [`SETTLE_SIGMAS`] standard errors of its load: a pod a repair
+//! settled is never taken again for noise alone). If it is over, consider
+//! moving each of its shards to each of the pods with the most room; if it
+//! is under, moving each shard of the pods most over their share to it.
+//! Take the move that brings the most load back within that pod's target
+//! (the most load shed per moved shard) net of what it pushes the other pod
+//! beyond its own — counted as if the other pod's load read that many
+//! standard errors worse, so noise never makes a move look free — ties to
+//! the move that leaves both pods nearest their fair share. When no single
+//! move helps, try swapping a shard with one of another pod (two moves). A
+//! pod nothing helps is skipped until some other move changes the picture.
+//! Every move lowers the load beyond the targets, so the loop ends; it also
+//! ends when the optional-move budget is spent.
+//!
+//! A shard placed in this plan (new or orphaned) moves for free; moving a
+//! shard back to its previous owner gives a move back.
+
+use super::Placement;
+use super::fair::{Gauge, SETTLE_SIGMAS};
+use crate::model::NONE;
+
+/// Pods considered as the other end of a move.
+const PARTNERS: usize = 8;
+/// A pod's heaviest shards considered for a swap.
+const SWAP_SHARDS: usize = 64;
+
+/// One candidate change: a move (`back` is `None`) or a swap.
+#[derive(Debug, Clone, Copy)]
+struct Change {
+    /// The shard that goes from `from` to `to`.
+    shard: u32,
+    from: u32,
+    to: u32,
+    /// The shard that comes back from `to` to `from`, for a swap.
+    back: Option<u32>,
+    /// Load brought within the targets.
+    gain: f64,
+    /// How far the worse of the two pods ends from its fair share,
+    /// relative to it (lower is better).
+    offset: f64,
+    /// Moves it costs against the budget.
+    cost: i64,
+}
+
+impl Change {
+    /// Whether `self` is a better choice than `other`.
+    fn beats(&self, other: &Change) -> bool {
+        self.gain
+            .total_cmp(&other.gain)
+            .then(other.offset.total_cmp(&self.offset))
+            .then(other.shard.cmp(&self.shard))
+            .is_gt()
+    }
+}
+
+/// Repairs `placement` toward its targets with at most `budget` optional
+/// moves.
+pub(crate) fn run(placement: &mut Placement<'_, '_>, band: f64, budget: u64) {
+    let pods = placement.model.pods.len();
+    let total: f64 = placement.load.iter().sum();
+    let epsilon = 1e-9 * (total + 1.0);
+    let mut used: i64 = 0;
+    let budget = i64::try_from(budget).unwrap_or(i64::MAX);
+    let mut stuck = vec![false; pods];
+    let limit = 2 * placement.model.shards.len() + pods;
+    for _ in 0..limit {
+        let gauge = Gauge::new(placement, band);
+        // Only a pod beyond its target by more than its noise explains.
+        let worst = (0..pods)
+            .filter(|&e| !stuck[e])
+            .map(|e| (gauge.violation(e, placement.load[e]), e))
+            .filter(|&(v, e)| v > epsilon.max(SETTLE_SIGMAS * gauge.sigma[e]))
+            .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)));
+        let Some((_, x)) = worst else { break };
+        let left = budget - used;
+        let change = best_change(placement, &gauge, x, left, epsilon, false)
+            .or_else(|| best_change(placement, &gauge, x, left, epsilon, true));
+        match change {
+            Some(change) => {
+                placement.move_to(change.shard, change.to);
+                if let Some(back) = change.back {
+                    placement.move_to(back, change.from);
+                }
+                used += change.cost;
+                stuck.fill(false);
+            }
+            None => stuck[x] = true,
+        }
+        if used >= budget {
+            break;
+        }
+    }
+}
+
+/// What moving shard `s` from its owner to `to` costs: a move when it
+/// leaves its previous owner, a move given back when it returns to it.
+fn cost(placement: &Placement<'_, '_>, s: u32, to: u32) -> i64 {
+    let previous = placement.model.shards[s as usize].prev_owner;
+    if previous == NONE {
+        0
+    } else if placement.owner[s as usize] == previous {
+        1
+    } else if to == previous {
+        -1
+    } else {
+        0
+    }
+}
+
+/// The pods with the most room (for an over pod's shards), or the most
+/// over their share (to feed an under pod), excluding `x`.
+fn partners(placement: &Placement<'_, '_>, gauge: &Gauge, x: usize, over: bool) -> Vec<u32> {
+    let mut others: Vec<(f64, u32)> = (0..placement.load.len())
+        .filter(|&e| e != x)
+        .map(|e| {
+            let key = if over {
+                gauge.room(e, placement.load[e])
+            } else {
+                placement.load[e] - gauge.fair[e]
+            };
+            (key, crate::model::index(e))
+        })
+        .collect();
+    others.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    others.truncate(PARTNERS);
+    others.into_iter().map(|(_, e)| e).collect()
+}
+
+/// What shifting `delta` load between pod `x` (giving it when `x_gives`,
+/// else taking it) and pod `other` is worth: the load it brings back within
+/// `x`'s target, minus what it pushes `other` beyond its own, counted as if
+/// `other`'s measured load were [`SETTLE_SIGMAS`] standard errors worse than
+/// it reads (so noise never makes a move look free); and how far the worse
+/// of the two pods ends from its fair share, relative to it.
+fn worth(
+    placement: &Placement<'_, '_>,
+    gauge: &Gauge,
+    x: usize,
+    other: usize,
+    x_gives: bool,
+    delta: f64,
+) -> (f64, f64) {
+    let (lx, lo) = (placement.load[x], placement.load[other]);
+    let (lx2, lo2) = if x_gives {
+        (lx - delta, lo + delta)
+    } else {
+        (lx + delta, lo - delta)
+    };
+    let lean = SETTLE_SIGMAS * gauge.sigma[other] * if x_gives { 1.0 } else { -1.0 };
+    let gained = gauge.violation(x, lx) - gauge.violation(x, lx2);
+    let lost = gauge.violation(other, lo2 + lean) - gauge.violation(other, lo + lean);
+    let offset = |e: usize, load: f64| {
+        if gauge.fair[e] > 0.0 {
+            (load - gauge.fair[e]).abs() / gauge.fair[e]
+        } else {
+            load
+        }
+    };
+    (gained - lost, offset(x, lx2).max(offset(other, lo2)))
+}
+
+/// The search for the best change that helps pod `x`.
+struct Search<'p, 'm, 'a> {
+    placement: &'p Placement<'m, 'a>,
+    gauge: &'p Gauge,
+    x: usize,
+    /// Whether `x` is over its share (it gives) or under (it takes).
+    over: bool,
+    /// Moves left in the budget.
+    left: i64,
+    epsilon: f64,
+    best: Option<Change>,
+}
+
+impl Search<'_, '_, '_> {
+    /// Considers moving `shard` from `from` to `to` (`other` is whichever
+    /// of the two is not `x`), and `back` the other way for a swap.
+    fn consider(&mut self, from: u32, to: u32, other: u32, shard: u32, back: Option<u32>) {
+        let p = self.placement;
+        let delta = p.weight(shard) - back.map_or(0.0, |t| p.weight(t));
+        if delta <= 0.0 {
+            return;
+        }
+        let cost = cost(p, shard, to) + back.map_or(0, |t| cost(p, t, from));
+        if cost > self.left {
+            return;
+        }
+        let (gain, offset) = worth(p, self.gauge, self.x, other as usize, self.over, delta);
+        if gain <= self.epsilon {
+            return;
+        }
+        let change = Change {
+            shard,
+            from,
+            to,
+            back,
+            gain,
+            offset,
+            cost,
+        };
+        if self.best.as_ref().is_none_or(|b| change.beats(b)) {
+            self.best = Some(change);
+        }
+    }
+}
+
+/// The best change that helps pod `x`, if any is worth it: a single move,
+/// or with `swaps` two shards trading places (each pod's
+/// [`SWAP_SHARDS`] heaviest).
+fn best_change(
+    placement: &Placement<'_, '_>,
+    gauge: &Gauge,
+    x: usize,
+    left: i64,
+    epsilon: f64,
+    swaps: bool,
+) -> Option<Change> {
+    let over = placement.load[x] > gauge.fair[x];
+    let heaviest = |e: u32| {
+        let mut list = placement.members[e as usize].clone();
+        list.sort_by(|&a, &b| {
+            placement
+                .weight(b)
+                .total_cmp(&placement.weight(a))
+                .then(a.cmp(&b))
+        });
+        list.truncate(SWAP_SHARDS);
+        list
+    };
+    let mut search = Search {
+        placement,
+        gauge,
+        x,
+        over,
+        left,
+        epsilon,
+        best: None,
+    };
+    for other in partners(placement, gauge, x, over) {
+        let (from, to) = if over {
+            (crate::model::index(x), other)
+        } else {
+            (other, crate::model::index(x))
+        };
+        if swaps {
+            let (going, coming) = (heaviest(from), heaviest(to));
+            for &s in &going {
+                for &t in &coming {
+                    search.consider(from, to, other, s, Some(t));
+                }
+            }
+        } else if placement.has_room(to) {
+            for &s in &placement.members[from as usize] {
+                search.consider(from, to, other, s, None);
+            }
+        }
+    }
+    search.best
+}

@@ -1,0 +1,130 @@
+//! Seeds balanced by throughput: the same faults and events as every seed,
+//! plus load — each shard with its own rate, readings with ±5 % noise that
+//! consumers report about once a second through a lossy, late channel, and
+//! now and then a shard whose load doubles or halves — fed through the real
+//! load book (the endpoint's checks and smoothing) to the real plan step.
+//!
+//! Checked beyond the invariants of every seed: after the system goes quiet
+//! no shard is moved twice within the damping interval unless the eligible
+//! pods changed in between (noise alone never moves one back and forth), and
+//! the band holds: no pod is outside it by more than its noise explains.
+
+use shardring_core::conditions;
+
+use crate::crds::shard_group::{BalanceMode, ThroughputSpec};
+use crate::run::{SeedOutcome, SimConfig, Summary, drive, finish, setup};
+use crate::sim::Sim;
+use crate::world::Ms;
+use crate::world::loads::WorldLoads;
+
+/// The damping interval of the simulated groups (the sim's minutes are short).
+pub const DAMPING_MS: Ms = 20_000;
+
+/// Runs one seed balanced by throughput.
+pub fn run_load_seed(seed: u64, config: SimConfig) -> SeedOutcome {
+    finish(seed, drive(setup(seed, true), config))
+}
+
+/// Runs seeds `first..first + count` balanced by throughput.
+pub fn run_load_seeds(first: u64, count: u64, config: SimConfig) -> Summary {
+    let mut summary = Summary::default();
+    for seed in first..first + count {
+        summary.add(run_load_seed(seed, config));
+    }
+    summary
+}
+
+/// Makes `sim`'s group balance by throughput, on the simulation's time
+/// scale, with load in the world.
+pub fn by_throughput(sim: &mut Sim, seed: u64) {
+    let spec = &mut sim.op.group.spec;
+    spec.balance = BalanceMode::Throughput;
+    spec.throughput = Some(ThroughputSpec {
+        half_life: "2s".into(),
+        damping_interval: format!("{}ms", DAMPING_MS),
+        stale_after: "10s".into(),
+        ..ThroughputSpec::default()
+    });
+    sim.world.loads = Some(WorldLoads::new(seed));
+}
+
+impl Sim {
+    /// Whether the group balances by throughput.
+    pub fn by_throughput(&self) -> bool {
+        self.op.group.spec.balance == BalanceMode::Throughput
+    }
+
+    /// Now and then a shard's load doubles or halves (from the load's own
+    /// randomness: a seed without load draws nothing here).
+    pub(crate) fn inject_load(&mut self) {
+        let Some(loads) = self.world.loads.as_mut() else {
+            return;
+        };
+        if loads.rng.chance(0.01) {
+            let open: Vec<String> = self
+                .world
+                .stream
+                .iter()
+                .filter(|s| s.open)
+                .map(|s| s.id.clone())
+                .collect();
+            loads.shift(&open);
+        }
+    }
+
+    /// The load checks once the system went quiet: no flapping, and the
+    /// band holds (`out_of_band` as the last plan saw it).
+    pub(crate) fn check_load_quiet(&mut self, out_of_band: Option<u32>) {
+        let since = self.quiet_since.unwrap_or(0);
+        let mut last: std::collections::BTreeMap<&str, Ms> = Default::default();
+        for (at, shard) in self.op.revokes.iter().filter(|(at, _)| *at >= since) {
+            if let Some(&before) = last.get(shard.as_str())
+                && at - before < DAMPING_MS
+                && !self
+                    .op
+                    .pod_changes
+                    .iter()
+                    .any(|&change| change > before && change <= *at)
+            {
+                self.world.violate(format!(
+                    "quiet: {shard} moved at {before} ms and again at {at} ms, within the damping interval, with no pod change in between"
+                ));
+                return;
+            }
+            last.insert(shard, *at);
+        }
+        match out_of_band {
+            Some(0) => {}
+            Some(pods) => {
+                let spread = self
+                    .op
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.throughput.as_ref())
+                    .and_then(|t| t.spread.clone());
+                self.world.violate(format!(
+                    "quiet: {pods} pods outside the band (load ÷ fair share {spread:?})"
+                ));
+            }
+            None => self
+                .world
+                .violate("quiet: no throughput status after quiescence".into()),
+        }
+    }
+
+    /// Whether the published status shows pods outside the band, or a
+    /// load measurement missing (the quiet phase waits for both).
+    pub fn load_unsettled(&self) -> bool {
+        let Some(status) = &self.op.status else {
+            return self.by_throughput();
+        };
+        let measured = conditions::find(&status.conditions, conditions::LOAD_MEASURED)
+            .is_some_and(|c| c.status == "True");
+        self.by_throughput()
+            && (!measured
+                || status
+                    .throughput
+                    .as_ref()
+                    .is_none_or(|t| t.out_of_band_pods > 0))
+    }
+}

@@ -1,0 +1,99 @@
+//! The bound on a revoke, checked at every step: a revoke ends (its shard
+//! active on a new owner, or back on its owner) by `drainTimeout` plus one
+//! reconcile. What kept the operator from acting meanwhile (it was down, a
+//! write or read failed, its retries backed off, its pod watch relisted, a
+//! node was cut off, no pod was eligible to take the shard:
+//! [`Operator::last_fault`]) moves the start of the bound to its end.
+//!
+//! What that is, exactly, per rule of the protocol (`R` is one reconcile
+//! while moves are in flight: the in-flight poll, plus a step of
+//! simulated time for the reconcile to come round):
+//!
+//! - without a lease table the revoked pod's drain clock starts when the
+//!   reconcile after the revoke sees its annotation listing the revoke, and
+//!   restarts when more of its shards are revoked (which the move budget,
+//!   handing out its next moves, or a pod-set change does): a revoke ends
+//!   by the pod's latest revoke + `R` + `drainTimeout` + `R`;
+//! - with a lease table it ends by the revoke + the later of `drainTimeout`
+//!   and the lease failover counted from the last counter change the
+//!   operator saw (at most `R` after the change) + `R`.
+//!
+//! Every other evidence (a released lease, the kubelet's word, an
+//! acknowledgement, a pod gone) only ends it sooner. The next reconcile is
+//! scheduled by the operator's own requeue and retry rule (the simulated
+//! operator runs on it, see [`Operator::reconcile`]), so a requeue that
+//! forgot a timer would break this bound.
+//!
+//! [`Operator::last_fault`]: crate::operator::Operator::last_fault
+//! [`Operator::reconcile`]: crate::operator::Operator::reconcile
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+
+use crate::crds::ShardPhase;
+use crate::operator::ts;
+use crate::sim::{MAX_STEP_MS, Sim};
+use crate::world::Ms;
+use shardring_core::plan::IN_FLIGHT_POLL;
+
+/// One reconcile while moves are in flight, in ms: the in-flight poll and
+/// the step it lands in.
+pub fn one_reconcile_ms() -> Ms {
+    millis(IN_FLIGHT_POLL) + MAX_STEP_MS
+}
+
+impl Sim {
+    /// Fails the run when a revoke of the published document outlived its
+    /// bound (see the module docs).
+    pub(crate) fn check_revokes(&mut self) {
+        let Some(doc) = &self.op.doc else {
+            return;
+        };
+        let handoff = &self.op.group.spec.handoff;
+        let drain = millis(handoff.drain_timeout().unwrap_or_default());
+        let failover = millis(handoff.lease_failover().unwrap_or_default());
+        let lease_table = self.world.rules.lease_table;
+        // Each revoked pod's latest revoke: its drain clock restarts then.
+        let mut latest: BTreeMap<&str, Ms> = BTreeMap::new();
+        let revokes: Vec<(&String, &str, Ms)> = doc
+            .shards
+            .iter()
+            .filter(|(_, r)| r.state == ShardPhase::Revoking)
+            .filter_map(|(id, r)| {
+                let since = at(r.handoff.as_ref()?.since);
+                let owner = r.owner.as_deref()?;
+                let latest = latest.entry(owner).or_insert(since);
+                *latest = (*latest).max(since);
+                Some((id, owner, since))
+            })
+            .collect();
+        let now = self.world.now;
+        let fault = self.op.last_fault;
+        let reconcile = one_reconcile_ms();
+        for (shard, owner, since) in revokes {
+            let deadline = if lease_table {
+                since.max(fault) + drain.max(failover + reconcile) + reconcile
+            } else {
+                latest[owner].max(fault) + reconcile + drain + reconcile
+            };
+            if now > deadline {
+                let what = format!(
+                    "the revoke of {shard} on {owner} published at {since} ms still runs at {now} ms, past its bound {deadline} ms (drainTimeout {drain} ms plus one reconcile; lease table: {lease_table}; last fault at {fault} ms; next reconcile at {} ms)",
+                    self.op.next_reconcile
+                );
+                self.world.violate(what);
+                return;
+            }
+        }
+    }
+}
+
+fn millis(d: std::time::Duration) -> Ms {
+    Ms::try_from(d.as_millis()).unwrap_or(Ms::MAX / 4)
+}
+
+/// A document time as simulated ms.
+fn at(t: Timestamp) -> Ms {
+    Ms::try_from(t.duration_since(ts(0)).as_millis()).unwrap_or(Ms::MAX / 4)
+}
