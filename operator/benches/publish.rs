@@ -188,7 +188,8 @@ impl World {
                 self.pods.insert(name, pod.clone());
             }
             watcher::Event::Delete(pod) => {
-                self.pods.remove(pod.metadata.name.as_deref().unwrap_or_default());
+                self.pods
+                    .remove(pod.metadata.name.as_deref().unwrap_or_default());
             }
             _ => {}
         }

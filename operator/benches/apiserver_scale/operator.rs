@@ -115,8 +115,8 @@ impl Operator {
         };
         text.lines()
             .filter(|l| l.starts_with("shardring_publish_writes_total"))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum::<f64>() as u64
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
     }
 
     /// A plain HTTP/1.0 GET of the metrics server (its whole answer).

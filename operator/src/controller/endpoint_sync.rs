@@ -67,7 +67,7 @@ impl PodCache for StorePods {
                 .is_some_and(|pool| {
                     PodSelector::new(&pool.spec.selector).matches(Some(pod.labels.as_ref()))
                 });
-        member.then(|| FreshPod {
+        member.then_some(FreshPod {
             uid: pod.uid,
             ip: pod.ip,
         })

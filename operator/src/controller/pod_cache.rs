@@ -175,7 +175,11 @@ impl PodCache {
         read: impl FnOnce(&mut dyn Iterator<Item = &PodRecord>) -> R,
     ) -> R {
         let inner = self.inner.read().expect("pod cache poisoned");
-        let mut pods = inner.live.get(namespace).into_iter().flat_map(BTreeMap::values);
+        let mut pods = inner
+            .live
+            .get(namespace)
+            .into_iter()
+            .flat_map(BTreeMap::values);
         read(&mut pods)
     }
 
@@ -199,7 +203,12 @@ impl PodCache {
     /// Distinct label sets held.
     #[cfg(test)]
     fn label_sets(&self) -> usize {
-        self.inner.read().expect("pod cache poisoned").labels.sets.len()
+        self.inner
+            .read()
+            .expect("pod cache poisoned")
+            .labels
+            .sets
+            .len()
     }
 }
 

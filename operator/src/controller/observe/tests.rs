@@ -196,12 +196,24 @@ fn pod_info_carries_what_the_evidence_rule_reads() {
 fn pod_info_keeps_only_the_capacity_label_and_reads_the_zone_from_all() {
     let mut pod = pod_with("Running", true, vec![], vec![]);
     pod.metadata.labels = Some(labels(&[("app", "c"), ("weight", "4"), (ZONE_LABEL, "z1")]));
-    let info = pod_info(&PodRecord::from(&pod), true, Some("weight"), None, &|_: &str| None);
+    let info = pod_info(
+        &PodRecord::from(&pod),
+        true,
+        Some("weight"),
+        None,
+        &|_: &str| None,
+    );
     assert_eq!(info.labels, labels(&[("weight", "4")]));
     assert_eq!(info.zone.as_deref(), Some("z1"));
     let info = pod_info(&PodRecord::from(&pod), true, None, None, &|_: &str| None);
     assert!(info.labels.is_empty());
-    let info = pod_info(&PodRecord::from(&pod), true, Some("absent"), None, &|_: &str| None);
+    let info = pod_info(
+        &PodRecord::from(&pod),
+        true,
+        Some("absent"),
+        None,
+        &|_: &str| None,
+    );
     assert!(info.labels.is_empty());
 }
 

@@ -58,7 +58,10 @@ fn a_namespace_reads_its_own_pods_in_name_order() {
 fn pods_with_the_same_labels_share_one_label_set() {
     let cache = PodCache::default();
     for i in 0..10 {
-        apply(&cache, pod("a", &format!("c-{i}"), &[("app", "c"), ("hash", "1")]));
+        apply(
+            &cache,
+            pod("a", &format!("c-{i}"), &[("app", "c"), ("hash", "1")]),
+        );
     }
     let first = cache.get("a", "c-0").unwrap();
     let last = cache.get("a", "c-9").unwrap();
@@ -67,7 +70,10 @@ fn pods_with_the_same_labels_share_one_label_set() {
     // Sets nobody holds any more are swept as new ones come: the count
     // stays within twice the live sets (and a floor of 64).
     for round in 0..500 {
-        apply(&cache, pod("a", "c-0", &[("app", "c"), ("hash", &round.to_string())]));
+        apply(
+            &cache,
+            pod("a", "c-0", &[("app", "c"), ("hash", &round.to_string())]),
+        );
     }
     assert!(cache.label_sets() <= 2 * 64 + 1, "{}", cache.label_sets());
     drop((first, last));
@@ -139,7 +145,11 @@ fn a_record_holds_what_the_observe_step_reads() {
     assert_eq!(record.containers, Containers::Running);
     assert_eq!(record.ip, Some("10.0.0.7".parse().unwrap()));
     assert_eq!(record.annotation("assignment.shardring.io/g"), Some("{}"));
-    assert_eq!(record.annotation("other"), None, "stripped before the cache");
+    assert_eq!(
+        record.annotation("other"),
+        None,
+        "stripped before the cache"
+    );
     full.status = None;
     assert!(!PodRecord::from(&CachedPod::from(&full)).ready);
 }
