@@ -68,19 +68,42 @@ pub fn ready_pod(namespace: &str, name: &str, app: &str, ready_since: &str) -> V
             "nodeName": "node-0",
             "containers": [{"name": "consumer", "image": "registry.example/consumer:1"}],
         },
-        "status": {
-            "phase": "Running",
-            "conditions": [
-                {"type": "Ready", "status": "True", "lastTransitionTime": ready_since},
-                {"type": "ContainersReady", "status": "True", "lastTransitionTime": ready_since},
-            ],
-            "containerStatuses": [{
-                "name": "consumer", "ready": true, "restartCount": 0,
-                "image": "registry.example/consumer:1", "imageID": "",
-                "state": {"running": {"startedAt": ready_since}},
-            }],
+        "status": ready_status(ready_since)["status"],
+    })
+}
+
+/// A pod `name` labelled `app=<app>` that no scheduler binds (a scheduling
+/// gate), for a real API server: there a pod bound to a node that does not
+/// exist is deleted by the pod garbage collector. Mark it Ready with
+/// [`ready_status`] through the status subresource, as a kubelet would.
+pub fn gated_pod(namespace: &str, name: &str, app: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {APP_LABEL: app}},
+        "spec": {
+            "schedulingGates": [{"name": "shardring.io/never-schedule"}],
+            "containers": [{"name": "consumer", "image": "registry.example/consumer:1"}],
         },
     })
+}
+
+/// The status a kubelet reports for a pod whose container runs and that is
+/// `Ready=True` since `ready_since` (RFC 3339): the body of the status patch
+/// that makes a [`gated_pod`] eligible.
+pub fn ready_status(ready_since: &str) -> Value {
+    json!({"status": {
+        "phase": "Running",
+        "conditions": [
+            {"type": "Ready", "status": "True", "lastTransitionTime": ready_since},
+            {"type": "ContainersReady", "status": "True", "lastTransitionTime": ready_since},
+        ],
+        "containerStatuses": [{
+            "name": "consumer", "ready": true, "restartCount": 0,
+            "image": "registry.example/consumer:1", "imageID": "",
+            "state": {"running": {"startedAt": ready_since}},
+        }],
+    }})
 }
 
 /// Puts `groups` namespaces `<prefix>-<i>` on `server`, each with a pool

@@ -30,7 +30,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
-use shardring::controller::{CachedPod, Context, ControllerMetrics, Stores, reconcile};
+use shardring::controller::{CachedPod, Context, ControllerMetrics, PodCache, Stores, reconcile};
 use shardring::crds::FINALIZER;
 use shardring::crds::{ConsumerPool, ShardGroup, ShardGroupStatus};
 use shardring_crds::fixtures;
@@ -140,7 +140,8 @@ struct World {
     clock: Arc<AtomicI64>,
     group: ShardGroup,
     stores: Stores,
-    pods: Writer<CachedPod>,
+    /// The pods as the watch delivered them last, by name.
+    pods: BTreeMap<String, CachedPod>,
     config_maps: Writer<ConfigMap>,
     _pools: Writer<DeserializeGuard<ConsumerPool>>,
     _nodes: Writer<PartialObjectMeta<Node>>,
@@ -150,10 +151,12 @@ impl World {
     fn new(pods: usize, shards: u32) -> Self {
         let (pool_reader, mut pool_writer) = reflector::store();
         pool_writer.apply_watcher_event(&watcher::Event::Apply(DeserializeGuard(Ok(pool()))));
-        let (pod_reader, mut pod_writer) = reflector::store();
+        let pod_cache = PodCache::default();
+        let mut cached = BTreeMap::new();
         for i in 0..pods {
-            pod_writer
-                .apply_watcher_event(&watcher::Event::Apply(pod(&format!("consumer-{i:05}"))));
+            let pod = pod(&format!("consumer-{i:05}"));
+            pod_cache.apply_watcher_event(&watcher::Event::Apply(pod.clone()));
+            cached.insert(pod.metadata.name.clone().unwrap_or_default(), pod);
         }
         let (node_reader, node_writer) = reflector::store();
         let (cm_reader, cm_writer) = reflector::store();
@@ -163,16 +166,32 @@ impl World {
             group: group(shards),
             stores: Stores {
                 pools: pool_reader,
-                pods: pod_reader,
+                pods: pod_cache,
                 nodes: node_reader,
                 config_maps: cm_reader,
                 departed: Default::default(),
                 documents: Default::default(),
             },
-            pods: pod_writer,
+            pods: cached,
             config_maps: cm_writer,
             _pools: pool_writer,
             _nodes: node_writer,
+        }
+    }
+
+    /// Delivers a pod event to the cache, as the pod watch does.
+    fn deliver(&mut self, event: &watcher::Event<CachedPod>) {
+        self.stores.pods.apply_watcher_event(event);
+        match event {
+            watcher::Event::Apply(pod) => {
+                let name = pod.metadata.name.clone().unwrap_or_default();
+                self.pods.insert(name, pod.clone());
+            }
+            watcher::Event::Delete(pod) => {
+                self.pods
+                    .remove(pod.metadata.name.as_deref().unwrap_or_default());
+            }
+            _ => {}
         }
     }
 
@@ -197,22 +216,16 @@ impl World {
             } else if s.path.contains("/pods/") {
                 let name = s.path.rsplit('/').next().unwrap();
                 let body: Value = serde_json::from_slice(&s.body).unwrap();
-                let Some(current) = self
-                    .stores
-                    .pods
-                    .state()
-                    .into_iter()
-                    .find(|p| p.metadata.name.as_deref() == Some(name))
-                else {
+                let Some(current) = self.pods.get(name) else {
                     continue;
                 };
-                let mut pod = (*current).clone();
+                let mut pod = current.clone();
                 let annotations = pod.metadata.annotations.get_or_insert_default();
                 match body["metadata"]["annotations"][KEY].as_str() {
                     Some(value) => annotations.insert(KEY.into(), value.into()),
                     None => annotations.remove(KEY),
                 };
-                self.pods.apply_watcher_event(&watcher::Event::Apply(pod));
+                self.deliver(&watcher::Event::Apply(pod));
             }
         }
     }
@@ -355,34 +368,21 @@ async fn main() {
     ];
     for round in 0..rounds {
         let name = format!("consumer-{:05}", round * 7);
-        let current = world
-            .stores
-            .pods
-            .state()
-            .into_iter()
-            .find(|p| p.metadata.name.as_deref() == Some(&name))
-            .unwrap();
-        let mut terminating = (*current).clone();
+        let mut terminating = world.pods[&name].clone();
         terminating.metadata.deletion_timestamp = Some(Time(world.now()));
         terminating.metadata.deletion_grace_period_seconds = Some(30);
-        world
-            .pods
-            .apply_watcher_event(&watcher::Event::Apply(terminating.clone()));
+        world.deliver(&watcher::Event::Apply(terminating.clone()));
         let (t, seen) = world.reconcile().await;
         steps[0].1.push(t);
         steps[0].2 = counts(&seen);
-        world
-            .pods
-            .apply_watcher_event(&watcher::Event::Delete(terminating));
+        world.deliver(&watcher::Event::Delete(terminating));
         let (t, seen) = world.reconcile().await;
         steps[1].1.push(t);
         steps[1].2 = counts(&seen);
 
         // One pod joins: balancing moves revoke shards from their owners,
         // which (without a lease table) hand over after the drain timeout.
-        world
-            .pods
-            .apply_watcher_event(&watcher::Event::Apply(pod(&format!("joiner-{round}"))));
+        world.deliver(&watcher::Event::Apply(pod(&format!("joiner-{round}"))));
         let (t, seen) = world.reconcile().await;
         steps[2].1.push(t);
         steps[2].2 = counts(&seen);

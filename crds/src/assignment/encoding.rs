@@ -23,8 +23,8 @@
 //! ranges; with one standby per shard the ranges are left out (about 500 KB);
 //! 100,000 shards are refused.
 //!
-//! Exactly one of the two keys is written; with server-side apply the key the
-//! field manager stops applying is removed. Consumers read whichever is present
+//! Exactly one of the two keys is written; the operator's update replaces
+//! both, so the other one is removed with it. Consumers read whichever is present
 //! ([`decode`]); should both be present (a reader racing a hand edit), the one
 //! with the higher epoch wins. Sizes are counted the way the API server's
 //! ConfigMap validation counts them (raw bytes of every `data` and

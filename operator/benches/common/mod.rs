@@ -1,5 +1,6 @@
 //! What the benches that run `shardring run` as a child share: its command
-//! (under `SHARDRING_BENCH_WRAP` when set, with `MALLOC_ARENA_MAX=1` as the
+//! (under `SHARDRING_BENCH_WRAP` when set, another build's binary with
+//! `SHARDRING_BENCH_OPERATOR`, with `MALLOC_ARENA_MAX=1` as the
 //! Deployment runs it), memory figures read from `/proc/<pid>/status`, and
 //! percentiles of sorted durations. Included by each bench with `mod common;`.
 

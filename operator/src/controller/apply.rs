@@ -4,21 +4,12 @@
 //! core's cycle's ([`shardring_core::cycle()`]); `super::cluster` calls these
 //! requests for it.
 //!
-//! * The ConfigMap `<sg>-assignment` carries an owner reference to the
-//!   ShardGroup (controller, blockOwnerDeletion) and the `managed-by` labels.
-//!   Every write of it is conditioned on the ConfigMap the reconcile observed
-//!   ([`PublishedVersion`]), so a write the client gave up on (a timeout)
-//!   that lands late can never replace a newer document with an older one:
-//!   - when a ConfigMap was observed, server-side apply, field manager
-//!     [`MANAGER`], `force=true`, with the observed `metadata.resourceVersion`
-//!     in the body (409 Conflict once the ConfigMap changed);
-//!   - when none was observed (the first publish, or a lost ConfigMap rebuilt
-//!     from the pods' annotations), a create (POST, 409 AlreadyExists when one
-//!     appeared meanwhile). Never an unconditional apply that could create it.
-//!
-//!   A 409 ends the reconcile with [`ApplyError::ConfigMapConflict`] before
-//!   any annotation, status or Event is written (the annotations must never
-//!   run ahead of the document); the retry reads the ConfigMap again.
+//! * The document's ConfigMap is written by [`document`]: conditioned on the
+//!   ConfigMap the reconcile observed, so a late write never replaces a
+//!   newer document. A 409 ends the reconcile with
+//!   [`ApplyError::ConfigMapConflict`] before any annotation, status or
+//!   Event is written (the annotations must never run ahead of the
+//!   document); the retry reads the ConfigMap again.
 //! * Pod annotations use a JSON merge patch of `metadata.annotations` only
 //!   (`{key: view}` to set, `{key: null}` to remove), with field manager
 //!   [`MANAGER`], and the pod's uid in the body as a precondition. Why not
@@ -34,14 +25,12 @@
 //! * Status is written with server-side apply on the status subresource, only
 //!   when it changed.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::TryStreamExt as _;
 use tokio::sync::Semaphore;
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
@@ -52,8 +41,11 @@ use shardring_core::{AnnotationWrite, EventKind, EventNote};
 use super::cached_pod::CachedPod;
 use super::metrics::ControllerMetrics;
 use super::own_writes::OwnWrites;
-use crate::crds::assignment::{CONFIGMAP_GZIP_KEY, CONFIGMAP_KEY};
-use crate::crds::{AssignmentDocument, ShardGroup, ShardGroupStatus};
+use crate::crds::{ShardGroup, ShardGroupStatus};
+
+mod document;
+pub(crate) use document::publish_document;
+pub use document::{document_config_map, update_body};
 
 /// The field manager of every write the operator makes.
 pub const MANAGER: &str = "shardring";
@@ -132,172 +124,6 @@ fn conflict_message(name: &str, expected: &PublishedVersion) -> String {
     format!(
         "ConfigMap {name} {what}: the document was not written and nothing after it was; the retry reads it again"
     )
-}
-
-/// The ConfigMap that carries `doc` for `group`.
-pub fn document_config_map(
-    group: &ShardGroup,
-    doc: &AssignmentDocument,
-) -> Result<ConfigMap, ApplyError> {
-    encoded_config_map(group, codec::encode(doc)?)
-}
-
-/// The ConfigMap that carries an encoded document for `group`.
-pub(crate) fn encoded_config_map(
-    group: &ShardGroup,
-    encoded: codec::EncodedDocument,
-) -> Result<ConfigMap, ApplyError> {
-    let mut owner = group
-        .controller_owner_ref(&())
-        .ok_or(ApplyError::Incomplete("uid"))?;
-    // Foreground deletion of the ShardGroup waits for its document.
-    owner.block_owner_deletion = Some(true);
-    Ok(ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(group.config_map_name()),
-            namespace: group.namespace(),
-            labels: Some(BTreeMap::from([
-                (MANAGED_BY_LABEL.to_owned(), MANAGED_BY.to_owned()),
-                (GROUP_LABEL.to_owned(), group.name_any()),
-            ])),
-            owner_references: Some(vec![owner]),
-            ..Default::default()
-        },
-        data: (!encoded.data.is_empty()).then_some(encoded.data),
-        binary_data: (!encoded.binary_data.is_empty()).then_some(encoded.binary_data),
-        ..Default::default()
-    })
-}
-
-/// Publishes the document's ConfigMap, conditioned on `published`: a create
-/// when no ConfigMap was observed, else a server-side apply carrying the
-/// observed resourceVersion. A 409 is [`ApplyError::ConfigMapConflict`].
-/// Returns the resourceVersion at which the API server stores exactly the
-/// document sent (`None` when the stored content differs from it).
-pub(crate) async fn publish_document(
-    client: &Client,
-    group: &ShardGroup,
-    encoded: codec::EncodedDocument,
-    published: &PublishedVersion,
-    own: &OwnWrites,
-) -> Result<Option<String>, ApplyError> {
-    let mut cm = encoded_config_map(group, encoded)?;
-    let name = group.config_map_name();
-    let api: Api<ConfigMap> =
-        Api::namespaced(client.clone(), &group.namespace().unwrap_or_default());
-    let written = match published {
-        PublishedVersion::Absent => {
-            let params = PostParams {
-                field_manager: Some(MANAGER.into()),
-                ..Default::default()
-            };
-            api.create(&params, &cm).await
-        }
-        PublishedVersion::At(version) => {
-            cm.metadata.resource_version = Some(version.clone());
-            api.patch(
-                &name,
-                &PatchParams::apply(MANAGER).force(),
-                &Patch::Apply(&cm),
-            )
-            .await
-        }
-    };
-    let written = written.map_err(|source| match &source {
-        kube::Error::Api(status) if status.code == 409 => ApplyError::ConfigMapConflict {
-            name: name.clone(),
-            expected: published.clone(),
-            source,
-        },
-        _ => ApplyError::ConfigMap {
-            name: name.clone(),
-            source,
-        },
-    })?;
-    if matches!(published, PublishedVersion::At(_))
-        && remove_stale_encoding(&api, &cm, &written).await
-    {
-        // A second write followed: the next read decodes what it left.
-        return Ok(None);
-    }
-    let version = stored_as_sent(&cm, &written);
-    if version.is_some() {
-        // Its echo is what this reconcile wrote: no need to wake for it.
-        own.record(&written);
-    }
-    Ok(version)
-}
-
-/// The resourceVersion of `written` when its document keys hold exactly
-/// what `sent` carried.
-fn stored_as_sent(sent: &ConfigMap, written: &ConfigMap) -> Option<String> {
-    let same = same_entries(sent.data.as_ref(), written.data.as_ref())
-        && same_entries(sent.binary_data.as_ref(), written.binary_data.as_ref());
-    same.then(|| written.metadata.resource_version.clone())
-        .flatten()
-        .filter(|v| !v.is_empty())
-}
-
-/// Whether two optional maps hold the same entries (absent = empty).
-fn same_entries<V: PartialEq>(
-    a: Option<&BTreeMap<String, V>>,
-    b: Option<&BTreeMap<String, V>>,
-) -> bool {
-    match (a, b) {
-        (Some(a), Some(b)) => a == b,
-        (Some(m), None) | (None, Some(m)) => m.is_empty(),
-        (None, None) => true,
-    }
-}
-
-/// The document keys `written` still has that `wanted` (the encoding just
-/// applied) leaves out, as a merge patch removing them conditioned on the
-/// written resourceVersion; `None` when there are none.
-///
-/// Why: an apply removes only the keys its own managed-fields entry owns. The
-/// keys a create wrote belong to an `Update` entry, so when the first apply
-/// after a create switches between plain (`data`) and gzip (`binaryData`),
-/// the old key would stay. Readers take the higher epoch, but it would count
-/// against the ConfigMap's size limit for good.
-pub fn stale_encoding_patch(wanted: &ConfigMap, written: &ConfigMap) -> Option<serde_json::Value> {
-    let has = |cm: &ConfigMap, key: &str| {
-        cm.data.as_ref().is_some_and(|d| d.contains_key(key))
-            || cm.binary_data.as_ref().is_some_and(|b| b.contains_key(key))
-    };
-    let mut patch = json!({});
-    let mut any = false;
-    for (field, key) in [("data", CONFIGMAP_KEY), ("binaryData", CONFIGMAP_GZIP_KEY)] {
-        if has(written, key) && !has(wanted, key) {
-            patch[field] = json!({ key: null });
-            any = true;
-        }
-    }
-    let version = written.metadata.resource_version.as_ref()?;
-    patch["metadata"] = json!({ "resourceVersion": version });
-    any.then_some(patch)
-}
-
-/// Removes a stale document key left by an encoding switch (see
-/// [`stale_encoding_patch`]), saying whether it tried. Best effort: the
-/// document is published; on failure the key stays until the next document
-/// write tries again.
-async fn remove_stale_encoding(
-    api: &Api<ConfigMap>,
-    wanted: &ConfigMap,
-    written: &ConfigMap,
-) -> bool {
-    let Some(patch) = stale_encoding_patch(wanted, written) else {
-        return false;
-    };
-    let params = PatchParams {
-        field_manager: Some(MANAGER.into()),
-        ..Default::default()
-    };
-    let name = wanted.metadata.name.clone().unwrap_or_default();
-    if let Err(error) = api.patch(&name, &params, &Patch::Merge(&patch)).await {
-        tracing::warn!(%error, configmap = %name, "could not remove the document key of the previous encoding; the next publish retries");
-    }
-    true
 }
 
 /// The merge patch body of one annotation write.
@@ -479,6 +305,3 @@ pub(crate) async fn write_annotations(
         })
         .await
 }
-
-#[cfg(test)]
-mod tests;

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
 use kube::api::Api;
+use kube::runtime::reflector::ObjectRef;
 use shardring_core::cycle::{Apply, DocumentWrite, Observe, Observed};
 use shardring_core::observation::TopologyObservation;
 use shardring_core::plan::Decision;
@@ -127,16 +128,25 @@ impl Apply for Cluster<'_> {
     }
 
     async fn document(&mut self, write: DocumentWrite<'_>) -> Result<Option<String>, ApplyError> {
-        self.namespace()?;
+        let namespace = self.namespace()?;
         let encoded = match write.encoded {
             Some(encoded) => encoded.clone(),
             None => codec::encode(write.document)?,
         };
+        // What the update carries over from the ConfigMap (others' labels,
+        // annotations and keys): the cached object the write is
+        // conditioned on.
+        let observed = self
+            .ctx
+            .stores
+            .config_maps
+            .get(&ObjectRef::new(&self.group.config_map_name()).within(&namespace));
         let version = apply::publish_document(
             &self.ctx.client,
             self.group,
             encoded,
             write.base,
+            observed.as_deref(),
             &self.ctx.writes.own,
         )
         .await?;

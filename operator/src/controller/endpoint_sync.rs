@@ -60,29 +60,18 @@ impl PodCache for StorePods {
             .groups
             .get(&ObjectRef::new(&group.name).within(&group.namespace))?;
         let shard_group = guard.0.as_ref().ok()?;
-        let pod = self
-            .stores
-            .pods
-            .get(&ObjectRef::new(name).within(&group.namespace))?;
-        let carries = pod
-            .metadata
-            .annotations
-            .as_ref()
-            .is_some_and(|a| a.contains_key(&shard_group.annotation_key()));
+        let pod = self.stores.pods.get(&group.namespace, name)?;
+        let carries = pod.annotation(&shard_group.annotation_key()).is_some();
         let member = carries
             || self
                 .stores
                 .pool(&group.namespace, &shard_group.spec.pool_ref.name)
                 .is_some_and(|pool| {
-                    PodSelector::new(&pool.spec.selector).matches(pod.metadata.labels.as_ref())
+                    PodSelector::new(&pool.spec.selector).matches(Some(pod.labels.as_ref()))
                 });
-        member.then(|| FreshPod {
-            uid: pod.metadata.uid.clone().unwrap_or_default(),
-            ip: pod
-                .status
-                .as_ref()
-                .and_then(|s| s.pod_ip.as_deref())
-                .and_then(|ip| ip.parse().ok()),
+        member.then_some(FreshPod {
+            uid: pod.uid,
+            ip: pod.ip,
         })
     }
 }

@@ -14,6 +14,7 @@ pub mod endpoint_sync;
 pub mod metrics;
 pub mod observe;
 pub mod own_writes;
+pub mod pod_cache;
 pub mod runner;
 pub mod sources;
 pub(crate) mod strip;
@@ -44,6 +45,7 @@ pub use apply::ApplyError;
 pub use cached_pod::CachedPod;
 pub use metrics::ControllerMetrics;
 pub use observe::Stores;
+pub use pod_cache::{PodCache, PodRecord};
 pub use runner::{ControllerConfig, run_controller};
 pub use sources::Sources;
 pub use sync::CacheSync;
@@ -332,18 +334,15 @@ pub(crate) async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result
 pub(crate) async fn cleanup_group(group: &ShardGroup, ctx: &Context) -> Result<Action, Error> {
     let namespace = group.namespace().unwrap_or_default();
     let key = group.annotation_key();
-    let pods = ctx.stores.pods.state();
-    let carriers: Vec<(String, Option<String>)> = observe::collect_pods(
-        pods.iter().map(|p| p.as_ref()),
-        &namespace,
-        None,
-        None,
-        &key,
-        |_| None,
-    )
-    .into_iter()
-    .map(|p| (p.name, Some(p.uid).filter(|u| !u.is_empty())))
-    .collect();
+    let carriers: Vec<(String, Option<String>)> = ctx
+        .stores
+        .pods
+        .read_namespace(&namespace, |pods| {
+            observe::collect_pods(pods, None, None, &key, |_| None)
+        })
+        .into_iter()
+        .map(|p| (p.name, Some(p.uid).filter(|u| !u.is_empty())))
+        .collect();
     apply::remove_annotations(&ctx.client, group, &carriers, &ctx.writes, &ctx.metrics).await?;
     ctx.sources.forget(group);
     ctx.stores

@@ -36,6 +36,7 @@ pub use shardring_core::observation::{
 
 use self::documents::DocumentCache;
 use super::cached_pod::{CachedContainerState, CachedContainerStatus, CachedPod};
+use super::pod_cache::{PodCache, PodRecord};
 use crate::crds::{ConsumerPool, ShardGroup};
 
 /// Node label that names a node's zone (also read from the pod when present).
@@ -98,8 +99,8 @@ pub(crate) fn has_generated_name(meta: &ObjectMeta) -> bool {
 pub struct Stores {
     /// ConsumerPools (a malformed one is held as an error, never stalls the watch).
     pub pools: Store<DeserializeGuard<ConsumerPool>>,
-    /// Pods (stripped).
-    pub pods: Store<CachedPod>,
+    /// Pods, by namespace.
+    pub pods: PodCache,
     /// Nodes' metadata (zone labels).
     pub nodes: Store<PartialObjectMeta<Node>>,
     /// ConfigMaps managed by shardring.
@@ -134,7 +135,6 @@ impl Stores {
         let namespace = group.namespace().unwrap_or_default();
         let pool = self.pool(&namespace, &group.spec.pool_ref.name);
         let key = group.annotation_key();
-        let pods = self.pods.state();
         let nodes = &self.nodes;
         let zone_of = |node: &str| -> Option<String> {
             let meta = nodes.get(&ObjectRef::new(node))?;
@@ -142,14 +142,9 @@ impl Stores {
         };
         let selector = pool.as_ref().map(|p| &p.spec.selector);
         let capacity_label = pool.as_ref().and_then(|p| p.spec.capacity.label.as_deref());
-        let pods = collect_pods(
-            pods.iter().map(|p| p.as_ref()),
-            &namespace,
-            selector,
-            capacity_label,
-            &key,
-            zone_of,
-        );
+        let pods = self.pods.read_namespace(&namespace, |pods| {
+            collect_pods(pods, selector, capacity_label, &key, zone_of)
+        });
         let config_map = self
             .config_maps
             .get(&ObjectRef::new(&group.config_map_name()).within(&namespace));
@@ -204,13 +199,12 @@ pub(crate) fn published_version(cm: &ConfigMap) -> PublishedVersion {
 }
 
 /// Selects the pods of one group from a namespace's pods: those the selector
-/// matches plus those carrying `annotation_key`, stripped to [`PodInfo`] and
-/// sorted by name. Of the labels only `capacity_label` is kept: it is the one
-/// the plan reads, and a copy of every pod's labels was a tenth of a large
+/// matches plus those carrying `annotation_key`, as [`PodInfo`], sorted by
+/// name. Of the labels only `capacity_label` is kept: it is the one the plan
+/// reads, and a copy of every pod's labels was a tenth of a large
 /// reconcile's peak memory.
 pub(crate) fn collect_pods<'a>(
-    pods: impl Iterator<Item = &'a CachedPod>,
-    namespace: &str,
+    pods: impl Iterator<Item = &'a PodRecord>,
     selector: Option<&LabelSelector>,
     capacity_label: Option<&str>,
     annotation_key: &str,
@@ -218,17 +212,11 @@ pub(crate) fn collect_pods<'a>(
 ) -> Vec<PodInfo> {
     let selector = selector.map(PodSelector::new);
     let mut out: Vec<PodInfo> = pods
-        .filter(|pod| pod.metadata.namespace.as_deref() == Some(namespace))
         .filter_map(|pod| {
             let selected = selector
                 .as_ref()
-                .is_some_and(|s| s.matches(pod.metadata.labels.as_ref()));
-            let annotation = pod
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(annotation_key))
-                .cloned();
+                .is_some_and(|s| s.matches(Some(pod.labels.as_ref())));
+            let annotation = pod.annotation(annotation_key);
             (selected || annotation.is_some())
                 .then(|| pod_info(pod, selected, capacity_label, annotation, &zone_of))
         })
@@ -238,50 +226,37 @@ pub(crate) fn collect_pods<'a>(
 }
 
 fn pod_info(
-    pod: &CachedPod,
+    pod: &PodRecord,
     selected: bool,
     capacity_label: Option<&str>,
-    annotation: Option<String>,
+    annotation: Option<&str>,
     zone_of: &impl Fn(&str) -> Option<String>,
 ) -> PodInfo {
-    let meta: &ObjectMeta = &pod.metadata;
-    let ready_condition = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
-    let node_name = pod.spec.as_ref().and_then(|s| s.node_name.clone());
-    let all_labels = meta.labels.as_ref();
     let labels = capacity_label
-        .and_then(|key| Some((key.to_owned(), all_labels?.get(key)?.clone())))
+        .and_then(|key| Some((key.to_owned(), pod.labels.get(key)?.clone())))
         .into_iter()
         .collect();
-    let zone = all_labels
-        .and_then(|l| l.get(ZONE_LABEL))
+    let zone = pod
+        .labels
+        .get(ZONE_LABEL)
         .cloned()
-        .or_else(|| node_name.as_deref().and_then(zone_of));
+        .or_else(|| pod.node_name.as_deref().and_then(zone_of));
     PodInfo {
-        name: meta.name.clone().unwrap_or_default(),
-        uid: meta.uid.clone().unwrap_or_default(),
+        name: pod.name.clone(),
+        uid: pod.uid.clone(),
         labels,
         selected,
-        ready: ready_condition.is_some_and(|c| c.status == "True"),
-        ready_since: ready_condition
-            .and_then(|c| c.last_transition_time.as_ref())
-            .map(|t| t.0),
-        deletion_timestamp: meta.deletion_timestamp.as_ref().map(|t| t.0),
-        deletion_grace_seconds: meta.deletion_grace_period_seconds,
-        node_name,
+        ready: pod.ready,
+        ready_since: pod.ready_since,
+        deletion_timestamp: pod.deletion_timestamp,
+        deletion_grace_seconds: pod.deletion_grace_seconds,
+        node_name: pod.node_name.clone(),
         zone,
-        annotation,
-        containers: containers_of(pod),
-        created: meta.creation_timestamp.as_ref().map(|t| t.0),
-        generated_name: has_generated_name(meta),
-        ip: pod
-            .status
-            .as_ref()
-            .and_then(|s| s.pod_ip.as_deref())
-            .and_then(|ip| ip.parse().ok()),
+        annotation: annotation.map(str::to_owned),
+        containers: pod.containers,
+        created: pod.created,
+        generated_name: pod.generated_name,
+        ip: pod.ip,
     }
 }
 

@@ -37,6 +37,7 @@ use super::observe::departed::WatchDeparted as _;
 use super::observe::documents::DocumentCache;
 use super::observe::{self, Stores};
 use super::own_writes::OwnWrites;
+use super::pod_cache::PodCache;
 use super::sources::Sources;
 use super::sync::{CacheSync, cache};
 // Every watch retries on the consumer's schedule: back within 4 s of an API
@@ -249,9 +250,10 @@ pub async fn run_controller(
     }
 }
 
-/// The pod watch: pods stripped to what the plan reads, cached, recorded
-/// for the departed-pods memory, and mapped to their groups unless the
-/// event is the echo of the operator's own annotation write.
+/// The pod watch: pods stripped to what the plan reads, cached as records
+/// by namespace ([`PodCache`]), recorded for the departed-pods memory, and
+/// mapped to their groups unless the event is the echo of the operator's
+/// own annotation write.
 fn pod_watch(
     client: &Client,
     ns: Option<&str>,
@@ -260,10 +262,11 @@ fn pod_watch(
     departed: &observe::departed::Departed,
     own_writes: OwnWrites,
 ) -> (
-    Store<CachedPod>,
+    PodCache,
     impl Stream<Item = Result<CachedPod, watcher::Error>> + Send + 'static,
 ) {
-    let (pods, pod_writer) = reflector::store::<CachedPod>();
+    let pods = PodCache::default();
+    let records = pods.clone();
     let key_groups = groups.clone();
     // Pods are listed in pages at the latest resourceVersion, not at "0":
     // a list at "0" is served whole from the API server's watch cache,
@@ -272,7 +275,11 @@ fn pod_watch(
     let events = watcher(api::<CachedPod>(client, ns), watcher::Config::default())
         .backoff(watch_backoff())
         .modify(move |pod| strip::strip_pod(pod, &custom_keys(&key_groups)))
-        .reflect(pod_writer)
+        .inspect(move |event| {
+            if let Ok(event) = event {
+                records.apply_watcher_event(event);
+            }
+        })
         .inspect(departed.recorder())
         .inspect(sync.tracker(cache::PODS))
         .filter(move |event| ready(!triggers::own_write_echo(&own_writes, event)))

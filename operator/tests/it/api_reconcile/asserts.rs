@@ -1,5 +1,5 @@
 //! What each request of a reconcile must look like: the ConfigMap create
-//! or conditioned apply (labels, owner reference, the document), a pod's
+//! or conditioned update (labels, owner reference, the document), a pod's
 //! annotation merge patch (only the annotation and the uid precondition),
 //! the status apply and an Event; with the paths they go to.
 
@@ -26,14 +26,14 @@ pub(super) const STATUS_PATH: &str =
 
 pub(super) const EVENTS_PATH: &str = "/apis/events.k8s.io/v1/namespaces/prod/events";
 
-/// An apply of the document conditioned on the observed `version`.
-pub(super) fn assert_configmap_apply(s: &Seen, version: &str) -> AssignmentDocument {
-    assert_eq!((s.method.as_str(), s.path.as_str()), ("PATCH", CM_PATH));
-    assert_eq!(s.query, "fieldManager=shardring&force=true");
-    assert_eq!(s.content_type, "application/apply-patch+yaml");
+/// An update of the document conditioned on the observed `version`.
+pub(super) fn assert_configmap_update(s: &Seen, version: &str) -> AssignmentDocument {
+    assert_eq!((s.method.as_str(), s.path.as_str()), ("PUT", CM_PATH));
+    assert_eq!(s.query, "fieldManager=shardring");
+    assert_eq!(s.content_type, "application/json");
     assert_eq!(
         s.body["metadata"]["resourceVersion"], version,
-        "the apply carries the observed resourceVersion as its precondition"
+        "the update carries the observed resourceVersion as its precondition"
     );
     assert_configmap_body(s)
 }

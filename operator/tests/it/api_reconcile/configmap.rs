@@ -2,8 +2,8 @@
 //! backoff and reported once; a 409 on the conditioned apply or on the
 //! first create stops the reconcile before anything that depends on the
 //! document, and conflicts are retried quietly first; a lost ConfigMap is
-//! recreated from the annotations; an encoding key the create left behind
-//! is removed after the apply.
+//! recreated from the annotations; the update replaces the key of the other
+//! encoding and keeps what others set on the ConfigMap.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,13 +11,10 @@ use std::time::Duration;
 use kube::core::DeserializeGuard;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::watcher;
-use serde_json::json;
 use shardring::controller::{Context, ControllerMetrics, reconcile};
 use shardring::crds::PodView;
 
-use super::asserts::{
-    CM_PATH, EVENTS_PATH, STATUS_PATH, assert_configmap_apply, assert_configmap_create,
-};
+use super::asserts::{EVENTS_PATH, STATUS_PATH, assert_configmap_create, assert_configmap_update};
 use super::harness::{
     SETTLED_VERSION, reconcile_answering, reconcile_once, settle, settled_with_a_joining_pod,
     three_pods, world,
@@ -79,10 +76,10 @@ async fn a_failed_write_is_retried_with_backoff_and_reported_once() {
 }
 
 #[tokio::test]
-async fn a_conflict_on_the_apply_stops_the_reconcile_before_anything_depending_on_it() {
+async fn a_conflict_on_the_update_stops_the_reconcile_before_anything_depending_on_it() {
     let (group, world) = settled_with_a_joining_pod().await;
     let (result, seen) = reconcile_answering(&group, &world.stores, CmAnswer::Conflict).await;
-    let error = result.expect_err("the apply's precondition failed");
+    let error = result.expect_err("the update's precondition failed");
     assert_eq!(error.metric_label(), "ConfigMapConflict");
     let message = error.to_string();
     assert!(
@@ -91,10 +88,10 @@ async fn a_conflict_on_the_apply_stops_the_reconcile_before_anything_depending_o
             && message.contains("409 Conflict"),
         "{message}"
     );
-    // Only the refused apply: no annotation (the revokes must not run ahead
+    // Only the refused update: no annotation (the revokes must not run ahead
     // of the document), no status, no Event from the reconcile itself.
     assert_eq!(seen.len(), 1, "{seen:#?}");
-    assert_configmap_apply(&seen[0], SETTLED_VERSION);
+    assert_configmap_update(&seen[0], SETTLED_VERSION);
 }
 
 #[tokio::test]
@@ -168,10 +165,8 @@ async fn a_lost_configmap_is_recreated_from_the_annotations_with_a_create() {
     let mut world = world(Some(pool(0)), &three_pods());
     settle(&mut group, &mut world).await;
     let before: Vec<PodView> = world
-        .stores
         .pods
-        .state()
-        .iter()
+        .values()
         .map(|p| serde_json::from_str(&p.metadata.annotations.as_ref().unwrap()[KEY]).unwrap())
         .collect();
     let cm = (*world.stores.config_maps.state()[0]).clone();
@@ -190,25 +185,42 @@ async fn a_lost_configmap_is_recreated_from_the_annotations_with_a_create() {
 }
 
 #[tokio::test]
-async fn an_encoding_key_left_by_the_create_is_removed_after_the_apply() {
-    let (group, world) = settled_with_a_joining_pod().await;
-    let (result, seen) = reconcile_answering(&group, &world.stores, CmAnswer::StaleKey).await;
+async fn the_update_replaces_the_other_encodings_key_and_keeps_what_others_set() {
+    let (group, mut world) = settled_with_a_joining_pod().await;
+    // The create wrote the plain key; a gzip key of an older write and
+    // another writer's label and key are there too.
+    let mut cm = (*world.stores.config_maps.state()[0]).clone();
+    cm.binary_data = Some(
+        [(
+            "assignment.json.gz".to_owned(),
+            k8s_openapi::ByteString(b"stale".to_vec()),
+        )]
+        .into(),
+    );
+    cm.data
+        .get_or_insert_default()
+        .insert("notes".into(), "kept".into());
+    cm.metadata
+        .labels
+        .get_or_insert_default()
+        .insert("team".into(), "orders".into());
+    world
+        .config_maps
+        .apply_watcher_event(&watcher::Event::Apply(cm));
+    let (result, seen) = reconcile_answering(&group, &world.stores, CmAnswer::Written).await;
     result.expect("reconcile succeeded");
-    assert_configmap_apply(&seen[0], SETTLED_VERSION);
-    let cleanup = &seen[1];
-    assert_eq!(
-        (cleanup.method.as_str(), cleanup.path.as_str()),
-        ("PATCH", CM_PATH)
-    );
-    assert_eq!(cleanup.query, "fieldManager=shardring");
-    assert_eq!(cleanup.content_type, "application/merge-patch+json");
-    assert_eq!(
-        cleanup.body,
-        json!({"metadata": {"resourceVersion": "43"}, "binaryData": {"assignment.json.gz": null}}),
-        "only the stale key, conditioned on the version just written"
-    );
+    let body = &seen[0].body;
+    assert_eq!(seen[0].method, "PUT");
+    assert_eq!(body["metadata"]["resourceVersion"], SETTLED_VERSION);
     assert!(
-        seen[2].path.contains("/pods/"),
-        "then the annotations: {seen:#?}"
+        body.get("binaryData").is_none(),
+        "the stale key went: {body}"
     );
+    assert!(body["data"]["assignment.json"].is_string());
+    assert_eq!(body["data"]["notes"], "kept");
+    assert_eq!(body["metadata"]["labels"]["team"], "orders");
+    assert!(
+        seen[1].path.contains("/pods/"),
+        "one ConfigMap request, then the annotations: {seen:#?}"
+    )
 }

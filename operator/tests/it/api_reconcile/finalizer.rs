@@ -2,7 +2,6 @@
 //! its pods' annotations removed, then the finalizer (a JSON patch that
 //! tests it is still there).
 
-use kube::runtime::watcher;
 use serde_json::json;
 use shardring::controller::CachedPod;
 use shardring::crds::FINALIZER;
@@ -17,13 +16,7 @@ async fn deleting_a_shardgroup_removes_its_annotations_then_the_finalizer() {
     let mut world = world(Some(pool(0)), &three_pods());
     settle(&mut group, &mut world).await;
     // A pod outside the pool without the annotation is left alone.
-    world
-        .pods
-        .apply_watcher_event(&watcher::Event::Apply(CachedPod::from(&pod(
-            "bystander",
-            true,
-            None,
-        ))));
+    world.apply_pod(CachedPod::from(&pod("bystander", true, None)));
     group.metadata.deletion_timestamp =
         Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
     let seen = reconcile_once(&group, &world.stores).await;

@@ -3,6 +3,7 @@
 //! reconcile with every request it sent, and [`settle`], which brings the
 //! stores and group to what the API server holds after a publish.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +14,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher;
 use shardring::controller::apply::document_config_map;
-use shardring::controller::{CachedPod, Context, ControllerMetrics, Stores, reconcile};
+use shardring::controller::{CachedPod, Context, ControllerMetrics, PodCache, Stores, reconcile};
 use shardring::crds::{ConsumerPool, ShardGroup};
 use shardring_core::plan;
 
@@ -24,8 +25,20 @@ use shardring_core::fixtures::*;
 /// Reflector stores filled as a synced watch would fill them.
 pub(super) struct World {
     pub(super) stores: Stores,
-    pub(super) pods: Writer<CachedPod>,
+    /// The pods as the watch delivered them last, by name.
+    pub(super) pods: BTreeMap<String, CachedPod>,
     pub(super) config_maps: Writer<ConfigMap>,
+}
+
+impl World {
+    /// Delivers `pod` as a watch event would.
+    pub(super) fn apply_pod(&mut self, pod: CachedPod) {
+        self.stores
+            .pods
+            .apply_watcher_event(&watcher::Event::Apply(pod.clone()));
+        self.pods
+            .insert(pod.metadata.name.clone().unwrap_or_default(), pod);
+    }
 }
 
 pub(super) fn world(pool: Option<ConsumerPool>, pods: &[Pod]) -> World {
@@ -33,24 +46,24 @@ pub(super) fn world(pool: Option<ConsumerPool>, pods: &[Pod]) -> World {
     if let Some(pool) = pool {
         pool_writer.apply_watcher_event(&watcher::Event::Apply(DeserializeGuard(Ok(pool))));
     }
-    let (pod_reader, mut pod_writer) = reflector::store::<CachedPod>();
-    for pod in pods {
-        pod_writer.apply_watcher_event(&watcher::Event::Apply(CachedPod::from(pod)));
-    }
     let (node_reader, _node_writer) = reflector::store::<PartialObjectMeta<Node>>();
     let (cm_reader, cm_writer) = reflector::store::<ConfigMap>();
-    World {
+    let mut world = World {
         stores: Stores {
             pools: pool_reader,
-            pods: pod_reader,
+            pods: PodCache::default(),
             nodes: node_reader,
             config_maps: cm_reader,
             departed: Default::default(),
             documents: Default::default(),
         },
-        pods: pod_writer,
+        pods: BTreeMap::new(),
         config_maps: cm_writer,
+    };
+    for pod in pods {
+        world.apply_pod(CachedPod::from(pod));
     }
+    world
 }
 
 fn context(client: Client, stores: Stores) -> Arc<Context> {
@@ -110,20 +123,13 @@ pub(super) async fn settle(group: &mut ShardGroup, world: &mut World) {
             .apply_watcher_event(&watcher::Event::Apply(cm));
     }
     for write in &decision.annotation_writes {
-        let mut pod = (*world
-            .stores
-            .pods
-            .state()
-            .into_iter()
-            .find(|p| p.metadata.name.as_deref() == Some(&write.pod))
-            .unwrap())
-        .clone();
+        let mut pod = world.pods[&write.pod].clone();
         let annotations = pod.metadata.annotations.get_or_insert_default();
         match &write.view {
             Some(view) => annotations.insert(KEY.into(), serde_json::to_string(view).unwrap()),
             None => annotations.remove(KEY),
         };
-        world.pods.apply_watcher_event(&watcher::Event::Apply(pod));
+        world.apply_pod(pod);
     }
     group.status = Some(decision.status);
 }
@@ -135,13 +141,7 @@ pub(super) async fn settled_with_a_joining_pod() -> (ShardGroup, World) {
     group.spec.rebalance.delay = "0s".into();
     let mut world = world(Some(pool(0)), &three_pods());
     settle(&mut group, &mut world).await;
-    world
-        .pods
-        .apply_watcher_event(&watcher::Event::Apply(CachedPod::from(&pod(
-            "consumer-3",
-            true,
-            None,
-        ))));
+    world.apply_pod(CachedPod::from(&pod("consumer-3", true, None)));
     (group, world)
 }
 

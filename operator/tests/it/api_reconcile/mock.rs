@@ -2,7 +2,7 @@
 //! `controller_support::mock_api`, answering like the API server would for
 //! the fixture group (its pods, the ShardGroup and its finalizer patch,
 //! Events), and answering ConfigMap writes as a test asks ([`CmAnswer`]):
-//! written, failed, refused with a 409, or with a stale encoding key.
+//! written, failed, or refused with a 409.
 
 use http::Response;
 use kube::Client;
@@ -20,12 +20,9 @@ pub(super) enum CmAnswer {
     Written,
     /// Every ConfigMap write gets a 500.
     Fail,
-    /// 409 Conflict on an apply (the resourceVersion precondition failed)
+    /// 409 Conflict on an update (the resourceVersion precondition failed)
     /// and 409 AlreadyExists on a create.
     Conflict,
-    /// An apply answers with the other encoding's key still present (a key
-    /// the create wrote, which the apply does not own).
-    StaleKey,
 }
 
 /// Mock API server: records requests, answers like the API server would.
@@ -66,12 +63,6 @@ fn respond(
             )
         };
     }
-    if is_cm && cm == CmAnswer::StaleKey && is_apply(method, body) {
-        let mut written = body.clone();
-        written["metadata"]["resourceVersion"] = json!("43");
-        written["binaryData"] = json!({"assignment.json.gz": "H4sIAAAAAAAA/wMAAAAAAAAAAAA="});
-        return json_response(200, &written);
-    }
     let json = if path.contains("/pods/missing") {
         return failure(404, "NotFound", "pods \"missing\" not found");
     } else if is_cm || path.ends_with("/events") {
@@ -88,10 +79,4 @@ fn respond(
         panic!("unexpected request {method} {path}")
     };
     json_response(200, &json)
-}
-
-/// Whether a ConfigMap request body is the apply (it carries `kind`; the
-/// merge patch removing a stale key does not).
-fn is_apply(method: &http::Method, body: &Value) -> bool {
-    method == http::Method::PATCH && body.get("kind").is_some()
 }

@@ -4,12 +4,11 @@
 //! warning only), and a pod deleted before its patch.
 
 use kube::runtime::reflector;
-use kube::runtime::watcher;
 use serde_json::json;
 use shardring::controller::Stores;
 
 use super::asserts::{
-    STATUS_PATH, assert_annotation_patch, assert_configmap_apply, assert_configmap_create,
+    STATUS_PATH, assert_annotation_patch, assert_configmap_create, assert_configmap_update,
     assert_event, assert_status_apply, condition, writes,
 };
 use super::harness::{
@@ -51,7 +50,7 @@ async fn first_publish_creates_the_configmap_then_annotations_then_status() {
 async fn a_joining_pod_writes_the_configmap_and_only_the_changed_pods() {
     let (group, world) = settled_with_a_joining_pod().await;
     let seen = reconcile_once(&group, &world.stores).await;
-    let doc = assert_configmap_apply(&seen[0], SETTLED_VERSION);
+    let doc = assert_configmap_update(&seen[0], SETTLED_VERSION);
     assert_eq!(doc.epoch, 2);
     // First phase of the moves: revoked from the donors, not yet on the new pod.
     assert!(!doc.pods.contains_key("consumer-3"));
@@ -77,20 +76,11 @@ async fn a_pod_leaving_the_pool_loses_its_annotation() {
     let mut group = group(6);
     let mut world = world(Some(pool(0)), &three_pods());
     settle(&mut group, &mut world).await;
-    let mut leaving = (*world
-        .stores
-        .pods
-        .state()
-        .into_iter()
-        .find(|p| p.metadata.name.as_deref() == Some("consumer-1"))
-        .unwrap())
-    .clone();
+    let mut leaving = world.pods["consumer-1"].clone();
     leaving.metadata.labels = Some([("app".to_owned(), "other".to_owned())].into());
-    world
-        .pods
-        .apply_watcher_event(&watcher::Event::Apply(leaving));
+    world.apply_pod(leaving);
     let seen = reconcile_once(&group, &world.stores).await;
-    let doc = assert_configmap_apply(&seen[0], SETTLED_VERSION);
+    let doc = assert_configmap_update(&seen[0], SETTLED_VERSION);
     assert_eq!(doc.epoch, 2);
     // It keeps its annotation until it gave its two shards back: they are
     // revoked from it first (two-phase handoff), nobody else has them yet.

@@ -1,0 +1,272 @@
+//! The pod cache: every watched pod as a compact [`PodRecord`], by
+//! namespace, fed by the pod watch's events.
+//!
+//! Why not a reflector store of the decoded pods: a [`CachedPod`], even
+//! stripped ([`super::strip`]), is a k8s-openapi `ObjectMeta` of a dozen
+//! optional fields plus two one-entry `BTreeMap`s (labels, annotations),
+//! each a node of eleven slots, and the store keys it by an `ObjectRef` of
+//! four strings: about 2.4 KB per pod, so at 50,000 pods (1,000 groups of 50)
+//! most of the operator's memory. A record keeps what the observe step
+//! reads, the labels shared by every pod with the same label set (the pods
+//! of one ReplicaSet have the same labels), and only shardring's
+//! annotations, in a short list. And a reconcile reads its own namespace's
+//! pods only, where a store of all pods made every reconcile of 1,000
+//! groups walk all 50,000.
+//!
+//! A relist (the watch's `Init` … `InitDone`) fills a new set while reads
+//! still see the old one, then replaces it, as a reflector store does.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::IpAddr;
+use std::sync::{Arc, RwLock};
+
+use jiff::Timestamp;
+use kube::runtime::watcher;
+use shardring_core::observation::Containers;
+
+use super::cached_pod::CachedPod;
+use super::observe::{containers_of, has_generated_name};
+
+/// A label set, shared by the records that carry the same one.
+pub type Labels = Arc<BTreeMap<String, String>>;
+
+/// One pod as the observe step reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodRecord {
+    /// Name.
+    pub name: String,
+    /// Uid.
+    pub uid: String,
+    /// Every label (for pool selectors and the capacity label).
+    pub labels: Labels,
+    /// The annotations the cache keeps (shardring's), sorted by key.
+    pub annotations: Vec<(String, String)>,
+    /// `metadata.creationTimestamp`.
+    pub created: Option<Timestamp>,
+    /// `metadata.deletionTimestamp`.
+    pub deletion_timestamp: Option<Timestamp>,
+    /// `metadata.deletionGracePeriodSeconds`.
+    pub deletion_grace_seconds: Option<i64>,
+    /// Whether the name was generated from `metadata.generateName`.
+    pub generated_name: bool,
+    /// `spec.nodeName`.
+    pub node_name: Option<String>,
+    /// Whether the `Ready` condition is `True`.
+    pub ready: bool,
+    /// The `Ready` condition's `lastTransitionTime`.
+    pub ready_since: Option<Timestamp>,
+    /// What the container statuses say.
+    pub containers: Containers,
+    /// `status.podIP`, parsed.
+    pub ip: Option<IpAddr>,
+}
+
+impl PodRecord {
+    /// The value of annotation `key`, when the pod carries it.
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.annotations
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The record of a (stripped) pod, its label set taken from `labels`.
+    fn new(pod: &CachedPod, labels: &mut LabelSets) -> Self {
+        let meta = &pod.metadata;
+        let ready = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
+        let mut annotations: Vec<(String, String)> = meta
+            .annotations
+            .iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        annotations.shrink_to_fit();
+        Self {
+            name: meta.name.clone().unwrap_or_default(),
+            uid: meta.uid.clone().unwrap_or_default(),
+            labels: labels.intern(meta.labels.as_ref()),
+            annotations,
+            created: meta.creation_timestamp.as_ref().map(|t| t.0),
+            deletion_timestamp: meta.deletion_timestamp.as_ref().map(|t| t.0),
+            deletion_grace_seconds: meta.deletion_grace_period_seconds,
+            generated_name: has_generated_name(meta),
+            node_name: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+            ready: ready.is_some_and(|c| c.status == "True"),
+            ready_since: ready
+                .and_then(|c| c.last_transition_time.as_ref())
+                .map(|t| t.0),
+            containers: containers_of(pod),
+            ip: pod
+                .status
+                .as_ref()
+                .and_then(|s| s.pod_ip.as_deref())
+                .and_then(|ip| ip.parse().ok()),
+        }
+    }
+}
+
+impl From<&CachedPod> for PodRecord {
+    /// The record of one pod, with a label set of its own.
+    fn from(pod: &CachedPod) -> Self {
+        PodRecord::new(pod, &mut LabelSets::default())
+    }
+}
+
+/// Pods by namespace, then by name.
+type Namespaces = HashMap<String, BTreeMap<String, PodRecord>>;
+
+/// The pod cache. Cheap to clone: clones share one cache.
+#[derive(Debug, Clone, Default)]
+pub struct PodCache {
+    inner: Arc<RwLock<Inner>>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    live: Namespaces,
+    /// The set a relist is filling, until its `InitDone`.
+    relist: Option<Namespaces>,
+    labels: LabelSets,
+}
+
+impl PodCache {
+    /// Applies one watch event (a stripped pod), as a reflector store does.
+    pub fn apply_watcher_event(&self, event: &watcher::Event<CachedPod>) {
+        let mut inner = self.inner.write().expect("pod cache poisoned");
+        let inner = &mut *inner;
+        match event {
+            watcher::Event::Apply(pod) => {
+                let record = PodRecord::new(pod, &mut inner.labels);
+                insert(&mut inner.live, pod, record);
+            }
+            watcher::Event::Delete(pod) => {
+                let (namespace, name) = key_of(pod);
+                if let Some(pods) = inner.live.get_mut(namespace) {
+                    pods.remove(name);
+                    if pods.is_empty() {
+                        inner.live.remove(namespace);
+                    }
+                }
+                inner.labels.forget_unused();
+            }
+            watcher::Event::Init => inner.relist = Some(Namespaces::new()),
+            watcher::Event::InitApply(pod) => {
+                let record = PodRecord::new(pod, &mut inner.labels);
+                insert(inner.relist.get_or_insert_default(), pod, record);
+            }
+            watcher::Event::InitDone => {
+                if let Some(listed) = inner.relist.take() {
+                    inner.live = listed;
+                    inner.labels.forget_unused();
+                }
+            }
+        }
+    }
+
+    /// `read` over the pods of `namespace`, in name order, while the cache
+    /// holds still.
+    pub fn read_namespace<R>(
+        &self,
+        namespace: &str,
+        read: impl FnOnce(&mut dyn Iterator<Item = &PodRecord>) -> R,
+    ) -> R {
+        let inner = self.inner.read().expect("pod cache poisoned");
+        let mut pods = inner
+            .live
+            .get(namespace)
+            .into_iter()
+            .flat_map(BTreeMap::values);
+        read(&mut pods)
+    }
+
+    /// The record of pod `namespace/name`.
+    pub fn get(&self, namespace: &str, name: &str) -> Option<PodRecord> {
+        let inner = self.inner.read().expect("pod cache poisoned");
+        inner.live.get(namespace)?.get(name).cloned()
+    }
+
+    /// Pods cached.
+    pub fn len(&self) -> usize {
+        let inner = self.inner.read().expect("pod cache poisoned");
+        inner.live.values().map(BTreeMap::len).sum()
+    }
+
+    /// Whether no pod is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Distinct label sets held.
+    #[cfg(test)]
+    fn label_sets(&self) -> usize {
+        self.inner
+            .read()
+            .expect("pod cache poisoned")
+            .labels
+            .sets
+            .len()
+    }
+}
+
+fn key_of(pod: &CachedPod) -> (&str, &str) {
+    (
+        pod.metadata.namespace.as_deref().unwrap_or_default(),
+        pod.metadata.name.as_deref().unwrap_or_default(),
+    )
+}
+
+fn insert(namespaces: &mut Namespaces, pod: &CachedPod, record: PodRecord) {
+    let (namespace, name) = key_of(pod);
+    let pods = match namespaces.get_mut(namespace) {
+        Some(pods) => pods,
+        None => namespaces.entry(namespace.to_owned()).or_default(),
+    };
+    match pods.get_mut(name) {
+        Some(slot) => *slot = record,
+        None => {
+            pods.insert(name.to_owned(), record);
+        }
+    }
+}
+
+/// The distinct label sets of the cached pods.
+#[derive(Debug, Default)]
+struct LabelSets {
+    sets: HashSet<Labels>,
+    /// Sets held after the last sweep: the next sweep waits until twice as
+    /// many, so sweeping costs a constant per event on average.
+    swept_at: usize,
+}
+
+impl LabelSets {
+    /// The shared set equal to `labels` (an empty one when `None`).
+    fn intern(&mut self, labels: Option<&BTreeMap<String, String>>) -> Labels {
+        let empty = BTreeMap::new();
+        let labels = labels.unwrap_or(&empty);
+        if let Some(shared) = self.sets.get(labels) {
+            return shared.clone();
+        }
+        let shared = Arc::new(labels.clone());
+        self.sets.insert(shared.clone());
+        if self.sets.len() > 2 * self.swept_at.max(64) {
+            self.forget_unused();
+        }
+        shared
+    }
+
+    /// Drops the sets no record holds any more.
+    fn forget_unused(&mut self) {
+        if self.sets.len() <= 2 * self.swept_at.max(64) {
+            return;
+        }
+        self.sets.retain(|set| Arc::strong_count(set) > 1);
+        self.swept_at = self.sets.len();
+    }
+}
+
+#[cfg(test)]
+mod tests;

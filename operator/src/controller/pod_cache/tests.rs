@@ -1,0 +1,155 @@
+//! The pod cache: records by namespace in name order, updates and
+//! deletions, shared label sets, and a relist that replaces the set only
+//! once it is complete.
+
+use super::*;
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodSpec, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::ObjectMeta;
+
+fn pod(namespace: &str, name: &str, labels: &[(&str, &str)]) -> CachedPod {
+    CachedPod::from(&Pod {
+        metadata: ObjectMeta {
+            namespace: Some(namespace.into()),
+            name: Some(name.into()),
+            uid: Some(format!("uid-{name}")),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            ),
+            ..Default::default()
+        },
+        spec: None,
+        status: None,
+    })
+}
+
+fn names(cache: &PodCache, namespace: &str) -> Vec<String> {
+    cache.read_namespace(namespace, |pods| pods.map(|p| p.name.clone()).collect())
+}
+
+fn apply(cache: &PodCache, pod: CachedPod) {
+    cache.apply_watcher_event(&watcher::Event::Apply(pod));
+}
+
+#[test]
+fn a_namespace_reads_its_own_pods_in_name_order() {
+    let cache = PodCache::default();
+    for (ns, name) in [("a", "c-2"), ("b", "c-1"), ("a", "c-0"), ("a", "c-1")] {
+        apply(&cache, pod(ns, name, &[("app", "c")]));
+    }
+    assert_eq!(names(&cache, "a"), ["c-0", "c-1", "c-2"]);
+    assert_eq!(names(&cache, "b"), ["c-1"]);
+    assert!(names(&cache, "none").is_empty());
+    assert_eq!(cache.len(), 4);
+    // An update replaces the record; a deletion removes it.
+    apply(&cache, pod("a", "c-1", &[("app", "d")]));
+    assert_eq!(cache.get("a", "c-1").unwrap().labels["app"], "d");
+    cache.apply_watcher_event(&watcher::Event::Delete(pod("a", "c-1", &[])));
+    assert_eq!(names(&cache, "a"), ["c-0", "c-2"]);
+    cache.apply_watcher_event(&watcher::Event::Delete(pod("b", "c-1", &[])));
+    assert!(names(&cache, "b").is_empty());
+    assert_eq!(cache.len(), 2);
+}
+
+#[test]
+fn pods_with_the_same_labels_share_one_label_set() {
+    let cache = PodCache::default();
+    for i in 0..10 {
+        apply(
+            &cache,
+            pod("a", &format!("c-{i}"), &[("app", "c"), ("hash", "1")]),
+        );
+    }
+    let first = cache.get("a", "c-0").unwrap();
+    let last = cache.get("a", "c-9").unwrap();
+    assert!(Arc::ptr_eq(&first.labels, &last.labels));
+    assert_eq!(cache.label_sets(), 1);
+    // Sets nobody holds any more are swept as new ones come: the count
+    // stays within twice the live sets (and a floor of 64).
+    for round in 0..500 {
+        apply(
+            &cache,
+            pod("a", "c-0", &[("app", "c"), ("hash", &round.to_string())]),
+        );
+    }
+    assert!(cache.label_sets() <= 2 * 64 + 1, "{}", cache.label_sets());
+    drop((first, last));
+}
+
+#[test]
+fn a_relist_replaces_the_pods_once_it_is_complete() {
+    let cache = PodCache::default();
+    apply(&cache, pod("a", "gone", &[]));
+    apply(&cache, pod("a", "kept", &[]));
+    cache.apply_watcher_event(&watcher::Event::Init);
+    cache.apply_watcher_event(&watcher::Event::InitApply(pod("a", "kept", &[])));
+    cache.apply_watcher_event(&watcher::Event::InitApply(pod("a", "new", &[])));
+    // Until the list is complete, reads see the pods as they were.
+    assert_eq!(names(&cache, "a"), ["gone", "kept"]);
+    cache.apply_watcher_event(&watcher::Event::InitDone);
+    assert_eq!(names(&cache, "a"), ["kept", "new"]);
+}
+
+#[test]
+fn a_record_holds_what_the_observe_step_reads() {
+    let at = Time("2026-01-01T00:00:00Z".parse().unwrap());
+    let mut full = Pod {
+        metadata: ObjectMeta {
+            namespace: Some("a".into()),
+            name: Some("consumer-7d9f-abcde".into()),
+            generate_name: Some("consumer-7d9f-".into()),
+            uid: Some("u".into()),
+            creation_timestamp: Some(at.clone()),
+            deletion_timestamp: Some(at.clone()),
+            deletion_grace_period_seconds: Some(30),
+            annotations: Some(
+                [
+                    ("assignment.shardring.io/g".to_owned(), "{}".to_owned()),
+                    ("other".to_owned(), "x".to_owned()),
+                ]
+                .into(),
+            ),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            node_name: Some("node-a".into()),
+            ..Default::default()
+        }),
+        status: Some(PodStatus {
+            phase: Some("Running".into()),
+            pod_ip: Some("10.0.0.7".into()),
+            conditions: Some(vec![PodCondition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                last_transition_time: Some(at.clone()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+    };
+    let mut cached = CachedPod::from(&full);
+    crate::controller::strip::strip_pod(&mut cached, &Default::default());
+    let record = PodRecord::from(&cached);
+    assert_eq!(record.name, "consumer-7d9f-abcde");
+    assert_eq!(record.uid, "u");
+    assert!(record.generated_name);
+    assert_eq!(record.created, Some(at.0));
+    assert_eq!(record.deletion_timestamp, Some(at.0));
+    assert_eq!(record.deletion_grace_seconds, Some(30));
+    assert_eq!(record.node_name.as_deref(), Some("node-a"));
+    assert!(record.ready);
+    assert_eq!(record.ready_since, Some(at.0));
+    assert_eq!(record.containers, Containers::Running);
+    assert_eq!(record.ip, Some("10.0.0.7".parse().unwrap()));
+    assert_eq!(record.annotation("assignment.shardring.io/g"), Some("{}"));
+    assert_eq!(
+        record.annotation("other"),
+        None,
+        "stripped before the cache"
+    );
+    full.status = None;
+    assert!(!PodRecord::from(&CachedPod::from(&full)).ready);
+}
