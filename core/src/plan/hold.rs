@@ -161,29 +161,12 @@ mod tests {
     /// 10, pods `a` and `b` Ready at 0 s and 1 s (eligible at 10 s and
     /// 11 s), nothing published yet, observed at `now_ms`.
     fn fresh_group(initial_delay: &str, now_ms: i64) -> crate::Observation {
-        use crate::crds::fixtures;
-        use crate::observation::{LeaseObservation, Published, TopologyObservation};
-        use crate::topology::Topology;
-        let mut group = fixtures::static_group("prod", "orders", "consumers", 16, "orders-{index}");
-        group.spec.rebalance.initial_delay = initial_delay.into();
-        let topology = Topology::of_static(group.spec.source.static_source.as_ref().unwrap());
-        crate::Observation {
-            group,
-            pool: Some(fixtures::pool("prod", "consumers", &[], 10)),
-            pods: vec![ready("a", 0), ready("b", 1_000)],
-            topology: TopologyObservation {
-                source: "static:16".into(),
-                last_good: Some(std::sync::Arc::new(topology)),
-                read_at: Some(t(0)),
-                ..Default::default()
-            },
-            published: Published::Missing,
-            leases: LeaseObservation::NotConfigured,
-            departed: Default::default(),
-            releases: Default::default(),
-            loads: Default::default(),
-            now: t(now_ms),
-        }
+        let mut obs = crate::fixtures::observation(16, vec![ready("a", 0), ready("b", 1_000)]);
+        obs.group.spec.rebalance.initial_delay = initial_delay.into();
+        obs.pool = Some(crate::fixtures::pool(10));
+        obs.topology.read_at = Some(t(0));
+        obs.now = t(now_ms);
+        obs
     }
 
     fn condition(d: &crate::Decision, type_: &str) -> (String, String) {
