@@ -8,7 +8,9 @@
 
 use std::collections::HashMap;
 use std::fmt::Debug;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt};
@@ -166,7 +168,7 @@ impl Timeline {
                 let at = Instant::now();
                 let Ok(event) = event else { continue };
                 {
-                    let mut state = state.lock().expect("timeline poisoned");
+                    let mut state = state.lock();
                     match &event {
                         Event::InitApply(object) => on(&mut state, at, Seen::Listed(object)),
                         Event::Apply(object) => {
@@ -197,8 +199,8 @@ impl Timeline {
     }
 
     /// The state, locked.
-    pub fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().expect("timeline poisoned")
+    pub fn lock(&self) -> parking_lot::MutexGuard<'_, State> {
+        self.state.lock()
     }
 
     /// Waits until `check` returns something (checked at every delivered

@@ -3,22 +3,23 @@
 //!
 //! Why not a reflector store of the decoded pods: a [`CachedPod`], even
 //! stripped ([`super::strip`]), is a k8s-openapi `ObjectMeta` of a dozen
-//! optional fields plus two one-entry `BTreeMap`s (labels, annotations),
-//! each a node of eleven slots, and the store keys it by an `ObjectRef` of
-//! four strings: about 2.4 KB per pod, so at 50,000 pods (1,000 groups of 50)
-//! most of the operator's memory. A record keeps what the observe step
-//! reads, the labels shared by every pod with the same label set (the pods
-//! of one ReplicaSet have the same labels), and only shardring's
-//! annotations, in a short list. And a reconcile reads its own namespace's
-//! pods only, where a store of all pods made every reconcile of 1,000
-//! groups walk all 50,000.
+//! optional fields plus labels and annotations maps, keyed by an
+//! `ObjectRef` of four strings. A record keeps what the observe step reads,
+//! the labels shared by every pod with the same label set (the pods of one
+//! ReplicaSet have the same labels), and only shardring's annotations, in a
+//! short list. And a reconcile reads its own namespace's pods only, where a
+//! store of all pods made every reconcile of 1,000 groups walk all 50,000.
+//! (What it saves in peak memory is measured by `apiserver_scale`; see
+//! docs/deploy.md.)
 //!
 //! A relist (the watch's `Init` … `InitDone`) fills a new set while reads
 //! still see the old one, then replaces it, as a reflector store does.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
 
 use jiff::Timestamp;
 use kube::runtime::watcher;
@@ -136,7 +137,7 @@ struct Inner {
 impl PodCache {
     /// Applies one watch event (a stripped pod), as a reflector store does.
     pub fn apply_watcher_event(&self, event: &watcher::Event<CachedPod>) {
-        let mut inner = self.inner.write().expect("pod cache poisoned");
+        let mut inner = self.inner.write();
         let inner = &mut *inner;
         match event {
             watcher::Event::Apply(pod) => {
@@ -174,7 +175,7 @@ impl PodCache {
         namespace: &str,
         read: impl FnOnce(&mut dyn Iterator<Item = &PodRecord>) -> R,
     ) -> R {
-        let inner = self.inner.read().expect("pod cache poisoned");
+        let inner = self.inner.read();
         let mut pods = inner
             .live
             .get(namespace)
@@ -185,13 +186,13 @@ impl PodCache {
 
     /// The record of pod `namespace/name`.
     pub fn get(&self, namespace: &str, name: &str) -> Option<PodRecord> {
-        let inner = self.inner.read().expect("pod cache poisoned");
+        let inner = self.inner.read();
         inner.live.get(namespace)?.get(name).cloned()
     }
 
     /// Pods cached.
     pub fn len(&self) -> usize {
-        let inner = self.inner.read().expect("pod cache poisoned");
+        let inner = self.inner.read();
         inner.live.values().map(BTreeMap::len).sum()
     }
 
@@ -203,12 +204,7 @@ impl PodCache {
     /// Distinct label sets held.
     #[cfg(test)]
     fn label_sets(&self) -> usize {
-        self.inner
-            .read()
-            .expect("pod cache poisoned")
-            .labels
-            .sets
-            .len()
+        self.inner.read().labels.sets.len()
     }
 }
 
