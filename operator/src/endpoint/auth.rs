@@ -14,21 +14,22 @@
 //! shortens how long an answer is trusted, the TokenReview is the check.
 //! Negative answers are not cached (the per-IP limit, checked before, keeps
 //! a flood of bad tokens off the API server), and concurrent requests with
-//! the same uncached token share one review. Tokens are never logged: at
-//! most the first bytes of their hash.
+//! the same uncached token share one review. The cache is moka's (per-entry
+//! expiry, a size bound with its TinyLFU eviction, one initialisation per
+//! key shared by concurrent callers); a review whose callers all gave up
+//! (closed connections) is dropped with them, and the next request with the
+//! token reviews it again. Tokens are never logged: at most the first bytes
+//! of their hash.
 
 use parking_lot::Mutex;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
-use futures::FutureExt as _;
-use futures::future::{BoxFuture, Shared};
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, TokenReviewStatus};
 use kube::Api;
 use kube::api::PostParams;
-use tokio::time::Instant;
 
 use super::metrics::{EndpointMetrics, ReviewLabel};
 
@@ -80,74 +81,37 @@ pub(crate) enum AuthError {
     Unavailable(String),
 }
 
-#[derive(Debug)]
-struct CacheEntry {
+/// A positive answer, and until when it may be reused.
+#[derive(Debug, Clone)]
+struct Answer {
     identity: Arc<Identity>,
     until: Instant,
-    /// Insertion sequence, to tell this entry from an older one of the same
-    /// key still queued for eviction.
-    seq: u64,
 }
 
-#[derive(Debug, Default)]
-struct TokenCache {
-    entries: HashMap<[u8; 32], CacheEntry>,
-    /// Keys in insertion order, oldest first.
-    order: VecDeque<([u8; 32], u64)>,
-    next_seq: u64,
-}
+/// Each answer expires at its own `until` (the bound, or the token's
+/// expiry when that is sooner).
+struct UntilExpiry;
 
-impl TokenCache {
-    fn get(&mut self, key: &[u8; 32], now: Instant) -> Option<Arc<Identity>> {
-        let entry = self.entries.get(key)?;
-        if entry.until > now {
-            return Some(entry.identity.clone());
-        }
-        self.entries.remove(key);
-        None
-    }
-
-    fn insert(&mut self, key: [u8; 32], identity: Arc<Identity>, until: Instant, capacity: usize) {
-        while self.entries.len() >= capacity.max(1) {
-            let Some((old, seq)) = self.order.pop_front() else {
-                break;
-            };
-            if self.entries.get(&old).is_some_and(|e| e.seq == seq) {
-                self.entries.remove(&old);
-            }
-        }
-        // Stale keys (replaced or expired entries) would pile up in the
-        // queue: drop them once it is twice the map.
-        if self.order.len() > 2 * capacity.max(1) {
-            let entries = &self.entries;
-            self.order
-                .retain(|(k, seq)| entries.get(k).is_some_and(|e| e.seq == *seq));
-        }
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        self.order.push_back((key, seq));
-        self.entries.insert(
-            key,
-            CacheEntry {
-                identity,
-                until,
-                seq,
-            },
-        );
+impl moka::Expiry<[u8; 32], Answer> for UntilExpiry {
+    fn expire_after_create(
+        &self,
+        _key: &[u8; 32],
+        answer: &Answer,
+        created_at: Instant,
+    ) -> Option<Duration> {
+        Some(answer.until.saturating_duration_since(created_at))
     }
 }
-
-type Review = Shared<BoxFuture<'static, Result<Arc<Identity>, AuthError>>>;
 
 /// Authenticates bearer tokens with TokenReviews and a cache.
 pub(crate) struct Authenticator {
     client: kube::Client,
     audience: String,
     cache_ttl: Duration,
-    capacity: usize,
-    cache: Arc<Mutex<TokenCache>>,
-    /// Reviews under way, shared by the requests with the same token.
-    inflight: Arc<Mutex<HashMap<[u8; 32], Review>>>,
+    /// Positive answers by token hash. Concurrent requests with the same
+    /// uncached token wait for one review (moka's `or_try_insert_with`);
+    /// a refusal is handed to them and not kept.
+    cache: moka::future::Cache<[u8; 32], Answer>,
     metrics: EndpointMetrics,
 }
 
@@ -172,9 +136,7 @@ impl Authenticator {
             client,
             audience,
             cache_ttl,
-            capacity,
-            cache: Arc::default(),
-            inflight: Arc::default(),
+            cache: token_cache(capacity),
             metrics,
         }
     }
@@ -182,47 +144,26 @@ impl Authenticator {
     /// The pod `token` is bound to.
     pub(crate) async fn authenticate(&self, token: &str) -> Result<Arc<Identity>, AuthError> {
         let key = token_hash(token);
-        if let Some(identity) = self.cache.lock().get(&key, Instant::now()) {
-            self.metrics.token_cache_hits.inc();
-            return Ok(identity);
-        }
-        let review = {
-            let mut inflight = self.inflight.lock();
-            match inflight.get(&key) {
-                Some(review) => review.clone(),
-                None => {
-                    let (client, audience) = (self.client.clone(), self.audience.clone());
-                    let (owned, metrics) = (token.to_owned(), self.metrics.clone());
-                    let review = async move { review(client, &audience, &owned, &metrics).await }
-                        .boxed()
-                        .shared();
-                    inflight.insert(key, review.clone());
-                    // Driven to its end by a task of its own, which caches
-                    // a positive answer and only then takes the review out
-                    // of the map: a request with the token always finds one
-                    // or the other (never a gap that costs a second review),
-                    // and a review whose callers all gave up (closed
-                    // connections) neither stays in the map nor stops
-                    // half-way.
-                    let (driver, map) = (review.clone(), self.inflight.clone());
-                    let (cache, capacity) = (self.cache.clone(), self.capacity);
-                    let until = self.cache_until(token);
-                    tokio::spawn(async move {
-                        if let (Ok(identity), Some(until)) = (driver.clone().await, until) {
-                            cache.lock().insert(key, identity, until, capacity);
-                        }
-                        let mut inflight = map.lock();
-                        if inflight.get(&key).is_some_and(|r| r.ptr_eq(&driver)) {
-                            inflight.remove(&key);
-                        }
-                    });
-                    review
-                }
-            }
+        let reviewed = async {
+            let identity = review(&self.client, &self.audience, token, &self.metrics).await?;
+            // An already expired token is answered once and not kept: it
+            // expires as it is inserted.
+            let until = self.cache_until(token).unwrap_or_else(Instant::now);
+            Ok(Answer { identity, until })
         };
-        review.await.inspect_err(|error| {
-            tracing::debug!(token = %hash_prefix(&key), %error, "token refused");
-        })
+        match self.cache.entry(key).or_try_insert_with(reviewed).await {
+            Ok(entry) => {
+                if !entry.is_fresh() {
+                    self.metrics.token_cache_hits.inc();
+                }
+                Ok(entry.into_value().identity)
+            }
+            Err(error) => {
+                let error = AuthError::clone(&error);
+                tracing::debug!(token = %hash_prefix(&key), %error, "token refused");
+                Err(error)
+            }
+        }
     }
 
     /// Until when an answer about `token` may be reused: the bound, or the
@@ -239,6 +180,14 @@ impl Authenticator {
             .ok()?;
         Some(bound.min(now + left))
     }
+}
+
+/// The answers' cache: at most `capacity` entries, each until its own time.
+fn token_cache(capacity: usize) -> moka::future::Cache<[u8; 32], Answer> {
+    moka::future::Cache::builder()
+        .max_capacity(capacity.max(1) as u64)
+        .expire_after(UntilExpiry)
+        .build()
 }
 
 /// SHA-256 of a token: the cache key (the token itself is not kept).
@@ -331,7 +280,7 @@ impl LocalTokens {
 
 /// One TokenReview and what it says.
 async fn review(
-    client: kube::Client,
+    client: &kube::Client,
     audience: &str,
     token: &str,
     metrics: &EndpointMetrics,
@@ -343,7 +292,7 @@ async fn review(
         },
         ..TokenReview::default()
     };
-    let answer = Api::<TokenReview>::all(client)
+    let answer = Api::<TokenReview>::all(client.clone())
         .create(&PostParams::default(), &request)
         .await;
     let result = match answer {
@@ -530,32 +479,33 @@ mod tests {
         assert_eq!(jwt_exp("h.!!!.s"), None);
     }
 
-    #[test]
-    fn the_cache_expires_entries_and_evicts_the_oldest() {
-        let mut cache = TokenCache::default();
+    #[tokio::test]
+    async fn the_cache_expires_each_answer_at_its_own_time_and_stays_bounded() {
+        let cache = token_cache(2);
         let now = Instant::now();
-        let id = |pod: &str| {
-            Arc::new(Identity {
+        let answer = |pod: &str, until: Instant| Answer {
+            identity: Arc::new(Identity {
                 namespace: "ns".into(),
                 service_account: "sa".into(),
                 pod: pod.into(),
                 uid: "u".into(),
-            })
+            }),
+            until,
         };
-        let later = now + Duration::from_secs(60);
-        cache.insert([1; 32], id("a"), later, 2);
-        cache.insert([2; 32], id("b"), now + Duration::from_secs(1), 2);
-        assert_eq!(cache.get(&[1; 32], now).unwrap().pod, "a");
-        assert!(
-            cache.get(&[2; 32], now + Duration::from_secs(2)).is_none(),
-            "expired"
-        );
-        cache.insert([3; 32], id("c"), later, 2);
-        cache.insert([4; 32], id("d"), later, 2);
-        assert!(cache.get(&[1; 32], now).is_none(), "the oldest went");
-        assert!(cache.get(&[3; 32], now).is_some());
-        assert!(cache.get(&[4; 32], now).is_some());
-        assert!(cache.entries.len() <= 2);
+        cache
+            .insert([1; 32], answer("a", now + Duration::from_secs(60)))
+            .await;
+        // A token that expired before its answer came is not kept.
+        cache.insert([2; 32], answer("b", now)).await;
+        assert_eq!(cache.get(&[1; 32]).await.unwrap().identity.pod, "a");
+        assert!(cache.get(&[2; 32]).await.is_none(), "expired");
+        for key in 3..10u8 {
+            cache
+                .insert([key; 32], answer("c", now + Duration::from_secs(60)))
+                .await;
+        }
+        cache.run_pending_tasks().await;
+        assert!(cache.entry_count() <= 2, "{} entries", cache.entry_count());
         assert_eq!(hash_prefix(&token_hash("secret")).len(), 8);
     }
 }
