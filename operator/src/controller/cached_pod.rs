@@ -6,9 +6,9 @@
 //! volumes and the rest of the status are never allocated. k8s-openapi's
 //! `Pod` is about 3 KB per pod even with every optional field empty (its
 //! `PodSpec` alone has dozens of inline fields); at 5,000 pods that was most
-//! of the operator's steady-state heap. [`super::strip`] then drops what is
-//! declared but not needed (managedFields, foreign annotations, container
-//! statuses beyond the one that decides [`shardring_core::observation::Containers`]).
+//! of the operator's steady-state heap. It lives only while its event is
+//! handled: the pod cache keeps a compact record of it
+//! ([`super::pod_cache::PodRecord`]).
 //!
 //! It is the same resource as `v1/Pod` (same group, kind and path), so it
 //! is listed, watched and patched with `Api<CachedPod>` like the full type.
@@ -46,7 +46,7 @@ pub struct CachedPodStatus {
     /// `Pending`, `Running`, `Succeeded`, `Failed` or `Unknown`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
-    /// The pod's conditions (only `Ready` is kept once stripped).
+    /// The pod's conditions (the record reads `Ready`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<CachedCondition>>,
     /// The regular containers' states.
@@ -127,7 +127,7 @@ impl k8s_openapi::Metadata for CachedPod {
 
 impl From<&Pod> for CachedPod {
     /// Decodes `pod`'s JSON form as the watch decodes the API server's: what
-    /// the cache would hold of it (before stripping).
+    /// the pod watch delivers of it.
     fn from(pod: &Pod) -> Self {
         let json = serde_json::to_value(pod).expect("a Pod serializes to JSON");
         serde_json::from_value(json).expect("every Pod decodes as a CachedPod")

@@ -17,7 +17,6 @@ pub mod own_writes;
 pub mod pod_cache;
 pub mod runner;
 pub mod sources;
-pub(crate) mod strip;
 pub mod sync;
 pub mod triggers;
 

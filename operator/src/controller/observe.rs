@@ -1,6 +1,6 @@
 //! Observe: the first, read-only step of a reconcile. It gathers everything
-//! the pure plan step needs about one ShardGroup from the reflector stores
-//! (the group, its pool, the pool's pods stripped to what matters, the owned
+//! the pure plan step needs about one ShardGroup from the caches (the group,
+//! its pool, the pool's pods as the pod cache's records, the owned
 //! ConfigMap's published document) plus the topology read result and the
 //! current time, into one [`Observation`] (the controller core's type, with
 //! the plain data it is made of). Nothing here writes.

@@ -1,12 +1,15 @@
 //! The pod cache: every watched pod as a compact [`PodRecord`], by
 //! namespace, fed by the pod watch's events.
 //!
-//! Why not a reflector store of the decoded pods: a [`CachedPod`], even
-//! stripped ([`super::strip`]), is a k8s-openapi `ObjectMeta` of a dozen
-//! optional fields plus labels and annotations maps, keyed by an
-//! `ObjectRef` of four strings. A record keeps what the observe step reads,
-//! the labels shared by every pod with the same label set (the pods of one
-//! ReplicaSet have the same labels), and only shardring's annotations, in a
+//! Why not a reflector store of the decoded pods: a [`CachedPod`] is a
+//! k8s-openapi `ObjectMeta` of a dozen optional fields plus labels and
+//! annotations maps, keyed by an `ObjectRef` of four strings. A record keeps
+//! what the observe step reads, each fact derived once from the pod as the
+//! watch delivered it (what its container statuses say, whether it is
+//! Ready and since when), the labels shared by every pod with the same label
+//! set (the pods of one ReplicaSet have the same labels), and only
+//! shardring's annotations (its prefix, and the custom keys of
+//! `spec.output.annotationKey` the ShardGroup watch hands the cache), in a
 //! short list. And a reconcile reads its own namespace's pods only, where a
 //! store of all pods made every reconcile of 1,000 groups walk all 50,000.
 //! (What it saves in peak memory is measured by `apiserver_scale`; see
@@ -15,7 +18,7 @@
 //! A relist (the watch's `Init` … `InitDone`) fills a new set while reads
 //! still see the old one, then replaces it, as a reflector store does.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -27,6 +30,7 @@ use shardring_core::observation::Containers;
 
 use super::cached_pod::CachedPod;
 use super::observe::{containers_of, has_generated_name};
+use crate::crds::assignment::ANNOTATION_PREFIX;
 
 /// A label set, shared by the records that carry the same one.
 pub type Labels = Arc<BTreeMap<String, String>>;
@@ -71,8 +75,9 @@ impl PodRecord {
             .map(|(_, v)| v.as_str())
     }
 
-    /// The record of a (stripped) pod, its label set taken from `labels`.
-    fn new(pod: &CachedPod, labels: &mut LabelSets) -> Self {
+    /// The record of a pod as the watch delivered it, its label set taken
+    /// from `labels`, keeping the annotations `keep` names.
+    fn new(pod: &CachedPod, labels: &mut LabelSets, keep: &KeptAnnotations) -> Self {
         let meta = &pod.metadata;
         let ready = pod
             .status
@@ -83,6 +88,7 @@ impl PodRecord {
             .annotations
             .iter()
             .flatten()
+            .filter(|(k, _)| keep.keeps(k))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         annotations.shrink_to_fit();
@@ -111,9 +117,23 @@ impl PodRecord {
 }
 
 impl From<&CachedPod> for PodRecord {
-    /// The record of one pod, with a label set of its own.
+    /// The record of one pod, with a label set of its own and the
+    /// annotations under shardring's prefix.
     fn from(pod: &CachedPod) -> Self {
-        PodRecord::new(pod, &mut LabelSets::default())
+        PodRecord::new(pod, &mut LabelSets::default(), &KeptAnnotations::default())
+    }
+}
+
+/// Which annotations a record keeps: those under shardring's prefix, and the
+/// custom keys ShardGroups publish their views under.
+#[derive(Debug, Default)]
+struct KeptAnnotations {
+    custom: BTreeSet<String>,
+}
+
+impl KeptAnnotations {
+    fn keeps(&self, key: &str) -> bool {
+        key.starts_with(ANNOTATION_PREFIX) || self.custom.contains(key)
     }
 }
 
@@ -132,16 +152,24 @@ struct Inner {
     /// The set a relist is filling, until its `InitDone`.
     relist: Option<Namespaces>,
     labels: LabelSets,
+    keep: KeptAnnotations,
 }
 
 impl PodCache {
-    /// Applies one watch event (a stripped pod), as a reflector store does.
+    /// Keeps, besides shardring's own, the annotations named `keys` (the
+    /// ShardGroups' custom `spec.output.annotationKey`s) of the pods seen
+    /// from now on (a pod already cached gets them with its next event).
+    pub fn keep_annotations(&self, keys: BTreeSet<String>) {
+        self.inner.write().keep.custom = keys;
+    }
+
+    /// Applies one watch event, as a reflector store does.
     pub fn apply_watcher_event(&self, event: &watcher::Event<CachedPod>) {
         let mut inner = self.inner.write();
         let inner = &mut *inner;
         match event {
             watcher::Event::Apply(pod) => {
-                let record = PodRecord::new(pod, &mut inner.labels);
+                let record = PodRecord::new(pod, &mut inner.labels, &inner.keep);
                 insert(&mut inner.live, pod, record);
             }
             watcher::Event::Delete(pod) => {
@@ -156,7 +184,7 @@ impl PodCache {
             }
             watcher::Event::Init => inner.relist = Some(Namespaces::new()),
             watcher::Event::InitApply(pod) => {
-                let record = PodRecord::new(pod, &mut inner.labels);
+                let record = PodRecord::new(pod, &mut inner.labels, &inner.keep);
                 insert(inner.relist.get_or_insert_default(), pod, record);
             }
             watcher::Event::InitDone => {

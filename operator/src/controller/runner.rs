@@ -1,6 +1,6 @@
 //! Runs the controller: builds the watches (ShardGroups and ConsumerPools
 //! through `DeserializeGuard` so a malformed object cannot stall them; pods
-//! stripped before caching; node metadata for zones; the ConfigMaps shardring
+//! as compact records in the pod cache; node metadata for zones; the ConfigMaps shardring
 //! manages), maps pod, pool and ConfigMap changes to the ShardGroups they
 //! concern, and drives kube's `Controller` until shutdown.
 //!
@@ -13,7 +13,6 @@
 //! warm caches), but a reconcile writes only while this replica leads; when
 //! it becomes leader every ShardGroup is reconciled at once.
 
-use std::collections::BTreeSet;
 use std::future::ready;
 use std::sync::Arc;
 
@@ -42,7 +41,7 @@ use super::sources::Sources;
 use super::sync::{CacheSync, cache};
 // Every watch retries on the consumer's schedule: back within 4 s of an API
 // server that returns, never more than once every 2-4 s while it is down.
-use super::{Context, error_policy, reconcile, strip, triggers};
+use super::{Context, error_policy, reconcile, triggers};
 use crate::crds::{ConsumerPool, ShardGroup, controller_class_selector};
 use crate::runtime::health::Health;
 use shardring_backoff::watch::watch_backoff;
@@ -126,12 +125,14 @@ pub async fn run_controller(
 
     let (groups, group_writer) = reflector::store::<DeserializeGuard<ShardGroup>>();
     let class = controller_class_selector(config.controller_class.as_deref());
+    let pods = PodCache::default();
     let group_events = watcher(
         api::<DeserializeGuard<ShardGroup>>(&client, ns),
         watcher::Config::default().any_semantic().labels(&class),
     )
     .backoff(watch_backoff())
     .reflect(group_writer)
+    .inspect(keep_custom_annotations(groups.clone(), pods.clone()))
     .inspect(sync.tracker(cache::SHARD_GROUPS))
     .applied_objects()
     .predicate_filter(triggers::group_change, PredicateConfig::default());
@@ -152,11 +153,11 @@ pub async fn run_controller(
 
     let write_limit = super::apply::WriteLimit::new(config.write_concurrency);
     let departed = observe::departed::Departed::default();
-    let (pods, pod_events) = pod_watch(
+    let pod_events = pod_watch(
         &client,
         ns,
         &sync,
-        &groups,
+        &pods,
         &departed,
         write_limit.own.clone(),
     );
@@ -250,31 +251,25 @@ pub async fn run_controller(
     }
 }
 
-/// The pod watch: pods stripped to what the plan reads, cached as records
-/// by namespace ([`PodCache`]), recorded for the departed-pods memory, and
+/// The pod watch: pods cached as records in `pods` (the [`PodCache`]),
+/// every event fed to the memory of departed pods, and the changed pods
 /// mapped to their groups unless the event is the echo of the operator's
 /// own annotation write.
 fn pod_watch(
     client: &Client,
     ns: Option<&str>,
     sync: &CacheSync,
-    groups: &Store<DeserializeGuard<ShardGroup>>,
+    pods: &PodCache,
     departed: &observe::departed::Departed,
     own_writes: OwnWrites,
-) -> (
-    PodCache,
-    impl Stream<Item = Result<CachedPod, watcher::Error>> + Send + 'static,
-) {
-    let pods = PodCache::default();
+) -> impl Stream<Item = Result<CachedPod, watcher::Error>> + Send + 'static {
     let records = pods.clone();
-    let key_groups = groups.clone();
     // Pods are listed in pages at the latest resourceVersion, not at "0":
     // a list at "0" is served whole from the API server's watch cache,
     // whatever the limit, and thousands of full pods in one response are
     // most of the operator's peak memory.
-    let events = watcher(api::<CachedPod>(client, ns), watcher::Config::default())
+    watcher(api::<CachedPod>(client, ns), watcher::Config::default())
         .backoff(watch_backoff())
-        .modify(move |pod| strip::strip_pod(pod, &custom_keys(&key_groups)))
         .inspect(move |event| {
             if let Ok(event) = event {
                 records.apply_watcher_event(event);
@@ -283,8 +278,7 @@ fn pod_watch(
         .inspect(departed.recorder())
         .inspect(sync.tracker(cache::PODS))
         .filter(move |event| ready(!triggers::own_write_echo(&own_writes, event)))
-        .touched_objects();
-    (pods, events)
+        .touched_objects()
 }
 
 /// The watch of the ConfigMaps shardring manages: an update whose document
@@ -361,18 +355,31 @@ fn report_synced(sync: &CacheSync, health: Option<Health>, shutdown: &Cancellati
     });
 }
 
-/// Custom annotation keys of the ShardGroups currently known (the pod cache
-/// keeps those besides the shardring prefix).
-fn custom_keys(groups: &Store<DeserializeGuard<ShardGroup>>) -> BTreeSet<String> {
-    groups
-        .state()
-        .iter()
-        .filter_map(|g| {
-            g.0.as_ref()
-                .ok()
-                .and_then(|g| g.spec.output.annotation_key.clone())
-        })
-        .collect()
+/// A ShardGroup watch callback: once the store has taken an event in,
+/// hands the pod cache the custom annotation keys of every group
+/// (`spec.output.annotationKey`), the annotations it keeps besides
+/// shardring's own. Computed on group events only, not on every pod event.
+fn keep_custom_annotations<E>(
+    groups: Store<DeserializeGuard<ShardGroup>>,
+    pods: PodCache,
+) -> impl FnMut(&Result<watcher::Event<DeserializeGuard<ShardGroup>>, E>) + Send + 'static {
+    move |event| {
+        // A relist's objects reach the store at its `InitDone`.
+        if let Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone) =
+            event
+        {
+            let keys = groups
+                .state()
+                .iter()
+                .filter_map(|g| {
+                    g.0.as_ref()
+                        .ok()
+                        .and_then(|g| g.spec.output.annotation_key.clone())
+                })
+                .collect();
+            pods.keep_annotations(keys);
+        }
+    }
 }
 
 /// The backoff of the controller's merged trigger stream: none. Each of its

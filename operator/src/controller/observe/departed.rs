@@ -31,8 +31,8 @@ fn departure_of(pod: &CachedPod, at: Timestamp) -> Departure {
 
 /// Feeding a [`Departed`] memory from the pod watch.
 pub trait WatchDeparted {
-    /// An `inspect` callback for the pod watch stream (after the strip step,
-    /// which keeps what a [`Departure`] reads), with the system clock.
+    /// An `inspect` callback for the pod watch stream, with the system
+    /// clock.
     fn recorder(
         &self,
     ) -> impl FnMut(&Result<watcher::Event<CachedPod>, watcher::Error>) + Send + 'static;
@@ -86,7 +86,7 @@ mod tests {
         Timestamp::from_second(1_800_000_000 + s).unwrap()
     }
 
-    /// Pod `name` as the stripped DELETED event shows it: terminating, its
+    /// Pod `name` as its DELETED event shows it: terminating, its
     /// container terminated or not.
     fn pod(namespace: &str, name: &str, terminated: bool) -> CachedPod {
         let state = if terminated {

@@ -3,7 +3,10 @@
 //! once it is complete.
 
 use super::*;
-use k8s_openapi::api::core::v1::{Pod, PodCondition, PodSpec, PodStatus};
+use k8s_openapi::api::core::v1::{
+    ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
+    ContainerStatus, Pod, PodCondition, PodSpec, PodStatus,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ObjectMeta;
 
@@ -130,9 +133,7 @@ fn a_record_holds_what_the_observe_step_reads() {
             ..Default::default()
         }),
     };
-    let mut cached = CachedPod::from(&full);
-    crate::controller::strip::strip_pod(&mut cached, &Default::default());
-    let record = PodRecord::from(&cached);
+    let record = PodRecord::from(&CachedPod::from(&full));
     assert_eq!(record.name, "consumer-7d9f-abcde");
     assert_eq!(record.uid, "u");
     assert!(record.generated_name);
@@ -148,8 +149,139 @@ fn a_record_holds_what_the_observe_step_reads() {
     assert_eq!(
         record.annotation("other"),
         None,
-        "stripped before the cache"
+        "only shardring's annotations are kept"
     );
     full.status = None;
     assert!(!PodRecord::from(&CachedPod::from(&full)).ready);
+}
+
+fn container(name: &str, state: ContainerState) -> ContainerStatus {
+    ContainerStatus {
+        name: name.into(),
+        image: "registry.example.com/consumer:1.2.3".into(),
+        image_id: "sha256:0123456789abcdef".into(),
+        container_id: Some("containerd://0123456789abcdef".into()),
+        ready: true,
+        restart_count: 3,
+        state: Some(state),
+        ..Default::default()
+    }
+}
+
+fn terminated() -> ContainerState {
+    ContainerState {
+        terminated: Some(ContainerStateTerminated {
+            exit_code: 0,
+            reason: Some("Completed".into()),
+            message: Some("a long message".into()),
+            container_id: Some("containerd://0123".into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn running() -> ContainerState {
+    ContainerState {
+        running: Some(ContainerStateRunning::default()),
+        ..Default::default()
+    }
+}
+
+/// Pods in every state the evidence rule distinguishes: the record
+/// says what their container statuses say.
+#[test]
+fn a_record_reads_the_containers_of_the_pod_as_delivered() {
+    let waiting = ContainerState {
+        waiting: Some(ContainerStateWaiting {
+            reason: Some("ImagePullBackOff".into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut crash_looping = container("consumer", waiting.clone());
+    crash_looping.last_state = Some(terminated());
+    let cases: Vec<(&str, bool, Vec<ContainerStatus>, Containers)> = vec![
+        (
+            "Running",
+            true,
+            vec![container("a", terminated()), container("b", terminated())],
+            Containers::Stopped,
+        ),
+        (
+            "Running",
+            true,
+            vec![container("a", terminated()), container("b", running())],
+            Containers::Running,
+        ),
+        (
+            "Failed",
+            false,
+            vec![container("a", terminated())],
+            Containers::Stopped,
+        ),
+        (
+            "Running",
+            false,
+            vec![container("a", terminated())],
+            Containers::Running,
+        ),
+        ("Pending", false, vec![], Containers::NeverRan),
+        (
+            "Pending",
+            true,
+            vec![container("a", waiting.clone())],
+            Containers::NeverRan,
+        ),
+        ("Pending", false, vec![crash_looping], Containers::Running),
+        ("Running", true, vec![], Containers::Running),
+        (
+            "Pending",
+            false,
+            vec![container("a", running()), container("b", waiting)],
+            Containers::Running,
+        ),
+    ];
+    for (phase, terminating, statuses, expected) in cases {
+        let full = Pod {
+            metadata: ObjectMeta {
+                name: Some("p".into()),
+                deletion_timestamp: terminating.then_some(Time(Timestamp::UNIX_EPOCH)),
+                ..Default::default()
+            },
+            spec: None,
+            status: Some(PodStatus {
+                phase: Some(phase.into()),
+                container_statuses: Some(statuses.clone()),
+                ..Default::default()
+            }),
+        };
+        let record = PodRecord::from(&CachedPod::from(&full));
+        assert_eq!(record.containers, expected, "{phase} {statuses:?}");
+    }
+}
+
+#[test]
+fn custom_annotation_keys_are_kept_once_the_groups_name_them() {
+    let cache = PodCache::default();
+    let mut carrier = pod("ns", "c-0", &[]);
+    carrier.metadata.annotations = Some(
+        [
+            ("example.com/shards", "v"),
+            ("assignment.shardring.io/g", "{}"),
+            ("other", "x"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .into(),
+    );
+    apply(&cache, carrier.clone());
+    let record = cache.get("ns", "c-0").unwrap();
+    assert_eq!(record.annotation("example.com/shards"), None);
+    assert_eq!(record.annotation("assignment.shardring.io/g"), Some("{}"));
+    cache.keep_annotations(["example.com/shards".to_owned()].into());
+    apply(&cache, carrier);
+    let record = cache.get("ns", "c-0").unwrap();
+    assert_eq!(record.annotation("example.com/shards"), Some("v"));
+    assert_eq!(record.annotation("assignment.shardring.io/g"), Some("{}"));
+    assert_eq!(record.annotation("other"), None);
 }
