@@ -7,8 +7,10 @@
 //!
 //! `cluster` and `scenarios` need a cluster reachable through KUBECONFIG
 //! and skip without one; `mock_scenarios` runs the same scenarios against
-//! the devkit's mock API server.
+//! the devkit's mock API server. `api_semantics` asserts what the operator
+//! relies on of the API server against both (its real half skips likewise).
 
+mod api_semantics;
 mod cluster;
 mod mock_scenarios;
 mod scenarios;
