@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -116,6 +116,7 @@ pub async fn ready_pods(server: &Server, namespace: &str, names: &[String], app:
         );
         return;
     }
+    default_service_account(&server.client, namespace).await;
     let api: Api<Pod> = Api::namespaced(server.client.clone(), namespace);
     futures::stream::iter(names)
         .for_each_concurrent(SETUP_CONCURRENCY, |name| {
@@ -127,6 +128,25 @@ pub async fn ready_pods(server: &Server, namespace: &str, names: &[String], app:
             }
         })
         .await;
+}
+
+/// Creates the `default` ServiceAccount of `namespace` unless the
+/// controller-manager already did: the API server admits no pod without it,
+/// and on a loaded machine the controller-manager lags behind hundreds of
+/// new namespaces.
+async fn default_service_account(client: &Client, namespace: &str) {
+    let account: ServiceAccount = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "default", "namespace": namespace}
+    }))
+    .expect("a ServiceAccount");
+    match Api::<ServiceAccount>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &account)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(error) => panic!("create the default ServiceAccount of {namespace}: {error}"),
+    }
 }
 
 /// The pod of a join, not yet Ready ([`mark_ready`] makes it so).
