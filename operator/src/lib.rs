@@ -18,6 +18,9 @@ pub mod aws;
 pub mod cli;
 pub mod controller;
 pub mod endpoint;
+mod group_key;
 pub mod lease;
 pub mod runtime;
 pub mod source;
+
+pub use group_key::GroupKey;

@@ -16,10 +16,10 @@ use parking_lot::Mutex;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use kube::core::DeserializeGuard;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Client, ResourceExt};
 use serde_json::json;
 use shardring_core::handoff::Evidence;
 use shardring_core::observation::{Observation, ReleaseAcks};
@@ -29,9 +29,10 @@ use shardring_crds::endpoint::{CA_CONFIGMAP_KEY, CA_CONFIGMAP_NAME};
 
 use super::metrics::ControllerMetrics;
 use super::observe::{PodSelector, Stores};
+use crate::GroupKey;
 use crate::crds::ShardGroup;
 use crate::endpoint::directory::{FreshPod, PodCache};
-use crate::endpoint::{EndpointState, GroupKey, PodSync};
+use crate::endpoint::{EndpointState, PodSync};
 
 /// The endpoint's view of the operator's pod cache: a pod is a member of a
 /// group as a cycle would observe it now (the group's pool selects it, or
@@ -95,11 +96,6 @@ pub struct EndpointSeen {
     acks: ReleaseAcks,
 }
 
-/// The group's key in the endpoint's maps.
-pub(crate) fn group_key(group: &ShardGroup) -> GroupKey {
-    GroupKey::new(group.namespace().unwrap_or_default(), group.name_any())
-}
-
 /// Adds the measured loads of a group that uses them to `observation`,
 /// after feeding `loads` the lease table's throughput it holds; notes a
 /// group that does not (its reports are refused as such).
@@ -108,7 +104,7 @@ pub fn observe_loads(
     group: &ShardGroup,
     observation: &mut Observation,
 ) {
-    let key = group_key(group);
+    let key = GroupKey::of(group);
     if !shardring_core::load::uses_loads(&group.spec) {
         loads.not_used(&key);
         return;
@@ -129,7 +125,7 @@ pub fn observe(
     group: &ShardGroup,
     observation: &mut Observation,
 ) -> EndpointSeen {
-    let key = group_key(group);
+    let key = GroupKey::of(group);
     observation.releases = endpoint.releases.observe(&key);
     let served = endpoint.directory.is_wanted(&key);
     EndpointSeen {

@@ -2,15 +2,18 @@
 //! ([`shardring_core::cycle()`]: observe → plan → apply, the writes in the
 //! contract's order) over the Kubernetes cluster (`cluster`: observe from
 //! the reflector stores and sources, apply through [`apply`]'s requests).
-//! Each I/O step lives in its own module; this one holds the shared [`Context`], the reconcile
-//! and error-policy functions kube's `Controller` calls, and the finalizer
-//! that cleans pod annotations up when a ShardGroup is deleted.
+//! Each I/O step lives in its own module, and [`groups`] keeps everything
+//! held per group between reconciles; this one holds the shared
+//! [`Context`], the reconcile and error-policy functions kube's
+//! `Controller` calls, and the finalizer that cleans pod annotations up (and
+//! forgets the group) when a ShardGroup is deleted.
 //! [`runner`] builds the watches and runs it all.
 
 pub mod apply;
 pub(crate) mod cached_pod;
 mod cluster;
 pub mod endpoint_sync;
+pub mod groups;
 pub mod metrics;
 pub mod observe;
 pub mod own_writes;
@@ -21,10 +24,7 @@ pub(crate) mod strip;
 pub mod sync;
 pub mod triggers;
 
-use std::collections::HashMap;
 use std::sync::Arc;
-
-use parking_lot::Mutex;
 use std::time::Instant;
 
 use jiff::Timestamp;
@@ -33,16 +33,15 @@ use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
 use kube::runtime::events::Recorder;
 use kube::runtime::finalizer::{self, Event as FinalizerEvent};
-use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 use tokio::sync::watch;
 use tracing::instrument;
 
 use shardring_core::EventNote;
-use shardring_core::retry::Failures;
 
 pub use apply::ApplyError;
 pub use cached_pod::CachedPod;
+pub use groups::{GroupRegistry, GroupTable};
 pub use metrics::ControllerMetrics;
 pub use observe::Stores;
 pub use pod_cache::{PodCache, PodRecord};
@@ -50,6 +49,7 @@ pub use runner::{ControllerConfig, run_controller};
 pub use sources::Sources;
 pub use sync::CacheSync;
 
+use crate::GroupKey;
 use crate::crds::{FINALIZER, ShardGroup};
 
 /// The clock a reconcile reads `now` from (a fixed one in tests).
@@ -61,8 +61,10 @@ pub struct Context {
     pub client: Client,
     /// Reflector stores the observe step reads.
     pub stores: Stores,
-    /// Per-group sources and last good topologies.
+    /// Builds and reads the groups' sources.
     pub sources: Sources,
+    /// Everything kept per group, forgotten in one place.
+    pub groups: GroupRegistry,
     /// Controller metrics.
     pub metrics: ControllerMetrics,
     /// Event recorder; `None` publishes no Events.
@@ -81,19 +83,22 @@ pub struct Context {
     /// The measured loads (the endpoint's, when there is one: its reports
     /// and the lease table's throughput go into the same books).
     pub(crate) loads: Arc<crate::endpoint::Loads>,
-    /// Which namespaces hold the endpoint's current CA.
-    pub(crate) endpoint_ca: endpoint_sync::CaPublisher,
-    /// Consecutive failures per group, for the retry backoff.
-    failures: Mutex<HashMap<ObjectRef<DeserializeGuard<ShardGroup>>, Failures>>,
 }
 
 impl Context {
     /// A context with the system clock, no recorder and no leader gate.
     pub fn new(client: Client, stores: Stores, metrics: ControllerMetrics) -> Self {
+        // One table for every group's state: the document cache's (which
+        // the ConfigMap watch shares), the sources' and the registry's.
+        let table = stores.documents.table().clone();
+        let sources = Sources::default().sharing(&table);
+        let mut groups = GroupRegistry::new(table, metrics.clone());
+        groups.set_kinesis(sources.kinesis());
         Self {
             client,
             stores,
-            sources: Sources::default(),
+            sources,
+            groups,
             metrics,
             recorder: None,
             clock: Arc::new(Timestamp::now),
@@ -102,15 +107,21 @@ impl Context {
             writes: apply::WriteLimit::default(),
             endpoint: None,
             loads: Arc::default(),
-            endpoint_ca: endpoint_sync::CaPublisher::default(),
-            failures: Mutex::default(),
         }
     }
 
     /// Publishes views into, and reads releases from, `endpoint`.
     pub fn with_endpoint(mut self, endpoint: crate::endpoint::EndpointState) -> Self {
         self.loads = Arc::clone(&endpoint.loads);
+        self.groups.set_endpoint(endpoint.clone());
         self.endpoint = Some(endpoint);
+        self
+    }
+
+    /// Keeps the measured loads in `loads`.
+    pub(crate) fn with_loads(mut self, loads: Arc<crate::endpoint::Loads>) -> Self {
+        self.groups.set_loads(Arc::clone(&loads));
+        self.loads = loads;
         self
     }
 
@@ -134,7 +145,8 @@ impl Context {
 
     /// Builds sources with `sources` (tests inject failing ones).
     pub(crate) fn with_sources(mut self, sources: Sources) -> Self {
-        self.sources = sources;
+        self.sources = sources.sharing(self.groups.table());
+        self.groups.set_kinesis(self.sources.kinesis());
         self
     }
 
@@ -268,9 +280,7 @@ pub async fn reconcile(
     .await
     .map_err(|e| Error::Finalizer(Box::new(e)));
     if result.is_ok() {
-        ctx.failures
-            .lock()
-            .remove(&ObjectRef::from_obj(obj.as_ref()));
+        ctx.groups.succeeded(&GroupKey::of(group));
     }
     result
 }
@@ -295,14 +305,14 @@ pub(crate) async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result
     let (decision, applied) = done.into_result()?;
     if let (Some(document), Some(_)) = (&decision.document_write, &applied.document) {
         // Reports are checked against the ownership consumers now see.
-        ctx.loads
-            .sync(&endpoint_sync::group_key(group), Some(document));
+        ctx.loads.sync(&GroupKey::of(group), Some(document));
     }
     if let (Some(endpoint), Some(seen)) = (&ctx.endpoint, endpoint_seen) {
         let written = applied.document.is_some();
         endpoint_sync::publish(endpoint, &ctx.metrics, &seen, &decision, written);
         let namespace = group.namespace().unwrap_or_default();
-        ctx.endpoint_ca
+        ctx.groups
+            .ca()
             .ensure(&ctx.client, endpoint, &namespace)
             .await;
     }
@@ -320,7 +330,7 @@ pub(crate) async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result
     if let (Some(Some(version)), Some(document)) = (applied.document, decision.document_write) {
         // The next reconcile reads this very document: keep it decoded.
         ctx.stores.documents.remember(
-            &group.namespace().unwrap_or_default(),
+            &GroupKey::of(group),
             &group.config_map_name(),
             version,
             Arc::new(document),
@@ -344,23 +354,7 @@ pub(crate) async fn cleanup_group(group: &ShardGroup, ctx: &Context) -> Result<A
         .map(|p| (p.name, Some(p.uid).filter(|u| !u.is_empty())))
         .collect();
     apply::remove_annotations(&ctx.client, group, &carriers, &ctx.writes, &ctx.metrics).await?;
-    ctx.sources.forget(group);
-    ctx.stores
-        .documents
-        .forget(&namespace, &group.config_map_name());
-    if let Some(endpoint) = &ctx.endpoint {
-        let key = crate::endpoint::GroupKey::new(namespace.clone(), group.name_any());
-        endpoint.directory.remove_group(&key);
-        endpoint.releases.remove_group(&key);
-    }
-    ctx.loads.remove_group(&crate::endpoint::GroupKey::new(
-        namespace.clone(),
-        group.name_any(),
-    ));
-    ctx.metrics.forget(&metrics::GroupLabels {
-        namespace,
-        shardgroup: group.name_any(),
-    });
+    ctx.groups.forget(group);
     tracing::info!(
         pods = carriers.len(),
         "ShardGroup deleted: pod annotations removed"
@@ -381,12 +375,8 @@ pub fn error_policy(
     ctx: Arc<Context>,
 ) -> Action {
     ctx.metrics.error(error.metric_label());
-    let retry = ctx
-        .failures
-        .lock()
-        .entry(ObjectRef::from_obj(obj.as_ref()))
-        .or_default()
-        .failed(error.is_stale_read());
+    let key = GroupKey::new(obj.namespace().unwrap_or_default(), obj.name_any());
+    let retry = ctx.groups.failed(&key, error.is_stale_read());
     if !retry.reported {
         tracing::info!(%error, retry_in = ?retry.after, "the object changed since the cache read it; retrying");
         return Action::requeue(retry.after);

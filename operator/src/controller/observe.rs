@@ -37,6 +37,7 @@ pub use shardring_core::observation::{
 use self::documents::DocumentCache;
 use super::cached_pod::{CachedContainerState, CachedContainerStatus, CachedPod};
 use super::pod_cache::{PodCache, PodRecord};
+use crate::GroupKey;
 use crate::crds::{ConsumerPool, ShardGroup};
 
 /// Node label that names a node's zone (also read from the pod when present).
@@ -107,7 +108,7 @@ pub struct Stores {
     pub config_maps: Store<ConfigMap>,
     /// Pods that left the API, fed by the pod watch.
     pub departed: departed::Departed,
-    /// The decoded documents of the ConfigMaps, by resourceVersion.
+    /// The groups' decoded documents, by their ConfigMaps' resourceVersion.
     pub documents: DocumentCache,
 }
 
@@ -148,9 +149,9 @@ impl Stores {
         let config_map = self
             .config_maps
             .get(&ObjectRef::new(&group.config_map_name()).within(&namespace));
-        let published = config_map
-            .as_deref()
-            .map_or(Published::Missing, |cm| self.documents.published(cm));
+        let published = config_map.as_deref().map_or(Published::Missing, |cm| {
+            self.documents.published(&GroupKey::of(group), cm)
+        });
         let version = config_map
             .as_deref()
             .map_or(PublishedVersion::Absent, published_version);

@@ -197,7 +197,7 @@ pub async fn run_controller(
     if let Some(rx) = leader.clone() {
         context = context.with_leader(rx);
     }
-    context.loads = Arc::clone(&config.loads);
+    context = context.with_loads(Arc::clone(&config.loads));
     if let Some(endpoint) = config.endpoint.clone() {
         endpoint
             .directory
@@ -417,13 +417,8 @@ fn endpoint_streams(
         let context = Arc::clone(context);
         tokio::spawn(async move {
             while rx.changed().await.is_ok() {
-                if !*rx.borrow_and_update()
-                    && let Some(endpoint) = &context.endpoint
-                {
-                    endpoint.directory.clear();
-                    endpoint.releases.clear();
-                    endpoint.loads.clear();
-                    context.endpoint_ca.forget();
+                if !*rx.borrow_and_update() {
+                    context.groups.clear();
                 }
             }
         });

@@ -10,9 +10,10 @@ use http::StatusCode;
 use http::header::{self, HeaderValue};
 use shardring_crds::endpoint::ErrorBody;
 
+use super::Lookup;
 use super::auth::Identity;
 use super::ratelimit::Decision;
-use super::{GroupKey, Lookup};
+use crate::GroupKey;
 
 /// An answer being built: status, body, and the headers beyond the usual.
 pub(super) struct Answer {

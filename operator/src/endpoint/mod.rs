@@ -41,7 +41,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 pub use auth::LocalTokens;
-pub use directory::{Caller, Directory, FreshPod, GroupKey, Lookup, PodCache, PodSync, ServedView};
+pub use directory::{Caller, Directory, FreshPod, Lookup, PodCache, PodSync, ServedView};
 pub use loads::{LoadRefusal, Loads};
 pub use metrics::EndpointMetrics;
 pub use releases::{ReleaseRejection, Releases};

@@ -34,7 +34,8 @@ use super::metrics::{EndpointMetrics, LimitLabel};
 use super::ratelimit::{Decision, FixedWindow};
 use super::request_body;
 use super::serving::Serving;
-use super::{Caller, EndpointState, GroupKey, LoadRefusal, Lookup, ReleaseRejection, ServedView};
+use super::{Caller, EndpointState, LoadRefusal, Lookup, ReleaseRejection, ServedView};
+use crate::GroupKey;
 
 /// What the request handlers share.
 pub(crate) struct App {

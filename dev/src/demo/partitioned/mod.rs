@@ -38,8 +38,9 @@ use super::stage::wait_on;
 use super::{DemoConfig, DemoError};
 use ledger::{Ledger, PartitionFigures};
 use queue::{Producer, Queue};
+use shardring::GroupKey;
 use shardring::endpoint::{
-    EndpointConfig, EndpointMetrics, EndpointServer, EndpointState, GroupKey, LocalTokens,
+    EndpointConfig, EndpointMetrics, EndpointServer, EndpointState, LocalTokens,
 };
 use shardring_crds::ShardPhase;
 use shardring_crds::shard_group::StaticSource;

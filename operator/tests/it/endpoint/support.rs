@@ -25,10 +25,11 @@ use rcgen::{
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::Value;
+use shardring::GroupKey;
 use shardring::crds::assignment::{AssignmentDocument, Handoff, PodView, ShardPhase, ShardRecord};
 use shardring::crds::endpoint::ErrorBody;
 use shardring::endpoint::{
-    EndpointConfig, EndpointMetrics, EndpointServer, EndpointState, GroupKey, PodSync,
+    EndpointConfig, EndpointMetrics, EndpointServer, EndpointState, PodSync,
 };
 use shardring_devkit::apiserver::{MockApiServer, MockOptions, TokenReviewer};
 use tokio::net::TcpStream;
