@@ -22,12 +22,11 @@ use std::task::{Context, Poll, Waker};
 
 use jiff::Timestamp;
 
-use crate::codec::EncodedDocument;
-use crate::crds::{AssignmentDocument, ShardGroupStatus};
+use crate::crds::ShardGroupStatus;
 use crate::document::AnnotationWrite;
 use crate::events::EventNote;
 use crate::observation::{Observation, PublishedVersion};
-use crate::plan::{Decision, plan};
+use crate::plan::{Decision, DocumentWrite, plan};
 
 /// What one observe step saw: the observation the plan step reads, and the
 /// version of the published document it was read at (the precondition of
@@ -48,19 +47,6 @@ pub trait Observe {
     fn observe(&mut self, now: Timestamp) -> impl Future<Output = Observed> + Send;
 }
 
-/// The document write of a decision.
-#[derive(Debug, Clone, Copy)]
-pub struct DocumentWrite<'a> {
-    /// The document (its epoch already increased).
-    pub document: &'a AssignmentDocument,
-    /// Its encoded form, when the plan step built it to check its size.
-    pub encoded: Option<&'a EncodedDocument>,
-    /// The version the cycle observed: the write must be refused when the
-    /// published document changed since (a late write must never replace a
-    /// newer document with an older one).
-    pub base: &'a PublishedVersion,
-}
-
 /// The writing half of a cycle: one method per kind of write, called by
 /// [`cycle`] in the contract's order, each only when there is something to
 /// write.
@@ -78,10 +64,14 @@ pub trait Apply {
         async {}
     }
 
-    /// Publishes the document, conditioned on `write.base`.
+    /// Publishes the document, conditioned on `base`: the version the
+    /// cycle observed. The write must be refused when the published
+    /// document changed since (a late write must never replace a newer
+    /// document with an older one).
     fn document(
         &mut self,
-        write: DocumentWrite<'_>,
+        write: &DocumentWrite,
+        base: &PublishedVersion,
     ) -> impl Future<Output = Result<Self::Receipt, Self::Error>> + Send;
 
     /// Writes (or removes, for a `None` view) these pod annotations; the
@@ -200,13 +190,8 @@ async fn apply<T: Apply>(
     published: &PublishedVersion,
     applied: &mut Applied<T::Receipt>,
 ) -> Option<Stopped<T::Error>> {
-    if let Some(document) = &decision.document_write {
-        let write = DocumentWrite {
-            document,
-            encoded: decision.encoded_document.as_ref(),
-            base: published,
-        };
-        match target.document(write).await {
+    if let Some(write) = &decision.document_write {
+        match target.document(write, published).await {
             Ok(receipt) => applied.document = Some(receipt),
             Err(error) => {
                 return Some(Stopped {
@@ -226,8 +211,8 @@ async fn apply<T: Apply>(
         }
         applied.steps.push(Step::Annotations);
     }
-    if decision.status_changed {
-        if let Err(error) = target.status(&decision.status).await {
+    if let Some(status) = decision.status.write() {
+        if let Err(error) = target.status(status).await {
             return Some(Stopped {
                 step: Step::Status,
                 error,

@@ -29,7 +29,7 @@ use shardring::source::kinesis::{KinesisObservation, KinesisShardSource};
 use shardring_core::cycle::{self, cycle};
 use shardring_core::leases::LeaseTable;
 use shardring_core::observation::{LeaseObservation, TopologyObservation};
-use shardring_core::plan::Decision;
+use shardring_core::plan::{Decision, DocumentWrite};
 use shardring_core::topology::{SourceError, Topology};
 use shardring_crds::{AssignmentDocument, ShardPhase};
 
@@ -217,7 +217,7 @@ impl Shared {
                 written,
             );
         }
-        if let Some(doc) = &decision.document_write {
+        if let Some(DocumentWrite { document: doc, .. }) = &decision.document_write {
             self.published_at = Some(now);
             let events = diff(
                 previous.as_ref(),

@@ -4,9 +4,9 @@
 //! The pod watch decodes the API server's JSON straight into [`CachedPod`]
 //! (serde skips every field not declared here), so the spec's containers,
 //! volumes and the rest of the status are never allocated. k8s-openapi's
-//! `Pod` is about 3 KB per pod even with every optional field empty (its
-//! `PodSpec` alone has dozens of inline fields); at 5,000 pods that was most
-//! of the operator's steady-state heap. [`super::strip`] then drops what is
+//! `Pod` is large even with every optional field empty (its `PodSpec` alone
+//! has dozens of inline fields), and thousands of them were most of the
+//! operator's steady-state heap. [`super::strip`] then drops what is
 //! declared but not needed (managedFields, foreign annotations, container
 //! statuses beyond the one that decides [`shardring_core::observation::Containers`]).
 //!

@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
-use shardring_core::cycle::{Apply, DocumentWrite, Observe, Observed};
-use shardring_core::observation::TopologyObservation;
-use shardring_core::plan::Decision;
-use shardring_core::{AnnotationWrite, EventNote, codec};
+use shardring_core::cycle::{Apply, Observe, Observed};
+use shardring_core::observation::{PublishedVersion, TopologyObservation};
+use shardring_core::plan::{Decision, DocumentWrite};
+use shardring_core::{AnnotationWrite, EventNote};
 
 use super::Context;
 use super::apply::{self, ApplyError};
@@ -23,7 +23,7 @@ use super::endpoint_sync::{self, EndpointSeen};
 use crate::crds::{ShardGroup, ShardGroupStatus};
 
 /// One reconcile's reach into the cluster.
-pub(crate) struct Cluster<'a> {
+pub(crate) struct Reconcile<'a> {
     group: &'a ShardGroup,
     ctx: &'a Context,
     /// The source read, until the observe half takes it.
@@ -47,7 +47,7 @@ pub(crate) struct Timings {
     pub(crate) planned: Duration,
 }
 
-impl<'a> Cluster<'a> {
+impl<'a> Reconcile<'a> {
     /// The cluster of `group`, with the source read `topology` made since
     /// `started`.
     pub(crate) fn new(
@@ -87,7 +87,7 @@ impl<'a> Cluster<'a> {
     }
 }
 
-impl Observe for Cluster<'_> {
+impl Observe for Reconcile<'_> {
     /// The observation from the reflector stores, the source read and the
     /// lease scan, with the published ConfigMap's version.
     async fn observe(&mut self, now: jiff::Timestamp) -> Observed {
@@ -113,7 +113,7 @@ impl Observe for Cluster<'_> {
     }
 }
 
-impl Apply for Cluster<'_> {
+impl Apply for Reconcile<'_> {
     type Error = ApplyError;
     /// The resourceVersion at which the API server stores exactly the
     /// document written (`None`: the stored content differs).
@@ -127,12 +127,12 @@ impl Apply for Cluster<'_> {
             .observe(self.planned.saturating_sub(self.observed).as_secs_f64());
     }
 
-    async fn document(&mut self, write: DocumentWrite<'_>) -> Result<Option<String>, ApplyError> {
+    async fn document(
+        &mut self,
+        write: &DocumentWrite,
+        base: &PublishedVersion,
+    ) -> Result<Option<String>, ApplyError> {
         let namespace = self.namespace()?;
-        let encoded = match write.encoded {
-            Some(encoded) => encoded.clone(),
-            None => codec::encode(write.document)?,
-        };
         // What the update carries over from the ConfigMap (others' labels,
         // annotations and keys): the cached object the write is
         // conditioned on.
@@ -144,8 +144,8 @@ impl Apply for Cluster<'_> {
         let version = apply::publish_document(
             &self.ctx.client,
             self.group,
-            encoded,
-            write.base,
+            write.encoded.clone(),
+            base,
             observed.as_deref(),
             &self.ctx.writes.own,
         )

@@ -169,7 +169,7 @@ pub fn publish(
         None => HashMap::new(),
     };
     let document = match (&decision.document_write, document_written) {
-        (Some(doc), true) => Some(doc),
+        (Some(write), true) => Some(&write.document),
         _ => seen.published.as_deref(),
     };
     match &seen.pods {

@@ -298,14 +298,14 @@ pub(crate) async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result
     let now = (ctx.clock)();
     let read = started.elapsed();
     // Observe → plan → apply: the core's cycle, over this cluster.
-    let mut cluster = cluster::Cluster::new(group, ctx, topology, started);
+    let mut cluster = cluster::Reconcile::new(group, ctx, topology, started);
     let done = shardring_core::cycle(&mut cluster, now).await;
     let timings = cluster.timings();
     let endpoint_seen = cluster.take_endpoint_seen();
     let (decision, applied) = done.into_result()?;
-    if let (Some(document), Some(_)) = (&decision.document_write, &applied.document) {
+    if let (Some(write), Some(_)) = (&decision.document_write, &applied.document) {
         // Reports are checked against the ownership consumers now see.
-        ctx.loads.sync(&GroupKey::of(group), Some(document));
+        ctx.loads.sync(&GroupKey::of(group), Some(&write.document));
     }
     if let (Some(endpoint), Some(seen)) = (&ctx.endpoint, endpoint_seen) {
         let written = applied.document.is_some();
@@ -327,13 +327,13 @@ pub(crate) async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result
         "reconciled"
     );
     ctx.metrics.record(group, &decision, now);
-    if let (Some(Some(version)), Some(document)) = (applied.document, decision.document_write) {
+    if let (Some(Some(version)), Some(write)) = (applied.document, decision.document_write) {
         // The next reconcile reads this very document: keep it decoded.
         ctx.stores.documents.remember(
             &GroupKey::of(group),
             &group.config_map_name(),
             version,
-            Arc::new(document),
+            Arc::new(write.document),
         );
     }
     Ok(Action::requeue(decision.requeue_after))

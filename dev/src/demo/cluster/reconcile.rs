@@ -7,10 +7,11 @@
 //! by [`go_quote`]), the status.
 
 use jiff::Timestamp;
-use shardring_core::cycle::{Apply, DocumentWrite, Observe, Observed};
+use shardring_core::cycle::{Apply, Observe, Observed};
 use shardring_core::observation::{
     LeaseObservation, Observation, Published, PublishedVersion, TopologyObservation,
 };
+use shardring_core::plan::DocumentWrite;
 use shardring_core::{AnnotationWrite, EventNote};
 
 use super::{Cluster, NAMESPACE};
@@ -145,8 +146,12 @@ impl Apply for Reconcile<'_> {
     type Error = std::io::Error;
     type Receipt = ();
 
-    async fn document(&mut self, write: DocumentWrite<'_>) -> std::io::Result<()> {
-        self.cluster.publish(write.document)
+    async fn document(
+        &mut self,
+        write: &DocumentWrite,
+        _: &PublishedVersion,
+    ) -> std::io::Result<()> {
+        self.cluster.publish(&write.document)
     }
 
     async fn annotations(&mut self, writes: &[AnnotationWrite]) -> std::io::Result<()> {
