@@ -3,13 +3,18 @@
 //! once. The operator (Kubernetes API), the simulation (an in-memory API
 //! server with injected faults) and the demo (an in-process cluster around
 //! real emulators) each implement [`Observe`] and [`Apply`] and call
-//! [`cycle`]; none of them orders writes itself.
+//! [`cycle`]; none of them orders writes itself, and none does anything for
+//! a reconcile outside it.
 //!
 //! The order is the consumer contract's: the document first, then the pod
 //! annotations (a pod's view must never run ahead of the document), then the
-//! status, then the Events. The first write that fails ends the cycle:
-//! nothing after it is written, and the next cycle observes again and
-//! rewrites what is still wrong. Events are best effort and never fail it.
+//! status, then the Events, and last what is served besides the API server
+//! ([`Apply::serve`]: the operator's consumer endpoint and the CA its
+//! consumers trust, and the operator's own memory of the document it
+//! wrote), which must never run ahead of any of them. The first write that
+//! fails ends the cycle: nothing after it is written or served, and the
+//! next cycle observes again and rewrites what is still wrong. Events and
+//! serving are best effort and never fail it.
 //!
 //! Time is an input: the caller passes `now` (the operator reads its clock
 //! once its source read is done, see `reconcile_group`). Nothing here reads
@@ -92,6 +97,20 @@ pub trait Apply {
     /// Publishes Events, best effort (a failed Event is the implementation's
     /// to log, never a failed cycle).
     fn events(&mut self, events: &[EventNote]) -> impl Future<Output = ()> + Send;
+
+    /// Called once every write of `decision` went out (never after a failed
+    /// one): serves what they made true to readers other than the API
+    /// server. `document` is the document write's receipt, when one was
+    /// made. Best effort (a failure is the implementation's to log); nothing
+    /// by default.
+    fn serve(
+        &mut self,
+        decision: &Decision,
+        document: Option<&Self::Receipt>,
+    ) -> impl Future<Output = ()> + Send {
+        let _ = (decision, document);
+        async {}
+    }
 }
 
 /// A write step of the cycle, in its order.
@@ -105,6 +124,8 @@ pub enum Step {
     Status,
     /// The Events.
     Events,
+    /// What is served besides the API server.
+    Serve,
 }
 
 /// What a cycle wrote, in order, until it stopped (or finished).
@@ -224,6 +245,8 @@ async fn apply<T: Apply>(
         target.events(&decision.events).await;
         applied.steps.push(Step::Events);
     }
+    target.serve(decision, applied.document.as_ref()).await;
+    applied.steps.push(Step::Serve);
     None
 }
 

@@ -22,6 +22,7 @@ mod requeue;
 pub(crate) mod throughput;
 
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Duration;
 
 use self::inputs::{Engined, Inputs, inputs, run_engine};
@@ -83,8 +84,9 @@ pub struct Decision {
 /// A document to publish, with the form the ConfigMap carries it in.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DocumentWrite {
-    /// The document (its epoch already increased).
-    pub document: AssignmentDocument,
+    /// The document (its epoch already increased), shared with whoever
+    /// keeps it once written (the operator's decoded-document cache).
+    pub document: Arc<AssignmentDocument>,
     /// `document` encoded (and compressed) once, by the plan step, where its
     /// size is checked; written as is.
     pub encoded: codec::EncodedDocument,
@@ -257,7 +259,7 @@ fn plan_assignment(
     }
     Ok(Decision {
         document_write: encoded.map(|encoded| DocumentWrite {
-            document: doc.into_owned(),
+            document: Arc::new(doc.into_owned()),
             encoded,
         }),
         annotation_writes,

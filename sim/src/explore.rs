@@ -427,7 +427,7 @@ fn reconcile(s: &State, template: &Operator) -> State {
     let d = plan(&obs);
     if let Some(write) = &d.document_write {
         n.writes.push(Write::Doc(
-            serde_json::to_string(&write.document).expect("doc"),
+            serde_json::to_string(&*write.document).expect("doc"),
         ));
     }
     for w in &d.annotation_writes {

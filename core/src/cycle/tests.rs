@@ -129,13 +129,20 @@ impl Apply for Recorder {
         // Best effort: the recorder's failure would be logged, not returned.
         let _ = self.write(Step::Events);
     }
+
+    async fn serve(&mut self, decision: &crate::plan::Decision, document: Option<&u64>) {
+        assert!(decision.document_write.is_some());
+        assert_eq!(document, Some(&1), "the document write's receipt");
+        let _ = self.write(Step::Serve);
+    }
 }
 
-const ALL: [Step; 4] = [
+const ALL: [Step; 5] = [
     Step::Document,
     Step::Annotations,
     Step::Status,
     Step::Events,
+    Step::Serve,
 ];
 
 #[test]

@@ -1,7 +1,9 @@
 //! The ShardGroup controller: each reconcile is the controller core's cycle
 //! ([`shardring_core::cycle()`]: observe → plan → apply, the writes in the
-//! contract's order) over the Kubernetes cluster (`cluster`: observe from
-//! the reflector stores and sources, apply through [`apply`]'s requests).
+//! contract's order, then what is served besides the API server) over the
+//! Kubernetes cluster (`cluster`: observe from the reflector stores, the
+//! sources and the endpoint, apply through [`apply`]'s requests, serve
+//! through [`endpoint_sync`] and the document cache).
 //! Each I/O step lives in its own module, and [`groups`] keeps everything
 //! held per group between reconciles; this one holds the shared
 //! [`Context`], the reconcile and error-policy functions kube's
@@ -301,21 +303,7 @@ pub(crate) async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result
     let mut cluster = cluster::Reconcile::new(group, ctx, topology, started);
     let done = shardring_core::cycle(&mut cluster, now).await;
     let timings = cluster.timings();
-    let endpoint_seen = cluster.take_endpoint_seen();
-    let (decision, applied) = done.into_result()?;
-    if let (Some(write), Some(_)) = (&decision.document_write, &applied.document) {
-        // Reports are checked against the ownership consumers now see.
-        ctx.loads.sync(&GroupKey::of(group), Some(&write.document));
-    }
-    if let (Some(endpoint), Some(seen)) = (&ctx.endpoint, endpoint_seen) {
-        let written = applied.document.is_some();
-        endpoint_sync::publish(endpoint, &ctx.metrics, &seen, &decision, written);
-        let namespace = group.namespace().unwrap_or_default();
-        ctx.groups
-            .ca()
-            .ensure(&ctx.client, endpoint, &namespace)
-            .await;
-    }
+    let (decision, _) = done.into_result()?;
     tracing::debug!(
         read_ms = read.as_millis(),
         observe_ms = timings.observed.saturating_sub(read).as_millis(),
@@ -327,15 +315,6 @@ pub(crate) async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result
         "reconciled"
     );
     ctx.metrics.record(group, &decision, now);
-    if let (Some(Some(version)), Some(write)) = (applied.document, decision.document_write) {
-        // The next reconcile reads this very document: keep it decoded.
-        ctx.stores.documents.remember(
-            &GroupKey::of(group),
-            &group.config_map_name(),
-            version,
-            Arc::new(write.document),
-        );
-    }
     Ok(Action::requeue(decision.requeue_after))
 }
 

@@ -106,7 +106,10 @@ impl Apply for Reconcile<'_> {
         write: &DocumentWrite,
         base: &PublishedVersion,
     ) -> Result<(), WriteError> {
-        self.write(Write::Doc(Box::new(write.document.clone()), base.clone()))
+        self.write(Write::Doc(
+            Box::new((*write.document).clone()),
+            base.clone(),
+        ))
     }
 
     async fn annotations(&mut self, writes: &[AnnotationWrite]) -> Result<(), WriteError> {
