@@ -16,6 +16,7 @@ pub use shardring_engine as engine;
 
 pub mod aws;
 pub mod cli;
+pub mod clock;
 pub mod controller;
 pub mod endpoint;
 mod group_key;

@@ -205,7 +205,15 @@ impl Apply for Reconcile<'_> {
             ctx.loads.sync(&key, Some(&write.document));
         }
         if let (Some(endpoint), Some(seen)) = (&ctx.endpoint, self.endpoint_seen.take()) {
-            endpoint_sync::publish(endpoint, &ctx.metrics, &seen, decision, written.is_some());
+            let now = ctx.clock.now();
+            endpoint_sync::publish(
+                endpoint,
+                &ctx.metrics,
+                &seen,
+                decision,
+                written.is_some(),
+                now,
+            );
             ctx.groups
                 .ca()
                 .ensure(&ctx.client, endpoint, &key.namespace)

@@ -149,13 +149,14 @@ pub fn seen(endpoint: &EndpointState, observation: &Observation) -> EndpointSeen
 
 /// After a cycle that wrote everything it decided: each pod's view as its
 /// annotation now reads, the revokes of the document now published, and the
-/// time from each acknowledged release to this activation.
+/// time from each acknowledged release to this activation (`now`).
 pub fn publish(
     endpoint: &EndpointState,
     metrics: &ControllerMetrics,
     seen: &EndpointSeen,
     decision: &Decision,
     document_written: bool,
+    now: Timestamp,
 ) {
     let written: HashMap<&str, Option<String>> = match &seen.pods {
         Some(_) => decision
@@ -190,7 +191,6 @@ pub fn publish(
     endpoint.releases.sync_group(&seen.key, document);
     // Load reports are checked against the ownership consumers now see.
     endpoint.loads.sync(&seen.key, document);
-    let now = Timestamp::now();
     for handoff in &decision.handoffs {
         if handoff.evidence != Evidence::ReleaseAcked {
             continue;

@@ -29,7 +29,6 @@ pub mod triggers;
 use std::sync::Arc;
 use std::time::Instant;
 
-use jiff::Timestamp;
 use kube::api::Api;
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
@@ -52,10 +51,8 @@ pub use sources::Sources;
 pub use sync::CacheSync;
 
 use crate::GroupKey;
+use crate::clock::Clock;
 use crate::crds::{FINALIZER, ShardGroup};
-
-/// The clock a reconcile reads `now` from (a fixed one in tests).
-pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
 
 /// Everything a reconcile needs, shared by all reconciles.
 pub struct Context {
@@ -71,8 +68,8 @@ pub struct Context {
     pub metrics: ControllerMetrics,
     /// Event recorder; `None` publishes no Events.
     pub recorder: Option<Recorder>,
-    /// The clock.
-    pub clock: Clock,
+    /// The clock a reconcile reads `now` from (a fixed one in tests).
+    pub clock: Arc<dyn Clock>,
     /// Whether this replica may write (the leader); `None` means always.
     pub leader: Option<watch::Receiver<bool>>,
     /// The bound on pod writes in flight, shared by every reconcile.
@@ -103,7 +100,7 @@ impl Context {
             groups,
             metrics,
             recorder: None,
-            clock: Arc::new(Timestamp::now),
+            clock: crate::clock::system(),
             leader: None,
             cache_sync: None,
             writes: apply::WriteLimit::default(),
@@ -134,7 +131,7 @@ impl Context {
     }
 
     /// Reads time from `clock`.
-    pub fn with_clock(mut self, clock: Clock) -> Self {
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
         self
     }
@@ -296,8 +293,8 @@ pub(crate) async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result
     // during the read would look newer than the revokes this reconcile
     // publishes at `now`, and count as evidence that they were released.
     let started = Instant::now();
-    let topology = ctx.sources.read(group, (ctx.clock)()).await;
-    let now = (ctx.clock)();
+    let topology = ctx.sources.read(group, ctx.clock.now()).await;
+    let now = ctx.clock.now();
     let read = started.elapsed();
     // Observe → plan → apply: the core's cycle, over this cluster.
     let mut cluster = cluster::Reconcile::new(group, ctx, topology, started);

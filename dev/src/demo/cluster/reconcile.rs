@@ -179,7 +179,15 @@ impl Apply for Reconcile<'_> {
     /// never serves a view ahead of the document.
     async fn serve(&mut self, decision: &Decision, document: Option<&()>) {
         if let (Some((endpoint, metrics)), Some(seen)) = (self.endpoint, self.seen.take()) {
-            endpoint_sync::publish(endpoint, metrics, &seen, decision, document.is_some());
+            let written = document.is_some();
+            endpoint_sync::publish(
+                endpoint,
+                metrics,
+                &seen,
+                decision,
+                written,
+                Timestamp::now(),
+            );
         }
     }
 }
