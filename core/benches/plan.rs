@@ -45,15 +45,15 @@ fn pod(name: &str) -> PodInfo {
 /// would: the document published, the annotations written, the status set.
 fn applied(mut obs: Observation) -> Observation {
     let decision = plan(&obs);
-    if let Some(doc) = decision.document_write {
-        obs.published = Published::from(doc);
+    if let Some(write) = decision.document_write {
+        obs.published = Published::from(write.document);
     }
     let key = obs.group.annotation_key();
     for write in decision.annotation_writes {
         let pod = obs.pods.iter_mut().find(|p| p.name == write.pod).unwrap();
         pod.annotation = write.view.map(|v| v.to_checked_annotation(&key).unwrap());
     }
-    obs.group.status = Some(decision.status);
+    obs.group.status = Some(decision.status.into_status());
     obs
 }
 

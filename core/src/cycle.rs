@@ -3,13 +3,18 @@
 //! once. The operator (Kubernetes API), the simulation (an in-memory API
 //! server with injected faults) and the demo (an in-process cluster around
 //! real emulators) each implement [`Observe`] and [`Apply`] and call
-//! [`cycle`]; none of them orders writes itself.
+//! [`cycle`]; none of them orders writes itself, and none does anything for
+//! a reconcile outside it.
 //!
 //! The order is the consumer contract's: the document first, then the pod
 //! annotations (a pod's view must never run ahead of the document), then the
-//! status, then the Events. The first write that fails ends the cycle:
-//! nothing after it is written, and the next cycle observes again and
-//! rewrites what is still wrong. Events are best effort and never fail it.
+//! status, then the Events, and last what is served besides the API server
+//! ([`Apply::serve`]: the operator's consumer endpoint and the CA its
+//! consumers trust, and the operator's own memory of the document it
+//! wrote), which must never run ahead of any of them. The first write that
+//! fails ends the cycle: nothing after it is written or served, and the
+//! next cycle observes again and rewrites what is still wrong. Events and
+//! serving are best effort and never fail it.
 //!
 //! Time is an input: the caller passes `now` (the operator reads its clock
 //! once its source read is done, see `reconcile_group`). Nothing here reads
@@ -22,12 +27,11 @@ use std::task::{Context, Poll, Waker};
 
 use jiff::Timestamp;
 
-use crate::codec::EncodedDocument;
-use crate::crds::{AssignmentDocument, ShardGroupStatus};
+use crate::crds::ShardGroupStatus;
 use crate::document::AnnotationWrite;
 use crate::events::EventNote;
 use crate::observation::{Observation, PublishedVersion};
-use crate::plan::{Decision, plan};
+use crate::plan::{Decision, DocumentWrite, plan};
 
 /// What one observe step saw: the observation the plan step reads, and the
 /// version of the published document it was read at (the precondition of
@@ -48,19 +52,6 @@ pub trait Observe {
     fn observe(&mut self, now: Timestamp) -> impl Future<Output = Observed> + Send;
 }
 
-/// The document write of a decision.
-#[derive(Debug, Clone, Copy)]
-pub struct DocumentWrite<'a> {
-    /// The document (its epoch already increased).
-    pub document: &'a AssignmentDocument,
-    /// Its encoded form, when the plan step built it to check its size.
-    pub encoded: Option<&'a EncodedDocument>,
-    /// The version the cycle observed: the write must be refused when the
-    /// published document changed since (a late write must never replace a
-    /// newer document with an older one).
-    pub base: &'a PublishedVersion,
-}
-
 /// The writing half of a cycle: one method per kind of write, called by
 /// [`cycle`] in the contract's order, each only when there is something to
 /// write.
@@ -78,10 +69,14 @@ pub trait Apply {
         async {}
     }
 
-    /// Publishes the document, conditioned on `write.base`.
+    /// Publishes the document, conditioned on `base`: the version the
+    /// cycle observed. The write must be refused when the published
+    /// document changed since (a late write must never replace a newer
+    /// document with an older one).
     fn document(
         &mut self,
-        write: DocumentWrite<'_>,
+        write: &DocumentWrite,
+        base: &PublishedVersion,
     ) -> impl Future<Output = Result<Self::Receipt, Self::Error>> + Send;
 
     /// Writes (or removes, for a `None` view) these pod annotations; the
@@ -102,6 +97,20 @@ pub trait Apply {
     /// Publishes Events, best effort (a failed Event is the implementation's
     /// to log, never a failed cycle).
     fn events(&mut self, events: &[EventNote]) -> impl Future<Output = ()> + Send;
+
+    /// Called once every write of `decision` went out (never after a failed
+    /// one): serves what they made true to readers other than the API
+    /// server. `document` is the document write's receipt, when one was
+    /// made. Best effort (a failure is the implementation's to log); nothing
+    /// by default.
+    fn serve(
+        &mut self,
+        decision: &Decision,
+        document: Option<&Self::Receipt>,
+    ) -> impl Future<Output = ()> + Send {
+        let _ = (decision, document);
+        async {}
+    }
 }
 
 /// A write step of the cycle, in its order.
@@ -115,6 +124,8 @@ pub enum Step {
     Status,
     /// The Events.
     Events,
+    /// What is served besides the API server.
+    Serve,
 }
 
 /// What a cycle wrote, in order, until it stopped (or finished).
@@ -200,13 +211,8 @@ async fn apply<T: Apply>(
     published: &PublishedVersion,
     applied: &mut Applied<T::Receipt>,
 ) -> Option<Stopped<T::Error>> {
-    if let Some(document) = &decision.document_write {
-        let write = DocumentWrite {
-            document,
-            encoded: decision.encoded_document.as_ref(),
-            base: published,
-        };
-        match target.document(write).await {
+    if let Some(write) = &decision.document_write {
+        match target.document(write, published).await {
             Ok(receipt) => applied.document = Some(receipt),
             Err(error) => {
                 return Some(Stopped {
@@ -226,8 +232,8 @@ async fn apply<T: Apply>(
         }
         applied.steps.push(Step::Annotations);
     }
-    if decision.status_changed {
-        if let Err(error) = target.status(&decision.status).await {
+    if let Some(status) = decision.status.write() {
+        if let Err(error) = target.status(status).await {
             return Some(Stopped {
                 step: Step::Status,
                 error,
@@ -239,6 +245,8 @@ async fn apply<T: Apply>(
         target.events(&decision.events).await;
         applied.steps.push(Step::Events);
     }
+    target.serve(decision, applied.document.as_ref()).await;
+    applied.steps.push(Step::Serve);
     None
 }
 

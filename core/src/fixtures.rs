@@ -118,8 +118,8 @@ pub fn observation(count: u32, pods: Vec<PodInfo>) -> Observation {
 /// document, the annotations and the status become the new current state.
 pub fn settle(mut obs: Observation) -> Observation {
     let decision = plan(&obs);
-    if let Some(doc) = decision.document_write.clone() {
-        obs.published = Published::from(doc);
+    if let Some(write) = decision.document_write.clone() {
+        obs.published = Published::from(write.document);
     }
     for write in &decision.annotation_writes {
         let pod = obs.pods.iter_mut().find(|p| p.name == write.pod).unwrap();
@@ -128,7 +128,7 @@ pub fn settle(mut obs: Observation) -> Observation {
             .as_ref()
             .map(|v| serde_json::to_string(v).unwrap());
     }
-    obs.group.status = Some(decision.status);
+    obs.group.status = Some(decision.status.into_status());
     obs
 }
 

@@ -207,6 +207,12 @@ impl From<AssignmentDocument> for Published {
     }
 }
 
+impl From<Arc<AssignmentDocument>> for Published {
+    fn from(document: Arc<AssignmentDocument>) -> Self {
+        Published::Document(document)
+    }
+}
+
 impl Published {
     /// The document, when one was decoded.
     pub fn document(&self) -> Option<&AssignmentDocument> {

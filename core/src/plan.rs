@@ -22,6 +22,7 @@ mod requeue;
 pub(crate) mod throughput;
 
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Duration;
 
 use self::inputs::{Engined, Inputs, inputs, run_engine};
@@ -63,25 +64,78 @@ pub(crate) const MIN_REQUEUE: Duration = Duration::from_millis(100);
 /// What one reconcile should do.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
-    /// The document to publish, when its content changed (epoch already increased).
-    pub document_write: Option<AssignmentDocument>,
-    /// `document_write` as the ConfigMap carries it, encoded (and compressed)
-    /// once here, where its size is checked, and written as is.
-    pub encoded_document: Option<codec::EncodedDocument>,
+    /// The document to publish, when its content changed.
+    pub document_write: Option<DocumentWrite>,
     /// Pods whose annotation must change, sorted by pod name.
     pub annotation_writes: Vec<AnnotationWrite>,
-    /// The status to publish.
-    pub status: ShardGroupStatus,
-    /// Whether `status` differs from the current one (else no status write).
-    pub status_changed: bool,
+    /// The status the group has once the decision is applied, and whether
+    /// that takes a write.
+    pub status: StatusWrite,
     /// Events to publish.
     pub events: Vec<EventNote>,
     /// When to reconcile again without a watch event.
     pub requeue_after: Duration,
-    /// Moves decided in this plan: (required, optional).
-    pub moves: (u64, u64),
+    /// Moves decided in this plan.
+    pub moves: Moves,
     /// Handoffs completed in this plan (for the handoff metrics).
     pub handoffs: Vec<handoff::Completed>,
+}
+
+/// A document to publish, with the form the ConfigMap carries it in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DocumentWrite {
+    /// The document (its epoch already increased), shared with whoever
+    /// keeps it once written (the operator's decoded-document cache).
+    pub document: Arc<AssignmentDocument>,
+    /// `document` encoded (and compressed) once, by the plan step, where its
+    /// size is checked; written as is.
+    pub encoded: codec::EncodedDocument,
+}
+
+/// The status a decision leaves the group with, and whether it differs
+/// from the observed one (only then is it written). Built from both, so
+/// the two always agree; reads as the status itself.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusWrite {
+    status: ShardGroupStatus,
+    changed: bool,
+}
+
+impl StatusWrite {
+    /// `status`, to be written unless the group already has it
+    /// (`observed`).
+    pub fn new(observed: Option<&ShardGroupStatus>, status: ShardGroupStatus) -> Self {
+        let changed = observed != Some(&status);
+        Self { status, changed }
+    }
+
+    /// The status to write, when it differs from the observed one.
+    pub fn write(&self) -> Option<&ShardGroupStatus> {
+        self.changed.then_some(&self.status)
+    }
+
+    /// The status, whether or not it takes a write.
+    pub fn into_status(self) -> ShardGroupStatus {
+        self.status
+    }
+}
+
+impl std::ops::Deref for StatusWrite {
+    type Target = ShardGroupStatus;
+
+    fn deref(&self) -> &ShardGroupStatus {
+        &self.status
+    }
+}
+
+/// How many shards a plan moved, by why.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Moves {
+    /// Moves that had to happen (the previous owner is gone or not
+    /// eligible, or holds more than `maxShardsPerPod`).
+    pub required: u64,
+    /// Moves made only to balance.
+    pub optional: u64,
 }
 
 /// Plans one reconcile of the observed ShardGroup.
@@ -161,7 +215,7 @@ fn plan_assignment(
     document::add_lineage(&mut records, &obs.topology.lineage);
     let doc = document::next_document(obs.group.qualified_name(), records, published, kept_epoch);
     let changed = matches!(doc, Cow::Owned(_));
-    let encoded_document = if changed {
+    let encoded = if changed {
         Some(encode(&doc, kept_epoch)?)
     } else {
         None
@@ -203,16 +257,19 @@ fn plan_assignment(
             ),
         );
     }
-    let status_changed = obs.group.status.as_ref() != Some(&status);
     Ok(Decision {
-        document_write: changed.then(|| doc.into_owned()),
-        encoded_document,
+        document_write: encoded.map(|encoded| DocumentWrite {
+            document: Arc::new(doc.into_owned()),
+            encoded,
+        }),
         annotation_writes,
-        status,
-        status_changed,
+        status: StatusWrite::new(obs.group.status.as_ref(), status),
         events,
         requeue_after,
-        moves: (output.required_moves(), output.optional_moves()),
+        moves: Moves {
+            required: output.required_moves(),
+            optional: output.optional_moves(),
+        },
         handoffs: step.completed,
     })
 }
@@ -239,16 +296,13 @@ fn encode(doc: &AssignmentDocument, kept_epoch: u64) -> Result<codec::EncodedDoc
 /// problem blocks the plan, or the first publish is held).
 fn blocked(obs: &Observation, outcome: Outcome, requeue_after: Duration) -> Decision {
     let (status, events) = status::build(obs, &outcome);
-    let status_changed = obs.group.status.as_ref() != Some(&status);
     Decision {
         document_write: None,
-        encoded_document: None,
         annotation_writes: Vec::new(),
-        status,
-        status_changed,
+        status: StatusWrite::new(obs.group.status.as_ref(), status),
         events,
         requeue_after,
-        moves: (0, 0),
+        moves: Moves::default(),
         handoffs: Vec::new(),
     }
 }

@@ -25,7 +25,7 @@ use kube::Client;
 
 use crate::cluster::Cluster;
 use shardring::controller::{ControllerConfig, ControllerMetrics, Sources, run_controller};
-use shardring::endpoint::{EndpointConfig, EndpointMetrics, EndpointServer, EndpointState};
+use shardring::endpoint::{EndpointMetrics, EndpointServer, EndpointServerConfig, EndpointState};
 use shardring::runtime::health::Health;
 use shardring::source::kinesis::reader::{emulator_environment, emulator_sdk_config};
 use shardring::source::kinesis::{AwsSettings, KinesisProvider};
@@ -169,7 +169,7 @@ impl Operator {
         let state = match endpoint {
             Some(addr) => {
                 let state = EndpointState::default();
-                let mut config = EndpointConfig::new(addr, namespace);
+                let mut config = EndpointServerConfig::new(addr, namespace);
                 config.peer_ip_check = false;
                 let server = EndpointServer::bind(
                     config,

@@ -16,8 +16,12 @@ pub use shardring_engine as engine;
 
 pub mod aws;
 pub mod cli;
+pub mod clock;
 pub mod controller;
 pub mod endpoint;
+mod group_key;
 pub mod lease;
 pub mod runtime;
 pub mod source;
+
+pub use group_key::GroupKey;

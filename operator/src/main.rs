@@ -9,9 +9,8 @@ use shardring::cli;
 /// jemalloc, set up in `.cargo/config.toml` to keep one arena whose freed
 /// pages a background thread gives back within about a second. A reconcile
 /// of a large group allocates and frees several MiB; with glibc's malloc the
-/// resident set kept that peak and grew with churn (peak RSS 66-68 MiB after
-/// 100 pod joins and leaves at 5,000 pods / 20,000 shards, 62-64 MiB with
-/// this; docs/deploy.md, Memory).
+/// resident set kept that peak and grew with churn (the measurements are in
+/// docs/deploy.md, Memory).
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

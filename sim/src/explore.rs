@@ -425,9 +425,10 @@ fn reconcile(s: &State, template: &Operator) -> State {
         now,
     };
     let d = plan(&obs);
-    if let Some(doc) = &d.document_write {
-        n.writes
-            .push(Write::Doc(serde_json::to_string(doc).expect("doc")));
+    if let Some(write) = &d.document_write {
+        n.writes.push(Write::Doc(
+            serde_json::to_string(&*write.document).expect("doc"),
+        ));
     }
     for w in &d.annotation_writes {
         let p = PODS.iter().position(|x| *x == w.pod).expect("pod");
@@ -436,9 +437,9 @@ fn reconcile(s: &State, template: &Operator) -> State {
             w.view.as_ref().map(|v| v.to_annotation()),
         ));
     }
-    if d.status_changed {
+    if let Some(status) = d.status.write() {
         n.writes.push(Write::Status(
-            serde_json::to_string(&d.status).expect("status"),
+            serde_json::to_string(status).expect("status"),
         ));
     }
     n

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use crate::sim::Sim;
+use shardring_core::plan::Moves;
 
 impl Sim {
     /// The checks once the system went quiet.
@@ -97,7 +98,7 @@ impl Sim {
         }
         let obs = self.op.observe(&self.world, &mut self.rng);
         let again = shardring_core::plan(&obs);
-        if again.document_write.is_some() || again.moves != (0, 0) {
+        if again.document_write.is_some() || again.moves != Moves::default() {
             self.world
                 .violate("quiet: planning again still changes the document".into());
             return;

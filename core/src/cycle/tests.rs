@@ -4,7 +4,7 @@
 
 use jiff::Timestamp;
 
-use super::{Apply, DocumentWrite, Observe, Observed, Step, cycle, ready};
+use super::{Apply, Observe, Observed, Step, cycle, ready};
 use crate::crds::ShardGroupStatus;
 use crate::crds::fixtures;
 use crate::document::AnnotationWrite;
@@ -13,6 +13,7 @@ use crate::observation::{
     Containers, LeaseObservation, Observation, PodInfo, Published, PublishedVersion,
     TopologyObservation,
 };
+use crate::plan::DocumentWrite;
 use crate::topology::Topology;
 
 fn now() -> Timestamp {
@@ -104,12 +105,12 @@ impl Apply for Recorder {
         self.planned = true;
     }
 
-    async fn document(&mut self, write: DocumentWrite<'_>) -> Result<u64, String> {
-        self.base = Some(write.base.clone());
-        assert!(
-            write.encoded.is_some(),
-            "the plan step's encoding is passed on"
-        );
+    async fn document(
+        &mut self,
+        write: &DocumentWrite,
+        base: &PublishedVersion,
+    ) -> Result<u64, String> {
+        self.base = Some(base.clone());
         self.write(Step::Document).map(|()| write.document.epoch)
     }
 
@@ -128,13 +129,20 @@ impl Apply for Recorder {
         // Best effort: the recorder's failure would be logged, not returned.
         let _ = self.write(Step::Events);
     }
+
+    async fn serve(&mut self, decision: &crate::plan::Decision, document: Option<&u64>) {
+        assert!(decision.document_write.is_some());
+        assert_eq!(document, Some(&1), "the document write's receipt");
+        let _ = self.write(Step::Serve);
+    }
 }
 
-const ALL: [Step; 4] = [
+const ALL: [Step; 5] = [
     Step::Document,
     Step::Annotations,
     Step::Status,
     Step::Events,
+    Step::Serve,
 ];
 
 #[test]

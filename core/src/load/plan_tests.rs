@@ -16,7 +16,7 @@ use crate::crds::shard_group::{BalanceMode, ScalingSpec, ThroughputSpec};
 use crate::departures::Departures;
 use crate::observation::TopologyObservation;
 use crate::observation::{Containers, LeaseObservation, Observation, PodInfo, Published};
-use crate::plan::{Decision, plan};
+use crate::plan::{Decision, Moves, plan};
 use crate::topology::Topology;
 
 fn t0() -> Timestamp {
@@ -73,7 +73,7 @@ fn settled(balance: BalanceMode) -> Observation {
 /// Applies a decision as the cycle would (document, annotations, status).
 fn settle(mut obs: Observation) -> (Observation, Decision) {
     let decision = plan(&obs);
-    if let Some(doc) = decision.document_write.clone() {
+    if let Some(doc) = decision.document_write.clone().map(|w| w.document) {
         obs.published = Published::from(doc);
     }
     for write in &decision.annotation_writes {
@@ -81,7 +81,7 @@ fn settle(mut obs: Observation) -> (Observation, Decision) {
             pod.annotation = write.view.as_ref().map(|v| v.to_annotation());
         }
     }
-    obs.group.status = Some(decision.status.clone());
+    obs.group.status = Some(decision.status.clone().into_status());
     (obs, decision)
 }
 
@@ -136,20 +136,20 @@ fn skewed_loads_move_shards_once_and_damping_holds_the_next_rebalance() {
     // First seen outside the band: nothing moves until it has stayed
     // outside for three half-lives (90 s), and the plan looks again then.
     let (mut obs, seen) = settle(obs);
-    assert_eq!(seen.moves, (0, 0));
+    assert_eq!(seen.moves, Moves::default());
     let status = seen.status.throughput.as_ref().unwrap();
     assert_eq!(status.out_of_band_since, Some(t0()));
     assert!(seen.requeue_after <= Duration::from_secs(90));
     obs.now = t0() + secs(60);
     obs.loads = loads(obs.now, &hot, 1000.0);
     let (mut obs, still) = settle(obs);
-    assert_eq!(still.moves, (0, 0), "not confirmed yet");
+    assert_eq!(still.moves, Moves::default(), "not confirmed yet");
     let rebalanced_at = t0() + secs(90);
     obs.now = rebalanced_at;
     obs.loads = loads(obs.now, &hot, 1000.0);
     let (mut obs, decision) = settle(obs);
-    assert_eq!(decision.moves.0, 0);
-    assert!(decision.moves.1 > 0, "optional moves for load");
+    assert_eq!(decision.moves.required, 0);
+    assert!(decision.moves.optional > 0, "optional moves for load");
     let status = decision
         .status
         .throughput
@@ -196,7 +196,7 @@ fn skewed_loads_move_shards_once_and_damping_holds_the_next_rebalance() {
         .collect();
     obs.loads = loads(obs.now, &refs, 1000.0);
     let (obs, held) = settle(obs);
-    assert_eq!(held.moves, (0, 0), "damped");
+    assert_eq!(held.moves, Moves::default(), "damped");
     assert!(held.status.throughput.as_ref().unwrap().out_of_band_pods > 0);
     let balanced = condition(&held, BALANCED);
     assert_eq!(
@@ -220,7 +220,7 @@ fn skewed_loads_move_shards_once_and_damping_holds_the_next_rebalance() {
     let (_, free) = settle(later);
     let out = free.status.throughput.as_ref().unwrap();
     assert_eq!(out.out_of_band_pods, 0, "{out:?}");
-    assert!(free.moves.1 > 0);
+    assert!(free.moves.optional > 0);
     assert_eq!(out.last_rebalance, Some(rebalanced_at + secs(301)));
 }
 
@@ -248,7 +248,7 @@ fn refused_readings_show_as_a_condition_and_an_event_and_move_nothing() {
         ..loads(obs.now, &[], 100.0)
     };
     let (obs, decision) = settle(obs);
-    assert_eq!(decision.moves, (0, 0));
+    assert_eq!(decision.moves, Moves::default());
     let measured = condition(&decision, LOAD_MEASURED);
     assert_eq!(
         (measured.status.as_str(), measured.reason.as_str()),
@@ -299,7 +299,7 @@ fn unmeasured_and_stale_shards_show_in_the_condition() {
     let decision = plan(&obs);
     let measured = condition(&decision, LOAD_MEASURED);
     assert_eq!(measured.reason, reason::LOAD_UNMEASURED);
-    let status = decision.status.throughput.unwrap();
+    let status = decision.status.into_status().throughput.unwrap();
     assert_eq!(
         (
             status.unmeasured_shards,
@@ -308,7 +308,11 @@ fn unmeasured_and_stale_shards_show_in_the_condition() {
         ),
         (1, 7, 0)
     );
-    assert_eq!(decision.moves, (0, 0), "nothing changed: nothing moves");
+    assert_eq!(
+        decision.moves,
+        Moves::default(),
+        "nothing changed: nothing moves"
+    );
 }
 
 #[test]
@@ -337,7 +341,10 @@ fn a_count_group_reports_no_load_and_scaling_recommends_replicas() {
     // 4096 + 7 × 100 bytes/s = 4.68 KB/s: 5 pods of 1 KB/s.
     let decision = plan(&by_load);
     assert_eq!(decision.status.recommended_replicas, Some(5));
-    assert_eq!(decision.status.throughput.unwrap().total_kbps, 5);
+    assert_eq!(
+        decision.status.into_status().throughput.unwrap().total_kbps,
+        5
+    );
 }
 
 #[test]
@@ -346,7 +353,11 @@ fn a_new_pod_takes_its_first_shards_without_waiting_for_confirmation() {
     obs.now = t0();
     obs.loads = loads(obs.now, &[], 100.0);
     let (mut obs, quiet) = settle(obs);
-    assert_eq!(quiet.moves, (0, 0), "four shards of 100 bytes/s each");
+    assert_eq!(
+        quiet.moves,
+        Moves::default(),
+        "four shards of 100 bytes/s each"
+    );
     // A scale-up: pods c and d hold nothing, a load of exactly 0 and no
     // measurement. With no rebalance delay their shards come in this plan,
     // not three half-lives later.
@@ -355,7 +366,7 @@ fn a_new_pod_takes_its_first_shards_without_waiting_for_confirmation() {
     obs.now = t0() + secs(10);
     obs.loads = loads(obs.now, &[], 100.0);
     let (mut obs, decision) = settle(obs);
-    assert_eq!(decision.moves, (0, 4));
+    assert_eq!((decision.moves.required, decision.moves.optional), (0, 4));
     let status = decision.status.throughput.as_ref().unwrap();
     assert_eq!(status.last_rebalance, Some(obs.now));
     assert_eq!(status.out_of_band_pods, 0, "{status:?}");
@@ -368,9 +379,13 @@ fn a_new_pod_takes_its_first_shards_without_waiting_for_confirmation() {
     obs.now = t0() + secs(400);
     obs.loads = loads(obs.now, &[a_shards[0].as_str()], 1000.0);
     let (_, seen) = settle(obs);
-    assert_eq!(seen.moves, (0, 0));
+    assert_eq!(seen.moves, Moves::default());
     assert_eq!(
-        seen.status.throughput.unwrap().out_of_band_since,
+        seen.status
+            .into_status()
+            .throughput
+            .unwrap()
+            .out_of_band_since,
         Some(t0() + secs(400))
     );
 }

@@ -188,13 +188,13 @@ mod tests {
         assert!(held.events.is_empty(), "{:?}", held.events);
         // At 11 s both are: one document, 8 shards each.
         let first = crate::plan(&fresh_group("5s", 11_000));
-        let doc = first.document_write.expect("published");
+        let doc = first.document_write.expect("published").document;
         let loads: Vec<usize> = doc.pods.values().map(|p| p.active.len()).collect();
         assert_eq!(loads, [8, 8], "{:?}", doc.pods);
         // Without the hold, the first document goes to a alone, and b gets
         // its share only through paced optional moves.
         let unheld = crate::plan(&fresh_group("0s", 10_500));
-        let doc = unheld.document_write.expect("published at once");
+        let doc = unheld.document_write.expect("published at once").document;
         assert_eq!(doc.pods.keys().collect::<Vec<_>>(), ["a"]);
     }
 

@@ -9,7 +9,7 @@ use shardring_core::handoff::Evidence;
 use shardring_core::leases::{LeaseSnapshot, LeaseTable};
 use shardring_core::observation::LeaseObservation;
 use shardring_core::observation::{Observation, Published};
-use shardring_core::plan::plan;
+use shardring_core::plan::{Moves, plan};
 use shardring_crds::ShardPhase;
 use shardring_crds::shard_group::LeaseTableSpec;
 
@@ -275,16 +275,20 @@ fn a_restarted_operator_resumes_moves_without_extra_ones() {
     restarted.leases = LeaseObservation::Failed("not read yet".into());
     let d = plan(&restarted);
     assert_eq!(d.document_write, None);
-    assert_eq!(d.moves, (0, 0));
+    assert_eq!(d.moves, Moves::default());
     // The pod is gone after its graceful deletion (remembered in status).
     let mut gone = restarted;
     gone.pods.remove(3);
     let d = plan(&gone);
     assert_eq!(d.handoffs.len(), 2);
     assert!(d.handoffs.iter().all(|h| h.evidence == Evidence::PodGone));
-    let doc = d.document_write.unwrap();
+    let doc = d.document_write.unwrap().document;
     assert!(doc.epoch > before.epoch);
-    assert_eq!(d.moves, (0, 0), "the moves were decided before the restart");
+    assert_eq!(
+        d.moves,
+        Moves::default(),
+        "the moves were decided before the restart"
+    );
 }
 
 #[test]
@@ -295,7 +299,7 @@ fn a_lost_configmap_is_rebuilt_from_the_pods_annotations() {
     lost.pods.push(pod_info("consumer-9"));
     lost.group.spec.rebalance.delay = "0s".into();
     let d = plan(&lost);
-    let doc = d.document_write.unwrap();
+    let doc = d.document_write.unwrap().document;
     // Every shard stays on the pod whose annotation lists it, or is revoked
     // from it: none is handed to the new pod directly.
     assert!(!doc.pods.contains_key("consumer-9"));
@@ -350,7 +354,7 @@ fn required_moves_are_never_held_back() {
     obs.pods[0].deletion_timestamp = Some(obs.now);
     obs.pods[0].deletion_grace_seconds = Some(30);
     let d = plan(&obs);
-    assert_eq!(d.moves.0, 4);
+    assert_eq!(d.moves.required, 4);
     let obs = settle(obs);
     assert_eq!(revoking(&obs).len(), 4);
     assert_eq!(

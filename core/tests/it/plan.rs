@@ -6,7 +6,7 @@ use std::time::Duration;
 use shardring_core::EventKind;
 use shardring_core::conditions::{self, reason};
 use shardring_core::observation::Published;
-use shardring_core::plan::{self, plan};
+use shardring_core::plan::{self, Moves, plan};
 use shardring_core::topology::SourceError;
 use shardring_crds::ShardPhase;
 
@@ -22,7 +22,11 @@ fn condition<'a>(status: &'a shardring_crds::ShardGroupStatus, type_: &str) -> (
 fn first_publish_writes_the_document_every_annotation_and_status() {
     let obs = observation(8, pods(4));
     let d = plan(&obs);
-    let doc = d.document_write.as_ref().expect("first plan publishes");
+    let doc = d
+        .document_write
+        .as_ref()
+        .map(|w| &w.document)
+        .expect("first plan publishes");
     assert_eq!(doc.epoch, 1);
     assert_eq!(doc.shard_group, "prod/orders");
     assert_eq!(doc.shards.len(), 8);
@@ -47,7 +51,7 @@ fn first_publish_writes_the_document_every_annotation_and_status() {
             Some(format!("uid-{}", write.pod).as_str())
         );
     }
-    assert!(d.status_changed);
+    assert!(d.status.write().is_some());
     assert_eq!(d.status.epoch, 1);
     assert_eq!(d.status.observed_generation, Some(1));
     assert_eq!(
@@ -90,7 +94,11 @@ fn an_unchanged_world_writes_nothing() {
     let d = plan(&settled);
     assert_eq!(d.document_write, None);
     assert!(d.annotation_writes.is_empty(), "{:?}", d.annotation_writes);
-    assert!(!d.status_changed, "status differs: {:#?}", d.status);
+    assert!(
+        d.status.write().is_none(),
+        "status differs: {:#?}",
+        d.status
+    );
     assert!(d.events.is_empty());
     assert_eq!(document(&settled).epoch, 1);
 }
@@ -110,7 +118,11 @@ fn a_joining_pod_gets_its_share_and_only_affected_pods_are_written() {
     obs.group.spec.rebalance.delay = "0s".into();
     obs.pods.push(pod_info("consumer-4"));
     let d = plan(&obs);
-    let doc = d.document_write.as_ref().expect("a pod joined");
+    let doc = d
+        .document_write
+        .as_ref()
+        .map(|w| &w.document)
+        .expect("a pod joined");
     assert_eq!(doc.epoch, 2);
     // Two phases: the shards are first revoked from their owners only.
     assert!(!doc.pods.contains_key("consumer-4"));
@@ -159,7 +171,7 @@ fn a_deleted_pod_loses_its_shards_and_is_not_written() {
     assert_eq!(document(&revoked).pods[&gone.name].revoking.len(), 2);
     obs = later(revoked, 61);
     let d = plan(&obs);
-    let doc = d.document_write.as_ref().unwrap();
+    let doc = d.document_write.as_ref().map(|w| &w.document).unwrap();
     assert!(!doc.pods.contains_key(&gone.name));
     assert!(
         doc.shards
@@ -191,6 +203,7 @@ fn a_pod_that_leaves_the_pool_loses_its_annotation() {
         !d.document_write
             .as_ref()
             .unwrap()
+            .document
             .pods
             .contains_key("consumer-0")
     );
@@ -210,7 +223,7 @@ fn unready_and_terminating_pods_get_nothing() {
     ps[1].ready = false;
     ps[2].deletion_timestamp = Some(now());
     let d = plan(&observation(6, ps));
-    let doc = d.document_write.unwrap();
+    let doc = d.document_write.unwrap().document;
     assert_eq!(
         doc.pods.keys().collect::<Vec<_>>(),
         ["consumer-0", "consumer-3"]
@@ -225,9 +238,9 @@ fn a_terminating_owner_hands_its_shards_over() {
     obs.pods[2].deletion_timestamp = Some(now());
     obs.pods[2].deletion_grace_seconds = Some(30);
     let d = plan(&obs);
-    assert_eq!(d.moves.0, 2, "two required moves");
+    assert_eq!(d.moves.required, 2, "two required moves");
     // All its shards are revoked at once; nobody else gets them yet.
-    let doc = d.document_write.unwrap();
+    let doc = d.document_write.unwrap().document;
     assert_eq!(doc.pods["consumer-2"].revoking.len(), 2);
     assert!(doc.pods["consumer-2"].active.is_empty());
     assert_eq!(d.status.graceful_pods, ["consumer-2"]);
@@ -243,7 +256,7 @@ fn a_terminating_owner_hands_its_shards_over() {
         "not on the pod's disappearance alone"
     );
     let d = plan(&later(obs, 61));
-    let doc = d.document_write.unwrap();
+    let doc = d.document_write.unwrap().document;
     assert!(!doc.pods.contains_key("consumer-2"));
     assert_eq!(d.handoffs.len(), 2);
     assert!(
@@ -291,9 +304,9 @@ fn a_missing_pool_keeps_the_assignment_and_says_so() {
     );
     // The warning is not repeated while nothing changes.
     let mut again = obs;
-    again.group.status = Some(d.status);
+    again.group.status = Some(d.status.into_status());
     let d2 = plan(&again);
-    assert!(d2.events.is_empty() && !d2.status_changed);
+    assert!(d2.events.is_empty() && d2.status.write().is_none());
 }
 
 #[test]
@@ -321,7 +334,7 @@ fn no_ready_pods_keeps_the_last_assignment() {
     );
     // Recovery: pods come back, nothing moved, Degraded clears with a Normal event.
     let mut back = obs.clone();
-    back.group.status = Some(d.status);
+    back.group.status = Some(d.status.into_status());
     for p in &mut back.pods {
         p.ready = true;
     }
@@ -342,7 +355,11 @@ fn a_failed_read_plans_on_the_last_good_topology() {
     obs.group.spec.rebalance.delay = "0s".into();
     obs.pods.push(pod_info("consumer-4"));
     let d = plan(&obs);
-    let doc = d.document_write.as_ref().expect("pods still move");
+    let doc = d
+        .document_write
+        .as_ref()
+        .map(|w| &w.document)
+        .expect("pods still move");
     assert_eq!(doc.shards.len(), 8, "never shrinks");
     assert_eq!(
         condition(&d.status, conditions::READY),
@@ -380,11 +397,18 @@ fn the_epoch_moves_only_on_change_and_never_goes_back() {
     lost.published = Published::Missing;
     lost.group.status.as_mut().unwrap().epoch = 7;
     let d = plan(&lost);
-    assert_eq!(d.document_write.as_ref().unwrap().epoch, 8);
+    assert_eq!(
+        d.document_write
+            .as_ref()
+            .map(|w| &w.document)
+            .unwrap()
+            .epoch,
+        8
+    );
     // An unreadable ConfigMap is replaced, also continuing the epoch.
     let mut broken = obs;
     broken.published = Published::Unreadable("bad".into());
-    assert_eq!(plan(&broken).document_write.unwrap().epoch, 2);
+    assert_eq!(plan(&broken).document_write.unwrap().document.epoch, 2);
 }
 
 #[test]
@@ -404,10 +428,14 @@ fn a_growing_source_adds_shards() {
     obs.group.status = settle(observation(8, pods(4))).group.status;
     obs.topology = topology(12);
     let d = plan(&obs);
-    let doc = d.document_write.unwrap();
+    let doc = d.document_write.unwrap().document;
     assert_eq!(doc.shards.len(), 12);
     assert!(doc.pods.values().all(|p| p.active.len() == 3));
-    assert_eq!(d.moves, (0, 0), "new shards are placements, not moves");
+    assert_eq!(
+        d.moves,
+        Moves::default(),
+        "new shards are placements, not moves"
+    );
 }
 
 #[test]

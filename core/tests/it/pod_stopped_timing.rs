@@ -231,7 +231,7 @@ fn revoking_on(obs: &Observation, pod: &str) -> usize {
 /// Applies `decision` as the API server would (document, annotations,
 /// status).
 fn settle_with(mut obs: Observation, decision: &shardring_core::plan::Decision) -> Observation {
-    if let Some(doc) = decision.document_write.clone() {
+    if let Some(doc) = decision.document_write.clone().map(|w| w.document) {
         obs.published = Published::from(doc);
     }
     for write in &decision.annotation_writes {
@@ -239,7 +239,7 @@ fn settle_with(mut obs: Observation, decision: &shardring_core::plan::Decision) 
             pod.annotation = write.view.as_ref().map(|v| v.to_annotation());
         }
     }
-    obs.group.status = Some(decision.status.clone());
+    obs.group.status = Some(decision.status.clone().into_status());
     obs
 }
 

@@ -16,11 +16,10 @@
 //!   `AssignmentTooLarge` and keeps the last published document. A truncated
 //!   assignment is never produced.
 //!
-//! Measured with `cargo run --release -p shardring-crds --example document_size`
-//! (Kinesis-style ids, pod names of three ReplicaSets, even-split ranges):
-//! 20,000 shards on 5,000 pods are 4.51 MB of JSON and 848 KB as gzip (level
-//! 2, [`LEVELS`]; 40 ms to encode, 35 ms to decode), which fits with the
-//! ranges; with one standby per shard the ranges are left out (about 500 KB);
+//! How large documents get, and what fits, is measured by `cargo run
+//! --release -p shardring-crds --example document_size` (the table is in
+//! docs/api.md): 20,000 shards on 5,000 pods fit with their ranges as gzip
+//! ([`LEVELS`]), with one standby per shard only without the ranges, and
 //! 100,000 shards are refused.
 //!
 //! Exactly one of the two keys is written; the operator's update replaces

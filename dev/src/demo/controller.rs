@@ -8,7 +8,7 @@
 //! pods whose consumer exited) and turns every published change into move
 //! log lines and a per-pod table. With the consumer endpoint (the static
 //! act) each cycle also takes its acknowledged releases into the
-//! observation and publishes the pods' views after it, through the
+//! observation and serves the pods' views as its last step, through the
 //! operator's own `endpoint_sync`.
 
 use parking_lot::Mutex;
@@ -22,14 +22,13 @@ use tokio_util::sync::CancellationToken;
 use super::cluster::{Cluster, DemoPod};
 use super::report::{self, MoveEvent, MoveKind};
 use shardring::controller::ControllerMetrics;
-use shardring::controller::endpoint_sync;
 use shardring::endpoint::EndpointState;
 use shardring::source::ShardSource;
 use shardring::source::kinesis::{KinesisObservation, KinesisShardSource};
 use shardring_core::cycle::{self, cycle};
 use shardring_core::leases::LeaseTable;
 use shardring_core::observation::{LeaseObservation, TopologyObservation};
-use shardring_core::plan::Decision;
+use shardring_core::plan::{Decision, DocumentWrite};
 use shardring_core::topology::{SourceError, Topology};
 use shardring_crds::{AssignmentDocument, ShardPhase};
 
@@ -193,9 +192,8 @@ impl Shared {
         let mut reconcile = self
             .cluster
             .reconcile(topology, leases)
-            .with_endpoint(self.endpoint.as_ref().map(|e| &e.state));
+            .with_endpoint(self.endpoint.as_ref().map(|e| (&e.state, &e.metrics)));
         let done = cycle::ready(cycle(&mut reconcile, now));
-        let seen = reconcile.endpoint_seen();
         self.plans += 1;
         let decision = match done.into_result() {
             Ok((decision, _)) => decision,
@@ -205,19 +203,7 @@ impl Shared {
                 return;
             }
         };
-        // As the operator does after a cycle that wrote everything: the
-        // endpoint never serves a view ahead of the document.
-        if let (Some(endpoint), Some(seen)) = (&self.endpoint, seen) {
-            let written = decision.document_write.is_some();
-            endpoint_sync::publish(
-                &endpoint.state,
-                &endpoint.metrics,
-                &seen,
-                &decision,
-                written,
-            );
-        }
-        if let Some(doc) = &decision.document_write {
+        if let Some(DocumentWrite { document: doc, .. }) = &decision.document_write {
             self.published_at = Some(now);
             let events = diff(
                 previous.as_ref(),

@@ -16,7 +16,7 @@ use kube::Client;
 use tokio_util::sync::CancellationToken;
 
 use crate::controller::{ControllerConfig, ControllerMetrics, Sources, run_controller};
-use crate::endpoint::{EndpointConfig, EndpointMetrics, EndpointServer, EndpointState};
+use crate::endpoint::{EndpointMetrics, EndpointServer, EndpointServerConfig, EndpointState};
 use crate::runtime::health::Health;
 use crate::runtime::leader::{LeaderConfig, LeaderElector, LeaderMetrics, default_identity};
 use crate::runtime::server::Server;
@@ -129,8 +129,8 @@ pub struct EndpointArgs {
 
 impl EndpointArgs {
     /// The server's configuration; `namespace` is the operator's own.
-    fn config(&self, namespace: &str) -> EndpointConfig {
-        EndpointConfig {
+    fn config(&self, namespace: &str) -> EndpointServerConfig {
+        EndpointServerConfig {
             tls_dir: self.endpoint_tls_dir.clone(),
             dns_names: self.endpoint_dns_name.clone(),
             audience: self.endpoint_audience.clone(),
@@ -141,7 +141,7 @@ impl EndpointArgs {
             rate_window: self.endpoint_rate_window,
             max_connections: self.endpoint_max_connections,
             pod_name: std::env::var("POD_NAME").ok().filter(|p| !p.is_empty()),
-            ..EndpointConfig::new(self.endpoint_addr, namespace)
+            ..EndpointServerConfig::new(self.endpoint_addr, namespace)
         }
     }
 }

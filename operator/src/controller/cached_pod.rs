@@ -4,10 +4,10 @@
 //! The pod watch decodes the API server's JSON straight into [`CachedPod`]
 //! (serde skips every field not declared here), so the spec's containers,
 //! volumes and the rest of the status are never allocated. k8s-openapi's
-//! `Pod` is about 3 KB per pod even with every optional field empty (its
-//! `PodSpec` alone has dozens of inline fields); at 5,000 pods that was most
-//! of the operator's steady-state heap. It lives only while its event is
-//! handled: the pod cache keeps a compact record of it
+//! `Pod` is large even with every optional field empty (its `PodSpec` alone
+//! has dozens of inline fields), and thousands of them were most of the
+//! operator's steady-state heap. It lives only while its event is handled:
+//! the pod cache keeps a compact record of it
 //! ([`super::pod_cache::PodRecord`]).
 //!
 //! It is the same resource as `v1/Pod` (same group, kind and path), so it

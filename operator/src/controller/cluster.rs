@@ -1,29 +1,35 @@
 //! The Kubernetes cluster as the core's reconcile cycle
 //! ([`shardring_core::cycle()`]) sees it, for one ShardGroup: the observe
 //! half reads the reflector stores (with the source read the reconcile made
-//! before, the lease scan, and the measured loads of a group that uses
-//! them), the apply half makes the API requests of
-//! [`super::apply`], counting each in the metrics. It also times the
-//! reconcile's phases (the core reads no clock): observe, plan and apply.
+//! before, the lease scan, the releases acknowledged through the endpoint,
+//! and the measured loads of a group that uses them), the apply half makes
+//! the API requests of [`super::apply`], counting each in the metrics, and
+//! serves what they wrote: the endpoint's views and CA
+//! ([`super::endpoint_sync`]), the load books, and the decoded document the
+//! next reconcile reads. It also times the reconcile's phases (the core
+//! reads no clock): observe, plan and apply.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
-use shardring_core::cycle::{Apply, DocumentWrite, Observe, Observed};
-use shardring_core::observation::TopologyObservation;
-use shardring_core::plan::Decision;
-use shardring_core::{AnnotationWrite, EventNote, codec};
+use shardring_core::cycle::{Apply, Observe, Observed};
+use shardring_core::observation::{PublishedVersion, TopologyObservation};
+use shardring_core::plan::{Decision, DocumentWrite};
+use shardring_core::{AnnotationWrite, EventNote};
 
 use super::Context;
 use super::apply::{self, ApplyError};
 use super::cached_pod::CachedPod;
 use super::endpoint_sync::{self, EndpointSeen};
+use super::observe::Reads;
+use crate::GroupKey;
 use crate::crds::{ShardGroup, ShardGroupStatus};
 
 /// One reconcile's reach into the cluster.
-pub(crate) struct Cluster<'a> {
+pub(crate) struct Reconcile<'a> {
     group: &'a ShardGroup,
     ctx: &'a Context,
     /// The source read, until the observe half takes it.
@@ -47,7 +53,7 @@ pub(crate) struct Timings {
     pub(crate) planned: Duration,
 }
 
-impl<'a> Cluster<'a> {
+impl<'a> Reconcile<'a> {
     /// The cluster of `group`, with the source read `topology` made since
     /// `started`.
     pub(crate) fn new(
@@ -67,11 +73,6 @@ impl<'a> Cluster<'a> {
         }
     }
 
-    /// What the observe step kept for the endpoint (once).
-    pub(crate) fn take_endpoint_seen(&mut self) -> Option<EndpointSeen> {
-        self.endpoint_seen.take()
-    }
-
     /// The phases' times so far.
     pub(crate) fn timings(&self) -> Timings {
         Timings {
@@ -87,33 +88,43 @@ impl<'a> Cluster<'a> {
     }
 }
 
-impl Observe for Cluster<'_> {
+impl Observe for Reconcile<'_> {
     /// The observation from the reflector stores, the source read and the
     /// lease scan, with the published ConfigMap's version.
     async fn observe(&mut self, now: jiff::Timestamp) -> Observed {
-        let topology = self.topology.take().unwrap_or_default();
-        let (mut observation, published) = self
-            .ctx
-            .stores
-            .observe_with_version(self.group, topology, now);
-        observation.leases = self.ctx.sources.leases(self.group);
-        endpoint_sync::observe_loads(&self.ctx.loads, self.group, &mut observation);
-        if let Some(endpoint) = &self.ctx.endpoint {
-            self.endpoint_seen = Some(endpoint_sync::observe(
-                endpoint,
-                self.group,
-                &mut observation,
-            ));
-        }
+        let (group, ctx) = (self.group, self.ctx);
+        let (document, version) = ctx.stores.published(group);
+        let leases = ctx.sources.leases(group);
+        let reads = Reads {
+            topology: self.topology.take().unwrap_or_default(),
+            loads: endpoint_sync::observe_loads(
+                &ctx.loads,
+                group,
+                document.document(),
+                &leases,
+                now,
+            ),
+            leases,
+            releases: ctx
+                .endpoint
+                .as_ref()
+                .map(|endpoint| endpoint_sync::observe_releases(endpoint, group))
+                .unwrap_or_default(),
+        };
+        let observation = ctx.stores.observation(group, document, reads, now);
+        self.endpoint_seen = ctx
+            .endpoint
+            .as_ref()
+            .map(|endpoint| endpoint_sync::seen(endpoint, &observation));
         self.observed = self.started.elapsed();
         Observed {
             observation,
-            published,
+            published: version,
         }
     }
 }
 
-impl Apply for Cluster<'_> {
+impl Apply for Reconcile<'_> {
     type Error = ApplyError;
     /// The resourceVersion at which the API server stores exactly the
     /// document written (`None`: the stored content differs).
@@ -127,12 +138,12 @@ impl Apply for Cluster<'_> {
             .observe(self.planned.saturating_sub(self.observed).as_secs_f64());
     }
 
-    async fn document(&mut self, write: DocumentWrite<'_>) -> Result<Option<String>, ApplyError> {
+    async fn document(
+        &mut self,
+        write: &DocumentWrite,
+        base: &PublishedVersion,
+    ) -> Result<Option<String>, ApplyError> {
         let namespace = self.namespace()?;
-        let encoded = match write.encoded {
-            Some(encoded) => encoded.clone(),
-            None => codec::encode(write.document)?,
-        };
         // What the update carries over from the ConfigMap (others' labels,
         // annotations and keys): the cached object the write is
         // conditioned on.
@@ -144,8 +155,8 @@ impl Apply for Cluster<'_> {
         let version = apply::publish_document(
             &self.ctx.client,
             self.group,
-            encoded,
-            write.base,
+            write.encoded.clone(),
+            base,
             observed.as_deref(),
             &self.ctx.writes.own,
         )
@@ -175,6 +186,46 @@ impl Apply for Cluster<'_> {
         for note in events {
             apply::publish_event(recorder, self.group, note).await;
             self.ctx.metrics.write("event");
+        }
+    }
+
+    /// Load reports are checked against the document now published; the
+    /// endpoint serves the views the writes made (and the CA, in the
+    /// group's namespace, when it is not there yet); the next reconcile
+    /// reads the written document without decoding it, when the API server
+    /// stored exactly what was sent.
+    async fn serve(&mut self, decision: &Decision, receipt: Option<&Option<String>>) {
+        let ctx = self.ctx;
+        let key = GroupKey::of(self.group);
+        let written = decision
+            .document_write
+            .as_ref()
+            .filter(|_| receipt.is_some());
+        if let Some(write) = written {
+            ctx.loads.sync(&key, Some(&write.document));
+        }
+        if let (Some(endpoint), Some(seen)) = (&ctx.endpoint, self.endpoint_seen.take()) {
+            let now = ctx.clock.now();
+            endpoint_sync::publish(
+                endpoint,
+                &ctx.metrics,
+                &seen,
+                decision,
+                written.is_some(),
+                now,
+            );
+            ctx.groups
+                .ca()
+                .ensure(&ctx.client, endpoint, &key.namespace)
+                .await;
+        }
+        if let (Some(Some(version)), Some(write)) = (receipt, written) {
+            ctx.stores.documents.remember(
+                &key,
+                &self.group.config_map_name(),
+                version.clone(),
+                Arc::clone(&write.document),
+            );
         }
     }
 }

@@ -1,10 +1,11 @@
-//! The controller's side of the consumer endpoint: what a reconcile takes
-//! from it (the acknowledged releases and the measured loads, into the
-//! observation) and gives it
-//! (each pod's view as the cycle left its annotation, the revokes of the
-//! published document, and the endpoint's CA in a ConfigMap of the group's
-//! namespace). The views are published only after a cycle wrote everything:
-//! the endpoint never serves a view ahead of the document and annotations.
+//! The controller's side of the consumer endpoint: what a reconcile's
+//! observe step takes from it (the acknowledged releases and the measured
+//! loads) and what the cycle's last step serves through it
+//! ([`shardring_core::cycle::Apply::serve`]: each pod's view as the cycle
+//! left its annotation, the revokes of the published document, and the
+//! endpoint's CA in a ConfigMap of the group's namespace). The views are
+//! published only after a cycle wrote everything: the endpoint never serves
+//! a view ahead of the document and annotations.
 //! Who may ask is also judged from the pod cache ([`StorePods`]), which
 //! knows a pod's readiness and IP before a cycle does.
 
@@ -16,22 +17,24 @@ use parking_lot::Mutex;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use kube::core::DeserializeGuard;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Client, ResourceExt};
 use serde_json::json;
 use shardring_core::handoff::Evidence;
-use shardring_core::observation::{Observation, ReleaseAcks};
+use shardring_core::load::LoadObservation;
+use shardring_core::observation::{LeaseObservation, Observation, ReleaseAcks};
 use shardring_core::plan::Decision;
 use shardring_crds::AssignmentDocument;
 use shardring_crds::endpoint::{CA_CONFIGMAP_KEY, CA_CONFIGMAP_NAME};
 
 use super::metrics::ControllerMetrics;
 use super::observe::{PodSelector, Stores};
+use crate::GroupKey;
 use crate::crds::ShardGroup;
 use crate::endpoint::directory::{FreshPod, PodCache};
-use crate::endpoint::{EndpointState, GroupKey, PodSync};
+use crate::endpoint::{EndpointState, PodSync};
 
 /// The endpoint's view of the operator's pod cache: a pod is a member of a
 /// group as a cycle would observe it now (the group's pool selects it, or
@@ -95,42 +98,32 @@ pub struct EndpointSeen {
     acks: ReleaseAcks,
 }
 
-/// The group's key in the endpoint's maps.
-pub(crate) fn group_key(group: &ShardGroup) -> GroupKey {
-    GroupKey::new(group.namespace().unwrap_or_default(), group.name_any())
-}
-
-/// Adds the measured loads of a group that uses them to `observation`,
-/// after feeding `loads` the lease table's throughput it holds; notes a
-/// group that does not (its reports are refused as such).
+/// The measured loads of a group that uses them, after feeding `loads` the
+/// lease table's throughput `leases` holds; notes a group that does not
+/// (its reports are refused as such) and observes nothing for it.
 pub fn observe_loads(
     loads: &crate::endpoint::Loads,
     group: &ShardGroup,
-    observation: &mut Observation,
-) {
-    let key = group_key(group);
+    published: Option<&AssignmentDocument>,
+    leases: &LeaseObservation,
+    now: Timestamp,
+) -> LoadObservation {
+    let key = GroupKey::of(group);
     if !shardring_core::load::uses_loads(&group.spec) {
         loads.not_used(&key);
-        return;
+        return LoadObservation::default();
     }
-    observation.loads = loads.observe(
-        &key,
-        observation.published.document(),
-        shardring_core::load::LoadObservation::limits(group),
-        &observation.leases,
-        observation.now,
-    );
+    loads.observe(&key, published, LoadObservation::limits(group), leases, now)
 }
 
-/// Adds the acknowledged releases to `observation` and keeps what the
-/// endpoint needs after the cycle.
-pub fn observe(
-    endpoint: &EndpointState,
-    group: &ShardGroup,
-    observation: &mut Observation,
-) -> EndpointSeen {
-    let key = group_key(group);
-    observation.releases = endpoint.releases.observe(&key);
+/// The releases of `group` the consumers acknowledged.
+pub fn observe_releases(endpoint: &EndpointState, group: &ShardGroup) -> ReleaseAcks {
+    endpoint.releases.observe(&GroupKey::of(group))
+}
+
+/// What the endpoint needs of `observation` after the cycle.
+pub fn seen(endpoint: &EndpointState, observation: &Observation) -> EndpointSeen {
+    let key = GroupKey::of(&observation.group);
     let served = endpoint.directory.is_wanted(&key);
     EndpointSeen {
         pods: served.then(|| {
@@ -156,13 +149,14 @@ pub fn observe(
 
 /// After a cycle that wrote everything it decided: each pod's view as its
 /// annotation now reads, the revokes of the document now published, and the
-/// time from each acknowledged release to this activation.
+/// time from each acknowledged release to this activation (`now`).
 pub fn publish(
     endpoint: &EndpointState,
     metrics: &ControllerMetrics,
     seen: &EndpointSeen,
     decision: &Decision,
     document_written: bool,
+    now: Timestamp,
 ) {
     let written: HashMap<&str, Option<String>> = match &seen.pods {
         Some(_) => decision
@@ -173,7 +167,7 @@ pub fn publish(
         None => HashMap::new(),
     };
     let document = match (&decision.document_write, document_written) {
-        (Some(doc), true) => Some(doc),
+        (Some(write), true) => Some(&*write.document),
         _ => seen.published.as_deref(),
     };
     match &seen.pods {
@@ -197,7 +191,6 @@ pub fn publish(
     endpoint.releases.sync_group(&seen.key, document);
     // Load reports are checked against the ownership consumers now see.
     endpoint.loads.sync(&seen.key, document);
-    let now = Timestamp::now();
     for handoff in &decision.handoffs {
         if handoff.evidence != Evidence::ReleaseAcked {
             continue;

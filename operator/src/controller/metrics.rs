@@ -9,7 +9,7 @@
 use jiff::Timestamp;
 use kube::ResourceExt;
 use prometheus_client::encoding::EncodeLabelSet;
-use shardring_core::plan::Decision;
+use shardring_core::plan::{Decision, Moves};
 
 use crate::crds::ShardGroup;
 use prometheus_client::metrics::counter::Counter;
@@ -291,7 +291,7 @@ impl ControllerMetrics {
             .epoch
             .get_or_create(&labels)
             .set(gauge(decision.status.epoch));
-        let (required, optional) = decision.moves;
+        let Moves { required, optional } = decision.moves;
         if required > 0 {
             metrics
                 .moves

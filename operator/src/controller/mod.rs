@@ -1,16 +1,21 @@
 //! The ShardGroup controller: each reconcile is the controller core's cycle
 //! ([`shardring_core::cycle()`]: observe → plan → apply, the writes in the
-//! contract's order) over the Kubernetes cluster (`cluster`: observe from
-//! the reflector stores and sources, apply through [`apply`]'s requests).
-//! Each I/O step lives in its own module; this one holds the shared [`Context`], the reconcile
-//! and error-policy functions kube's `Controller` calls, and the finalizer
-//! that cleans pod annotations up when a ShardGroup is deleted.
+//! contract's order, then what is served besides the API server) over the
+//! Kubernetes cluster (`cluster`: observe from the reflector stores, the
+//! sources and the endpoint, apply through [`apply`]'s requests, serve
+//! through [`endpoint_sync`] and the document cache).
+//! Each I/O step lives in its own module, and [`groups`] keeps everything
+//! held per group between reconciles; this one holds the shared
+//! [`Context`], the reconcile and error-policy functions kube's
+//! `Controller` calls, and the finalizer that cleans pod annotations up (and
+//! forgets the group) when a ShardGroup is deleted.
 //! [`runner`] builds the watches and runs it all.
 
 pub mod apply;
 pub(crate) mod cached_pod;
 mod cluster;
 pub mod endpoint_sync;
+pub mod groups;
 pub mod metrics;
 pub mod observe;
 pub mod own_writes;
@@ -20,28 +25,23 @@ pub mod sources;
 pub mod sync;
 pub mod triggers;
 
-use std::collections::HashMap;
 use std::sync::Arc;
-
-use parking_lot::Mutex;
 use std::time::Instant;
 
-use jiff::Timestamp;
 use kube::api::Api;
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
 use kube::runtime::events::Recorder;
 use kube::runtime::finalizer::{self, Event as FinalizerEvent};
-use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 use tokio::sync::watch;
 use tracing::instrument;
 
 use shardring_core::EventNote;
-use shardring_core::retry::Failures;
 
 pub use apply::ApplyError;
 pub use cached_pod::CachedPod;
+pub use groups::{GroupRegistry, GroupTable};
 pub use metrics::ControllerMetrics;
 pub use observe::Stores;
 pub use pod_cache::{PodCache, PodRecord};
@@ -49,10 +49,9 @@ pub use runner::{ControllerConfig, run_controller};
 pub use sources::Sources;
 pub use sync::CacheSync;
 
+use crate::GroupKey;
+use crate::clock::Clock;
 use crate::crds::{FINALIZER, ShardGroup};
-
-/// The clock a reconcile reads `now` from (a fixed one in tests).
-pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
 
 /// Everything a reconcile needs, shared by all reconciles.
 pub struct Context {
@@ -60,14 +59,16 @@ pub struct Context {
     pub client: Client,
     /// Reflector stores the observe step reads.
     pub stores: Stores,
-    /// Per-group sources and last good topologies.
+    /// Builds and reads the groups' sources.
     pub sources: Sources,
+    /// Everything kept per group, forgotten in one place.
+    pub groups: GroupRegistry,
     /// Controller metrics.
     pub metrics: ControllerMetrics,
     /// Event recorder; `None` publishes no Events.
     pub recorder: Option<Recorder>,
-    /// The clock.
-    pub clock: Clock,
+    /// The clock a reconcile reads `now` from (a fixed one in tests).
+    pub clock: Arc<dyn Clock>,
     /// Whether this replica may write (the leader); `None` means always.
     pub leader: Option<watch::Receiver<bool>>,
     /// The bound on pod writes in flight, shared by every reconcile.
@@ -80,36 +81,45 @@ pub struct Context {
     /// The measured loads (the endpoint's, when there is one: its reports
     /// and the lease table's throughput go into the same books).
     pub(crate) loads: Arc<crate::endpoint::Loads>,
-    /// Which namespaces hold the endpoint's current CA.
-    pub(crate) endpoint_ca: endpoint_sync::CaPublisher,
-    /// Consecutive failures per group, for the retry backoff.
-    failures: Mutex<HashMap<ObjectRef<DeserializeGuard<ShardGroup>>, Failures>>,
 }
 
 impl Context {
     /// A context with the system clock, no recorder and no leader gate.
     pub fn new(client: Client, stores: Stores, metrics: ControllerMetrics) -> Self {
+        // One table for every group's state: the document cache's (which
+        // the ConfigMap watch shares), the sources' and the registry's.
+        let table = stores.documents.table().clone();
+        let sources = Sources::default().sharing(&table);
+        let mut groups = GroupRegistry::new(table, metrics.clone());
+        groups.set_kinesis(sources.kinesis());
         Self {
             client,
             stores,
-            sources: Sources::default(),
+            sources,
+            groups,
             metrics,
             recorder: None,
-            clock: Arc::new(Timestamp::now),
+            clock: crate::clock::system(),
             leader: None,
             cache_sync: None,
             writes: apply::WriteLimit::default(),
             endpoint: None,
             loads: Arc::default(),
-            endpoint_ca: endpoint_sync::CaPublisher::default(),
-            failures: Mutex::default(),
         }
     }
 
     /// Publishes views into, and reads releases from, `endpoint`.
     pub fn with_endpoint(mut self, endpoint: crate::endpoint::EndpointState) -> Self {
         self.loads = Arc::clone(&endpoint.loads);
+        self.groups.set_endpoint(endpoint.clone());
         self.endpoint = Some(endpoint);
+        self
+    }
+
+    /// Keeps the measured loads in `loads`.
+    pub(crate) fn with_loads(mut self, loads: Arc<crate::endpoint::Loads>) -> Self {
+        self.groups.set_loads(Arc::clone(&loads));
+        self.loads = loads;
         self
     }
 
@@ -120,7 +130,7 @@ impl Context {
     }
 
     /// Reads time from `clock`.
-    pub fn with_clock(mut self, clock: Clock) -> Self {
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
         self
     }
@@ -133,7 +143,8 @@ impl Context {
 
     /// Builds sources with `sources` (tests inject failing ones).
     pub(crate) fn with_sources(mut self, sources: Sources) -> Self {
-        self.sources = sources;
+        self.sources = sources.sharing(self.groups.table());
+        self.groups.set_kinesis(self.sources.kinesis());
         self
     }
 
@@ -267,9 +278,7 @@ pub async fn reconcile(
     .await
     .map_err(|e| Error::Finalizer(Box::new(e)));
     if result.is_ok() {
-        ctx.failures
-            .lock()
-            .remove(&ObjectRef::from_obj(obj.as_ref()));
+        ctx.groups.succeeded(&GroupKey::of(group));
     }
     result
 }
@@ -283,28 +292,14 @@ pub(crate) async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result
     // during the read would look newer than the revokes this reconcile
     // publishes at `now`, and count as evidence that they were released.
     let started = Instant::now();
-    let topology = ctx.sources.read(group, (ctx.clock)()).await;
-    let now = (ctx.clock)();
+    let topology = ctx.sources.read(group, ctx.clock.now()).await;
+    let now = ctx.clock.now();
     let read = started.elapsed();
     // Observe → plan → apply: the core's cycle, over this cluster.
-    let mut cluster = cluster::Cluster::new(group, ctx, topology, started);
+    let mut cluster = cluster::Reconcile::new(group, ctx, topology, started);
     let done = shardring_core::cycle(&mut cluster, now).await;
     let timings = cluster.timings();
-    let endpoint_seen = cluster.take_endpoint_seen();
-    let (decision, applied) = done.into_result()?;
-    if let (Some(document), Some(_)) = (&decision.document_write, &applied.document) {
-        // Reports are checked against the ownership consumers now see.
-        ctx.loads
-            .sync(&endpoint_sync::group_key(group), Some(document));
-    }
-    if let (Some(endpoint), Some(seen)) = (&ctx.endpoint, endpoint_seen) {
-        let written = applied.document.is_some();
-        endpoint_sync::publish(endpoint, &ctx.metrics, &seen, &decision, written);
-        let namespace = group.namespace().unwrap_or_default();
-        ctx.endpoint_ca
-            .ensure(&ctx.client, endpoint, &namespace)
-            .await;
-    }
+    let (decision, _) = done.into_result()?;
     tracing::debug!(
         read_ms = read.as_millis(),
         observe_ms = timings.observed.saturating_sub(read).as_millis(),
@@ -316,15 +311,6 @@ pub(crate) async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result
         "reconciled"
     );
     ctx.metrics.record(group, &decision, now);
-    if let (Some(Some(version)), Some(document)) = (applied.document, decision.document_write) {
-        // The next reconcile reads this very document: keep it decoded.
-        ctx.stores.documents.remember(
-            &group.namespace().unwrap_or_default(),
-            &group.config_map_name(),
-            version,
-            Arc::new(document),
-        );
-    }
     Ok(Action::requeue(decision.requeue_after))
 }
 
@@ -343,23 +329,7 @@ pub(crate) async fn cleanup_group(group: &ShardGroup, ctx: &Context) -> Result<A
         .map(|p| (p.name, Some(p.uid).filter(|u| !u.is_empty())))
         .collect();
     apply::remove_annotations(&ctx.client, group, &carriers, &ctx.writes, &ctx.metrics).await?;
-    ctx.sources.forget(group);
-    ctx.stores
-        .documents
-        .forget(&namespace, &group.config_map_name());
-    if let Some(endpoint) = &ctx.endpoint {
-        let key = crate::endpoint::GroupKey::new(namespace.clone(), group.name_any());
-        endpoint.directory.remove_group(&key);
-        endpoint.releases.remove_group(&key);
-    }
-    ctx.loads.remove_group(&crate::endpoint::GroupKey::new(
-        namespace.clone(),
-        group.name_any(),
-    ));
-    ctx.metrics.forget(&metrics::GroupLabels {
-        namespace,
-        shardgroup: group.name_any(),
-    });
+    ctx.groups.forget(group);
     tracing::info!(
         pods = carriers.len(),
         "ShardGroup deleted: pod annotations removed"
@@ -380,12 +350,8 @@ pub fn error_policy(
     ctx: Arc<Context>,
 ) -> Action {
     ctx.metrics.error(error.metric_label());
-    let retry = ctx
-        .failures
-        .lock()
-        .entry(ObjectRef::from_obj(obj.as_ref()))
-        .or_default()
-        .failed(error.is_stale_read());
+    let key = GroupKey::new(obj.namespace().unwrap_or_default(), obj.name_any());
+    let retry = ctx.groups.failed(&key, error.is_stale_read());
     if !retry.reported {
         tracing::info!(%error, retry_in = ?retry.after, "the object changed since the cache read it; retrying");
         return Action::requeue(retry.after);

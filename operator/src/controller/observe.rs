@@ -1,14 +1,16 @@
 //! Observe: the first, read-only step of a reconcile. It gathers everything
 //! the pure plan step needs about one ShardGroup from the caches (the group,
 //! its pool, the pool's pods as the pod cache's records, the owned
-//! ConfigMap's published document) plus the topology read result and the
-//! current time, into one [`Observation`] (the controller core's type, with
-//! the plain data it is made of). Nothing here writes.
+//! ConfigMap's published document) plus what the reconcile read elsewhere
+//! ([`Reads`]: the topology, the lease scan, the acknowledged releases and
+//! the measured loads) and the current time, into one [`Observation`] (the
+//! controller core's type, with the plain data it is made of), built once
+//! from all of it. Nothing here writes.
 //!
 //! The ConfigMap's `metadata.resourceVersion` is read together with its
-//! document ([`Stores::observe_with_version`]): the apply step conditions the
-//! next document write on it ([`PublishedVersion`]), so a write can only
-//! replace the document this reconcile planned from.
+//! document ([`Stores::published`]): the apply step conditions the next
+//! document write on it ([`PublishedVersion`]), so a write can only replace
+//! the document this reconcile planned from.
 //!
 //! Of each pod's status it keeps what the kubelet said of its containers
 //! ([`Containers`]), and from the memory of departed pods ([`departed`]) what
@@ -29,14 +31,16 @@ use kube::ResourceExt;
 use kube::core::{DeserializeGuard, ObjectMeta, PartialObjectMeta, Selector, SelectorExt};
 use kube::runtime::reflector::{ObjectRef, Store};
 
+pub use shardring_core::load::LoadObservation;
 pub use shardring_core::observation::{
-    Containers, LeaseObservation, Observation, PodInfo, Published, PublishedVersion,
+    Containers, LeaseObservation, Observation, PodInfo, Published, PublishedVersion, ReleaseAcks,
     TopologyObservation,
 };
 
 use self::documents::DocumentCache;
 use super::cached_pod::{CachedContainerState, CachedContainerStatus, CachedPod};
 use super::pod_cache::{PodCache, PodRecord};
+use crate::GroupKey;
 use crate::crds::{ConsumerPool, ShardGroup};
 
 /// Node label that names a node's zone (also read from the pod when present).
@@ -107,13 +111,39 @@ pub struct Stores {
     pub config_maps: Store<ConfigMap>,
     /// Pods that left the API, fed by the pod watch.
     pub departed: departed::Departed,
-    /// The decoded documents of the ConfigMaps, by resourceVersion.
+    /// The groups' decoded documents, by their ConfigMaps' resourceVersion.
     pub documents: DocumentCache,
+}
+
+/// What a reconcile read for one group outside the reflector stores.
+#[derive(Debug, Clone)]
+pub struct Reads {
+    /// The source read, with the last good topology.
+    pub topology: TopologyObservation,
+    /// The lease table scan.
+    pub leases: LeaseObservation,
+    /// The releases consumers acknowledged through the endpoint.
+    pub releases: ReleaseAcks,
+    /// The shards' measured loads.
+    pub loads: LoadObservation,
+}
+
+impl Reads {
+    /// A source read alone: the lease table unread, no endpoint, nothing
+    /// measured.
+    pub fn topology(group: &ShardGroup, topology: TopologyObservation) -> Self {
+        Self {
+            topology,
+            leases: LeaseObservation::unread(group),
+            releases: ReleaseAcks::default(),
+            loads: LoadObservation::default(),
+        }
+    }
 }
 
 impl Stores {
     /// Builds the observation of `group` from the stores, the topology read
-    /// result and `now`.
+    /// result and `now` (no lease scan, endpoint or loads).
     pub fn observe(
         &self,
         group: &ShardGroup,
@@ -124,14 +154,44 @@ impl Stores {
     }
 
     /// [`Stores::observe`], plus the version of the published ConfigMap the
-    /// document was decoded from (one read of the store, so the two always
-    /// belong together): what the next document write is conditioned on.
+    /// document was decoded from.
     pub fn observe_with_version(
         &self,
         group: &ShardGroup,
         topology: TopologyObservation,
         now: Timestamp,
     ) -> (Observation, PublishedVersion) {
+        let (published, version) = self.published(group);
+        let reads = Reads::topology(group, topology);
+        (self.observation(group, published, reads, now), version)
+    }
+
+    /// The group's published document, and the version of the ConfigMap it
+    /// was decoded from (one read of the store, so the two always belong
+    /// together): what the next document write is conditioned on.
+    pub fn published(&self, group: &ShardGroup) -> (Published, PublishedVersion) {
+        let namespace = group.namespace().unwrap_or_default();
+        let config_map = self
+            .config_maps
+            .get(&ObjectRef::new(&group.config_map_name()).within(&namespace));
+        let published = config_map.as_deref().map_or(Published::Missing, |cm| {
+            self.documents.published(&GroupKey::of(group), cm)
+        });
+        let version = config_map
+            .as_deref()
+            .map_or(PublishedVersion::Absent, published_version);
+        (published, version)
+    }
+
+    /// The observation of `group`: what the stores hold of it now, its
+    /// `published` document, and what the reconcile read elsewhere.
+    pub fn observation(
+        &self,
+        group: &ShardGroup,
+        published: Published,
+        reads: Reads,
+        now: Timestamp,
+    ) -> Observation {
         let namespace = group.namespace().unwrap_or_default();
         let pool = self.pool(&namespace, &group.spec.pool_ref.name);
         let key = group.annotation_key();
@@ -145,15 +205,6 @@ impl Stores {
         let pods = self.pods.read_namespace(&namespace, |pods| {
             collect_pods(pods, selector, capacity_label, &key, zone_of)
         });
-        let config_map = self
-            .config_maps
-            .get(&ObjectRef::new(&group.config_map_name()).within(&namespace));
-        let published = config_map
-            .as_deref()
-            .map_or(Published::Missing, |cm| self.documents.published(cm));
-        let version = config_map
-            .as_deref()
-            .map_or(PublishedVersion::Absent, published_version);
         // Only the departures of pods the published document names matter
         // (every pod, when there is no document to go by).
         let departed = self.departed.departures(
@@ -165,19 +216,24 @@ impl Stores {
             },
             now,
         );
-        let observation = Observation {
+        let Reads {
+            topology,
+            leases,
+            releases,
+            loads,
+        } = reads;
+        Observation {
             group: group.clone(),
             pool,
             pods,
             topology,
             published,
-            leases: LeaseObservation::unread(group),
+            leases,
             departed,
-            releases: Default::default(),
-            loads: Default::default(),
+            releases,
+            loads,
             now,
-        };
-        (observation, version)
+        }
     }
 }
 

@@ -11,7 +11,10 @@
 //!
 //! Leadership: the watches run on every replica (so a standby is ready with
 //! warm caches), but a reconcile writes only while this replica leads; when
-//! it becomes leader every ShardGroup is reconciled at once.
+//! it becomes leader every ShardGroup is reconciled at once, and when it
+//! stops leading it forgets what only a leader serves
+//! ([`super::groups::GroupRegistry::clear`]), in the controller's own
+//! trigger stream: no task of its own changes state.
 
 use std::future::ready;
 use std::sync::Arc;
@@ -198,7 +201,7 @@ pub async fn run_controller(
     if let Some(rx) = leader.clone() {
         context = context.with_leader(rx);
     }
-    context.loads = Arc::clone(&config.loads);
+    context = context.with_loads(Arc::clone(&config.loads));
     if let Some(endpoint) = config.endpoint.clone() {
         endpoint
             .directory
@@ -209,7 +212,7 @@ pub async fn run_controller(
         context = context.with_endpoint(endpoint);
     }
     let context = Arc::new(context);
-    let endpoint_tasks = endpoint_streams(&context, leader.clone());
+    let endpoint_tasks = endpoint_streams(&context);
 
     let pod_groups = groups.clone();
     let pod_stores = stores.clone();
@@ -217,7 +220,11 @@ pub async fn run_controller(
     // Every ShardGroup is reconciled when the caches complete a list (the
     // first, and every relist) and when this replica becomes leader.
     let reconcile_all = match leader {
-        Some(rx) => futures::stream::select(sync.lists_completed(), became_leader(rx)).boxed(),
+        Some(rx) => futures::stream::select(
+            sync.lists_completed(),
+            became_leader(rx, Arc::clone(&context)),
+        )
+        .boxed(),
         None => sync.lists_completed().boxed(),
     };
     let (released, ca_changed) = endpoint_tasks;
@@ -404,12 +411,9 @@ impl kube::runtime::utils::Backoff for EachWatchBacksOff {
 /// The endpoint's inputs to the controller: the groups a release was
 /// accepted for (reconciled at once, so the new owner is activated), and a
 /// stream that fires when the endpoint's CA changes (every group is
-/// reconciled, to publish it). Without an endpoint both are empty. A
-/// replica that stops leading forgets the views, releases and published
-/// CAs (the next leadership starts from what its first cycles publish).
+/// reconciled, to publish it). Without an endpoint both are empty.
 fn endpoint_streams(
     context: &Arc<Context>,
-    leader: Option<watch::Receiver<bool>>,
 ) -> (
     futures::stream::BoxStream<'static, reflector::ObjectRef<DeserializeGuard<ShardGroup>>>,
     futures::stream::BoxStream<'static, ()>,
@@ -420,21 +424,6 @@ fn endpoint_streams(
             futures::stream::empty().boxed(),
         );
     };
-    if let Some(mut rx) = leader {
-        let context = Arc::clone(context);
-        tokio::spawn(async move {
-            while rx.changed().await.is_ok() {
-                if !*rx.borrow_and_update()
-                    && let Some(endpoint) = &context.endpoint
-                {
-                    endpoint.directory.clear();
-                    endpoint.releases.clear();
-                    endpoint.loads.clear();
-                    context.endpoint_ca.forget();
-                }
-            }
-        });
-    }
     let released = match endpoint.releases.take_requests() {
         Some(requests) => tokio_stream_of(requests)
             .map(|key| reflector::ObjectRef::new(&key.name).within(&key.namespace))
@@ -459,12 +448,23 @@ fn tokio_stream_of<T: Send + 'static>(
     })
 }
 
-/// Emits `()` each time `rx` turns true.
-fn became_leader(rx: watch::Receiver<bool>) -> impl Stream<Item = ()> + Send + 'static {
+/// Emits `()` each time `rx` turns true. Each time it turns false, the
+/// replica first forgets what only a leader serves (the views, releases and
+/// published CAs: the next leadership starts from what its first cycles
+/// publish).
+fn became_leader(
+    rx: watch::Receiver<bool>,
+    context: Arc<Context>,
+) -> impl Stream<Item = ()> + Send + 'static {
     futures::stream::unfold(rx, |mut rx| async move {
         rx.changed().await.ok()?;
         let leading = *rx.borrow_and_update();
         Some((leading, rx))
     })
-    .filter_map(|leading| ready(leading.then_some(())))
+    .filter_map(move |leading| {
+        if !leading {
+            context.groups.clear();
+        }
+        ready(leading.then_some(()))
+    })
 }

@@ -2,20 +2,20 @@
 //! built from the spec (rebuilt when `spec.source` or `spec.leaseTable`
 //! changes) and the last topology read successfully, with the time it was
 //! first seen. A failed read keeps the last good topology and reports the
-//! error, so the plan step never mistakes a failure for "no shards".
+//! error, so the plan step never mistakes a failure for "no shards". Each
+//! group's is its [`GroupState::source`](super::groups::GroupState) in the
+//! controller's one [`GroupTable`].
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-
 use jiff::Timestamp;
-use kube::ResourceExt;
 use shardring_core::observation::{LeaseObservation, TopologyObservation};
 use shardring_core::topology::{SourceError, Topology};
 
+use super::groups::GroupTable;
+use crate::GroupKey;
 use crate::crds::shard_group::{LeaseTableSpec, ShardSource as SourceSpec};
 use crate::crds::{ShardGroup, ShardGroupSpec};
 use crate::source::kinesis::{AwsSettings, KinesisProvider};
@@ -29,8 +29,10 @@ pub(crate) type BuildFuture =
 /// [`KinesisProvider`] unless replaced in tests).
 pub(crate) type SourceFactory = Arc<dyn Fn(&ShardGroupSpec) -> BuildFuture + Send + Sync>;
 
-struct GroupSource {
-    spec: (SourceSpec, Option<LeaseTableSpec>),
+/// One group's source and what it last read.
+pub(crate) struct GroupSource {
+    /// What the source was built from.
+    pub(crate) spec: (SourceSpec, Option<LeaseTableSpec>),
     /// `None` until a build succeeds: a failed build is retried at the next read.
     source: Option<Arc<dyn ShardSource>>,
     /// Shared with every observation made from it (tens of thousands of
@@ -53,11 +55,12 @@ impl GroupSource {
     }
 }
 
-/// Sources and last good topologies of every ShardGroup, keyed by uid.
+/// Builds and reads the sources of every ShardGroup, keeping each one and
+/// its last good topology in the group's state.
 pub struct Sources {
     factory: SourceFactory,
     kinesis: Option<Arc<KinesisProvider>>,
-    groups: Mutex<HashMap<String, GroupSource>>,
+    groups: GroupTable,
 }
 
 impl Default for Sources {
@@ -77,8 +80,22 @@ impl Sources {
         Self {
             factory,
             kinesis: None,
-            groups: Mutex::default(),
+            groups: GroupTable::default(),
         }
+    }
+
+    /// These sources, keeping their state in `groups` (the controller's
+    /// one table) instead of their own.
+    pub(crate) fn sharing(self, groups: &GroupTable) -> Self {
+        Self {
+            groups: groups.clone(),
+            ..self
+        }
+    }
+
+    /// The Kinesis provider the sources come from, if any.
+    pub(crate) fn kinesis(&self) -> Option<Arc<KinesisProvider>> {
+        self.kinesis.clone()
     }
 
     /// Sources built from the spec: static ones directly, Kinesis ones from
@@ -110,13 +127,15 @@ impl Sources {
 
     /// Reads `group`'s topology now, keeping the last good one on failure.
     pub async fn read(&self, group: &ShardGroup, now: Timestamp) -> TopologyObservation {
-        let key = key(group);
+        let key = GroupKey::of(group);
         let wanted = (group.spec.source.clone(), group.spec.lease_table.clone());
         let (existing, known) = {
             let mut groups = self.groups.lock();
             let entry = groups
                 .entry(key.clone())
-                .or_insert_with(|| GroupSource::new(wanted.clone()));
+                .or_default()
+                .source
+                .get_or_insert_with(|| GroupSource::new(wanted.clone()));
             if entry.spec != wanted {
                 // A different source: the old topology says nothing about it.
                 *entry = GroupSource::new(wanted);
@@ -157,7 +176,7 @@ impl Sources {
         };
         let (ordering_enforced, lineage, refresh_after) = extras;
         let mut groups = self.groups.lock();
-        let Some(entry) = groups.get_mut(&key) else {
+        let Some(entry) = groups.get_mut(&key).and_then(|state| state.source.as_mut()) else {
             // Forgotten while reading (the group was deleted).
             return TopologyObservation {
                 source: describe,
@@ -204,7 +223,8 @@ impl Sources {
         }
         let groups = self.groups.lock();
         let snapshot = groups
-            .get(&key(group))
+            .get(&GroupKey::of(group))
+            .and_then(|state| state.source.as_ref())
             .and_then(|entry| entry.source.as_ref())
             .and_then(|source| source.leases());
         match snapshot {
@@ -214,29 +234,6 @@ impl Sources {
             ),
         }
     }
-
-    /// Drops the state of a deleted group, and its Kinesis source when no
-    /// other group reads the same stream and lease table.
-    pub(crate) fn forget(&self, group: &ShardGroup) {
-        let mut groups = self.groups.lock();
-        let Some(gone) = groups.remove(&key(group)) else {
-            return;
-        };
-        let shared = groups.values().any(|other| other.spec == gone.spec);
-        if !shared && let Some(kinesis) = &self.kinesis {
-            kinesis.forget(&group.spec);
-        }
-    }
-}
-
-fn key(group: &ShardGroup) -> String {
-    group.uid().unwrap_or_else(|| {
-        format!(
-            "{}/{}",
-            group.namespace().unwrap_or_default(),
-            group.name_any()
-        )
-    })
 }
 
 #[cfg(test)]
@@ -403,7 +400,7 @@ mod tests {
         let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
         for lease_table in [false, true] {
             let mut g = group(lease_table);
-            g.metadata.uid = Some(format!("k-{lease_table}"));
+            g.metadata.name = Some(format!("k-{lease_table}"));
             g.spec.source = SourceSpec {
                 kinesis: Some(
                     serde_json::from_value(serde_json::json!({"streamName": "orders"})).unwrap(),
@@ -433,7 +430,7 @@ mod tests {
         sources.read(&without, now).await;
         assert_eq!(sources.leases(&without), LeaseObservation::NotConfigured);
         let mut with = group(true);
-        with.metadata.uid = Some("v".into());
+        with.metadata.name = Some("v".into());
         assert!(
             matches!(sources.leases(&with), LeaseObservation::Failed(_)),
             "not read yet"

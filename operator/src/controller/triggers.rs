@@ -83,6 +83,8 @@ fn hash(value: &impl Hash) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::GroupKey;
+    use crate::controller::apply::GROUP_LABEL;
     use crate::crds::shard_group::{PoolRef, ShardSource, StaticSource};
     use crate::crds::{AssignmentDocument, ShardGroupSpec, ShardGroupStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -149,6 +151,7 @@ mod tests {
                 namespace: Some("ns".into()),
                 name: Some("g-assignment".into()),
                 resource_version: Some(version.into()),
+                labels: Some([(GROUP_LABEL.to_owned(), "g".to_owned())].into()),
                 ..Default::default()
             },
             ..Default::default()
@@ -159,7 +162,7 @@ mod tests {
     fn only_a_known_document_update_is_quiet() {
         let documents = DocumentCache::default();
         let doc = Arc::new(AssignmentDocument::new("ns/g", 1));
-        documents.remember("ns", "g-assignment", "7".into(), doc);
+        documents.remember(&GroupKey::new("ns", "g"), "g-assignment", "7".into(), doc);
         let apply = |v: &str| Ok(watcher::Event::Apply(config_map(v)));
         assert!(known_document_update(&documents, &apply("7")));
         assert!(!known_document_update(&documents, &apply("8")));

@@ -10,9 +10,10 @@ use http::StatusCode;
 use http::header::{self, HeaderValue};
 use shardring_crds::endpoint::ErrorBody;
 
+use super::Lookup;
 use super::auth::Identity;
-use super::ratelimit::Decision;
-use super::{GroupKey, Lookup};
+use super::ratelimit::Admission;
+use crate::GroupKey;
 
 /// An answer being built: status, body, and the headers beyond the usual.
 pub(super) struct Answer {
@@ -62,7 +63,7 @@ impl Answer {
         .closing()
     }
 
-    pub(super) fn rate_limited(key: &str, decision: Decision) -> Self {
+    pub(super) fn rate_limited(key: &str, decision: Admission) -> Self {
         Self::error(
             StatusCode::TOO_MANY_REQUESTS,
             "RateLimited",

@@ -31,30 +31,7 @@ use shardring_crds::assignment::{AssignmentDocument, PodAssignment, PodView};
 use shardring_crds::endpoint::ViewResponse;
 use tokio::sync::{mpsc, watch};
 
-/// A ShardGroup, by namespace and name.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct GroupKey {
-    /// Namespace.
-    pub namespace: String,
-    /// Name.
-    pub name: String,
-}
-
-impl GroupKey {
-    /// The key of `namespace/name`.
-    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
-        Self {
-            namespace: namespace.into(),
-            name: name.into(),
-        }
-    }
-}
-
-impl std::fmt::Display for GroupKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
-    }
-}
+use crate::GroupKey;
 
 /// One pod's view as served: its epoch (to answer long-polls) and the JSON
 /// body of its [`ViewResponse`]. `epoch` 0 with an empty view means the pod

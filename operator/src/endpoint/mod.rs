@@ -41,11 +41,11 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 pub use auth::LocalTokens;
-pub use directory::{Caller, Directory, FreshPod, GroupKey, Lookup, PodCache, PodSync, ServedView};
+pub use directory::{Caller, Directory, FreshPod, Lookup, PodCache, PodSync, ServedView};
 pub use loads::{LoadRefusal, Loads};
 pub use metrics::EndpointMetrics;
 pub use releases::{ReleaseRejection, Releases};
-pub use server::{EndpointConfig, EndpointError, EndpointServer};
+pub use server::{EndpointServer, EndpointServerConfig, EndpointServerError};
 
 /// What the controller and the endpoint's server share: the served views,
 /// the acknowledged releases, and the CA certificate (PEM) consumers must

@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 /// What the limiter says of one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Decision {
+pub(crate) struct Admission {
     /// Whether the request may proceed.
     pub allowed: bool,
     /// Requests allowed per window (`X-RateLimit-Limit`).
@@ -63,14 +63,14 @@ impl<K: Hash + Eq + Clone> FixedWindow<K> {
     }
 
     /// Counts one request of `key` now.
-    pub(crate) fn check(&self, key: &K) -> Decision {
+    pub(crate) fn check(&self, key: &K) -> Admission {
         self.check_at(key, Instant::now().saturating_duration_since(self.origin))
     }
 
     /// Counts one request of `key` at `elapsed` since the limiter's origin
     /// (time never goes backwards for callers: a request from an older
     /// window than the current one is counted in the current one).
-    pub(crate) fn check_at(&self, key: &K, elapsed: Duration) -> Decision {
+    pub(crate) fn check_at(&self, key: &K, elapsed: Duration) -> Admission {
         let window_nanos = self.window.as_nanos();
         let index = elapsed.as_nanos() / window_nanos;
         let mut counters = self.counters.lock();
@@ -92,7 +92,7 @@ impl<K: Hash + Eq + Clone> FixedWindow<K> {
         let reset_secs = u64::try_from(left_nanos.div_ceil(1_000_000_000))
             .unwrap_or(u64::MAX)
             .max(1);
-        Decision {
+        Admission {
             allowed,
             limit: self.limit,
             remaining: self.limit.saturating_sub(used),

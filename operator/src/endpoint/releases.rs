@@ -20,7 +20,7 @@ use shardring_crds::assignment::{AssignmentDocument, ShardPhase};
 use shardring_crds::endpoint::{ReleaseOutcome, ReleaseRequest};
 use tokio::sync::mpsc;
 
-use super::directory::GroupKey;
+use crate::GroupKey;
 
 /// Why an acknowledgement was refused (HTTP 409, or 404 for an unknown
 /// group). Nothing is recorded.

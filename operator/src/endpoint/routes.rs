@@ -31,10 +31,11 @@ use super::answers::{Answer, refusal};
 use super::auth::{AuthError, Identity, TokenCheck};
 use super::http1::MAX_HEAD_BYTES;
 use super::metrics::{EndpointMetrics, LimitLabel};
-use super::ratelimit::{Decision, FixedWindow};
+use super::ratelimit::{Admission, FixedWindow};
 use super::request_body;
 use super::serving::Serving;
-use super::{Caller, EndpointState, GroupKey, LoadRefusal, Lookup, ReleaseRejection, ServedView};
+use super::{Caller, EndpointState, LoadRefusal, Lookup, ReleaseRejection, ServedView};
+use crate::GroupKey;
 
 /// What the request handlers share.
 pub(crate) struct App {
@@ -139,7 +140,7 @@ fn respond(
     app: &App,
     label: &'static str,
     answer: Answer,
-    limits: Decision,
+    limits: Admission,
 ) -> Response<Full<Bytes>> {
     app.metrics.request(label, answer.status.as_u16());
     let mut response = Response::new(Full::new(answer.body));
@@ -189,7 +190,7 @@ async fn answer(
     ip: IpAddr,
     route: Route,
     request: hyper::Request<Incoming>,
-) -> (Answer, Decision) {
+) -> (Answer, Admission) {
     let by_ip = app.ip_limit.check(&ip);
     let (parts, body) = request.into_parts();
     if !by_ip.allowed {

@@ -36,7 +36,7 @@ use super::tls::{self, CertResolver, PemPair, TlsError};
 
 /// How the endpoint is served (`shardring run`'s `--endpoint-*` flags).
 #[derive(Debug, Clone)]
-pub struct EndpointConfig {
+pub struct EndpointServerConfig {
     /// Listen address.
     pub addr: SocketAddr,
     /// Directory of the mounted certificate (`tls.crt`, `tls.key`, `ca.crt`).
@@ -69,7 +69,7 @@ pub struct EndpointConfig {
     pub pod_name: Option<String>,
 }
 
-impl EndpointConfig {
+impl EndpointServerConfig {
     /// The defaults of `shardring run`, listening on `addr` in `namespace`.
     pub fn new(addr: SocketAddr, namespace: &str) -> Self {
         Self {
@@ -94,7 +94,7 @@ impl EndpointConfig {
 
 /// Errors of the endpoint server.
 #[derive(Debug, thiserror::Error)]
-pub enum EndpointError {
+pub enum EndpointServerError {
     /// The listen address is taken or not permitted.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -137,7 +137,7 @@ pub struct EndpointServer {
     resolver: Arc<CertResolver>,
     /// The pair in force if it came from the directory.
     mounted: Option<PemPair>,
-    config: EndpointConfig,
+    config: EndpointServerConfig,
     backing: Backing,
     state: EndpointState,
     metrics: EndpointMetrics,
@@ -157,12 +157,12 @@ impl EndpointServer {
     /// `config.addr`. `leader` is the leader-election flag (`None`: this
     /// replica always leads).
     pub async fn bind(
-        config: EndpointConfig,
+        config: EndpointServerConfig,
         client: kube::Client,
         state: EndpointState,
         metrics: EndpointMetrics,
         leader: Option<watch::Receiver<bool>>,
-    ) -> Result<Self, EndpointError> {
+    ) -> Result<Self, EndpointServerError> {
         Self::bind_with(config, Backing::Api(client), state, metrics, leader).await
     }
 
@@ -172,24 +172,24 @@ impl EndpointServer {
     /// (unless `config.tls_dir` holds one), no pod is labelled, and it
     /// always leads.
     pub async fn bind_local(
-        config: EndpointConfig,
+        config: EndpointServerConfig,
         tokens: Arc<LocalTokens>,
         state: EndpointState,
         metrics: EndpointMetrics,
-    ) -> Result<Self, EndpointError> {
+    ) -> Result<Self, EndpointServerError> {
         Self::bind_with(config, Backing::Local(tokens), state, metrics, None).await
     }
 
     async fn bind_with(
-        config: EndpointConfig,
+        config: EndpointServerConfig,
         backing: Backing,
         state: EndpointState,
         metrics: EndpointMetrics,
         leader: Option<watch::Receiver<bool>>,
-    ) -> Result<Self, EndpointError> {
+    ) -> Result<Self, EndpointServerError> {
         let provider = tls::provider();
         let dir = config.tls_dir.clone();
-        let certificate = |source| EndpointError::Certificate {
+        let certificate = |source| EndpointServerError::Certificate {
             dir: dir.clone(),
             source,
         };
@@ -238,13 +238,13 @@ impl EndpointServer {
         let listener =
             TcpListener::bind(config.addr)
                 .await
-                .map_err(|source| EndpointError::Bind {
+                .map_err(|source| EndpointServerError::Bind {
                     addr: config.addr,
                     source,
                 })?;
         let local_addr = listener
             .local_addr()
-            .map_err(|source| EndpointError::Bind {
+            .map_err(|source| EndpointServerError::Bind {
                 addr: config.addr,
                 source,
             })?;
@@ -458,7 +458,7 @@ async fn connection(
     _guard: ConnectionGuard,
 ) {
     let _ = stream.set_nodelay(true);
-    // The TLS stream (1.2 KiB of state) goes on the heap, in a block that
+    // The TLS stream's state goes on the heap, in a block that
     // ends before the HTTP server starts: a binding still in scope keeps its
     // room in the task's future across every later await, even once moved
     // from, and an open long-poll's memory is mostly that future.

@@ -21,7 +21,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::lease::{Attempt, Clock, LeaseError, LeaseLock};
+use super::lease::{Attempt, LeaseError, LeaseLock};
+use crate::clock::Clock;
 
 /// Default time a Lease stays valid without renewal.
 pub(crate) const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);

@@ -18,22 +18,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::PostParams;
 use kube::{Api, Client};
 
-/// Source of wall-clock time written into and compared with the Lease;
-/// injectable so tests control expiry.
-pub trait Clock: Send + Sync + 'static {
-    /// The current time.
-    fn now(&self) -> Timestamp;
-}
-
-/// The system clock.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> Timestamp {
-        Timestamp::now()
-    }
-}
+use crate::clock::Clock;
 
 /// Result of one [`LeaseLock::try_acquire_or_renew`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,7 +120,7 @@ impl LeaseLock {
             name: name.to_owned(),
             identity: identity.to_owned(),
             lease_duration,
-            clock: Arc::new(SystemClock),
+            clock: crate::clock::system(),
         }
     }
 

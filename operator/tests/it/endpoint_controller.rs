@@ -11,8 +11,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use shardring::GroupKey;
 use shardring::controller::{ControllerConfig, ControllerMetrics, Sources, run_controller};
-use shardring::endpoint::{Caller, EndpointState, GroupKey, Lookup};
+use shardring::endpoint::{Caller, EndpointState, Lookup};
 use shardring_crds::endpoint::{ReleaseOutcome, ReleaseRequest, ViewResponse};
 use shardring_devkit::apiserver::{MockApiServer, MockOptions};
 use shardring_devkit::fixtures;

@@ -72,7 +72,11 @@ async fn a_split_without_a_lease_table_is_placed_at_once_with_its_lineage() {
         (c.status.as_str(), c.reason.as_str()),
         ("True", "NoLeaseTable")
     );
-    let doc = decision.document_write.clone().expect("first publish");
+    let doc = decision
+        .document_write
+        .clone()
+        .map(|w| w.document)
+        .expect("first publish");
     let children: Vec<_> = doc
         .shards
         .iter()

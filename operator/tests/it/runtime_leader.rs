@@ -12,8 +12,9 @@ use http::{Method, Request, Response, StatusCode};
 use k8s_openapi::jiff::Timestamp;
 use kube::client::Body;
 use serde_json::{Value, json};
+use shardring::clock::Clock;
 use shardring::runtime::leader::{LeaderConfig, LeaderElector, LeaderMetrics};
-use shardring::runtime::lease::{Attempt, Clock, LeaseLock};
+use shardring::runtime::lease::{Attempt, LeaseLock};
 use tokio_util::sync::CancellationToken;
 use tower_test::mock::{self, Handle, SendResponse};
 

@@ -10,9 +10,9 @@ use crate::crds::{AssignmentDocument, PodView, ShardGroupStatus, ShardPhase};
 use crate::rng::Rng;
 use crate::world::{Ms, World};
 use shardring_core::AnnotationWrite;
-use shardring_core::cycle::{Apply, DocumentWrite};
+use shardring_core::cycle::Apply;
 use shardring_core::observation::PublishedVersion;
-use shardring_core::plan::Decision;
+use shardring_core::plan::{Decision, DocumentWrite};
 
 /// Longest delay of a late document write, ms (reconciles run every 0.5–3 s).
 const LATE_DOC_MAX_MS: Ms = 60_000;
@@ -80,7 +80,7 @@ impl Apply for Reconcile<'_> {
     /// records its handoffs, and lets a late document write land between
     /// this reconcile's read and its own write.
     async fn planned(&mut self, decision: &Decision) {
-        if let Some(doc) = &decision.document_write {
+        if let Some(DocumentWrite { document: doc, .. }) = &decision.document_write {
             let lost: Vec<&String> = self
                 .before
                 .iter()
@@ -101,10 +101,14 @@ impl Apply for Reconcile<'_> {
         self.op.land_racing(self.world, self.rng);
     }
 
-    async fn document(&mut self, write: DocumentWrite<'_>) -> Result<(), WriteError> {
+    async fn document(
+        &mut self,
+        write: &DocumentWrite,
+        base: &PublishedVersion,
+    ) -> Result<(), WriteError> {
         self.write(Write::Doc(
-            Box::new(write.document.clone()),
-            write.base.clone(),
+            Box::new((*write.document).clone()),
+            base.clone(),
         ))
     }
 

@@ -123,7 +123,7 @@ fn leases(obs: &Observation, lease_table: bool) -> LeaseObservation {
 
 fn settle(mut obs: Observation) -> Observation {
     let decision = plan(&obs);
-    if let Some(doc) = decision.document_write.clone() {
+    if let Some(doc) = decision.document_write.clone().map(|w| w.document) {
         obs.published = Published::from(doc);
     }
     for write in &decision.annotation_writes {
@@ -131,7 +131,7 @@ fn settle(mut obs: Observation) -> Observation {
             pod.annotation = write.view.as_ref().map(|v| v.to_annotation());
         }
     }
-    obs.group.status = Some(decision.status);
+    obs.group.status = Some(decision.status.into_status());
     obs
 }
 

@@ -38,7 +38,11 @@ fn with_acks(
 }
 
 fn document(decision: &Decision) -> &AssignmentDocument {
-    decision.document_write.as_ref().expect("a new document")
+    decision
+        .document_write
+        .as_ref()
+        .map(|w| &w.document)
+        .expect("a new document")
 }
 
 #[test]
@@ -95,6 +99,7 @@ fn the_owners_ack_completes_the_handoff_at_once_and_hands_over_its_checkpoint() 
         let doc = again
             .document_write
             .as_ref()
+            .map(|w| &*w.document)
             .or(next.published.document())
             .unwrap();
         assert_eq!(

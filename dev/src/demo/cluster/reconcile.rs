@@ -4,16 +4,20 @@
 //! memory of departed pods its pod watch would keep) and writes to it in the
 //! operator's order: the document (also as a file), the pod annotations
 //! (each projected into its pod's downward-API file, as kubelet does, quoted
-//! by [`go_quote`]), the status.
+//! by [`go_quote`]), the status, and last the consumer endpoint's views,
+//! when there is an endpoint.
 
 use jiff::Timestamp;
-use shardring_core::cycle::{Apply, DocumentWrite, Observe, Observed};
+use shardring_core::cycle::{Apply, Observe, Observed};
+use shardring_core::load::LoadObservation;
 use shardring_core::observation::{
-    LeaseObservation, Observation, Published, PublishedVersion, TopologyObservation,
+    LeaseObservation, Observation, Published, PublishedVersion, ReleaseAcks, TopologyObservation,
 };
+use shardring_core::plan::{Decision, DocumentWrite};
 use shardring_core::{AnnotationWrite, EventNote};
 
 use super::{Cluster, NAMESPACE};
+use shardring::controller::ControllerMetrics;
 use shardring::controller::endpoint_sync::{self, EndpointSeen};
 use shardring::endpoint::EndpointState;
 use shardring_crds::{AssignmentDocument, ShardGroupStatus};
@@ -34,11 +38,12 @@ impl Cluster {
         }
     }
 
-    /// The controller's observation of the group at `now`.
+    /// The controller's observation of the group at `now`, with the
+    /// source's read results and what the endpoint recorded.
     pub fn observation(
         &self,
-        topology: TopologyObservation,
-        leases: LeaseObservation,
+        (topology, leases): (TopologyObservation, LeaseObservation),
+        (releases, loads): (ReleaseAcks, LoadObservation),
         now: Timestamp,
     ) -> Observation {
         Observation {
@@ -52,8 +57,8 @@ impl Cluster {
                 .map_or(Published::Missing, Published::from),
             leases,
             departed: self.departed.departures(NAMESPACE, |_| true, now),
-            releases: Default::default(),
-            loads: Default::default(),
+            releases,
+            loads,
             now,
         }
     }
@@ -100,38 +105,44 @@ pub struct Reconcile<'a> {
     cluster: &'a mut Cluster,
     /// The topology and lease table reads, until the observe half takes them.
     reads: Option<(TopologyObservation, LeaseObservation)>,
-    /// The consumer endpoint whose releases the observation takes.
-    endpoint: Option<&'a EndpointState>,
-    /// What the observe half kept for publishing views after the cycle.
+    /// The consumer endpoint whose releases and loads the observation
+    /// takes and which serves the views, with the metrics its publication
+    /// observes.
+    endpoint: Option<(&'a EndpointState, &'a ControllerMetrics)>,
+    /// What the observe half kept for serving views at the cycle's end.
     seen: Option<EndpointSeen>,
 }
 
 impl<'a> Reconcile<'a> {
-    /// Takes `endpoint`'s acknowledged releases into the observation (as
-    /// the operator's observe step does).
-    pub fn with_endpoint(mut self, endpoint: Option<&'a EndpointState>) -> Self {
+    /// Takes `endpoint`'s acknowledged releases and loads into the
+    /// observation and serves the views through it (as the operator's
+    /// cycle does).
+    pub fn with_endpoint(
+        mut self,
+        endpoint: Option<(&'a EndpointState, &'a ControllerMetrics)>,
+    ) -> Self {
         self.endpoint = endpoint;
         self
-    }
-
-    /// What the endpoint needs after the cycle ([`endpoint_sync::publish`]).
-    pub(crate) fn endpoint_seen(&mut self) -> Option<EndpointSeen> {
-        self.seen.take()
     }
 }
 
 impl Observe for Reconcile<'_> {
     async fn observe(&mut self, now: Timestamp) -> Observed {
         let (topology, leases) = self.reads.take().unwrap_or_default();
-        let mut observation = self.cluster.observation(topology, leases, now);
-        if let Some(endpoint) = self.endpoint {
-            endpoint_sync::observe_loads(&endpoint.loads, &self.cluster.group, &mut observation);
-            self.seen = Some(endpoint_sync::observe(
-                endpoint,
-                &self.cluster.group,
-                &mut observation,
-            ));
-        }
+        let group = &self.cluster.group;
+        let recorded = match self.endpoint {
+            Some((endpoint, _)) => {
+                let published = self.cluster.published.as_ref();
+                let loads =
+                    endpoint_sync::observe_loads(&endpoint.loads, group, published, &leases, now);
+                (endpoint_sync::observe_releases(endpoint, group), loads)
+            }
+            None => Default::default(),
+        };
+        let observation = self.cluster.observation((topology, leases), recorded, now);
+        self.seen = self
+            .endpoint
+            .map(|(endpoint, _)| endpoint_sync::seen(endpoint, &observation));
         Observed {
             observation,
             // The in-process store applies every write at once: nothing
@@ -145,8 +156,12 @@ impl Apply for Reconcile<'_> {
     type Error = std::io::Error;
     type Receipt = ();
 
-    async fn document(&mut self, write: DocumentWrite<'_>) -> std::io::Result<()> {
-        self.cluster.publish(write.document)
+    async fn document(
+        &mut self,
+        write: &DocumentWrite,
+        _: &PublishedVersion,
+    ) -> std::io::Result<()> {
+        self.cluster.publish(&write.document)
     }
 
     async fn annotations(&mut self, writes: &[AnnotationWrite]) -> std::io::Result<()> {
@@ -159,6 +174,22 @@ impl Apply for Reconcile<'_> {
     }
 
     async fn events(&mut self, _: &[EventNote]) {}
+
+    /// As the operator does once a cycle wrote everything: the endpoint
+    /// never serves a view ahead of the document.
+    async fn serve(&mut self, decision: &Decision, document: Option<&()>) {
+        if let (Some((endpoint, metrics)), Some(seen)) = (self.endpoint, self.seen.take()) {
+            let written = document.is_some();
+            endpoint_sync::publish(
+                endpoint,
+                metrics,
+                &seen,
+                decision,
+                written,
+                Timestamp::now(),
+            );
+        }
+    }
 }
 
 /// Quotes `value` the way Go's `strconv.Quote` does for the downward-API

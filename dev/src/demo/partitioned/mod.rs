@@ -38,8 +38,9 @@ use super::stage::wait_on;
 use super::{DemoConfig, DemoError};
 use ledger::{Ledger, PartitionFigures};
 use queue::{Producer, Queue};
+use shardring::GroupKey;
 use shardring::endpoint::{
-    EndpointConfig, EndpointMetrics, EndpointServer, EndpointState, GroupKey, LocalTokens,
+    EndpointMetrics, EndpointServer, EndpointServerConfig, EndpointState, LocalTokens,
 };
 use shardring_crds::ShardPhase;
 use shardring_crds::shard_group::StaticSource;
@@ -149,7 +150,7 @@ impl Act {
         let topology = Topology::of_static(&spec);
         let state = EndpointState::default();
         let tokens = Arc::new(LocalTokens::default());
-        let mut endpoint = EndpointConfig::new(([127, 0, 0, 1], 0).into(), NAMESPACE);
+        let mut endpoint = EndpointServerConfig::new(([127, 0, 0, 1], 0).into(), NAMESPACE);
         // No certificate mounted: the self-signed fallback, in memory.
         endpoint.tls_dir = dir.join("no-mounted-certificate");
         // Every pod connects from 127.0.0.1: the per-IP limit would count

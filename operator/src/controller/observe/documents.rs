@@ -10,108 +10,136 @@
 //! the API server answered (when the stored content is exactly what it sent),
 //! so the next reconcile decodes nothing at all.
 
-use std::collections::HashMap;
 use std::sync::Arc;
-
-use parking_lot::Mutex;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 
 use super::Published;
+use crate::GroupKey;
+use crate::controller::apply::GROUP_LABEL;
+use crate::controller::groups::GroupTable;
 use crate::crds::AssignmentDocument;
 use shardring_core::codec;
 
-/// Decoded documents by ConfigMap (namespace, name). Cheap to clone: clones
-/// share one cache.
+/// The decoded published documents, each its group's
+/// [`GroupState::document`](crate::controller::groups::GroupState). Cheap
+/// to clone: clones share one table.
 #[derive(Clone, Default)]
 pub struct DocumentCache {
-    entries: Arc<Mutex<HashMap<(String, String), Entry>>>,
+    groups: GroupTable,
 }
 
-struct Entry {
+/// A group's published document as decoded (or written) at a version of
+/// its ConfigMap.
+pub(crate) struct KnownDocument {
+    config_map: String,
     version: String,
     document: Arc<AssignmentDocument>,
 }
 
 impl DocumentCache {
-    /// The document of `config_map`: the cached one when it was decoded (or
-    /// written) at the ConfigMap's current resourceVersion, else decoded now
-    /// and kept. An unreadable document is never kept.
-    pub fn published(&self, config_map: &ConfigMap) -> Published {
-        let key = key_of(config_map);
+    /// The table the documents are kept in.
+    pub(crate) fn table(&self) -> &GroupTable {
+        &self.groups
+    }
+
+    /// The document of `group`'s `config_map`: the cached one when it was
+    /// decoded (or written) at the ConfigMap's current resourceVersion, else
+    /// decoded now and kept. An unreadable document is never kept.
+    pub fn published(&self, group: &GroupKey, config_map: &ConfigMap) -> Published {
+        let name = config_map.metadata.name.as_deref().unwrap_or_default();
         let version = config_map
             .metadata
             .resource_version
             .as_deref()
             .filter(|v| !v.is_empty());
         if let Some(version) = version
-            && let Some(entry) = self.entries.lock().get(&key)
-            && entry.version == version
+            && let Some(known) = self.known(group, name, version)
         {
-            return Published::Document(entry.document.clone());
+            return Published::Document(known);
         }
         // Decoded outside the lock: other groups' reconciles go on meanwhile.
         match codec::decode(config_map) {
             Ok(document) => {
                 let document = Arc::new(document);
                 if let Some(version) = version {
-                    self.entries.lock().insert(
-                        key,
-                        Entry {
-                            version: version.to_owned(),
-                            document: document.clone(),
-                        },
-                    );
+                    self.remember(group, name, version.to_owned(), document.clone());
                 }
                 Published::Document(document)
             }
             Err(error) => {
-                self.entries.lock().remove(&key);
+                if let Some(state) = self.groups.lock().get_mut(group) {
+                    state.document = None;
+                }
                 Published::Unreadable(error.to_string())
             }
         }
     }
 
     /// Whether the document of `config_map` at its current resourceVersion
-    /// is known (decoded or written by this operator).
+    /// is known (decoded or written by this operator). The group is the one
+    /// the ConfigMap's group label (or controller owner reference) names.
     pub fn knows(&self, config_map: &ConfigMap) -> bool {
-        let version = config_map.metadata.resource_version.as_deref();
-        version.is_some_and(|v| !v.is_empty())
-            && self
-                .entries
-                .lock()
-                .get(&key_of(config_map))
-                .is_some_and(|entry| Some(entry.version.as_str()) == version)
+        let meta = &config_map.metadata;
+        let version = meta.resource_version.as_deref().filter(|v| !v.is_empty());
+        let (Some(version), Some(group)) = (version, group_of(config_map)) else {
+            return false;
+        };
+        self.known(&group, meta.name.as_deref().unwrap_or_default(), version)
+            .is_some()
     }
 
-    /// Remembers that the ConfigMap `namespace/name` holds `document` at
+    /// Remembers that `group`'s ConfigMap `config_map` holds `document` at
     /// `version` (the operator's own write, as the API server stored it).
     pub(crate) fn remember(
         &self,
-        namespace: &str,
-        name: &str,
+        group: &GroupKey,
+        config_map: &str,
         version: String,
         document: Arc<AssignmentDocument>,
     ) {
-        self.entries.lock().insert(
-            (namespace.to_owned(), name.to_owned()),
-            Entry { version, document },
-        );
+        self.groups
+            .lock()
+            .entry(group.clone())
+            .or_default()
+            .document = Some(KnownDocument {
+            config_map: config_map.to_owned(),
+            version,
+            document,
+        });
     }
 
-    /// Forgets the document of `namespace/name` (its ShardGroup is gone).
-    pub(crate) fn forget(&self, namespace: &str, name: &str) {
-        self.entries
-            .lock()
-            .remove(&(namespace.to_owned(), name.to_owned()));
+    fn known(
+        &self,
+        group: &GroupKey,
+        config_map: &str,
+        version: &str,
+    ) -> Option<Arc<AssignmentDocument>> {
+        let groups = self.groups.lock();
+        let known = groups.get(group)?.document.as_ref()?;
+        (known.config_map == config_map && known.version == version).then(|| known.document.clone())
     }
 }
 
-fn key_of(config_map: &ConfigMap) -> (String, String) {
-    (
-        config_map.metadata.namespace.clone().unwrap_or_default(),
-        config_map.metadata.name.clone().unwrap_or_default(),
-    )
+/// The group a shardring ConfigMap belongs to: the one its group label
+/// names, else its controller owner reference.
+fn group_of(config_map: &ConfigMap) -> Option<GroupKey> {
+    let meta = &config_map.metadata;
+    let name = meta
+        .labels
+        .as_ref()
+        .and_then(|labels| labels.get(GROUP_LABEL).cloned())
+        .or_else(|| {
+            meta.owner_references
+                .iter()
+                .flatten()
+                .find(|owner| owner.controller == Some(true) && owner.kind == "ShardGroup")
+                .map(|owner| owner.name.clone())
+        })?;
+    Some(GroupKey::new(
+        meta.namespace.clone().unwrap_or_default(),
+        name,
+    ))
 }
 
 #[cfg(test)]
@@ -133,12 +161,17 @@ mod tests {
         doc
     }
 
+    fn group() -> GroupKey {
+        GroupKey::new("ns", "g")
+    }
+
     fn config_map(doc: &AssignmentDocument, version: &str) -> ConfigMap {
         let encoded = codec::encode(doc).unwrap();
         ConfigMap {
             metadata: ObjectMeta {
                 namespace: Some("ns".into()),
                 name: Some("g-assignment".into()),
+                labels: Some([(GROUP_LABEL.to_owned(), "g".to_owned())].into()),
                 resource_version: Some(version.into()),
                 ..Default::default()
             },
@@ -149,7 +182,11 @@ mod tests {
     }
 
     fn kept(cache: &DocumentCache) -> usize {
-        cache.entries.lock().len()
+        let groups = cache.groups.lock();
+        groups
+            .values()
+            .filter(|state| state.document.is_some())
+            .count()
     }
 
     fn shared(published: &Published) -> Arc<AssignmentDocument> {
@@ -162,10 +199,10 @@ mod tests {
     #[test]
     fn a_version_is_decoded_once_and_a_new_version_again() {
         let cache = DocumentCache::default();
-        let first = shared(&cache.published(&config_map(&document(3), "10")));
-        let again = shared(&cache.published(&config_map(&document(3), "10")));
+        let first = shared(&cache.published(&group(), &config_map(&document(3), "10")));
+        let again = shared(&cache.published(&group(), &config_map(&document(3), "10")));
         assert!(Arc::ptr_eq(&first, &again), "same version, same document");
-        let next = shared(&cache.published(&config_map(&document(4), "11")));
+        let next = shared(&cache.published(&group(), &config_map(&document(4), "11")));
         assert_eq!(next.epoch, 4);
         assert_eq!(kept(&cache), 1);
     }
@@ -174,27 +211,30 @@ mod tests {
     fn the_operators_own_write_is_remembered_at_its_version() {
         let cache = DocumentCache::default();
         let written = Arc::new(document(7));
-        cache.remember("ns", "g-assignment", "42".into(), written.clone());
+        cache.remember(&group(), "g-assignment", "42".into(), written.clone());
         // Whatever the ConfigMap at that version carries, the remembered
         // document is what was written there (nothing is decoded).
-        let seen = shared(&cache.published(&config_map(&document(7), "42")));
+        let seen = shared(&cache.published(&group(), &config_map(&document(7), "42")));
         assert!(Arc::ptr_eq(&seen, &written));
         // Another version is decoded from the ConfigMap itself.
-        let later = shared(&cache.published(&config_map(&document(8), "43")));
+        let later = shared(&cache.published(&group(), &config_map(&document(8), "43")));
         assert_eq!(later.epoch, 8);
     }
 
     #[test]
     fn an_unreadable_document_is_reported_and_not_kept() {
         let cache = DocumentCache::default();
-        cache.published(&config_map(&document(1), "5"));
+        cache.published(&group(), &config_map(&document(1), "5"));
         let mut broken = config_map(&document(2), "6");
         broken.data = Some([("assignment.json".to_owned(), "{".to_owned())].into());
         broken.binary_data = None;
-        assert!(matches!(cache.published(&broken), Published::Unreadable(_)));
+        assert!(matches!(
+            cache.published(&group(), &broken),
+            Published::Unreadable(_)
+        ));
         assert_eq!(kept(&cache), 0);
-        cache.published(&config_map(&document(1), "5"));
-        cache.forget("ns", "g-assignment");
-        assert_eq!(kept(&cache), 0);
+        let cm = config_map(&document(1), "5");
+        cache.published(&group(), &cm);
+        assert!(cache.knows(&cm));
     }
 }

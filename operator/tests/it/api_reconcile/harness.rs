@@ -115,8 +115,8 @@ pub(super) async fn settle(group: &mut ShardGroup, world: &mut World) {
     let ctx = context(mock_client(group.clone()).0, world.stores.clone());
     let topology = ctx.sources.read(group, now()).await;
     let decision = plan(&world.stores.observe(group, topology, now()));
-    if let Some(doc) = &decision.document_write {
-        let mut cm = document_config_map(group, doc).unwrap();
+    if let Some(write) = &decision.document_write {
+        let mut cm = document_config_map(group, &write.document).unwrap();
         cm.metadata.resource_version = Some(SETTLED_VERSION.into());
         world
             .config_maps
@@ -131,7 +131,7 @@ pub(super) async fn settle(group: &mut ShardGroup, world: &mut World) {
         };
         world.apply_pod(pod);
     }
-    group.status = Some(decision.status);
+    group.status = Some(decision.status.into_status());
 }
 
 /// A settled group whose pool gains a pod: the next reconcile writes the

@@ -25,10 +25,11 @@ use rcgen::{
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::Value;
+use shardring::GroupKey;
 use shardring::crds::assignment::{AssignmentDocument, Handoff, PodView, ShardPhase, ShardRecord};
 use shardring::crds::endpoint::ErrorBody;
 use shardring::endpoint::{
-    EndpointConfig, EndpointMetrics, EndpointServer, EndpointState, GroupKey, PodSync,
+    EndpointMetrics, EndpointServer, EndpointServerConfig, EndpointState, PodSync,
 };
 use shardring_devkit::apiserver::{MockApiServer, MockOptions, TokenReviewer};
 use tokio::net::TcpStream;
@@ -157,7 +158,7 @@ pub(super) struct Endpoint {
 /// How to start an [`Endpoint`].
 pub(super) struct Setup {
     /// Tweaks the default test configuration.
-    pub config: Box<dyn FnOnce(&mut EndpointConfig)>,
+    pub config: Box<dyn FnOnce(&mut EndpointServerConfig)>,
     /// `Some(initial)`: follow a leader flag.
     pub leader: Option<bool>,
     /// Mount a certificate (else the self-signed fallback).
@@ -203,7 +204,8 @@ impl Endpoint {
             let pki = Pki::new();
             pki.write(&tls_dir, &pki.leaf());
         }
-        let mut config = EndpointConfig::new("127.0.0.1:0".parse().unwrap(), "shardring-system");
+        let mut config =
+            EndpointServerConfig::new("127.0.0.1:0".parse().unwrap(), "shardring-system");
         config.tls_dir = tls_dir.clone();
         config.tls_poll_interval = Duration::from_millis(100);
         (setup.config)(&mut config);

@@ -1,0 +1,228 @@
+//! The controller's per-ShardGroup state, in one registry keyed by
+//! [`GroupKey`]: what one group's reconciles keep between them (its source
+//! and last good topology, the published document decoded at its ConfigMap's
+//! version, its failed reconciles in a row) lives in one [`GroupState`] of
+//! one [`GroupTable`]; the per-group maps that other parts own and share
+//! across their own tasks (the endpoint's views, releases and measured
+//! loads, the metrics' per-group series, the Kinesis clients shared by
+//! groups reading the same stream) are keyed by the same [`GroupKey`] and
+//! dropped through the same two calls: [`GroupRegistry::forget`] when a
+//! group is deleted, [`GroupRegistry::clear`] when this replica stops
+//! leading.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::{Mutex, MutexGuard};
+use shardring_core::retry::{Failures, Retry};
+
+use super::endpoint_sync::CaPublisher;
+use super::metrics::{ControllerMetrics, GroupLabels};
+use super::observe::documents::KnownDocument;
+use super::sources::GroupSource;
+use crate::GroupKey;
+use crate::crds::ShardGroup;
+use crate::endpoint::{EndpointState, Loads};
+use crate::source::kinesis::KinesisProvider;
+
+/// What the controller keeps about one group between its reconciles.
+#[derive(Default)]
+pub(crate) struct GroupState {
+    /// The group's source and last good topology ([`super::sources`]);
+    /// `None` until the first read.
+    pub(crate) source: Option<GroupSource>,
+    /// The published document as decoded (or written) at its ConfigMap's
+    /// resourceVersion ([`super::observe::documents`]).
+    pub(crate) document: Option<KnownDocument>,
+    /// Failed reconciles in a row, for the retry backoff.
+    pub(crate) failures: Failures,
+}
+
+/// Every group's [`GroupState`]. Cheap to clone: clones share one table
+/// (the sources, the document cache and the registry each hold one).
+#[derive(Clone, Default)]
+pub struct GroupTable {
+    groups: Arc<Mutex<HashMap<GroupKey, GroupState>>>,
+}
+
+impl GroupTable {
+    /// The table, locked (briefly: no I/O while holding it).
+    pub(crate) fn lock(&self) -> MutexGuard<'_, HashMap<GroupKey, GroupState>> {
+        self.groups.lock()
+    }
+}
+
+/// The per-group registry: the [`GroupTable`], and the per-group maps other
+/// parts own, reached only to forget or clear them.
+pub struct GroupRegistry {
+    table: GroupTable,
+    /// The endpoint's views, releases and loads (the endpoint server's,
+    /// shared with its connection tasks).
+    endpoint: Option<EndpointState>,
+    /// The measured loads (the endpoint's, when there is one).
+    loads: Arc<Loads>,
+    /// Which namespaces hold the endpoint's current CA (per namespace, not
+    /// per group: forgotten only with the leadership).
+    ca: CaPublisher,
+    /// The per-group metric series.
+    metrics: ControllerMetrics,
+    /// The Kinesis sources, shared by the groups that read one stream
+    /// through one lease table.
+    kinesis: Option<Arc<KinesisProvider>>,
+}
+
+impl GroupRegistry {
+    /// A registry over `table` whose groups' series live in `metrics`.
+    pub(crate) fn new(table: GroupTable, metrics: ControllerMetrics) -> Self {
+        Self {
+            table,
+            endpoint: None,
+            loads: Arc::default(),
+            ca: CaPublisher::default(),
+            metrics,
+            kinesis: None,
+        }
+    }
+
+    /// The table of the groups' own state.
+    pub(crate) fn table(&self) -> &GroupTable {
+        &self.table
+    }
+
+    /// The namespaces' published CAs.
+    pub(crate) fn ca(&self) -> &CaPublisher {
+        &self.ca
+    }
+
+    pub(crate) fn set_endpoint(&mut self, endpoint: EndpointState) {
+        self.loads = Arc::clone(&endpoint.loads);
+        self.endpoint = Some(endpoint);
+    }
+
+    pub(crate) fn set_loads(&mut self, loads: Arc<Loads>) {
+        self.loads = loads;
+    }
+
+    pub(crate) fn set_kinesis(&mut self, kinesis: Option<Arc<KinesisProvider>>) {
+        self.kinesis = kinesis;
+    }
+
+    /// A reconcile of `key` failed (`stale_read`: only because a cache
+    /// lagged behind): when to retry, and whether to report it.
+    pub(crate) fn failed(&self, key: &GroupKey, stale_read: bool) -> Retry {
+        let mut groups = self.table.lock();
+        let state = groups.entry(key.clone()).or_default();
+        state.failures.failed(stale_read)
+    }
+
+    /// A reconcile of `key` succeeded: its failure streak ends.
+    pub(crate) fn succeeded(&self, key: &GroupKey) {
+        if let Some(state) = self.table.lock().get_mut(key) {
+            state.failures.succeeded();
+        }
+    }
+
+    /// Forgets everything kept about the deleted `group`: its state, its
+    /// views, releases and loads, its metric series, and its Kinesis source
+    /// when no other group reads the same stream and lease table.
+    pub(crate) fn forget(&self, group: &ShardGroup) {
+        let key = GroupKey::of(group);
+        {
+            let mut groups = self.table.lock();
+            if let Some(GroupSource { spec, .. }) = groups.remove(&key).and_then(|s| s.source)
+                && let Some(kinesis) = &self.kinesis
+                && !groups.values().any(|other| {
+                    other
+                        .source
+                        .as_ref()
+                        .is_some_and(|source| source.spec == spec)
+                })
+            {
+                kinesis.forget(&group.spec);
+            }
+        }
+        if let Some(endpoint) = &self.endpoint {
+            endpoint.directory.remove_group(&key);
+            endpoint.releases.remove_group(&key);
+        }
+        self.loads.remove_group(&key);
+        self.metrics.forget(&GroupLabels {
+            namespace: key.namespace,
+            shardgroup: key.name,
+        });
+    }
+
+    /// Forgets what only a leader serves: the endpoint's views, releases and
+    /// loads, and which namespaces hold its CA (a later leadership starts
+    /// from what its first cycles publish). The groups' own state stays: it
+    /// describes the cluster, whichever replica leads.
+    pub(crate) fn clear(&self) {
+        if let Some(endpoint) = &self.endpoint {
+            endpoint.directory.clear();
+            endpoint.releases.clear();
+            endpoint.loads.clear();
+        }
+        self.ca.forget();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::observe::documents::DocumentCache;
+    use crate::crds::{AssignmentDocument, fixtures};
+
+    fn group(name: &str) -> ShardGroup {
+        fixtures::static_group("ns", name, "pool", 2, "s-{index}")
+    }
+
+    /// A registry whose every per-group map holds something of `names`.
+    fn filled(names: &[&str]) -> (GroupRegistry, DocumentCache, EndpointState) {
+        let documents = DocumentCache::default();
+        let endpoint = EndpointState::default();
+        let mut registry =
+            GroupRegistry::new(documents.table().clone(), ControllerMetrics::default());
+        registry.set_endpoint(endpoint.clone());
+        for name in names {
+            let key = GroupKey::new("ns", *name);
+            let document = Arc::new(AssignmentDocument::new(key.to_string(), 3));
+            documents.remember(&key, &format!("{name}-assignment"), "7".into(), document);
+            registry.failed(&key, false);
+            endpoint.directory.want(&key);
+        }
+        (registry, documents, endpoint)
+    }
+
+    #[test]
+    fn forgetting_a_group_drops_all_its_state_and_only_its() {
+        let (registry, documents, endpoint) = filled(&["gone", "kept"]);
+        registry.forget(&group("gone"));
+        let (gone, kept) = (GroupKey::new("ns", "gone"), GroupKey::new("ns", "kept"));
+        let table = documents.table().lock();
+        assert!(!table.contains_key(&gone));
+        assert!(table[&kept].document.is_some());
+        assert_ne!(table[&kept].failures, Failures::default());
+        assert!(!endpoint.directory.is_wanted(&gone));
+        assert!(endpoint.directory.is_wanted(&kept));
+    }
+
+    #[test]
+    fn losing_the_leadership_clears_what_a_leader_serves_and_keeps_the_groups() {
+        let (registry, documents, endpoint) = filled(&["g"]);
+        registry.clear();
+        let key = GroupKey::new("ns", "g");
+        assert!(!endpoint.directory.is_wanted(&key));
+        assert!(documents.table().lock()[&key].document.is_some());
+    }
+
+    #[test]
+    fn a_success_ends_the_streak_and_a_forgotten_group_stays_forgotten() {
+        let (registry, documents, _) = filled(&["g"]);
+        let key = GroupKey::new("ns", "g");
+        registry.succeeded(&key);
+        assert_eq!(documents.table().lock()[&key].failures, Failures::default());
+        registry.forget(&group("g"));
+        registry.succeeded(&key);
+        assert!(documents.table().lock().is_empty());
+    }
+}
