@@ -134,6 +134,7 @@ pub async fn run_controller(
         watcher::Config::default().any_semantic().labels(&class),
     )
     .backoff(watch_backoff())
+    .modify(without_managed_fields)
     .reflect(group_writer)
     .inspect(keep_custom_annotations(groups.clone(), pods.clone()))
     .inspect(sync.tracker(cache::SHARD_GROUPS))
@@ -150,6 +151,7 @@ pub async fn run_controller(
     let (pools, pool_writer) = reflector::store::<DeserializeGuard<ConsumerPool>>();
     let pool_events = watcher(api(&client, ns), watcher::Config::default())
         .backoff(watch_backoff())
+        .modify(without_managed_fields)
         .reflect(pool_writer)
         .inspect(sync.tracker(cache::CONSUMER_POOLS))
         .touched_objects();
@@ -308,6 +310,7 @@ fn config_map_watch(
         watcher::Config::default().labels(&managed),
     )
     .backoff(watch_backoff())
+    .modify(without_managed_fields)
     .reflect(cm_writer)
     .inspect(sync.tracker(cache::CONFIG_MAPS))
     .filter(move |event| {
@@ -333,6 +336,7 @@ fn node_watch(
         watcher::Config::default(),
     )
     .backoff(watch_backoff())
+    .modify(without_managed_fields)
     .reflect(node_writer)
     .inspect(sync.tracker(cache::NODES))
     .for_each(|_| ready(()));
@@ -387,6 +391,14 @@ fn keep_custom_annotations<E>(
             pods.keep_annotations(keys);
         }
     }
+}
+
+/// Drops an object's `metadata.managedFields` before its store keeps it:
+/// nothing in the operator reads them, and they are most of a watched
+/// object's size (the field sets of every manager, the status writer's
+/// included, as JSON trees; docs/deploy.md, Memory).
+fn without_managed_fields<K: Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
 }
 
 /// The backoff of the controller's merged trigger stream: none. Each of its
@@ -467,4 +479,47 @@ fn became_leader(
         }
         ready(leading.then_some(()))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+    use kube::api::ObjectMeta;
+
+    fn with_managed_fields(name: &str) -> ShardGroup {
+        let mut group = crate::crds::fixtures::static_group("ns", name, "pool", 4, "s-{index}");
+        group.metadata = ObjectMeta {
+            managed_fields: Some(vec![ManagedFieldsEntry {
+                manager: Some("shardring".into()),
+                operation: Some("Apply".into()),
+                ..Default::default()
+            }]),
+            ..group.metadata
+        };
+        group
+    }
+
+    #[tokio::test]
+    async fn stores_keep_no_managed_fields() {
+        let (store, writer) = reflector::store::<DeserializeGuard<ShardGroup>>();
+        let events: Vec<Result<watcher::Event<DeserializeGuard<ShardGroup>>, watcher::Error>> = vec![
+            Ok(watcher::Event::Init),
+            Ok(watcher::Event::InitApply(DeserializeGuard(Ok(
+                with_managed_fields("a"),
+            )))),
+            Ok(watcher::Event::InitDone),
+            Ok(watcher::Event::Apply(DeserializeGuard(Ok(
+                with_managed_fields("b"),
+            )))),
+        ];
+        futures::stream::iter(events)
+            .modify(without_managed_fields)
+            .reflect(writer)
+            .for_each(|_| ready(()))
+            .await;
+        let kept = store.state();
+        assert_eq!(kept.len(), 2);
+        assert!(kept.iter().all(|g| g.meta().managed_fields.is_none()));
+    }
 }
