@@ -122,6 +122,11 @@ fn applied(name: &str, annotations: Value, data: Value) -> Value {
     })
 }
 
+/// The ConfigMap's `data["k"]`.
+fn value_of(config_map: &ConfigMap) -> Option<&str> {
+    config_map.data.as_ref()?.get("k").map(String::as_str)
+}
+
 fn config_map(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
     serde_json::from_value(json!({
         "metadata": {
@@ -186,14 +191,7 @@ async fn server_side_apply_tracks_managers_and_conflicts(
     let forced = api
         .patch("doc", &PatchParams::apply("intruder").force(), &intruding)
         .await?;
-    assert_eq!(
-        forced
-            .data
-            .as_ref()
-            .and_then(|d| d.get("k"))
-            .map(String::as_str),
-        Some("2")
-    );
+    assert_eq!(value_of(&forced), Some("2"));
 
     // A resourceVersion in the applied object is a precondition.
     let observed = forced.resource_version().unwrap_or_default();
@@ -208,13 +206,7 @@ async fn server_side_apply_tracks_managers_and_conflicts(
         .expect_err("a stale resourceVersion");
     assert_eq!(code(&error), Some(409), "{error}");
     let now = api.get("doc").await?;
-    assert_eq!(
-        now.data
-            .as_ref()
-            .and_then(|d| d.get("k"))
-            .map(String::as_str),
-        Some("3")
-    );
+    assert_eq!(value_of(&now), Some("3"));
     Ok(())
 }
 
@@ -247,13 +239,7 @@ async fn updates_are_conditioned_on_the_resource_version(
         .expect_err("a stale resourceVersion");
     assert_eq!(code(&error), Some(409), "{error}");
     let now = api.get("a").await?;
-    assert_eq!(
-        now.data
-            .as_ref()
-            .and_then(|d| d.get("k"))
-            .map(String::as_str),
-        Some("changed")
-    );
+    assert_eq!(value_of(&now), Some("changed"));
     Ok(())
 }
 
