@@ -16,8 +16,11 @@ async fn a_valid_token_gets_its_own_view_and_the_next_request_uses_the_cache() {
     let endpoint = Endpoint::start().await;
     endpoint.sync(&[("c-0", 3, &["s-0", "s-1"]), ("c-1", 3, &["s-2"])]);
     let client = endpoint.client();
+    // One token for both requests: a test token's expiry is now + 1 h, so
+    // tokens made in two different seconds are two tokens to the cache.
+    let token = token("c-0");
 
-    let answer = client.get(&view_path(0, 0), Some(&token("c-0"))).await;
+    let answer = client.get(&view_path(0, 0), Some(&token)).await;
     answer.expect(200);
     assert_eq!(answer.header("content-type"), Some("application/json"));
     let view: ViewResponse = serde_json::from_slice(&answer.body).unwrap();
@@ -34,7 +37,7 @@ async fn a_valid_token_gets_its_own_view_and_the_next_request_uses_the_cache() {
 
     // An older epoch than the view's: answered at once, from the cache.
     let started = Instant::now();
-    let again = client.get(&view_path(2, 30), Some(&token("c-0"))).await;
+    let again = client.get(&view_path(2, 30), Some(&token)).await;
     again.expect(200);
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(again.header(HEADER_REMAINING), Some("118"));
