@@ -160,6 +160,12 @@ impl PodCache {
     /// ShardGroups' custom `spec.output.annotationKey`s) of the pods seen
     /// from now on (a pod already cached gets them with its next event).
     pub fn keep_annotations(&self, keys: BTreeSet<String>) {
+        // Nearly every ShardGroup event (the operator's own status writes
+        // among them) leaves the keys as they were: the write lock, which
+        // holds off every reconcile's pod read, only for a real change.
+        if self.inner.read().keep.custom == keys {
+            return;
+        }
         self.inner.write().keep.custom = keys;
     }
 
