@@ -380,9 +380,11 @@ impl Harness {
     }
 
     /// Waits until `pod` owns no shard in the published document (its
-    /// handoffs are complete).
-    pub async fn wait_owns_nothing(&self, pod: &str) -> Result<(), HarnessError> {
-        wait_for(&format!("{pod} to own no shard"), STEP_TIMEOUT, || async {
+    /// handoffs are complete), looking every [`FAST_POLL`] so that the wait
+    /// also measures when that document appeared; returns how long it took.
+    pub async fn wait_owns_nothing(&self, pod: &str) -> Result<Duration, HarnessError> {
+        let started = tokio::time::Instant::now();
+        loop {
             let doc = self.document().await?;
             let owned: Vec<String> = doc
                 .iter()
@@ -390,14 +392,19 @@ impl Harness {
                 .filter(|(_, r)| r.owner.as_deref() == Some(pod))
                 .map(|(id, r)| format!("{id} ({:?})", r.state))
                 .collect();
-            Ok::<_, HarnessError>(if owned.is_empty() && doc.is_some() {
-                Probe::Done(())
-            } else {
-                Probe::Pending(format!("owns {owned:?}"))
-            })
-        })
-        .await?;
-        Ok(())
+            if owned.is_empty() && doc.is_some() {
+                return Ok(started.elapsed());
+            }
+            if started.elapsed() >= STEP_TIMEOUT {
+                return Err(WaitError::Timeout {
+                    what: format!("{pod} to own no shard"),
+                    waited: started.elapsed(),
+                    last: format!("owns {owned:?}"),
+                }
+                .into());
+            }
+            tokio::time::sleep(FAST_POLL).await;
+        }
     }
 
     /// Splits the open shard with the widest hash key range in two;
