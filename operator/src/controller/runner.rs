@@ -46,6 +46,7 @@ use super::sync::{CacheSync, cache};
 // server that returns, never more than once every 2-4 s while it is down.
 use super::{Context, error_policy, reconcile, triggers};
 use crate::crds::{ConsumerPool, ShardGroup, controller_class_selector};
+use crate::endpoint::Requested;
 use crate::runtime::health::Health;
 use shardring_backoff::watch::watch_backoff;
 
@@ -214,7 +215,7 @@ pub async fn run_controller(
         context = context.with_endpoint(endpoint);
     }
     let context = Arc::new(context);
-    let endpoint_tasks = endpoint_streams(&context);
+    let endpoint_tasks = endpoint_streams(&context, groups.clone());
 
     let pod_groups = groups.clone();
     let pod_stores = stores.clone();
@@ -420,12 +421,15 @@ impl kube::runtime::utils::Backoff for EachWatchBacksOff {
     fn reset(&mut self) {}
 }
 
-/// The endpoint's inputs to the controller: the groups a release was
-/// accepted for (reconciled at once, so the new owner is activated), and a
-/// stream that fires when the endpoint's CA changes (every group is
-/// reconciled, to publish it). Without an endpoint both are empty.
+/// The endpoint's inputs to the controller: the groups it asks to reconcile
+/// now (a release was accepted, so the new owner is activated; a pod asked
+/// for a view not served yet), every group of `groups` when it asks for
+/// every group (this controller fell behind its requests), and a stream
+/// that fires when the endpoint's CA changes (every group is reconciled, to
+/// publish it). Without an endpoint both are empty.
 fn endpoint_streams(
     context: &Arc<Context>,
+    groups: Store<DeserializeGuard<ShardGroup>>,
 ) -> (
     futures::stream::BoxStream<'static, reflector::ObjectRef<DeserializeGuard<ShardGroup>>>,
     futures::stream::BoxStream<'static, ()>,
@@ -436,28 +440,29 @@ fn endpoint_streams(
             futures::stream::empty().boxed(),
         );
     };
-    let released = match endpoint.releases.take_requests() {
-        Some(requests) => tokio_stream_of(requests)
-            .map(|key| reflector::ObjectRef::new(&key.name).within(&key.namespace))
-            .boxed(),
-        None => futures::stream::empty().boxed(),
-    };
+    let requested = endpoint
+        .requests
+        .listen()
+        .flat_map(move |requested| {
+            let keys: Vec<_> = match requested {
+                Requested::Group(key) => {
+                    vec![reflector::ObjectRef::new(&key.name).within(&key.namespace)]
+                }
+                Requested::Every => groups
+                    .state()
+                    .iter()
+                    .map(|group| reflector::ObjectRef::from_obj(group.as_ref()))
+                    .collect(),
+            };
+            futures::stream::iter(keys)
+        })
+        .boxed();
     let ca_changed = futures::stream::unfold(endpoint.ca.subscribe(), |mut rx| async move {
         rx.changed().await.ok()?;
         Some(((), rx))
     })
     .boxed();
-    (released, ca_changed)
-}
-
-/// An unbounded receiver as a stream.
-fn tokio_stream_of<T: Send + 'static>(
-    receiver: tokio::sync::mpsc::UnboundedReceiver<T>,
-) -> impl Stream<Item = T> + Send + 'static {
-    futures::stream::unfold(receiver, |mut rx| async move {
-        let item = rx.recv().await?;
-        Some((item, rx))
-    })
+    (requested, ca_changed)
 }
 
 /// Emits `()` each time `rx` turns true. Each time it turns false, the

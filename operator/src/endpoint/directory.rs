@@ -29,8 +29,9 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 use shardring_crds::assignment::{AssignmentDocument, PodAssignment, PodView};
 use shardring_crds::endpoint::ViewResponse;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
+use super::requests::ReconcileRequests;
 use crate::GroupKey;
 
 /// One pod's view as served: its epoch (to answer long-polls) and the JSON
@@ -182,14 +183,14 @@ struct Groups {
 pub struct Directory {
     groups: RwLock<Groups>,
     /// Asks the controller to reconcile a group (to serve it).
-    requests: Option<mpsc::UnboundedSender<GroupKey>>,
+    requests: Option<ReconcileRequests>,
     /// The operator's pod cache, once the controller runs.
     pod_cache: OnceLock<Arc<dyn PodCache>>,
 }
 
 impl Directory {
     /// A directory that asks for reconciles on `requests`.
-    pub fn new(requests: mpsc::UnboundedSender<GroupKey>) -> Self {
+    pub fn new(requests: ReconcileRequests) -> Self {
         Self {
             groups: RwLock::default(),
             requests: Some(requests),
@@ -269,7 +270,7 @@ impl Directory {
         // A cycle will see the pod (its pod event asked for one); asking
         // again costs nothing when one is queued.
         if let Some(requests) = &self.requests {
-            let _ = requests.send(group.clone());
+            requests.request(group);
         }
         Some(Lookup::Found(receiver))
     }
@@ -282,7 +283,7 @@ impl Directory {
             && let Some(requests) = &self.requests
         {
             // The controller may be gone (shutting down): the caller retries.
-            let _ = requests.send(group.clone());
+            requests.request(group);
         }
     }
 
@@ -504,7 +505,10 @@ fn served_view(
 mod tests {
     use std::net::Ipv4Addr;
 
+    use futures::{FutureExt, StreamExt};
+
     use super::*;
+    use crate::endpoint::requests::Requested;
 
     fn view(epoch: u64, active: &[&str]) -> String {
         PodView {
@@ -535,7 +539,8 @@ mod tests {
     /// A directory serving `key`: known from a first sync, wanted by a
     /// first request (answered `Warming`, asking for a reconcile).
     fn serving(key: &GroupKey) -> Directory {
-        let (requests, mut asked) = mpsc::unbounded_channel();
+        let requests = ReconcileRequests::default();
+        let mut asked = Box::pin(requests.listen());
         let directory = Directory::new(requests);
         assert!(matches!(
             directory.lookup(key, caller("a", "ua")),
@@ -547,7 +552,10 @@ mod tests {
             directory.lookup(key, caller("a", "ua")),
             Lookup::Warming
         ));
-        assert_eq!(asked.try_recv().unwrap(), *key);
+        assert_eq!(
+            asked.next().now_or_never().flatten(),
+            Some(Requested::Group(key.clone()))
+        );
         assert!(directory.is_wanted(key));
         directory
     }

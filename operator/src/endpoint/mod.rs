@@ -30,6 +30,7 @@ pub mod metrics;
 mod ratelimit;
 pub mod releases;
 mod request_body;
+mod requests;
 mod routes;
 mod selfsigned;
 pub mod server;
@@ -45,6 +46,7 @@ pub use directory::{Caller, Directory, FreshPod, Lookup, PodCache, PodSync, Serv
 pub use loads::{LoadRefusal, Loads};
 pub use metrics::EndpointMetrics;
 pub use releases::{ReleaseRejection, Releases};
+pub use requests::{ReconcileRequests, Requested};
 pub use server::{EndpointServer, EndpointServerConfig, EndpointServerError};
 
 /// What the controller and the endpoint's server share: the served views,
@@ -63,19 +65,21 @@ pub struct EndpointState {
     pub loads: Arc<Loads>,
     /// The CA consumers trust, set by the server's TLS setup.
     pub ca: Arc<watch::Sender<Option<Arc<str>>>>,
+    /// What the directory and releases ask the controller to reconcile.
+    pub requests: ReconcileRequests,
 }
 
 impl Default for EndpointState {
-    /// A state whose directory and releases ask for reconciles on the one
-    /// channel the controller takes ([`Releases::take_requests`]).
+    /// A state whose directory and releases ask for reconciles on one
+    /// [`ReconcileRequests`], which every controller on it listens to.
     fn default() -> Self {
-        let releases = Releases::default();
-        let directory = Directory::new(releases.reconcile_sender());
+        let requests = ReconcileRequests::default();
         Self {
-            directory: Arc::new(directory),
-            releases: Arc::new(releases),
+            directory: Arc::new(Directory::new(requests.clone())),
+            releases: Arc::new(Releases::new(requests.clone())),
             loads: Arc::new(Loads::default()),
             ca: Arc::new(watch::channel(None).0),
+            requests,
         }
     }
 }

@@ -18,8 +18,8 @@ use jiff::Timestamp;
 use shardring_core::observation::{ReleaseAck, ReleaseAcks};
 use shardring_crds::assignment::{AssignmentDocument, ShardPhase};
 use shardring_crds::endpoint::{ReleaseOutcome, ReleaseRequest};
-use tokio::sync::mpsc;
 
+use super::requests::ReconcileRequests;
 use crate::GroupKey;
 
 /// Why an acknowledgement was refused (HTTP 409, or 404 for an unknown
@@ -114,32 +114,16 @@ struct GroupReleases {
 pub struct Releases {
     groups: Mutex<HashMap<GroupKey, GroupReleases>>,
     /// Asks the controller to reconcile a group now.
-    reconcile: mpsc::UnboundedSender<GroupKey>,
-    /// The receiving end, until the controller takes it.
-    requests: Mutex<Option<mpsc::UnboundedReceiver<GroupKey>>>,
-}
-
-impl Default for Releases {
-    fn default() -> Self {
-        let (reconcile, requests) = mpsc::unbounded_channel();
-        Self {
-            groups: Mutex::default(),
-            reconcile,
-            requests: Mutex::new(Some(requests)),
-        }
-    }
+    reconcile: ReconcileRequests,
 }
 
 impl Releases {
-    /// A sender on the same reconcile requests (for the [`super::Directory`]).
-    pub fn reconcile_sender(&self) -> mpsc::UnboundedSender<GroupKey> {
-        self.reconcile.clone()
-    }
-
-    /// The groups to reconcile because a release was accepted: taken once,
-    /// by the controller (`None` after).
-    pub fn take_requests(&self) -> Option<mpsc::UnboundedReceiver<GroupKey>> {
-        self.requests.lock().take()
+    /// Releases that ask for reconciles on `reconcile`.
+    pub fn new(reconcile: ReconcileRequests) -> Self {
+        Self {
+            groups: Mutex::default(),
+            reconcile,
+        }
     }
 
     /// Records `release` from pod `pod` (uid `uid`) at `now`, after checking
@@ -204,7 +188,7 @@ impl Releases {
         drop(groups);
         // The controller may be gone (shutting down): the release is
         // recorded all the same, and the next leader's consumers resend.
-        let _ = self.reconcile.send(group.clone());
+        self.reconcile.request(group);
         Ok(ReleaseOutcome::Accepted)
     }
 
@@ -271,9 +255,11 @@ impl Releases {
 mod tests {
     use std::collections::BTreeMap;
 
+    use futures::{FutureExt, StreamExt};
     use shardring_crds::assignment::{Handoff, ShardRecord};
 
     use super::*;
+    use crate::endpoint::requests::Requested;
 
     fn t(s: i64) -> Timestamp {
         Timestamp::from_second(1_800_000_000 + s).unwrap()
@@ -316,20 +302,36 @@ mod tests {
         }
     }
 
-    fn store() -> (Releases, mpsc::UnboundedReceiver<GroupKey>, GroupKey) {
-        let releases = Releases::default();
-        let requests = releases.take_requests().unwrap();
+    /// A store synced with a document, and the reconcile requests it makes.
+    fn store() -> (
+        Releases,
+        impl futures::Stream<Item = Requested> + Unpin,
+        GroupKey,
+    ) {
+        let requests = ReconcileRequests::default();
+        let asked = Box::pin(requests.listen());
+        let releases = Releases::new(requests);
         let key = GroupKey::new("ns", "g");
         releases.sync_group(&key, Some(&doc(7, 6)));
-        (releases, requests, key)
+        (releases, asked, key)
+    }
+
+    /// The next request already made, if any.
+    fn next_request(
+        asked: &mut (impl futures::Stream<Item = Requested> + Unpin),
+    ) -> Option<Requested> {
+        asked.next().now_or_never().flatten()
     }
 
     #[test]
     fn an_accepted_release_is_evidence_and_asks_for_a_reconcile() {
-        let (releases, mut requests, key) = store();
+        let (releases, mut asked, key) = store();
         let outcome = releases.submit(&key, "a", "ua", &release("s-0", 6, Some("c9")), t(1));
         assert_eq!(outcome, Ok(ReleaseOutcome::Accepted));
-        assert_eq!(requests.try_recv().unwrap(), key);
+        assert_eq!(
+            next_request(&mut asked),
+            Some(Requested::Group(key.clone()))
+        );
         let acks = releases.observe(&key);
         let ack = &acks.acks["s-0"];
         assert_eq!(
@@ -341,7 +343,7 @@ mod tests {
 
     #[test]
     fn a_repeated_release_is_a_duplicate_even_after_the_handoff_completed() {
-        let (releases, mut requests, key) = store();
+        let (releases, mut asked, key) = store();
         let first = release("s-0", 7, None);
         assert_eq!(
             releases.submit(&key, "a", "ua", &first, t(1)),
@@ -370,9 +372,12 @@ mod tests {
             releases.submit(&key, "a", "ua", &with_other_checkpoint, t(4)),
             Err(ReleaseRejection::Conflict { .. })
         ));
-        assert_eq!(requests.try_recv().unwrap(), key);
+        assert_eq!(
+            next_request(&mut asked),
+            Some(Requested::Group(key.clone()))
+        );
         assert!(
-            requests.try_recv().is_err(),
+            next_request(&mut asked).is_none(),
             "only the accepted release asked for a reconcile"
         );
     }

@@ -24,10 +24,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
+use futures::stream::BoxStream;
 use jiff::Timestamp;
 use prometheus_client::registry::Registry;
 use shardring_core::topology::Topology;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -40,7 +42,7 @@ use ledger::{Ledger, PartitionFigures};
 use queue::{Producer, Queue};
 use shardring::GroupKey;
 use shardring::endpoint::{
-    EndpointMetrics, EndpointServer, EndpointServerConfig, EndpointState, LocalTokens,
+    EndpointMetrics, EndpointServer, EndpointServerConfig, EndpointState, LocalTokens, Requested,
 };
 use shardring_crds::ShardPhase;
 use shardring_crds::shard_group::StaticSource;
@@ -175,7 +177,7 @@ impl Act {
         // Serve the group's views from the first cycle on (a first request
         // would ask for that too).
         state.directory.want(&GroupKey::new(NAMESPACE, act.group));
-        let requests = state.releases.take_requests();
+        let requests = state.requests.listen().boxed();
         shared.endpoint = Some(CycleEndpoint::new(state));
         shared.phase = "static start";
         let shared = Arc::new(Mutex::new(shared));
@@ -438,19 +440,16 @@ fn evidence(state: &Shared) -> BTreeMap<&'static str, usize> {
 async fn control_loop(
     shared: Arc<Mutex<Shared>>,
     topology: Topology,
-    mut requests: Option<mpsc::UnboundedReceiver<GroupKey>>,
+    mut requests: BoxStream<'static, Requested>,
     stop: CancellationToken,
 ) {
     loop {
-        let asked = async {
-            match requests.as_mut() {
-                Some(requests) => requests.recv().await.is_some(),
-                None => std::future::pending().await,
-            }
-        };
         tokio::select! {
             () = stop.cancelled() => return,
-            open = asked => if !open { requests = None },
+            asked = requests.next() => if asked.is_none() {
+                // The endpoint is gone: reconcile on the tick alone.
+                requests = futures::stream::pending().boxed();
+            },
             () = tokio::time::sleep(TICK) => {}
         }
         shared.lock().reconcile_fixed(&topology, Timestamp::now());

@@ -4,8 +4,10 @@
 //! release or at an old epoch is refused (409); a malformed body is 400 and
 //! an oversized one 413.
 
+use futures::{FutureExt, StreamExt};
 use http::Method;
 use shardring::crds::endpoint::{ReleaseOutcome, ReleaseResponse};
+use shardring::endpoint::Requested;
 
 use super::support::{Endpoint, group, releases_path, token};
 
@@ -14,7 +16,7 @@ async fn a_release_is_accepted_once_then_a_duplicate_and_the_controller_is_asked
     let endpoint = Endpoint::start().await;
     endpoint.sync(&[("c-0", 4, &[]), ("c-1", 4, &["s-1"])]);
     endpoint.revoke("s-0", "c-0", 4, 4);
-    let mut requests = endpoint.state.releases.take_requests().unwrap();
+    let mut requests = Box::pin(endpoint.state.requests.listen());
     let client = endpoint.client();
     let body = br#"{"shard":"s-0","epoch":4,"checkpoint":"49590338271490256608559692538361571095921575989136588898"}"#;
 
@@ -30,7 +32,11 @@ async fn a_release_is_accepted_once_then_a_duplicate_and_the_controller_is_asked
     let response: ReleaseResponse = serde_json::from_slice(&answer.body).unwrap();
     assert_eq!(response.outcome, ReleaseOutcome::Accepted);
     assert_eq!(response.shard, "s-0");
-    assert_eq!(requests.try_recv().unwrap(), group(), "reconcile asked");
+    assert_eq!(
+        requests.next().now_or_never().flatten(),
+        Some(Requested::Group(group())),
+        "reconcile asked"
+    );
     let acks = endpoint.state.releases.observe(&group());
     assert_eq!(acks.acks["s-0"].pod, "c-0");
     assert_eq!(acks.acks["s-0"].uid, "uid-c-0");
