@@ -372,10 +372,7 @@ mod tests {
             releases.submit(&key, "a", "ua", &with_other_checkpoint, t(4)),
             Err(ReleaseRejection::Conflict { .. })
         ));
-        assert_eq!(
-            next_request(&mut asked),
-            Some(Requested::Group(key.clone()))
-        );
+        assert_eq!(next_request(&mut asked), Some(Requested::Group(key)));
         assert!(
             next_request(&mut asked).is_none(),
             "only the accepted release asked for a reconcile"

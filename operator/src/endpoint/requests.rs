@@ -93,7 +93,7 @@ mod tests {
         let requests = ReconcileRequests::default();
         let listener = requests.listen();
         for i in 0..=BUFFERED {
-            requests.request(&GroupKey::new("ns", &format!("g-{i}")));
+            requests.request(&GroupKey::new("ns", format!("g-{i}")));
         }
         drop(requests);
         let heard: Vec<Requested> = listener.collect().await;
@@ -104,7 +104,7 @@ mod tests {
             heard.last(),
             Some(&Requested::Group(GroupKey::new(
                 "ns",
-                &format!("g-{BUFFERED}")
+                format!("g-{BUFFERED}")
             )))
         );
     }
