@@ -13,9 +13,8 @@
 //! writes produce the same resourceVersions and watch events as HTTP ones.
 
 mod direct;
-mod discovery;
 mod faults;
-mod fields;
+mod applied;
 mod handlers;
 mod http;
 mod meta;
@@ -44,7 +43,6 @@ use tokio_util::sync::CancellationToken;
 pub use direct::ResourceRef;
 pub use faults::RequestRecord;
 pub use options::{MockOptions, TokenReviewer, unauthenticated_reviewer};
-pub use resources::ResourceType;
 
 use faults::Faults;
 use http::Shared;
@@ -84,7 +82,7 @@ impl MockApiServer {
             .token
             .clone()
             .unwrap_or_else(|| format!("{:016x}{:016x}", meta::random_u64(), meta::random_u64()));
-        let registry = Arc::new(Registry::new(&options.extra_resources));
+        let registry = Arc::new(Registry::new());
         let store = Store::new(
             registry,
             HistoryLimits {
@@ -92,7 +90,6 @@ impl MockApiServer {
                 bytes: options.watch_history_bytes,
             },
             options.broadcast_capacity,
-            options.continue_ttl,
         );
         let shared = Arc::new(Shared {
             store,
@@ -204,21 +201,9 @@ impl MockApiServer {
         kube::Client::try_from(self.kube_config().await).expect("client from the kubeconfig")
     }
 
-    /// Changes the delay before answering lists.
-    pub fn set_list_delay(&self, delay: Duration) {
-        self.shared.faults.set_knobs(|k| k.list_delay = delay);
-    }
-
     /// Changes the delay before answering any request.
     pub fn set_request_delay(&self, delay: Duration) {
         self.shared.faults.set_knobs(|k| k.request_delay = delay);
-    }
-
-    /// Changes the mutating in-flight limit (`None`: no limit).
-    pub fn set_max_mutating_in_flight(&self, limit: Option<usize>) {
-        self.shared
-            .faults
-            .set_knobs(|k| k.max_mutating_in_flight = limit);
     }
 
     /// Answers the next `count` requests with method `method` (any when
@@ -238,20 +223,10 @@ impl MockApiServer {
         self.shared.faults.requests()
     }
 
-    /// Empties the request log and the counters.
-    pub fn clear_requests(&self) {
-        self.shared.faults.clear();
-    }
-
     /// Requests with `method` (any when empty) whose path contains
-    /// `path_contains`, since the start or the last clear.
+    /// `path_contains`, since the start.
     pub fn count(&self, method: &str, path_contains: &str) -> u64 {
         self.shared.faults.count(method, path_contains)
-    }
-
-    /// Replaces the TokenReview answerer.
-    pub fn set_token_reviewer(&self, reviewer: TokenReviewer) {
-        self.shared.faults.set_reviewer(reviewer);
     }
 
     /// TokenReviews answered so far.

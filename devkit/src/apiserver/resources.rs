@@ -113,7 +113,6 @@ fn builtin() -> Vec<ResourceType> {
         ResourceType::new("", "v1", "Pod", "pods", true).with_status(),
         ResourceType::new("", "v1", "ConfigMap", "configmaps", true),
         ResourceType::new("", "v1", "Secret", "secrets", true),
-        ResourceType::new("", "v1", "Service", "services", true).with_status(),
         ResourceType::new("", "v1", "ServiceAccount", "serviceaccounts", true),
         ResourceType::new("", "v1", "Event", "events", true),
         ResourceType::new("", "v1", "Node", "nodes", false).with_status(),
@@ -163,29 +162,15 @@ pub(crate) struct Registry {
 }
 
 impl Registry {
-    /// The built-in kinds plus `extra`.
-    pub fn new(extra: &[ResourceType]) -> Self {
-        let mut types: Vec<Arc<ResourceType>> = builtin().into_iter().map(Arc::new).collect();
-        for rt in extra {
-            if !types
-                .iter()
-                .any(|t| t.group == rt.group && t.version == rt.version && t.plural == rt.plural)
-            {
-                types.push(Arc::new(rt.clone()));
-            }
-        }
+    /// The built-in kinds.
+    pub fn new() -> Self {
         Registry {
-            types: RwLock::new(types),
+            types: RwLock::new(builtin().into_iter().map(Arc::new).collect()),
         }
     }
 
     fn read(&self) -> parking_lot::RwLockReadGuard<'_, Vec<Arc<ResourceType>>> {
         self.types.read()
-    }
-
-    /// Every served kind.
-    pub fn all(&self) -> Vec<Arc<ResourceType>> {
-        self.read().clone()
     }
 
     /// The kind served at `/{group}/{version}/{plural}`.

@@ -1,8 +1,8 @@
 //! Deletion: finalizers, graceful pod deletion and the kubelet's
-//! confirmation, force deletion, preconditions, namespaces.
+//! confirmation, force deletion, namespaces.
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::support::{code, config_map, pod, server};
@@ -140,24 +140,6 @@ async fn pods_on_a_node_wait_for_the_kubelet() {
         .await
         .unwrap();
     assert!(api.get_opt("later").await.unwrap().is_none());
-}
-
-#[tokio::test]
-async fn delete_preconditions_are_checked() {
-    let server = server().await;
-    let api: Api<ConfigMap> = Api::default_namespaced(server.client().await);
-    api.create(&PostParams::default(), &config_map("a", &[]))
-        .await
-        .unwrap();
-    let wrong = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: Some("other".into()),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
-    assert_eq!(code(&api.delete("a", &wrong).await.unwrap_err()), 409);
-    assert!(api.get_opt("a").await.unwrap().is_some());
 }
 
 #[tokio::test]
