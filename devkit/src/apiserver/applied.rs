@@ -164,7 +164,13 @@ mod tests {
         applied.record("o", false, [p("data.b")].into());
         // The status subresource's sets are apart from the main resource's.
         assert!(applied.record("m", true, [p("status.x")].into()).is_empty());
-        assert_eq!(applied.record("m", false, BTreeSet::new()), vec![p("data.a")]);
-        assert_eq!(applied.record("m", true, BTreeSet::new()), vec![p("status.x")]);
+        assert_eq!(
+            applied.record("m", false, BTreeSet::new()),
+            vec![p("data.a")]
+        );
+        assert_eq!(
+            applied.record("m", true, BTreeSet::new()),
+            vec![p("status.x")]
+        );
     }
 }

@@ -155,9 +155,7 @@ fn patch_op(req: &Req) -> Result<(UpdateOp, String), ApiError> {
                      is required for apply patch",
                 ));
             }
-            UpdateOp::Apply {
-                body: req.json()?,
-            }
+            UpdateOp::Apply { body: req.json()? }
         }
         "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
             UpdateOp::Merge(req.json()?)

@@ -12,9 +12,9 @@
 //! Tests also read and write directly ([`MockApiServer::create`], …): those
 //! writes produce the same resourceVersions and watch events as HTTP ones.
 
+mod applied;
 mod direct;
 mod faults;
-mod applied;
 mod handlers;
 mod http;
 mod meta;

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-
 /// Answers a TokenReview: `(token, audiences) -> status` (the
 /// `TokenReviewStatus` JSON, e.g. `{"authenticated": true, "user": {...}}`).
 pub type TokenReviewer = Arc<dyn Fn(&str, &[String]) -> Value + Send + Sync>;

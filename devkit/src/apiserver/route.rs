@@ -122,7 +122,12 @@ mod tests {
         ));
         let reg = Registry::new();
         // Discovery lists are not served.
-        assert_eq!(route(&reg, "/apis/coordination.k8s.io/v1").unwrap_err().code, 404);
+        assert_eq!(
+            route(&reg, "/apis/coordination.k8s.io/v1")
+                .unwrap_err()
+                .code,
+            404
+        );
         assert_eq!(route(&reg, "/apis").unwrap_err().code, 404);
         assert_eq!(
             route(&reg, "/api/v1/namespaces/a/configmaps/c/status")

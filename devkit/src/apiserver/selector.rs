@@ -230,6 +230,9 @@ mod tests {
         let ok = |s: &str| FieldSelector::parse(s).unwrap().matches(&key);
         assert!(ok("metadata.name=p,metadata.namespace==ns"));
         assert!(!ok("metadata.name!=p"));
-        assert_eq!(FieldSelector::parse("spec.nodeName=x").unwrap_err().code, 400);
+        assert_eq!(
+            FieldSelector::parse("spec.nodeName=x").unwrap_err().code,
+            400
+        );
     }
 }

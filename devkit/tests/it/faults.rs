@@ -18,7 +18,10 @@ async fn a_scripted_429_carries_retry_after_which_kube_honours() {
         .create(&PostParams::default(), &config_map("a", &[]))
         .await
         .unwrap_err();
-    assert_eq!((code(&err), reason(&err).as_str()), (429, "TooManyRequests"));
+    assert_eq!(
+        (code(&err), reason(&err).as_str()),
+        (429, "TooManyRequests")
+    );
 
     // kube's default client honours Retry-After (1 s) and gets through.
     let retrying: Api<ConfigMap> = Api::default_namespaced(server.client().await);
@@ -32,7 +35,10 @@ async fn a_scripted_429_carries_retry_after_which_kube_honours() {
         started.elapsed() >= Duration::from_secs(1),
         "waited for Retry-After"
     );
-    assert_eq!(server.requests().iter().filter(|r| r.status == 429).count(), 2);
+    assert_eq!(
+        server.requests().iter().filter(|r| r.status == 429).count(),
+        2
+    );
 }
 
 #[tokio::test]
@@ -59,7 +65,6 @@ async fn scripted_failures_then_recovery_and_the_request_log() {
     assert_eq!(post.status, 201);
     assert_eq!(post.content_type.as_deref(), Some("application/json"));
     assert!(post.body.contains("\"name\":\"a\""));
-
 }
 
 #[tokio::test]

@@ -26,7 +26,12 @@ async fn a_limited_list_answers_every_item_at_once() {
     assert!(list.metadata.continue_.is_none());
     assert_eq!(
         list.metadata.resource_version,
-        Some(server.list("v1", "ConfigMap", None)[4]["metadata"]["resourceVersion"].as_str().unwrap().to_owned())
+        Some(
+            server.list("v1", "ConfigMap", None)[4]["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        )
     );
 }
 
@@ -96,7 +101,6 @@ async fn label_and_field_selectors_filter() {
         .await
         .unwrap_err();
     assert_eq!(code(&err), 400);
-
 }
 
 #[tokio::test]

@@ -164,7 +164,10 @@ async fn bookmarks_carry_the_current_version() {
     ));
     // A write elsewhere moves the version; the bookmark follows it.
     let lease = server.create(json!({ "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": { "name": "l" } }));
-    let current = lease["metadata"]["resourceVersion"].as_str().unwrap().to_owned();
+    let current = lease["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     loop {
         match next(&mut raw).await.unwrap() {
             WatchEvent::Bookmark(b) if b.metadata.resource_version == current => break,

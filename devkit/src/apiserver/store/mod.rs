@@ -268,11 +268,7 @@ pub(crate) struct Store {
 
 impl Store {
     /// An empty store.
-    pub fn new(
-        registry: Arc<Registry>,
-        limits: HistoryLimits,
-        broadcast_capacity: usize,
-        ) -> Self {
+    pub fn new(registry: Arc<Registry>, limits: HistoryLimits, broadcast_capacity: usize) -> Self {
         let (tx, _) = broadcast::channel(broadcast_capacity.max(16));
         Store {
             state: Mutex::new(State {
