@@ -53,7 +53,7 @@ impl ResourceType {
 
     /// The same resource marked as a custom resource.
     #[must_use]
-    pub fn as_custom(mut self) -> Self {
+    pub fn into_custom(mut self) -> Self {
         self.custom = true;
         self
     }
@@ -135,7 +135,7 @@ fn builtin() -> Vec<ResourceType> {
             true,
         )
         .with_status()
-        .as_custom(),
+        .into_custom(),
         ResourceType::new(
             "shardring.io",
             "v1alpha1",
@@ -144,7 +144,7 @@ fn builtin() -> Vec<ResourceType> {
             true,
         )
         .with_status()
-        .as_custom(),
+        .into_custom(),
         ResourceType::new(
             "authentication.k8s.io",
             "v1",
@@ -230,7 +230,7 @@ impl Registry {
             {
                 continue;
             }
-            let mut rt = ResourceType::new(group, version, kind, plural, namespaced).as_custom();
+            let mut rt = ResourceType::new(group, version, kind, plural, namespaced).into_custom();
             rt.status_subresource = v["subresources"]["status"].is_object();
             types.push(Arc::new(rt));
         }
