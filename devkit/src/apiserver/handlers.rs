@@ -270,6 +270,11 @@ fn watch(
     rt: &ResourceType,
     namespace: Option<String>,
 ) -> Result<Response<Body>, ApiError> {
+    if req.flag("sendInitialEvents") {
+        return Err(ApiError::bad_request(
+            "streaming lists (sendInitialEvents) are not served by the mock API server",
+        ));
+    }
     let filter = filter(req, namespace)?;
     let rv = req.q("resourceVersion").unwrap_or_default();
     let from = if rv.is_empty() || rv == "0" {

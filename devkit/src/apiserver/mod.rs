@@ -1,13 +1,33 @@
-//! A faithful, stateful mock Kubernetes API server over HTTPS.
+//! A stateful mock Kubernetes API server over HTTPS, for what the real
+//! control plane (`../shared/k8s`) cannot do: inject faults (scripted
+//! status codes such as 409, 410, 429 with `Retry-After` and 500; delays of
+//! lists or of every request; watches closed early or fallen behind their
+//! history into 410 Gone) and show exactly what a client sent and in which
+//! order (the request log, TokenReviews counted). It serves what shardring's
+//! operator, consumers and tests call, so that they run on it unchanged: the
+//! local `shardring-mock-apiserver` of `scripts/image-check.sh`, the
+//! endpoint's tests with forged service-account tokens, the mock e2e
+//! scenarios.
 //!
 //! [`MockApiServer::start`] binds `127.0.0.1:0`, generates a CA and a leaf
-//! certificate, and serves the kinds shardring uses with the real server's
-//! semantics: one global resourceVersion, preconditions and 409s, status
-//! subresources, server-side apply with field ownership, finalizers and
-//! graceful pod deletion, paginated lists over consistent snapshots, and
-//! watches with history replay, bookmarks and 410 Gone. Clients reach it
-//! through a kubeconfig ([`MockApiServer::kubeconfig_yaml`],
-//! [`MockApiServer::client`]) with a bearer token, as a user would.
+//! certificate, and serves the kinds shardring uses: one global
+//! resourceVersion, resourceVersion and uid preconditions on writes with
+//! 409s, status subresources, merge and JSON patches, server-side apply
+//! (as if forced: a field a manager stops applying goes), finalizers and
+//! graceful pod deletion, namespaces that delete their contents, label and
+//! field selectors in the forms shardring sends, lists (whole: `limit` is
+//! not emulated) and watches with history replay, bookmarks and 410 Gone,
+//! metadata-only lists and watches, TokenReviews. Clients reach it through a
+//! kubeconfig ([`MockApiServer::kubeconfig_yaml`], [`MockApiServer::client`])
+//! with a bearer token, as a user would.
+//!
+//! Not emulated, and checked on the real control plane instead
+//! (`e2e/tests/it/api_semantics.rs`): managedFields and apply conflicts
+//! (never raised), paging with continue tokens (a list answers whole, which
+//! a client must accept from any server), delete preconditions and
+//! set-based or other field selectors (a 400 that says the mock does not
+//! serve them); neither are streaming lists (a 400 too), discovery lists (a
+//! 404) nor API Priority and Fairness (script a 429 instead).
 //!
 //! Tests also read and write directly ([`MockApiServer::create`], …): those
 //! writes produce the same resourceVersions and watch events as HTTP ones.

@@ -322,3 +322,23 @@ async fn metadata_watches_of_nodes_carry_partial_objects() {
         .unwrap();
     assert_eq!(watch.path, "/api/v1/nodes");
 }
+
+#[tokio::test]
+async fn streaming_lists_are_refused_not_answered_otherwise() {
+    let server = server().await;
+    let client = server.client().await;
+    let request = http::Request::get(
+        "/api/v1/namespaces/default/configmaps?watch=true&sendInitialEvents=true\
+         &resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true",
+    )
+    .body(Vec::new())
+    .unwrap();
+    let err = client
+        .request::<serde_json::Value>(request)
+        .await
+        .unwrap_err();
+    match err {
+        kube::Error::Api(status) => assert_eq!(status.code, 400, "{status:?}"),
+        other => panic!("not an API error: {other:?}"),
+    }
+}
