@@ -107,15 +107,22 @@ async fn two_lease_writers_from_the_same_read_one_wins() {
 }
 
 #[tokio::test]
-async fn generate_name_and_direct_writes_share_the_counter() {
+async fn direct_writes_share_the_counter_and_generate_name_is_refused() {
     let server = server().await;
     let api: Api<ConfigMap> = Api::default_namespaced(server.client().await);
     let mut cm = config_map("", &[]);
     cm.metadata.name = None;
     cm.metadata.generate_name = Some("doc-".into());
-    let created = api.create(&PostParams::default(), &cm).await.unwrap();
-    let name = created.metadata.name.clone().unwrap();
-    assert!(name.starts_with("doc-") && name.len() == 9, "{name}");
+    let err = api.create(&PostParams::default(), &cm).await.unwrap_err();
+    assert_eq!(code(&err), 422);
+    assert!(
+        err.to_string().contains("generateName is not served"),
+        "{err}"
+    );
+    let created = api
+        .create(&PostParams::default(), &config_map("doc", &[]))
+        .await
+        .unwrap();
 
     let before = rv_of(&created.metadata);
     let direct = server.create(json!({

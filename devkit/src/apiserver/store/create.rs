@@ -1,5 +1,5 @@
 //! Creating an object (POST, or a server-side apply of an absent one) with
-//! the real server's rules: a name or generateName, the namespace of the URL
+//! the real server's rules: a name (generateName is not served), the namespace of the URL
 //! or the body (refused while the namespace terminates), a 409 for an
 //! existing name, the system metadata it owns set afresh (uid,
 //! creationTimestamp, generation), status and defaults initialised, a CRD
@@ -47,14 +47,13 @@ pub(super) fn create_locked(
     if !obj.is_object() {
         return Err(ApiError::bad_request("the body must be an object"));
     }
-    let name = match (meta_str(&obj, "name"), meta_str(&obj, "generateName")) {
-        (Some(n), _) if !n.is_empty() => n.to_owned(),
-        (_, Some(prefix)) if !prefix.is_empty() => meta::generated_name(prefix),
+    let name = match meta_str(&obj, "name") {
+        Some(n) if !n.is_empty() => n.to_owned(),
         _ => {
             return Err(ApiError::invalid(
                 rt,
                 "",
-                "metadata.name: Required value: name or generateName is required",
+                "metadata.name: Required value: name is required (generateName is not served by the mock API server)",
             ));
         }
     };

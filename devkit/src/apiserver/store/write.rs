@@ -121,7 +121,7 @@ fn scope(rt: &ResourceType, status: bool, new: Value, old: &Value) -> Value {
         return new;
     }
     if status {
-        let mut out = meta::clone_without_managed_fields(old);
+        let mut out = old.clone();
         match new.get("status") {
             Some(s) if !s.is_null() => out["status"] = s.clone(),
             _ => {
@@ -198,12 +198,12 @@ impl Store {
                     return Err(ApiError::bad_request("a merge patch must be an object"));
                 }
                 rv_precondition(rt, name, &patch, &old)?;
-                let mut new = meta::clone_without_managed_fields(&old);
+                let mut new = (*old).clone();
                 json_patch::merge(&mut new, &patch);
                 new
             }
             UpdateOp::Json(ops) => {
-                let mut new = meta::clone_without_managed_fields(&old);
+                let mut new = (*old).clone();
                 let ops = null_tests_pass_on_missing_paths(ops, &new);
                 json_patch::patch(&mut new, &ops)
                     .map_err(|e| ApiError::invalid(rt, name, &e.to_string()))?;
@@ -222,7 +222,7 @@ impl Store {
                     }
                 }
                 let paths = applied::leaf_paths(&config);
-                let mut merged = meta::clone_without_managed_fields(&old);
+                let mut merged = (*old).clone();
                 json_patch::merge(&mut merged, &config);
                 for p in applied.record(manager, status, paths) {
                     applied::remove_at(&mut merged, &p);
