@@ -23,12 +23,12 @@ use shardring::endpoint::{Caller, EndpointState, Lookup};
 use shardring_crds::endpoint::{
     CA_CONFIGMAP_KEY, CA_CONFIGMAP_NAME, ReleaseOutcome, ReleaseRequest, ViewResponse,
 };
-use shardring_e2e::cluster::cluster_or_skip;
 use shardring_e2e::harness::CONTROLLER_CLASS;
-use shardring_e2e::namespace::{delete_namespace, unique_namespace};
 use tokio_util::sync::CancellationToken;
 
-use crate::kit_group::{GROUP, TestResult, install, ready_status, set_status, wait_until};
+use crate::kit_group::{
+    GROUP, TestResult, in_fresh_namespace, install, ready_status, set_status, wait_until,
+};
 
 const CA: &str = "-----BEGIN CERTIFICATE-----\ntest-ca\n-----END CERTIFICATE-----\n";
 const WAIT: Duration = Duration::from_secs(30);
@@ -59,23 +59,13 @@ fn view(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_acknowledged_release_activates_the_next_owner_at_once() {
-    let _turn = crate::TURNS.read().await;
-    let _kit_turn = shardring_e2e::kit::KitTurn::shared().await;
-    let Some(client) = cluster_or_skip("endpoint-release").await else {
-        return;
-    };
-    let namespace = unique_namespace("release");
-    let shutdown = CancellationToken::new();
-    let result = scenario(&client, &namespace, &shutdown).await;
-    shutdown.cancel();
-    let cleanup = delete_namespace(&client, &namespace).await;
-    if let Err(error) = result {
-        panic!("endpoint release in namespace {namespace}: {error}");
-    }
-    cleanup.unwrap_or_else(|error| panic!("cleanup of namespace {namespace}: {error}"));
+    in_fresh_namespace("endpoint-release", "release", scenario).await;
 }
 
-async fn scenario(client: &Client, namespace: &str, shutdown: &CancellationToken) -> TestResult {
+async fn scenario(client: &Client, namespace: &str) -> TestResult {
+    // Cancelled when the scenario ends, also early on a failure.
+    let shutdown = CancellationToken::new();
+    let _stop = shutdown.clone().drop_guard();
     let uids = install(client, namespace, 4, "60s", &["a", "b"], ip()).await?;
     let (ua, ub) = (uids["a"].clone(), uids["b"].clone());
     let endpoint = EndpointState::default();

@@ -8,7 +8,7 @@
 //! it with the tests). Without a cluster it prints `SKIPPED: ...` and
 //! passes.
 
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Pod, Secret};
@@ -16,50 +16,26 @@ use kube::api::PostParams;
 use kube::{Api, Client, ResourceExt};
 use shardring_consumer::view::endpoint::{EndpointClient, EndpointConfig};
 use shardring_devkit::fixtures;
-use shardring_e2e::cluster::cluster_or_skip;
-use shardring_e2e::harness::CONTROLLER_CLASS;
-use shardring_e2e::namespace::{apply_crds, create_namespace, delete_namespace, unique_namespace};
-use shardring_e2e::operator::{OperatorError, binary_path};
+use shardring_e2e::namespace::{apply_crds, create_namespace};
 
-use crate::kit_group::{TestResult, wait_until};
+use crate::kit_group::{
+    Running, TestResult, free_port, in_fresh_namespace, shardring_run, wait_until,
+};
 
 const POD: &str = "shardring-0";
 const LEADER_LABEL: &str = "shardring.io/endpoint-leader";
 const SECRET: &str = "shardring-endpoint-selfsigned";
 const WAIT: Duration = Duration::from_secs(60);
 
-/// The `shardring run` child process, killed when dropped.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shardring_run_serves_the_endpoint_and_labels_its_pod_while_it_leads() {
-    let _turn = crate::TURNS.read().await;
-    let _kit_turn = shardring_e2e::kit::KitTurn::shared().await;
-    let Some(client) = cluster_or_skip("endpoint-run").await else {
-        return;
-    };
-    let namespace = unique_namespace("endpoint-run");
-    let dir = std::env::temp_dir().join(&namespace);
-    let result = scenario(&client, &namespace, &dir).await;
-    let cleanup = delete_namespace(&client, &namespace).await;
-    let _ = std::fs::remove_dir_all(&dir);
-    if let Err(error) = result {
-        panic!("endpoint run in namespace {namespace}: {error}");
-    }
-    cleanup.unwrap_or_else(|error| panic!("cleanup of namespace {namespace}: {error}"));
+    in_fresh_namespace("endpoint-run", "endpoint-run", async |client, namespace| {
+        let dir = std::env::temp_dir().join(namespace);
+        let result = scenario(client, namespace, &dir).await;
+        let _ = std::fs::remove_dir_all(&dir);
+        result
+    })
+    .await;
 }
 
 async fn scenario(client: &Client, namespace: &str, dir: &std::path::Path) -> TestResult {
@@ -70,32 +46,13 @@ async fn scenario(client: &Client, namespace: &str, dir: &std::path::Path) -> Te
     pods.create(&PostParams::default(), &pod).await?;
     std::fs::create_dir_all(dir)?;
 
-    let path = binary_path()?;
-    if !path.is_file() {
-        return Err(OperatorError::MissingBinary(path).into());
-    }
     let port = free_port()?;
-    let no_certificate = dir.join("no-certificate");
-    let child = Command::new(path)
-        .args([
-            "run",
-            "--namespace",
-            namespace,
-            "--controller-class",
-            CONTROLLER_CLASS,
-        ])
-        .args(["--no-node-watch", "--log-filter", "info"])
+    let child = shardring_run(namespace, POD)?
         .args(["--metrics-addr", &format!("127.0.0.1:{}", free_port()?)])
         .args(["--endpoint-addr", &format!("127.0.0.1:{port}")])
         .arg("--endpoint-tls-dir")
-        .arg(&no_certificate)
+        .arg(dir.join("no-certificate"))
         .args(["--endpoint-dns-name", "endpoint.example.com"])
-        .env("POD_NAME", POD)
-        .env("POD_NAMESPACE", namespace)
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::inherit())
-        .stderr(Stdio::inherit())
         .spawn()?;
     let mut running = Running(child);
 

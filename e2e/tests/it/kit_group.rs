@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -15,8 +16,10 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 use shardring_crds::{CONTROLLER_CLASS_LABEL, ConsumerPool, ShardGroup};
 use shardring_devkit::fixtures;
+use shardring_e2e::cluster::cluster_or_skip;
 use shardring_e2e::harness::CONTROLLER_CLASS;
-use shardring_e2e::namespace::{apply_crds, create_namespace};
+use shardring_e2e::namespace::{apply_crds, create_namespace, delete_namespace, unique_namespace};
+use shardring_e2e::operator::{OperatorError, binary_path};
 
 pub(crate) type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
@@ -24,6 +27,76 @@ pub(crate) type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send 
 pub(crate) const GROUP: &str = "g";
 const POOL: &str = "p";
 const APP: &str = "consumer";
+
+/// Runs `scenario` in a fresh namespace `sr-e2e-<prefix>-<random>` of the
+/// cluster under test (or prints `SKIPPED: ...` and returns), taking the
+/// suite's and the kit's turns as every real-cluster test does, and deletes
+/// the namespace afterwards, also after a failure.
+pub(crate) async fn in_fresh_namespace(
+    test: &str,
+    prefix: &str,
+    scenario: impl AsyncFnOnce(&Client, &str) -> TestResult,
+) {
+    let _turn = crate::TURNS.read().await;
+    let _kit_turn = shardring_e2e::kit::KitTurn::shared().await;
+    let Some(client) = cluster_or_skip(test).await else {
+        return;
+    };
+    let namespace = unique_namespace(prefix);
+    let result = scenario(&client, &namespace).await;
+    let cleanup = delete_namespace(&client, &namespace).await;
+    if let Err(error) = result {
+        panic!("{test} in namespace {namespace}: {error}");
+    }
+    cleanup.unwrap_or_else(|error| panic!("cleanup of namespace {namespace}: {error}"));
+}
+
+/// A child process, killed when dropped.
+pub(crate) struct Running(pub(crate) Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A port free at the moment.
+pub(crate) fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// `shardring run` for `namespace` as pod `pod` of that namespace (its
+/// Lease and Secrets live there too), serving the suite's controller class,
+/// with no node watch and its log on the test's output; the caller adds the
+/// ports and flags of its case and spawns it. Fails naming the binary when
+/// it is not built.
+pub(crate) fn shardring_run(namespace: &str, pod: &str) -> TestResult<Command> {
+    let path = binary_path()?;
+    if !path.is_file() {
+        return Err(OperatorError::MissingBinary(path).into());
+    }
+    let mut command = Command::new(path);
+    command
+        .args([
+            "run",
+            "--namespace",
+            namespace,
+            "--controller-class",
+            CONTROLLER_CLASS,
+        ])
+        .args(["--no-node-watch", "--log-filter", "info"])
+        .env("POD_NAME", pod)
+        .env("POD_NAMESPACE", namespace)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        // Its log (on stdout) shows with --nocapture.
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit());
+    Ok(command)
+}
 
 /// Installs the CRDs, `namespace` with pool `p` and ShardGroup `g` of
 /// `shards` static partitions (drain timeout `drain`), and Ready pods

@@ -9,73 +9,36 @@
 
 use std::io::{Read as _, Write as _};
 use std::net::{IpAddr, Ipv4Addr, TcpStream};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, Client};
-use shardring_e2e::cluster::cluster_or_skip;
-use shardring_e2e::harness::CONTROLLER_CLASS;
-use shardring_e2e::namespace::{delete_namespace, unique_namespace};
-use shardring_e2e::operator::{OperatorError, binary_path};
 
-use crate::kit_group::{GROUP, TestResult, install, wait_until};
+use crate::kit_group::{
+    GROUP, Running, TestResult, free_port, in_fresh_namespace, install, shardring_run, wait_until,
+};
 
 const LEASE: &str = "shardring-test";
 const WAIT: Duration = Duration::from_secs(60);
 
-/// A `shardring run` child process, killed when dropped.
+/// A `shardring run` replica and the port of its `/readyz`.
 struct Replica {
-    child: Child,
+    _process: Running,
     metrics_port: u16,
 }
 
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
-/// Starts `shardring run` for `namespace` as replica `identity`; its Lease
-/// lives in `namespace` too (POD_NAMESPACE), so the namespace's deletion
-/// takes it along.
+/// Starts `shardring run` for `namespace` as replica `identity`.
 fn start(namespace: &str, identity: &str, extra: &[&str]) -> TestResult<Replica> {
-    let path = binary_path()?;
-    if !path.is_file() {
-        return Err(OperatorError::MissingBinary(path).into());
-    }
     let metrics_port = free_port()?;
-    let child = Command::new(path)
-        .args([
-            "run",
-            "--namespace",
-            namespace,
-            "--controller-class",
-            CONTROLLER_CLASS,
-        ])
+    let child = shardring_run(namespace, identity)?
         .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
-        .args(["--no-node-watch", "--log-filter", "info"])
         // Two replicas on one host: each its own endpoint port.
         .args(["--endpoint-addr", "127.0.0.1:0"])
         .args(extra)
-        .env("POD_NAME", identity)
-        .env("POD_NAMESPACE", namespace)
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        // Its log (on stdout) shows with --nocapture.
-        .stdout(Stdio::inherit())
-        .stderr(Stdio::inherit())
         .spawn()?;
     Ok(Replica {
-        child,
+        _process: Running(child),
         metrics_port,
     })
 }
@@ -103,18 +66,7 @@ async fn wait_ready(name: &str, replica: &Replica) -> TestResult {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shardring_run_turns_ready_as_leader_and_as_follower() {
-    let _turn = crate::TURNS.read().await;
-    let _kit_turn = shardring_e2e::kit::KitTurn::shared().await;
-    let Some(client) = cluster_or_skip("leader-readiness").await else {
-        return;
-    };
-    let namespace = unique_namespace("leader");
-    let result = scenario(&client, &namespace).await;
-    let cleanup = delete_namespace(&client, &namespace).await;
-    if let Err(error) = result {
-        panic!("leader readiness in namespace {namespace}: {error}");
-    }
-    cleanup.unwrap_or_else(|error| panic!("cleanup of namespace {namespace}: {error}"));
+    in_fresh_namespace("leader-readiness", "leader", scenario).await;
 }
 
 async fn scenario(client: &Client, namespace: &str) -> TestResult {
