@@ -1,13 +1,13 @@
 //! shardring's test and benchmark kit. Owns [`apiserver`]: a stateful mock
-//! Kubernetes API server served over HTTPS, so tests and benchmarks exercise
-//! the path a real user takes — a `kube::Client` built from a kubeconfig,
-//! lists paged with continue tokens, watches with resourceVersions, bookmarks
-//! and 410 Gone — instead of mocks that answer instantly. Also what every
-//! crate's tests share: the [`fixtures`] they put on it, the one launcher of
-//! the local AWS [`emulators`] (kinesis-local and dynalite), the [`wait`]
-//! helpers they poll with (and the wait for a Kinesis [`stream`] to be
-//! ACTIVE), and [`process::in_own_process`] for tests that
-//! need a process of their own.
+//! Kubernetes API server served over HTTPS for what the real control plane
+//! cannot do (injected faults, exact orderings, the log of every request),
+//! reached the way a real user reaches a cluster — a `kube::Client` built
+//! from a kubeconfig, watches with resourceVersions, bookmarks and 410
+//! Gone. Also what every crate's tests share: the [`fixtures`] they put on
+//! it (or on a real API server), the one launcher of the local AWS
+//! [`emulators`] (kinesis-local and dynalite), the [`wait`] helpers they
+//! poll with (and the wait for a Kinesis [`stream`] to be ACTIVE), and
+//! [`process::in_own_process`] for tests that need a process of their own.
 //!
 //! The crate does not depend on the operator: the operator's tests depend on
 //! it.

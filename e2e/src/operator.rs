@@ -367,7 +367,7 @@ fn binary_command(
 
 /// `target/<profile>/shardring`, next to the `deps/` directory holding the
 /// test executable.
-fn binary_path() -> Result<PathBuf, OperatorError> {
+pub fn binary_path() -> Result<PathBuf, OperatorError> {
     let exe = std::env::current_exe().map_err(OperatorError::CurrentExe)?;
     let deps = exe.parent().unwrap_or(Path::new("."));
     let profile = if deps.ends_with("deps") {

@@ -1,6 +1,6 @@
 //! Direct access for tests, without HTTP: reads, and writes that go through
 //! the same store paths as HTTP writes, so they produce the same
-//! resourceVersions, managedFields and watch events. Writes use the field
+//! resourceVersions and watch events. Writes use the field
 //! manager `shardring-devkit`. These are test helpers: a write the server
 //! would refuse panics with the Status message.
 
@@ -102,30 +102,7 @@ impl MockApiServer {
                 .create(&rt, Some(&ns), object, MANAGER, true, false)
                 .unwrap_or_else(|e| panic!("create_many: {e}"));
         }
-        self.resource_version()
-    }
-
-    /// Merge-patches (RFC 7386) the main resource, as a PATCH would: for a
-    /// kind with a status subresource, `.status` in the patch is ignored.
-    /// A `metadata.resourceVersion` in the patch is a precondition.
-    ///
-    /// # Panics
-    ///
-    /// When the object does not exist or the patch is refused.
-    pub fn apply_patch(
-        &self,
-        resource: impl Into<ResourceRef>,
-        ns: Option<&str>,
-        name: &str,
-        merge_patch: Value,
-    ) -> Value {
-        let rt = self.resolve(&resource.into());
-        let written = self
-            .shared
-            .store
-            .update(&rt, ns, name, false, UpdateOp::Merge(merge_patch), MANAGER)
-            .unwrap_or_else(|e| panic!("apply_patch: {e}"));
-        (*written.obj).clone()
+        self.shared.store.resource_version()
     }
 
     /// Merge-patches `.status` through the status subresource: `status` is
@@ -168,22 +145,6 @@ impl MockApiServer {
             .is_ok()
     }
 
-    /// Deletes with a grace period of 0 (force: a pod goes at once unless
-    /// finalizers hold it). `false` when it did not exist.
-    pub fn force_delete(
-        &self,
-        resource: impl Into<ResourceRef>,
-        ns: Option<&str>,
-        name: &str,
-    ) -> bool {
-        let rt = self.resolve(&resource.into());
-        let opts = DeleteOpts {
-            grace: Some(0),
-            ..DeleteOpts::default()
-        };
-        self.shared.store.delete(&rt, ns, name, &opts).is_ok()
-    }
-
     /// The stored object, if any.
     ///
     /// # Panics
@@ -212,11 +173,6 @@ impl MockApiServer {
     pub fn list(&self, api_version: &str, kind: &str, ns: Option<&str>) -> Vec<Value> {
         let rt = self.resolve(&(api_version, kind).into());
         self.shared.store.all(&rt, ns)
-    }
-
-    /// The current (last written) resourceVersion.
-    pub fn resource_version(&self) -> u64 {
-        self.shared.store.resource_version()
     }
 
     /// The kubelet's confirmation that pod `ns/name`, being deleted, has

@@ -1,11 +1,11 @@
 //! What tests script and observe about requests: run-time pacing knobs
-//! (delays, the mutating in-flight limit), scripted failures, the bounded
+//! (delays), scripted failures (any status code: 409, 410, 429 with
+//! `Retry-After`, 500, ...), the bounded
 //! request log with per-path counters, and TokenReview bookkeeping.
 
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::options::{MockOptions, TokenReviewer};
@@ -46,37 +46,24 @@ struct FailRule {
 pub(crate) struct Knobs {
     pub list_delay: Duration,
     pub request_delay: Duration,
-    pub max_mutating_in_flight: Option<usize>,
 }
 
 /// Faults, pacing and the request log.
 pub(crate) struct Faults {
     knobs: Mutex<Knobs>,
-    in_flight: AtomicUsize,
     rules: Mutex<Vec<FailRule>>,
     log: Mutex<VecDeque<RequestRecord>>,
     log_capacity: usize,
     counters: Mutex<HashMap<(String, String), u64>>,
     token_reviews: AtomicU64,
-    reviewer: Mutex<TokenReviewer>,
+    reviewer: TokenReviewer,
 }
 
 impl std::fmt::Debug for Faults {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Faults")
             .field("knobs", &self.knobs)
-            .field("in_flight", &self.in_flight)
             .finish_non_exhaustive()
-    }
-}
-
-/// Holds one mutating request's place in flight; released on drop.
-#[derive(Debug)]
-pub(crate) struct InFlight(Arc<Faults>);
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -87,15 +74,13 @@ impl Faults {
             knobs: Mutex::new(Knobs {
                 list_delay: options.list_delay,
                 request_delay: options.request_delay,
-                max_mutating_in_flight: options.max_mutating_in_flight,
             }),
-            in_flight: AtomicUsize::new(0),
             rules: Mutex::new(Vec::new()),
             log: Mutex::new(VecDeque::new()),
             log_capacity: options.request_log_capacity,
             counters: Mutex::new(HashMap::new()),
             token_reviews: AtomicU64::new(0),
-            reviewer: Mutex::new(options.token_reviewer.clone()),
+            reviewer: options.token_reviewer.clone(),
         }
     }
 
@@ -107,18 +92,6 @@ impl Faults {
     /// Changes the knobs.
     pub fn set_knobs(&self, f: impl FnOnce(&mut Knobs)) {
         f(&mut self.knobs.lock());
-    }
-
-    /// Takes a place for a mutating request, or `None` when the limit is
-    /// reached (answer 429).
-    pub fn enter_mutating(self: &Arc<Self>) -> Option<InFlight> {
-        let limit = self.knobs().max_mutating_in_flight;
-        let before = self.in_flight.fetch_add(1, Ordering::SeqCst);
-        let guard = InFlight(self.clone());
-        match limit {
-            Some(limit) if before >= limit => None,
-            _ => Some(guard),
-        }
     }
 
     /// Scripts `count` failures with `code` for requests whose method is
@@ -165,14 +138,8 @@ impl Faults {
         self.log.lock().iter().cloned().collect()
     }
 
-    /// Empties the log and the counters.
-    pub fn clear(&self) {
-        self.log.lock().clear();
-        self.counters.lock().clear();
-    }
-
     /// Requests with `method` (any when empty) whose path contains
-    /// `path_contains`, since the start or the last clear.
+    /// `path_contains`, since the start.
     pub fn count(&self, method: &str, path_contains: &str) -> u64 {
         let method = method.to_ascii_uppercase();
         self.counters
@@ -186,17 +153,11 @@ impl Faults {
     /// Answers a TokenReview and counts it.
     pub fn review(&self, token: &str, audiences: &[String]) -> serde_json::Value {
         self.token_reviews.fetch_add(1, Ordering::SeqCst);
-        let reviewer = self.reviewer.lock().clone();
-        reviewer(token, audiences)
+        (self.reviewer)(token, audiences)
     }
 
     /// TokenReviews answered.
     pub fn token_reviews(&self) -> u64 {
         self.token_reviews.load(Ordering::SeqCst)
-    }
-
-    /// Replaces the TokenReview answerer.
-    pub fn set_reviewer(&self, reviewer: TokenReviewer) {
-        *self.reviewer.lock() = reviewer;
     }
 }

@@ -1,5 +1,5 @@
-//! Handlers per route and verb: discovery, get, list (with delay, selectors
-//! and pages), watch, create, replace, patch by content type, delete (one or
+//! Handlers per route and verb: `/version`, get, list (with delay and
+//! selectors), watch, create, replace, patch by content type, delete (one or
 //! a collection), and TokenReviews. They translate HTTP into store calls
 //! and store results into the real server's response shapes.
 
@@ -15,7 +15,6 @@ use hyper::body::Frame;
 use serde::{Serialize, Serializer};
 use serde_json::{Value, json};
 
-use super::discovery;
 use super::http::{Body, Req, Shared, json_response};
 use super::resources::ResourceType;
 use super::route::{Route, route};
@@ -35,18 +34,30 @@ fn ok_json(code: u16, v: &Value) -> Response<Body> {
     json_response(code, to_bytes(v))
 }
 
+/// `GET /version`, which clients use to tell that an API server answers.
+/// The discovery lists (`/api`, `/apis`) are not served: nothing that runs
+/// against the mock discovers kinds (kube's typed clients know their paths).
+pub(crate) fn version() -> Value {
+    json!({
+        "major": "1",
+        "minor": "35",
+        "gitVersion": "v1.35.0-shardring-mock",
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "go1.25.0",
+        "compiler": "gc",
+        "platform": "linux/amd64",
+    })
+}
+
 /// Handles an authorized request that passed the fault checks.
 pub(crate) async fn dispatch(shared: &Arc<Shared>, req: Req) -> Result<Response<Body>, ApiError> {
     let registry = &shared.store.registry;
     let method = req.method.as_str();
     match route(registry, &req.path)? {
-        Route::Version => Ok(ok_json(200, &discovery::version())),
+        Route::Version => Ok(ok_json(200, &version())),
         Route::Health => Ok(json_response(200, Bytes::from_static(b"ok"))),
-        Route::CoreVersions => Ok(ok_json(200, &discovery::core_versions())),
-        Route::Groups => Ok(ok_json(200, &discovery::groups(registry))),
-        Route::Resources { group, version } => discovery::resources(registry, &group, &version)
-            .map(|v| ok_json(200, &v))
-            .ok_or_else(|| ApiError::no_route(&req.path)),
         Route::Collection { rt, .. } if rt.is_token_review() => match method {
             "POST" => token_review(shared, &req),
             _ => Err(ApiError::method_not_allowed(method)),
@@ -144,10 +155,7 @@ fn patch_op(req: &Req) -> Result<(UpdateOp, String), ApiError> {
                      is required for apply patch",
                 ));
             }
-            UpdateOp::Apply {
-                body: req.json()?,
-                force: req.flag("force"),
-            }
+            UpdateOp::Apply { body: req.json()? }
         }
         "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
             UpdateOp::Merge(req.json()?)
@@ -174,10 +182,11 @@ fn delete_opts(req: &Req) -> Result<DeleteOpts, ApiError> {
     if !req.body.is_empty() {
         let body = req.json()?;
         opts.grace = body["gracePeriodSeconds"].as_i64();
-        opts.uid = body["preconditions"]["uid"].as_str().map(str::to_owned);
-        opts.resource_version = body["preconditions"]["resourceVersion"]
-            .as_str()
-            .map(str::to_owned);
+        if !body["preconditions"].is_null() {
+            return Err(ApiError::bad_request(
+                "delete preconditions are not served by the mock API server",
+            ));
+        }
     }
     if let Some(g) = req.q("gracePeriodSeconds") {
         opts.grace = Some(
@@ -212,13 +221,7 @@ impl Serialize for Item<'_> {
 }
 
 fn list_body(rt: &ResourceType, page: &Page, partial: bool) -> Bytes {
-    let mut metadata = json!({ "resourceVersion": page.rv.to_string() });
-    if let Some(token) = &page.continue_token {
-        metadata["continue"] = json!(token);
-    }
-    if let Some(n) = page.remaining {
-        metadata["remainingItemCount"] = json!(n);
-    }
+    let metadata = json!({ "resourceVersion": page.rv.to_string() });
     let (kind, api_version) = if partial {
         (
             "PartialObjectMetadataList".to_owned(),
@@ -257,19 +260,7 @@ async fn list(
         tokio::time::sleep(delay).await;
     }
     let filter = filter(req, namespace)?;
-    let limit = req
-        .q("limit")
-        .map(|l| l.parse::<usize>())
-        .transpose()
-        .map_err(|_| ApiError::bad_request("invalid limit"))?;
-    // As kube-apiserver's watch cache: a list at resourceVersion "0" is
-    // served whole from the cache, whatever the limit (kubernetes#70735).
-    let limit = if req.q("resourceVersion") == Some("0") && shared.options.rv0_lists_ignore_limit {
-        None
-    } else {
-        limit
-    };
-    let page = shared.store.list(rt, &filter, limit, req.q("continue"))?;
+    let page = shared.store.list(rt, &filter);
     Ok(json_response(200, list_body(rt, &page, req.partial)))
 }
 
@@ -279,10 +270,14 @@ fn watch(
     rt: &ResourceType,
     namespace: Option<String>,
 ) -> Result<Response<Body>, ApiError> {
+    if req.flag("sendInitialEvents") {
+        return Err(ApiError::bad_request(
+            "streaming lists (sendInitialEvents) are not served by the mock API server",
+        ));
+    }
     let filter = filter(req, namespace)?;
     let rv = req.q("resourceVersion").unwrap_or_default();
-    let send_initial = req.flag("sendInitialEvents");
-    let from = if send_initial || rv.is_empty() || rv == "0" {
+    let from = if rv.is_empty() || rv == "0" {
         WatchFrom::Current
     } else {
         WatchFrom::After(
@@ -300,7 +295,6 @@ fn watch(
         api_version: rt.api_version(),
         kind: rt.kind.clone(),
         bookmarks: req.flag("allowWatchBookmarks"),
-        initial_events_end: send_initial,
         partial: req.partial,
         lifetime,
         bookmark_interval: shared
@@ -337,7 +331,7 @@ fn delete_collection(
 ) -> Result<Response<Body>, ApiError> {
     let filter = filter(req, namespace)?;
     let opts = delete_opts(req)?;
-    let page = shared.store.list(rt, &filter, None, None)?;
+    let page = shared.store.list(rt, &filter);
     let rt = shared
         .store
         .registry
@@ -358,8 +352,6 @@ fn delete_collection(
     let page = Page {
         rv: shared.store.resource_version(),
         items,
-        continue_token: None,
-        remaining: None,
     };
     Ok(json_response(200, list_body(&rt, &page, req.partial)))
 }

@@ -1,7 +1,6 @@
 //! The HTTPS front: the accept loop (TLS with rustls, HTTP/1.1 with hyper),
-//! and per request the bearer-token check, API Priority and Fairness
-//! (mutating in-flight limit → 429), delays, scripted failures, the request
-//! log, and routing to the handlers.
+//! and per request the bearer-token check, delays, scripted failures, the
+//! request log, and routing to the handlers.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -212,15 +211,6 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
 }
 
 async fn process(shared: &Arc<Shared>, req: Req) -> Response<Body> {
-    let mutating = matches!(req.method.as_str(), "POST" | "PUT" | "PATCH" | "DELETE");
-    let _in_flight = if mutating {
-        match shared.faults.enter_mutating() {
-            Some(guard) => Some(guard),
-            None => return error_response(&ApiError::too_many_requests()),
-        }
-    } else {
-        None
-    };
     let delay = shared.faults.knobs().request_delay;
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;

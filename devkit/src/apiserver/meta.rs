@@ -33,18 +33,6 @@ pub(crate) fn new_uid() -> String {
     )
 }
 
-/// `generateName` + 5 characters from the real server's alphabet.
-pub(crate) fn generated_name(prefix: &str) -> String {
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let mut n = random_u64();
-    let mut name = prefix.to_owned();
-    for _ in 0..5 {
-        name.push(char::from(ALPHABET[(n % 27) as usize]));
-        n /= 27;
-    }
-    name
-}
-
 /// RFC 3339 time in whole seconds, `offset_secs` from now.
 pub(crate) fn timestamp(offset_secs: i64) -> String {
     let now = jiff::Timestamp::now();
@@ -69,38 +57,12 @@ pub(crate) fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
     obj["metadata"][field].as_str()
 }
 
-/// A deep copy of `obj` without `metadata.managedFields` (rendered again
-/// on every write; copying them is the largest cost of a write to an object
-/// with many fields).
-pub(crate) fn clone_without_managed_fields(obj: &Value) -> Value {
-    let Some(map) = obj.as_object() else {
-        return obj.clone();
-    };
-    let copied = map
-        .iter()
-        .map(|(k, v)| {
-            let v = match (k.as_str(), v.as_object()) {
-                ("metadata", Some(meta)) => Value::Object(
-                    meta.iter()
-                        .filter(|(mk, _)| mk.as_str() != "managedFields")
-                        .map(|(mk, mv)| (mk.clone(), mv.clone()))
-                        .collect(),
-                ),
-                _ => v.clone(),
-            };
-            (k.clone(), v)
-        })
-        .collect();
-    Value::Object(copied)
-}
-
-/// Whether `a` and `b` are equal apart from `metadata.managedFields` and
-/// `metadata.resourceVersion`.
+/// Whether `a` and `b` are equal apart from `metadata.resourceVersion`.
 pub(crate) fn same_content(a: &Value, b: &Value) -> bool {
     let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
         return a == b;
     };
-    let skip = |k: &str| matches!(k, "managedFields" | "resourceVersion");
+    let skip = |k: &str| k == "resourceVersion";
     let meta_eq = |x: &Value, y: &Value| {
         let (Some(x), Some(y)) = (x.as_object(), y.as_object()) else {
             return x == y;
@@ -231,14 +193,10 @@ mod tests {
     }
 
     #[test]
-    fn content_comparison_ignores_managed_fields_and_version() {
-        let a = json!({"metadata":{"name":"a","resourceVersion":"1","managedFields":[1]},"data":{"k":"v"}});
+    fn content_comparison_ignores_the_version() {
+        let a = json!({"metadata":{"name":"a","resourceVersion":"1"},"data":{"k":"v"}});
         let b = json!({"metadata":{"name":"a","resourceVersion":"2"},"data":{"k":"v"}});
         assert!(same_content(&a, &b));
-        assert_eq!(
-            clone_without_managed_fields(&a)["metadata"],
-            json!({"name":"a","resourceVersion":"1"})
-        );
         let c = json!({"metadata":{"name":"a"},"data":{"k":"w"}});
         assert!(!same_content(&a, &c));
     }

@@ -1,21 +1,40 @@
-//! A faithful, stateful mock Kubernetes API server over HTTPS.
+//! A stateful mock Kubernetes API server over HTTPS, for what the real
+//! control plane (`../shared/k8s`) cannot do: inject faults (scripted
+//! status codes such as 409, 410, 429 with `Retry-After` and 500; delays of
+//! lists or of every request; watches closed early or fallen behind their
+//! history into 410 Gone) and show exactly what a client sent and in which
+//! order (the request log, TokenReviews counted). It serves what shardring's
+//! operator, consumers and tests call, so that they run on it unchanged: the
+//! local `shardring-mock-apiserver` of `scripts/image-check.sh`, the
+//! endpoint's tests with forged service-account tokens, the mock e2e
+//! scenarios.
 //!
 //! [`MockApiServer::start`] binds `127.0.0.1:0`, generates a CA and a leaf
-//! certificate, and serves the kinds shardring uses with the real server's
-//! semantics: one global resourceVersion, preconditions and 409s, status
-//! subresources, server-side apply with field ownership, finalizers and
-//! graceful pod deletion, paginated lists over consistent snapshots, and
-//! watches with history replay, bookmarks and 410 Gone. Clients reach it
-//! through a kubeconfig ([`MockApiServer::kubeconfig_yaml`],
-//! [`MockApiServer::client`]) with a bearer token, as a user would.
+//! certificate, and serves the kinds shardring uses: one global
+//! resourceVersion, resourceVersion and uid preconditions on writes with
+//! 409s, status subresources, merge and JSON patches, server-side apply
+//! (as if forced: a field a manager stops applying goes), finalizers and
+//! graceful pod deletion, namespaces that delete their contents, label and
+//! field selectors in the forms shardring sends, lists (whole: `limit` is
+//! not emulated) and watches with history replay, bookmarks and 410 Gone,
+//! metadata-only lists and watches, TokenReviews. Clients reach it through a
+//! kubeconfig ([`MockApiServer::kubeconfig_yaml`], [`MockApiServer::client`])
+//! with a bearer token, as a user would.
+//!
+//! Not emulated, and checked on the real control plane instead
+//! (`e2e/tests/it/api_semantics.rs`): managedFields and apply conflicts
+//! (never raised), paging with continue tokens (a list answers whole, which
+//! a client must accept from any server), delete preconditions and
+//! set-based or other field selectors (a 400 that says the mock does not
+//! serve them); neither are streaming lists (a 400 too), discovery lists (a
+//! 404) nor API Priority and Fairness (script a 429 instead).
 //!
 //! Tests also read and write directly ([`MockApiServer::create`], …): those
 //! writes produce the same resourceVersions and watch events as HTTP ones.
 
+mod applied;
 mod direct;
-mod discovery;
 mod faults;
-mod fields;
 mod handlers;
 mod http;
 mod meta;
@@ -44,7 +63,6 @@ use tokio_util::sync::CancellationToken;
 pub use direct::ResourceRef;
 pub use faults::RequestRecord;
 pub use options::{MockOptions, TokenReviewer, unauthenticated_reviewer};
-pub use resources::ResourceType;
 
 use faults::Faults;
 use http::Shared;
@@ -84,7 +102,7 @@ impl MockApiServer {
             .token
             .clone()
             .unwrap_or_else(|| format!("{:016x}{:016x}", meta::random_u64(), meta::random_u64()));
-        let registry = Arc::new(Registry::new(&options.extra_resources));
+        let registry = Arc::new(Registry::new());
         let store = Store::new(
             registry,
             HistoryLimits {
@@ -92,7 +110,6 @@ impl MockApiServer {
                 bytes: options.watch_history_bytes,
             },
             options.broadcast_capacity,
-            options.continue_ttl,
         );
         let shared = Arc::new(Shared {
             store,
@@ -204,21 +221,9 @@ impl MockApiServer {
         kube::Client::try_from(self.kube_config().await).expect("client from the kubeconfig")
     }
 
-    /// Changes the delay before answering lists.
-    pub fn set_list_delay(&self, delay: Duration) {
-        self.shared.faults.set_knobs(|k| k.list_delay = delay);
-    }
-
     /// Changes the delay before answering any request.
     pub fn set_request_delay(&self, delay: Duration) {
         self.shared.faults.set_knobs(|k| k.request_delay = delay);
-    }
-
-    /// Changes the mutating in-flight limit (`None`: no limit).
-    pub fn set_max_mutating_in_flight(&self, limit: Option<usize>) {
-        self.shared
-            .faults
-            .set_knobs(|k| k.max_mutating_in_flight = limit);
     }
 
     /// Answers the next `count` requests with method `method` (any when
@@ -238,20 +243,10 @@ impl MockApiServer {
         self.shared.faults.requests()
     }
 
-    /// Empties the request log and the counters.
-    pub fn clear_requests(&self) {
-        self.shared.faults.clear();
-    }
-
     /// Requests with `method` (any when empty) whose path contains
-    /// `path_contains`, since the start or the last clear.
+    /// `path_contains`, since the start.
     pub fn count(&self, method: &str, path_contains: &str) -> u64 {
         self.shared.faults.count(method, path_contains)
-    }
-
-    /// Replaces the TokenReview answerer.
-    pub fn set_token_reviewer(&self, reviewer: TokenReviewer) {
-        self.shared.faults.set_reviewer(reviewer);
     }
 
     /// TokenReviews answered so far.

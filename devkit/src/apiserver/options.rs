@@ -6,8 +6,6 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::resources::ResourceType;
-
 /// Answers a TokenReview: `(token, audiences) -> status` (the
 /// `TokenReviewStatus` JSON, e.g. `{"authenticated": true, "user": {...}}`).
 pub type TokenReviewer = Arc<dyn Fn(&str, &[String]) -> Value + Send + Sync>;
@@ -41,21 +39,10 @@ pub struct MockOptions {
     pub list_delay: Duration,
     /// Delay before answering any request.
     pub request_delay: Duration,
-    /// Mutating requests in flight beyond this are answered 429 at once
-    /// (API Priority and Fairness, simplified). `None`: no limit.
-    pub max_mutating_in_flight: Option<usize>,
-    /// How long a list snapshot behind a continue token lives (60 s).
-    pub continue_ttl: Duration,
     /// Requests the log keeps (20,000; counters count every request).
     pub request_log_capacity: usize,
     /// Answers TokenReviews.
     pub token_reviewer: TokenReviewer,
-    /// Kinds served in addition to the built-in ones.
-    pub extra_resources: Vec<ResourceType>,
-    /// Whether a list at `resourceVersion=0` ignores `limit` and returns
-    /// every item in one response, as the real server's watch cache does
-    /// (default `true`).
-    pub rv0_lists_ignore_limit: bool,
 }
 
 impl Default for MockOptions {
@@ -70,12 +57,8 @@ impl Default for MockOptions {
             max_watch: None,
             list_delay: Duration::ZERO,
             request_delay: Duration::ZERO,
-            max_mutating_in_flight: None,
-            continue_ttl: Duration::from_secs(60),
             request_log_capacity: 20_000,
             token_reviewer: unauthenticated_reviewer(),
-            extra_resources: Vec::new(),
-            rv0_lists_ignore_limit: true,
         }
     }
 }
@@ -91,10 +74,7 @@ impl std::fmt::Debug for MockOptions {
             .field("max_watch", &self.max_watch)
             .field("list_delay", &self.list_delay)
             .field("request_delay", &self.request_delay)
-            .field("max_mutating_in_flight", &self.max_mutating_in_flight)
-            .field("continue_ttl", &self.continue_ttl)
             .field("request_log_capacity", &self.request_log_capacity)
-            .field("extra_resources", &self.extra_resources)
             .finish_non_exhaustive()
     }
 }

@@ -53,7 +53,7 @@ impl ResourceType {
 
     /// The same resource marked as a custom resource.
     #[must_use]
-    pub fn as_custom(mut self) -> Self {
+    pub fn into_custom(mut self) -> Self {
         self.custom = true;
         self
     }
@@ -113,7 +113,6 @@ fn builtin() -> Vec<ResourceType> {
         ResourceType::new("", "v1", "Pod", "pods", true).with_status(),
         ResourceType::new("", "v1", "ConfigMap", "configmaps", true),
         ResourceType::new("", "v1", "Secret", "secrets", true),
-        ResourceType::new("", "v1", "Service", "services", true).with_status(),
         ResourceType::new("", "v1", "ServiceAccount", "serviceaccounts", true),
         ResourceType::new("", "v1", "Event", "events", true),
         ResourceType::new("", "v1", "Node", "nodes", false).with_status(),
@@ -136,7 +135,7 @@ fn builtin() -> Vec<ResourceType> {
             true,
         )
         .with_status()
-        .as_custom(),
+        .into_custom(),
         ResourceType::new(
             "shardring.io",
             "v1alpha1",
@@ -145,7 +144,7 @@ fn builtin() -> Vec<ResourceType> {
             true,
         )
         .with_status()
-        .as_custom(),
+        .into_custom(),
         ResourceType::new(
             "authentication.k8s.io",
             "v1",
@@ -163,29 +162,15 @@ pub(crate) struct Registry {
 }
 
 impl Registry {
-    /// The built-in kinds plus `extra`.
-    pub fn new(extra: &[ResourceType]) -> Self {
-        let mut types: Vec<Arc<ResourceType>> = builtin().into_iter().map(Arc::new).collect();
-        for rt in extra {
-            if !types
-                .iter()
-                .any(|t| t.group == rt.group && t.version == rt.version && t.plural == rt.plural)
-            {
-                types.push(Arc::new(rt.clone()));
-            }
-        }
+    /// The built-in kinds.
+    pub fn new() -> Self {
         Registry {
-            types: RwLock::new(types),
+            types: RwLock::new(builtin().into_iter().map(Arc::new).collect()),
         }
     }
 
     fn read(&self) -> parking_lot::RwLockReadGuard<'_, Vec<Arc<ResourceType>>> {
         self.types.read()
-    }
-
-    /// Every served kind.
-    pub fn all(&self) -> Vec<Arc<ResourceType>> {
-        self.read().clone()
     }
 
     /// The kind served at `/{group}/{version}/{plural}`.
@@ -245,7 +230,7 @@ impl Registry {
             {
                 continue;
             }
-            let mut rt = ResourceType::new(group, version, kind, plural, namespaced).as_custom();
+            let mut rt = ResourceType::new(group, version, kind, plural, namespaced).into_custom();
             rt.status_subresource = v["subresources"]["status"].is_object();
             types.push(Arc::new(rt));
         }

@@ -1,4 +1,5 @@
-//! Request paths to routes: discovery endpoints, and for resources the
+//! Request paths to routes: `/version` and the health endpoints, and for
+//! resources the
 //! collection (`/api/v1/pods`, `/apis/{g}/{v}/namespaces/{ns}/{plural}`) or
 //! the object and subresource
 //! (`.../{plural}/{name}[/status]`), resolved against the registry.
@@ -15,12 +16,6 @@ pub(crate) enum Route {
     Version,
     /// `/healthz`, `/readyz`, `/livez`.
     Health,
-    /// `GET /api`.
-    CoreVersions,
-    /// `GET /apis`.
-    Groups,
-    /// `GET /api/v1`, `GET /apis/{group}/{version}`.
-    Resources { group: String, version: String },
     /// A collection; `namespace` `None` for cluster scope or all namespaces.
     Collection {
         rt: Arc<ResourceType>,
@@ -41,8 +36,6 @@ pub(crate) fn route(registry: &Registry, path: &str) -> Result<Route, ApiError> 
     let (group, version, rest) = match segs.as_slice() {
         ["version"] => return Ok(Route::Version),
         ["healthz" | "readyz" | "livez", ..] => return Ok(Route::Health),
-        ["api"] => return Ok(Route::CoreVersions),
-        ["apis"] => return Ok(Route::Groups),
         ["api", version, rest @ ..] => ("", *version, rest),
         ["apis", group, version, rest @ ..] => (*group, *version, rest),
         _ => return Err(ApiError::no_route(path)),
@@ -71,10 +64,7 @@ pub(crate) fn route(registry: &Registry, path: &str) -> Result<Route, ApiError> 
         _ => Err(ApiError::no_route(path)),
     };
     match rest {
-        [] => Ok(Route::Resources {
-            group: group.to_owned(),
-            version: version.to_owned(),
-        }),
+        [] => Err(ApiError::no_route(path)),
         ["namespaces", ns, plural, tail @ ..]
             if !(tail.is_empty() && matches!(*plural, "status" | "finalize")) =>
         {
@@ -99,7 +89,7 @@ mod tests {
     use super::*;
 
     fn r(path: &str) -> Route {
-        route(&Registry::new(&[]), path).unwrap()
+        route(&Registry::new(), path).unwrap()
     }
 
     #[test]
@@ -130,11 +120,15 @@ mod tests {
                 ..
             }
         ));
-        assert!(matches!(
-            r("/apis/coordination.k8s.io/v1"),
-            Route::Resources { .. }
-        ));
-        let reg = Registry::new(&[]);
+        let reg = Registry::new();
+        // Discovery lists are not served.
+        assert_eq!(
+            route(&reg, "/apis/coordination.k8s.io/v1")
+                .unwrap_err()
+                .code,
+            404
+        );
+        assert_eq!(route(&reg, "/apis").unwrap_err().code, 404);
         assert_eq!(
             route(&reg, "/api/v1/namespaces/a/configmaps/c/status")
                 .unwrap_err()

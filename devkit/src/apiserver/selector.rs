@@ -1,6 +1,10 @@
-//! Label and field selectors as the real server parses them, and the
+//! Label and field selectors in the forms shardring's clients send, and the
 //! [`FilterKey`] each stored object and watch event carries so that lists and
-//! watches filter without looking into the object again.
+//! watches filter without looking into the object again. Label selectors:
+//! `k=v`, `k==v`, `k!=v`, `k`, `!k`; field selectors: `metadata.name` and
+//! `metadata.namespace` with `=`, `==`, `!=`. Set-based label requirements
+//! (`in`, `notin`) and other fields are a 400 that says the mock does not
+//! serve them (the real server's full grammar is its own to test).
 
 use std::collections::BTreeMap;
 
@@ -17,10 +21,6 @@ pub(crate) struct FilterKey {
     pub name: String,
     /// `metadata.labels`.
     pub labels: BTreeMap<String, String>,
-    /// `spec.nodeName` (pods).
-    pub node_name: Option<String>,
-    /// `status.phase` (pods, namespaces).
-    pub phase: Option<String>,
 }
 
 impl FilterKey {
@@ -39,8 +39,6 @@ impl FilterKey {
                         .collect()
                 })
                 .unwrap_or_default(),
-            node_name: text(&obj["spec"]["nodeName"]),
-            phase: text(&obj["status"]["phase"]),
         }
     }
 }
@@ -50,8 +48,6 @@ impl FilterKey {
 enum Requirement {
     Equals(String, String),
     NotEquals(String, String),
-    In(String, Vec<String>),
-    NotIn(String, Vec<String>),
     Exists(String),
     NotExists(String),
 }
@@ -61,45 +57,10 @@ impl Requirement {
         match self {
             Requirement::Equals(k, v) => labels.get(k) == Some(v),
             Requirement::NotEquals(k, v) => labels.get(k) != Some(v),
-            Requirement::In(k, vs) => labels.get(k).is_some_and(|l| vs.contains(l)),
-            Requirement::NotIn(k, vs) => labels.get(k).is_none_or(|l| !vs.contains(l)),
             Requirement::Exists(k) => labels.contains_key(k),
             Requirement::NotExists(k) => !labels.contains_key(k),
         }
     }
-}
-
-/// Splits on commas outside parentheses.
-fn split_top_level(s: &str) -> Vec<&str> {
-    let mut parts = Vec::new();
-    let (mut depth, mut start) = (0usize, 0usize);
-    for (i, c) in s.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth = depth.saturating_sub(1),
-            ',' if depth == 0 => {
-                parts.push(&s[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    parts.push(&s[start..]);
-    parts
-}
-
-fn parse_set(key: &str, rest: &str, raw: &str) -> Result<(String, Vec<String>), ApiError> {
-    let inner = rest
-        .trim()
-        .strip_prefix('(')
-        .and_then(|r| r.strip_suffix(')'))
-        .ok_or_else(|| ApiError::bad_request(format!("unable to parse requirement: {raw}")))?;
-    let values = inner
-        .split(',')
-        .map(|v| v.trim().to_owned())
-        .filter(|v| !v.is_empty())
-        .collect();
-    Ok((key.trim().to_owned(), values))
 }
 
 fn valid_key(key: &str) -> bool {
@@ -130,13 +91,10 @@ fn parse_requirement(raw: &str) -> Result<Requirement, ApiError> {
             v.trim().to_owned(),
         ));
     }
-    if let Some((k, rest)) = s.split_once(" notin ") {
-        let (k, vs) = parse_set(k, rest, raw)?;
-        return Ok(Requirement::NotIn(k, vs));
-    }
-    if let Some((k, rest)) = s.split_once(" in ") {
-        let (k, vs) = parse_set(k, rest, raw)?;
-        return Ok(Requirement::In(k, vs));
+    if s.contains(" in ") || s.contains(" notin ") {
+        return Err(ApiError::bad_request(format!(
+            "set-based label selectors are not served by the mock API server: {raw}"
+        )));
     }
     valid_key(s)
         .then(|| Requirement::Exists(s.to_owned()))
@@ -153,8 +111,7 @@ impl LabelSelector {
         if s.trim().is_empty() {
             return Ok(LabelSelector::default());
         }
-        split_top_level(s)
-            .into_iter()
+        s.split(',')
             .map(parse_requirement)
             .collect::<Result<_, _>>()
             .map(LabelSelector)
@@ -171,8 +128,6 @@ impl LabelSelector {
 enum Field {
     Name,
     Namespace,
-    NodeName,
-    Phase,
 }
 
 /// A parsed `fieldSelector` (`=`, `==`, `!=`; comma = AND).
@@ -180,7 +135,7 @@ enum Field {
 pub(crate) struct FieldSelector(Vec<(Field, bool, String)>);
 
 impl FieldSelector {
-    /// Parses a selector; unknown fields are a 400 as on the real server.
+    /// Parses a selector; other fields are a 400.
     pub fn parse(s: &str) -> Result<Self, ApiError> {
         let mut terms = Vec::new();
         for raw in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
@@ -196,11 +151,9 @@ impl FieldSelector {
             let field = match key.trim() {
                 "metadata.name" => Field::Name,
                 "metadata.namespace" => Field::Namespace,
-                "spec.nodeName" => Field::NodeName,
-                "status.phase" => Field::Phase,
                 other => {
                     return Err(ApiError::bad_request(format!(
-                        "field label not supported: {other}"
+                        "field label not supported by the mock API server: {other}"
                     )));
                 }
             };
@@ -215,8 +168,6 @@ impl FieldSelector {
             let actual = match field {
                 Field::Name => key.name.as_str(),
                 Field::Namespace => key.namespace.as_str(),
-                Field::NodeName => key.node_name.as_deref().unwrap_or(""),
-                Field::Phase => key.phase.as_deref().unwrap_or(""),
             };
             (actual == value) == *equal
         })
@@ -263,13 +214,10 @@ mod tests {
         assert!(ok("app=web"));
         assert!(ok("app==web,tier"));
         assert!(!ok("app!=web"));
-        assert!(ok("app in (api, web),!missing"));
-        assert!(!ok("app notin (web)"));
-        assert!(ok("missing notin (x)"));
-        assert!(!ok("missing in (x)"));
+        assert!(ok("app,!missing"));
         assert!(!ok("tier,!app"));
         assert!(ok(""));
-        assert!(LabelSelector::parse("a in x").is_err());
+        assert_eq!(LabelSelector::parse("a in (x)").unwrap_err().code, 400);
     }
 
     #[test]
@@ -277,13 +225,14 @@ mod tests {
         let key = FilterKey {
             namespace: "ns".into(),
             name: "p".into(),
-            node_name: Some("n1".into()),
             ..FilterKey::default()
         };
         let ok = |s: &str| FieldSelector::parse(s).unwrap().matches(&key);
         assert!(ok("metadata.name=p,metadata.namespace==ns"));
-        assert!(ok("spec.nodeName=n1"));
-        assert!(!ok("spec.nodeName!=n1"));
-        assert!(FieldSelector::parse("spec.other=x").is_err());
+        assert!(!ok("metadata.name!=p"));
+        assert_eq!(
+            FieldSelector::parse("spec.nodeName=x").unwrap_err().code,
+            400
+        );
     }
 }

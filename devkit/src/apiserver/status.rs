@@ -143,15 +143,6 @@ impl ApiError {
         Self::new(410, "Expired", message)
     }
 
-    /// 429: API Priority and Fairness rejected the request.
-    pub fn too_many_requests() -> Self {
-        Self::new(
-            429,
-            "TooManyRequests",
-            "Too many requests, please try again later.",
-        )
-    }
-
     /// 401: missing or wrong bearer token.
     pub fn unauthorized() -> Self {
         Self::new(401, "Unauthorized", "Unauthorized")

@@ -39,8 +39,6 @@ pub(crate) struct WatchSpec {
     pub filter: Filter,
     /// `allowWatchBookmarks`.
     pub bookmarks: bool,
-    /// `sendInitialEvents`: end the initial events with a bookmark.
-    pub initial_events_end: bool,
     /// Objects as PartialObjectMetadata.
     pub partial: bool,
     /// When the server closes the watch.
@@ -76,16 +74,13 @@ impl Watch {
         }
     }
 
-    fn push_bookmark(&mut self, rv: u64, initial_end: bool) {
+    fn push_bookmark(&mut self, rv: u64) {
         let (api_version, kind) = if self.spec.partial {
             ("meta.k8s.io/v1", "PartialObjectMetadata")
         } else {
             (self.spec.api_version.as_str(), self.spec.kind.as_str())
         };
-        let mut metadata = json!({ "resourceVersion": rv.to_string() });
-        if initial_end {
-            metadata["annotations"] = json!({ "k8s.io/initial-events-end": "true" });
-        }
+        let metadata = json!({ "resourceVersion": rv.to_string() });
         let object = json!({ "kind": kind, "apiVersion": api_version, "metadata": metadata });
         self.push_line("BOOKMARK", Bytes::from(object.to_string()));
     }
@@ -159,7 +154,7 @@ impl Watch {
             () = &mut self.deadline => {
                 self.drain();
                 if self.spec.bookmarks && !self.done {
-                    self.push_bookmark(self.last_rv, false);
+                    self.push_bookmark(self.last_rv);
                 }
                 self.done = true;
             }
@@ -173,7 +168,7 @@ impl Watch {
             _ = self.ticker.tick(), if self.spec.bookmarks => {
                 self.drain();
                 if !self.done {
-                    self.push_bookmark(self.last_rv, false);
+                    self.push_bookmark(self.last_rv);
                 }
             }
         }
@@ -209,9 +204,6 @@ pub(crate) fn stream(
     }
     for ev in &start.replay {
         watch.on_event(ev);
-    }
-    if watch.spec.initial_events_end && watch.spec.bookmarks {
-        watch.push_bookmark(start.rv, true);
     }
     futures::stream::unfold(watch, |mut w| async move {
         loop {

@@ -1,5 +1,5 @@
 //! Deletion: finalizers, graceful pod deletion and the kubelet's
-//! confirmation, force deletion, preconditions, namespaces.
+//! confirmation, force deletion, namespaces.
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
@@ -143,24 +143,6 @@ async fn pods_on_a_node_wait_for_the_kubelet() {
 }
 
 #[tokio::test]
-async fn delete_preconditions_are_checked() {
-    let server = server().await;
-    let api: Api<ConfigMap> = Api::default_namespaced(server.client().await);
-    api.create(&PostParams::default(), &config_map("a", &[]))
-        .await
-        .unwrap();
-    let wrong = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: Some("other".into()),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
-    assert_eq!(code(&api.delete("a", &wrong).await.unwrap_err()), 409);
-    assert!(api.get_opt("a").await.unwrap().is_some());
-}
-
-#[tokio::test]
 async fn a_namespace_deletes_its_contents_then_goes() {
     let server = server().await;
     let client = server.client().await;
@@ -204,4 +186,25 @@ async fn a_namespace_deletes_its_contents_then_goes() {
     // The pod waits for its kubelet; then the namespace goes.
     assert!(server.kubelet_finish_deletion("doomed", "p"));
     assert!(namespaces.get_opt("doomed").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn delete_preconditions_are_refused_not_ignored() {
+    let server = server().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(server.client().await);
+    let created = api
+        .create(&PostParams::default(), &config_map("a", &[]))
+        .await
+        .unwrap();
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: created.metadata.uid,
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    let err = api.delete("a", &params).await.unwrap_err();
+    assert_eq!(code(&err), 400);
+    assert!(err.to_string().contains("not served by the mock"), "{err}");
+    assert!(api.get_opt("a").await.unwrap().is_some(), "nothing deleted");
 }

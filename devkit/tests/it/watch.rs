@@ -1,4 +1,4 @@
-//! Watches: kube's watcher over paged lists, live events, 410 Gone and the
+//! Watches: kube's watcher over a list, live events, 410 Gone and the
 //! relist, bookmarks, selectors, server-side closes and resumption.
 
 use std::time::Duration;
@@ -30,7 +30,7 @@ fn direct_cm(name: &str) -> serde_json::Value {
 }
 
 #[tokio::test]
-async fn watcher_lists_in_pages_then_follows_live_events() {
+async fn watcher_lists_then_follows_live_events() {
     let server = server().await;
     let api: Api<ConfigMap> = Api::default_namespaced(server.client().await);
     for i in 0..5 {
@@ -47,12 +47,13 @@ async fn watcher_lists_in_pages_then_follows_live_events() {
         }
     }
     assert_eq!(listed, vec!["cm-0", "cm-1", "cm-2", "cm-3", "cm-4"]);
-    let pages = server
+    // The mock answers a limited list whole (no continue token).
+    let lists = server
         .requests()
         .iter()
         .filter(|r| r.path.ends_with("/configmaps") && r.query.contains("limit=2"))
         .count();
-    assert_eq!(pages, 3);
+    assert_eq!(lists, 1);
 
     api.create(&PostParams::default(), &config_map("live", &[]))
         .await
@@ -61,12 +62,13 @@ async fn watcher_lists_in_pages_then_follows_live_events() {
         Event::Apply(cm) => assert_eq!(cm.name_any(), "live"),
         other => panic!("unexpected {other:?}"),
     }
-    server.apply_patch(
-        "configmaps",
-        Some("default"),
+    api.patch(
         "live",
-        json!({ "data": { "k": "w" } }),
-    );
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "data": { "k": "w" } })),
+    )
+    .await
+    .unwrap();
     match next(&mut stream).await.unwrap() {
         Event::Apply(cm) => assert_eq!(cm.data.unwrap()["k"], "w"),
         other => panic!("unexpected {other:?}"),
@@ -161,8 +163,11 @@ async fn bookmarks_carry_the_current_version() {
         WatchEvent::Added(_)
     ));
     // A write elsewhere moves the version; the bookmark follows it.
-    server.create(json!({ "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": { "name": "l" } }));
-    let current = server.resource_version().to_string();
+    let lease = server.create(json!({ "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": { "name": "l" } }));
+    let current = lease["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     loop {
         match next(&mut raw).await.unwrap() {
             WatchEvent::Bookmark(b) if b.metadata.resource_version == current => break,
@@ -281,37 +286,6 @@ async fn a_watch_that_falls_behind_the_history_gets_410() {
 }
 
 #[tokio::test]
-async fn streaming_lists_end_with_the_initial_events_bookmark() {
-    let server = server().await;
-    let api: Api<ConfigMap> = Api::default_namespaced(server.client().await);
-    for i in 0..3 {
-        server.create(direct_cm(&format!("cm-{i}")));
-    }
-    let mut stream =
-        watcher::watcher(api.clone(), watcher::Config::default().streaming_lists()).boxed();
-    assert!(matches!(next(&mut stream).await.unwrap(), Event::Init));
-    let mut listed = 0;
-    loop {
-        match next(&mut stream).await.unwrap() {
-            Event::InitApply(_) => listed += 1,
-            Event::InitDone => break,
-            other => panic!("unexpected {other:?}"),
-        }
-    }
-    assert_eq!(listed, 3);
-    assert!(
-        server
-            .requests()
-            .iter()
-            .any(|r| r.query.contains("sendInitialEvents=true"))
-    );
-    server.create(direct_cm("live"));
-    assert!(
-        matches!(next(&mut stream).await.unwrap(), Event::Apply(cm) if cm.name_any() == "live")
-    );
-}
-
-#[tokio::test]
 async fn metadata_watches_of_nodes_carry_partial_objects() {
     let server = server().await;
     server.create(json!({
@@ -320,7 +294,8 @@ async fn metadata_watches_of_nodes_carry_partial_objects() {
         "spec": { "podCIDR": "10.0.0.0/24" },
     }));
     // As the operator watches nodes: metadata only.
-    let nodes: Api<PartialObjectMeta<Node>> = Api::all(server.client().await);
+    let client = server.client().await;
+    let nodes: Api<PartialObjectMeta<Node>> = Api::all(client.clone());
     let mut stream = watcher::watcher(nodes, watcher::Config::default()).boxed();
     assert!(matches!(next(&mut stream).await.unwrap(), Event::Init));
     match next(&mut stream).await.unwrap() {
@@ -328,12 +303,14 @@ async fn metadata_watches_of_nodes_carry_partial_objects() {
         other => panic!("unexpected {other:?}"),
     }
     assert!(matches!(next(&mut stream).await.unwrap(), Event::InitDone));
-    server.apply_patch(
-        "nodes",
-        None,
-        "n1",
-        json!({ "metadata": { "labels": { "zone": "b" } } }),
-    );
+    Api::<Node>::all(client)
+        .patch(
+            "n1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "labels": { "zone": "b" } } })),
+        )
+        .await
+        .unwrap();
     match next(&mut stream).await.unwrap() {
         Event::Apply(node) => assert_eq!(node.labels()["zone"], "b"),
         other => panic!("unexpected {other:?}"),
@@ -344,4 +321,24 @@ async fn metadata_watches_of_nodes_carry_partial_objects() {
         .find(|r| r.query.contains("watch=true"))
         .unwrap();
     assert_eq!(watch.path, "/api/v1/nodes");
+}
+
+#[tokio::test]
+async fn streaming_lists_are_refused_not_answered_otherwise() {
+    let server = server().await;
+    let client = server.client().await;
+    let request = http::Request::get(
+        "/api/v1/namespaces/default/configmaps?watch=true&sendInitialEvents=true\
+         &resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true",
+    )
+    .body(Vec::new())
+    .unwrap();
+    let err = client
+        .request::<serde_json::Value>(request)
+        .await
+        .unwrap_err();
+    match err {
+        kube::Error::Api(status) => assert_eq!(status.code, 400, "{status:?}"),
+        other => panic!("not an API error: {other:?}"),
+    }
 }

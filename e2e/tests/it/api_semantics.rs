@@ -1,24 +1,30 @@
 //! The API server's semantics that the operator's correctness rests on,
 //! asserted against the real control plane (the cluster reachable through
-//! KUBECONFIG: CI's `../shared/k8s` kit) and, with the same assertions,
-//! against the devkit's mocked API server, which the fault-injection tests
-//! use: what the mock answers differently from the real server shows up
-//! here as a failure of its half.
+//! KUBECONFIG: CI's `../shared/k8s` kit). Where the devkit's mocked API
+//! server (which the fault-injection tests use) emulates the same thing,
+//! the same assertions run against it too (`on_both!`), so a place where
+//! the mock answers unlike the real server fails its half; what the mock
+//! does not emulate is checked on the real server only (`real_only!`).
 //!
-//! Each check takes a client and a fresh namespace:
-//! - server-side apply: managed fields name the manager, a field the manager
-//!   stops sending is removed, another manager conflicts unless it forces,
-//!   a stale `resourceVersion` in the applied object is a 409;
+//! Each check takes a client and a fresh namespace. On both:
+//! - server-side apply (forced, as every writer here applies): a field the
+//!   manager stops sending is removed, a stale `resourceVersion` in the
+//!   applied object is a 409;
 //! - update with a `resourceVersion` precondition: a stale one is a 409, a
 //!   no-op write keeps the version;
 //! - JSON patch with a `test` op (the operator's uid precondition on pod
 //!   annotation writes): a failed test is a 422 and nothing is applied;
-//! - delete with a uid precondition: a 409 for another uid;
-//! - paged lists: every item once, with continue tokens, at one
-//!   resourceVersion;
 //! - watches with a label selector: an object that stops matching is
 //!   DELETED, one that starts matching is ADDED; a watch from a version
 //!   resumes after it.
+//!
+//! On the real server only:
+//! - server-side apply's field ownership: managed fields name the manager,
+//!   another manager conflicts unless it forces;
+//! - delete with a uid precondition: a 409 for another uid;
+//! - paged lists: every item once, with continue tokens, at one
+//!   resourceVersion (the mock answers a list whole);
+//! - set-based label selectors and field selectors.
 //!
 //! Without a cluster the real half prints `SKIPPED: ...` and passes (fails
 //! with `SHARDRING_E2E_REQUIRE_CLUSTER` set, as in CI).
@@ -61,12 +67,27 @@ macro_rules! on_both {
     };
 }
 
-on_both!(server_side_apply_tracks_managers_and_conflicts);
+/// Runs `check` in a fresh namespace of the real cluster (or skips): what
+/// the mock does not emulate.
+macro_rules! real_only {
+    ($check:ident) => {
+        mod $check {
+            #[tokio::test]
+            async fn real_api_server() {
+                super::on_cluster(stringify!($check), super::$check).await;
+            }
+        }
+    };
+}
+
+on_both!(server_side_apply_removes_what_a_manager_stops_sending);
 on_both!(updates_are_conditioned_on_the_resource_version);
 on_both!(a_failed_json_patch_test_applies_nothing);
-on_both!(deletes_are_conditioned_on_the_uid);
-on_both!(paged_lists_return_every_item_once_at_one_version);
 on_both!(label_selected_watches_turn_leaving_into_deleted);
+real_only!(server_side_apply_tracks_managers_and_conflicts);
+real_only!(deletes_are_conditioned_on_the_uid);
+real_only!(paged_lists_return_every_item_once_at_one_version);
+real_only!(set_based_and_field_selectors_filter_lists);
 
 async fn on_cluster<F, Fut>(name: &str, check: F)
 where
@@ -138,6 +159,55 @@ fn config_map(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
     .expect("a ConfigMap")
 }
 
+async fn server_side_apply_removes_what_a_manager_stops_sending(
+    client: Client,
+    namespace: String,
+) -> CheckResult {
+    let api: Api<ConfigMap> = Api::namespaced(client, &namespace);
+    let force = PatchParams::apply("shardring").force();
+    let first = api
+        .patch(
+            "doc",
+            &force,
+            &Patch::Apply(applied(
+                "doc",
+                json!({"one": "1", "two": "2"}),
+                json!({"k": "1"}),
+            )),
+        )
+        .await?;
+    assert_eq!(first.annotations().len(), 2);
+
+    // A field the manager no longer sends is removed.
+    let second = api
+        .patch(
+            "doc",
+            &force,
+            &Patch::Apply(applied("doc", json!({"one": "1"}), json!({"k": "2"}))),
+        )
+        .await?;
+    assert_eq!(
+        second.annotations().keys().collect::<Vec<_>>(),
+        vec!["one"],
+        "the annotation no longer applied is gone"
+    );
+
+    // A resourceVersion in the applied object is a precondition.
+    let observed = second.resource_version().unwrap_or_default();
+    let mut body = applied("doc", json!({"one": "1"}), json!({"k": "3"}));
+    body["metadata"]["resourceVersion"] = json!(observed);
+    api.patch("doc", &force, &Patch::Apply(&body)).await?;
+    body["data"]["k"] = json!("4");
+    let error = api
+        .patch("doc", &force, &Patch::Apply(&body))
+        .await
+        .expect_err("a stale resourceVersion");
+    assert_eq!(code(&error), Some(409), "{error}");
+    let now = api.get("doc").await?;
+    assert_eq!(value_of(&now), Some("3"));
+    Ok(())
+}
+
 async fn server_side_apply_tracks_managers_and_conflicts(
     client: Client,
     namespace: String,
@@ -167,18 +237,25 @@ async fn server_side_apply_tracks_managers_and_conflicts(
         .collect();
     assert_eq!(managers, vec![("owner".to_owned(), "Apply".to_owned())]);
 
-    // A field the manager no longer sends is removed.
-    let second = api
+    // Another applier sharing a field keeps it when the owner stops sending
+    // it; a field only the owner sent goes.
+    api.patch(
+        "doc",
+        &PatchParams::apply("sharer"),
+        &Patch::Apply(applied("doc", json!({"one": "1"}), json!({"k": "1"}))),
+    )
+    .await?;
+    let after = api
         .patch(
             "doc",
             &owner,
-            &Patch::Apply(applied("doc", json!({"one": "1"}), json!({"k": "1"}))),
+            &Patch::Apply(applied("doc", json!({}), json!({"k": "1"}))),
         )
         .await?;
     assert_eq!(
-        second.annotations().keys().collect::<Vec<_>>(),
+        after.annotations().keys().collect::<Vec<_>>(),
         vec!["one"],
-        "the annotation no longer applied is gone"
+        "the shared annotation stays, the owner's own goes"
     );
 
     // Another manager conflicts on a field it does not own, unless it forces.
@@ -188,25 +265,11 @@ async fn server_side_apply_tracks_managers_and_conflicts(
         .await
         .expect_err("a conflict with the owner");
     assert_eq!(code(&error), Some(409), "{error}");
+    assert!(error.to_string().contains("conflict"), "{error}");
     let forced = api
         .patch("doc", &PatchParams::apply("intruder").force(), &intruding)
         .await?;
     assert_eq!(value_of(&forced), Some("2"));
-
-    // A resourceVersion in the applied object is a precondition.
-    let observed = forced.resource_version().unwrap_or_default();
-    let mut body = applied("doc", json!({}), json!({"k": "3"}));
-    body["metadata"]["resourceVersion"] = json!(observed);
-    let force = PatchParams::apply("intruder").force();
-    api.patch("doc", &force, &Patch::Apply(&body)).await?;
-    body["data"]["k"] = json!("4");
-    let error = api
-        .patch("doc", &force, &Patch::Apply(&body))
-        .await
-        .expect_err("a stale resourceVersion");
-    assert_eq!(code(&error), Some(409), "{error}");
-    let now = api.get("doc").await?;
-    assert_eq!(value_of(&now), Some("3"));
     Ok(())
 }
 
@@ -425,5 +488,42 @@ async fn label_selected_watches_turn_leaving_into_deleted(
     )
     .await?;
     assert_eq!(next().await?, ("MODIFIED".into(), "out".into()));
+    Ok(())
+}
+
+async fn set_based_and_field_selectors_filter_lists(
+    client: Client,
+    namespace: String,
+) -> CheckResult {
+    let api: Api<ConfigMap> = Api::namespaced(client, &namespace);
+    for (name, labels) in [
+        ("a", vec![("app", "web"), ("tier", "front")]),
+        ("b", vec![("app", "api")]),
+        ("c", vec![("app", "db"), ("tier", "back")]),
+        ("d", vec![]),
+    ] {
+        api.create(&PostParams::default(), &config_map(name, &labels))
+            .await?;
+    }
+    let names = async |params: ListParams| -> Result<Vec<String>, kube::Error> {
+        Ok(api
+            .list(&params)
+            .await?
+            .items
+            .iter()
+            .map(|c| c.name_any())
+            .collect())
+    };
+    let labels = |selector: &str| ListParams::default().labels(selector);
+    assert_eq!(names(labels("app in (web,db)")).await?, vec!["a", "c"]);
+    assert_eq!(names(labels("app notin (web),tier")).await?, vec!["c"]);
+    assert_eq!(names(labels("app,!tier")).await?, vec!["b"]);
+    let fields = ListParams::default().fields("metadata.name=b");
+    assert_eq!(names(fields).await?, vec!["b"]);
+    let error = api
+        .list(&ListParams::default().fields("data.k=v"))
+        .await
+        .expect_err("an unsupported field");
+    assert_eq!(code(&error), Some(400), "{error}");
     Ok(())
 }

@@ -5,13 +5,20 @@
 //! (`scenarios::` also matches `mock_scenarios::`: add `-- --skip
 //! mock_scenarios` for the real-cluster suite alone).
 //!
-//! `cluster` and `scenarios` need a cluster reachable through KUBECONFIG
-//! and skip without one; `mock_scenarios` runs the same scenarios against
-//! the devkit's mock API server. `api_semantics` asserts what the operator
-//! relies on of the API server against both (its real half skips likewise).
+//! `cluster`, `scenarios`, `endpoint_release`, `endpoint_run` and
+//! `leader_readiness` need a cluster reachable through KUBECONFIG and skip
+//! without one (the latter three moved here from the operator's tests
+//! against the mock API server, with their setup in `kit_group`); `mock_scenarios` runs scenarios against the
+//! devkit's mock API server. `api_semantics` asserts what the operator
+//! relies on of the API server against the real one and, where the mock
+//! emulates it, against the mock too (the real half skips likewise).
 
 mod api_semantics;
 mod cluster;
+mod endpoint_release;
+mod endpoint_run;
+mod kit_group;
+mod leader_readiness;
 mod mock_scenarios;
 mod scenarios;
 

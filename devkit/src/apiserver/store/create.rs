@@ -1,15 +1,15 @@
 //! Creating an object (POST, or a server-side apply of an absent one) with
-//! the real server's rules: a name or generateName, the namespace of the URL
+//! the real server's rules: a name (generateName is not served), the namespace of the URL
 //! or the body (refused while the namespace terminates), a 409 for an
 //! existing name, the system metadata it owns set afresh (uid,
 //! creationTimestamp, generation), status and defaults initialised, a CRD
-//! established and served, and field ownership recorded for the creator.
+//! established and served, and, for an apply, the fields it applied recorded.
 
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::super::fields::{self, Managed, Writer};
+use super::super::applied::{self, Applied};
 use super::super::meta::{self, meta_mut, meta_str};
 use super::super::resources::ResourceType;
 use super::super::status::ApiError;
@@ -47,14 +47,13 @@ pub(super) fn create_locked(
     if !obj.is_object() {
         return Err(ApiError::bad_request("the body must be an object"));
     }
-    let name = match (meta_str(&obj, "name"), meta_str(&obj, "generateName")) {
-        (Some(n), _) if !n.is_empty() => n.to_owned(),
-        (_, Some(prefix)) if !prefix.is_empty() => meta::generated_name(prefix),
+    let name = match meta_str(&obj, "name") {
+        Some(n) if !n.is_empty() => n.to_owned(),
         _ => {
             return Err(ApiError::invalid(
                 rt,
                 "",
-                "metadata.name: Required value: name or generateName is required",
+                "metadata.name: Required value: name is required (generateName is not served by the mock API server)",
             ));
         }
     };
@@ -116,22 +115,11 @@ pub(super) fn create_locked(
         meta::establish_crd(&mut obj);
         state.registry.register_crd(&obj);
     }
-    let api_version = rt.api_version();
-    let mut managed = Managed::default();
-    let w = Writer {
-        manager,
-        subresource: None,
-        api_version: &api_version,
-        now: &now,
-    };
-    let owned = fields::leaf_paths(&obj);
+    let mut applied = Applied::default();
     if apply {
-        managed.record_apply(w, owned, &[]);
-    } else {
-        managed.record_update(w, &owned.into_iter().collect::<Vec<_>>(), &[]);
+        applied.record(manager, false, applied::leaf_paths(&obj));
     }
-    obj["metadata"]["managedFields"] = managed.render();
-    let (obj, bytes) = state.commit(rt, key, Change::Upsert(obj, managed));
+    let (obj, bytes) = state.commit(rt, key, Change::Upsert(obj, applied));
     Ok(Written {
         obj,
         bytes,

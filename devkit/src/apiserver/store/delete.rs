@@ -1,13 +1,15 @@
-//! Deletion as the real server does it: preconditions, finalizers holding an
+//! Deletion as the real server does it: finalizers holding an
 //! object with a `deletionTimestamp`, graceful pod deletion that waits for the
 //! kubelet's confirmation, force deletion, and namespaces that delete their
-//! contents and go once empty.
+//! contents and go once empty. Delete preconditions are not emulated (no
+//! client here sends them; the real server's are checked in
+//! `e2e/tests/it/api_semantics.rs`).
 
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::super::meta::{self, meta_str};
+use super::super::meta;
 use super::super::resources::ResourceType;
 use super::super::status::ApiError;
 use super::write::{finish_write, ready_to_remove};
@@ -18,10 +20,6 @@ use super::{Change, ObjKey, State, Store, Written, obj_key};
 pub(crate) struct DeleteOpts {
     /// `gracePeriodSeconds` (body or query); `Some(0)` forces.
     pub grace: Option<i64>,
-    /// `preconditions.uid`.
-    pub uid: Option<String>,
-    /// `preconditions.resourceVersion`.
-    pub resource_version: Option<String>,
 }
 
 /// The outcome of a delete.
@@ -113,24 +111,7 @@ impl State {
             return Err(ApiError::not_found(rt, &name));
         };
         let old = entry.obj.clone();
-        let managed = entry.managed.clone();
-        if let Some(want) = opts.uid.as_deref()
-            && Some(want) != meta_str(&old, "uid")
-        {
-            return Err(ApiError::conflict_with(
-                rt,
-                &name,
-                format!(
-                    "Precondition failed: UID in precondition: {want}, UID in object meta: {}",
-                    meta_str(&old, "uid").unwrap_or_default()
-                ),
-            ));
-        }
-        if let Some(want) = opts.resource_version.as_deref()
-            && Some(want) != meta_str(&old, "resourceVersion")
-        {
-            return Err(ApiError::conflict(rt, &name));
-        }
+        let applied = entry.applied.clone();
         let grace = grace_period(rt, &old, opts.grace);
         let mut new = (*old).clone();
         let m = &mut new["metadata"];
@@ -157,10 +138,10 @@ impl State {
             }
         }
         if rt.is_namespace() {
-            return Ok(self.delete_namespace(rt, key, new, managed));
+            return Ok(self.delete_namespace(rt, key, new, applied));
         }
         let removed = ready_to_remove(&new);
-        let written = finish_write(self, rt, key, new, managed);
+        let written = finish_write(self, rt, key, new, applied);
         Ok(if removed {
             Deleted::Removed(written)
         } else {
@@ -175,12 +156,12 @@ impl State {
         rt: &Arc<ResourceType>,
         key: ObjKey,
         mut ns_obj: Value,
-        managed: super::Managed,
+        applied: super::Applied,
     ) -> Deleted {
         let ns = key.1.clone();
         ns_obj["status"]["phase"] = json!("Terminating");
         // spec.finalizers ("kubernetes") holds it until its contents are gone.
-        let (obj, bytes) = self.commit(rt, key, Change::Upsert(ns_obj, managed));
+        let (obj, bytes) = self.commit(rt, key, Change::Upsert(ns_obj, applied));
         let pending = Written {
             obj,
             bytes,
@@ -237,9 +218,9 @@ impl Store {
             return false;
         }
         let mut new = (*entry.obj).clone();
-        let managed = entry.managed.clone();
+        let applied = entry.applied.clone();
         new["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-        finish_write(&mut state, &rt, key, new, managed);
+        finish_write(&mut state, &rt, key, new, applied);
         true
     }
 }

@@ -14,7 +14,6 @@ mod write;
 use parking_lot::{Mutex, MutexGuard};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, OnceLock, Weak};
-use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use serde_json::{Value, json};
@@ -24,7 +23,7 @@ pub(crate) use delete::{DeleteOpts, Deleted};
 pub(crate) use read::{Page, WatchFrom, WatchStart};
 pub(crate) use write::{UpdateOp, Written};
 
-use super::fields::Managed;
+use super::applied::Applied;
 use super::resources::{Registry, ResourceType};
 use super::selector::FilterKey;
 
@@ -41,8 +40,8 @@ pub(crate) struct Entry {
     pub bytes: Bytes,
     /// What selectors look at.
     pub filter: Arc<FilterKey>,
-    /// Field ownership.
-    pub managed: Managed,
+    /// What each field manager applied last.
+    pub applied: Applied,
 }
 
 /// The type of a watch event.
@@ -148,19 +147,10 @@ pub(crate) struct Collection {
     history: History,
 }
 
-/// A list snapshot behind a continue token.
-#[derive(Debug)]
-struct Snapshot {
-    resource: Arc<str>,
-    rv: u64,
-    items: Vec<Arc<Value>>,
-    created: Instant,
-}
-
 /// What a commit does to the stored object.
 pub(crate) enum Change {
     /// Create or replace with this object and ownership.
-    Upsert(Value, Managed),
+    Upsert(Value, Applied),
     /// Remove; the value is the object's final state.
     Remove(Value),
 }
@@ -170,7 +160,6 @@ pub(crate) enum Change {
 pub(crate) struct State {
     rv: u64,
     collections: HashMap<Arc<str>, Collection>,
-    snapshots: HashMap<String, Snapshot>,
     tx: broadcast::Sender<Notice>,
     limits: HistoryLimits,
     registry: Arc<Registry>,
@@ -205,8 +194,8 @@ impl State {
         let rv = self.rv;
         let (limits, tx) = (self.limits, self.tx.clone());
         let coll = self.collection(rt);
-        let (mut obj, managed) = match change {
-            Change::Upsert(obj, managed) => (obj, Some(managed)),
+        let (mut obj, applied) = match change {
+            Change::Upsert(obj, applied) => (obj, Some(applied)),
             Change::Remove(obj) => (obj, None),
         };
         obj["metadata"]["resourceVersion"] = json!(rv.to_string());
@@ -214,20 +203,20 @@ impl State {
         let filter = Arc::new(FilterKey::of(&obj));
         let obj = Arc::new(obj);
         let prev = coll.objects.get(&key).map(|e| e.filter.clone());
-        let kind = match (&managed, &prev) {
+        let kind = match (&applied, &prev) {
             (None, _) => EventType::Deleted,
             (Some(_), None) => EventType::Added,
             (Some(_), Some(_)) => EventType::Modified,
         };
-        match managed {
-            Some(managed) => {
+        match applied {
+            Some(applied) => {
                 coll.objects.insert(
                     key,
                     Entry {
                         obj: obj.clone(),
                         bytes: bytes.clone(),
                         filter: filter.clone(),
-                        managed,
+                        applied,
                     },
                 );
             }
@@ -275,29 +264,21 @@ pub(crate) struct Store {
     state: Mutex<State>,
     /// Served kinds.
     pub registry: Arc<Registry>,
-    snapshot_ttl: Duration,
 }
 
 impl Store {
     /// An empty store.
-    pub fn new(
-        registry: Arc<Registry>,
-        limits: HistoryLimits,
-        broadcast_capacity: usize,
-        snapshot_ttl: Duration,
-    ) -> Self {
+    pub fn new(registry: Arc<Registry>, limits: HistoryLimits, broadcast_capacity: usize) -> Self {
         let (tx, _) = broadcast::channel(broadcast_capacity.max(16));
         Store {
             state: Mutex::new(State {
                 rv: 0,
                 collections: HashMap::new(),
-                snapshots: HashMap::new(),
                 tx,
                 limits,
                 registry: registry.clone(),
             }),
             registry,
-            snapshot_ttl,
         }
     }
 

@@ -1,7 +1,7 @@
 //! Replace and patch (merge, JSON patch, server-side apply) with the real
 //! server's rules: system metadata it owns, resourceVersion and uid
-//! preconditions, status subresource isolation, generation bumps, field
-//! ownership, no-op writes that change nothing, and removal of an object
+//! preconditions, status subresource isolation, generation bumps, removal
+//! of fields an applier stops sending, no-op writes that change nothing, and removal of an object
 //! whose last finalizer goes while it is being deleted. An apply to an
 //! absent object is a create ([`super::create`]).
 
@@ -10,7 +10,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::super::fields::{self, Managed, Writer};
+use super::super::applied::{self, Applied};
 use super::super::meta::{self, meta_mut, meta_str};
 use super::super::resources::ResourceType;
 use super::super::status::ApiError;
@@ -26,8 +26,9 @@ pub(crate) enum UpdateOp {
     Merge(Value),
     /// RFC 6902 JSON patch.
     Json(json_patch::Patch),
-    /// Server-side apply of a (partial) object.
-    Apply { body: Value, force: bool },
+    /// Server-side apply of a (partial) object (always as if forced:
+    /// conflicts are not emulated).
+    Apply { body: Value },
 }
 
 /// The result of a successful write.
@@ -120,7 +121,7 @@ fn scope(rt: &ResourceType, status: bool, new: Value, old: &Value) -> Value {
         return new;
     }
     if status {
-        let mut out = meta::clone_without_managed_fields(old);
+        let mut out = old.clone();
         match new.get("status") {
             Some(s) if !s.is_null() => out["status"] = s.clone(),
             _ => {
@@ -174,17 +175,8 @@ impl Store {
             return Err(ApiError::not_found(rt, name));
         };
         let old = entry.obj.clone();
-        let before = entry.managed.clone();
-        let mut managed = before.clone();
-        let now = meta::timestamp(0);
-        let api_version = rt.api_version();
-        let w = Writer {
-            manager,
-            subresource: status.then_some("status"),
-            api_version: &api_version,
-            now: &now,
-        };
-        let is_apply = matches!(op, UpdateOp::Apply { .. });
+        let before = entry.applied.clone();
+        let mut applied = before.clone();
         let candidate = match op {
             UpdateOp::Replace(body) => {
                 if !body.is_object() {
@@ -206,18 +198,18 @@ impl Store {
                     return Err(ApiError::bad_request("a merge patch must be an object"));
                 }
                 rv_precondition(rt, name, &patch, &old)?;
-                let mut new = meta::clone_without_managed_fields(&old);
+                let mut new = (*old).clone();
                 json_patch::merge(&mut new, &patch);
                 new
             }
             UpdateOp::Json(ops) => {
-                let mut new = meta::clone_without_managed_fields(&old);
+                let mut new = (*old).clone();
                 let ops = null_tests_pass_on_missing_paths(ops, &new);
                 json_patch::patch(&mut new, &ops)
                     .map_err(|e| ApiError::invalid(rt, name, &e.to_string()))?;
                 new
             }
-            UpdateOp::Apply { body, force } => {
+            UpdateOp::Apply { body } => {
                 if !body.is_object() {
                     return Err(ApiError::bad_request("an apply patch must be an object"));
                 }
@@ -229,29 +221,11 @@ impl Store {
                         m.remove(*k);
                     }
                 }
-                let applied = fields::leaf_paths(&config);
-                let mut merged = meta::clone_without_managed_fields(&old);
+                let paths = applied::leaf_paths(&config);
+                let mut merged = (*old).clone();
                 json_patch::merge(&mut merged, &config);
-                let changed: Vec<fields::Path> = fields::diff(&old, &merged)
-                    .0
-                    .into_iter()
-                    .filter(|p| applied.contains(p))
-                    .collect();
-                let conflicts = managed.conflicts(w, &changed);
-                if !force && !conflicts.is_empty() {
-                    return Err(ApiError::conflict_with(
-                        rt,
-                        name,
-                        format!(
-                            "Apply failed with {} conflict{}: {}",
-                            conflicts.len(),
-                            if conflicts.len() == 1 { "" } else { "s" },
-                            conflicts.join(", ")
-                        ),
-                    ));
-                }
-                for p in managed.record_apply(w, applied, &changed) {
-                    fields::remove_at(&mut merged, &p);
+                for p in applied.record(manager, status, paths) {
+                    applied::remove_at(&mut merged, &p);
                 }
                 merged
             }
@@ -259,17 +233,11 @@ impl Store {
         let mut new = scope(rt, status, candidate, &old);
         uid_precondition(rt, name, &new, &old)?;
         finish_metadata(rt, &mut new, &old)?;
-        let (changed, removed) = fields::diff(&old, &new);
-        if is_apply {
-            managed.forget(&removed);
-        } else {
-            managed.record_update(w, &changed, &removed);
-        }
         if meta::spec_changed(&old, &new) {
             let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
             new["metadata"]["generation"] = json!(generation);
         }
-        if meta::same_content(&new, &old) && managed.same_as(&before) {
+        if meta::same_content(&new, &old) && applied == before {
             let entry = state.entry(rt, &key).expect("checked above");
             return Ok(Written {
                 obj: entry.obj.clone(),
@@ -277,11 +245,10 @@ impl Store {
                 created: false,
             });
         }
-        new["metadata"]["managedFields"] = managed.render();
         if rt.is_crd() {
             self.registry.register_crd(&new);
         }
-        Ok(finish_write(&mut state, rt, key, new, managed))
+        Ok(finish_write(&mut state, rt, key, new, applied))
     }
 }
 
@@ -299,7 +266,7 @@ fn finish_metadata(rt: &ResourceType, new: &mut Value, old: &Value) -> Result<()
         .chain(&["name", "namespace", "generateName"])
     {
         match old_meta.get(*k) {
-            // managedFields are rendered again before the commit.
+            // managedFields are not emulated (see `applied`).
             Some(v) if *k != "managedFields" => m.insert((*k).to_owned(), v.clone()),
             _ => m.remove(*k),
         };
@@ -344,7 +311,7 @@ pub(crate) fn finish_write(
     rt: &Arc<ResourceType>,
     key: super::ObjKey,
     new: Value,
-    managed: Managed,
+    applied: Applied,
 ) -> Written {
     if ready_to_remove(&new) {
         let ns = key.0.clone();
@@ -356,7 +323,7 @@ pub(crate) fn finish_write(
             created: false,
         };
     }
-    let (obj, bytes) = state.commit(rt, key, Change::Upsert(new, managed));
+    let (obj, bytes) = state.commit(rt, key, Change::Upsert(new, applied));
     Written {
         obj,
         bytes,

@@ -2,15 +2,15 @@
 //! answers TokenReviews (and counts them), with the directory and the
 //! releases filled by the tests as the controller fills them: views and
 //! long-polls, authentication and identity checks, releases, load reports, rate limits
-//! and connection limits, leadership, certificates, and `shardring run`
-//! serving it all.
+//! and connection limits, leadership and certificates. That `shardring run`
+//! serves it all (the self-signed Secret, the leader label on its pod) is
+//! checked on the real control plane (the e2e crate's `endpoint_run`).
 
 mod auth;
 mod corpus;
 mod limits;
 mod loads;
 mod releases;
-mod run_cli;
 mod serving;
 mod support;
 mod views;

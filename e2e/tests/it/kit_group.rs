@@ -1,0 +1,195 @@
+//! What the operator-runtime tests on the real cluster start from: the CRDs,
+//! a fresh namespace, a ConsumerPool `p` selecting `app=consumer`, a static
+//! ShardGroup `g` served by the suite's controller class, and Ready pods
+//! that are never scheduled (a scheduling gate), marked Ready through the
+//! status subresource as a kubelet would, with a pod IP. The objects are the
+//! devkit's fixtures, the same the mock tests put on the mock.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use serde_json::{Value, json};
+use shardring_crds::{CONTROLLER_CLASS_LABEL, ConsumerPool, ShardGroup};
+use shardring_devkit::fixtures;
+use shardring_e2e::cluster::cluster_or_skip;
+use shardring_e2e::harness::CONTROLLER_CLASS;
+use shardring_e2e::namespace::{apply_crds, create_namespace, delete_namespace, unique_namespace};
+use shardring_e2e::operator::{OperatorError, binary_path};
+
+pub(crate) type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// The group's ShardGroup, pool and the label value its pods carry.
+pub(crate) const GROUP: &str = "g";
+const POOL: &str = "p";
+const APP: &str = "consumer";
+
+/// Runs `scenario` in a fresh namespace `sr-e2e-<prefix>-<random>` of the
+/// cluster under test (or prints `SKIPPED: ...` and returns), taking the
+/// suite's and the kit's turns as every real-cluster test does, and deletes
+/// the namespace afterwards, also after a failure.
+pub(crate) async fn in_fresh_namespace(
+    test: &str,
+    prefix: &str,
+    scenario: impl AsyncFnOnce(&Client, &str) -> TestResult,
+) {
+    let _turn = crate::TURNS.read().await;
+    let _kit_turn = shardring_e2e::kit::KitTurn::shared().await;
+    let Some(client) = cluster_or_skip(test).await else {
+        return;
+    };
+    let namespace = unique_namespace(prefix);
+    let result = scenario(&client, &namespace).await;
+    let cleanup = delete_namespace(&client, &namespace).await;
+    if let Err(error) = result {
+        panic!("{test} in namespace {namespace}: {error}");
+    }
+    cleanup.unwrap_or_else(|error| panic!("cleanup of namespace {namespace}: {error}"));
+}
+
+/// A child process, killed when dropped.
+pub(crate) struct Running(pub(crate) Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A port free at the moment.
+pub(crate) fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// `shardring run` for `namespace` as pod `pod` of that namespace (its
+/// Lease and Secrets live there too), serving the suite's controller class,
+/// with no node watch and its log on the test's output; the caller adds the
+/// ports and flags of its case and spawns it. Fails naming the binary when
+/// it is not built.
+pub(crate) fn shardring_run(namespace: &str, pod: &str) -> TestResult<Command> {
+    let path = binary_path()?;
+    if !path.is_file() {
+        return Err(OperatorError::MissingBinary(path).into());
+    }
+    let mut command = Command::new(path);
+    command
+        .args([
+            "run",
+            "--namespace",
+            namespace,
+            "--controller-class",
+            CONTROLLER_CLASS,
+        ])
+        .args(["--no-node-watch", "--log-filter", "info"])
+        .env("POD_NAME", pod)
+        .env("POD_NAMESPACE", namespace)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        // Its log (on stdout) shows with --nocapture.
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit());
+    Ok(command)
+}
+
+/// Installs the CRDs, `namespace` with pool `p` and ShardGroup `g` of
+/// `shards` static partitions (drain timeout `drain`), and Ready pods
+/// `pods` at `ip`; returns each pod's uid.
+pub(crate) async fn install(
+    client: &Client,
+    namespace: &str,
+    shards: u32,
+    drain: &str,
+    pods: &[&str],
+    ip: IpAddr,
+) -> TestResult<BTreeMap<String, String>> {
+    apply_crds(client).await?;
+    create_namespace(client, namespace).await?;
+    let pool: ConsumerPool = serde_json::from_value(fixtures::pool(namespace, POOL, APP))?;
+    Api::<ConsumerPool>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &pool)
+        .await?;
+    let mut group = fixtures::static_group(namespace, GROUP, POOL, shards);
+    group["spec"]["handoff"]["drainTimeout"] = json!(drain);
+    group["metadata"]["labels"] = json!({ CONTROLLER_CLASS_LABEL: CONTROLLER_CLASS });
+    let group: ShardGroup = serde_json::from_value(group)?;
+    Api::<ShardGroup>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &group)
+        .await?;
+    let since = jiff::Timestamp::now().to_string();
+    let mut uids = BTreeMap::new();
+    for name in pods {
+        uids.insert(
+            (*name).to_owned(),
+            ready_pod(client, namespace, name, APP, &since, ip).await?,
+        );
+    }
+    Ok(uids)
+}
+
+/// Creates pod `name` labelled `app=<app>` and marks it Ready at `ip` since
+/// `since`; returns its uid.
+pub(crate) async fn ready_pod(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    app: &str,
+    since: &str,
+    ip: IpAddr,
+) -> TestResult<String> {
+    let pods = Api::<Pod>::namespaced(client.clone(), namespace);
+    let pod: Pod = serde_json::from_value(fixtures::gated_pod(namespace, name, app))?;
+    let created = pods.create(&PostParams::default(), &pod).await?;
+    set_status(&pods, name, ready_status(since, ip)).await?;
+    Ok(created.uid().unwrap_or_default())
+}
+
+/// The status of a Ready pod at `ip` (conditions first: `Ready`).
+pub(crate) fn ready_status(since: &str, ip: IpAddr) -> Value {
+    let mut status = fixtures::ready_status(since)["status"].clone();
+    status["podIP"] = json!(ip.to_string());
+    status["podIPs"] = json!([{ "ip": ip.to_string() }]);
+    status
+}
+
+/// Writes `status` through the status subresource, as a kubelet does.
+pub(crate) async fn set_status(pods: &Api<Pod>, name: &str, status: Value) -> TestResult {
+    pods.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": status })),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Polls `done` every 50 ms until it answers `Ok`, for at most `timeout`;
+/// the error names what was awaited and the last thing seen.
+pub(crate) async fn wait_until<T, F>(
+    what: &str,
+    timeout: Duration,
+    mut done: impl FnMut() -> F,
+) -> TestResult<T>
+where
+    F: Future<Output = Result<T, String>>,
+{
+    let started = Instant::now();
+    loop {
+        match done().await {
+            Ok(value) => return Ok(value),
+            Err(last) if started.elapsed() > timeout => {
+                return Err(format!(
+                    "timed out after {timeout:?} waiting for {what}; last seen: {last}"
+                )
+                .into());
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
