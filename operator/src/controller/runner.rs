@@ -19,7 +19,7 @@
 use std::future::ready;
 use std::sync::Arc;
 
-use futures::{Stream, StreamExt};
+use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::api::Api;
 use kube::core::DeserializeGuard;
@@ -232,7 +232,7 @@ pub async fn run_controller(
     };
     let (released, ca_changed) = endpoint_tasks;
     let reconcile_all = futures::stream::select(reconcile_all, ca_changed).boxed();
-    controller
+    let running = controller
         .reconcile_on(released)
         .owns_stream(cm_events)
         .watches_stream(pod_events, move |pod: CachedPod| {
@@ -254,10 +254,32 @@ pub async fn run_controller(
                 tracing::debug!(%error, "controller event");
             }
             ready(())
-        })
-        .await;
+        });
+    tokio::select! {
+        () = running => {}
+        () = shutdown_before_listed(shutdown.clone(), groups.clone()) => {
+            tracing::info!("shutdown before the ShardGroups were listed: nothing had started");
+        }
+    }
     if let Some(task) = node_task {
         task.abort();
+    }
+}
+
+/// Resolves when `shutdown` comes before `groups` has its first list, and
+/// never otherwise. kube's `Controller` holds its reconciles until that
+/// list, and its graceful shutdown stops the watch that would bring it: the
+/// controller would wait for it forever. Nothing has been reconciled then,
+/// so the controller can be dropped at once. Checked when the shutdown
+/// comes, in the task that drives the controller: once the list is in,
+/// reconciles may run and the graceful shutdown waits for them.
+async fn shutdown_before_listed(
+    shutdown: CancellationToken,
+    groups: Store<DeserializeGuard<ShardGroup>>,
+) {
+    shutdown.cancelled().await;
+    if groups.wait_until_ready().now_or_never().is_some() {
+        std::future::pending::<()>().await;
     }
 }
 

@@ -8,7 +8,10 @@
 //!   log orders its writes against the Lease's release;
 //! - after a start with 200 ShardGroups whose pods, pools and groups all
 //!   exist already, every group is published and Ready, whatever order the
-//!   caches fill in: slowed lists keep every cache waiting on its list.
+//!   caches fill in: slowed lists keep every cache waiting on its list;
+//! - a shutdown before the ShardGroups' first list stops the controller at
+//!   once (kube's controller alone would wait forever for that list): a
+//!   list slowed far beyond the wait is still out when it comes.
 //!
 //! That the binary turns ready as leader and as follower on a Lease is
 //! checked on the real control plane (the e2e crate's `leader_readiness`).
@@ -268,5 +271,58 @@ async fn a_stopping_leader_releases_the_lease_only_after_its_last_write() {
     assert!(
         late.is_empty(),
         "writes sent after the Lease was released: {late:?}"
+    );
+}
+
+/// Runs the controller against a mock whose lists take [`LIST_DELAY`],
+/// cancels it `after` its start, and returns how long it took to stop.
+async fn stop_while_listing(after: Duration) -> Duration {
+    const LIST_DELAY: Duration = Duration::from_secs(30);
+    let mock = MockApiServer::start(MockOptions {
+        list_delay: LIST_DELAY,
+        ..MockOptions::default()
+    })
+    .await;
+    fixtures::populate(&mock, "team", 1, 3, 4);
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn(run_controller(
+        mock.client().await,
+        ControllerConfig {
+            watch_nodes: false,
+            ..ControllerConfig::default()
+        },
+        ControllerMetrics::default(),
+        Sources::default(),
+        None,
+        shutdown.clone(),
+        None,
+    ));
+    tokio::time::sleep(after).await;
+    let cancelled = Instant::now();
+    shutdown.cancel();
+    tokio::time::timeout(LIST_DELAY / 2, run)
+        .await
+        .expect("the controller stopped before its lists were answered")
+        .expect("the controller task");
+    cancelled.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_while_the_first_lists_are_out_stops_at_once() {
+    // Half a second in, the watches' lists are out (answered only after
+    // 30 s); the stop must not wait for them.
+    let stopped_in = stop_while_listing(Duration::from_millis(500)).await;
+    assert!(
+        stopped_in < Duration::from_secs(5),
+        "stopped in {stopped_in:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_before_the_controller_starts_stops_at_once() {
+    let stopped_in = stop_while_listing(Duration::ZERO).await;
+    assert!(
+        stopped_in < Duration::from_secs(5),
+        "stopped in {stopped_in:?}"
     );
 }
