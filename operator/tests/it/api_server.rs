@@ -113,6 +113,26 @@ async fn slow_listing_mock() -> MockApiServer {
     .await
 }
 
+/// The controller in-process against `mock` (no node watch, no leader
+/// gate, no endpoint), until `shutdown`.
+async fn spawn_controller(
+    mock: &MockApiServer,
+    shutdown: &CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(run_controller(
+        mock.client().await,
+        ControllerConfig {
+            watch_nodes: false,
+            ..ControllerConfig::default()
+        },
+        ControllerMetrics::default(),
+        Sources::default(),
+        None,
+        shutdown.clone(),
+        None,
+    ))
+}
+
 fn tempdir() -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!(
         "shardring-api-server-{}-{}",
@@ -128,21 +148,9 @@ async fn every_group_is_ready_after_a_start_with_200_groups() {
     const GROUPS: usize = 200;
     let mock = slow_listing_mock().await;
     fixtures::populate(&mock, "team", GROUPS, 25, 20);
-    let client = mock.client().await;
     let shutdown = CancellationToken::new();
     let started = Instant::now();
-    let run = tokio::spawn(run_controller(
-        client,
-        ControllerConfig {
-            watch_nodes: false,
-            ..ControllerConfig::default()
-        },
-        ControllerMetrics::default(),
-        Sources::default(),
-        None,
-        shutdown.clone(),
-        None,
-    ));
+    let run = spawn_controller(&mock, &shutdown).await;
     wait_until(
         "every ShardGroup Ready with its 25 pods",
         Duration::from_secs(90),
@@ -285,18 +293,7 @@ async fn stop_while_listing(after: Duration) -> Duration {
     .await;
     fixtures::populate(&mock, "team", 1, 3, 4);
     let shutdown = CancellationToken::new();
-    let run = tokio::spawn(run_controller(
-        mock.client().await,
-        ControllerConfig {
-            watch_nodes: false,
-            ..ControllerConfig::default()
-        },
-        ControllerMetrics::default(),
-        Sources::default(),
-        None,
-        shutdown.clone(),
-        None,
-    ));
+    let run = spawn_controller(&mock, &shutdown).await;
     tokio::time::sleep(after).await;
     let cancelled = Instant::now();
     shutdown.cancel();
