@@ -201,8 +201,9 @@ pub struct PartitionFigures {
     pub drain_timeout: Duration,
     /// Completed handoffs by evidence.
     pub evidence: BTreeMap<&'static str, usize>,
-    /// Handoffs during the rolling deploy, and partitions then.
-    pub rolling: (usize, usize),
+    /// Handoffs during the rolling deploy, and partitions then (`None`:
+    /// the act had no rolling deploy).
+    pub rolling: Option<(usize, usize)>,
     /// Consumers that ended unasked, and other problems.
     pub problems: Vec<String>,
     /// Wall time of the act.
@@ -277,13 +278,13 @@ impl PartitionFigures {
             self.acked(),
             evidence.join(", ")
         );
-        let _ = writeln!(
-            out,
-            "  rolling deploy           {:.2} moves per partition ({} handoffs over {} partitions)",
-            self.rolling.0 as f64 / self.rolling.1.max(1) as f64,
-            self.rolling.0,
-            self.rolling.1
-        );
+        if let Some((handoffs, partitions)) = self.rolling {
+            let _ = writeln!(
+                out,
+                "  rolling deploy           {:.2} moves per partition ({handoffs} handoffs over {partitions} partitions)",
+                handoffs as f64 / partitions.max(1) as f64,
+            );
+        }
         for problem in &self.problems {
             let _ = writeln!(out, "  problem: {problem}");
         }
@@ -346,5 +347,18 @@ mod tests {
         };
         assert!(!figures.passed());
         assert!(figures.render().contains("1 (two pods holding"));
+    }
+
+    #[test]
+    fn a_rolling_deploy_is_reported_only_for_an_act_that_ran_one() {
+        let without = PartitionFigures::default();
+        assert!(!without.render().contains("rolling deploy"));
+        let with = PartitionFigures {
+            rolling: Some((24, 24)),
+            ..PartitionFigures::default()
+        };
+        assert!(with.render().contains(
+            "rolling deploy           1.00 moves per partition (24 handoffs over 24 partitions)"
+        ));
     }
 }

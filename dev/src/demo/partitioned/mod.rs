@@ -22,6 +22,7 @@ use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -123,6 +124,8 @@ pub(super) struct Act {
     producer: Option<Producer>,
     grace: Duration,
     drain_timeout: Duration,
+    /// Whether the story ran its rolling deploy (its moves are reported).
+    rolled: AtomicBool,
     drain_deadline: Duration,
     work: Duration,
     stop: CancellationToken,
@@ -216,6 +219,7 @@ impl Act {
             producer: Some(producer),
             grace: drain_deadline + Duration::from_secs(5),
             drain_timeout: timing.drain_timeout,
+            rolled: AtomicBool::new(false),
             drain_deadline,
             work: Duration::from_millis(5),
             stop,
@@ -260,6 +264,7 @@ impl Act {
             "static rolling deploy",
             "8. static act: rolling deploy, surge one new pod, then delete one old pod gracefully, pod by pod",
         );
+        self.rolled.store(true, Ordering::Relaxed);
         for i in 0..scaled {
             let old = format!("queues-v1-{i}");
             self.start_pods(&[format!("queues-v2-{i}")])?;
@@ -384,14 +389,16 @@ impl Act {
             state.cluster.kill_all();
             (
                 evidence(&state),
-                (
-                    state
-                        .handoffs_by_phase()
-                        .get("static rolling deploy")
-                        .copied()
-                        .unwrap_or(0),
-                    self.spec.partitions as usize,
-                ),
+                self.rolled.load(Ordering::Relaxed).then(|| {
+                    (
+                        state
+                            .handoffs_by_phase()
+                            .get("static rolling deploy")
+                            .copied()
+                            .unwrap_or(0),
+                        self.spec.partitions as usize,
+                    )
+                }),
                 state.problems.clone(),
             )
         };
