@@ -1,7 +1,8 @@
 //! Polling with a deadline, for every crate's tests: they wait for a
 //! condition to hold rather than sleeping a fixed time. [`wait_for`] returns
 //! an error whose timeout reports the last thing observed, so a failure says
-//! what was missing (the end-to-end harness); [`until`] polls a plain
+//! what was missing (the end-to-end harness), [`wait_for_every`] the same
+//! at a chosen interval; [`until`] polls a plain
 //! condition fast and fails the calling test when it never holds.
 
 use std::future::Future;
@@ -48,7 +49,19 @@ pub enum WaitError {
 /// `timeout` passes. A probe error ends the wait at once; probes that expect
 /// transient errors (e.g. 404 before an object exists) map them to
 /// [`Probe::Pending`] themselves.
-pub async fn wait_for<T, E, F, Fut>(
+pub async fn wait_for<T, E, F, Fut>(what: &str, timeout: Duration, probe: F) -> Result<T, WaitError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Probe<T>, E>>,
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    wait_for_every(POLL_INTERVAL, what, timeout, probe).await
+}
+
+/// [`wait_for`], calling `probe` every `interval`: for a wait that also
+/// times when the condition came to hold.
+pub async fn wait_for_every<T, E, F, Fut>(
+    interval: Duration,
     what: &str,
     timeout: Duration,
     mut probe: F,
@@ -78,8 +91,7 @@ where
                 last,
             });
         }
-        tokio::time::sleep(POLL_INTERVAL.min(deadline.saturating_duration_since(Instant::now())))
-            .await;
+        tokio::time::sleep(interval.min(deadline.saturating_duration_since(Instant::now()))).await;
     }
 }
 

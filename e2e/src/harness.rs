@@ -28,7 +28,7 @@ use crate::published::{PublishedError, assignment_document};
 use crate::settled::settled;
 use crate::stream;
 use shardring_dev::demo::consumers::ConsumerSettings;
-use shardring_devkit::wait::{Probe, WaitError, wait_for};
+use shardring_devkit::wait::{Probe, WaitError, wait_for, wait_for_every};
 
 /// Field manager of everything the harness applies.
 pub const MANAGER: &str = "shardring-e2e";
@@ -358,25 +358,20 @@ impl Harness {
     /// looking every [`FAST_POLL`]: a step that must act while the revoke is
     /// in flight (before the handoff could complete) acts within that.
     pub async fn wait_revoking(&self, pod: &str) -> Result<(), HarnessError> {
-        let started = tokio::time::Instant::now();
-        loop {
+        let what = format!("a shard of {pod} revoking");
+        wait_for_every(FAST_POLL, &what, STEP_TIMEOUT, || async {
             let revoking = self
                 .document()
                 .await?
                 .is_some_and(|d| d.pods.get(pod).is_some_and(|p| !p.revoking.is_empty()));
-            if revoking {
-                return Ok(());
-            }
-            if started.elapsed() >= STEP_TIMEOUT {
-                return Err(WaitError::Timeout {
-                    what: format!("a shard of {pod} revoking"),
-                    waited: started.elapsed(),
-                    last: "nothing revoking".into(),
-                }
-                .into());
-            }
-            tokio::time::sleep(FAST_POLL).await;
-        }
+            Ok::<_, HarnessError>(if revoking {
+                Probe::Done(())
+            } else {
+                Probe::Pending("nothing revoking".into())
+            })
+        })
+        .await?;
+        Ok(())
     }
 
     /// Waits until `pod` owns no shard in the published document (its
@@ -384,7 +379,8 @@ impl Harness {
     /// also measures when that document appeared; returns how long it took.
     pub async fn wait_owns_nothing(&self, pod: &str) -> Result<Duration, HarnessError> {
         let started = tokio::time::Instant::now();
-        loop {
+        let what = format!("{pod} to own no shard");
+        wait_for_every(FAST_POLL, &what, STEP_TIMEOUT, || async {
             let doc = self.document().await?;
             let owned: Vec<String> = doc
                 .iter()
@@ -392,19 +388,14 @@ impl Harness {
                 .filter(|(_, r)| r.owner.as_deref() == Some(pod))
                 .map(|(id, r)| format!("{id} ({:?})", r.state))
                 .collect();
-            if owned.is_empty() && doc.is_some() {
-                return Ok(started.elapsed());
-            }
-            if started.elapsed() >= STEP_TIMEOUT {
-                return Err(WaitError::Timeout {
-                    what: format!("{pod} to own no shard"),
-                    waited: started.elapsed(),
-                    last: format!("owns {owned:?}"),
-                }
-                .into());
-            }
-            tokio::time::sleep(FAST_POLL).await;
-        }
+            Ok::<_, HarnessError>(if owned.is_empty() && doc.is_some() {
+                Probe::Done(())
+            } else {
+                Probe::Pending(format!("owns {owned:?}"))
+            })
+        })
+        .await?;
+        Ok(started.elapsed())
     }
 
     /// Splits the open shard with the widest hash key range in two;

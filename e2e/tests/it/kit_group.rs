@@ -6,9 +6,10 @@
 //! devkit's fixtures, the same the mock tests put on the mock.
 
 use std::collections::BTreeMap;
+use std::convert::Infallible;
 use std::net::IpAddr;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -16,6 +17,7 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 use shardring_crds::{CONTROLLER_CLASS_LABEL, ConsumerPool, ShardGroup};
 use shardring_devkit::fixtures;
+use shardring_devkit::wait::{Probe, wait_for_every};
 use shardring_e2e::cluster::cluster_or_skip;
 use shardring_e2e::harness::CONTROLLER_CLASS;
 use shardring_e2e::namespace::{apply_crds, create_namespace, delete_namespace, unique_namespace};
@@ -170,7 +172,8 @@ pub(crate) async fn set_status(pods: &Api<Pod>, name: &str, status: Value) -> Te
 }
 
 /// Polls `done` every 50 ms until it answers `Ok`, for at most `timeout`;
-/// the error names what was awaited and the last thing seen.
+/// the error names what was awaited and the last thing seen (an `Err` is
+/// what was seen instead).
 pub(crate) async fn wait_until<T, F>(
     what: &str,
     timeout: Duration,
@@ -179,17 +182,14 @@ pub(crate) async fn wait_until<T, F>(
 where
     F: Future<Output = Result<T, String>>,
 {
-    let started = Instant::now();
-    loop {
-        match done().await {
-            Ok(value) => return Ok(value),
-            Err(last) if started.elapsed() > timeout => {
-                return Err(format!(
-                    "timed out after {timeout:?} waiting for {what}; last seen: {last}"
-                )
-                .into());
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+    let probe = || {
+        let seen = done();
+        async move {
+            Ok::<_, Infallible>(match seen.await {
+                Ok(value) => Probe::Done(value),
+                Err(last) => Probe::Pending(last),
+            })
         }
-    }
+    };
+    Ok(wait_for_every(Duration::from_millis(50), what, timeout, probe).await?)
 }

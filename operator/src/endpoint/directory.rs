@@ -182,8 +182,9 @@ struct Groups {
 #[derive(Debug, Default)]
 pub struct Directory {
     groups: RwLock<Groups>,
-    /// Asks the controller to reconcile a group (to serve it).
-    requests: Option<ReconcileRequests>,
+    /// Asks the controller to reconcile a group (to serve it); with no
+    /// controller listening (a default directory) nothing hears it.
+    requests: ReconcileRequests,
     /// The operator's pod cache, once the controller runs.
     pod_cache: OnceLock<Arc<dyn PodCache>>,
 }
@@ -193,7 +194,7 @@ impl Directory {
     pub fn new(requests: ReconcileRequests) -> Self {
         Self {
             groups: RwLock::default(),
-            requests: Some(requests),
+            requests,
             pod_cache: OnceLock::new(),
         }
     }
@@ -269,9 +270,7 @@ impl Directory {
         drop(groups);
         // A cycle will see the pod (its pod event asked for one); asking
         // again costs nothing when one is queued.
-        if let Some(requests) = &self.requests {
-            requests.request(group);
-        }
+        self.requests.request(group);
         Some(Lookup::Found(receiver))
     }
 
@@ -279,11 +278,9 @@ impl Directory {
     /// it does, and asks the controller for that sync.
     pub fn want(&self, group: &GroupKey) {
         let mut groups = self.groups.write();
-        if groups.wanted.insert(group.clone())
-            && let Some(requests) = &self.requests
-        {
+        if groups.wanted.insert(group.clone()) {
             // The controller may be gone (shutting down): the caller retries.
-            requests.request(group);
+            self.requests.request(group);
         }
     }
 
