@@ -5,7 +5,8 @@
 //!
 //! The pipeline of [`plan`]: [`model`] validates and interns the input
 //! (sorting pods and shards once, so input order never matters), [`ring`]
-//! builds the hash ring, [`owners`] places owners under quotas with
+//! builds the hash ring (or [`RingMemory`] derives it from the caller's
+//! last one: [`plan_with`]), [`owners`] places owners under quotas with
 //! stickiness ([`throughput`] by measured load, within a band), [`standby`]
 //! adds backups, and `output` names the result.
 //! The separate ExplicitHashKey generator behind `shardring-dev hash-keys`
@@ -19,11 +20,13 @@ mod output;
 pub mod owners;
 pub mod quota;
 pub mod ring;
+mod ring_memory;
 pub mod standby;
 pub mod throughput;
 pub mod types;
 
 pub use error::PlanError;
+pub use ring_memory::RingMemory;
 pub use types::*;
 
 /// Plans an assignment.
@@ -33,8 +36,15 @@ pub use types::*;
 /// Previous entries for shards absent from the input are ignored; previous
 /// owners absent from the eligible pods make their shards required moves.
 pub fn plan(input: &PlanInput) -> Result<PlanOutput, PlanError> {
+    plan_with(input, &mut RingMemory::default())
+}
+
+/// [`plan`], on the ring kept in `memory` by the caller's last plan (the
+/// same output: the ring is the one [`plan`] builds, only found quicker),
+/// leaving this plan's ring there for the next.
+pub fn plan_with(input: &PlanInput, memory: &mut RingMemory) -> Result<PlanOutput, PlanError> {
     let model = model::Model::build(input)?;
-    let ring = ring::Ring::build(&model.pods);
+    let ring = memory.ring_of(&model.pods);
     let owners = owners::place(&model, &input.options, &ring);
     let standbys = standby::place(&model, &input.options, &ring, &owners.owner);
     Ok(output::build(&model, &owners, &standbys))

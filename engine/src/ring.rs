@@ -5,9 +5,10 @@
 //! 100,000 shards stays linear even when most pods are full.
 
 use crate::hash::{VIRTUAL_NODES, vnode_hash};
-use crate::model::{PodRec, index};
+use crate::model::{NONE, PodRec, index};
 
 /// Sorted ring points and, per pod, where its points sit.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ring {
     points: Vec<u64>,
     owner: Vec<u32>,
@@ -26,8 +27,76 @@ impl Ring {
             }
         }
         nodes.sort_unstable();
+        Self::from_sorted(&nodes, pods.len())
+    }
+
+    /// The ring of `pods` derived from `previous`, the ring of
+    /// `previous_pods` (both sorted by name): the points of pods in both are
+    /// kept (renumbered), those of pods gone dropped, and only the pods new
+    /// to the ring are hashed and merged in. The same ring as
+    /// [`Ring::build`] of `pods`, in time linear in the points.
+    pub fn derive(previous: &Ring, previous_pods: &[String], pods: &[PodRec<'_>]) -> Self {
+        // Old pod index → new (or NONE), and the pods without points yet.
+        let mut renumber = vec![NONE; previous_pods.len()];
+        let mut added = Vec::new();
+        let mut old = previous_pods.iter().enumerate().peekable();
+        for (p, pod) in pods.iter().enumerate() {
+            let mut kept = false;
+            while let Some(&(o, name)) = old.peek() {
+                match name.as_str().cmp(pod.name) {
+                    std::cmp::Ordering::Less => {
+                        old.next();
+                    }
+                    std::cmp::Ordering::Equal => {
+                        renumber[o] = index(p);
+                        kept = true;
+                        old.next();
+                        break;
+                    }
+                    std::cmp::Ordering::Greater => break,
+                }
+            }
+            if !kept {
+                added.push(p);
+            }
+        }
+        let mut buf = Vec::with_capacity(64);
+        let mut fresh: Vec<(u64, u32)> = Vec::with_capacity(added.len() * VIRTUAL_NODES as usize);
+        for &p in &added {
+            for i in 0..VIRTUAL_NODES {
+                fresh.push((vnode_hash(&mut buf, pods[p].name, i), index(p)));
+            }
+        }
+        fresh.sort_unstable();
+        // Kept points stay in (hash, pod) order: renumbering keeps the
+        // pods' order. A merge of the two sorted runs is the full sort.
+        let kept = previous
+            .points
+            .iter()
+            .zip(&previous.owner)
+            .filter_map(|(&hash, &o)| {
+                let p = renumber[o as usize];
+                (p != NONE).then_some((hash, p))
+            });
+        let mut nodes = Vec::with_capacity(pods.len() * VIRTUAL_NODES as usize);
+        let mut fresh = fresh.into_iter().peekable();
+        for point in kept {
+            while let Some(&next) = fresh.peek()
+                && next < point
+            {
+                nodes.push(next);
+                fresh.next();
+            }
+            nodes.push(point);
+        }
+        nodes.extend(fresh);
+        Self::from_sorted(&nodes, pods.len())
+    }
+
+    /// The ring of sorted `(hash, pod)` points of `pods` pods.
+    fn from_sorted(nodes: &[(u64, u32)], pods: usize) -> Self {
         let mut by_pod = vec![0u32; nodes.len()];
-        let mut fill = vec![0u32; pods.len()];
+        let mut fill = vec![0u32; pods];
         for (at, &(_, p)) in nodes.iter().enumerate() {
             let p = p as usize;
             by_pod[p * VIRTUAL_NODES as usize + fill[p] as usize] = index(at);
@@ -119,5 +188,77 @@ impl Walker {
             v = skip as usize;
         }
         Some(v)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// Eligible pods of these names (sorted), for a ring.
+    pub(crate) fn recs(names: &[String]) -> Vec<PodRec<'_>> {
+        names
+            .iter()
+            .map(|name| PodRec {
+                name,
+                capacity: 1,
+                zone: NONE,
+                node: NONE,
+                hash: 0,
+                ready_since: 0,
+            })
+            .collect()
+    }
+
+    fn sorted(names: impl IntoIterator<Item = String>) -> Vec<String> {
+        let mut names: Vec<String> = names.into_iter().collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    /// A derived ring is the built one, whatever pods joined and left
+    /// (first, last, in the middle, all of them, none).
+    #[test]
+    fn a_derived_ring_is_the_ring_built_afresh() {
+        let base = sorted((0..300).map(|i| format!("pod-{i}")));
+        let cases: Vec<Vec<String>> = vec![
+            base.clone(),
+            sorted(base.iter().cloned().chain(["pod-150a".into()])),
+            sorted(
+                base.iter()
+                    .cloned()
+                    .chain(["a-first".into(), "z-last".into()]),
+            ),
+            base[1..].to_vec(),
+            base[..base.len() - 1].to_vec(),
+            sorted(base.iter().filter(|n| !n.ends_with('7')).cloned()),
+            sorted(
+                base.iter()
+                    .filter(|n| !n.ends_with('3'))
+                    .cloned()
+                    .chain((0..40).map(|i| format!("new-{i}"))),
+            ),
+            sorted((0..50).map(|i| format!("other-{i}"))),
+            Vec::new(),
+        ];
+        let previous = Ring::build(&recs(&base));
+        for names in &cases {
+            let pods = recs(names);
+            assert_eq!(
+                Ring::derive(&previous, &base, &pods),
+                Ring::build(&pods),
+                "{} pods",
+                names.len()
+            );
+            // And back.
+            let from = Ring::build(&pods);
+            assert_eq!(
+                Ring::derive(&from, names, &recs(&base)),
+                previous,
+                "back from {} pods",
+                names.len()
+            );
+        }
     }
 }
