@@ -50,5 +50,5 @@ pub use observation::{
     Containers, LeaseObservation, Observation, PodInfo, Published, PublishedVersion,
     TopologyObservation,
 };
-pub use plan::{Decision, plan};
+pub use plan::{Decision, Leftovers, PlanMemory, plan, plan_with};
 pub use topology::{SourceError, Topology};

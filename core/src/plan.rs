@@ -35,6 +35,7 @@ use crate::codec;
 use crate::conditions::reason;
 use crate::crds::{AssignmentDocument, ShardGroupStatus};
 use crate::document::{self, AnnotationWrite};
+use crate::engine::{self, PlanInput, PlanOutput};
 use crate::events::EventNote;
 use crate::handoff;
 use crate::observation::{LeaseObservation, Observation};
@@ -138,8 +139,32 @@ pub struct Moves {
     pub optional: u64,
 }
 
+/// What one ShardGroup's plans keep between them, owned by the caller (the
+/// operator keeps one per group, the simulation and tests none): the
+/// engine's last ring ([`engine::RingMemory`]). No decision depends on it:
+/// [`plan_with`] decides exactly as [`plan`] does, only quicker.
+#[derive(Debug, Clone, Default)]
+pub struct PlanMemory {
+    ring: engine::RingMemory,
+}
+
+/// What a plan is done with but did not free (at 20,000 shards the
+/// engine's input and output are megabytes of small allocations, a
+/// millisecond or two to free): the caller drops it once the document is on
+/// its way rather than before.
+#[derive(Default)]
+pub struct Leftovers {
+    _engine: Option<(Option<PlanInput>, PlanOutput)>,
+}
+
 /// Plans one reconcile of the observed ShardGroup.
 pub fn plan(obs: &Observation) -> Decision {
+    plan_with(obs, &mut PlanMemory::default()).0
+}
+
+/// [`plan`], with the group's [`PlanMemory`]: the same decision, and what
+/// the plan is done with, to be dropped when it costs the caller nothing.
+pub fn plan_with(obs: &Observation, memory: &mut PlanMemory) -> (Decision, Leftovers) {
     let published = obs.published.document();
     let status_epoch = obs.group.status.as_ref().map_or(0, |s| s.epoch);
     let kept_epoch = published.map_or(0, |d| d.epoch).max(status_epoch);
@@ -150,11 +175,18 @@ pub fn plan(obs: &Observation) -> Decision {
     outcome.pods_with_shards = published.map_or(0, |d| d.pods.len() as u64);
     outcome.moves_in_flight = published.map_or(0, moves_in_flight);
     let requeue_after = requeue_after(obs);
-    match plan_assignment(obs, published, kept_epoch, &mut outcome, requeue_after) {
-        Ok(decision) => decision,
+    match plan_assignment(
+        obs,
+        published,
+        kept_epoch,
+        &mut outcome,
+        requeue_after,
+        memory,
+    ) {
+        Ok(planned) => planned,
         Err(problem) => {
             outcome.problem = Some(problem);
-            blocked(obs, outcome, requeue_after)
+            (blocked(obs, outcome, requeue_after), Leftovers::default())
         }
     }
 }
@@ -170,7 +202,8 @@ fn plan_assignment(
     kept_epoch: u64,
     outcome: &mut Outcome,
     requeue_after: Duration,
-) -> Result<Decision, Problem> {
+    memory: &mut PlanMemory,
+) -> Result<(Decision, Leftovers), Problem> {
     let Inputs {
         pool,
         pods,
@@ -189,14 +222,17 @@ fn plan_assignment(
     {
         outcome.held = Some(hold.message(pool.spec.min_ready()));
         let requeue_after = requeue_after.min(hold.next.max(MIN_REQUEUE));
-        return Ok(blocked(obs, std::mem::take(outcome), requeue_after));
+        return Ok((
+            blocked(obs, std::mem::take(outcome), requeue_after),
+            Leftovers::default(),
+        ));
     }
     let previous_doc = published.or(recovered.as_ref());
     let Engined {
         pacing,
         output,
         input,
-    } = run_engine(obs, pool, pods, topology, previous_doc)?;
+    } = run_engine(obs, pool, pods, topology, previous_doc, &mut memory.ring)?;
     // The input (a copy of the topology and of the previous assignment) is
     // kept only while the rebalance delay may call for a second, unpaced
     // engine run: at 20,000 shards it is megabytes the rest of the plan
@@ -215,11 +251,9 @@ fn plan_assignment(
     document::add_lineage(&mut records, &obs.topology.lineage);
     let doc = document::next_document(obs.group.qualified_name(), records, published, kept_epoch);
     let changed = matches!(doc, Cow::Owned(_));
-    let encoded = if changed {
-        Some(encode(&doc, kept_epoch)?)
-    } else {
-        None
-    };
+    let (encoded, (annotation_writes, oversized)) =
+        encode_beside_annotations(&doc, changed, kept_epoch, obs);
+    let encoded = encoded.transpose()?;
 
     record_assignment(obs, outcome, topology, &output, &doc, changed);
     outcome.protocol = Some(protocol_status(obs, &pacing, &output, &step));
@@ -236,15 +270,17 @@ fn plan_assignment(
         outcome.moves_in_flight,
         young_revoke,
         pacing.next_change,
-        || input.as_mut().is_some_and(rebalances_unpaced),
+        || {
+            input
+                .as_mut()
+                .is_some_and(|input| rebalances_unpaced(input, &mut memory.ring))
+        },
     );
     outcome.problem = obs.topology.error.as_ref().map(|error| Problem {
         reason: error.reason(),
         message: stale_message(obs, error),
         blocks_ready: false,
     });
-    let (annotation_writes, oversized) =
-        document::annotation_writes(&doc, &obs.pods, &obs.group.annotation_key());
     note_oversized(outcome, &oversized);
 
     let (status, mut events) = status::build(obs, outcome);
@@ -257,7 +293,7 @@ fn plan_assignment(
             ),
         );
     }
-    Ok(Decision {
+    let decision = Decision {
         document_write: encoded.map(|encoded| DocumentWrite {
             document: Arc::new(doc.into_owned()),
             encoded,
@@ -271,6 +307,49 @@ fn plan_assignment(
             optional: output.optional_moves(),
         },
         handoffs: step.completed,
+    };
+    Ok((
+        decision,
+        Leftovers {
+            _engine: Some((input, output)),
+        },
+    ))
+}
+
+/// A document at least this large is encoded on a thread of its own, beside
+/// the annotations' comparison: at 20,000 shards its JSON and gzip are the
+/// longest step of the plan after the engine, on the path from a pod event
+/// to the published document. Below it, encoding costs less than starting
+/// a thread.
+const ENCODE_BESIDE_SHARDS: usize = 2_000;
+
+/// A document encoded for its ConfigMap, or why it cannot be published.
+type Encoded = Result<codec::EncodedDocument, Problem>;
+/// The annotation writes a document calls for, and the views too large to
+/// write.
+type Annotations = (Vec<AnnotationWrite>, Vec<document::Oversized>);
+
+/// The encoded document (when `changed`; `Err` when it cannot be published)
+/// and the annotation writes it calls for, the two computed at once for a
+/// large document. Either way the same result as one after the other.
+fn encode_beside_annotations(
+    doc: &AssignmentDocument,
+    changed: bool,
+    kept_epoch: u64,
+    obs: &Observation,
+) -> (Option<Encoded>, Annotations) {
+    let key = obs.group.annotation_key();
+    if !changed || doc.shards.len() < ENCODE_BESIDE_SHARDS {
+        let encoded = changed.then(|| encode(doc, kept_epoch));
+        return (encoded, document::annotation_writes(doc, &obs.pods, &key));
+    }
+    std::thread::scope(|scope| {
+        let encoding = scope.spawn(|| encode(doc, kept_epoch));
+        let annotations = document::annotation_writes(doc, &obs.pods, &key);
+        let encoded = encoding
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (Some(encoded), annotations)
     })
 }
 

@@ -191,6 +191,7 @@ pub(super) fn run_engine(
     pods: Vec<engine::Pod>,
     topology: &Topology,
     previous_doc: Option<&AssignmentDocument>,
+    ring: &mut engine::RingMemory,
 ) -> Result<Engined, Problem> {
     let current = obs.group.status.clone().unwrap_or_default();
     let mut pacing = pacing::pace(
@@ -211,7 +212,7 @@ pub(super) fn run_engine(
         previous: handoff::engine_previous(previous_doc),
         loads: super::throughput::engine_loads(obs, topology),
     };
-    let output = engine::plan(&input).map_err(|error| Problem {
+    let output = engine::plan_with(&input, ring).map_err(|error| Problem {
         reason: reason::PLAN_FAILED,
         message: format!("the assignment engine refused the input: {error}"),
         blocks_ready: true,

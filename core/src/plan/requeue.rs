@@ -88,11 +88,11 @@ pub(super) fn next_requeue(
 /// Whether the engine, free of the rebalance delay and the move budget,
 /// would make optional moves from `input` (left as it was found: its pacing
 /// options are swapped out and back, not the 20,000-shard input cloned).
-pub(super) fn rebalances_unpaced(input: &mut PlanInput) -> bool {
+pub(super) fn rebalances_unpaced(input: &mut PlanInput, ring: &mut engine::RingMemory) -> bool {
     let paced = (input.options.rebalance, input.options.max_optional_moves);
     input.options.rebalance = Rebalance::All;
     input.options.max_optional_moves = None;
-    let rebalances = engine::plan(input).is_ok_and(|o| o.optional_moves() > 0);
+    let rebalances = engine::plan_with(input, ring).is_ok_and(|o| o.optional_moves() > 0);
     (input.options.rebalance, input.options.max_optional_moves) = paced;
     rebalances
 }

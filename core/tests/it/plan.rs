@@ -112,6 +112,41 @@ fn the_same_observation_gives_the_same_decision() {
     assert_eq!(plan(&obs2), plan(&obs2.clone()));
 }
 
+/// One group's plan memory, kept across a sequence of plans as the operator
+/// keeps it (pods joining, leaving, several at once, the whole pool
+/// replaced, a pool too small to keep a ring), never changes a decision:
+/// each equals the plan without memory.
+#[test]
+fn a_plan_with_the_groups_memory_decides_as_a_plan_without() {
+    let mut memory = plan::PlanMemory::default();
+    let mut obs = settle(observation(1_200, pods(300)));
+    obs.group.spec.rebalance.delay = "0s".into();
+    let steps: Vec<fn(&mut shardring_core::Observation)> = vec![
+        |o| o.pods.push(pod_info("consumer-joined")),
+        |o| o.pods.retain(|p| p.name != "consumer-7"),
+        |o| {
+            o.pods.retain(|p| !p.name.ends_with('3'));
+            o.pods
+                .extend((0..20).map(|i| pod_info(&format!("wave-{i}"))));
+        },
+        |o| o.pods[5].deletion_timestamp = Some(o.now),
+        |o| o.pods = (0..300).map(|i| pod_info(&format!("other-{i}"))).collect(),
+        |o| o.pods.truncate(10),
+        |o| {
+            o.pods
+                .extend((0..290).map(|i| pod_info(&format!("back-{i}"))))
+        },
+    ];
+    for (n, step) in steps.iter().enumerate() {
+        step(&mut obs);
+        for _ in 0..2 {
+            let (with_memory, _) = plan::plan_with(&obs, &mut memory);
+            assert_eq!(with_memory, plan(&obs), "step {n}");
+            obs = settle(later(obs, 31));
+        }
+    }
+}
+
 #[test]
 fn a_joining_pod_gets_its_share_and_only_affected_pods_are_written() {
     let mut obs = settle(observation(8, pods(4)));

@@ -18,7 +18,7 @@ use kube::runtime::reflector::ObjectRef;
 use shardring_core::cycle::{Apply, Observe, Observed};
 use shardring_core::observation::{PublishedVersion, TopologyObservation};
 use shardring_core::plan::{Decision, DocumentWrite};
-use shardring_core::{AnnotationWrite, EventNote};
+use shardring_core::{AnnotationWrite, EventNote, PlanMemory};
 
 use super::Context;
 use super::apply::{self, ApplyError};
@@ -42,6 +42,29 @@ pub(crate) struct Reconcile<'a> {
     planned: Duration,
     /// What the endpoint needs of the observation, when there is one.
     endpoint_seen: Option<EndpointSeen>,
+    /// The group's plan memory, lent by its [`GroupState`] for this
+    /// reconcile and given back when it ends (the controller runs one
+    /// reconcile per group at a time).
+    ///
+    /// [`GroupState`]: super::groups::GroupState
+    plan_memory: PlanMemory,
+}
+
+impl Drop for Reconcile<'_> {
+    /// Gives the plan memory back to the group's state (unless the group
+    /// was forgotten meanwhile: then it goes with this reconcile).
+    fn drop(&mut self) {
+        let memory = std::mem::take(&mut self.plan_memory);
+        if let Some(state) = self
+            .ctx
+            .groups
+            .table()
+            .lock()
+            .get_mut(&GroupKey::of(self.group))
+        {
+            state.plan_memory = memory;
+        }
+    }
 }
 
 /// How long each phase of a reconcile took.
@@ -70,6 +93,13 @@ impl<'a> Reconcile<'a> {
             observed: Duration::ZERO,
             planned: Duration::ZERO,
             endpoint_seen: None,
+            plan_memory: ctx
+                .groups
+                .table()
+                .lock()
+                .get_mut(&GroupKey::of(group))
+                .map(|state| std::mem::take(&mut state.plan_memory))
+                .unwrap_or_default(),
         }
     }
 
@@ -89,6 +119,11 @@ impl<'a> Reconcile<'a> {
 }
 
 impl Observe for Reconcile<'_> {
+    /// The group's plan memory, lent for this reconcile.
+    fn plan_memory(&mut self) -> Option<&mut PlanMemory> {
+        Some(&mut self.plan_memory)
+    }
+
     /// The observation from the reflector stores, the source read and the
     /// lease scan, with the published ConfigMap's version.
     async fn observe(&mut self, now: jiff::Timestamp) -> Observed {

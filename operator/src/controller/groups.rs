@@ -1,7 +1,7 @@
 //! The controller's per-ShardGroup state, in one registry keyed by
 //! [`GroupKey`]: what one group's reconciles keep between them (its source
 //! and last good topology, the published document decoded at its ConfigMap's
-//! version, its failed reconciles in a row) lives in one [`GroupState`] of
+//! version, its failed reconciles in a row, its plan memory) lives in one [`GroupState`] of
 //! one [`GroupTable`]; the per-group maps that other parts own and share
 //! across their own tasks (the endpoint's views, releases and measured
 //! loads, the metrics' per-group series, the Kinesis clients shared by
@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
+use shardring_core::PlanMemory;
 use shardring_core::retry::{Failures, Retry};
 
 use super::endpoint_sync::CaPublisher;
@@ -36,6 +37,9 @@ pub(crate) struct GroupState {
     pub(crate) document: Option<KnownDocument>,
     /// Failed reconciles in a row, for the retry backoff.
     pub(crate) failures: Failures,
+    /// What the group's plans keep between them (the engine's last ring),
+    /// lent to one reconcile at a time ([`super::cluster::Reconcile`]).
+    pub(crate) plan_memory: PlanMemory,
 }
 
 /// Every group's [`GroupState`]. Cheap to clone: clones share one table

@@ -45,7 +45,7 @@ use shardring_core::departed::{CAPACITY, Departed};
 use shardring_core::leases::LeaseTable;
 use shardring_core::load::{LoadBook, LoadObservation};
 use shardring_core::observation::ReleaseAck;
-use shardring_core::plan::Decision;
+use shardring_core::plan::{Decision, PlanMemory};
 use shardring_core::retry::Failures;
 use shardring_core::topology::Topology;
 
@@ -116,6 +116,8 @@ pub struct Operator {
     pub revokes: Vec<(Ms, String)>,
     /// When the eligible pod set changed, as the landed statuses say.
     pub pod_changes: Vec<Ms>,
+    /// The plan memory the operator keeps per group (lost in a crash).
+    plan_memory: PlanMemory,
 }
 
 /// The source read every this often by the simulated groups with a lease
@@ -182,6 +184,7 @@ impl Operator {
             loads: LoadBook::default(),
             revokes: Vec::new(),
             pod_changes: Vec::new(),
+            plan_memory: PlanMemory::default(),
         }
     }
 
@@ -260,6 +263,7 @@ impl Operator {
         self.releases.clear();
         self.loads = LoadBook::default();
         self.watch_gap_until = None;
+        self.plan_memory = PlanMemory::default();
     }
 
     /// The pod watch expires and relists, done at `until`: departures

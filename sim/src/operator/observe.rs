@@ -21,6 +21,11 @@ use shardring_core::observation::{
 use shardring_core::topology::{SourceError, Topology};
 
 impl Observe for Reconcile<'_> {
+    /// The operator's plan memory, as the real one keeps per group.
+    fn plan_memory(&mut self) -> Option<&mut shardring_core::PlanMemory> {
+        Some(&mut self.op.plan_memory)
+    }
+
     /// The observation at the world's time (`now` is that time), with the
     /// published version the document write is conditioned on; it also
     /// keeps what the checks of the decision need (whether a read failed,
