@@ -8,13 +8,16 @@
 //!
 //!     cargo bench -p shardring-core --bench plan [-- --pods N --shards M --rounds R]
 //!
-//! `--no-op-only` times the no-op plan alone (to profile it).
+//! `--only no-op|leave|join` times that one case alone, `rounds` times (to
+//! profile it).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
-use shardring_core::{Observation, PodInfo, Published, Topology, TopologyObservation, plan};
+use shardring_core::{
+    Observation, PlanMemory, PodInfo, Published, Topology, TopologyObservation, plan, plan_with,
+};
 use shardring_crds::{ShardGroup, fixtures};
 
 const NS: &str = "bench";
@@ -57,8 +60,30 @@ fn applied(mut obs: Observation) -> Observation {
     obs
 }
 
-/// Times `plan(obs)` `rounds` times: (median, max).
-fn time(obs: &Observation, rounds: usize) -> (Duration, Duration) {
+/// Times `plan_with(obs)` `rounds` times, as the operator runs it: each
+/// time with the group's memory after a plan of `before` (the observation
+/// before the event), and without freeing what the plan is done with (the
+/// operator frees it once the document is on its way): (median, max).
+fn time(obs: &Observation, before: &Observation, rounds: usize) -> (Duration, Duration) {
+    let mut times: Vec<Duration> = (0..rounds)
+        .map(|_| {
+            let mut memory = PlanMemory::default();
+            drop(plan_with(before, &mut memory));
+            let start = Instant::now();
+            let planned = std::hint::black_box(plan_with(std::hint::black_box(obs), &mut memory));
+            let took = start.elapsed();
+            drop(planned);
+            took
+        })
+        .collect();
+    times.sort();
+    (times[times.len() / 2], times[times.len() - 1])
+}
+
+/// Times `plan(obs)` `rounds` times: no memory of earlier plans, and what
+/// the plan is done with freed inside it (the plan as it ran before the
+/// operator kept a memory per group): (median, max).
+fn time_without_memory(obs: &Observation, rounds: usize) -> (Duration, Duration) {
     let mut times: Vec<Duration> = (0..rounds)
         .map(|_| {
             let start = Instant::now();
@@ -68,6 +93,25 @@ fn time(obs: &Observation, rounds: usize) -> (Duration, Duration) {
         .collect();
     times.sort();
     (times[times.len() / 2], times[times.len() - 1])
+}
+
+/// `obs` with its first pod terminating: its shards start a revoke.
+fn left(mut obs: Observation) -> Observation {
+    obs.pods[0].deletion_timestamp = Some(obs.now);
+    obs
+}
+
+/// `obs` with one more Ready pod: balancing moves start.
+fn joined(mut obs: Observation) -> Observation {
+    obs.pods.push(pod("p-new"));
+    obs
+}
+
+/// The case named by `--only`, if any.
+fn only() -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    let at = args.iter().position(|a| a == "--only")?;
+    Some(args.get(at + 1).expect("--only takes a case").clone())
 }
 
 fn arg(name: &str, default: usize) -> usize {
@@ -105,12 +149,19 @@ fn main() {
         loads: Default::default(),
         now: Timestamp::from_second(1_000_000).unwrap(),
     };
-    let (first, _) = time(&obs, 3);
+    let (first, _) = time_without_memory(&obs, 3);
     obs = applied(obs);
-    let noop = time(&obs, rounds);
-    if std::env::args().any(|a| a == "--no-op-only") {
-        // For a profiler: the no-op plan alone, `rounds` times.
-        println!("no-op plan: {} median, {} max", ms(noop.0), ms(noop.1));
+    let noop = time(&obs, &obs, rounds);
+    if let Some(case) = only() {
+        // For a profiler: one case alone, `rounds` times.
+        let event = match case.as_str() {
+            "no-op" => obs.clone(),
+            "leave" => left(obs.clone()),
+            "join" => joined(obs.clone()),
+            other => panic!("--only takes no-op, leave or join, not {other:?}"),
+        };
+        let (median, max) = time(&event, &obs, rounds);
+        println!("{case} plan: {} median, {} max", ms(median), ms(max));
         return;
     }
 
@@ -156,12 +207,10 @@ fn main() {
         .collect();
     engine_times.sort();
 
-    let mut leave = obs.clone();
-    leave.pods[0].deletion_timestamp = Some(leave.now);
-    let leave_times = time(&leave, rounds);
-    let mut join = obs;
-    join.pods.push(pod("p-new"));
-    let join_times = time(&join, rounds);
+    let leave_times = time(&left(obs.clone()), &obs, rounds);
+    let join_times = time(&joined(obs.clone()), &obs, rounds);
+    let leave_plain = time_without_memory(&left(obs.clone()), rounds);
+    let join_plain = time_without_memory(&joined(obs), rounds);
 
     println!("plan step: {pods} pods, {shards} static shards, {rounds} rounds");
     println!("{:<40} {:>10} {:>10}", "step", "median", "max");
@@ -172,6 +221,8 @@ fn main() {
         ("no-op plan", noop),
         ("pod leaves (revokes start)", leave_times),
         ("pod joins (balancing moves)", join_times),
+        ("pod leaves, no memory, freed inside", leave_plain),
+        ("pod joins, no memory, freed inside", join_plain),
     ] {
         println!("{step:<40} {:>10} {:>10}", ms(median), ms(max));
     }

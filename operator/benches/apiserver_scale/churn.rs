@@ -13,6 +13,11 @@
 //! Operator and floor events alternate, each after the namespace has been
 //! quiet for a while and the group has no move in flight, so each document
 //! is the one its event caused and neither competes with the other.
+//!
+//! `SHARDRING_BENCH_EVENTS=<file>` appends one line per event there: its
+//! number, join or leave, the wall-clock time its pod write began (to match
+//! the operator's log of `SHARDRING_BENCH_LOG`), and the operator's and the
+//! floor's latency in ms.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -119,6 +124,7 @@ pub async fn run(server: &Server, pods: usize, shards: u32, run: usize, extra: &
 
     let pods_api: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let mut floor = Floor::new(client, &ns);
+    let mut event_log = EventLog::from_env();
     let (mut ours, mut theirs, mut missed, mut writes) = (Vec::new(), Vec::new(), 0, 0);
     for k in 0..CHURN_EVENTS {
         let join = k % 2 == 0;
@@ -126,11 +132,13 @@ pub async fn run(server: &Server, pods: usize, shards: u32, run: usize, extra: &
         settle(&timeline, &ns).await;
         let before = operator.writes();
         let t0 = pod_event(client, &pods_api, &timeline, &ns, "j", k, join, "consumer").await;
-        match timeline
+        let wall = jiff::Timestamp::now() - jiff::SignedDuration::try_from(t0.elapsed()).unwrap();
+        let latency = timeline
             .config_map_change(DOCUMENT, t0, EVENT_DEADLINE)
             .await
-        {
-            Some((at, _)) => ours.push(at - t0),
+            .map(|(at, _)| at - t0);
+        match latency {
+            Some(latency) => ours.push(latency),
             None => missed += 1,
         }
         settle(&timeline, &ns).await;
@@ -143,6 +151,7 @@ pub async fn run(server: &Server, pods: usize, shards: u32, run: usize, extra: &
             .await
             .expect("the floor's ConfigMap delivered");
         theirs.push(at - t0);
+        event_log.write(k, join, wall, latency, at - t0);
     }
     let rss_churn = operator.peak_rss_mib();
 
@@ -330,6 +339,42 @@ impl Floor {
             .expect("a resourceVersion");
         self.version = Some(version.clone());
         version
+    }
+}
+
+/// The per-event lines of `SHARDRING_BENCH_EVENTS`, when it is set.
+struct EventLog(Option<std::fs::File>);
+
+impl EventLog {
+    fn from_env() -> Self {
+        Self(std::env::var_os("SHARDRING_BENCH_EVENTS").map(|path| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .expect("open the SHARDRING_BENCH_EVENTS file")
+        }))
+    }
+
+    fn write(
+        &mut self,
+        k: usize,
+        join: bool,
+        wall: jiff::Timestamp,
+        operator: Option<Duration>,
+        floor: Duration,
+    ) {
+        use std::io::Write as _;
+        let Some(file) = &mut self.0 else { return };
+        let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1000.0);
+        writeln!(
+            file,
+            "{k} {} {wall} operator {} floor {}",
+            if join { "join" } else { "leave" },
+            operator.map_or_else(|| "missed".into(), ms),
+            ms(floor),
+        )
+        .expect("write the SHARDRING_BENCH_EVENTS file");
     }
 }
 
