@@ -65,7 +65,7 @@ fn applied(mut obs: Observation) -> Observation {
 /// before the event), and without freeing what the plan is done with (the
 /// operator frees it once the document is on its way): (median, max).
 fn time(obs: &Observation, before: &Observation, rounds: usize) -> (Duration, Duration) {
-    let mut times: Vec<Duration> = (0..rounds)
+    let times: Vec<Duration> = (0..rounds)
         .map(|_| {
             let mut memory = PlanMemory::default();
             drop(plan_with(before, &mut memory));
@@ -76,6 +76,11 @@ fn time(obs: &Observation, before: &Observation, rounds: usize) -> (Duration, Du
             took
         })
         .collect();
+    median_and_max(times)
+}
+
+/// The median and the largest of `times`.
+fn median_and_max(mut times: Vec<Duration>) -> (Duration, Duration) {
     times.sort();
     (times[times.len() / 2], times[times.len() - 1])
 }
@@ -84,15 +89,14 @@ fn time(obs: &Observation, before: &Observation, rounds: usize) -> (Duration, Du
 /// the plan is done with freed inside it (the plan as it ran before the
 /// operator kept a memory per group): (median, max).
 fn time_without_memory(obs: &Observation, rounds: usize) -> (Duration, Duration) {
-    let mut times: Vec<Duration> = (0..rounds)
+    let times: Vec<Duration> = (0..rounds)
         .map(|_| {
             let start = Instant::now();
             std::hint::black_box(plan(std::hint::black_box(obs)));
             start.elapsed()
         })
         .collect();
-    times.sort();
-    (times[times.len() / 2], times[times.len() - 1])
+    median_and_max(times)
 }
 
 /// `obs` with its first pod terminating: its shards start a revoke.
@@ -198,14 +202,14 @@ fn main() {
             .collect(),
         loads: Default::default(),
     };
-    let mut engine_times: Vec<Duration> = (0..rounds)
+    let engine_times: Vec<Duration> = (0..rounds)
         .map(|_| {
             let start = Instant::now();
             std::hint::black_box(shardring_engine::plan(&input).unwrap());
             start.elapsed()
         })
         .collect();
-    engine_times.sort();
+    let engine = median_and_max(engine_times);
 
     let leave_times = time(&left(obs.clone()), &obs, rounds);
     let join_times = time(&joined(obs.clone()), &obs, rounds);
@@ -214,7 +218,6 @@ fn main() {
 
     println!("plan step: {pods} pods, {shards} static shards, {rounds} rounds");
     println!("{:<40} {:>10} {:>10}", "step", "median", "max");
-    let engine = (engine_times[rounds / 2], engine_times[rounds - 1]);
     for (step, (median, max)) in [
         ("baseline: engine alone (no-op input)", engine),
         ("first plan (nothing published)", (first, first)),

@@ -47,15 +47,13 @@ impl RingMemory {
             self.kept = None;
             return RingRef::Built(Ring::build(pods));
         }
-        let reuse = self.kept.as_ref().is_some_and(|k| same_pods(&k.pods, pods));
-        if !reuse {
-            // Derived from the kept ring when it shares at least half of the
-            // pods (otherwise building afresh is as quick).
+        if !self.kept.as_ref().is_some_and(|k| same_pods(&k.pods, pods)) {
+            // Derived from the kept ring: linear in its points, and only the
+            // pods new to it are hashed (all of them for another pool,
+            // which is building afresh plus one pass).
             let ring = match self.kept.take() {
-                Some(k) if shared(&k.pods, pods) * 2 >= pods.len() => {
-                    Ring::derive(&k.ring, &k.pods, pods)
-                }
-                _ => Ring::build(pods),
+                Some(k) => Ring::derive(&k.ring, &k.pods, pods),
+                None => Ring::build(pods),
             };
             self.kept = Some(Kept {
                 pods: pods.iter().map(|p| p.name.to_owned()).collect(),
@@ -85,23 +83,6 @@ impl std::ops::Deref for RingRef<'_> {
 
 fn same_pods(kept: &[String], pods: &[PodRec<'_>]) -> bool {
     kept.len() == pods.len() && kept.iter().zip(pods).all(|(k, p)| k == p.name)
-}
-
-/// How many names the two sorted lists share.
-fn shared(kept: &[String], pods: &[PodRec<'_>]) -> usize {
-    let (mut a, mut b, mut shared) = (0, 0, 0);
-    while a < kept.len() && b < pods.len() {
-        match kept[a].as_str().cmp(pods[b].name) {
-            std::cmp::Ordering::Less => a += 1,
-            std::cmp::Ordering::Greater => b += 1,
-            std::cmp::Ordering::Equal => {
-                shared += 1;
-                a += 1;
-                b += 1;
-            }
-        }
-    }
-    shared
 }
 
 #[cfg(test)]

@@ -55,15 +55,10 @@ impl Drop for Reconcile<'_> {
     /// was forgotten meanwhile: then it goes with this reconcile).
     fn drop(&mut self) {
         let memory = std::mem::take(&mut self.plan_memory);
-        if let Some(state) = self
-            .ctx
+        self.ctx
             .groups
             .table()
-            .lock()
-            .get_mut(&GroupKey::of(self.group))
-        {
-            state.plan_memory = memory;
-        }
+            .return_plan_memory(&GroupKey::of(self.group), memory);
     }
 }
 
@@ -93,13 +88,7 @@ impl<'a> Reconcile<'a> {
             observed: Duration::ZERO,
             planned: Duration::ZERO,
             endpoint_seen: None,
-            plan_memory: ctx
-                .groups
-                .table()
-                .lock()
-                .get_mut(&GroupKey::of(group))
-                .map(|state| std::mem::take(&mut state.plan_memory))
-                .unwrap_or_default(),
+            plan_memory: ctx.groups.table().lend_plan_memory(&GroupKey::of(group)),
         }
     }
 

@@ -1,8 +1,8 @@
 //! The controller's per-ShardGroup state, in one registry keyed by
 //! [`GroupKey`]: what one group's reconciles keep between them (its source
 //! and last good topology, the published document decoded at its ConfigMap's
-//! version, its failed reconciles in a row, its plan memory) lives in one [`GroupState`] of
-//! one [`GroupTable`]; the per-group maps that other parts own and share
+//! version, its failed reconciles in a row, its plan memory) lives in one
+//! [`GroupState`] of one [`GroupTable`]; the per-group maps that other parts own and share
 //! across their own tasks (the endpoint's views, releases and measured
 //! loads, the metrics' per-group series, the Kinesis clients shared by
 //! groups reading the same stream) are keyed by the same [`GroupKey`] and
@@ -53,6 +53,23 @@ impl GroupTable {
     /// The table, locked (briefly: no I/O while holding it).
     pub(crate) fn lock(&self) -> MutexGuard<'_, HashMap<GroupKey, GroupState>> {
         self.groups.lock()
+    }
+
+    /// Lends `group`'s plan memory to one reconcile (an empty one when the
+    /// group has no state yet).
+    pub(crate) fn lend_plan_memory(&self, group: &GroupKey) -> PlanMemory {
+        self.lock()
+            .get_mut(group)
+            .map(|state| std::mem::take(&mut state.plan_memory))
+            .unwrap_or_default()
+    }
+
+    /// Takes back what [`Self::lend_plan_memory`] lent (dropped when the
+    /// group was forgotten meanwhile).
+    pub(crate) fn return_plan_memory(&self, group: &GroupKey, memory: PlanMemory) {
+        if let Some(state) = self.lock().get_mut(group) {
+            state.plan_memory = memory;
+        }
     }
 }
 
