@@ -201,6 +201,7 @@ fn main() {
             })
             .collect(),
         loads: Default::default(),
+        ceilings: None,
     };
     let engine_times: Vec<Duration> = (0..rounds)
         .map(|_| {

@@ -18,6 +18,7 @@ pub mod hash_keys;
 pub mod model;
 mod output;
 pub mod owners;
+pub mod pool;
 pub mod quota;
 pub mod ring;
 mod ring_memory;

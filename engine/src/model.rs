@@ -90,6 +90,9 @@ pub struct Model<'a> {
     pub nodes: usize,
     /// `(xxh3(name), index)` of every eligible pod, sorted, for name lookups.
     by_hash: Vec<(u64, u32)>,
+    /// Count mode in a pool of several groups: per eligible pod, whether the
+    /// pool-wide deal gives it this group's ⌈⌉ quota (`PlanInput::ceilings`).
+    pub ceilings: Option<Vec<bool>>,
 }
 
 impl<'a> Model<'a> {
@@ -267,7 +270,18 @@ impl<'a> Model<'a> {
             zones,
             nodes,
             by_hash,
+            ceilings: None,
         };
+        if let Some(names) = &input.ceilings {
+            let mut ceilings = vec![false; model.pods.len()];
+            for name in names {
+                let at = model.pod_index(name);
+                if at != NONE {
+                    ceilings[at as usize] = true;
+                }
+            }
+            model.ceilings = Some(ceilings);
+        }
         for at in 0..model.shards.len() {
             if let Some(prev) = model.shards[at].previous {
                 model.shards[at].prev_owner = model.pod_index(prev.owner());

@@ -27,7 +27,7 @@ use std::collections::BinaryHeap;
 
 use crate::hash::mix;
 use crate::model::{Class, Model, NONE, index};
-use crate::quota::apportion;
+use crate::quota::apportion_preferring;
 use crate::ring::{Ring, Walker};
 use crate::types::{Balance, PlanOptions, Rebalance};
 
@@ -151,7 +151,14 @@ impl State<'_, '_> {
             .map(|p| (Reverse(p.ready_since), p.hash))
             .collect();
         let cap = if self.cap == u64::MAX { 0 } else { self.cap };
-        let quota = apportion(readable, &weights, cap, &current, &tiebreak);
+        let quota = apportion_preferring(
+            readable,
+            &weights,
+            cap,
+            &current,
+            &tiebreak,
+            model.ceilings.as_deref(),
+        );
 
         let required: Vec<u64> = current
             .iter()

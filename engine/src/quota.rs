@@ -8,24 +8,38 @@
 //! then to the largest fractional remainder, then by the caller's tie-break
 //! key (owners: most recently ready first, then the pod's ring hash).
 
+/// How `total` units split over weighted pods before the ⌈⌉ quotas are
+/// dealt: every pod's ⌊share⌋ (or its cap), the remainders that decide who
+/// may take one more, and how many such extra units are left.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shares {
+    /// Per pod: the cap for a capped pod, else ⌊share⌋.
+    pub floor: Vec<u64>,
+    /// Per pod: the remainder of its share in units of `1 / denominator`
+    /// (0 for a capped pod or an integral share: it takes no extra unit).
+    pub remainder: Vec<u128>,
+    /// The sum of the uncapped pods' weights (0 when every pod is capped).
+    pub denominator: u128,
+    /// Units left after the floors: one each goes to that many pods with a
+    /// remainder (the ⌈⌉ quotas).
+    pub extra: u64,
+}
+
+impl Shares {
+    /// Whether pod `i` may take one of the extra units.
+    pub fn may_take_extra(&self, i: usize) -> bool {
+        self.remainder[i] > 0
+    }
+}
+
 /// Splits `total` over pods weighted by `weights`, each at most `cap`
-/// (0 = no cap). `current` is what each pod holds now (to minimise moves) and
-/// `tiebreak` a per-pod key, lowest first. Returns one quota per pod; their
-/// sum is `min(total, Σ caps)`.
-pub fn apportion<K: Ord>(
-    total: u64,
-    weights: &[u64],
-    cap: u64,
-    current: &[u64],
-    tiebreak: &[K],
-) -> Vec<u64> {
+/// (0 = no cap), up to the dealing of the ⌈⌉ quotas ([`Shares`]).
+pub fn shares(total: u64, weights: &[u64], cap: u64) -> Shares {
     let n = weights.len();
-    let mut quota = vec![0u64; n];
+    let mut floor = vec![0u64; n];
+    let mut remainder = vec![0u128; n];
     let mut fixed = vec![false; n];
     let mut remaining = total;
-    if n == 0 {
-        return quota;
-    }
     if cap > 0 {
         loop {
             let wsum: u128 = (0..n)
@@ -46,35 +60,83 @@ pub fn apportion<K: Ord>(
             }
             for i in over {
                 fixed[i] = true;
-                quota[i] = cap;
+                floor[i] = cap;
                 remaining -= cap;
             }
         }
     }
-    let free: Vec<usize> = (0..n).filter(|&i| !fixed[i]).collect();
-    let wsum: u128 = free.iter().map(|&i| u128::from(weights[i])).sum();
-    if wsum == 0 {
-        return quota;
+    let denominator: u128 = (0..n)
+        .filter(|&i| !fixed[i])
+        .map(|i| u128::from(weights[i]))
+        .sum();
+    if denominator == 0 {
+        return Shares {
+            floor,
+            remainder,
+            denominator,
+            extra: 0,
+        };
     }
-    let mut rem = vec![0u128; n];
     let mut given = 0u64;
-    for &i in &free {
+    for i in (0..n).filter(|&i| !fixed[i]) {
         let share = u128::from(remaining) * u128::from(weights[i]);
         #[allow(clippy::cast_possible_truncation)] // share / wsum <= remaining, a u64
-        let q = (share / wsum) as u64;
-        quota[i] = q;
-        rem[i] = share % wsum;
-        given += quota[i];
+        let q = (share / denominator) as u64;
+        floor[i] = q;
+        remainder[i] = share % denominator;
+        given += q;
     }
+    Shares {
+        floor,
+        remainder,
+        denominator,
+        extra: remaining - given,
+    }
+}
+
+/// Splits `total` over pods weighted by `weights`, each at most `cap`
+/// (0 = no cap). `current` is what each pod holds now (to minimise moves) and
+/// `tiebreak` a per-pod key, lowest first. Returns one quota per pod; their
+/// sum is `min(total, Σ caps)`.
+pub fn apportion<K: Ord>(
+    total: u64,
+    weights: &[u64],
+    cap: u64,
+    current: &[u64],
+    tiebreak: &[K],
+) -> Vec<u64> {
+    apportion_preferring(total, weights, cap, current, tiebreak, None)
+}
+
+/// [`apportion`], where `preferred` (when given) names the pods that take
+/// the ⌈⌉ quotas before any other: the pool-wide balance's choice
+/// ([`crate::pool`]). Pods it does not name come after, in
+/// [`apportion`]'s order.
+pub fn apportion_preferring<K: Ord>(
+    total: u64,
+    weights: &[u64],
+    cap: u64,
+    current: &[u64],
+    tiebreak: &[K],
+    preferred: Option<&[bool]>,
+) -> Vec<u64> {
+    let Shares {
+        floor: mut quota,
+        remainder: rem,
+        extra,
+        ..
+    } = shares(total, weights, cap);
     // At most one per free pod, so it fits; saturating is never hit.
-    let left = usize::try_from(remaining - given).unwrap_or(usize::MAX);
+    let left = usize::try_from(extra).unwrap_or(usize::MAX);
     if left > 0 {
-        let mut candidates: Vec<usize> = free.into_iter().filter(|&i| rem[i] > 0).collect();
+        let unpreferred = |i: usize| preferred.is_some_and(|p| !p[i]);
+        let mut candidates: Vec<usize> = (0..weights.len()).filter(|&i| rem[i] > 0).collect();
         candidates.sort_unstable_by(|&a, &b| {
             let gain_a = current[a] > quota[a];
             let gain_b = current[b] > quota[b];
-            gain_b
-                .cmp(&gain_a)
+            unpreferred(a)
+                .cmp(&unpreferred(b))
+                .then(gain_b.cmp(&gain_a))
                 .then(rem[b].cmp(&rem[a]))
                 .then(tiebreak[a].cmp(&tiebreak[b]))
                 .then(a.cmp(&b))

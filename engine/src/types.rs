@@ -27,6 +27,13 @@ pub struct PlanInput {
     /// weighs the mean of the measured ones.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub loads: BTreeMap<String, ShardLoad>,
+    /// Count mode, in a pool whose pods serve several groups: the pods the
+    /// pool-wide deal ([`crate::pool::deal`]) gives this group's ⌈⌉ quotas.
+    /// They take them before any other pod, so every pod's total over the
+    /// pool stays within one shard of its share. Absent: the group is
+    /// planned alone (names of pods that are not eligible are ignored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ceilings: Option<Vec<String>>,
 }
 
 /// One shard's measured load: a smoothed rate and how uncertain it is.

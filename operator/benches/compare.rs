@@ -84,6 +84,7 @@ fn assign(
                     .map(|(k, v)| (k.clone(), Previous::Owner(v.clone())))
                     .collect(),
                 loads: BTreeMap::new(),
+                ceilings: None,
             };
             plan(&input)
                 .expect("plan")

@@ -211,6 +211,7 @@ pub(super) fn run_engine(
         pods,
         previous: handoff::engine_previous(previous_doc),
         loads: super::throughput::engine_loads(obs, topology),
+        ceilings: None,
     };
     let output = engine::plan_with(&input, ring).map_err(|error| Problem {
         reason: reason::PLAN_FAILED,

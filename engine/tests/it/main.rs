@@ -8,6 +8,7 @@
 
 mod common;
 mod golden;
+mod pool;
 mod props;
 mod scenarios;
 mod throughput;

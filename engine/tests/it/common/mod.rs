@@ -73,6 +73,7 @@ pub fn input(shards: Vec<Shard>, pods: Vec<Pod>) -> PlanInput {
         pods,
         previous: BTreeMap::new(),
         loads: BTreeMap::new(),
+        ceilings: None,
     }
 }
 
