@@ -38,6 +38,7 @@ pub mod load;
 pub mod observation;
 pub(crate) mod pacing;
 pub mod plan;
+pub mod pool;
 pub mod retry;
 pub(crate) mod status;
 pub mod topology;

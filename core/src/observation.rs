@@ -44,6 +44,10 @@ pub struct Observation {
     pub loads: crate::load::LoadObservation,
     /// The time of this observation: the only clock the plan step reads.
     pub now: Timestamp,
+    /// Count mode, in a pool of several count-mode groups: the pods the
+    /// pool's deal gives this group's ⌈⌉ quotas (the observe step asks the
+    /// pool's [`crate::pool::PoolBook`]); `None`: planned alone.
+    pub ceilings: Option<Vec<String>>,
 }
 
 /// A consumer's acknowledgement that it stopped reading a revoked shard,

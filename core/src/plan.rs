@@ -42,6 +42,7 @@ use crate::observation::{LeaseObservation, Observation};
 use crate::status::{self, Outcome, Problem};
 
 pub use self::inputs::eligible;
+pub(crate) use self::inputs::engine_pods;
 
 /// How often a static source is re-read (it cannot change without a spec
 /// change, which triggers a reconcile anyway).

@@ -423,6 +423,7 @@ fn reconcile(s: &State, template: &Operator) -> State {
         releases: Default::default(),
         loads: Default::default(),
         now,
+        ceilings: None,
     };
     let d = plan(&obs);
     if let Some(write) = &d.document_write {

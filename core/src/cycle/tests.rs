@@ -52,6 +52,7 @@ fn first_publish(now: Timestamp) -> Observation {
         releases: Default::default(),
         loads: Default::default(),
         now,
+        ceilings: None,
     }
 }
 

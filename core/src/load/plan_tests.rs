@@ -66,6 +66,7 @@ fn settled(balance: BalanceMode) -> Observation {
         releases: Default::default(),
         loads: LoadObservation::default(),
         now: t0() - secs(3_600),
+        ceilings: None,
     };
     settle(obs).0
 }

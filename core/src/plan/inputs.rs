@@ -148,7 +148,11 @@ fn ready_for(pod: &PodInfo, min_ready: Duration, now: Timestamp) -> bool {
 
 /// The pool's selected pods as engine pods (not-yet-eligible pods are passed
 /// as not ready, terminating ones as terminating, so their shards move).
-fn engine_pods(pods: &[PodInfo], pool: &ConsumerPool, now: Timestamp) -> Vec<engine::Pod> {
+pub(crate) fn engine_pods(
+    pods: &[PodInfo],
+    pool: &ConsumerPool,
+    now: Timestamp,
+) -> Vec<engine::Pod> {
     let min_ready = pool.spec.min_ready();
     pods.iter()
         .filter(|p| p.selected)
@@ -211,7 +215,11 @@ pub(super) fn run_engine(
         pods,
         previous: handoff::engine_previous(previous_doc),
         loads: super::throughput::engine_loads(obs, topology),
-        ceilings: None,
+        // The pool's deal: count mode only (the other modes are planned alone).
+        ceilings: obs
+            .ceilings
+            .clone()
+            .filter(|_| obs.group.spec.balance == crate::crds::shard_group::BalanceMode::Count),
     };
     let output = engine::plan_with(&input, ring).map_err(|error| Problem {
         reason: reason::PLAN_FAILED,

@@ -85,6 +85,7 @@ fn settled(fixed: bool) -> Observation {
         releases: Default::default(),
         loads: Default::default(),
         now: now() - SignedDuration::from_mins(30),
+        ceilings: None,
     };
     obs = settle(obs);
     obs.now = now();

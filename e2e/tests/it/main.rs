@@ -20,6 +20,7 @@ mod endpoint_run;
 mod kit_group;
 mod leader_readiness;
 mod mock_scenarios;
+mod pool_balance;
 mod scenarios;
 
 /// Turns for the tests that run the operator against an API server, each

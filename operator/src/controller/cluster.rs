@@ -135,7 +135,8 @@ impl Observe for Reconcile<'_> {
                 .map(|endpoint| endpoint_sync::observe_releases(endpoint, group))
                 .unwrap_or_default(),
         };
-        let observation = ctx.stores.observation(group, document, reads, now);
+        let mut observation = ctx.stores.observation(group, document, reads, now);
+        ctx.pools.deal_into(&ctx.stores, &mut observation);
         self.endpoint_seen = ctx
             .endpoint
             .as_ref()

@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod observe;
 pub mod own_writes;
 pub mod pod_cache;
+pub mod pools;
 pub mod runner;
 pub mod sources;
 pub mod sync;
@@ -45,6 +46,7 @@ pub use groups::{GroupRegistry, GroupTable};
 pub use metrics::ControllerMetrics;
 pub use observe::Stores;
 pub use pod_cache::{PodCache, PodRecord};
+pub use pools::Pools;
 pub use runner::{ControllerConfig, run_controller};
 pub use sources::Sources;
 pub use sync::CacheSync;
@@ -81,6 +83,9 @@ pub struct Context {
     /// The measured loads (the endpoint's, when there is one: its reports
     /// and the lease table's throughput go into the same books).
     pub(crate) loads: Arc<crate::endpoint::Loads>,
+    /// The pools' deals of the count-mode groups' ⌈⌉ quotas (pool-wide
+    /// balance); the default knows no group, so every group is planned alone.
+    pub pools: Pools,
 }
 
 impl Context {
@@ -105,7 +110,14 @@ impl Context {
             writes: apply::WriteLimit::default(),
             endpoint: None,
             loads: Arc::default(),
+            pools: Pools::default(),
         }
+    }
+
+    /// Deals the ⌈⌉ quotas of the groups of each pool together ([`pools`]).
+    pub fn with_pools(mut self, pools: Pools) -> Self {
+        self.pools = pools;
+        self
     }
 
     /// Publishes views into, and reads releases from, `endpoint`.
@@ -330,6 +342,7 @@ pub(crate) async fn cleanup_group(group: &ShardGroup, ctx: &Context) -> Result<A
         .collect();
     apply::remove_annotations(&ctx.client, group, &carriers, &ctx.writes, &ctx.metrics).await?;
     ctx.groups.forget(group);
+    ctx.pools.forget(group);
     tracing::info!(
         pods = carriers.len(),
         "ShardGroup deleted: pod annotations removed"

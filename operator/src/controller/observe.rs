@@ -233,6 +233,7 @@ impl Stores {
             releases,
             loads,
             now,
+            ceilings: None,
         }
     }
 }

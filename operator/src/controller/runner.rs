@@ -205,6 +205,22 @@ pub async fn run_controller(
         context = context.with_leader(rx);
     }
     context = context.with_loads(Arc::clone(&config.loads));
+    let pools = super::pools::Pools::new(groups.clone());
+    let every_group = groups.clone();
+    let redealt = pools.requests().listen().flat_map(move |requested| {
+        let keys: Vec<_> = match requested {
+            Requested::Group(key) => {
+                vec![reflector::ObjectRef::new(&key.name).within(&key.namespace)]
+            }
+            Requested::Every => every_group
+                .state()
+                .iter()
+                .map(|group| reflector::ObjectRef::from_obj(group.as_ref()))
+                .collect(),
+        };
+        futures::stream::iter(keys)
+    });
+    context = context.with_pools(pools);
     if let Some(endpoint) = config.endpoint.clone() {
         endpoint
             .directory
@@ -234,6 +250,7 @@ pub async fn run_controller(
     let reconcile_all = futures::stream::select(reconcile_all, ca_changed).boxed();
     let running = controller
         .reconcile_on(released)
+        .reconcile_on(redealt)
         .owns_stream(cm_events)
         .watches_stream(pod_events, move |pod: CachedPod| {
             observe::groups_for_pod(&pod, &pod_groups.state(), &pod_stores)

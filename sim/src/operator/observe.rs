@@ -124,6 +124,7 @@ impl Operator {
             },
             loads: self.loads.observe(),
             now: ts(now),
+            ceilings: None,
         }
     }
 

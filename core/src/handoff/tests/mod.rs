@@ -70,6 +70,7 @@ fn settled(lease_table: bool) -> Observation {
         releases: Default::default(),
         loads: Default::default(),
         now: t0() - secs(3_600),
+        ceilings: None,
     };
     obs = settle(obs);
     obs.leases = leases(&obs, lease_table);

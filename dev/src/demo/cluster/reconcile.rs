@@ -60,6 +60,7 @@ impl Cluster {
             releases,
             loads,
             now,
+            ceilings: None,
         }
     }
 

@@ -1,0 +1,149 @@
+//! Pool-wide balance through `shardring run` on the real control plane: 20
+//! static ShardGroups of 2 partitions on one ConsumerPool of 8 pods that
+//! became Ready a minute apart (as a rolling deploy leaves them). Planned
+//! group by group, every group's extras went to the two youngest pods
+//! (0,0,0,0,0,0,20,20); planned over the pool, every pod reads 5. Then the
+//! oldest pod is deleted and a new one joins: the pool is balanced again,
+//! every group still within one partition of its own. Without a cluster it
+//! prints `SKIPPED: ...` and passes.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{DeleteParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+use shardring_crds::{CONTROLLER_CLASS_LABEL, ConsumerPool, ShardGroup};
+use shardring_devkit::fixtures;
+use shardring_e2e::harness::CONTROLLER_CLASS;
+use shardring_e2e::namespace::{apply_crds, create_namespace};
+use shardring_e2e::published::assignment_document;
+
+use crate::kit_group::{
+    Running, TestResult, free_port, in_fresh_namespace, ready_pod, shardring_run, wait_until,
+};
+
+const GROUPS: usize = 20;
+const PARTITIONS: u32 = 2;
+const PODS: usize = 8;
+const WAIT: Duration = Duration::from_secs(90);
+const IP: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1));
+
+#[tokio::test]
+async fn twenty_groups_on_one_pool_are_balanced_over_the_pool() {
+    in_fresh_namespace("pool-balance", "pool", scenario).await;
+}
+
+fn group_name(g: usize) -> String {
+    format!("g-{g:02}")
+}
+
+async fn scenario(client: &Client, namespace: &str) -> TestResult {
+    apply_crds(client).await?;
+    create_namespace(client, namespace).await?;
+    let pool: ConsumerPool = serde_json::from_value(fixtures::pool(namespace, "p", "consumer"))?;
+    Api::<ConsumerPool>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &pool)
+        .await?;
+    let now = jiff::Timestamp::now();
+    for i in 0..PODS {
+        let minutes = i64::try_from(PODS - i)?;
+        let since = (now - jiff::SignedDuration::from_mins(minutes)).to_string();
+        ready_pod(client, namespace, &format!("p-{i}"), "consumer", &since, IP).await?;
+    }
+    let groups = Api::<ShardGroup>::namespaced(client.clone(), namespace);
+    for g in 0..GROUPS {
+        let mut group = fixtures::static_group(namespace, &group_name(g), "p", PARTITIONS);
+        group["metadata"]["labels"] = json!({ CONTROLLER_CLASS_LABEL: CONTROLLER_CLASS });
+        groups
+            .create(&PostParams::default(), &serde_json::from_value(group)?)
+            .await?;
+    }
+    let metrics_port = free_port()?;
+    let _operator = Running(
+        shardring_run(namespace, "operator-0")?
+            .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
+            .args(["--endpoint-addr", "127.0.0.1:0"])
+            .spawn()?,
+    );
+
+    let live: Vec<String> = (0..PODS).map(|i| format!("p-{i}")).collect();
+    let totals = wait_balanced(client, namespace, &live).await?;
+    println!("pool balance: 20 x 2 on 8 pods Ready a minute apart: {totals:?}");
+
+    // The oldest pod goes, a new one joins.
+    let pods = Api::<Pod>::namespaced(client.clone(), namespace);
+    pods.delete("p-0", &DeleteParams::default().grace_period(0))
+        .await?;
+    ready_pod(
+        client,
+        namespace,
+        "p-8",
+        "consumer",
+        &jiff::Timestamp::now().to_string(),
+        IP,
+    )
+    .await?;
+    let live: Vec<String> = (1..=PODS).map(|i| format!("p-{i}")).collect();
+    let totals = wait_balanced(client, namespace, &live).await?;
+    println!("pool balance after p-0 left and p-8 joined: {totals:?}");
+    Ok(())
+}
+
+/// Waits until every group's document has its partitions active on `live`
+/// pods only, nothing revoking, each group within one partition per pod,
+/// and every live pod within one partition of the others over all groups;
+/// returns the totals per pod.
+async fn wait_balanced(
+    client: &Client,
+    namespace: &str,
+    live: &[String],
+) -> TestResult<BTreeMap<String, usize>> {
+    let config_maps = Api::<ConfigMap>::namespaced(client.clone(), namespace);
+    let what = format!("every group active on {live:?}, balanced over the pool");
+    wait_until(&what, WAIT, || async {
+        let mut totals: BTreeMap<String, usize> = live.iter().map(|p| (p.clone(), 0)).collect();
+        for g in 0..GROUPS {
+            let name = format!("{}-assignment", group_name(g));
+            let map = config_maps
+                .get_opt(&name)
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("no {name}"))?;
+            let doc = assignment_document(&map).map_err(|e| e.to_string())?;
+            let mut own: BTreeMap<&str, usize> = live.iter().map(|p| (p.as_str(), 0)).collect();
+            for (pod, entry) in &doc.pods {
+                if !entry.revoking.is_empty() {
+                    return Err(format!("{name}: {pod} is revoking {:?}", entry.revoking));
+                }
+                if entry.active.is_empty() {
+                    continue;
+                }
+                let count = own.get_mut(pod.as_str()).ok_or_else(|| {
+                    format!("{name}: {pod} is not live and reads {:?}", entry.active)
+                })?;
+                *count += entry.active.len();
+            }
+            let active: usize = own.values().sum();
+            if active != PARTITIONS as usize {
+                return Err(format!("{name}: {active} of {PARTITIONS} active"));
+            }
+            let (min, max) = (own.values().min(), own.values().max());
+            if max.zip(min).is_some_and(|(max, min)| max - min > 1) {
+                return Err(format!("{name} unbalanced: {own:?}"));
+            }
+            for (pod, count) in own {
+                *totals.get_mut(pod).expect("a live pod") += count;
+            }
+        }
+        let min = totals.values().min().copied().unwrap_or(0);
+        let max = totals.values().max().copied().unwrap_or(0);
+        if max - min > 1 {
+            return Err(format!("pool unbalanced: {totals:?}"));
+        }
+        Ok(totals)
+    })
+    .await
+}

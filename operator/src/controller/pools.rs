@@ -1,0 +1,162 @@
+//! The pools' deals, for the observe step: one core [`PoolBook`] per
+//! ConsumerPool (namespace and name), and what feeds it: the count-mode
+//! ShardGroups that reference the pool (the ShardGroup store) with their
+//! published documents (the document cache: a group's own write is there
+//! as soon as it went out, so a peer never deals from a document this
+//! operator has already replaced).
+//!
+//! A new deal that changes another group's row asks that group to
+//! reconcile ([`ReconcileRequests`]): a pod event wakes every group of the
+//! pool anyway, but a group that joins, leaves or changes its shard count
+//! wakes only itself. The books are this replica's memory and nothing
+//! else: one lost (a restart, a new leader) is dealt again from the
+//! documents, which at rest are the deal.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use kube::ResourceExt;
+use kube::core::DeserializeGuard;
+use kube::runtime::reflector::{self, Store};
+use parking_lot::Mutex;
+use shardring_core::observation::{Observation, Published};
+use shardring_core::pool::{PoolBook, PoolMember, deals, holdings_in, readable_in};
+
+use super::observe::Stores;
+use crate::GroupKey;
+use crate::crds::{AssignmentDocument, ShardGroup};
+use crate::endpoint::ReconcileRequests;
+
+/// Every pool's book, and the store of the groups that reference them.
+#[derive(Clone)]
+pub struct Pools {
+    groups: Store<DeserializeGuard<ShardGroup>>,
+    books: Arc<Mutex<HashMap<(String, String), PoolBook>>>,
+    requests: ReconcileRequests,
+}
+
+impl Default for Pools {
+    /// No groups known: every group is planned alone.
+    fn default() -> Self {
+        Self::new(reflector::store().0)
+    }
+}
+
+impl Pools {
+    /// Pools whose members come from the ShardGroup store `groups`.
+    pub fn new(groups: Store<DeserializeGuard<ShardGroup>>) -> Self {
+        Self {
+            groups,
+            books: Arc::default(),
+            requests: ReconcileRequests::default(),
+        }
+    }
+
+    /// Where the groups whose rows a new deal changed are asked for.
+    pub fn requests(&self) -> &ReconcileRequests {
+        &self.requests
+    }
+
+    /// Sets `obs.ceilings` to the group's row of its pool's deal (left
+    /// `None` for a group planned alone), asking the groups whose rows the
+    /// deal changed to reconcile.
+    pub fn deal_into(&self, stores: &Stores, obs: &mut Observation) {
+        let group = &obs.group;
+        let Some(pool) = &obs.pool else { return };
+        if !deals(group) {
+            return;
+        }
+        let namespace = group.namespace().unwrap_or_default();
+        let own = GroupKey::of(group).to_string();
+        let peers = self.peers(&namespace, &group.spec.pool_ref.name);
+        let mut documents: BTreeMap<String, Arc<AssignmentDocument>> = BTreeMap::new();
+        let mut members = Vec::with_capacity(peers.len() + 1);
+        for peer in &peers {
+            let name = GroupKey::of(peer).to_string();
+            if name == own {
+                continue;
+            }
+            // A peer that has published nothing holds nothing yet: it joins
+            // the deal with its first document (and then wakes the others).
+            if let Published::Document(doc) = stores.published(peer).0 {
+                members.push(PoolMember {
+                    group: name.clone(),
+                    readable: readable_in(&doc),
+                });
+                documents.insert(name, doc);
+            }
+        }
+        if members.is_empty() {
+            return;
+        }
+        let own_readable = match obs.published.document() {
+            Some(doc) => readable_in(doc),
+            None => obs.topology.last_good.as_ref().map_or(0, |t| {
+                t.shards
+                    .iter()
+                    .filter(|s| s.state != crate::engine::ShardState::Complete)
+                    .count() as u64
+            }),
+        };
+        members.push(PoolMember {
+            group: own.clone(),
+            readable: own_readable,
+        });
+        let own_document = match &obs.published {
+            Published::Document(doc) => Some(Arc::clone(doc)),
+            _ => None,
+        };
+        let holdings = |name: &str| {
+            if name == own {
+                own_document.as_deref().map(holdings_in).unwrap_or_default()
+            } else {
+                documents
+                    .get(name)
+                    .map(|doc| holdings_in(doc))
+                    .unwrap_or_default()
+            }
+        };
+        let key = (namespace, group.spec.pool_ref.name.clone());
+        let row = {
+            let mut books = self.books.lock();
+            let book = books.entry(key).or_default();
+            book.row(&own, pool, &obs.pods, members, holdings, obs.now)
+        };
+        let Some(row) = row else { return };
+        for name in &row.changed {
+            if let Some((ns, name)) = name.split_once('/') {
+                self.requests.request(&GroupKey::new(ns, name));
+            }
+        }
+        obs.ceilings = Some(row.ceilings);
+    }
+
+    /// A deleted group leaves its pool's deal: the pool's other groups are
+    /// asked to reconcile, so its share is dealt to them again.
+    pub(crate) fn forget(&self, group: &ShardGroup) {
+        let namespace = group.namespace().unwrap_or_default();
+        let gone = GroupKey::of(group);
+        for peer in self.peers(&namespace, &group.spec.pool_ref.name) {
+            let key = GroupKey::of(&peer);
+            if key != gone {
+                self.requests.request(&key);
+            }
+        }
+    }
+
+    /// The groups of the store that reference pool `name` in `namespace`
+    /// and take part in its deal.
+    fn peers(&self, namespace: &str, name: &str) -> Vec<ShardGroup> {
+        self.groups
+            .state()
+            .iter()
+            .filter_map(|guard| guard.0.as_ref().ok())
+            .filter(|g| {
+                g.namespace().as_deref() == Some(namespace)
+                    && g.spec.pool_ref.name == name
+                    && deals(g)
+            })
+            .cloned()
+            .collect()
+    }
+}
