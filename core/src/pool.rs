@@ -161,3 +161,148 @@ impl PoolBook {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::fixtures::{now, pod_info, pool};
+
+    fn members(groups: usize, readable: u64) -> Vec<PoolMember> {
+        (0..groups)
+            .map(|g| PoolMember {
+                group: format!("ns/g-{g}"),
+                readable,
+            })
+            .collect()
+    }
+
+    fn pods(n: usize) -> Vec<PodInfo> {
+        (0..n).map(|i| pod_info(&format!("p-{i}"))).collect()
+    }
+
+    /// Every group's row of `book`, each group asking with `holdings`.
+    fn rows(
+        book: &mut PoolBook,
+        groups: usize,
+        readable: u64,
+        pods: &[PodInfo],
+        holdings: &BTreeMap<String, BTreeMap<String, u64>>,
+    ) -> BTreeMap<String, PoolRow> {
+        (0..groups)
+            .map(|g| {
+                let name = format!("ns/g-{g}");
+                let row = book
+                    .row(
+                        &name,
+                        &pool(0),
+                        pods,
+                        members(groups, readable),
+                        |m| holdings.get(m).cloned().unwrap_or_default(),
+                        now(),
+                    )
+                    .expect("a pool of several groups");
+                (name, row)
+            })
+            .collect()
+    }
+
+    /// What each group holds once it applied its row (one shard on each
+    /// of its ⌈⌉ pods: groups of fewer shards than pods).
+    fn applied(rows: &BTreeMap<String, PoolRow>) -> BTreeMap<String, BTreeMap<String, u64>> {
+        rows.iter()
+            .map(|(g, row)| {
+                (
+                    g.clone(),
+                    row.ceilings.iter().map(|p| (p.clone(), 1)).collect(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_pool_of_one_group_is_planned_alone() {
+        let mut book = PoolBook::default();
+        let row = book.row(
+            "ns/g-0",
+            &pool(0),
+            &pods(3),
+            members(1, 4),
+            |_| BTreeMap::new(),
+            now(),
+        );
+        assert_eq!(row, None);
+    }
+
+    #[test]
+    fn the_groups_apply_rows_of_one_deal_and_a_pool_at_rest_deals_nothing() {
+        let pods = pods(8);
+        let mut book = PoolBook::default();
+        // Nothing published yet: the first group deals, the others take
+        // their rows of that deal.
+        let first = rows(&mut book, 20, 2, &pods, &BTreeMap::new());
+        let mut per_pod: BTreeMap<&str, usize> = BTreeMap::new();
+        for row in first.values() {
+            assert_eq!(row.ceilings.len(), 2);
+            for pod in &row.ceilings {
+                *per_pod.entry(pod).or_default() += 1;
+            }
+        }
+        assert_eq!(per_pod.values().copied().collect::<Vec<_>>(), vec![5; 8]);
+        // Only the first ask dealt (and named the others as changed).
+        assert_eq!(first["ns/g-0"].changed.len(), 19);
+        assert!(first.iter().skip(1).all(|(_, row)| row.changed.is_empty()));
+
+        // As the groups apply their rows the inputs of the deal stay the
+        // same: nobody deals again, whatever the others hold meanwhile.
+        let half: BTreeMap<_, _> = applied(&first).into_iter().take(10).collect();
+        assert_eq!(
+            rows(&mut book, 20, 2, &pods, &half),
+            first_without_changes(&first)
+        );
+
+        // A book lost (a restart) is dealt again from the documents at
+        // rest, and deals the same rows.
+        let mut restarted = PoolBook::default();
+        let again = rows(&mut restarted, 20, 2, &pods, &applied(&first));
+        for (g, row) in &again {
+            assert_eq!(row.ceilings, first[g].ceilings, "{g}");
+        }
+    }
+
+    fn first_without_changes(rows: &BTreeMap<String, PoolRow>) -> BTreeMap<String, PoolRow> {
+        rows.iter()
+            .map(|(g, row)| {
+                let row = PoolRow {
+                    ceilings: row.ceilings.clone(),
+                    changed: Vec::new(),
+                };
+                (g.clone(), row)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_pod_event_deals_again_from_what_every_group_holds() {
+        let mut book = PoolBook::default();
+        let before = rows(&mut book, 20, 2, &pods(8), &BTreeMap::new());
+        let held = applied(&before);
+        let after = rows(&mut book, 20, 2, &pods(9), &held);
+        let mut moved = 0;
+        for (g, row) in &after {
+            moved += row
+                .ceilings
+                .iter()
+                .filter(|p| !before[g].ceilings.contains(p))
+                .count();
+        }
+        // The new pod takes its ⌊40/9⌋ = 4 and nothing else moves.
+        assert_eq!(moved, 4);
+        let new: usize = after
+            .values()
+            .filter(|r| r.ceilings.contains(&"p-8".to_owned()))
+            .count();
+        assert_eq!(new, 4);
+    }
+}

@@ -18,7 +18,8 @@
 //! that group: keeping the ⌈⌉ there saves a move) are kept first, then the
 //! pool's previous choice, then the most recently ready pod (a rolling
 //! deploy replaces the oldest first). The deal is:
-//! 1. keep: per group, the holders with room under ⌈F_p⌉;
+//! 1. keep: per group, the holders with room under ⌈F_p⌉, then the holders
+//!    that a free chain through other groups makes room for;
 //! 2. fill: per group, the pods furthest below ⌊F_p⌋ first (an augmenting
 //!    path through other groups when every candidate is full);
 //! 3. lift: a pod still below ⌊F_p⌋ takes an extra from a pod above its own
@@ -33,7 +34,9 @@ use std::collections::{BTreeMap, VecDeque};
 use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::xxh3_64;
 
+use crate::PlanError;
 use crate::quota::{Shares, shares};
+use crate::types::{Balance, PlanInput, PlanOutput, ShardState};
 
 /// One pod of the pool, as the deal sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -80,6 +83,89 @@ pub struct PoolInput {
 
 /// The deal: per group, the pods that take its ⌈⌉ quotas, sorted by name.
 pub type Ceilings = BTreeMap<String, Vec<String>>;
+
+/// Plans every group of one pool together: deals their ⌈⌉ quotas from what
+/// each input's `previous` holds on its eligible pods, then plans each
+/// count-mode group with its row (`PlanInput::ceilings`); groups in
+/// another mode are planned alone. Every input names the pool's pods; the
+/// first input's pods and `maxShardsPerPod` are the deal's. What the
+/// operator does over a pool's reconciles, in one call (the comparison
+/// bench and the tests).
+pub fn plan_together(
+    groups: &BTreeMap<String, PlanInput>,
+) -> Result<BTreeMap<String, PlanOutput>, PlanError> {
+    let Some(first) = groups.values().next() else {
+        return Ok(BTreeMap::new());
+    };
+    let count = |input: &PlanInput| input.options.balance == Balance::Count;
+    let pool = PoolInput {
+        pods: first
+            .pods
+            .iter()
+            .filter(|p| p.ready && !p.terminating)
+            .map(|p| PoolPod {
+                name: p.name.clone(),
+                capacity: p.capacity,
+                ready_since: p.ready_since,
+            })
+            .collect(),
+        max_shards_per_pod: first.options.max_shards_per_pod,
+        groups: groups
+            .iter()
+            .filter(|(_, input)| count(input))
+            .map(|(name, input)| {
+                let mut holdings = BTreeMap::new();
+                for previous in input.previous.values() {
+                    *holdings.entry(previous.owner().to_owned()).or_insert(0) += 1;
+                }
+                PoolGroup {
+                    name: name.clone(),
+                    readable: readable(input),
+                    holdings,
+                    previous: Vec::new(),
+                }
+            })
+            .collect(),
+    };
+    let ceilings = (pool.groups.len() > 1).then(|| deal(&pool));
+    groups
+        .iter()
+        .map(|(name, input)| {
+            let row = ceilings.as_ref().and_then(|c| c.get(name)).cloned();
+            let output = match row {
+                Some(row) => crate::plan(&PlanInput {
+                    ceilings: Some(row),
+                    ..input.clone()
+                }),
+                None => crate::plan(input),
+            }?;
+            Ok((name.clone(), output))
+        })
+        .collect()
+}
+
+/// Readable shards of an input: open or closed, every parent complete or
+/// unknown (the engine's rule, `docs/engine.md`).
+fn readable(input: &PlanInput) -> u64 {
+    let complete: std::collections::BTreeSet<&str> = input
+        .shards
+        .iter()
+        .filter(|s| s.state == ShardState::Complete)
+        .map(|s| s.id.as_str())
+        .collect();
+    let known: std::collections::BTreeSet<&str> =
+        input.shards.iter().map(|s| s.id.as_str()).collect();
+    input
+        .shards
+        .iter()
+        .filter(|s| s.state != ShardState::Complete)
+        .filter(|s| {
+            s.parents
+                .iter()
+                .all(|p| complete.contains(p.as_str()) || !known.contains(p.as_str()))
+        })
+        .count() as u64
+}
 
 /// Deals the ⌈⌉ quotas of every group of `input` (see the module header).
 pub fn deal(input: &PoolInput) -> Ceilings {
@@ -248,6 +334,25 @@ impl Deal {
             });
             for p in holders {
                 if dealt.count[g] < self.need(g) && dealt.extras[p] < self.high[p] {
+                    dealt.give(g, p);
+                }
+            }
+        }
+        // A holder left out because it was full keeps its extra when a free
+        // chain (moving extras that are not held, or onto pods that hold
+        // them) makes room: the keep is then as large as it can be, not
+        // only as large as the groups' order allowed.
+        for g in 0..groups {
+            for p in 0..self.pods {
+                if dealt.count[g] >= self.need(g) {
+                    break;
+                }
+                if !self.candidate(g, p) || !self.holds[g][p] || dealt.member[g][p] {
+                    continue;
+                }
+                let room = |w: usize, d: &Dealt| d.extras[w] < self.high[w];
+                if let Some((end, 0, via)) = self.search(&[p], &dealt, room, true) {
+                    self.apply(end, &via, &mut dealt);
                     dealt.give(g, p);
                 }
             }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use shardring_engine::pool::{self, PoolGroup, PoolInput, PoolPod};
+use shardring_engine::pool;
 use shardring_engine::{PlanInput, PlanOptions, PlanOutput, Pod, Previous, Rebalance, plan};
 
 use crate::common::shards;
@@ -74,38 +74,6 @@ impl Pool {
         }
     }
 
-    /// The deal over every group, from what each holds now.
-    fn deal(&self, pods: &[Pod], max_shards_per_pod: u32) -> pool::Ceilings {
-        let eligible = pods.iter().filter(|p| p.ready && !p.terminating);
-        let input = PoolInput {
-            pods: eligible
-                .map(|p| PoolPod {
-                    name: p.name.clone(),
-                    capacity: p.capacity,
-                    ready_since: p.ready_since,
-                })
-                .collect(),
-            max_shards_per_pod,
-            groups: self
-                .groups
-                .iter()
-                .map(|(name, count)| {
-                    let mut holdings = BTreeMap::new();
-                    for owner in previous_of(self.outputs.get(name)).values() {
-                        *holdings.entry(owner.owner().to_owned()).or_insert(0) += 1;
-                    }
-                    PoolGroup {
-                        name: name.clone(),
-                        readable: *count as u64,
-                        holdings,
-                        previous: Vec::new(),
-                    }
-                })
-                .collect(),
-        };
-        pool::deal(&input)
-    }
-
     /// Plans every group on `pods`; returns the moves made.
     fn plan(&mut self, pods: &[Pod]) -> u64 {
         self.plan_with(pods, Rebalance::All)
@@ -113,16 +81,25 @@ impl Pool {
 
     /// [`Self::plan`] with only the moves `rebalance` allows.
     fn plan_with(&mut self, pods: &[Pod], rebalance: Rebalance) -> u64 {
-        let ceilings = self.together.then(|| self.deal(pods, 0));
-        let mut moves = 0;
-        for (name, count) in self.groups.clone() {
-            let mut input = self.input(&name, count, pods);
-            input.options.rebalance = rebalance;
-            input.ceilings = ceilings.as_ref().map(|c| c[&name].clone());
-            let out = plan(&input).expect("plan");
-            moves += out.moves;
-            self.outputs.insert(name, out);
-        }
+        let inputs: BTreeMap<String, PlanInput> = self
+            .groups
+            .iter()
+            .map(|(name, count)| {
+                let mut input = self.input(name, *count, pods);
+                input.options.rebalance = rebalance;
+                (name.clone(), input)
+            })
+            .collect();
+        let outputs = if self.together {
+            pool::plan_together(&inputs).expect("plan")
+        } else {
+            inputs
+                .iter()
+                .map(|(name, input)| (name.clone(), plan(input).expect("plan")))
+                .collect()
+        };
+        let moves = outputs.values().map(|out| out.moves).sum();
+        self.outputs = outputs;
         moves
     }
 
