@@ -76,6 +76,11 @@ struct Dealt {
 #[derive(Debug, Clone, Default)]
 pub struct PoolBook {
     last: Option<(Dealt, Ceilings)>,
+    /// Each group's readable shards as its own last observation counted
+    /// them (its source, fresher than its document): a group whose count
+    /// changed deals with its new count at once, and its peers deal with
+    /// the same count before its next document is out.
+    reported: BTreeMap<String, u64>,
 }
 
 /// A group's row of the pool's deal.
@@ -91,7 +96,9 @@ pub struct PoolRow {
 
 impl PoolBook {
     /// The row of `group` in the deal of `pool` over `members` (every
-    /// count-mode group of the pool, `group` among them) on the pool's
+    /// count-mode group of the pool, `group` among them, with the readable
+    /// count of its own observation; the others' from their documents,
+    /// unless they reported a fresher one here) on the pool's
     /// `pods` at `now`; `None` when the pool has fewer than two members.
     /// `holdings` reads what a member's pods hold now, only when the pool
     /// must be dealt again.
@@ -108,6 +115,15 @@ impl PoolBook {
             return None;
         }
         members.sort_by(|a, b| a.group.cmp(&b.group));
+        self.reported
+            .retain(|name, _| members.iter().any(|m| &m.group == name));
+        for member in &mut members {
+            if member.group == group {
+                self.reported.insert(member.group.clone(), member.readable);
+            } else if let Some(&readable) = self.reported.get(&member.group) {
+                member.readable = readable;
+            }
+        }
         let eligible: Vec<PoolPod> = crate::plan::engine_pods(pods, pool, now)
             .into_iter()
             .filter(|p| p.ready && !p.terminating)
@@ -304,5 +320,44 @@ mod tests {
             .filter(|r| r.ceilings.contains(&"p-8".to_owned()))
             .count();
         assert_eq!(new, 4);
+    }
+
+    #[test]
+    fn a_group_whose_count_changed_deals_at_once_and_its_peers_with_the_same_count() {
+        let pods = pods(8);
+        let mut book = PoolBook::default();
+        let first = rows(&mut book, 20, 2, &pods, &BTreeMap::new());
+        let held = applied(&first);
+        let holdings = |m: &str| held.get(m).cloned().unwrap_or_default();
+        // g-0 now has 4 partitions (its source says so); its document still 2.
+        let mut grown = members(20, 2);
+        grown[0].readable = 4;
+        let row = book
+            .row("ns/g-0", &pool(0), &pods, grown, holdings, now())
+            .expect("a row");
+        assert_eq!(row.ceilings.len(), 4);
+        // Its two new extras fit beside the others' (42 over 8: at most 6
+        // a pod), so the new deal keeps every other row as it was.
+        assert!(row.changed.is_empty(), "{:?}", row.changed);
+        // A peer asks with g-0's document count: the book knows better,
+        // and does not deal again.
+        let peer = book
+            .row("ns/g-1", &pool(0), &pods, members(20, 2), holdings, now())
+            .expect("a row");
+        assert!(peer.changed.is_empty());
+        let mut per_pod: BTreeMap<String, usize> = BTreeMap::new();
+        for g in 0..20 {
+            let name = format!("ns/g-{g}");
+            let mut asked = members(20, 2);
+            asked[0].readable = if g == 0 { 4 } else { 2 };
+            let row = book
+                .row(&name, &pool(0), &pods, asked, holdings, now())
+                .expect("a row");
+            for pod in row.ceilings {
+                *per_pod.entry(pod).or_default() += 1;
+            }
+        }
+        // 42 extras over 8 pods: 5 or 6 each.
+        assert!(per_pod.values().all(|&n| n == 5 || n == 6), "{per_pod:?}");
     }
 }

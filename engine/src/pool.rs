@@ -147,16 +147,19 @@ pub fn plan_together(
 /// Readable shards of an input: open or closed, every parent complete or
 /// unknown (the engine's rule, `docs/engine.md`).
 fn readable(input: &PlanInput) -> u64 {
-    let complete: std::collections::BTreeSet<&str> = input
-        .shards
+    readable_shards(&input.shards)
+}
+
+/// How many of `shards` the engine assigns: open or closed, every parent
+/// complete or unknown (`docs/engine.md`).
+pub fn readable_shards(shards: &[crate::types::Shard]) -> u64 {
+    let complete: std::collections::BTreeSet<&str> = shards
         .iter()
         .filter(|s| s.state == ShardState::Complete)
         .map(|s| s.id.as_str())
         .collect();
-    let known: std::collections::BTreeSet<&str> =
-        input.shards.iter().map(|s| s.id.as_str()).collect();
-    input
-        .shards
+    let known: std::collections::BTreeSet<&str> = shards.iter().map(|s| s.id.as_str()).collect();
+    shards
         .iter()
         .filter(|s| s.state != ShardState::Complete)
         .filter(|s| {
