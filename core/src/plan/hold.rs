@@ -1,15 +1,18 @@
 //! The hold of a group's first publish (`rebalance.initialDelay`): while a
-//! group has never published an assignment, pods that are Ready but a
-//! moment short of the pool's `minReadySeconds` are waited for, so pods
-//! started together land in one balanced document instead of a document
-//! for the first of them followed by paced optional moves onto the rest
-//! (Kafka's `group.initial.rebalance.delay.ms` solves the same problem).
+//! group has never published an assignment, every pod of the pool that
+//! exists and is not terminating is waited for (pods not Ready yet, and
+//! pods Ready but short of the pool's `minReadySeconds`), so pods started
+//! together (a fresh install, a GitOps sync applying the pool, the group
+//! and the Deployment at once) land in one balanced document instead of a
+//! document for the first of them followed by paced optional moves onto
+//! the rest (Kafka's `group.initial.rebalance.delay.ms` solves the same
+//! problem).
 //!
 //! The hold is bounded: it counts from when the first pod became eligible
-//! and lasts at most the initial delay, and only pods that become eligible
-//! within that bound are waited for. Everything is derived from the pods'
-//! Ready times and `now`, so an operator restarted during the hold keeps
-//! the same deadline and nothing is stored.
+//! and lasts at most the initial delay; a pod that is Ready but becomes
+//! eligible only after that bound is not waited for. Everything is derived
+//! from the pods' Ready times and `now`, so an operator restarted during
+//! the hold keeps the same deadline and nothing is stored.
 
 use std::time::Duration;
 
@@ -21,10 +24,11 @@ use crate::pacing::add;
 /// A first publish held back: whom it waits for, and until when.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Hold {
-    /// The pods that are Ready and become eligible before the deadline,
-    /// sorted by name.
+    /// The pods waited for (not Ready yet, or Ready and eligible before
+    /// the deadline), sorted by name.
     pub waiting_for: Vec<String>,
-    /// How long until the next of them becomes eligible (the next look).
+    /// How long until the next look: the next of them to become eligible,
+    /// or the deadline (a pod turning Ready wakes the group by itself).
     pub next: Duration,
     /// The latest the publish can be held until.
     pub deadline: Timestamp,
@@ -34,7 +38,7 @@ impl Hold {
     /// The Ready condition's message while held.
     pub(crate) fn message(&self, min_ready: Duration) -> String {
         format!(
-            "the first assignment waits for {} (Ready, eligible after minReadySeconds {}s) so that pods started together share one balanced publish; it is published by {} at the latest (rebalance.initialDelay)",
+            "the first assignment waits for {} (not yet Ready, or Ready and eligible after minReadySeconds {}s) so that pods started together share one balanced publish; it is published by {} at the latest (rebalance.initialDelay)",
             self.waiting_for.join(", "),
             min_ready.as_secs(),
             self.deadline
@@ -51,31 +55,45 @@ pub(crate) fn first_publish_hold(
     initial_delay: Duration,
     now: Timestamp,
 ) -> Option<Hold> {
-    if initial_delay.is_zero() || min_ready.is_zero() {
+    if initial_delay.is_zero() {
         return None;
     }
     let candidates = pods
         .iter()
-        .filter(|p| p.selected && p.ready && p.deletion_timestamp.is_none());
+        .filter(|p| p.selected && p.deletion_timestamp.is_none());
     // When each Ready pod becomes eligible; without a Ready time a pod has
     // been Ready as long as the operator knows, so it is eligible already
     // and the first eligibility lies too far back to hold for.
     let mut first_eligible: Option<Timestamp> = None;
-    let mut upcoming: Vec<(Timestamp, &str)> = Vec::new();
+    let mut upcoming: Vec<(Option<Timestamp>, &str)> = Vec::new();
     for pod in candidates {
+        if !pod.ready {
+            upcoming.push((None, pod.name.as_str()));
+            continue;
+        }
         let at = add(pod.ready_since?, min_ready);
         if at <= now {
             first_eligible = Some(first_eligible.map_or(at, |f| f.min(at)));
         } else {
-            upcoming.push((at, pod.name.as_str()));
+            upcoming.push((Some(at), pod.name.as_str()));
         }
     }
     let deadline = add(first_eligible?, initial_delay);
-    let mut waiting: Vec<(Timestamp, &str)> = upcoming
+    if deadline <= now {
+        return None;
+    }
+    let mut waiting: Vec<(Option<Timestamp>, &str)> = upcoming
         .into_iter()
-        .filter(|(at, _)| *at <= deadline)
+        .filter(|(at, _)| at.is_none_or(|at| at <= deadline))
         .collect();
-    let next = waiting.iter().map(|(at, _)| *at).min()?;
+    if waiting.is_empty() {
+        return None;
+    }
+    let next = waiting
+        .iter()
+        .filter_map(|(at, _)| *at)
+        .min()
+        .unwrap_or(deadline);
     waiting.sort_by(|a, b| a.1.cmp(b.1));
     Some(Hold {
         waiting_for: waiting
@@ -117,7 +135,7 @@ mod tests {
         assert_eq!(hold.next, Duration::from_millis(500));
         assert_eq!(hold.deadline, t(15_000));
         assert!(
-            hold.message(MIN_READY).contains("b (Ready"),
+            hold.message(MIN_READY).contains("b (not yet Ready"),
             "{}",
             hold.message(MIN_READY)
         );
@@ -135,14 +153,15 @@ mod tests {
     }
 
     #[test]
-    fn nothing_is_held_without_delay_min_ready_or_an_eligible_pod() {
+    fn nothing_is_held_without_delay_or_an_eligible_pod() {
         let pods = [ready("a", 0), ready("b", 1_000)];
         assert_eq!(
             first_publish_hold(&pods, MIN_READY, Duration::ZERO, t(10_500)),
             None
         );
+        // Without minReadySeconds both are eligible at once: nothing to wait for.
         assert_eq!(
-            first_publish_hold(&pods, Duration::ZERO, DELAY, t(500)),
+            first_publish_hold(&pods, Duration::ZERO, DELAY, t(1_500)),
             None
         );
         // No pod eligible yet: nothing could be published anyway.
@@ -199,14 +218,52 @@ mod tests {
     }
 
     #[test]
-    fn terminating_unselected_and_not_ready_pods_are_not_waited_for() {
+    fn terminating_and_unselected_pods_are_not_waited_for_and_starting_ones_are() {
         let mut gone = ready("b", 1_000);
         gone.deletion_timestamp = Some(t(0));
         let mut other = ready("c", 1_000);
         other.selected = false;
+        let pods = [ready("a", 0), gone.clone(), other.clone()];
+        assert_eq!(first_publish_hold(&pods, MIN_READY, DELAY, t(10_500)), None);
+        // A pod that exists and is not Ready yet is waited for, until the
+        // deadline (it wakes the group when it turns Ready).
         let mut starting = ready("d", 1_000);
         starting.ready = false;
         let pods = [ready("a", 0), gone, other, starting];
-        assert_eq!(first_publish_hold(&pods, MIN_READY, DELAY, t(10_500)), None);
+        let hold = first_publish_hold(&pods, MIN_READY, DELAY, t(10_500)).expect("held for d");
+        assert_eq!(hold.waiting_for, ["d"]);
+        assert_eq!(hold.next, Duration::from_millis(4_500));
+        assert_eq!(first_publish_hold(&pods, MIN_READY, DELAY, t(15_000)), None);
+    }
+
+    /// A fresh Deployment without `minReadySeconds`: its pods turn Ready a
+    /// few hundred milliseconds apart. The first document waits for the
+    /// ones still starting and puts the partitions on all of them.
+    #[test]
+    fn pods_turning_ready_hundreds_of_milliseconds_apart_share_the_first_document() {
+        let mut not_yet = |name: &str| {
+            let mut pod = ready(name, 0);
+            pod.ready = false;
+            pod.ready_since = None;
+            pod
+        };
+        let mut obs = crate::fixtures::observation(24, Vec::new());
+        obs.pool = Some(crate::fixtures::pool(0));
+        obs.topology.read_at = Some(t(0));
+        obs.pods = vec![ready("a", 0), not_yet("b"), not_yet("c")];
+        obs.now = t(300);
+        let held = crate::plan(&obs);
+        assert_eq!(held.document_write, None, "held for b and c");
+        obs.pods = vec![ready("a", 0), ready("b", 300), not_yet("c")];
+        obs.now = t(600);
+        assert_eq!(crate::plan(&obs).document_write, None, "held for c");
+        obs.pods = vec![ready("a", 0), ready("b", 300), ready("c", 800)];
+        obs.now = t(800);
+        let doc = crate::plan(&obs)
+            .document_write
+            .expect("published")
+            .document;
+        let loads: Vec<usize> = doc.pods.values().map(|p| p.active.len()).collect();
+        assert_eq!(loads, [8, 8, 8], "{:?}", doc.pods);
     }
 }

@@ -4,12 +4,19 @@
 //! group by group, every group's extras went to the two youngest pods
 //! (0,0,0,0,0,0,20,20); planned over the pool, every pod reads 5. Then the
 //! oldest pod is deleted and a new one joins: the pool is balanced again,
-//! every group still within one partition of its own. Without a cluster it
-//! prints `SKIPPED: ...` and passes.
+//! every group still within one partition of its own. And a surge rolling
+//! deploy of the pool (a new pod, then the oldest deleted, eight times,
+//! faster than the rebalance delay) moves every partition of every group
+//! exactly once, counted from a watch of the documents, and leaves the pool
+//! balanced. Without a cluster it prints `SKIPPED: ...` and passes.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use futures::StreamExt;
+use kube::runtime::{WatchStreamExt, watcher};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{DeleteParams, PostParams};
@@ -36,11 +43,18 @@ async fn twenty_groups_on_one_pool_are_balanced_over_the_pool() {
     in_fresh_namespace("pool-balance", "pool", scenario).await;
 }
 
+#[tokio::test]
+async fn a_rolling_deploy_of_the_pool_moves_each_partition_once() {
+    in_fresh_namespace("pool-rolling", "pool-roll", rolling_deploy).await;
+}
+
 fn group_name(g: usize) -> String {
     format!("g-{g:02}")
 }
 
-async fn scenario(client: &Client, namespace: &str) -> TestResult {
+/// The pool of 8 staggered pods and the 20 groups (rebalance delay
+/// `delay`), with `shardring run` serving them.
+async fn install(client: &Client, namespace: &str, delay: &str) -> TestResult<Running> {
     apply_crds(client).await?;
     create_namespace(client, namespace).await?;
     let pool: ConsumerPool = serde_json::from_value(fixtures::pool(namespace, "p", "consumer"))?;
@@ -57,18 +71,22 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
     for g in 0..GROUPS {
         let mut group = fixtures::static_group(namespace, &group_name(g), "p", PARTITIONS);
         group["metadata"]["labels"] = json!({ CONTROLLER_CLASS_LABEL: CONTROLLER_CLASS });
+        group["spec"]["rebalance"]["delay"] = json!(delay);
         groups
             .create(&PostParams::default(), &serde_json::from_value(group)?)
             .await?;
     }
     let metrics_port = free_port()?;
-    let _operator = Running(
+    Ok(Running(
         shardring_run(namespace, "operator-0")?
             .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
             .args(["--endpoint-addr", "127.0.0.1:0"])
             .spawn()?,
-    );
+    ))
+}
 
+async fn scenario(client: &Client, namespace: &str) -> TestResult {
+    let _operator = install(client, namespace, "0s").await?;
     let live: Vec<String> = (0..PODS).map(|i| format!("p-{i}")).collect();
     let totals = wait_balanced(client, namespace, &live).await?;
     println!("pool balance: 20 x 2 on 8 pods Ready a minute apart: {totals:?}");
@@ -90,6 +108,112 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
     let totals = wait_balanced(client, namespace, &live).await?;
     println!("pool balance after p-0 left and p-8 joined: {totals:?}");
     Ok(())
+}
+
+async fn rolling_deploy(client: &Client, namespace: &str) -> TestResult {
+    // Longer than the roll: only required moves until it is done.
+    let _operator = install(client, namespace, "1h").await?;
+    let mut live: Vec<String> = (0..PODS).map(|i| format!("p-{i}")).collect();
+    wait_balanced(client, namespace, &live).await?;
+    let owners = Arc::new(Mutex::new(OwnerChanges::default()));
+    let watch = tokio::spawn(watch_owners(
+        client.clone(),
+        namespace.to_owned(),
+        Arc::clone(&owners),
+    ));
+    // The watch's first events are the current documents: count from there.
+    wait_until("the watch to see every document", WAIT, || async {
+        let seen = owners.lock().expect("owners").owner.len();
+        if seen == GROUPS * PARTITIONS as usize {
+            Ok(())
+        } else {
+            Err(format!("{seen} partitions seen"))
+        }
+    })
+    .await?;
+    let pods = Api::<Pod>::namespaced(client.clone(), namespace);
+    for step in 0..PODS {
+        let new = format!("q-{step}");
+        ready_pod(
+            client,
+            namespace,
+            &new,
+            "consumer",
+            &jiff::Timestamp::now().to_string(),
+            IP,
+        )
+        .await?;
+        live.push(new);
+        let old = live.remove(0);
+        pods.delete(&old, &DeleteParams::default().grace_period(0))
+            .await?;
+        wait_empty(client, namespace, &old).await?;
+    }
+    let totals = wait_balanced(client, namespace, &live).await?;
+    let moves = owners.lock().expect("owners").moves;
+    watch.abort();
+    println!(
+        "pool rolling deploy: {moves} moves of {} partitions; after it: {totals:?}",
+        GROUPS * PARTITIONS as usize
+    );
+    if moves != GROUPS * PARTITIONS as usize {
+        return Err(format!("{moves} moves over the rolling deploy, not one per partition").into());
+    }
+    Ok(())
+}
+
+/// Each partition's active owner as the documents showed it, and how many
+/// times it changed from one pod to another.
+#[derive(Default)]
+struct OwnerChanges {
+    owner: BTreeMap<String, String>,
+    moves: usize,
+}
+
+/// Watches the namespace's documents, counting owner changes into `owners`.
+async fn watch_owners(client: Client, namespace: String, owners: Arc<Mutex<OwnerChanges>>) {
+    let config_maps = Api::<ConfigMap>::namespaced(client, &namespace);
+    let stream = watcher(config_maps, watcher::Config::default()).applied_objects();
+    let mut stream = std::pin::pin!(stream);
+    while let Some(Ok(map)) = stream.next().await {
+        let Ok(doc) = assignment_document(&map) else {
+            continue;
+        };
+        let mut owners = owners.lock().expect("owners");
+        for (pod, entry) in &doc.pods {
+            for shard in &entry.active {
+                let before = owners.owner.insert(shard.clone(), pod.clone());
+                if before.is_some_and(|before| before != *pod) {
+                    owners.moves += 1;
+                }
+            }
+        }
+    }
+}
+
+/// Waits until no document names `pod` as reading or revoking anything.
+async fn wait_empty(client: &Client, namespace: &str, pod: &str) -> TestResult {
+    let config_maps = Api::<ConfigMap>::namespaced(client.clone(), namespace);
+    wait_until(&format!("{pod} to hold nothing"), WAIT, || async {
+        for g in 0..GROUPS {
+            let name = format!("{}-assignment", group_name(g));
+            let Some(map) = config_maps
+                .get_opt(&name)
+                .await
+                .map_err(|e| e.to_string())?
+            else {
+                continue;
+            };
+            let doc = assignment_document(&map).map_err(|e| e.to_string())?;
+            if let Some(entry) = doc.pods.get(pod)
+                && !(entry.active.is_empty() && entry.revoking.is_empty())
+            {
+                return Err(format!("{name}: {pod} still holds {entry:?}"));
+            }
+        }
+        Ok(())
+    })
+    .await
 }
 
 /// Waits until every group's document has its partitions active on `live`

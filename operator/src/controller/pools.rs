@@ -76,15 +76,27 @@ impl Pools {
             if name == own {
                 continue;
             }
-            // A peer that has published nothing holds nothing yet: it joins
-            // the deal with its first document (and then wakes the others).
-            if let Published::Document(doc) = stores.published(peer).0 {
-                members.push(PoolMember {
-                    group: name.clone(),
-                    readable: readable_in(&doc),
-                });
-                documents.insert(name, doc);
-            }
+            // A peer that has published nothing holds nothing yet, but it is
+            // dealt its share from the start (groups created together must
+            // not each be planned alone first): with its static count, or
+            // what its own reconcile reported to the book (0 until then).
+            let readable = match stores.published(peer).0 {
+                Published::Document(doc) => {
+                    let readable = readable_in(&doc);
+                    documents.insert(name.clone(), doc);
+                    readable
+                }
+                _ => peer
+                    .spec
+                    .source
+                    .static_source
+                    .as_ref()
+                    .map_or(0, |s| u64::from(s.count)),
+            };
+            members.push(PoolMember {
+                group: name,
+                readable,
+            });
         }
         if members.is_empty() {
             return;
