@@ -39,6 +39,30 @@ const LABEL_KEY: &str = "size(self) <= 317 && self.matches('^([a-z0-9]([-a-z0-9]
         description = "Of those, pods that are Ready"
     ),
     printcolumn(
+        name = "Groups",
+        type_ = "integer",
+        json_path = ".status.groups",
+        description = "ShardGroups that reference the pool"
+    ),
+    printcolumn(
+        name = "Shards",
+        type_ = "integer",
+        json_path = ".status.shards",
+        description = "Shards active on the pool's pods, over all its groups"
+    ),
+    printcolumn(
+        name = "Min",
+        type_ = "integer",
+        json_path = ".status.fewestShardsPerPod",
+        description = "Fewest shards one Ready pod reads, over all the pool's groups"
+    ),
+    printcolumn(
+        name = "Max",
+        type_ = "integer",
+        json_path = ".status.mostShardsPerPod",
+        description = "Most shards one Ready pod reads, over all the pool's groups"
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
@@ -131,6 +155,21 @@ pub struct ConsumerPoolStatus {
     /// Of those, pods that are Ready.
     #[serde(default)]
     pub ready_pods: u64,
+    /// ShardGroups that reference the pool.
+    #[serde(default)]
+    pub groups: u64,
+    /// Shards active on the pool's pods, over all its groups (as their
+    /// published documents say).
+    #[serde(default)]
+    pub shards: u64,
+    /// Fewest shards one Ready pod of the pool reads over all its groups
+    /// (count-mode groups are balanced over the pool: within one shard of
+    /// `mostShardsPerPod` with equal capacities).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fewest_shards_per_pod: Option<u64>,
+    /// Most shards one Ready pod of the pool reads over all its groups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub most_shards_per_pod: Option<u64>,
     /// Standard conditions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,

@@ -241,7 +241,7 @@ mod tests {
     /// ones still starting and puts the partitions on all of them.
     #[test]
     fn pods_turning_ready_hundreds_of_milliseconds_apart_share_the_first_document() {
-        let mut not_yet = |name: &str| {
+        let not_yet = |name: &str| {
             let mut pod = ready(name, 0);
             pod.ready = false;
             pod.ready_since = None;

@@ -90,6 +90,27 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
     let live: Vec<String> = (0..PODS).map(|i| format!("p-{i}")).collect();
     let totals = wait_balanced(client, namespace, &live).await?;
     println!("pool balance: 20 x 2 on 8 pods Ready a minute apart: {totals:?}");
+    // `kubectl get cpool` shows it: 20 groups, 40 shards, 5 to 5 a pod.
+    let pools = Api::<ConsumerPool>::namespaced(client.clone(), namespace);
+    wait_until("the pool's status to show the balance", WAIT, || async {
+        let pool = pools.get("p").await.map_err(|e| e.to_string())?;
+        let status = pool.status.unwrap_or_default();
+        let seen = (
+            status.pods,
+            status.ready_pods,
+            status.groups,
+            status.shards,
+            status.fewest_shards_per_pod,
+            status.most_shards_per_pod,
+        );
+        let want = (8, 8, 20, 40, Some(5), Some(5));
+        if seen == want {
+            Ok(())
+        } else {
+            Err(format!("{seen:?}"))
+        }
+    })
+    .await?;
 
     // The oldest pod goes, a new one joins.
     let pods = Api::<Pod>::namespaced(client.clone(), namespace);

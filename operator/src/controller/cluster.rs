@@ -48,6 +48,9 @@ pub(crate) struct Reconcile<'a> {
     ///
     /// [`GroupState`]: super::groups::GroupState
     plan_memory: PlanMemory,
+    /// What the observation showed of the group's pool (its status is
+    /// written after the group's writes).
+    pool_seen: Option<super::pools::PoolSeen>,
 }
 
 impl Drop for Reconcile<'_> {
@@ -89,6 +92,7 @@ impl<'a> Reconcile<'a> {
             planned: Duration::ZERO,
             endpoint_seen: None,
             plan_memory: ctx.groups.table().lend_plan_memory(&GroupKey::of(group)),
+            pool_seen: None,
         }
     }
 
@@ -137,6 +141,7 @@ impl Observe for Reconcile<'_> {
         };
         let mut observation = ctx.stores.observation(group, document, reads, now);
         ctx.pools.deal_into(&ctx.stores, &mut observation);
+        self.pool_seen = super::pools::PoolSeen::of(&observation);
         self.endpoint_seen = ctx
             .endpoint
             .as_ref()
@@ -251,6 +256,11 @@ impl Apply for Reconcile<'_> {
                 version.clone(),
                 Arc::clone(&write.document),
             );
+        }
+        if let Some(seen) = self.pool_seen.take() {
+            let own = written.map(|write| Arc::clone(&write.document));
+            let status = ctx.pools.status(&ctx.stores, &seen, &key, own);
+            ctx.pools.publish_status(&ctx.client, &seen, status).await;
         }
     }
 }

@@ -5,6 +5,10 @@
 //! as soon as it went out, so a peer never deals from a document this
 //! operator has already replaced).
 //!
+//! It also writes each pool's status (its groups, shards, pods and the
+//! fewest and most shards one Ready pod reads over all its groups) after a
+//! group's writes, when it changed ([`Pools::publish_status`]).
+//!
 //! A new deal that changes another group's row asks that group to
 //! reconcile ([`ReconcileRequests`]): a pod event wakes every group of the
 //! pool anyway, but a group that joins, leaves or changes its shard count
@@ -15,16 +19,17 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
 use kube::core::DeserializeGuard;
 use kube::runtime::reflector::{self, Store};
+use kube::{Client, Resource, ResourceExt};
 use parking_lot::Mutex;
 use shardring_core::observation::{Observation, Published};
 use shardring_core::pool::{PoolBook, PoolMember, deals, holdings_in, readable_in};
 
 use super::observe::Stores;
 use crate::GroupKey;
-use crate::crds::{AssignmentDocument, ShardGroup};
+use crate::crds::{AssignmentDocument, ConsumerPool, ConsumerPoolStatus, ShardGroup};
 use crate::endpoint::ReconcileRequests;
 
 /// Every pool's book, and the store of the groups that reference them.
@@ -33,6 +38,39 @@ pub struct Pools {
     groups: Store<DeserializeGuard<ShardGroup>>,
     books: Arc<Mutex<HashMap<(String, String), PoolBook>>>,
     requests: ReconcileRequests,
+    /// The status last written per pool: an unchanged one is not written.
+    written: Arc<Mutex<HashMap<(String, String), ConsumerPoolStatus>>>,
+}
+
+/// Field manager of the pool status writes.
+const POOL_MANAGER: &str = "shardring-pool";
+
+/// What a group's observe step saw of its pool, for the pool's status.
+#[derive(Debug, Clone)]
+pub(crate) struct PoolSeen {
+    pool: ConsumerPool,
+    selected: u64,
+    ready: u64,
+    /// The pool's eligible pods (Ready for minReadySeconds, not terminating).
+    eligible: Vec<String>,
+}
+
+impl PoolSeen {
+    /// What `obs` shows of its pool, when it has one.
+    pub(crate) fn of(obs: &Observation) -> Option<Self> {
+        let pool = obs.pool.clone()?;
+        let min_ready = pool.spec.min_ready();
+        let selected = obs.pods.iter().filter(|p| p.selected);
+        Some(Self {
+            selected: selected.clone().count() as u64,
+            ready: selected.clone().filter(|p| p.ready).count() as u64,
+            eligible: selected
+                .filter(|p| shardring_core::plan::eligible(p, min_ready, obs.now))
+                .map(|p| p.name.clone())
+                .collect(),
+            pool,
+        })
+    }
 }
 
 impl Default for Pools {
@@ -49,6 +87,7 @@ impl Pools {
             groups,
             books: Arc::default(),
             requests: ReconcileRequests::default(),
+            written: Arc::default(),
         }
     }
 
@@ -159,16 +198,96 @@ impl Pools {
     /// The groups of the store that reference pool `name` in `namespace`
     /// and take part in its deal.
     fn peers(&self, namespace: &str, name: &str) -> Vec<ShardGroup> {
+        self.referencing(namespace, name)
+            .into_iter()
+            .filter(deals)
+            .collect()
+    }
+
+    /// The groups of the store that reference pool `name` in `namespace`.
+    fn referencing(&self, namespace: &str, name: &str) -> Vec<ShardGroup> {
         self.groups
             .state()
             .iter()
             .filter_map(|guard| guard.0.as_ref().ok())
-            .filter(|g| {
-                g.namespace().as_deref() == Some(namespace)
-                    && g.spec.pool_ref.name == name
-                    && deals(g)
-            })
+            .filter(|g| g.namespace().as_deref() == Some(namespace) && g.spec.pool_ref.name == name)
             .cloned()
             .collect()
+    }
+
+    /// The status of the pool `seen` describes: its pods, its groups, and
+    /// each eligible pod's active shards over every group's latest known
+    /// document (`own`: the document `group` has just written).
+    pub(crate) fn status(
+        &self,
+        stores: &Stores,
+        seen: &PoolSeen,
+        group: &GroupKey,
+        own: Option<Arc<AssignmentDocument>>,
+    ) -> ConsumerPoolStatus {
+        let namespace = seen.pool.namespace().unwrap_or_default();
+        let groups = self.referencing(&namespace, &seen.pool.name_any());
+        let mut totals: BTreeMap<&str, u64> =
+            seen.eligible.iter().map(|p| (p.as_str(), 0)).collect();
+        let mut shards = 0;
+        for peer in &groups {
+            let key = GroupKey::of(peer);
+            let doc = if key == *group {
+                own.clone().or_else(|| stores.documents.latest(&key))
+            } else {
+                stores.documents.latest(&key)
+            };
+            let Some(doc) = doc else { continue };
+            for (pod, entry) in &doc.pods {
+                let active = entry.active.len() as u64;
+                shards += active;
+                if let Some(total) = totals.get_mut(pod.as_str()) {
+                    *total += active;
+                }
+            }
+        }
+        ConsumerPoolStatus {
+            observed_generation: seen.pool.metadata.generation,
+            pods: seen.selected,
+            ready_pods: seen.ready,
+            groups: groups.len() as u64,
+            shards,
+            fewest_shards_per_pod: totals.values().min().copied(),
+            most_shards_per_pod: totals.values().max().copied(),
+            conditions: Vec::new(),
+        }
+    }
+
+    /// Writes `status` to the pool `seen` describes unless it is the one
+    /// last written (server-side apply of the status subresource, its own
+    /// field manager). Best effort: a failure is logged and the next
+    /// group's writes try again.
+    pub(crate) async fn publish_status(
+        &self,
+        client: &Client,
+        seen: &PoolSeen,
+        status: ConsumerPoolStatus,
+    ) {
+        let namespace = seen.pool.namespace().unwrap_or_default();
+        let name = seen.pool.name_any();
+        let key = (namespace.clone(), name.clone());
+        if self.written.lock().get(&key) == Some(&status) {
+            return;
+        }
+        let body = serde_json::json!({
+            "apiVersion": ConsumerPool::api_version(&()),
+            "kind": ConsumerPool::kind(&()),
+            "status": status,
+        });
+        let api: Api<ConsumerPool> = Api::namespaced(client.clone(), &namespace);
+        let params = PatchParams::apply(POOL_MANAGER).force();
+        match api.patch_status(&name, &params, &Patch::Apply(&body)).await {
+            Ok(_) => {
+                self.written.lock().insert(key, status);
+            }
+            Err(error) => {
+                tracing::warn!(%error, pool = %name, "cannot write the ConsumerPool status");
+            }
+        }
     }
 }

@@ -109,6 +109,13 @@ impl DocumentCache {
         });
     }
 
+    /// The latest document known of `group` (written by this operator or
+    /// decoded), whatever the ConfigMap's version in the cache.
+    pub(crate) fn latest(&self, group: &GroupKey) -> Option<Arc<AssignmentDocument>> {
+        let groups = self.groups.lock();
+        Some(groups.get(group)?.document.as_ref()?.document.clone())
+    }
+
     fn known(
         &self,
         group: &GroupKey,
