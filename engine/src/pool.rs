@@ -144,6 +144,17 @@ pub fn plan_together(
         .collect()
 }
 
+/// Each pod's shards over every group's plan (`PlanOutput::loads` summed).
+pub fn totals(outputs: &BTreeMap<String, PlanOutput>) -> BTreeMap<String, u64> {
+    let mut totals = BTreeMap::new();
+    for out in outputs.values() {
+        for (pod, load) in &out.loads {
+            *totals.entry(pod.clone()).or_insert(0) += load;
+        }
+    }
+    totals
+}
+
 /// Readable shards of an input: open or closed, every parent complete or
 /// unknown (the engine's rule, `docs/engine.md`).
 fn readable(input: &PlanInput) -> u64 {

@@ -45,10 +45,13 @@ fn pod(name: String, ready_since: i64) -> Pod {
     }
 }
 
+/// Seconds for the `i`th pod to become Ready, a minute apart.
+fn minute(i: usize) -> i64 {
+    i64::try_from(i).expect("a pod number") * 60
+}
+
 fn fleet(n: usize) -> Vec<Pod> {
-    (0..n)
-        .map(|i| pod(format!("old-{i}"), i as i64 * 60))
-        .collect()
+    (0..n).map(|i| pod(format!("old-{i}"), minute(i))).collect()
 }
 
 struct Pool {
@@ -113,13 +116,7 @@ impl Pool {
     }
 
     fn totals(&self) -> BTreeMap<String, u64> {
-        let mut totals = BTreeMap::new();
-        for out in self.outputs.values() {
-            for (pod, load) in &out.loads {
-                *totals.entry(pod.clone()).or_insert(0) += load;
-            }
-        }
-        totals
+        shardring_engine::pool::totals(&self.outputs)
     }
 }
 
@@ -160,7 +157,7 @@ fn measure(groups: usize, shards: usize, pods: usize, planning: Planning) -> Fig
     pool.plan(&live, Rebalance::All);
     let mut moves = 0;
     for i in 0..pods {
-        live.push(pod(format!("new-{i}"), 2_000_000 + i as i64 * 60));
+        live.push(pod(format!("new-{i}"), 2_000_000 + minute(i)));
         moves += pool.plan(&live, Rebalance::RequiredOnly);
         live.remove(0);
         moves += pool.plan(&live, Rebalance::RequiredOnly);

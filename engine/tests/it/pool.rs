@@ -105,13 +105,7 @@ impl Pool {
 
     /// Each pod's active shards over every group.
     fn totals(&self) -> BTreeMap<String, u64> {
-        let mut totals = BTreeMap::new();
-        for out in self.outputs.values() {
-            for (pod, load) in &out.loads {
-                *totals.entry(pod.clone()).or_insert(0) += load;
-            }
-        }
-        totals
+        pool::totals(&self.outputs)
     }
 
     fn spread(&self) -> (u64, u64) {

@@ -46,7 +46,7 @@ use super::sync::{CacheSync, cache};
 // server that returns, never more than once every 2-4 s while it is down.
 use super::{Context, error_policy, reconcile, triggers};
 use crate::crds::{ConsumerPool, ShardGroup, controller_class_selector};
-use crate::endpoint::Requested;
+use crate::endpoint::{ReconcileRequests, Requested};
 use crate::runtime::health::Health;
 use shardring_backoff::watch::watch_backoff;
 
@@ -206,20 +206,7 @@ pub async fn run_controller(
     }
     context = context.with_loads(Arc::clone(&config.loads));
     let pools = super::pools::Pools::new(groups.clone());
-    let every_group = groups.clone();
-    let redealt = pools.requests().listen().flat_map(move |requested| {
-        let keys: Vec<_> = match requested {
-            Requested::Group(key) => {
-                vec![reflector::ObjectRef::new(&key.name).within(&key.namespace)]
-            }
-            Requested::Every => every_group
-                .state()
-                .iter()
-                .map(|group| reflector::ObjectRef::from_obj(group.as_ref()))
-                .collect(),
-        };
-        futures::stream::iter(keys)
-    });
+    let redealt = requested_groups(pools.requests(), groups.clone());
     context = context.with_pools(pools);
     if let Some(endpoint) = config.endpoint.clone() {
         endpoint
@@ -479,29 +466,34 @@ fn endpoint_streams(
             futures::stream::empty().boxed(),
         );
     };
-    let requested = endpoint
-        .requests
-        .listen()
-        .flat_map(move |requested| {
-            let keys: Vec<_> = match requested {
-                Requested::Group(key) => {
-                    vec![reflector::ObjectRef::new(&key.name).within(&key.namespace)]
-                }
-                Requested::Every => groups
-                    .state()
-                    .iter()
-                    .map(|group| reflector::ObjectRef::from_obj(group.as_ref()))
-                    .collect(),
-            };
-            futures::stream::iter(keys)
-        })
-        .boxed();
+    let requested = requested_groups(&endpoint.requests, groups).boxed();
     let ca_changed = futures::stream::unfold(endpoint.ca.subscribe(), |mut rx| async move {
         rx.changed().await.ok()?;
         Some(((), rx))
     })
     .boxed();
     (requested, ca_changed)
+}
+
+/// The groups `requests` asks to reconcile, as the controller's triggers:
+/// every group of `groups` when a listener fell behind its requests.
+fn requested_groups(
+    requests: &ReconcileRequests,
+    groups: Store<DeserializeGuard<ShardGroup>>,
+) -> impl Stream<Item = reflector::ObjectRef<DeserializeGuard<ShardGroup>>> + Send + 'static {
+    requests.listen().flat_map(move |requested| {
+        let keys: Vec<_> = match requested {
+            Requested::Group(key) => {
+                vec![reflector::ObjectRef::new(&key.name).within(&key.namespace)]
+            }
+            Requested::Every => groups
+                .state()
+                .iter()
+                .map(|group| reflector::ObjectRef::from_obj(group.as_ref()))
+                .collect(),
+        };
+        futures::stream::iter(keys)
+    })
 }
 
 /// Emits `()` each time `rx` turns true. Each time it turns false, the
