@@ -53,8 +53,8 @@ fn group_name(g: usize) -> String {
 }
 
 /// The pool of 8 staggered pods and the 20 groups (rebalance delay
-/// `delay`), with `shardring run` serving them.
-async fn install(client: &Client, namespace: &str, delay: &str) -> TestResult<Running> {
+/// `delay`), with `shardring run` serving them; its metrics port.
+async fn install(client: &Client, namespace: &str, delay: &str) -> TestResult<(Running, u16)> {
     apply_crds(client).await?;
     create_namespace(client, namespace).await?;
     let pool: ConsumerPool = serde_json::from_value(fixtures::pool(namespace, "p", "consumer"))?;
@@ -77,16 +77,34 @@ async fn install(client: &Client, namespace: &str, delay: &str) -> TestResult<Ru
             .await?;
     }
     let metrics_port = free_port()?;
-    Ok(Running(
+    let operator = Running(
         shardring_run(namespace, "operator-0")?
             .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
             .args(["--endpoint-addr", "127.0.0.1:0"])
             .spawn()?,
-    ))
+    );
+    Ok((operator, metrics_port))
+}
+
+/// The operator's `/metrics` text, or what went wrong.
+fn metrics(port: u16) -> Result<String, String> {
+    use std::io::{Read as _, Write as _};
+    let mut stream =
+        std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .map_err(|e| e.to_string())?;
+    write!(stream, "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .map_err(|e| e.to_string())?;
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .map_err(|e| e.to_string())?;
+    Ok(response)
 }
 
 async fn scenario(client: &Client, namespace: &str) -> TestResult {
-    let _operator = install(client, namespace, "0s").await?;
+    let (_operator, metrics_port) = install(client, namespace, "0s").await?;
     let live: Vec<String> = (0..PODS).map(|i| format!("p-{i}")).collect();
     let totals = wait_balanced(client, namespace, &live).await?;
     println!("pool balance: 20 x 2 on 8 pods Ready a minute apart: {totals:?}");
@@ -133,7 +151,7 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
 
 async fn rolling_deploy(client: &Client, namespace: &str) -> TestResult {
     // Longer than the roll: only required moves until it is done.
-    let _operator = install(client, namespace, "1h").await?;
+    let (_operator, _) = install(client, namespace, "1h").await?;
     let mut live: Vec<String> = (0..PODS).map(|i| format!("p-{i}")).collect();
     wait_balanced(client, namespace, &live).await?;
     let owners = Arc::new(Mutex::new(OwnerChanges::default()));

@@ -260,6 +260,12 @@ impl Apply for Reconcile<'_> {
         if let Some(seen) = self.pool_seen.take() {
             let own = written.map(|write| Arc::clone(&write.document));
             let status = ctx.pools.status(&ctx.stores, &seen, &key, own);
+            if let (Some(fewest), Some(most)) =
+                (status.fewest_shards_per_pod, status.most_shards_per_pod)
+            {
+                ctx.metrics
+                    .pool_spread(&key.namespace, &seen.name(), fewest, most);
+            }
             ctx.pools.publish_status(&ctx.client, &seen, status).await;
         }
     }

@@ -40,6 +40,17 @@ pub struct SpreadLabels {
     pub bound: &'static str,
 }
 
+/// Labels of one bound of a ConsumerPool's spread over all its groups.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PoolSpreadLabels {
+    /// Namespace.
+    pub namespace: String,
+    /// ConsumerPool name.
+    pub consumerpool: String,
+    /// `min` or `max`.
+    pub bound: &'static str,
+}
+
 /// Label of an error reason.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabel {
@@ -115,6 +126,9 @@ pub struct ControllerMetrics {
     pub load_ratio: Family<SpreadLabels, Gauge<f64, AtomicU64>>,
     /// Pods outside the band per group after the last plan.
     pub out_of_band_pods: Family<GroupLabels, Gauge>,
+    /// Fewest and most shards one Ready pod of a pool reads over all the
+    /// pool's groups (the pool-wide spread).
+    pub pool_shards_per_pod: Family<PoolSpreadLabels, Gauge>,
 }
 
 impl Default for ControllerMetrics {
@@ -137,11 +151,26 @@ impl Default for ControllerMetrics {
             load_kbps: Family::default(),
             load_ratio: Family::default(),
             out_of_band_pods: Family::default(),
+            pool_shards_per_pod: Family::default(),
         }
     }
 }
 
 impl ControllerMetrics {
+    /// Records pool `consumerpool`'s spread over all its groups.
+    pub(crate) fn pool_spread(&self, namespace: &str, consumerpool: &str, fewest: u64, most: u64) {
+        for (bound, value) in [("min", fewest), ("max", most)] {
+            let labels = PoolSpreadLabels {
+                namespace: namespace.to_owned(),
+                consumerpool: consumerpool.to_owned(),
+                bound,
+            };
+            self.pool_shards_per_pod
+                .get_or_create(&labels)
+                .set(i64::try_from(value).unwrap_or(i64::MAX));
+        }
+    }
+
     /// Creates the metrics and registers them in `registry`.
     pub fn register(registry: &mut Registry) -> Self {
         let m = Self::default();
@@ -167,6 +196,11 @@ impl ControllerMetrics {
             m.writes.clone(),
         );
         registry.register("moves", "Shard moves published, by kind", m.moves.clone());
+        registry.register(
+            "pool_shards_per_pod",
+            "Fewest (bound=min) and most (bound=max) shards one Ready pod of a ConsumerPool reads over all the pool's ShardGroups",
+            m.pool_shards_per_pod.clone(),
+        );
         registry.register(
             "group_shards",
             "Readable shards per ShardGroup",

@@ -56,6 +56,11 @@ pub(crate) struct PoolSeen {
 }
 
 impl PoolSeen {
+    /// The pool's name.
+    pub(crate) fn name(&self) -> String {
+        self.pool.name_any()
+    }
+
     /// What `obs` shows of its pool, when it has one.
     pub(crate) fn of(obs: &Observation) -> Option<Self> {
         let pool = obs.pool.clone()?;
