@@ -26,7 +26,8 @@ use jiff::Timestamp;
 use crate::crds::assignment::ShardPhase;
 use crate::crds::shard_group::BalanceMode;
 use crate::crds::{AssignmentDocument, ConsumerPool, ShardGroup};
-use crate::engine::pool::{Ceilings, PoolGroup, PoolInput, PoolPod, deal};
+use crate::engine::Pod;
+use crate::engine::pool::{Ceilings, PoolGroup, PoolInput, deal};
 use crate::observation::PodInfo;
 
 /// One count-mode group of a pool: its name and readable shard count (what
@@ -66,8 +67,9 @@ pub fn deals(group: &ShardGroup) -> bool {
 
 /// What a deal was made from: when it is the same, so is the deal.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Dealt {
-    pods: Vec<PoolPod>,
+struct DealtFrom {
+    /// The eligible pods.
+    pods: Vec<Pod>,
     max_shards_per_pod: u32,
     groups: Vec<(String, u64)>,
 }
@@ -75,7 +77,7 @@ struct Dealt {
 /// One pool's last deal and what it was dealt from.
 #[derive(Debug, Clone, Default)]
 pub struct PoolBook {
-    last: Option<(Dealt, Ceilings)>,
+    last: Option<(DealtFrom, Ceilings)>,
     /// Each group's readable shards as its own last observation counted
     /// them (its source, fresher than its document): a group whose count
     /// changed deals with its new count at once, and its peers deal with
@@ -124,16 +126,11 @@ impl PoolBook {
                 member.readable = readable;
             }
         }
-        let eligible: Vec<PoolPod> = crate::plan::engine_pods(pods, pool, now)
+        let eligible: Vec<Pod> = crate::plan::engine_pods(pods, pool, now)
             .into_iter()
             .filter(|p| p.ready && !p.terminating)
-            .map(|p| PoolPod {
-                name: p.name,
-                capacity: p.capacity,
-                ready_since: p.ready_since,
-            })
             .collect();
-        let dealt = Dealt {
+        let dealt = DealtFrom {
             pods: eligible,
             max_shards_per_pod: pool.spec.max_shards_per_pod.unwrap_or(0),
             groups: members

@@ -6,7 +6,7 @@
 
 use crate::error::PlanError;
 use crate::hash::{self, hash_pair};
-use crate::types::{PlanInput, Previous, ShardState};
+use crate::types::{PlanInput, Previous, Shard, ShardState};
 use xxhash_rust::xxh3::xxh3_64;
 
 /// Marker for "no pod" in index fields.
@@ -148,7 +148,7 @@ impl<'a> Model<'a> {
 
         // Shards sorted by id; the previous map is sorted too, so a merge join
         // resolves previous entries without per-shard map lookups.
-        let mut order: Vec<&crate::types::Shard> = input.shards.iter().collect();
+        let mut order: Vec<&Shard> = input.shards.iter().collect();
         order.sort_unstable_by(|a, b| a.id.cmp(&b.id));
         for pair in order.windows(2) {
             if pair[0].id == pair[1].id {
@@ -235,24 +235,9 @@ impl<'a> Model<'a> {
         // Lifecycle. A parent id absent from the input is treated as complete:
         // Kinesis trims a parent after retention, long after it was read.
         for (at, shard) in order.iter().enumerate() {
-            let class = match shard.state {
-                ShardState::Complete => Class::Complete,
-                ShardState::Open | ShardState::Closed => Class::Readable,
-            };
-            let mut parents = Vec::new();
-            let mut waiting = false;
-            for parent in &shard.parents {
-                if let Ok(p) = order.binary_search_by(|s| s.id.as_str().cmp(parent)) {
-                    parents.push(index(p));
-                    waiting |= order[p].state != ShardState::Complete;
-                }
-            }
+            let (class, parents) = lifecycle(shard, &order);
             let rec = &mut shards[at];
-            rec.class = if class == Class::Readable && waiting {
-                Class::Pending
-            } else {
-                class
-            };
+            rec.class = class;
             rec.parents = parents;
         }
 
@@ -300,6 +285,38 @@ impl<'a> Model<'a> {
             .find(|&&(_, i)| self.pods[i as usize].name == name)
             .map_or(NONE, |&(_, i)| i)
     }
+}
+
+/// The lifecycle class of `shard` among `order` (every shard of the input,
+/// sorted by id), and the indices of its parents in `order`: complete, else
+/// pending while a parent present in the input is not complete, else
+/// readable.
+fn lifecycle(shard: &Shard, order: &[&Shard]) -> (Class, Vec<u32>) {
+    let mut parents = Vec::new();
+    let mut waiting = false;
+    for parent in &shard.parents {
+        if let Ok(p) = order.binary_search_by(|s| s.id.as_str().cmp(parent)) {
+            parents.push(index(p));
+            waiting |= order[p].state != ShardState::Complete;
+        }
+    }
+    let class = match shard.state {
+        ShardState::Complete => Class::Complete,
+        ShardState::Open | ShardState::Closed if waiting => Class::Pending,
+        ShardState::Open | ShardState::Closed => Class::Readable,
+    };
+    (class, parents)
+}
+
+/// How many of `shards` a plan assigns (their lifecycle is readable), by
+/// the rule [`Model::build`] applies.
+pub fn readable_count(shards: &[Shard]) -> u64 {
+    let mut order: Vec<&Shard> = shards.iter().collect();
+    order.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+    order
+        .iter()
+        .filter(|shard| lifecycle(shard, &order).0 == Class::Readable)
+        .count() as u64
 }
 
 /// The entry of `id` in a map iterated in id order alongside the shards

@@ -18,8 +18,9 @@
 //! that group: keeping the ⌈⌉ there saves a move) are kept first, then the
 //! pool's previous choice, then the most recently ready pod (a rolling
 //! deploy replaces the oldest first). The deal is:
-//! 1. keep: per group, the holders with room under ⌈F_p⌉, then the holders
-//!    that a free chain through other groups makes room for;
+//! 1. keep: every holder, then a pod over ⌈F_p⌉ gives up the extras of the
+//!    groups with the fewest vacancies (so the vacancies spread out), and a
+//!    holder left out keeps its extra when a free chain makes room;
 //! 2. fill: per group, the pods furthest below ⌊F_p⌋ first (an augmenting
 //!    path through other groups when every candidate is full);
 //! 3. lift: a pod still below ⌊F_p⌋ takes an extra from a pod above its own
@@ -35,22 +36,9 @@ use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::PlanError;
+use crate::model::readable_count;
 use crate::quota::{Shares, shares};
-use crate::types::{Balance, PlanInput, PlanOutput, ShardState};
-
-/// One pod of the pool, as the deal sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PoolPod {
-    /// Pod name, unique within the pool.
-    pub name: String,
-    /// Capacity weight (at least 1).
-    #[serde(default = "one")]
-    pub capacity: u32,
-    /// When it became Ready (Unix seconds): the youngest take ties.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ready_since: Option<i64>,
-}
+use crate::types::{Balance, PlanInput, PlanOutput, Pod};
 
 /// One count-mode ShardGroup of the pool.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,8 +60,9 @@ pub struct PoolGroup {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PoolInput {
-    /// The pool's eligible pods, in any order.
-    pub pods: Vec<PoolPod>,
+    /// The pool's pods, in any order: the eligible ones (ready, not
+    /// terminating) take part, by name, capacity and `readySince`.
+    pub pods: Vec<Pod>,
     /// Most shards per pod and group; 0: no cap.
     #[serde(default)]
     pub max_shards_per_pod: u32,
@@ -99,16 +88,7 @@ pub fn plan_together(
     };
     let count = |input: &PlanInput| input.options.balance == Balance::Count;
     let pool = PoolInput {
-        pods: first
-            .pods
-            .iter()
-            .filter(|p| p.ready && !p.terminating)
-            .map(|p| PoolPod {
-                name: p.name.clone(),
-                capacity: p.capacity,
-                ready_since: p.ready_since,
-            })
-            .collect(),
+        pods: first.pods.clone(),
         max_shards_per_pod: first.options.max_shards_per_pod,
         groups: groups
             .iter()
@@ -120,7 +100,7 @@ pub fn plan_together(
                 }
                 PoolGroup {
                     name: name.clone(),
-                    readable: readable(input),
+                    readable: readable_count(&input.shards),
                     holdings,
                     previous: Vec::new(),
                 }
@@ -155,35 +135,13 @@ pub fn totals(outputs: &BTreeMap<String, PlanOutput>) -> BTreeMap<String, u64> {
     totals
 }
 
-/// Readable shards of an input: open or closed, every parent complete or
-/// unknown (the engine's rule, `docs/engine.md`).
-fn readable(input: &PlanInput) -> u64 {
-    readable_shards(&input.shards)
-}
-
-/// How many of `shards` the engine assigns: open or closed, every parent
-/// complete or unknown (`docs/engine.md`).
-pub fn readable_shards(shards: &[crate::types::Shard]) -> u64 {
-    let complete: std::collections::BTreeSet<&str> = shards
-        .iter()
-        .filter(|s| s.state == ShardState::Complete)
-        .map(|s| s.id.as_str())
-        .collect();
-    let known: std::collections::BTreeSet<&str> = shards.iter().map(|s| s.id.as_str()).collect();
-    shards
-        .iter()
-        .filter(|s| s.state != ShardState::Complete)
-        .filter(|s| {
-            s.parents
-                .iter()
-                .all(|p| complete.contains(p.as_str()) || !known.contains(p.as_str()))
-        })
-        .count() as u64
-}
-
 /// Deals the ⌈⌉ quotas of every group of `input` (see the module header).
 pub fn deal(input: &PoolInput) -> Ceilings {
-    let mut pods: Vec<&PoolPod> = input.pods.iter().collect();
+    let mut pods: Vec<&Pod> = input
+        .pods
+        .iter()
+        .filter(|p| p.ready && !p.terminating)
+        .collect();
     pods.sort_unstable_by(|a, b| a.name.cmp(&b.name));
     pods.dedup_by(|a, b| a.name == b.name);
     let mut groups: Vec<&PoolGroup> = input.groups.iter().collect();
@@ -242,7 +200,7 @@ impl Dealt {
 const ONE: u128 = 1 << 64;
 
 impl Deal {
-    fn new(pods: &[&PoolPod], groups: &[&PoolGroup], cap: u64) -> Self {
+    fn new(pods: &[&Pod], groups: &[&PoolGroup], cap: u64) -> Self {
         let n = pods.len();
         let weights: Vec<u64> = pods.iter().map(|p| u64::from(p.capacity.max(1))).collect();
         let shares: Vec<Shares> = groups
@@ -335,6 +293,11 @@ impl Deal {
             count: vec![0; groups],
             extras: vec![0; self.pods],
         };
+        // Every holder keeps its extra (up to each group's need); then a pod
+        // over its high bound gives up, one at a time, the extra of the
+        // group with the fewest vacancies so far, so that the groups left
+        // short are spread out and the pods with room can fill them (a
+        // group dropped by two pods needs two pods with room).
         for g in 0..groups {
             let mut holders: Vec<usize> = (0..self.pods)
                 .filter(|&p| self.candidate(g, p) && self.holds[g][p])
@@ -346,10 +309,22 @@ impl Deal {
                     self.rank[p],
                 )
             });
-            for p in holders {
-                if dealt.count[g] < self.need(g) && dealt.extras[p] < self.high[p] {
-                    dealt.give(g, p);
-                }
+            for p in holders.into_iter().take(self.need(g)) {
+                dealt.give(g, p);
+            }
+        }
+        let mut over: Vec<usize> = (0..self.pods)
+            .filter(|&p| dealt.extras[p] > self.high[p])
+            .collect();
+        // The oldest give up first.
+        over.sort_by_key(|&p| Reverse(self.rank[p]));
+        for p in over {
+            while dealt.extras[p] > self.high[p] {
+                let drop = (0..groups)
+                    .filter(|&g| dealt.member[g][p])
+                    .min_by_key(|&g| (self.need(g) - dealt.count[g], self.previous[g][p], g));
+                let Some(g) = drop else { break };
+                dealt.take(g, p);
             }
         }
         // A holder left out because it was full keeps its extra when a free
@@ -607,8 +582,4 @@ impl Deal {
         }
         at
     }
-}
-
-fn one() -> u32 {
-    1
 }

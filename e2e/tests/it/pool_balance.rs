@@ -76,6 +76,11 @@ async fn install(client: &Client, namespace: &str, delay: &str) -> TestResult<(R
             .create(&PostParams::default(), &serde_json::from_value(group)?)
             .await?;
     }
+    start_operator(namespace)
+}
+
+/// `shardring run` for the namespace; its metrics port.
+fn start_operator(namespace: &str) -> TestResult<(Running, u16)> {
     let metrics_port = free_port()?;
     let operator = Running(
         shardring_run(namespace, "operator-0")?
@@ -84,6 +89,21 @@ async fn install(client: &Client, namespace: &str, delay: &str) -> TestResult<(R
             .spawn()?,
     );
     Ok((operator, metrics_port))
+}
+
+/// Each group's document ConfigMap and its resourceVersion.
+async fn document_versions(
+    client: &Client,
+    namespace: &str,
+) -> TestResult<BTreeMap<String, String>> {
+    let config_maps = Api::<ConfigMap>::namespaced(client.clone(), namespace);
+    let mut versions = BTreeMap::new();
+    for g in 0..GROUPS {
+        let name = format!("{}-assignment", group_name(g));
+        let map = config_maps.get(&name).await?;
+        versions.insert(name, map.metadata.resource_version.unwrap_or_default());
+    }
+    Ok(versions)
 }
 
 /// The operator's `/metrics` text, or what went wrong.
@@ -104,7 +124,7 @@ fn metrics(port: u16) -> Result<String, String> {
 }
 
 async fn scenario(client: &Client, namespace: &str) -> TestResult {
-    let (_operator, metrics_port) = install(client, namespace, "0s").await?;
+    let (operator, metrics_port) = install(client, namespace, "0s").await?;
     let live: Vec<String> = (0..PODS).map(|i| format!("p-{i}")).collect();
     let totals = wait_balanced(client, namespace, &live).await?;
     println!("pool balance: 20 x 2 on 8 pods Ready a minute apart: {totals:?}");
@@ -129,6 +149,47 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
         }
     })
     .await?;
+    // ...and so do the operator's metrics.
+    wait_until("the pool spread in /metrics", WAIT, || async {
+        let text = metrics(metrics_port)?;
+        let labels = format!("namespace=\"{namespace}\",consumerpool=\"p\"");
+        let want = [
+            format!("shardring_pool_shards_per_pod{{{labels},bound=\"min\"}} 5"),
+            format!("shardring_pool_shards_per_pod{{{labels},bound=\"max\"}} 5"),
+        ];
+        match want.iter().find(|line| !text.contains(line.as_str())) {
+            None => Ok(()),
+            Some(missing) => Err(format!("no {missing}")),
+        }
+    })
+    .await?;
+
+    // A restarted operator (its pool books lost) deals the pool again from
+    // the documents at rest: it reconciles every group and writes none.
+    drop(operator);
+    let versions = document_versions(client, namespace).await?;
+    let (_operator, metrics_port) = start_operator(namespace)?;
+    wait_until(
+        "the new operator to reconcile every group",
+        WAIT,
+        || async {
+            let text = metrics(metrics_port)?;
+            let reconciles: f64 = text
+                .lines()
+                .find_map(|line| line.strip_prefix("shardring_reconciles_total "))
+                .and_then(|n| n.trim().parse().ok())
+                .unwrap_or(0.0);
+            if reconciles >= GROUPS as f64 {
+                Ok(())
+            } else {
+                Err(format!("{reconciles} reconciles"))
+            }
+        },
+    )
+    .await?;
+    if document_versions(client, namespace).await? != versions {
+        return Err("the restarted operator rewrote documents of a pool at rest".into());
+    }
 
     // The oldest pod goes, a new one joins.
     let pods = Api::<Pod>::namespaced(client.clone(), namespace);

@@ -311,3 +311,29 @@ proptest! {
         prop_assert_eq!(pool.plan(&after), 0);
     }
 }
+
+/// A pod that goes and comes back under the same name (a StatefulSet's
+/// ordinal) on a pool several groups share: its shards move to the others
+/// and, when it is back, it takes the fewest that bring it to its share;
+/// the pool is balanced at each step and at rest nothing moves.
+#[test]
+fn a_pod_back_under_its_name_takes_its_share_again() {
+    for (groups, each, pods) in [(20, 2, 8), (12, 16, 5), (7, 9, 6)] {
+        let names = named(groups, each);
+        let mut pool = pool_of(&names, true);
+        let mut fleet = staggered(pods);
+        pool.plan(&fleet);
+        let back = fleet.remove(pods / 2);
+        let held = pool.totals()[&back.name];
+        assert_eq!(pool.plan(&fleet), held, "{groups} x {each}: gone");
+        fleet.push(ready_pod(&back.name, 1_000_000, 1));
+        let moves = pool.plan(&fleet);
+        let total = (groups * each) as u64;
+        assert_eq!(moves, total / pods as u64, "{groups} x {each}: back");
+        assert_eq!(moves, pool.totals()[&back.name]);
+        let (min, max) = pool.spread();
+        assert!(max - min <= 1, "{:?}", pool.totals());
+        pool.assert_groups_balanced();
+        assert_eq!(pool.plan(&fleet), 0);
+    }
+}

@@ -170,13 +170,22 @@ impl Stores {
     /// was decoded from (one read of the store, so the two always belong
     /// together): what the next document write is conditioned on.
     pub fn published(&self, group: &ShardGroup) -> (Published, PublishedVersion) {
-        let namespace = group.namespace().unwrap_or_default();
+        self.published_in(&GroupKey::of(group), &group.config_map_name())
+    }
+
+    /// [`Stores::published`] of the group `key`, whose document is in
+    /// ConfigMap `config_map` of its namespace.
+    pub(crate) fn published_in(
+        &self,
+        key: &GroupKey,
+        config_map: &str,
+    ) -> (Published, PublishedVersion) {
         let config_map = self
             .config_maps
-            .get(&ObjectRef::new(&group.config_map_name()).within(&namespace));
-        let published = config_map.as_deref().map_or(Published::Missing, |cm| {
-            self.documents.published(&GroupKey::of(group), cm)
-        });
+            .get(&ObjectRef::new(config_map).within(&key.namespace));
+        let published = config_map
+            .as_deref()
+            .map_or(Published::Missing, |cm| self.documents.published(key, cm));
         let version = config_map
             .as_deref()
             .map_or(PublishedVersion::Absent, published_version);

@@ -42,6 +42,38 @@ pub struct Pools {
     written: Arc<Mutex<HashMap<(String, String), ConsumerPoolStatus>>>,
 }
 
+/// A group that references a pool, as the pool sees it.
+struct Member {
+    key: GroupKey,
+    /// Whether it takes part in the pool's deal ([`deals`]).
+    deals: bool,
+    /// Its partition count, for a static source.
+    static_count: Option<u32>,
+    /// The ConfigMap of its document.
+    config_map: String,
+}
+
+/// The freshest document known of `member`: of the one this operator last
+/// wrote or decoded (the group table's) and the one the ConfigMap cache
+/// holds (decoded once per version), the higher epoch. The table's can be
+/// behind (a write whose stored content differed is not kept), the cache's
+/// lags a write for a moment; epochs only grow.
+fn freshest(stores: &Stores, member: &Member) -> Option<Arc<AssignmentDocument>> {
+    let table = stores.documents.latest(&member.key);
+    let cache = match stores.published_in(&member.key, &member.config_map).0 {
+        Published::Document(doc) => Some(doc),
+        _ => None,
+    };
+    match (table, cache) {
+        (Some(table), Some(cache)) => Some(if cache.epoch > table.epoch {
+            cache
+        } else {
+            table
+        }),
+        (table, cache) => table.or(cache),
+    }
+}
+
 /// Field manager of the pool status writes.
 const POOL_MANAGER: &str = "shardring-pool";
 
@@ -116,26 +148,23 @@ impl Pools {
         let mut documents: BTreeMap<String, Arc<AssignmentDocument>> = BTreeMap::new();
         let mut members = Vec::with_capacity(peers.len() + 1);
         for peer in &peers {
-            let name = GroupKey::of(peer).to_string();
+            let name = peer.key.to_string();
             if name == own {
                 continue;
             }
-            // A peer that has published nothing holds nothing yet, but it is
-            // dealt its share from the start (groups created together must
-            // not each be planned alone first): with its static count, or
-            // what its own reconcile reported to the book (0 until then).
-            let readable = match stores.published(peer).0 {
-                Published::Document(doc) => {
+            // The peer's freshest document ([`freshest`]); a peer that has
+            // published nothing holds nothing yet, but it is dealt its share from the
+            // start (groups created together must not each be planned alone
+            // first): with its static count, or what its own reconcile
+            // reported to the book (0 until then).
+            let known = freshest(stores, peer);
+            let readable = match known {
+                Some(doc) => {
                     let readable = readable_in(&doc);
                     documents.insert(name.clone(), doc);
                     readable
                 }
-                _ => peer
-                    .spec
-                    .source
-                    .static_source
-                    .as_ref()
-                    .map_or(0, |s| u64::from(s.count)),
+                None => peer.static_count.map_or(0, u64::from),
             };
             members.push(PoolMember {
                 group: name,
@@ -193,30 +222,34 @@ impl Pools {
         let namespace = group.namespace().unwrap_or_default();
         let gone = GroupKey::of(group);
         for peer in self.peers(&namespace, &group.spec.pool_ref.name) {
-            let key = GroupKey::of(&peer);
-            if key != gone {
-                self.requests.request(&key);
+            if peer.key != gone {
+                self.requests.request(&peer.key);
             }
         }
     }
 
     /// The groups of the store that reference pool `name` in `namespace`
     /// and take part in its deal.
-    fn peers(&self, namespace: &str, name: &str) -> Vec<ShardGroup> {
-        self.referencing(namespace, name)
-            .into_iter()
-            .filter(deals)
-            .collect()
+    fn peers(&self, namespace: &str, name: &str) -> Vec<Member> {
+        let mut members = self.referencing(namespace, name);
+        members.retain(|m| m.deals);
+        members
     }
 
-    /// The groups of the store that reference pool `name` in `namespace`.
-    fn referencing(&self, namespace: &str, name: &str) -> Vec<ShardGroup> {
+    /// The groups of the store that reference pool `name` in `namespace`,
+    /// as much of each as the pool needs (no copy of the groups).
+    fn referencing(&self, namespace: &str, name: &str) -> Vec<Member> {
         self.groups
             .state()
             .iter()
             .filter_map(|guard| guard.0.as_ref().ok())
             .filter(|g| g.namespace().as_deref() == Some(namespace) && g.spec.pool_ref.name == name)
-            .cloned()
+            .map(|g| Member {
+                key: GroupKey::of(g),
+                deals: deals(g),
+                static_count: g.spec.source.static_source.as_ref().map(|s| s.count),
+                config_map: g.config_map_name(),
+            })
             .collect()
     }
 
@@ -236,11 +269,9 @@ impl Pools {
             seen.eligible.iter().map(|p| (p.as_str(), 0)).collect();
         let mut shards = 0;
         for peer in &groups {
-            let key = GroupKey::of(peer);
-            let doc = if key == *group {
-                own.clone().or_else(|| stores.documents.latest(&key))
-            } else {
-                stores.documents.latest(&key)
+            let doc = match &own {
+                Some(own) if peer.key == *group => Some(Arc::clone(own)),
+                _ => freshest(stores, peer),
             };
             let Some(doc) = doc else { continue };
             for (pod, entry) in &doc.pods {
