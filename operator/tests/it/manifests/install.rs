@@ -93,6 +93,9 @@ pub(super) fn first_difference(
 
 #[test]
 fn install_manifest_objects_are_schema_valid() {
+    use k8s_openapi::api::admissionregistration::v1::{
+        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    };
     use k8s_openapi::api::apps::v1::Deployment;
     use k8s_openapi::api::core::v1::{Namespace, Service, ServiceAccount};
     use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
@@ -114,6 +117,10 @@ fn install_manifest_objects_are_schema_valid() {
             "RoleBinding" => round_trip::<RoleBinding>(&object),
             "ClusterRoleBinding" => round_trip::<ClusterRoleBinding>(&object),
             "CustomResourceDefinition" => round_trip::<CustomResourceDefinition>(&object),
+            "ValidatingAdmissionPolicy" => round_trip::<ValidatingAdmissionPolicy>(&object),
+            "ValidatingAdmissionPolicyBinding" => {
+                round_trip::<ValidatingAdmissionPolicyBinding>(&object)
+            }
             other => panic!("deploy/install.yaml has an unexpected {other}"),
         };
         if let Some(difference) = first_difference(&object, &again, "") {
@@ -137,7 +144,9 @@ fn install_manifest_objects_are_schema_valid() {
             "Role",
             "RoleBinding",
             "Service",
-            "ServiceAccount"
+            "ServiceAccount",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding"
         ]
     );
 }

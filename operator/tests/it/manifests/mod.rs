@@ -18,6 +18,7 @@ mod command_line;
 mod endpoint;
 mod helm_render;
 mod install;
+mod policy;
 
 use std::path::{Path, PathBuf};
 
