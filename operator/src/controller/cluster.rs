@@ -244,10 +244,15 @@ impl Apply for Reconcile<'_> {
                 written.is_some(),
                 now,
             );
-            ctx.groups
-                .ca()
-                .ensure(&ctx.client, endpoint, &key.namespace)
-                .await;
+            endpoint_sync::ensure_ca(
+                &ctx.client,
+                endpoint,
+                &key.namespace,
+                ctx.pools.groups(),
+                &ctx.stores.config_maps,
+                &ctx.writes.own,
+            )
+            .await;
         }
         if let (Some(Some(version)), Some(write)) = (receipt, written) {
             ctx.stores.documents.remember(

@@ -13,14 +13,13 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::Client;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, Patch, PatchParams};
 use kube::core::DeserializeGuard;
 use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use shardring_core::handoff::Evidence;
 use shardring_core::load::LoadObservation;
@@ -29,8 +28,10 @@ use shardring_core::plan::Decision;
 use shardring_crds::AssignmentDocument;
 use shardring_crds::endpoint::{CA_CONFIGMAP_KEY, CA_CONFIGMAP_NAME};
 
+use super::apply::{MANAGED_BY, MANAGED_BY_LABEL, MANAGER};
 use super::metrics::ControllerMetrics;
 use super::observe::{PodSelector, Stores};
+use super::own_writes::OwnWrites;
 use crate::GroupKey;
 use crate::crds::ShardGroup;
 use crate::endpoint::directory::{FreshPod, PodCache};
@@ -202,56 +203,97 @@ pub fn publish(
     }
 }
 
-/// The namespaces whose CA ConfigMap holds the current CA, so a reconcile
-/// writes it only when it is missing or the CA changed.
-#[derive(Debug, Default)]
-pub(crate) struct CaPublisher {
-    published: Mutex<HashMap<String, Arc<str>>>,
+/// The endpoint's CA in a ConfigMap of every namespace that has ShardGroups
+/// (`shardring-endpoint-ca`, key `ca.crt`), kept true against the
+/// ConfigMap cache rather than a memory of past writes: one that is
+/// missing (deleted, or its namespace deleted and created again), holds
+/// another CA or lacks an owner reference to one of the namespace's
+/// ShardGroups is written again. The owner references make the garbage
+/// collector remove it once its namespace has no ShardGroup left (the
+/// admission policy lets the operator write it only so owned), and make
+/// its deletion wake those groups' reconciles, which write it back.
+///
+/// Writes the CA into `namespace`'s ConfigMap unless the cached one
+/// (`config_maps`) already holds it, owned by every group of `groups` there.
+/// Best effort: a failure is logged and retried at the next reconcile of a
+/// group there.
+pub(crate) async fn ensure_ca(
+    client: &Client,
+    endpoint: &EndpointState,
+    namespace: &str,
+    groups: &Store<DeserializeGuard<ShardGroup>>,
+    config_maps: &Store<ConfigMap>,
+    own: &OwnWrites,
+) {
+    let Some(ca) = endpoint.ca.borrow().clone() else {
+        return;
+    };
+    let owners = ca_owners(groups, namespace);
+    if owners.is_empty() {
+        // The group store has not seen the namespace's groups yet.
+        return;
+    }
+    let cached = config_maps.get(&ObjectRef::new(CA_CONFIGMAP_NAME).within(namespace));
+    if cached.is_some_and(|cm| holds_ca(&cm, &ca, &owners)) {
+        return;
+    }
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let body = json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": CA_CONFIGMAP_NAME,
+            "labels": {MANAGED_BY_LABEL: MANAGED_BY},
+            "ownerReferences": owners,
+        },
+        "data": {CA_CONFIGMAP_KEY: &*ca},
+    });
+    let params = PatchParams::apply(MANAGER).force();
+    match api
+        .patch(CA_CONFIGMAP_NAME, &params, &Patch::Apply(&body))
+        .await
+    {
+        // Its echo is not a change that needs a reconcile.
+        Ok(written) => own.record(&written),
+        Err(error) => {
+            tracing::warn!(%namespace, %error, "cannot publish the consumer endpoint's CA");
+        }
+    }
 }
 
-impl CaPublisher {
-    /// Writes the endpoint's CA into `namespace`'s CA ConfigMap unless this
-    /// replica already did so for this CA. Best effort: a failure is
-    /// logged and retried at the next reconcile of a group there.
-    pub(crate) async fn ensure(&self, client: &Client, endpoint: &EndpointState, namespace: &str) {
-        let Some(ca) = endpoint.ca.borrow().clone() else {
-            return;
-        };
-        let done = self
-            .published
-            .lock()
-            .get(namespace)
-            .is_some_and(|p| Arc::ptr_eq(p, &ca) || **p == *ca);
-        if done {
-            return;
-        }
-        let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-        let body = json!({
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {
-                "name": CA_CONFIGMAP_NAME,
-                "labels": {"app.kubernetes.io/managed-by": "shardring"},
-            },
-            "data": {CA_CONFIGMAP_KEY: &*ca},
-        });
-        let params = PatchParams::apply("shardring").force();
-        match api
-            .patch(CA_CONFIGMAP_NAME, &params, &Patch::Apply(&body))
-            .await
-        {
-            Ok(_) => {
-                self.published.lock().insert(namespace.to_owned(), ca);
-            }
-            Err(error) => {
-                tracing::warn!(%namespace, %error, "cannot publish the consumer endpoint's CA");
-            }
-        }
-    }
+/// An owner reference (not a controller one) to every readable ShardGroup
+/// of `namespace`, ordered by name.
+fn ca_owners(groups: &Store<DeserializeGuard<ShardGroup>>, namespace: &str) -> Vec<OwnerReference> {
+    let mut owners: Vec<OwnerReference> = groups
+        .state()
+        .iter()
+        .filter_map(|guard| guard.0.as_ref().ok())
+        .filter(|group| group.namespace().as_deref() == Some(namespace))
+        .filter_map(|group| {
+            let mut owner = group.controller_owner_ref(&())?;
+            owner.controller = None;
+            owner.block_owner_deletion = None;
+            Some(owner)
+        })
+        .collect();
+    owners.sort_by(|a, b| a.name.cmp(&b.name));
+    owners
+}
 
-    /// Forgets what was written: after a leadership change the next leader
-    /// checks every namespace again.
-    pub(crate) fn forget(&self) {
-        self.published.lock().clear();
-    }
+/// Whether `cm` holds `ca`, carries the managed-by label (the watch selects
+/// on it) and is owned by every one of `owners`.
+fn holds_ca(cm: &ConfigMap, ca: &str, owners: &[OwnerReference]) -> bool {
+    let data = cm.data.as_ref().and_then(|d| d.get(CA_CONFIGMAP_KEY));
+    let labelled = cm
+        .labels()
+        .get(MANAGED_BY_LABEL)
+        .is_some_and(|v| v == MANAGED_BY);
+    let held: Vec<&str> = cm
+        .owner_references()
+        .iter()
+        .map(|r| r.uid.as_str())
+        .collect();
+    data.is_some_and(|d| d == ca)
+        && labelled
+        && owners.iter().all(|o| held.contains(&o.uid.as_str()))
 }

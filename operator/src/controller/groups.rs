@@ -17,7 +17,6 @@ use parking_lot::{Mutex, MutexGuard};
 use shardring_core::PlanMemory;
 use shardring_core::retry::{Failures, Retry};
 
-use super::endpoint_sync::CaPublisher;
 use super::metrics::{ControllerMetrics, GroupLabels};
 use super::observe::documents::KnownDocument;
 use super::sources::GroupSource;
@@ -82,9 +81,6 @@ pub struct GroupRegistry {
     endpoint: Option<EndpointState>,
     /// The measured loads (the endpoint's, when there is one).
     loads: Arc<Loads>,
-    /// Which namespaces hold the endpoint's current CA (per namespace, not
-    /// per group: forgotten only with the leadership).
-    ca: CaPublisher,
     /// The per-group metric series.
     metrics: ControllerMetrics,
     /// The Kinesis sources, shared by the groups that read one stream
@@ -99,7 +95,6 @@ impl GroupRegistry {
             table,
             endpoint: None,
             loads: Arc::default(),
-            ca: CaPublisher::default(),
             metrics,
             kinesis: None,
         }
@@ -108,11 +103,6 @@ impl GroupRegistry {
     /// The table of the groups' own state.
     pub(crate) fn table(&self) -> &GroupTable {
         &self.table
-    }
-
-    /// The namespaces' published CAs.
-    pub(crate) fn ca(&self) -> &CaPublisher {
-        &self.ca
     }
 
     pub(crate) fn set_endpoint(&mut self, endpoint: EndpointState) {
@@ -174,8 +164,8 @@ impl GroupRegistry {
     }
 
     /// Forgets what only a leader serves: the endpoint's views, releases and
-    /// loads, and which namespaces hold its CA (a later leadership starts
-    /// from what its first cycles publish). The groups' own state stays: it
+    /// loads (a later leadership starts from what its first cycles
+    /// publish). The groups' own state stays: it
     /// describes the cluster, whichever replica leads.
     pub(crate) fn clear(&self) {
         if let Some(endpoint) = &self.endpoint {
@@ -183,7 +173,6 @@ impl GroupRegistry {
             endpoint.releases.clear();
             endpoint.loads.clear();
         }
-        self.ca.forget();
     }
 }
 

@@ -128,6 +128,11 @@ impl Pools {
         }
     }
 
+    /// The ShardGroup store the pools read their members from.
+    pub(crate) fn groups(&self) -> &Store<DeserializeGuard<ShardGroup>> {
+        &self.groups
+    }
+
     /// Where the groups whose rows a new deal changed are asked for.
     pub fn requests(&self) -> &ReconcileRequests {
         &self.requests

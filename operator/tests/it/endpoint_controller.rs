@@ -135,10 +135,11 @@ async fn a_new_ready_pod_is_served_from_the_pod_cache_before_a_reconcile_publish
     run.await.unwrap();
 }
 
-/// A replica that stops leading forgets the views, the releases and the
-/// CAs it published (a later leader starts from its own cycles); leading
-/// again reconciles every group, which publishes the CA again and serves
-/// the views once a pod asks.
+/// A replica that stops leading forgets the views and the releases (a later
+/// leader starts from its own cycles); leading again reconciles every
+/// group, which serves the views once a pod asks. The CA ConfigMap is kept
+/// true against the cache, not a memory of writes: still true, it is not
+/// written again; deleted, it is written back, owned by the group.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn losing_the_leadership_forgets_the_endpoint_state_and_regaining_it_rebuilds_it() {
     let endpoint = EndpointState::default();
@@ -185,12 +186,22 @@ async fn losing_the_leadership_forgets_the_endpoint_state_and_regaining_it_rebui
     leading.send_replace(true);
     let again = wait_until("a's view served again", || view(&endpoint, "a", &ua)).await;
     assert_eq!(again.view, served.view);
-    wait_until("the CA published again", || {
+    assert!(mock.delete(("v1", "ConfigMap"), Some(NS), "shardring-endpoint-ca"));
+    wait_until("the deleted CA written back", || {
         (ca_writes() == 2)
             .then_some(())
             .ok_or_else(|| ca_writes().to_string())
     })
     .await;
+    let written = mock
+        .get("v1", "ConfigMap", Some(NS), "shardring-endpoint-ca")
+        .expect("the CA ConfigMap");
+    assert_eq!(written["data"]["ca.crt"], CA);
+    assert_eq!(
+        written["metadata"]["ownerReferences"][0]["kind"],
+        "ShardGroup"
+    );
+    assert_eq!(written["metadata"]["ownerReferences"][0]["name"], "g");
 
     shutdown.cancel();
     run.await.unwrap();
