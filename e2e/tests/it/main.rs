@@ -19,6 +19,7 @@ mod endpoint_release;
 mod endpoint_run;
 mod kit_group;
 mod leader_readiness;
+mod least_privilege;
 mod mock_scenarios;
 mod pool_balance;
 mod scenarios;
