@@ -7,13 +7,17 @@
 //! it (or on a real API server), the one launcher of the local AWS
 //! [`emulators`] (kinesis-local and dynalite), the [`wait`] helpers they
 //! poll with (and the wait for a Kinesis [`stream`] to be ACTIVE), and
-//! [`process::in_own_process`] for tests that need a process of their own.
+//! [`process::in_own_process`] for tests that need a process of their own,
+//! and the operator's [`access`] as the install ships it (RBAC, admission
+//! policy, ServiceAccount tokens) for tests and benchmarks on a real server.
 //!
 //! The crate does not depend on the operator: the operator's tests depend on
 //! it.
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "apiserver")]
+pub mod access;
 #[cfg(feature = "apiserver")]
 pub mod apiserver;
 pub mod emulators;

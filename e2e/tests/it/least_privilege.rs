@@ -22,17 +22,13 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, ServiceAccount};
-use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
-};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::config::{AuthInfo, Kubeconfig};
 use kube::{Api, Client, Config, ResourceExt};
-use serde::Deserialize;
 use serde_json::{Value, json};
 use shardring_crds::{CONTROLLER_CLASS_LABEL, ConsumerPool, ShardGroup};
-use shardring_devkit::fixtures;
+use shardring_devkit::{access, fixtures};
 use shardring_e2e::harness::CONTROLLER_CLASS;
 use shardring_e2e::namespace::{apply_crds, create_namespace};
 use shardring_e2e::published::assignment_document;
@@ -42,8 +38,8 @@ use crate::kit_group::{
 };
 
 /// The operator's namespace and ServiceAccount in `deploy/install.yaml`.
-const HOME: &str = "shardring-system";
-const ACCOUNT: &str = "shardring";
+const HOME: &str = access::OPERATOR_NAMESPACE;
+const ACCOUNT: &str = access::OPERATOR_ACCOUNT;
 const CA: &str = "shardring-endpoint-ca";
 const GROUP: &str = "g";
 const SHARDS: u32 = 4;
@@ -120,55 +116,11 @@ async fn scenario(admin: &Client, namespace: &str) -> TestResult {
 }
 
 /// The objects of `deploy/install.yaml` that decide what the operator may
-/// do (its Namespace, ServiceAccount, Roles, ClusterRole, bindings and the
-/// admission policy), applied as they ship. The Deployment is not: the test
-/// runs the operator itself.
+/// do, applied as they ship (the Deployment is not: the test runs the
+/// operator itself).
 async fn install_rbac_and_policy(admin: &Client) -> TestResult {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/install.yaml");
-    let text = std::fs::read_to_string(&path)?;
-    let params = PatchParams::apply("shardring-e2e").force();
-    for document in serde_yaml::Deserializer::from_str(&text) {
-        let object = Value::deserialize(document)?;
-        let kind = object["kind"].as_str().unwrap_or_default();
-        let (group, version) = match object["apiVersion"]
-            .as_str()
-            .unwrap_or_default()
-            .split_once('/')
-        {
-            Some((group, version)) => (group.to_owned(), version.to_owned()),
-            None => (
-                String::new(),
-                object["apiVersion"].as_str().unwrap_or_default().to_owned(),
-            ),
-        };
-        let (plural, namespaced) = match kind {
-            "Namespace" => ("namespaces", false),
-            "ServiceAccount" => ("serviceaccounts", true),
-            "Role" => ("roles", true),
-            "RoleBinding" => ("rolebindings", true),
-            "ClusterRole" => ("clusterroles", false),
-            "ClusterRoleBinding" => ("clusterrolebindings", false),
-            "ValidatingAdmissionPolicy" => ("validatingadmissionpolicies", false),
-            "ValidatingAdmissionPolicyBinding" => ("validatingadmissionpolicybindings", false),
-            _ => continue,
-        };
-        let resource = ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk(&group, &version, kind),
-            plural,
-        );
-        let object: DynamicObject = serde_json::from_value(object)?;
-        let api: Api<DynamicObject> = if namespaced {
-            Api::namespaced_with(
-                admin.clone(),
-                object.namespace().as_deref().unwrap_or(HOME),
-                &resource,
-            )
-        } else {
-            Api::all_with(admin.clone(), &resource)
-        };
-        api.patch(&object.name_any(), &params, &Patch::Apply(&object))
-            .await?;
-    }
+    access::apply_access(admin, &std::fs::read_to_string(&path)?, "shardring-e2e").await?;
     Ok(())
 }
 
@@ -205,26 +157,9 @@ async fn install_group(admin: &Client, namespace: &str) -> TestResult {
     Ok(())
 }
 
-/// A token of the operator's ServiceAccount, bound to `pod` (name, uid)
-/// when given, as the kubelet projects one into the operator's pod.
+/// A token of the operator's ServiceAccount, bound to `pod` when given.
 async fn account_token(admin: &Client, pod: Option<(&str, &str)>) -> TestResult<String> {
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: Vec::new(),
-            expiration_seconds: Some(3600),
-            bound_object_ref: pod.map(|(name, uid)| BoundObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Pod".into()),
-                name: Some(name.into()),
-                uid: Some(uid.into()),
-            }),
-        },
-        ..Default::default()
-    };
-    let issued = Api::<ServiceAccount>::namespaced(admin.clone(), HOME)
-        .create_token_request(ACCOUNT, &PostParams::default(), &request)
-        .await?;
-    Ok(issued.status.map(|s| s.token).unwrap_or_default())
+    Ok(access::operator_token(admin, pod).await?)
 }
 
 /// The suite's kubeconfig with every user replaced by `token`.
@@ -244,12 +179,10 @@ fn token_kubeconfig(namespace: &str, token: &str) -> TestResult<PathBuf> {
 
 /// A client of the suite's cluster that authenticates with `token` only.
 async fn token_client(token: &str) -> TestResult<Client> {
-    let mut config = Config::infer().await?;
-    config.auth_info = AuthInfo {
-        token: Some(token.to_owned().into()),
-        ..Default::default()
-    };
-    Ok(Client::try_from(config)?)
+    Ok(Client::try_from(access::with_token(
+        Config::infer().await?,
+        token,
+    ))?)
 }
 
 /// Whether the policy already denies the operator a label on `web` (an
@@ -475,12 +408,8 @@ async fn corpus(admin: &Client, token: &str, namespace: &str) -> TestResult<Vec<
     };
     let ours =
         json!({"app.kubernetes.io/managed-by": "shardring", "shardring.io/shard-group": GROUP});
-    let mut impersonating = Config::infer().await?;
-    impersonating.auth_info = AuthInfo {
-        token: Some(token.to_owned().into()),
-        impersonate: Some("system:admin".into()),
-        ..Default::default()
-    };
+    let mut impersonating = access::with_token(Config::infer().await?, token);
+    impersonating.auth_info.impersonate = Some("system:admin".into());
     let impersonated = Client::try_from(impersonating)?;
 
     let mut outcomes = vec![

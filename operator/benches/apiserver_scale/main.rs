@@ -11,7 +11,9 @@
 //! `--no-churn`, `--no-startup`, `--runs N` (each run separate, then the
 //! medians), `--operator-arg ARG` (repeatable: passed to `shardring run`,
 //! e.g. `--operator-arg=--write-concurrency=32`), `--verbs` (first, the
-//! document's write verbs compared: [`verbs`]), `--mock`.
+//! document's write verbs compared: [`verbs`]), `--mock`, `--policy[=PODS]`
+//! (only the admission policy's cost on the annotation path, default 5,000
+//! pods: [`policy`]).
 //!
 //! Per size ([`churn`]): the plain client's time to annotate every pod and
 //! the operator's from the group's creation to every pod annotated; the
@@ -26,6 +28,7 @@ mod churn;
 #[path = "../common/mod.rs"]
 mod common;
 mod operator;
+mod policy;
 mod populate;
 mod server;
 mod startup;
@@ -44,6 +47,7 @@ struct Options {
     runs: usize,
     operator_args: Vec<String>,
     verbs: bool,
+    policy: Option<usize>,
 }
 
 fn options() -> Options {
@@ -91,6 +95,9 @@ fn options() -> Options {
         runs: value("--runs").map_or(1, |n| n.parse().expect("--runs N")),
         operator_args,
         verbs: has("--verbs"),
+        policy: has("--policy")
+            .then_some(5_000)
+            .or_else(|| value("--policy").map(|n| n.parse().expect("--policy=PODS"))),
     }
 }
 
@@ -108,6 +115,15 @@ fn main() {
             println!("shardring run {}", options.operator_args.join(" "));
         }
         populate::install_crds(&server).await;
+        if let Some(pods) = options.policy {
+            assert!(
+                server.mock.is_none(),
+                "--policy needs a real API server (the mock admits everything)"
+            );
+            let rows = policy::run(&server, pods, options.runs.max(3)).await;
+            print_policy(&rows);
+            return;
+        }
         if options.verbs {
             populate::remove_namespaces(&server, "verbs").await;
             populate::create(&server.client, &populate::namespace("verbs", "verbs")).await;
@@ -144,6 +160,37 @@ fn main() {
             }
         }
     });
+}
+
+fn print_policy(rows: &[policy::PolicyRow]) {
+    println!();
+    println!(
+        "| run | pods | the operator's account annotates every pod: without the policy | with it | ratio |"
+    );
+    println!("|---|---|---|---|---|");
+    for (n, r) in rows.iter().enumerate() {
+        println!(
+            "| {} | {} | {:.2} s | {:.2} s | {:.2}x |",
+            n + 1,
+            r.pods,
+            r.without.as_secs_f64(),
+            r.with.as_secs_f64(),
+            r.with.as_secs_f64() / r.without.as_secs_f64()
+        );
+    }
+    let median = |mut v: Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    let without = median(rows.iter().map(|r| r.without).collect());
+    let with = median(rows.iter().map(|r| r.with).collect());
+    println!(
+        "| median | {} | {:.2} s | {:.2} s | {:.2}x |",
+        rows[0].pods,
+        without.as_secs_f64(),
+        with.as_secs_f64(),
+        with.as_secs_f64() / without.as_secs_f64()
+    );
 }
 
 fn ms(d: Duration) -> f64 {
