@@ -86,8 +86,12 @@ python_image docs/examples/consumer.py "$consumer_image" "$work/consumer.tar"
 "$kit/image-import" "$work/operator.tar" "$work/consumer.tar" >/dev/null
 
 # --- 2. the install --------------------------------------------------------
-say "kubectl apply --server-side -f deploy/install.yaml"
-kubectl apply --server-side -f deploy/install.yaml >/dev/null
+say "kubectl apply --server-side --force-conflicts -f deploy/install.yaml"
+# --force-conflicts: the e2e suite (least_privilege) or a bench may have
+# applied the install's RBAC and admission policy under another field
+# manager first; the server defaults fields inside the policy's atomic
+# matchConstraints, so a second manager's identical apply conflicts there.
+kubectl apply --server-side --force-conflicts -f deploy/install.yaml >/dev/null
 started=$(now)
 kubectl -n "$system" rollout status deployment/shardring --timeout=180s >/dev/null \
   || fail "rollout status did not return within 180 s"
