@@ -58,7 +58,7 @@ async fn scenario(admin: &Client, namespace: &str) -> TestResult {
     apply_crds(admin).await?;
     install_rbac_and_policy(admin).await?;
     install_group(admin, namespace).await?;
-    let operator_token = account_token(admin, None).await?;
+    let operator_token = access::operator_token(admin, None).await?;
     let operator = Running(
         shardring_run(namespace, "unused")?
             .env_remove("POD_NAME")
@@ -155,11 +155,6 @@ async fn install_group(admin: &Client, namespace: &str) -> TestResult {
         .create(&PostParams::default(), &config)
         .await?;
     Ok(())
-}
-
-/// A token of the operator's ServiceAccount, bound to `pod` when given.
-async fn account_token(admin: &Client, pod: Option<(&str, &str)>) -> TestResult<String> {
-    Ok(access::operator_token(admin, pod).await?)
 }
 
 /// The suite's kubeconfig with every user replaced by `token`.
@@ -525,7 +520,8 @@ async fn leader_label_only_on_the_bound_pod(admin: &Client) -> TestResult {
         );
     }
     let bound =
-        token_client(&account_token(admin, Some(("lp-operator-0", &uids[0]))).await?).await?;
+        token_client(&access::operator_token(admin, Some(("lp-operator-0", &uids[0]))).await?)
+            .await?;
     let as_bound = Api::<Pod>::namespaced(bound, HOME);
     let label = |value: Value| {
         Patch::Merge(json!({"metadata": {"labels": {"shardring.io/endpoint-leader": value}}}))

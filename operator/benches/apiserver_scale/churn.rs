@@ -1,7 +1,8 @@
 //! One size of the churn run, with its two baselines in the same run:
 //!
 //! * the plain client: a merge patch of one annotation (a view's size) on
-//!   every pod, [`PLAIN_CONCURRENCY`] at a time, until the watch has
+//!   every pod, the operator's default `--write-concurrency`
+//!   at a time ([`populate::annotate_every_pod`]), until the watch has
 //!   delivered every pod with it — against the operator's time from the
 //!   group's creation until the watch has delivered every pod annotated;
 //! * the floor: a client that does no work. Per churn event it makes the
@@ -22,10 +23,9 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, ObjectMeta, PostParams};
 use serde_json::json;
 use shardring_devkit::fixtures;
 
@@ -42,9 +42,6 @@ const CHURN_EVENTS: usize = 100;
 const ANNOTATION: &str = "assignment.shardring.io/g";
 /// The plain client's annotation key.
 const PLAIN: &str = "bench.shardring.io/plain";
-/// The plain client's writes in flight: the operator's default
-/// `--write-concurrency`.
-const PLAIN_CONCURRENCY: usize = shardring::controller::apply::DEFAULT_WRITE_CONCURRENCY;
 /// The document's ConfigMap.
 const DOCUMENT: &str = "g-assignment";
 /// The floor's ConfigMap.
@@ -186,8 +183,9 @@ fn view_sized(shards: usize) -> String {
     json!({"epoch": 1, "active": active}).to_string()
 }
 
-/// The plain client: annotates every pod once, [`PLAIN_CONCURRENCY`] at a
-/// time; the time until the watch delivered the last.
+/// The plain client: annotates every pod once, as the operator would
+/// ([`populate::annotate_every_pod`]); the time until the watch delivered
+/// the last.
 async fn plain_client(
     client: &kube::Client,
     ns: &str,
@@ -198,16 +196,7 @@ async fn plain_client(
     let api: Api<Pod> = Api::namespaced(client.clone(), ns);
     let patch = json!({"metadata": {"annotations": {PLAIN: view}}});
     let started = Instant::now();
-    futures::stream::iter(names)
-        .for_each_concurrent(PLAIN_CONCURRENCY, |name| {
-            let (api, patch) = (api.clone(), &patch);
-            async move {
-                api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
-                    .await
-                    .expect("the plain client's patch");
-            }
-        })
-        .await;
+    populate::annotate_every_pod(&api, names, &patch).await;
     let last = timeline
         .all_annotated(PLAIN, names.len(), Duration::from_secs(600))
         .await

@@ -1,7 +1,8 @@
 //! What the admission policy (`shardring-operator-writes`) costs on the
 //! operator's write path: the operator's ServiceAccount (a token of it, the
 //! install's RBAC) annotates every pod of a namespace with a view-sized
-//! `assignment.shardring.io/` annotation, as a first publish does, once with
+//! `assignment.shardring.io/` annotation, as a first publish does
+//! ([`populate::annotate_every_pod`]), once with
 //! the policy's binding removed and once with it in force, in alternating
 //! order over the runs, on the same server in the same run. Reported: the
 //! median time of each and their ratio.
@@ -9,7 +10,6 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams};
@@ -20,8 +20,6 @@ use shardring_devkit::access;
 use super::populate;
 use super::server::Server;
 
-/// The operator's default writes in flight.
-const CONCURRENCY: usize = 32;
 const NAMESPACE: &str = "bench-policy";
 
 /// The two timings of one run.
@@ -121,15 +119,6 @@ async fn annotate(operator: &Client, names: &[String], key: &str, view: &str) ->
     let api: Api<Pod> = Api::namespaced(operator.clone(), NAMESPACE);
     let patch = json!({"metadata": {"annotations": {key: view}}});
     let started = Instant::now();
-    futures::stream::iter(names)
-        .for_each_concurrent(CONCURRENCY, |name| {
-            let (api, patch) = (api.clone(), &patch);
-            async move {
-                api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
-                    .await
-                    .expect("the operator's annotation write");
-            }
-        })
-        .await;
+    populate::annotate_every_pod(&api, names, &patch).await;
     started.elapsed()
 }

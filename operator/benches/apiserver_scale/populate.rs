@@ -256,3 +256,19 @@ pub async fn remove_namespaces(server: &Server, kind: &str) {
     }
     eprintln!("bench: removed in {:.1} s", started.elapsed().as_secs_f64());
 }
+
+/// Merge-patches `patch` onto every pod of `names` through `api`, the
+/// operator's default `--write-concurrency` at a time, as a first publish
+/// writes annotations; returns when every request has been answered.
+pub async fn annotate_every_pod(api: &Api<Pod>, names: &[String], patch: &Value) {
+    futures::stream::iter(names)
+        .for_each_concurrent(
+            shardring::controller::apply::DEFAULT_WRITE_CONCURRENCY,
+            |name| async move {
+                api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+                    .await
+                    .unwrap_or_else(|e| panic!("the annotation of pod {name}: {e}"));
+            },
+        )
+        .await;
+}
