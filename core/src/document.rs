@@ -152,6 +152,22 @@ pub fn annotation_writes(
     (writes, oversized)
 }
 
+/// The writes that take `key` off every pod still carrying it: a group
+/// that publishes no pod annotations (`spec.output.podAnnotations: false`)
+/// leaves none behind from when it did.
+pub fn annotation_removals(pods: &[PodInfo]) -> (Vec<AnnotationWrite>, Vec<Oversized>) {
+    let writes = pods
+        .iter()
+        .filter(|pod| pod.annotation.is_some())
+        .map(|pod| AnnotationWrite {
+            pod: pod.name.clone(),
+            uid: uid(pod),
+            view: None,
+        })
+        .collect();
+    (writes, Vec::new())
+}
+
 /// The lists of a pod's current annotation, borrowed from its text where
 /// they need no unescaping: every reconcile compares all of them, and at
 /// 5,000 pods owned copies were a tenth of a no-op plan.

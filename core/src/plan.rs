@@ -210,7 +210,8 @@ fn plan_assignment(
         pods,
         topology,
     } = inputs(obs, kept_epoch, outcome)?;
-    let recovered = handoff::recover_previous(obs);
+    let recovered = handoff::recover_previous(obs)
+        .or_else(|| handoff::revoke_unknown_readers(obs, topology, kept_epoch));
     if kept_epoch == 0
         && published.is_none()
         && recovered.is_none()
@@ -340,13 +341,20 @@ fn encode_beside_annotations(
     obs: &Observation,
 ) -> (Option<Encoded>, Annotations) {
     let key = obs.group.annotation_key();
+    let annotations = || {
+        if obs.group.publishes_pod_annotations() {
+            document::annotation_writes(doc, &obs.pods, &key)
+        } else {
+            document::annotation_removals(&obs.pods)
+        }
+    };
     if !changed || doc.shards.len() < ENCODE_BESIDE_SHARDS {
         let encoded = changed.then(|| encode(doc, kept_epoch));
-        return (encoded, document::annotation_writes(doc, &obs.pods, &key));
+        return (encoded, annotations());
     }
     std::thread::scope(|scope| {
         let encoding = scope.spawn(|| encode(doc, kept_epoch));
-        let annotations = document::annotation_writes(doc, &obs.pods, &key);
+        let annotations = annotations();
         let encoded = encoding
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));

@@ -1,7 +1,9 @@
 //! The timing rules of the protocol and the clocks the status keeps for it:
 //! the spec's drain timeout and lease failover, the pods known to be
 //! terminating gracefully, and each revoked pod's drain clock (when its
-//! annotation was first seen listing all its revoking shards).
+//! annotation was first seen listing all its revoking shards, or, for a
+//! group that publishes no annotations, when its latest revoke was
+//! published in the document).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -56,11 +58,14 @@ pub(super) fn graceful_pods(remembered: &[String], pods: &[PodInfo]) -> BTreeSet
 
 /// Drain clocks: per pod that holds revoking shards in the published
 /// document, when its annotation was first seen listing all of them as
-/// revoking. A pod whose annotation misses one has no clock (yet).
+/// revoking. A pod whose annotation misses one has no clock (yet). Without
+/// annotations (`annotations` false) the document is the only delivery
+/// there is: the clock starts when the latest revoke was published in it.
 pub(super) fn drain_clocks(
     remembered: &BTreeMap<String, Timestamp>,
     published: Option<&AssignmentDocument>,
     pods: &BTreeMap<&str, &PodInfo>,
+    annotations: bool,
     now: Timestamp,
 ) -> BTreeMap<String, Timestamp> {
     let Some(doc) = published else {
@@ -78,12 +83,13 @@ pub(super) fn drain_clocks(
             .annotation
             .as_deref()
             .and_then(|a| PodView::from_annotation(a).ok());
-        let delivered = view.is_some_and(|v| {
-            entry
-                .revoking
-                .iter()
-                .all(|s| v.revoking.contains(s) && !v.active.contains(s))
-        });
+        let delivered = !annotations
+            || view.is_some_and(|v| {
+                entry
+                    .revoking
+                    .iter()
+                    .all(|s| v.revoking.contains(s) && !v.active.contains(s))
+            });
         if delivered {
             // A clock set before one of the revokes was published does not
             // cover it: the pod's list grew since, so its clock starts now.
@@ -93,11 +99,15 @@ pub(super) fn drain_clocks(
                 .filter_map(|s| doc.shards.get(s)?.handoff.as_ref())
                 .map(|h| h.since)
                 .max();
-            let clock = remembered
-                .get(name)
-                .copied()
-                .filter(|t| latest_revoke.is_none_or(|r| *t >= r) && *t <= now)
-                .unwrap_or(now);
+            let clock = if annotations {
+                remembered
+                    .get(name)
+                    .copied()
+                    .filter(|t| latest_revoke.is_none_or(|r| *t >= r) && *t <= now)
+                    .unwrap_or(now)
+            } else {
+                latest_revoke.filter(|r| *r <= now).unwrap_or(now)
+            };
             clocks.insert(name.clone(), clock);
         }
     }

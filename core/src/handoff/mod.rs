@@ -68,7 +68,8 @@ mod tests;
 pub(crate) use bookkeeping::ProtocolStatus;
 pub(crate) use clocks::Timing;
 pub use evidence::Evidence;
-pub(crate) use recover::recover_previous;
+pub use recover::UNKNOWN_READER;
+pub(crate) use recover::{recover_previous, revoke_unknown_readers};
 pub use step::Completed;
 pub(crate) use step::{HandoffResult, engine_previous, step};
 

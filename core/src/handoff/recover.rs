@@ -1,11 +1,21 @@
 //! Recovery of a lost document: when the published document is missing or
 //! unreadable, the assignment the pods act on is rebuilt from their
 //! annotations, so no shard goes to a second pod while its owner reads it.
+//! When no annotation tells (a group that publishes none, or pods that lost
+//! them) but the group has published before, every shard is revoked from
+//! whoever may still read it: its lease owner, or [`UNKNOWN_READER`].
 
 use std::collections::BTreeMap;
 
 use crate::crds::{AssignmentDocument, Handoff, PodView, ShardPhase, ShardRecord};
-use crate::observation::Observation;
+use crate::observation::{LeaseObservation, Observation};
+use crate::topology::Topology;
+
+/// The owner a recovered revoke names when nothing says which pod read a
+/// shard. No pod can be called this (a pod name starts with a letter or a
+/// digit), so no pod's word completes the revoke: only the drain timeout
+/// since the recovery does, as for a pod that is gone.
+pub const UNKNOWN_READER: &str = "(unknown reader: the document was lost)";
 
 /// When the published document is missing or unreadable, the assignment the
 /// pods are acting on is rebuilt from their annotations, so a deleted or
@@ -73,6 +83,61 @@ pub(crate) fn recover_previous(obs: &Observation) -> Option<AssignmentDocument> 
             },
         );
     }
+    Some(AssignmentDocument::from_shards(
+        obs.group.qualified_name(),
+        0,
+        shards,
+        std::iter::empty(),
+    ))
+}
+
+/// When the published document is missing or unreadable, no annotation
+/// rebuilt it ([`recover_previous`] gave nothing) and the group has
+/// published before (`kept_epoch`, from its status): every shard of
+/// `topology` is revoked at once from whoever may still read it (a consumer
+/// keeps the copy of the document it last saw; a mounted ConfigMap keeps its
+/// last content), so none is active anywhere before that reader let go. With
+/// a lease table read, that is the lease's owner (a shard nobody leases is
+/// read by nobody); without one, [`UNKNOWN_READER`], whose revokes end by
+/// the drain timeout. `None` when there is nothing to recover from.
+pub(crate) fn revoke_unknown_readers(
+    obs: &Observation,
+    topology: &Topology,
+    kept_epoch: u64,
+) -> Option<AssignmentDocument> {
+    if kept_epoch == 0 || obs.published.document().is_some() {
+        return None;
+    }
+    let leases = match &obs.leases {
+        LeaseObservation::Read(table) => Some(table),
+        LeaseObservation::Failed(_) | LeaseObservation::NotConfigured => None,
+    };
+    let now = obs.now;
+    let shards: BTreeMap<String, ShardRecord> = topology
+        .shards
+        .iter()
+        .filter_map(|shard| {
+            let (owner, lease_counter) = match leases {
+                Some(table) => {
+                    let lease = table.get(&shard.id)?;
+                    (lease.owner.clone()?, Some(lease.counter))
+                }
+                None => (UNKNOWN_READER.to_owned(), None),
+            };
+            let record = ShardRecord {
+                owner: Some(owner),
+                state: ShardPhase::Revoking,
+                handoff: Some(Box::new(Handoff {
+                    to: None,
+                    since: now,
+                    epoch: kept_epoch,
+                    lease_counter,
+                })),
+                ..Default::default()
+            };
+            Some((shard.id.clone(), record))
+        })
+        .collect();
     Some(AssignmentDocument::from_shards(
         obs.group.qualified_name(),
         0,

@@ -95,7 +95,8 @@ pub(crate) fn step(
     let current = obs.group.status.clone().unwrap_or_default();
     let pods: BTreeMap<&str, &PodInfo> = obs.pods.iter().map(|p| (p.name.as_str(), p)).collect();
     let graceful = graceful_pods(&current.graceful_pods, &obs.pods);
-    let drain = drain_clocks(&current.drain_started, published, &pods, now);
+    let annotations = obs.group.publishes_pod_annotations();
+    let drain = drain_clocks(&current.drain_started, published, &pods, annotations, now);
     let ctx = Ctx {
         obs,
         timing,

@@ -130,6 +130,15 @@ pub struct OutputSpec {
     #[schemars(length(max = 253))]
     #[x_kube(validation = Rule::new("size(self) <= 253 && self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')").message("output.configMapName must be a DNS subdomain: lowercase letters, digits, '-' and '.', at most 253 characters"))]
     pub config_map_name: Option<String>,
+    /// Whether each pod's view is also published as its annotation
+    /// (default `true`). With `false` the operator writes no pod for this
+    /// group (it removes annotations it wrote before): consumers read the
+    /// ConfigMap or the endpoint, and an install whose groups all set it
+    /// needs no `patch` on Pods outside its own namespace (chart value
+    /// `rbac.podAnnotations: false`). Without a lease table, a revoke's
+    /// drain timeout then counts from its publish in the document.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_annotations: Option<bool>,
 }
 
 impl ShardGroup {
@@ -151,6 +160,12 @@ impl ShardGroup {
             .annotation_key
             .clone()
             .unwrap_or_else(|| format!("{ANNOTATION_PREFIX}{}", self.name_any()))
+    }
+
+    /// Whether each pod's view is published as its annotation
+    /// (`spec.output.podAnnotations`, default `true`).
+    pub fn publishes_pod_annotations(&self) -> bool {
+        self.spec.output.pod_annotations.unwrap_or(true)
     }
 
     /// Name hashed with each shard id: `spec.consumerName`, else the ShardGroup's name.

@@ -83,7 +83,7 @@ pub enum ApplyError {
         source: kube::Error,
     },
     /// Patching a pod's annotation failed.
-    #[error("patching the annotation of pod {pod}: {source}")]
+    #[error("{}", annotation_message(.pod, .source))]
     Annotation {
         /// Pod name.
         pod: String,
@@ -110,6 +110,16 @@ impl ApplyError {
             ApplyError::Incomplete(_) => "IncompleteObject",
         }
     }
+}
+
+fn annotation_message(pod: &str, source: &kube::Error) -> String {
+    let hint = match source {
+        kube::Error::Api(status) if status.code == 403 => {
+            "; the operator may not patch this pod: grant it (chart value rbac.podAnnotations: true, or the install's ClusterRole) or set spec.output.podAnnotations: false on groups whose consumers read the ConfigMap or the endpoint"
+        }
+        _ => "",
+    };
+    format!("patching the annotation of pod {pod}: {source}{hint}")
 }
 
 fn conflict_message(name: &str, expected: &PublishedVersion) -> String {

@@ -7,6 +7,7 @@
 
 mod pod_stopped;
 mod release_acked;
+mod without_annotations;
 
 use std::collections::BTreeMap;
 
