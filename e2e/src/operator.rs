@@ -186,7 +186,7 @@ impl Operator {
             None => None,
         };
         let config = ControllerConfig {
-            namespace: Some(namespace.to_owned()),
+            scope: shardring::controller::WatchScope::of([namespace.to_owned()]),
             controller_class: Some(crate::harness::CONTROLLER_CLASS.to_owned()),
             endpoint: state,
             ..ControllerConfig::default()

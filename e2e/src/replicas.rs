@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use kube::Client;
-use shardring::controller::{ControllerConfig, ControllerMetrics, run_controller};
+use shardring::controller::{ControllerConfig, ControllerMetrics, WatchScope, run_controller};
 use shardring::runtime::leader::{self, LeaderConfig};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -48,7 +48,7 @@ impl Replica {
         let controller = tokio::spawn(run_controller(
             client.clone(),
             ControllerConfig {
-                namespace: Some(namespace.to_owned()),
+                scope: WatchScope::of([namespace.to_owned()]),
                 controller_class: Some(crate::harness::CONTROLLER_CLASS.to_owned()),
                 ..ControllerConfig::default()
             },

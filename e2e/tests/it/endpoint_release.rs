@@ -73,7 +73,7 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
     let run = tokio::spawn(run_controller(
         client.clone(),
         ControllerConfig {
-            namespace: Some(namespace.to_owned()),
+            scope: shardring::controller::WatchScope::of([namespace.to_owned()]),
             controller_class: Some(CONTROLLER_CLASS.to_owned()),
             watch_nodes: false,
             endpoint: Some(endpoint.clone()),

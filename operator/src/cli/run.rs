@@ -15,7 +15,7 @@ use anyhow::Context as _;
 use kube::Client;
 use tokio_util::sync::CancellationToken;
 
-use crate::controller::{ControllerConfig, ControllerMetrics, Sources, run_controller};
+use crate::controller::{ControllerConfig, ControllerMetrics, Sources, WatchScope, run_controller};
 use crate::endpoint::{EndpointMetrics, EndpointServer, EndpointServerConfig, EndpointState};
 use crate::runtime::health::Health;
 use crate::runtime::leader::{LeaderConfig, LeaderElector, LeaderMetrics, default_identity};
@@ -47,9 +47,15 @@ pub struct RunArgs {
     /// Log filter in EnvFilter syntax; RUST_LOG overrides it.
     #[arg(long, env = "SHARDRING_LOG_FILTER", default_value = "info")]
     pub log_filter: String,
-    /// Watch only this namespace (default: all namespaces).
+    /// Watch only this namespace (default: all namespaces); the same as
+    /// `--watch-namespaces` with one name.
     #[arg(long, env = "SHARDRING_NAMESPACE")]
     pub namespace: Option<String>,
+    /// Watch only these namespaces, comma-separated (default: all): for an
+    /// install whose Roles grant the operator those namespaces only (chart
+    /// value `watchNamespaces`). Together with `--namespace`, both count.
+    #[arg(long, env = "SHARDRING_WATCH_NAMESPACES", value_delimiter = ',')]
+    pub watch_namespaces: Vec<String>,
     /// Do not watch Nodes (zones then come only from pod labels); for
     /// installations without cluster-wide read access to nodes.
     #[arg(long, env = "SHARDRING_NO_NODE_WATCH")]
@@ -228,7 +234,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
 
     let config = ControllerConfig {
-        namespace: args.namespace.clone(),
+        scope: WatchScope::of(args.namespace.iter().chain(&args.watch_namespaces).cloned()),
         watch_nodes: !args.no_node_watch,
         instance: std::env::var("POD_NAME").ok(),
         concurrency: args.concurrency,

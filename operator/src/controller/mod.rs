@@ -22,6 +22,7 @@ pub mod own_writes;
 pub mod pod_cache;
 pub mod pools;
 pub mod runner;
+pub mod scope;
 pub mod sources;
 pub mod sync;
 pub mod triggers;
@@ -48,6 +49,7 @@ pub use observe::Stores;
 pub use pod_cache::{PodCache, PodRecord};
 pub use pools::Pools;
 pub use runner::{ControllerConfig, run_controller};
+pub use scope::WatchScope;
 pub use sources::Sources;
 pub use sync::CacheSync;
 

@@ -40,6 +40,7 @@ use super::observe::documents::DocumentCache;
 use super::observe::{self, Stores};
 use super::own_writes::OwnWrites;
 use super::pod_cache::PodCache;
+use super::scope::{WatchScope, scoped_watcher};
 use super::sources::Sources;
 use super::sync::{CacheSync, cache};
 // Every watch retries on the consumer's schedule: back within 4 s of an API
@@ -53,8 +54,8 @@ use shardring_backoff::watch::watch_backoff;
 /// How the controller runs.
 #[derive(Debug, Clone)]
 pub struct ControllerConfig {
-    /// Namespace to watch; `None` watches all namespaces.
-    pub namespace: Option<String>,
+    /// The namespaces watched (default: all).
+    pub scope: WatchScope,
     /// Whether to watch Nodes for zone labels (needs cluster-wide `list`/`watch` on nodes).
     pub watch_nodes: bool,
     /// Reporting instance of Events (the pod name), if known.
@@ -79,7 +80,7 @@ pub struct ControllerConfig {
 impl Default for ControllerConfig {
     fn default() -> Self {
         Self {
-            namespace: None,
+            scope: WatchScope::All,
             watch_nodes: true,
             instance: None,
             concurrency: 8,
@@ -88,17 +89,6 @@ impl Default for ControllerConfig {
             endpoint: None,
             loads: Arc::default(),
         }
-    }
-}
-
-fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
-    K::DynamicType: Default,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
     }
 }
 
@@ -115,7 +105,7 @@ pub async fn run_controller(
     shutdown: CancellationToken,
     leader: Option<watch::Receiver<bool>>,
 ) {
-    let ns = config.namespace.as_deref();
+    let scope = &config.scope;
     let mut caches = vec![
         cache::SHARD_GROUPS,
         cache::CONSUMER_POOLS,
@@ -130,11 +120,11 @@ pub async fn run_controller(
     let (groups, group_writer) = reflector::store::<DeserializeGuard<ShardGroup>>();
     let class = controller_class_selector(config.controller_class.as_deref());
     let pods = PodCache::default();
-    let group_events = watcher(
-        api::<DeserializeGuard<ShardGroup>>(&client, ns),
+    let group_events = scoped_watcher::<DeserializeGuard<ShardGroup>>(
+        &client,
+        scope,
         watcher::Config::default().any_semantic().labels(&class),
     )
-    .backoff(watch_backoff())
     .modify(without_managed_fields)
     .reflect(group_writer)
     .inspect(keep_custom_annotations(groups.clone(), pods.clone()))
@@ -150,8 +140,7 @@ pub async fn run_controller(
     }
 
     let (pools, pool_writer) = reflector::store::<DeserializeGuard<ConsumerPool>>();
-    let pool_events = watcher(api(&client, ns), watcher::Config::default())
-        .backoff(watch_backoff())
+    let pool_events = scoped_watcher(&client, scope, watcher::Config::default())
         .modify(without_managed_fields)
         .reflect(pool_writer)
         .inspect(sync.tracker(cache::CONSUMER_POOLS))
@@ -161,7 +150,7 @@ pub async fn run_controller(
     let departed = observe::departed::Departed::default();
     let pod_events = pod_watch(
         &client,
-        ns,
+        scope,
         &sync,
         &pods,
         &departed,
@@ -170,7 +159,7 @@ pub async fn run_controller(
 
     let documents = DocumentCache::default();
     let (config_maps, cm_events) =
-        config_map_watch(&client, ns, &sync, &documents, write_limit.own.clone());
+        config_map_watch(&client, scope, &sync, &documents, write_limit.own.clone());
 
     let (nodes, node_task) = if config.watch_nodes {
         let (nodes, task) = node_watch(&client, &sync, &shutdown);
@@ -293,7 +282,7 @@ async fn shutdown_before_listed(
 /// own annotation write.
 fn pod_watch(
     client: &Client,
-    ns: Option<&str>,
+    scope: &WatchScope,
     sync: &CacheSync,
     pods: &PodCache,
     departed: &observe::departed::Departed,
@@ -304,8 +293,7 @@ fn pod_watch(
     // a list at "0" is served whole from the API server's watch cache,
     // whatever the limit, and thousands of full pods in one response are
     // most of the operator's peak memory.
-    watcher(api::<CachedPod>(client, ns), watcher::Config::default())
-        .backoff(watch_backoff())
+    scoped_watcher::<CachedPod>(client, scope, watcher::Config::default())
         .inspect(move |event| {
             if let Ok(event) = event {
                 records.apply_watcher_event(event);
@@ -321,7 +309,7 @@ fn pod_watch(
 /// is already known, or the echo of the operator's own write, wakes nothing.
 fn config_map_watch(
     client: &Client,
-    ns: Option<&str>,
+    scope: &WatchScope,
     sync: &CacheSync,
     documents: &DocumentCache,
     own_writes: OwnWrites,
@@ -332,21 +320,18 @@ fn config_map_watch(
     let (config_maps, cm_writer) = reflector::store::<ConfigMap>();
     let known = documents.clone();
     let managed = format!("{MANAGED_BY_LABEL}={MANAGED_BY}");
-    let events = watcher(
-        api::<ConfigMap>(client, ns),
-        watcher::Config::default().labels(&managed),
-    )
-    .backoff(watch_backoff())
-    .modify(without_managed_fields)
-    .reflect(cm_writer)
-    .inspect(sync.tracker(cache::CONFIG_MAPS))
-    .filter(move |event| {
-        ready(
-            !triggers::known_document_update(&known, event)
-                && !triggers::own_write_echo(&own_writes, event),
-        )
-    })
-    .touched_objects();
+    let events =
+        scoped_watcher::<ConfigMap>(client, scope, watcher::Config::default().labels(&managed))
+            .modify(without_managed_fields)
+            .reflect(cm_writer)
+            .inspect(sync.tracker(cache::CONFIG_MAPS))
+            .filter(move |event| {
+                ready(
+                    !triggers::known_document_update(&known, event)
+                        && !triggers::own_write_echo(&own_writes, event),
+                )
+            })
+            .touched_objects();
     (config_maps, events)
 }
 

@@ -13,7 +13,9 @@ use http::Response;
 use kube::Client;
 use kube::client::Body;
 use serde_json::{Value, json};
-use shardring::controller::{ControllerConfig, ControllerMetrics, Sources, run_controller};
+use shardring::controller::{
+    ControllerConfig, ControllerMetrics, Sources, WatchScope, run_controller,
+};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -85,7 +87,7 @@ fn respond(method: &http::Method, path: &str, body: &Value) -> Response<Body> {
 
 fn config() -> ControllerConfig {
     ControllerConfig {
-        namespace: Some(NS.into()),
+        scope: WatchScope::of([NS.to_owned()]),
         watch_nodes: false,
         instance: Some("test".into()),
         concurrency: 2,

@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use shardring::GroupKey;
-use shardring::controller::{ControllerConfig, ControllerMetrics, Sources, run_controller};
+use shardring::controller::{
+    ControllerConfig, ControllerMetrics, Sources, WatchScope, run_controller,
+};
 use shardring::endpoint::{Caller, EndpointState, Lookup};
 use shardring_crds::endpoint::{ReleaseRequest, ViewResponse};
 use shardring_devkit::apiserver::{MockApiServer, MockOptions};
@@ -87,7 +89,7 @@ async fn start(
     let run = tokio::spawn(run_controller(
         mock.client().await,
         ControllerConfig {
-            namespace: Some(NS.into()),
+            scope: WatchScope::of([NS.to_owned()]),
             watch_nodes: false,
             endpoint: Some(endpoint.clone()),
             ..ControllerConfig::default()

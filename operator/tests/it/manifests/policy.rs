@@ -16,7 +16,7 @@ use super::helm_render::run_helm;
 use super::{read, root};
 
 /// The objects of a multi-document YAML text, as JSON.
-fn objects(text: &str) -> Vec<Value> {
+pub(super) fn objects(text: &str) -> Vec<Value> {
     serde_yaml::Deserializer::from_str(text)
         .map(|document| Value::deserialize(document).expect("YAML parses"))
         .filter(|object| !object.is_null())
