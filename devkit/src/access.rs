@@ -90,6 +90,16 @@ pub async fn operator_token(
     client: &Client,
     pod: Option<(&str, &str)>,
 ) -> Result<String, kube::Error> {
+    account_token(client, OPERATOR_ACCOUNT, pod).await
+}
+
+/// [`operator_token`] for the ServiceAccount `account` of the operator's
+/// namespace (the chart names it after its release).
+pub async fn account_token(
+    client: &Client,
+    account: &str,
+    pod: Option<(&str, &str)>,
+) -> Result<String, kube::Error> {
     let request = TokenRequest {
         spec: TokenRequestSpec {
             audiences: Vec::new(),
@@ -104,7 +114,7 @@ pub async fn operator_token(
         ..Default::default()
     };
     let issued = Api::<ServiceAccount>::namespaced(client.clone(), OPERATOR_NAMESPACE)
-        .create_token_request(OPERATOR_ACCOUNT, &PostParams::default(), &request)
+        .create_token_request(account, &PostParams::default(), &request)
         .await?;
     Ok(issued.status.map(|s| s.token).unwrap_or_default())
 }

@@ -158,7 +158,7 @@ async fn install_group(admin: &Client, namespace: &str) -> TestResult {
 }
 
 /// The suite's kubeconfig with every user replaced by `token`.
-fn token_kubeconfig(namespace: &str, token: &str) -> TestResult<PathBuf> {
+pub(crate) fn token_kubeconfig(namespace: &str, token: &str) -> TestResult<PathBuf> {
     let source = std::env::var_os("KUBECONFIG").ok_or("KUBECONFIG is not set")?;
     let mut config = Kubeconfig::read_from(PathBuf::from(source))?;
     for user in &mut config.auth_infos {
@@ -173,7 +173,7 @@ fn token_kubeconfig(namespace: &str, token: &str) -> TestResult<PathBuf> {
 }
 
 /// A client of the suite's cluster that authenticates with `token` only.
-async fn token_client(token: &str) -> TestResult<Client> {
+pub(crate) async fn token_client(token: &str) -> TestResult<Client> {
     Ok(Client::try_from(access::with_token(
         Config::infer().await?,
         token,

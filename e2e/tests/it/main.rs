@@ -21,6 +21,7 @@ mod kit_group;
 mod leader_readiness;
 mod least_privilege;
 mod mock_scenarios;
+mod namespace_scoped;
 mod pool_balance;
 mod scenarios;
 
