@@ -55,6 +55,7 @@ async fn the_operator_account_writes_assignments_and_nothing_else() {
 }
 
 async fn scenario(admin: &Client, namespace: &str) -> TestResult {
+    let _access = crate::ACCESS_TURN.lock().await;
     apply_crds(admin).await?;
     install_rbac_and_policy(admin).await?;
     install_group(admin, namespace).await?;

@@ -51,6 +51,7 @@ async fn a_namespace_scoped_install_serves_its_namespaces_only() {
 }
 
 async fn scenario(admin: &Client, first: &str) -> TestResult {
+    let _access = crate::ACCESS_TURN.lock().await;
     let second = format!("{first}-b");
     let unwatched = format!("{first}-c");
     let result = Box::pin(run(admin, first, &second, &unwatched)).await;
