@@ -203,6 +203,10 @@ pub enum Published {
     /// A ConfigMap exists but its document could not be decoded (the next
     /// publish replaces it; the epoch continues from status).
     Unreadable(String),
+    /// The ConfigMap is gone, and this is the last document the operator
+    /// held of it (written or decoded): what consumers that read it may
+    /// still act on. The next publish creates the ConfigMap again.
+    Deleted(Arc<AssignmentDocument>),
 }
 
 impl From<AssignmentDocument> for Published {

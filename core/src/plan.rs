@@ -168,7 +168,11 @@ pub fn plan(obs: &Observation) -> Decision {
 pub fn plan_with(obs: &Observation, memory: &mut PlanMemory) -> (Decision, Leftovers) {
     let published = obs.published.document();
     let status_epoch = obs.group.status.as_ref().map_or(0, |s| s.epoch);
-    let kept_epoch = published.map_or(0, |d| d.epoch).max(status_epoch);
+    let remembered = handoff::trusted_memory(obs).map_or(0, |d| d.epoch);
+    let kept_epoch = published
+        .map_or(0, |d| d.epoch)
+        .max(status_epoch)
+        .max(remembered);
     let mut outcome = Outcome {
         epoch: kept_epoch,
         ..Default::default()
@@ -210,7 +214,9 @@ fn plan_assignment(
         pods,
         topology,
     } = inputs(obs, kept_epoch, outcome)?;
-    let recovered = handoff::recover_previous(obs)
+    let recovered = handoff::trusted_memory(obs)
+        .cloned()
+        .or_else(|| handoff::recover_previous(obs))
         .or_else(|| handoff::revoke_unknown_readers(obs, topology, kept_epoch));
     if kept_epoch == 0
         && published.is_none()

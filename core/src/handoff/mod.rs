@@ -69,7 +69,7 @@ pub(crate) use bookkeeping::ProtocolStatus;
 pub(crate) use clocks::Timing;
 pub use evidence::Evidence;
 pub use recover::UNKNOWN_READER;
-pub(crate) use recover::{recover_previous, revoke_unknown_readers};
+pub(crate) use recover::{recover_previous, revoke_unknown_readers, trusted_memory};
 pub use step::Completed;
 pub(crate) use step::{HandoffResult, engine_previous, step};
 

@@ -1,14 +1,15 @@
 //! Recovery of a lost document: when the published document is missing or
-//! unreadable, the assignment the pods act on is rebuilt from their
-//! annotations, so no shard goes to a second pod while its owner reads it.
-//! When no annotation tells (a group that publishes none, or pods that lost
+//! unreadable, the assignment the pods act on is rebuilt from the last
+//! document the operator held of a deleted ConfigMap (at the group's latest
+//! epoch), else from the pods' annotations, so no shard goes to a second pod
+//! while its owner reads it. When neither tells (a group that publishes none, or pods that lost
 //! them) but the group has published before, every shard is revoked from
 //! whoever may still read it: its lease owner, or [`UNKNOWN_READER`].
 
 use std::collections::BTreeMap;
 
 use crate::crds::{AssignmentDocument, Handoff, PodView, ShardPhase, ShardRecord};
-use crate::observation::{LeaseObservation, Observation};
+use crate::observation::{LeaseObservation, Observation, Published};
 use crate::topology::Topology;
 
 /// The owner a recovered revoke names when nothing says which pod read a
@@ -16,6 +17,21 @@ use crate::topology::Topology;
 /// digit), so no pod's word completes the revoke: only the drain timeout
 /// since the recovery does, as for a pod that is gone.
 pub const UNKNOWN_READER: &str = "(unknown reader: the document was lost)";
+
+/// The last document the operator held of a deleted ConfigMap, when it can
+/// stand for what consumers may still act on: the group has published
+/// before (its status has an epoch: a group deleted and created again under
+/// the same name starts at none) and the document is not behind that epoch
+/// (one behind means another replica published since, unseen here).
+pub(crate) fn trusted_memory(obs: &Observation) -> Option<&AssignmentDocument> {
+    let status_epoch = obs.group.status.as_ref().map_or(0, |s| s.epoch);
+    match &obs.published {
+        Published::Deleted(last) if status_epoch > 0 && last.epoch >= status_epoch => {
+            Some(last.as_ref())
+        }
+        _ => None,
+    }
+}
 
 /// When the published document is missing or unreadable, the assignment the
 /// pods are acting on is rebuilt from their annotations, so a deleted or
@@ -56,22 +72,9 @@ pub(crate) fn recover_previous(obs: &Observation) -> Option<AssignmentDocument> 
     let now = obs.now;
     let mut shards: BTreeMap<String, ShardRecord> = revoking
         .into_iter()
-        .map(|(id, (owner, epoch))| {
-            let record = ShardRecord {
-                owner: Some(owner),
-                state: ShardPhase::Revoking,
-                // The epoch of the view that listed the revoke: the owner
-                // acknowledges its release at that epoch or later.
-                handoff: Some(Box::new(Handoff {
-                    to: None,
-                    since: now,
-                    epoch,
-                    lease_counter: None,
-                })),
-                ..Default::default()
-            };
-            (id, record)
-        })
+        // The epoch of the view that listed the revoke: the owner
+        // acknowledges its release at that epoch or later.
+        .map(|(id, (owner, epoch))| (id, revoked_at(owner, now, epoch, None)))
         .collect();
     for (id, (_, owner)) in active {
         shards.insert(
@@ -124,17 +127,7 @@ pub(crate) fn revoke_unknown_readers(
                 }
                 None => (UNKNOWN_READER.to_owned(), None),
             };
-            let record = ShardRecord {
-                owner: Some(owner),
-                state: ShardPhase::Revoking,
-                handoff: Some(Box::new(Handoff {
-                    to: None,
-                    since: now,
-                    epoch: kept_epoch,
-                    lease_counter,
-                })),
-                ..Default::default()
-            };
+            let record = revoked_at(owner, now, kept_epoch, lease_counter);
             Some((shard.id.clone(), record))
         })
         .collect();
@@ -144,4 +137,25 @@ pub(crate) fn revoke_unknown_readers(
         shards,
         std::iter::empty(),
     ))
+}
+
+/// A recovered record: revoked from `owner` at `since`, published at
+/// `epoch`, with no destination yet.
+fn revoked_at(
+    owner: String,
+    since: jiff::Timestamp,
+    epoch: u64,
+    lease_counter: Option<u64>,
+) -> ShardRecord {
+    ShardRecord {
+        owner: Some(owner),
+        state: ShardPhase::Revoking,
+        handoff: Some(Box::new(Handoff {
+            to: None,
+            since,
+            epoch,
+            lease_counter,
+        })),
+        ..Default::default()
+    }
 }

@@ -183,9 +183,15 @@ impl Stores {
         let config_map = self
             .config_maps
             .get(&ObjectRef::new(config_map).within(&key.namespace));
-        let published = config_map
-            .as_deref()
-            .map_or(Published::Missing, |cm| self.documents.published(key, cm));
+        // A deleted ConfigMap's last document, when this operator held one,
+        // is what its consumers may still act on: the plan rebuilds from it.
+        let published = match config_map.as_deref() {
+            Some(cm) => self.documents.published(key, cm),
+            None => self
+                .documents
+                .latest(key)
+                .map_or(Published::Missing, Published::Deleted),
+        };
         let version = config_map
             .as_deref()
             .map_or(PublishedVersion::Absent, published_version);

@@ -151,3 +151,54 @@ fn a_lost_document_is_still_rebuilt_from_annotations_where_pods_carry_them() {
     let obs = settle(obs);
     assert_eq!(states(&obs), before, "the pods' views are the document");
 }
+
+/// `obs`'s document as the operator held it, its ConfigMap deleted since.
+fn deleted(obs: &mut Observation) -> u64 {
+    let last = obs.published.document().expect("published").clone();
+    let epoch = last.epoch;
+    obs.published = Published::Deleted(std::sync::Arc::new(last));
+    epoch
+}
+
+#[test]
+fn a_deleted_document_the_operator_held_is_written_back_as_it_was() {
+    let mut obs = settled_without_annotations(false);
+    let before = states(&obs);
+    let epoch = deleted(&mut obs);
+    obs.now = t0();
+    let decision = plan(&obs);
+    let written = decision.document_write.as_ref().expect("written back");
+    assert!(written.document.epoch > epoch, "a newer epoch");
+    let obs = settle(obs);
+    assert_eq!(states(&obs), before, "nothing revoked, nothing moved");
+}
+
+#[test]
+fn a_held_document_behind_the_status_is_not_trusted() {
+    let mut obs = settled_without_annotations(false);
+    let epoch = deleted(&mut obs);
+    // Another replica published since; this one never saw it.
+    obs.group.status.as_mut().unwrap().epoch = epoch + 1;
+    obs.now = t0();
+    let obs = settle(obs);
+    for (id, state, owner) in states(&obs) {
+        assert_eq!(state, ShardPhase::Revoking, "{id}");
+        assert_eq!(owner.as_deref(), Some(UNKNOWN_READER), "{id}");
+    }
+}
+
+#[test]
+fn a_group_created_again_ignores_what_was_held_of_its_namesake() {
+    let mut obs = settled_without_annotations(false);
+    deleted(&mut obs);
+    obs.group.status = None;
+    obs.now = t0();
+    let obs = settle(obs);
+    let doc = obs.published.document().unwrap();
+    assert_eq!(doc.epoch, 1, "a first publish");
+    assert!(
+        states(&obs)
+            .iter()
+            .all(|(_, state, owner)| *state == ShardPhase::Active && owner.is_some())
+    );
+}
