@@ -41,11 +41,11 @@ use crate::kit_group::{
 const HOME: &str = access::OPERATOR_NAMESPACE;
 const ACCOUNT: &str = access::OPERATOR_ACCOUNT;
 const CA: &str = "shardring-endpoint-ca";
-const GROUP: &str = "g";
-const SHARDS: u32 = 4;
-const PODS: [&str; 2] = ["p-0", "p-1"];
+pub(crate) const GROUP: &str = "g";
+pub(crate) const SHARDS: u32 = 4;
+pub(crate) const PODS: [&str; 2] = ["p-0", "p-1"];
 const WAIT: Duration = Duration::from_secs(60);
-const IP: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1));
+pub(crate) const IP: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1));
 /// What each of the policy's denials starts with.
 const POLICY: &str = "shardring-operator-writes refused";
 
@@ -55,7 +55,6 @@ async fn the_operator_account_writes_assignments_and_nothing_else() {
 }
 
 async fn scenario(admin: &Client, namespace: &str) -> TestResult {
-    let _access = crate::ACCESS_TURN.lock().await;
     apply_crds(admin).await?;
     install_rbac_and_policy(admin).await?;
     install_group(admin, namespace).await?;
@@ -125,9 +124,14 @@ async fn install_rbac_and_policy(admin: &Client) -> TestResult {
     Ok(())
 }
 
-/// Pool `p` of two Ready pods, static group `g` of 4 partitions, a pod of
-/// another application (`web`, labelled and annotated) and its ConfigMap.
-async fn install_group(admin: &Client, namespace: &str) -> TestResult {
+/// `namespace` with pool `p` of the Ready pods [`PODS`] and static group
+/// [`GROUP`] of [`SHARDS`] partitions (of the kit tests' controller class),
+/// its `spec.output` set to `output` when given.
+pub(crate) async fn install_pool_and_group(
+    admin: &Client,
+    namespace: &str,
+    output: Option<Value>,
+) -> TestResult {
     create_namespace(admin, namespace).await?;
     let pool: ConsumerPool = serde_json::from_value(fixtures::pool(namespace, "p", "consumer"))?;
     Api::<ConsumerPool>::namespaced(admin.clone(), namespace)
@@ -139,9 +143,19 @@ async fn install_group(admin: &Client, namespace: &str) -> TestResult {
     }
     let mut group = fixtures::static_group(namespace, GROUP, "p", SHARDS);
     group["metadata"]["labels"] = json!({ CONTROLLER_CLASS_LABEL: CONTROLLER_CLASS });
+    if let Some(output) = output {
+        group["spec"]["output"] = output;
+    }
     Api::<ShardGroup>::namespaced(admin.clone(), namespace)
         .create(&PostParams::default(), &serde_json::from_value(group)?)
         .await?;
+    Ok(())
+}
+
+/// [`install_pool_and_group`], a pod of another application (`web`,
+/// labelled and annotated) and its ConfigMap.
+async fn install_group(admin: &Client, namespace: &str) -> TestResult {
+    install_pool_and_group(admin, namespace, None).await?;
     let mut web: Pod = serde_json::from_value(fixtures::gated_pod(namespace, "web", "web"))?;
     web.annotations_mut()
         .insert("example.com/owner".into(), "web-team".into());
@@ -181,10 +195,14 @@ pub(crate) async fn token_client(token: &str) -> TestResult<Client> {
     ))?)
 }
 
-/// Whether the policy already denies the operator a label on `web` (an
-/// API server starts enforcing a new policy within a second or so).
+/// Whether the policy already denies the operator an annotation on `web`
+/// (an API server starts enforcing a new policy within a second or so).
+/// Each probe writes a new value: the policy judges what a write changes,
+/// so once a probe got through before the policy was in force, the same
+/// value again would change nothing and pass forever.
 async fn policy_in_force(sa: &Client, namespace: &str) -> Result<(), String> {
-    let patch = json!({"metadata": {"annotations": {"example.com/probe": "1"}}});
+    let value = jiff::Timestamp::now().as_nanosecond().to_string();
+    let patch = json!({"metadata": {"annotations": {"example.com/probe": value}}});
     match Api::<Pod>::namespaced(sa.clone(), namespace)
         .patch("web", &PatchParams::default(), &Patch::Merge(&patch))
         .await

@@ -32,11 +32,3 @@ mod scenarios;
 /// (they ran side by side within theirs), so none of them runs beside a
 /// mock scenario: cargo ran the former binaries one after another.
 static TURNS: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
-
-/// One at a time for the tests that install cluster-wide access objects
-/// (RBAC and admission policies: `least_privilege`, `namespace_scoped`).
-/// Once, in a full CI run on two cores, `least_privilege`'s policy was not
-/// in force within a minute while `namespace_scoped` ran beside it; run
-/// together on their own they pass, and the cause was not found. One after
-/// the other rules out any interaction between their installs.
-static ACCESS_TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

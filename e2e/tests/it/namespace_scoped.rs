@@ -16,7 +16,6 @@
 //! Needs helm (`$HELM`, else `helm` on PATH; `./scripts/test.sh` installs
 //! one). Without a cluster it prints `SKIPPED: ...` and passes.
 
-use std::net::{IpAddr, Ipv4Addr};
 use std::process::Command;
 use std::time::Duration;
 
@@ -24,26 +23,21 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
-use shardring_crds::{CONTROLLER_CLASS_LABEL, ConsumerPool, ShardGroup};
-use shardring_devkit::{access, fixtures};
-use shardring_e2e::harness::CONTROLLER_CLASS;
-use shardring_e2e::namespace::{apply_crds, create_namespace, delete_namespace};
+use shardring_crds::ShardGroup;
+use shardring_devkit::access;
+use shardring_e2e::namespace::{apply_crds, delete_namespace};
 use shardring_e2e::published::assignment_document;
 
-use crate::kit_group::{
-    Running, TestResult, in_fresh_namespace, ready_pod, shardring_run, wait_until,
+use crate::kit_group::{Running, TestResult, in_fresh_namespace, shardring_run, wait_until};
+use crate::least_privilege::{
+    GROUP, PODS, SHARDS, install_pool_and_group, token_client, token_kubeconfig,
 };
-use crate::least_privilege::{token_client, token_kubeconfig};
 
 /// The release the chart is rendered for: its objects are named after it,
 /// so they stand beside `deploy/install.yaml`'s (another test's).
 const RELEASE: &str = "e2e-scoped";
 const ACCOUNT: &str = "e2e-scoped-shardring";
-const GROUP: &str = "g";
-const SHARDS: u32 = 4;
-const PODS: [&str; 2] = ["p-0", "p-1"];
 const WAIT: Duration = Duration::from_secs(60);
-const IP: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1));
 
 #[tokio::test]
 async fn a_namespace_scoped_install_serves_its_namespaces_only() {
@@ -51,7 +45,6 @@ async fn a_namespace_scoped_install_serves_its_namespaces_only() {
 }
 
 async fn scenario(admin: &Client, first: &str) -> TestResult {
-    let _access = crate::ACCESS_TURN.lock().await;
     let second = format!("{first}-b");
     let unwatched = format!("{first}-c");
     let result = Box::pin(run(admin, first, &second, &unwatched)).await;
@@ -66,7 +59,7 @@ async fn scenario(admin: &Client, first: &str) -> TestResult {
 async fn run(admin: &Client, first: &str, second: &str, unwatched: &str) -> TestResult {
     apply_crds(admin).await?;
     for namespace in [first, second, unwatched] {
-        install_group(admin, namespace).await?;
+        install_pool_and_group(admin, namespace, Some(json!({"podAnnotations": false}))).await?;
     }
     ensure_operator_namespace(admin).await?;
     let chart = render_chart(&[first, second])?;
@@ -84,10 +77,13 @@ async fn run(admin: &Client, first: &str, second: &str, unwatched: &str) -> Test
             .args(["--metrics-addr", "127.0.0.1:0", "--no-endpoint"])
             .spawn()?,
     );
+    let mut epochs = Vec::new();
     for namespace in [first, second] {
         let epoch = wait_published(admin, namespace).await?;
         println!("namespace-scoped: {namespace} published at epoch {epoch}, no pod annotation");
+        epochs.push(epoch);
     }
+    written_back_as_it_was(admin, first, epochs[0]).await?;
     // The watched groups are published and Ready: by now the unwatched one
     // would have been too.
     let groups = Api::<ShardGroup>::namespaced(admin.clone(), unwatched);
@@ -174,26 +170,6 @@ async fn ensure_operator_namespace(admin: &Client) -> TestResult {
     }
 }
 
-/// Pool `p` of two Ready pods and static group `g` without pod annotations.
-async fn install_group(admin: &Client, namespace: &str) -> TestResult {
-    create_namespace(admin, namespace).await?;
-    let pool: ConsumerPool = serde_json::from_value(fixtures::pool(namespace, "p", "consumer"))?;
-    Api::<ConsumerPool>::namespaced(admin.clone(), namespace)
-        .create(&PostParams::default(), &pool)
-        .await?;
-    let since = jiff::Timestamp::now().to_string();
-    for pod in PODS {
-        ready_pod(admin, namespace, pod, "consumer", &since, IP).await?;
-    }
-    let mut group = fixtures::static_group(namespace, GROUP, "p", SHARDS);
-    group["metadata"]["labels"] = json!({ CONTROLLER_CLASS_LABEL: CONTROLLER_CLASS });
-    group["spec"]["output"] = json!({"podAnnotations": false});
-    Api::<ShardGroup>::namespaced(admin.clone(), namespace)
-        .create(&PostParams::default(), &serde_json::from_value(group)?)
-        .await?;
-    Ok(())
-}
-
 /// Waits for `namespace`'s document (every shard active) and status; no pod
 /// carries an annotation. The document's epoch.
 async fn wait_published(admin: &Client, namespace: &str) -> TestResult<u64> {
@@ -236,6 +212,50 @@ async fn wait_published(admin: &Client, namespace: &str) -> TestResult<u64> {
         );
     }
     Ok(epoch)
+}
+
+/// The document of `namespace`'s group (published at `epoch`) deleted: with
+/// no pod annotation to rebuild it from, the operator writes back the one
+/// it held, at a newer epoch, every shard still active on the same pod
+/// (not revoked from an unknown reader).
+async fn written_back_as_it_was(admin: &Client, namespace: &str, epoch: u64) -> TestResult {
+    let maps = Api::<ConfigMap>::namespaced(admin.clone(), namespace);
+    let name = format!("{GROUP}-assignment");
+    let owners =
+        |doc: &shardring_crds::AssignmentDocument| -> Vec<(String, Option<String>, String)> {
+            doc.shards
+                .iter()
+                .map(|(id, r)| (id.clone(), r.owner.clone(), format!("{:?}", r.state)))
+                .collect()
+        };
+    let before = owners(&assignment_document(&maps.get(&name).await?)?);
+    maps.delete(&name, &Default::default()).await?;
+    let after = wait_until("the deleted document written back", WAIT, || {
+        let (maps, name) = (maps.clone(), name.clone());
+        async move {
+            let map = maps
+                .get_opt(&name)
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or("not written back yet")?;
+            let doc = assignment_document(&map).map_err(|e| e.to_string())?;
+            if doc.epoch <= epoch {
+                return Err(format!("epoch {}", doc.epoch));
+            }
+            Ok(doc)
+        }
+    })
+    .await?;
+    assert_eq!(
+        owners(&after),
+        before,
+        "the document written back as it was"
+    );
+    println!(
+        "namespace-scoped: {namespace}'s deleted document written back at epoch {} as it was",
+        after.epoch
+    );
+    Ok(())
 }
 
 fn assert_forbidden<T: std::fmt::Debug>(what: &str, result: Result<T, kube::Error>) -> TestResult {
