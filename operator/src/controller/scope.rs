@@ -10,7 +10,10 @@
 //! hands the store one initial list, complete when every namespace has
 //! listed, after which a namespace's relist reaches the store as what it
 //! changed: `Apply` for each object listed, `Delete` for each object of that
-//! namespace the relist no longer has.
+//! namespace the relist no longer has. To know what a relist no longer has,
+//! each namespace's part keeps the objects it handed on: with several
+//! namespaces the watched objects are held twice (the stores', the
+//! merge's); one namespace, or all, go straight to the store as before.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Debug;
