@@ -191,6 +191,36 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
         return Err("the restarted operator rewrote documents of a pool at rest".into());
     }
 
+    // Three groups' documents deleted: each is written back as it was (from
+    // the last one the operator held), and the pool keeps its totals.
+    let deleted = [0, 7, 13].map(group_name);
+    let before = active_owners(client, namespace, &deleted).await?;
+    let config_maps = Api::<ConfigMap>::namespaced(client.clone(), namespace);
+    for group in &deleted {
+        config_maps
+            .delete(&format!("{group}-assignment"), &DeleteParams::default())
+            .await?;
+    }
+    wait_until(
+        "the deleted documents written back as they were",
+        WAIT,
+        || async {
+            let now = active_owners(client, namespace, &deleted).await?;
+            if now == before {
+                Ok(())
+            } else {
+                Err(format!("{now:?}"))
+            }
+        },
+    )
+    .await?;
+    let again = wait_balanced(client, namespace, &live).await?;
+    assert_eq!(
+        again, totals,
+        "the pool's totals after the documents came back"
+    );
+    println!("pool balance: 3 deleted documents written back as they were, totals {again:?}");
+
     // The oldest pod goes, a new one joins.
     let pods = Api::<Pod>::namespaced(client.clone(), namespace);
     pods.delete("p-0", &DeleteParams::default().grace_period(0))
@@ -317,6 +347,32 @@ async fn wait_empty(client: &Client, namespace: &str, pod: &str) -> TestResult {
 }
 
 /// Waits until every group's document has its partitions active on `live`
+/// Each of `groups`' active shards and their owners, from its document
+/// (an error while one has none).
+async fn active_owners(
+    client: &Client,
+    namespace: &str,
+    groups: &[String],
+) -> Result<BTreeMap<String, String>, String> {
+    let config_maps = Api::<ConfigMap>::namespaced(client.clone(), namespace);
+    let mut owners = BTreeMap::new();
+    for group in groups {
+        let name = format!("{group}-assignment");
+        let map = config_maps
+            .get_opt(&name)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("no {name}"))?;
+        let doc = assignment_document(&map).map_err(|e| e.to_string())?;
+        for (pod, entry) in &doc.pods {
+            for shard in &entry.active {
+                owners.insert(shard.clone(), pod.clone());
+            }
+        }
+    }
+    Ok(owners)
+}
+
 /// pods only, nothing revoking, each group within one partition per pod,
 /// and every live pod within one partition of the others over all groups;
 /// returns the totals per pod.
