@@ -53,14 +53,6 @@ impl WatchScope {
             WatchScope::Namespaces(list)
         }
     }
-
-    /// Whether objects of `namespace` are watched.
-    pub fn contains(&self, namespace: &str) -> bool {
-        match self {
-            WatchScope::All => true,
-            WatchScope::Namespaces(list) => list.iter().any(|ns| ns == namespace),
-        }
-    }
 }
 
 type Events<K> = BoxStream<'static, watcher::Result<watcher::Event<K>>>;
@@ -329,7 +321,5 @@ mod tests {
         assert_eq!(WatchScope::of([" ".to_owned()]), WatchScope::All);
         let scope = WatchScope::of(["b".into(), "a".into(), "b".into()]);
         assert_eq!(scope, WatchScope::Namespaces(vec!["a".into(), "b".into()]));
-        assert!(scope.contains("a") && !scope.contains("c"));
-        assert!(WatchScope::All.contains("c"));
     }
 }
