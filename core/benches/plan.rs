@@ -153,6 +153,7 @@ fn main() {
         loads: Default::default(),
         now: Timestamp::from_second(1_000_000).unwrap(),
         ceilings: None,
+        stateful_sets: Default::default(),
     };
     let (first, _) = time_without_memory(&obs, 3);
     obs = applied(obs);

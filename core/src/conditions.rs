@@ -62,6 +62,12 @@ pub mod reason {
     pub const NOT_PLANNED: &str = "NotPlanned";
     /// Shards are being handed over.
     pub const HANDOFF_IN_PROGRESS: &str = "HandoffInProgress";
+    /// Shards are held, unread, for pods that may return (ConsumerPool
+    /// `identity`).
+    pub const WAITING_FOR_RETURN: &str = "WaitingForReturn";
+    /// A hold for a returning pod ended without it: its shards moved (Event
+    /// reason).
+    pub const HOLD_EXPIRED: &str = "HoldExpired";
     /// No shard is being handed over.
     pub const STABLE: &str = "Stable";
     /// Nothing is wrong.

@@ -52,12 +52,8 @@ pub fn next_document<'a>(
         return Cow::Borrowed(prev);
     }
     // Pods that hold nothing are left out of the document.
-    doc.pods.retain(|_, p| !holds_nothing(p));
+    doc.pods.retain(|_, p| !p.is_empty());
     Cow::Owned(doc)
-}
-
-fn holds_nothing(pod: &PodAssignment) -> bool {
-    pod.active.is_empty() && pod.standby.is_empty() && pod.revoking.is_empty()
 }
 
 /// Adds each child's parents from the source's `lineage` to records that
@@ -127,13 +123,15 @@ pub fn annotation_writes(
             (Some(lists), Some(Ok(view)))
                 if same(&view.active, &lists.active)
                     && same(&view.standby, &lists.standby)
-                    && same(&view.revoking, &lists.revoking) => {}
+                    && same(&view.revoking, &lists.revoking)
+                    && same(&view.held, &lists.held) => {}
             (Some(lists), _) => {
                 let view = PodView {
                     epoch: doc.epoch,
                     active: lists.active.clone(),
                     standby: lists.standby.clone(),
                     revoking: lists.revoking.clone(),
+                    held: lists.held.clone(),
                 };
                 match view.to_checked_annotation(key) {
                     Ok(_) => writes.push(AnnotationWrite {
@@ -182,6 +180,8 @@ struct CurrentLists<'a> {
     standby: Vec<Cow<'a, str>>,
     #[serde(default, borrow)]
     revoking: Vec<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    held: Vec<Cow<'a, str>>,
 }
 
 fn same(current: &[Cow<'_, str>], wanted: &[String]) -> bool {

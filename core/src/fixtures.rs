@@ -112,6 +112,7 @@ pub fn observation(count: u32, pods: Vec<PodInfo>) -> Observation {
         loads: Default::default(),
         now: now(),
         ceilings: None,
+        stateful_sets: Default::default(),
     }
 }
 

@@ -33,6 +33,7 @@ pub(crate) mod events;
 #[cfg(feature = "fixtures")]
 pub mod fixtures;
 pub mod handoff;
+pub mod identity;
 pub mod leases;
 pub mod load;
 pub mod observation;

@@ -48,6 +48,10 @@ pub struct Observation {
     /// pool's deal gives this group's ⌈⌉ quotas (the observe step asks the
     /// pool's [`crate::pool::PoolBook`]); `None`: planned alone.
     pub ceilings: Option<Vec<String>>,
+    /// The StatefulSets of the group's namespace and their replicas (stable
+    /// identity: whether a pod of a name will be created again); empty
+    /// when the pool holds nothing for returning pods.
+    pub stateful_sets: crate::identity::StatefulSets,
 }
 
 /// A consumer's acknowledgement that it stopped reading a revoked shard,
@@ -157,6 +161,10 @@ pub struct PodInfo {
     /// Its IP (`status.podIP`), once it has one: the consumer endpoint
     /// checks that callers come from it.
     pub ip: Option<std::net::IpAddr>,
+    /// The StatefulSet that controls it (its controller owner reference),
+    /// if any: a pod of its name returns while its ordinal is below the
+    /// set's replicas.
+    pub stateful_set: Option<String>,
 }
 
 /// The topology as the controller knows it.

@@ -81,6 +81,9 @@ pub struct Decision {
     pub moves: Moves,
     /// Handoffs completed in this plan (for the handoff metrics).
     pub handoffs: Vec<handoff::Completed>,
+    /// Holds for returning pods that ended in this plan (for the metric of
+    /// seconds held unread).
+    pub holds_ended: Vec<handoff::HoldEnded>,
 }
 
 /// A document to publish, with the form the ConfigMap carries it in.
@@ -213,6 +216,7 @@ fn plan_assignment(
         pool,
         pods,
         topology,
+        identities,
     } = inputs(obs, kept_epoch, outcome)?;
     let recovered = handoff::trusted_memory(obs)
         .cloned()
@@ -254,6 +258,7 @@ fn plan_assignment(
         &output,
         previous_doc,
         kept_epoch,
+        &identities,
     );
     let mut records = std::mem::take(&mut step.records);
     document::add_lineage(&mut records, &obs.topology.lineage);
@@ -292,6 +297,7 @@ fn plan_assignment(
     note_oversized(outcome, &oversized);
 
     let (status, mut events) = status::build(obs, outcome);
+    events.extend(hold_expired_events(&step.holds_ended, &identities));
     if changed {
         events.insert(
             0,
@@ -315,6 +321,7 @@ fn plan_assignment(
             optional: output.optional_moves(),
         },
         handoffs: step.completed,
+        holds_ended: step.holds_ended,
     };
     Ok((
         decision,
@@ -398,5 +405,33 @@ fn blocked(obs: &Observation, outcome: Outcome, requeue_after: Duration) -> Deci
         requeue_after,
         moves: Moves::default(),
         handoffs: Vec::new(),
+        holds_ended: Vec::new(),
     }
+}
+
+/// One Event per pod whose hold ended without it: how many of its shards
+/// moved, since when they waited, and why it is not waited for any longer.
+fn hold_expired_events(
+    ended: &[handoff::HoldEnded],
+    identities: &crate::identity::Identities,
+) -> Vec<EventNote> {
+    let mut by_pod: std::collections::BTreeMap<&str, (u64, jiff::Timestamp)> =
+        std::collections::BTreeMap::new();
+    for end in ended.iter().filter(|e| !e.returned) {
+        let entry = by_pod.entry(end.pod.as_str()).or_insert((0, end.since));
+        entry.0 += 1;
+        entry.1 = entry.1.min(end.since);
+    }
+    by_pod
+        .into_iter()
+        .map(|(pod, (shards, since))| {
+            EventNote::normal(
+                reason::HOLD_EXPIRED,
+                format!(
+                    "{shards} shards held for pod {pod} since {since} are given to other pods: {}",
+                    identities.why_not(pod)
+                ),
+            )
+        })
+        .collect()
 }

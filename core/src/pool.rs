@@ -28,6 +28,7 @@ use crate::crds::shard_group::BalanceMode;
 use crate::crds::{AssignmentDocument, ConsumerPool, ShardGroup};
 use crate::engine::Pod;
 use crate::engine::pool::{Ceilings, PoolGroup, PoolInput, deal};
+use crate::identity::Returning;
 use crate::observation::PodInfo;
 
 /// One count-mode group of a pool: its name and readable shard count (what
@@ -85,6 +86,18 @@ pub struct PoolBook {
     reported: BTreeMap<String, u64>,
 }
 
+/// The pool a deal is made on: its spec, its selected pods, and those away
+/// that it waits for ([`crate::identity`]).
+#[derive(Debug, Clone, Copy)]
+pub struct PoolPods<'a> {
+    /// The pool.
+    pub pool: &'a ConsumerPool,
+    /// Its pods, as the observation holds them.
+    pub pods: &'a [PodInfo],
+    /// Pods away that it waits for, dealt to as if they were here.
+    pub returning: &'a BTreeMap<String, Returning>,
+}
+
 /// A group's row of the pool's deal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PoolRow {
@@ -101,14 +114,19 @@ impl PoolBook {
     /// count-mode group of the pool, `group` among them, with the readable
     /// count of its own observation; the others' from their documents,
     /// unless they reported a fresher one here) on the pool's
-    /// `pods` at `now`; `None` when the pool has fewer than two members.
+    /// `pods` (and those away but `returning`, dealt to as if they were
+    /// here: see [`crate::identity`]) at `now`; `None` when the pool has
+    /// fewer than two members.
     /// `holdings` reads what a member's pods hold now, only when the pool
     /// must be dealt again.
     pub fn row(
         &mut self,
         group: &str,
-        pool: &ConsumerPool,
-        pods: &[PodInfo],
+        PoolPods {
+            pool,
+            pods,
+            returning,
+        }: PoolPods<'_>,
         mut members: Vec<PoolMember>,
         mut holdings: impl FnMut(&str) -> BTreeMap<String, u64>,
         now: Timestamp,
@@ -126,7 +144,7 @@ impl PoolBook {
                 member.readable = readable;
             }
         }
-        let eligible: Vec<Pod> = crate::plan::engine_pods(pods, pool, now)
+        let eligible: Vec<Pod> = crate::plan::engine_pods(pods, pool, returning, now)
             .into_iter()
             .filter(|p| p.ready && !p.terminating)
             .collect();
@@ -209,8 +227,11 @@ mod tests {
                 let row = book
                     .row(
                         &name,
-                        &pool(0),
-                        pods,
+                        PoolPods {
+                            pool: &pool(0),
+                            pods,
+                            returning: &BTreeMap::new(),
+                        },
                         members(groups, readable),
                         |m| holdings.get(m).cloned().unwrap_or_default(),
                         now(),
@@ -239,8 +260,11 @@ mod tests {
         let mut book = PoolBook::default();
         let row = book.row(
             "ns/g-0",
-            &pool(0),
-            &pods(3),
+            PoolPods {
+                pool: &pool(0),
+                pods: &pods(3),
+                returning: &BTreeMap::new(),
+            },
             members(1, 4),
             |_| BTreeMap::new(),
             now(),
@@ -330,7 +354,17 @@ mod tests {
         let mut grown = members(20, 2);
         grown[0].readable = 4;
         let row = book
-            .row("ns/g-0", &pool(0), &pods, grown, holdings, now())
+            .row(
+                "ns/g-0",
+                PoolPods {
+                    pool: &pool(0),
+                    pods: &pods,
+                    returning: &BTreeMap::new(),
+                },
+                grown,
+                holdings,
+                now(),
+            )
             .expect("a row");
         assert_eq!(row.ceilings.len(), 4);
         // Its two new extras fit beside the others' (42 over 8: at most 6
@@ -339,7 +373,17 @@ mod tests {
         // A peer asks with g-0's document count: the book knows better,
         // and does not deal again.
         let peer = book
-            .row("ns/g-1", &pool(0), &pods, members(20, 2), holdings, now())
+            .row(
+                "ns/g-1",
+                PoolPods {
+                    pool: &pool(0),
+                    pods: &pods,
+                    returning: &BTreeMap::new(),
+                },
+                members(20, 2),
+                holdings,
+                now(),
+            )
             .expect("a row");
         assert!(peer.changed.is_empty());
         let mut per_pod: BTreeMap<String, usize> = BTreeMap::new();
@@ -348,7 +392,17 @@ mod tests {
             let mut asked = members(20, 2);
             asked[0].readable = if g == 0 { 4 } else { 2 };
             let row = book
-                .row(&name, &pool(0), &pods, asked, holdings, now())
+                .row(
+                    &name,
+                    PoolPods {
+                        pool: &pool(0),
+                        pods: &pods,
+                        returning: &BTreeMap::new(),
+                    },
+                    asked,
+                    holdings,
+                    now(),
+                )
                 .expect("a row");
             for pod in row.ceilings {
                 *per_pod.entry(pod).or_default() += 1;

@@ -56,6 +56,20 @@ pub(crate) struct Outcome {
     /// What the plan reports of the measured load, `None` to keep the
     /// current one (no plan was made).
     pub measured_load: Option<crate::plan::throughput::LoadOutcome>,
+    /// Shards held for pods that may return, in the document in place.
+    pub waiting: Option<Waiting>,
+}
+
+/// Shards held for returning pods (stable identity), as the document in
+/// place shows them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Waiting {
+    /// How many.
+    pub shards: u64,
+    /// The earliest end of their holds.
+    pub until: Timestamp,
+    /// The pods they wait for, sorted.
+    pub pods: Vec<String>,
 }
 
 /// The status for `outcome`, and the Events its condition transitions call for.
@@ -203,6 +217,21 @@ pub(crate) fn build(obs: &Observation, outcome: &Outcome) -> (ShardGroupStatus, 
             now,
             previous,
         )
+    } else if let Some(waiting) = &outcome.waiting {
+        conditions::condition(
+            PROGRESSING,
+            true,
+            reason::WAITING_FOR_RETURN,
+            format!(
+                "{} shards are held, unread, for {} to return (ConsumerPool identity); they move to other pods at {} unless it is back",
+                waiting.shards,
+                waiting.pods.join(", "),
+                waiting.until
+            ),
+            generation,
+            now,
+            previous,
+        )
     } else {
         conditions::condition(
             PROGRESSING,
@@ -284,6 +313,11 @@ pub(crate) fn build(obs: &Observation, outcome: &Outcome) -> (ShardGroupStatus, 
         drain_started: protocol.drain_started,
         oldest_revoke: protocol.oldest_revoke,
         last_topology_time: outcome.topology_time.or(current.last_topology_time),
+        held_until: if planned {
+            outcome.waiting.as_ref().map(|w| w.until)
+        } else {
+            current.held_until
+        },
         throughput: match &outcome.measured_load {
             Some(load) => load.status.clone(),
             None => current.throughput.clone(),

@@ -199,6 +199,7 @@ mod tests {
                 active: vec!["a".into()],
                 standby: vec![],
                 revoking: vec!["b".into()],
+                held: vec![],
             },
             checkpoints: BTreeMap::from([("a".into(), "42".into())]),
         };

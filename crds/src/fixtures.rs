@@ -100,6 +100,7 @@ pub fn pool(
             capacity: CapacitySpec::default(),
             max_shards_per_pod: None,
             topology_keys: vec![],
+            identity: None,
         },
     );
     pool.metadata.namespace = Some(namespace.into());

@@ -20,7 +20,8 @@ pub mod lease_record;
 pub mod shard_group;
 
 pub use assignment::{
-    AssignmentDocument, Handoff, HashKeyRange, PodAssignment, PodView, ShardPhase, ShardRecord,
+    AssignmentDocument, Handoff, HashKeyRange, PodAssignment, PodView, ReturnHold, ShardPhase,
+    ShardRecord,
 };
 pub use consumer_pool::{ConsumerPool, ConsumerPoolSpec, ConsumerPoolStatus};
 pub use crd::{crd_files, crd_yaml};

@@ -171,6 +171,7 @@ impl World {
                 config_maps: cm_reader,
                 departed: Default::default(),
                 documents: Default::default(),
+                stateful_sets: reflector::store().0,
             },
             pods: cached,
             config_maps: cm_writer,

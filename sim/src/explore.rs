@@ -424,6 +424,7 @@ fn reconcile(s: &State, template: &Operator) -> State {
         loads: Default::default(),
         now,
         ceilings: None,
+        stateful_sets: Default::default(),
     };
     let d = plan(&obs);
     if let Some(write) = &d.document_write {

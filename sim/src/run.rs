@@ -48,6 +48,10 @@ pub struct EventCounts {
     pub unscheduled: u64,
     /// StatefulSet pods recreated under the name of one that was removed.
     pub recreated: u64,
+    /// Shards held for a returning pod that came back for them.
+    pub holds_returned: u64,
+    /// Shards held for a returning pod that moved when the hold ended.
+    pub holds_expired: u64,
 }
 
 /// The result of one seed.
@@ -68,6 +72,11 @@ pub struct SeedOutcome {
     /// Records read, and read again.
     pub records: (u64, u64),
 }
+
+/// The return window of the seeds that hold for returning pods: shorter
+/// than most recreations take in the world, so holds both end with the pod
+/// back and expire.
+pub const HOLD_WINDOW: &str = "15s";
 
 /// Runs one seed.
 pub fn run_seed(seed: u64, config: SimConfig) -> SeedOutcome {
@@ -101,6 +110,16 @@ pub(crate) fn setup(seed: u64, throughput: bool) -> Sim {
         topology_stale: 0.1,
         lease_fail: 0.05,
     };
+    // Half the StatefulSet seeds hold a departed pod's shards for its
+    // return (ConsumerPool identity; derived from the seed, so the random
+    // stream is unchanged): holds that end with the pod back, and holds
+    // that expire (a pod not recreated, or recreated late).
+    if statefulset && (seed / 2).is_multiple_of(2) {
+        op.pool.spec.identity = Some(shardring_crds::consumer_pool::IdentitySpec {
+            stable: true,
+            return_within: HOLD_WINDOW.into(),
+        });
+    }
     let mut sim = Sim {
         world,
         op,
@@ -255,6 +274,8 @@ impl Summary {
         e.merges += o.events.merges;
         e.unscheduled += o.events.unscheduled;
         e.recreated += o.events.recreated;
+        e.holds_returned += o.events.holds_returned;
+        e.holds_expired += o.events.holds_expired;
         let f = &mut self.faults;
         f.writes_failed += o.faults.writes_failed;
         f.writes_late += o.faults.writes_late;

@@ -236,7 +236,14 @@ impl Sim {
             self.op.fault(now);
         }
         if now >= self.op.down_until && now >= self.op.next_reconcile {
-            self.op.reconcile(&mut self.world, &mut self.rng);
+            let decision = self.op.reconcile(&mut self.world, &mut self.rng);
+            for end in &decision.holds_ended {
+                if end.returned {
+                    self.events.holds_returned += 1;
+                } else {
+                    self.events.holds_expired += 1;
+                }
+            }
         }
         self.check_revokes();
     }

@@ -82,6 +82,7 @@ fn pod_view(epoch: u64, active: &[&str], revoking: &[&str]) -> PodView {
         active: active.iter().map(|s| (*s).to_owned()).collect(),
         standby: Vec::new(),
         revoking: revoking.iter().map(|s| (*s).to_owned()).collect(),
+        held: Vec::new(),
     }
 }
 

@@ -239,6 +239,7 @@ mod tests {
             active: active.iter().map(|s| (*s).to_owned()).collect(),
             standby: vec!["s9".into()],
             revoking: revoking.iter().map(|s| (*s).to_owned()).collect(),
+            held: Vec::new(),
         }
     }
 

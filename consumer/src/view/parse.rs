@@ -189,6 +189,7 @@ mod tests {
                 active: vec!["shardId-000000000001".into()],
                 standby: vec![],
                 revoking: vec!["shardId-000000000002".into()],
+                held: Vec::new(),
             },
         );
         doc.shards
@@ -232,6 +233,7 @@ mod tests {
             active: vec!["shardId-000000000001".into()],
             standby: vec![],
             revoking: vec!["shardId-000000000003".into()],
+            held: Vec::new(),
         };
         let value = view.to_annotation().replace('"', "\\\"");
         let text = format!(

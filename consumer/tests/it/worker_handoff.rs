@@ -98,6 +98,7 @@ fn publish(pod: &Pod, epoch: u64, active: &[&str], revoking: &[&str]) {
         active: active.iter().map(|s| (*s).to_owned()).collect(),
         standby: Vec::new(),
         revoking: revoking.iter().map(|s| (*s).to_owned()).collect(),
+        held: Vec::new(),
     });
 }
 

@@ -53,6 +53,7 @@ fn first_publish(now: Timestamp) -> Observation {
         loads: Default::default(),
         now,
         ceilings: None,
+        stateful_sets: Default::default(),
     }
 }
 

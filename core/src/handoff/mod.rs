@@ -70,7 +70,7 @@ pub(crate) use clocks::Timing;
 pub use evidence::Evidence;
 pub use recover::UNKNOWN_READER;
 pub(crate) use recover::{recover_previous, revoke_unknown_readers, trusted_memory};
-pub use step::Completed;
+pub use step::{Completed, HoldEnded};
 pub(crate) use step::{HandoffResult, engine_previous, step};
 
 /// Progressing reason while handoffs run without a lease table (the weaker,

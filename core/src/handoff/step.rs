@@ -10,8 +10,9 @@ use jiff::Timestamp;
 
 use super::clocks::{Timing, drain_clocks, graceful_pods};
 use super::evidence::Evidence;
-use crate::crds::{AssignmentDocument, Handoff, HashKeyRange, ShardPhase, ShardRecord};
+use crate::crds::{AssignmentDocument, Handoff, HashKeyRange, ReturnHold, ShardPhase, ShardRecord};
 use crate::engine::{PlanOutput, Previous, ShardState};
+use crate::identity::{Identities, Returning};
 use crate::observation::{Observation, PodInfo};
 use crate::topology::Topology;
 
@@ -28,6 +29,20 @@ pub struct Completed {
     pub evidence: Evidence,
     /// Time from the revoke to now.
     pub duration: Duration,
+}
+
+/// A hold for a returning pod that ended in this plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HoldEnded {
+    /// The shard.
+    pub shard: String,
+    /// The pod it waited for.
+    pub pod: String,
+    /// When the pod went away.
+    pub since: Timestamp,
+    /// Whether the pod came back for it (else it moved to another pod, or
+    /// stays unassigned).
+    pub returned: bool,
 }
 
 /// The result of the handoff step.
@@ -47,14 +62,17 @@ pub(crate) struct HandoffResult {
     pub oldest_revoke: Option<Timestamp>,
     /// When the youngest revoke in flight was published.
     pub youngest_revoke: Option<Timestamp>,
-    /// How long until some revoke in flight may complete by a timeout, if any.
+    /// How long until some revoke in flight may complete by a timeout, or
+    /// a hold for a returning pod ends, if any.
     pub next_check: Option<Duration>,
+    /// Holds for returning pods that ended in this plan.
+    pub holds_ended: Vec<HoldEnded>,
 }
 
 /// The engine's view of the previous assignment: an `Active` shard is on its
 /// owner; a `Revoking` shard is on its destination (so the engine neither
 /// re-plans nor re-counts a move already decided), or unplaced when it has
-/// none yet.
+/// none yet; a `Held` shard is on the pod it waits for.
 pub(crate) fn engine_previous(
     published: Option<&AssignmentDocument>,
 ) -> BTreeMap<String, Previous> {
@@ -65,7 +83,7 @@ pub(crate) fn engine_previous(
         .iter()
         .filter_map(|(id, r)| {
             let owner = match r.state {
-                ShardPhase::Active => r.owner.clone()?,
+                ShardPhase::Active | ShardPhase::Held => r.owner.clone()?,
                 ShardPhase::Revoking => r.handoff.as_ref()?.to.clone()?,
                 ShardPhase::Pending | ShardPhase::Complete => return None,
             };
@@ -90,6 +108,7 @@ pub(crate) fn step(
     output: &PlanOutput,
     published: Option<&AssignmentDocument>,
     kept_epoch: u64,
+    identities: &Identities,
 ) -> HandoffResult {
     let now = obs.now;
     let current = obs.group.status.clone().unwrap_or_default();
@@ -111,6 +130,7 @@ pub(crate) fn step(
         published_epoch: published
             .filter(|d| d.epoch > 0)
             .map_or(kept_epoch, |d| d.epoch),
+        identities,
     };
     let pending: BTreeSet<&str> = output.pending.iter().map(String::as_str).collect();
     let mut result = HandoffResult::default();
@@ -151,7 +171,12 @@ pub(crate) fn step(
                 &mut result,
             );
         }
+        note_hold_end(&shard.id, previous, &record, &mut result);
         records.push((shard.id.clone(), record));
+    }
+    if let Some(deadline) = identities.next_deadline() {
+        let wait = deadline.duration_since(now).unsigned_abs();
+        result.next_check = Some(result.next_check.map_or(wait, |w| w.min(wait)));
     }
     // Sorted input: `collect` only checks the order and builds the tree in
     // bulk (a repeated id keeps its last record, as inserting would).
@@ -180,6 +205,39 @@ pub(crate) fn step(
     };
     (result.oldest_revoke, result.youngest_revoke) = (revokes().min(), revokes().max());
     result
+}
+
+/// Records in `result` the end of the hold `previous` carried, when
+/// `record` no longer carries it (for the same pod).
+fn note_hold_end(
+    shard: &str,
+    previous: Option<&ShardRecord>,
+    record: &ShardRecord,
+    result: &mut HandoffResult,
+) {
+    let Some((pod, hold)) =
+        previous.and_then(|p| Some((p.owner.as_deref()?, p.return_hold.as_deref()?)))
+    else {
+        return;
+    };
+    if record.return_hold.is_some() && record.owner.as_deref() == Some(pod) {
+        return;
+    }
+    result.holds_ended.push(HoldEnded {
+        shard: shard.to_owned(),
+        pod: pod.to_owned(),
+        since: hold.since,
+        returned: record.state == ShardPhase::Active && record.owner.as_deref() == Some(pod),
+    });
+}
+
+/// The record of a hold for `returning`.
+fn return_hold(returning: &Returning) -> Box<ReturnHold> {
+    Box::new(ReturnHold {
+        since: returning.since,
+        until: returning.until,
+        uid: returning.uid.clone(),
+    })
 }
 
 /// A cursor over a map's entries in key order, asked for keys in ascending
@@ -221,42 +279,66 @@ pub(super) struct Ctx<'a> {
     pub(super) drain: &'a BTreeMap<String, Timestamp>,
     pub(super) next_epoch: u64,
     pub(super) published_epoch: u64,
+    pub(super) identities: &'a Identities,
 }
 
 impl Ctx<'_> {
     /// Fills `record` for a readable shard the engine placed on `owner`.
+    /// A shard placed on a pod that is away and waited for is never made
+    /// active: it is revoked from whoever reads it, and held once they let
+    /// go (or at once when nobody reads it).
     fn place(
         &self,
         id: &str,
         previous: Option<&ShardRecord>,
         owner: Option<String>,
-        standbys: Vec<String>,
+        mut standbys: Vec<String>,
         record: &mut ShardRecord,
         result: &mut HandoffResult,
     ) {
         let now = self.obs.now;
-        let held = previous.and_then(|p| match p.state {
+        // A pod that is away backs nothing up.
+        standbys.retain(|s| self.identities.hold_for(s).is_none());
+        let waits_for = owner.as_deref().and_then(|o| self.identities.hold_for(o));
+        let read = previous.and_then(|p| match p.state {
             ShardPhase::Active | ShardPhase::Revoking => p.owner.clone().map(|o| (o, p)),
-            ShardPhase::Pending | ShardPhase::Complete => None,
+            ShardPhase::Pending | ShardPhase::Complete | ShardPhase::Held => None,
         });
-        let Some((from, prev)) = held else {
-            // Nobody reads it: publish it active at once.
-            record.state = ShardPhase::Active;
+        let Some((from, prev)) = read else {
+            // Nobody reads it: held for the pod it waits for, or published
+            // active at once.
+            record.state = if waits_for.is_some() {
+                ShardPhase::Held
+            } else {
+                ShardPhase::Active
+            };
+            record.return_hold = waits_for.map(return_hold);
             record.owner = owner;
             record.standbys = standbys;
             return;
         };
-        if owner.as_deref() == Some(from.as_str()) {
-            // Stays (or a revoke is called off: its owner is wanted again and
-            // nobody else was given the shard). A checkpoint handed over
-            // with it stays while it does.
-            if prev.state == ShardPhase::Active {
-                record.checkpoint.clone_from(&prev.checkpoint);
+        if owner.as_deref() == Some(from.as_str()) && waits_for.is_none() {
+            let other_pod_back = prev.state == ShardPhase::Revoking
+                && prev.return_hold.as_ref().is_some_and(|hold| {
+                    hold.uid.as_deref().is_some_and(|uid| {
+                        self.pods.get(from.as_str()).is_some_and(|p| p.uid != uid)
+                    })
+                });
+            if !other_pod_back {
+                // Stays (or a revoke is called off: its owner is wanted
+                // again, nobody else was given the shard, and it is the pod
+                // object it was revoked from). A checkpoint handed over with
+                // it stays while it does.
+                if prev.state == ShardPhase::Active {
+                    record.checkpoint.clone_from(&prev.checkpoint);
+                }
+                record.state = ShardPhase::Active;
+                record.owner = owner;
+                record.standbys = standbys;
+                return;
             }
-            record.state = ShardPhase::Active;
-            record.owner = owner;
-            record.standbys = standbys;
-            return;
+            // Another pod of the name is back before the one the shard was
+            // revoked from was seen letting go: the revoke runs on.
         }
         let (since, epoch, lease_counter) = match (&prev.state, &prev.handoff) {
             (ShardPhase::Revoking, Some(h)) if h.epoch > 0 => (h.since, h.epoch, h.lease_counter),
@@ -287,13 +369,25 @@ impl Ctx<'_> {
                 evidence,
                 duration: now.duration_since(since).unsigned_abs(),
             });
-            record.state = ShardPhase::Active;
+            record.state = if waits_for.is_some() {
+                ShardPhase::Held
+            } else {
+                ShardPhase::Active
+            };
+            record.return_hold = waits_for.map(return_hold);
             record.owner = owner;
             record.standbys = standbys;
             return;
         }
         record.state = ShardPhase::Revoking;
         record.standbys = standbys.into_iter().filter(|s| *s != from).collect();
+        // Held for its own owner (away, waited for), or for the pod that
+        // came back under its name: the hold runs on until it ends.
+        record.return_hold = waits_for.map(return_hold).or_else(|| {
+            (owner.as_deref() == Some(from.as_str()))
+                .then(|| prev.return_hold.clone())
+                .flatten()
+        });
         record.owner = Some(from);
         record.handoff = Some(Box::new(Handoff {
             to: owner,

@@ -67,6 +67,7 @@ fn settled(balance: BalanceMode) -> Observation {
         loads: LoadObservation::default(),
         now: t0() - secs(3_600),
         ceilings: None,
+        stateful_sets: Default::default(),
     };
     settle(obs).0
 }

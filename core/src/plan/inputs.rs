@@ -3,6 +3,7 @@
 //! them (eligibility after `minReadySeconds`, capacity, zone), the engine
 //! options, and the engine run under the pacing of optional moves.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -12,6 +13,7 @@ use crate::crds::shard_group::{PodCounts, ShardGroupSpec};
 use crate::crds::{AssignmentDocument, ConsumerPool};
 use crate::engine::{self, Balance, PlanInput, PlanOptions, PlanOutput};
 use crate::handoff;
+use crate::identity::{self, Identities, Returning};
 use crate::observation::{Observation, PodInfo};
 use crate::pacing;
 use crate::status::{Outcome, Problem};
@@ -25,6 +27,8 @@ pub(super) struct Inputs<'a> {
     pub(super) pods: Vec<engine::Pod>,
     /// The topology to plan on (the last good one after a failed read).
     pub(super) topology: &'a Topology,
+    /// The pods away that their shards wait for (stable identity).
+    pub(super) identities: Identities,
 }
 
 /// The pool, its pods and the topology to plan on, or the problem that
@@ -53,8 +57,20 @@ pub(super) fn inputs<'a>(
             blocks_ready: true,
         });
     };
-    let pods = engine_pods(&obs.pods, pool, obs.now);
-    outcome.pods = pod_counts(&obs.pods, &pods);
+    let previous = obs
+        .published
+        .document()
+        .or_else(|| handoff::trusted_memory(obs));
+    let identities = identity::identities(
+        pool,
+        &obs.pods,
+        &obs.stateful_sets,
+        &obs.departed,
+        previous.as_slice(),
+        obs.now,
+    );
+    let pods = engine_pods(&obs.pods, pool, &identities.returning, obs.now);
+    outcome.pods = pod_counts(&obs.pods, &pods, &identities.returning);
     let Some(topology) = &obs.topology.last_good else {
         return Err(match &obs.topology.error {
             Some(error) => Problem {
@@ -69,7 +85,9 @@ pub(super) fn inputs<'a>(
             },
         });
     };
-    if outcome.pods.eligible == 0 {
+    // Pods that are away but waited for are planned on (their shards are
+    // revoked and held for them): only a pool with neither blocks.
+    if outcome.pods.eligible == 0 && identities.returning.is_empty() {
         return Err(Problem {
             reason: reason::NO_READY_PODS,
             message: format!(
@@ -83,6 +101,7 @@ pub(super) fn inputs<'a>(
         pool,
         pods,
         topology,
+        identities,
     })
 }
 
@@ -148,30 +167,68 @@ fn ready_for(pod: &PodInfo, min_ready: Duration, now: Timestamp) -> bool {
 
 /// The pool's selected pods as engine pods (not-yet-eligible pods are passed
 /// as not ready, terminating ones as terminating, so their shards move).
+/// Pods that are away and `returning` are passed as eligible, those gone
+/// from the API too (with the pool's default capacity), so the engine keeps
+/// their shards where they were, and so does the pool's deal; the handoff
+/// step then holds those shards for them instead of activating them.
+/// Their Ready time counts as unknown (oldest), not as the transition that
+/// took them away.
 pub(crate) fn engine_pods(
     pods: &[PodInfo],
     pool: &ConsumerPool,
+    returning: &BTreeMap<String, Returning>,
     now: Timestamp,
 ) -> Vec<engine::Pod> {
     let min_ready = pool.spec.min_ready();
-    pods.iter()
+    let mut engine_pods: Vec<engine::Pod> = pods
+        .iter()
         .filter(|p| p.selected)
-        .map(|p| engine::Pod {
-            name: p.name.clone(),
-            ready: ready_for(p, min_ready, now),
-            terminating: p.deletion_timestamp.is_some(),
-            capacity: pool.spec.capacity.weight_of(&p.labels).max(1),
-            zone: p.zone.clone(),
-            node: p.node_name.clone(),
-            ready_since: p.ready_since.map(|t| t.as_second()),
+        .map(|p| {
+            let away = returning.contains_key(&p.name);
+            engine::Pod {
+                name: p.name.clone(),
+                ready: away || ready_for(p, min_ready, now),
+                terminating: !away && p.deletion_timestamp.is_some(),
+                capacity: pool.spec.capacity.weight_of(&p.labels).max(1),
+                zone: p.zone.clone(),
+                node: p.node_name.clone(),
+                ready_since: if away {
+                    None
+                } else {
+                    p.ready_since.map(|t| t.as_second())
+                },
+            }
         })
-        .collect()
+        .collect();
+    for name in returning.keys() {
+        if !pods.iter().any(|p| p.selected && &p.name == name) {
+            engine_pods.push(engine::Pod {
+                name: name.clone(),
+                ready: true,
+                terminating: false,
+                capacity: pool.spec.capacity.default.max(1),
+                zone: None,
+                node: None,
+                ready_since: None,
+            });
+        }
+    }
+    engine_pods
 }
 
-fn pod_counts(all: &[PodInfo], pods: &[engine::Pod]) -> PodCounts {
+/// The pool's pod counts: selected, and eligible (pods away that are waited
+/// for are not).
+fn pod_counts(
+    all: &[PodInfo],
+    pods: &[engine::Pod],
+    returning: &BTreeMap<String, Returning>,
+) -> PodCounts {
     PodCounts {
         selected: all.iter().filter(|p| p.selected).count() as u64,
-        eligible: pods.iter().filter(|p| p.ready && !p.terminating).count() as u64,
+        eligible: pods
+            .iter()
+            .filter(|p| p.ready && !p.terminating && !returning.contains_key(&p.name))
+            .count() as u64,
     }
 }
 

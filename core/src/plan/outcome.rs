@@ -9,7 +9,7 @@ use crate::engine::{self, PlanOutput, ShardState};
 use crate::handoff;
 use crate::observation::Observation;
 use crate::pacing;
-use crate::status::{Outcome, Problem};
+use crate::status::{Outcome, Problem, Waiting};
 use crate::topology::Topology;
 
 /// Records in `outcome` what the assignment in place after this plan looks
@@ -24,7 +24,10 @@ pub(super) fn record_assignment(
     changed: bool,
 ) {
     outcome.epoch = doc.epoch;
-    outcome.shards = Some(shard_counts(topology, output));
+    outcome.waiting = waiting(doc);
+    let mut counts = shard_counts(topology, output);
+    counts.held = outcome.waiting.as_ref().map_or(0, |w| w.shards);
+    outcome.shards = Some(counts);
     outcome.load = Some(load_range(output));
     outcome.moves_in_flight = moves_in_flight(doc);
     outcome.pods_with_shards = doc.pods.len() as u64;
@@ -109,7 +112,28 @@ fn shard_counts(topology: &Topology, output: &PlanOutput) -> ShardCounts {
             .count() as u64,
         pending,
         unassigned: output.unassigned.len() as u64,
+        held: 0,
     }
+}
+
+/// The shards `doc` holds for returning pods, if any.
+fn waiting(doc: &AssignmentDocument) -> Option<Waiting> {
+    let mut shards = 0;
+    let mut until: Option<jiff::Timestamp> = None;
+    let mut pods = std::collections::BTreeSet::new();
+    for record in doc.shards.values() {
+        let (Some(hold), Some(owner)) = (&record.return_hold, &record.owner) else {
+            continue;
+        };
+        shards += 1;
+        until = Some(until.map_or(hold.until, |u| u.min(hold.until)));
+        pods.insert(owner.clone());
+    }
+    Some(Waiting {
+        shards,
+        until: until?,
+        pods: pods.into_iter().collect(),
+    })
 }
 
 fn load_range(output: &PlanOutput) -> (u64, u64) {

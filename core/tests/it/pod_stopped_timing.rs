@@ -86,6 +86,7 @@ fn settled(fixed: bool) -> Observation {
         loads: Default::default(),
         now: now() - SignedDuration::from_mins(30),
         ceilings: None,
+        stateful_sets: Default::default(),
     };
     obs = settle(obs);
     obs.now = now();

@@ -12,7 +12,10 @@
 //! It may read a shard only while the shard is in its `active` list at the
 //! newest epoch it has seen (and, with a lease table, while it holds the lease);
 //! a shard in its `revoking` list must be stopped, checkpointed and released at
-//! once. Views with an older epoch than one already seen are ignored.
+//! once. Views with an older epoch than one already seen are ignored. A
+//! shard in its `held` list is its own again once it is back (its pool holds
+//! shards for returning pods, `identity.stable`): nobody reads it meanwhile,
+//! and neither may it until the shard is in `active`.
 
 pub mod encoding;
 
@@ -104,12 +107,20 @@ pub struct PodAssignment {
     /// Shards this pod must stop reading at once: checkpoint and release.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub revoking: Vec<String>,
+    /// Shards held for this pod's return: nobody reads them; they are active
+    /// on it again once it is eligible (within its pool's return window).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<String>,
 }
 
 impl PodAssignment {
-    /// Whether the pod holds nothing: no active, standby or revoking shard.
+    /// Whether the pod holds nothing: no active, standby, revoking or held
+    /// shard.
     pub fn is_empty(&self) -> bool {
-        self.active.is_empty() && self.standby.is_empty() && self.revoking.is_empty()
+        self.active.is_empty()
+            && self.standby.is_empty()
+            && self.revoking.is_empty()
+            && self.held.is_empty()
     }
 }
 
@@ -136,6 +147,10 @@ pub struct PodView {
     /// Shards this pod must stop reading at once.
     #[serde(default)]
     pub revoking: Vec<String>,
+    /// Shards held for this pod while it was away (not Ready, restarting):
+    /// not to be read; they come back in `active` once it is eligible.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<String>,
 }
 
 /// State of one shard in the published document.
@@ -163,6 +178,11 @@ pub enum ShardPhase {
     Pending,
     /// Read to its end; nobody needs to read it again.
     Complete,
+    /// Held for its owner, which stopped being eligible and may return
+    /// (its pool's `identity.returnWithin`): its owner let go, nobody reads
+    /// it, and it is active on that owner again once it is back, or moves
+    /// when the window (`returnHold.until`) ends.
+    Held,
 }
 
 /// Inclusive range of the 128-bit hash key space, as decimal strings.
@@ -208,6 +228,22 @@ pub struct Handoff {
     pub lease_counter: Option<u64>,
 }
 
+/// A hold for a returning owner: since when the owner is away, until when
+/// its shard waits, and which pod object left (a returning pod of the same
+/// name but another uid is another process, so a revoke in flight is not
+/// called off for it without evidence that the first one let go).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReturnHold {
+    /// When the owner stopped being eligible (RFC 3339).
+    pub since: Timestamp,
+    /// When the hold ends and the shard moves (RFC 3339).
+    pub until: Timestamp,
+    /// The uid of the owner's pod object when it left, when it was seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+}
+
 /// One shard's entry in the document.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -243,6 +279,10 @@ pub struct ShardRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[allow(clippy::box_collection)]
     pub checkpoint: Option<Box<String>>,
+    /// Present while the shard waits for its returning owner: `Held`, or
+    /// `Revoking` from an owner it waits for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub return_hold: Option<Box<ReturnHold>>,
 }
 
 /// JSON Schema (2020-12) of the ConfigMap document, committed as
@@ -306,6 +346,7 @@ impl AssignmentDocument {
             let list: fn(&mut PodAssignment) -> &mut Vec<String> = match shard.state {
                 ShardPhase::Active => |p: &mut PodAssignment| &mut p.active,
                 ShardPhase::Revoking => |p: &mut PodAssignment| &mut p.revoking,
+                ShardPhase::Held => |p: &mut PodAssignment| &mut p.held,
                 ShardPhase::Pending | ShardPhase::Complete => continue,
             };
             if let Some(owner) = &shard.owner {
@@ -331,6 +372,7 @@ impl AssignmentDocument {
             active: entry.active,
             standby: entry.standby,
             revoking: entry.revoking,
+            held: entry.held,
         }
     }
 }

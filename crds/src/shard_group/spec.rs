@@ -32,6 +32,8 @@ use crate::assignment::{ANNOTATION_PREFIX, CONFIGMAP_SUFFIX};
     printcolumn(name = "Pods", type_ = "integer", json_path = ".status.pods.eligible", description = "Pods that receive shards"),
     printcolumn(name = "Load", type_ = "string", json_path = ".status.load", description = "Fewest/most shards on one pod"),
     printcolumn(name = "Moves", type_ = "integer", json_path = ".status.movesInFlight", description = "Shards being handed over"),
+    printcolumn(name = "Held", type_ = "integer", json_path = ".status.shards.held", description = "Shards held for a returning pod (unread), until .status.heldUntil"),
+    printcolumn(name = "Held-Until", type_ = "date", json_path = ".status.heldUntil", description = "When the first hold for a returning pod ends"),
     printcolumn(name = "Spread", type_ = "string", json_path = ".status.throughput.spread", description = "balance: throughput: least/most load on one pod ÷ its fair share"),
     printcolumn(name = "Recommended", type_ = "integer", json_path = ".status.recommendedReplicas", description = "Replicas spec.scaling asks for"),
     printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status", description = "Whether the assignment is published and current"),

@@ -103,6 +103,14 @@ pub struct ShardGroupStatus {
         deserialize_with = "lenient::time"
     )]
     pub last_topology_time: Option<Timestamp>,
+    /// When the first hold for a returning pod ends (RFC 3339): its shards
+    /// move then unless the pod is back (`shards.held` counts them).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::time"
+    )]
+    pub held_until: Option<Timestamp>,
     /// `balance: throughput`: how the measured load lies and when shards
     /// last moved for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -185,6 +193,10 @@ pub struct ShardCounts {
     /// Readable shards with no owner (no eligible pod had room).
     #[serde(default)]
     pub unassigned: u64,
+    /// Readable shards held for a pod that may return (its pool's
+    /// `identity`): unread until it is back or the hold ends.
+    #[serde(default)]
+    pub held: u64,
 }
 
 /// Pod counts of a ShardGroup's pool.

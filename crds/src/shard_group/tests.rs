@@ -118,7 +118,7 @@ fn accessors_report_the_field_of_a_bad_duration() {
 fn status_times_keep_their_rfc_3339_wire_format() {
     let stored = serde_json::json!({
         "epoch": 3,
-        "shards": {"total": 0, "open": 0, "closed": 0, "pending": 0, "unassigned": 0},
+        "shards": {"total": 0, "open": 0, "closed": 0, "pending": 0, "unassigned": 0, "held": 0},
         "pods": {"selected": 0, "eligible": 0},
         "minLoad": 0, "maxLoad": 0, "movesInFlight": 1,
         "moveLog": ["2026-11-21T12:00:00Z 3", "2026-11-21T12:00:30.25Z 1"],

@@ -75,6 +75,8 @@ fn shard_group_printer_columns() {
         ("Pods", ".status.pods.eligible"),
         ("Load", ".status.load"),
         ("Moves", ".status.movesInFlight"),
+        ("Held", ".status.shards.held"),
+        ("Held-Until", ".status.heldUntil"),
         ("Spread", ".status.throughput.spread"),
         ("Recommended", ".status.recommendedReplicas"),
         ("Ready", ".status.conditions[?(@.type==\"Ready\")].status"),

@@ -44,6 +44,7 @@ fn example() -> AssignmentDocument {
         hash_key_range: Some(Box::new(hash_key_range)),
         handoff: handoff.map(Box::new),
         checkpoint: None,
+        return_hold: None,
     };
     let shards = BTreeMap::from([
         (

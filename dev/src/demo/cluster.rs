@@ -251,6 +251,7 @@ impl Cluster {
                 capacity: Default::default(),
                 max_shards_per_pod: None,
                 topology_keys: Vec::new(),
+                identity: None,
             },
         );
         pool.metadata = ObjectMeta {

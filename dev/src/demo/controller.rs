@@ -242,7 +242,7 @@ impl Shared {
         let live = self.cluster.live_pods();
         doc.shards.iter().all(|(id, record)| match record.state {
             ShardPhase::Complete => true,
-            ShardPhase::Revoking | ShardPhase::Pending => false,
+            ShardPhase::Revoking | ShardPhase::Pending | ShardPhase::Held => false,
             ShardPhase::Active => record.owner.as_ref().is_some_and(|owner| {
                 live.contains(owner)
                     && (!leased

@@ -119,6 +119,7 @@ fn builtin() -> Vec<ResourceType> {
         ResourceType::new("", "v1", "Namespace", "namespaces", false).with_status(),
         ResourceType::new("events.k8s.io", "v1", "Event", "events", true),
         ResourceType::new("coordination.k8s.io", "v1", "Lease", "leases", true),
+        ResourceType::new("apps", "v1", "StatefulSet", "statefulsets", true).with_status(),
         ResourceType::new(
             "apiextensions.k8s.io",
             "v1",

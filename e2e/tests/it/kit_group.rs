@@ -9,10 +9,13 @@ use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::IpAddr;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 use shardring_crds::{CONTROLLER_CLASS_LABEL, ConsumerPool, ShardGroup};
@@ -22,6 +25,7 @@ use shardring_e2e::cluster::cluster_or_skip;
 use shardring_e2e::harness::CONTROLLER_CLASS;
 use shardring_e2e::namespace::{apply_crds, create_namespace, delete_namespace, unique_namespace};
 use shardring_e2e::operator::{OperatorError, binary_path};
+use shardring_e2e::published::assignment_document;
 
 pub(crate) type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
@@ -192,4 +196,37 @@ where
         }
     };
     Ok(wait_for_every(Duration::from_millis(50), what, timeout, probe).await?)
+}
+
+/// Each partition's active owner as the documents showed it, and how many
+/// times it changed from one pod to another.
+#[derive(Default)]
+pub(crate) struct OwnerChanges {
+    pub(crate) owner: BTreeMap<String, String>,
+    pub(crate) moves: usize,
+}
+
+/// Watches the namespace's documents, counting owner changes into `owners`.
+pub(crate) async fn watch_owners(
+    client: Client,
+    namespace: String,
+    owners: Arc<Mutex<OwnerChanges>>,
+) {
+    let config_maps = Api::<ConfigMap>::namespaced(client, &namespace);
+    let stream = watcher(config_maps, watcher::Config::default()).applied_objects();
+    let mut stream = std::pin::pin!(stream);
+    while let Some(Ok(map)) = stream.next().await {
+        let Ok(doc) = assignment_document(&map) else {
+            continue;
+        };
+        let mut owners = owners.lock().expect("owners");
+        for (pod, entry) in &doc.pods {
+            for shard in &entry.active {
+                let before = owners.owner.insert(shard.clone(), pod.clone());
+                if before.is_some_and(|before| before != *pod) {
+                    owners.moves += 1;
+                }
+            }
+        }
+    }
 }

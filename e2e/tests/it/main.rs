@@ -24,6 +24,7 @@ mod mock_scenarios;
 mod namespace_scoped;
 mod pool_balance;
 mod scenarios;
+mod stable_identity;
 
 /// Turns for the tests that run the operator against an API server, each
 /// with its own emulators and consumer processes (on two cores, two of them

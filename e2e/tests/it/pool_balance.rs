@@ -15,9 +15,6 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
-use kube::runtime::{WatchStreamExt, watcher};
-
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
@@ -29,7 +26,8 @@ use shardring_e2e::namespace::{apply_crds, create_namespace};
 use shardring_e2e::published::assignment_document;
 
 use crate::kit_group::{
-    Running, TestResult, free_port, in_fresh_namespace, ready_pod, shardring_run, wait_until,
+    OwnerChanges, Running, TestResult, free_port, in_fresh_namespace, ready_pod, shardring_run,
+    wait_until, watch_owners,
 };
 
 const GROUPS: usize = 20;
@@ -290,35 +288,6 @@ async fn rolling_deploy(client: &Client, namespace: &str) -> TestResult {
         return Err(format!("{moves} moves over the rolling deploy, not one per partition").into());
     }
     Ok(())
-}
-
-/// Each partition's active owner as the documents showed it, and how many
-/// times it changed from one pod to another.
-#[derive(Default)]
-struct OwnerChanges {
-    owner: BTreeMap<String, String>,
-    moves: usize,
-}
-
-/// Watches the namespace's documents, counting owner changes into `owners`.
-async fn watch_owners(client: Client, namespace: String, owners: Arc<Mutex<OwnerChanges>>) {
-    let config_maps = Api::<ConfigMap>::namespaced(client, &namespace);
-    let stream = watcher(config_maps, watcher::Config::default()).applied_objects();
-    let mut stream = std::pin::pin!(stream);
-    while let Some(Ok(map)) = stream.next().await {
-        let Ok(doc) = assignment_document(&map) else {
-            continue;
-        };
-        let mut owners = owners.lock().expect("owners");
-        for (pod, entry) in &doc.pods {
-            for shard in &entry.active {
-                let before = owners.owner.insert(shard.clone(), pod.clone());
-                if before.is_some_and(|before| before != *pod) {
-                    owners.moves += 1;
-                }
-            }
-        }
-    }
 }
 
 /// Waits until no document names `pod` as reading or revoking anything.

@@ -149,8 +149,22 @@ pub(crate) fn annotation_patch(key: &str, write: &AnnotationWrite) -> serde_json
     json!({ "metadata": metadata })
 }
 
+/// Whether a refused pod patch says the pod was replaced by another of its
+/// name: the uid in the body is the precondition, which the API server
+/// answers with 409, or, for a merge patch, with 422 Invalid naming
+/// `metadata.uid` as immutable (Kubernetes 1.35 does the latter; a
+/// StatefulSet's recreated pod meets it on every return).
+fn replaced(status: &kube::core::Status) -> bool {
+    status.code == 409
+        || (status.code == 422
+            && status
+                .details
+                .as_ref()
+                .is_some_and(|d| d.causes.iter().any(|c| c.field == "metadata.uid")))
+}
+
 /// Sets or removes one pod's annotation. A pod that is gone (404) or was
-/// replaced (409 on the uid precondition) is skipped.
+/// replaced (the uid precondition refused: [`replaced`]) is skipped.
 pub(crate) async fn write_annotation(
     pods: &Api<CachedPod>,
     key: &str,
@@ -173,8 +187,8 @@ pub(crate) async fn write_annotation(
             own.record(&written);
             Ok(())
         }
-        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
-            tracing::debug!(pod = %write.pod, code = status.code, "pod gone before its annotation was written; skipped");
+        Err(kube::Error::Api(status)) if status.code == 404 || replaced(&status) => {
+            tracing::debug!(pod = %write.pod, code = status.code, "pod gone or replaced before its annotation was written; skipped");
             Ok(())
         }
         Err(source) => Err(ApplyError::Annotation {
@@ -314,4 +328,35 @@ pub(crate) async fn write_annotations(
             Ok(())
         })
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(value: serde_json::Value) -> kube::core::Status {
+        serde_json::from_value(value).expect("a Status")
+    }
+
+    #[test]
+    fn a_uid_refused_as_immutable_or_conflicting_is_a_replaced_pod() {
+        // As Kubernetes 1.35 answers a merge patch carrying the old uid.
+        let immutable = status(json!({
+            "status": "Failure", "code": 422, "reason": "Invalid",
+            "message": "Pod \"web-2\" is invalid: metadata.uid: Invalid value: \"u\": field is immutable",
+            "details": {"name": "web-2", "kind": "Pod", "causes": [
+                {"reason": "FieldValueInvalid", "message": "field is immutable", "field": "metadata.uid"}
+            ]}
+        }));
+        assert!(replaced(&immutable));
+        assert!(replaced(&status(json!({"status": "Failure", "code": 409}))));
+        let other = status(json!({
+            "status": "Failure", "code": 422, "reason": "Invalid",
+            "details": {"causes": [{"field": "metadata.annotations"}]}
+        }));
+        assert!(!replaced(&other), "another invalid field is a real error");
+        assert!(!replaced(&status(
+            json!({"status": "Failure", "code": 403})
+        )));
+    }
 }

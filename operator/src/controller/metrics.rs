@@ -80,6 +80,14 @@ pub struct EvidenceLabel {
     pub evidence: &'static str,
 }
 
+/// How a hold for a returning pod ended.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HoldLabel {
+    /// `returned` (the pod came back for the shard) or `moved` (it did not
+    /// within the window, or will not: the shard went to another pod).
+    pub outcome: &'static str,
+}
+
 /// Builds a handoff-duration histogram: 0.25 s to about 17 min, doubling, so
 /// both lease-release handoffs (seconds) and drain timeouts (minutes) resolve.
 fn handoff_histogram() -> Histogram {
@@ -129,6 +137,12 @@ pub struct ControllerMetrics {
     /// Fewest and most shards one Ready pod of a pool reads over all the
     /// pool's groups (the pool-wide spread).
     pub pool_shards_per_pod: Family<PoolSpreadLabels, Gauge>,
+    /// Shards held, unread, for returning pods, per group.
+    pub held_shards: Family<GroupLabels, Gauge>,
+    /// Seconds each shard was held unread for a returning pod (from the
+    /// pod going away to the hold's end), by how the hold ended: the sum is
+    /// the seconds unread, the count the shards held.
+    pub hold_duration: Family<HoldLabel, Histogram, fn() -> Histogram>,
 }
 
 impl Default for ControllerMetrics {
@@ -152,6 +166,8 @@ impl Default for ControllerMetrics {
             load_ratio: Family::default(),
             out_of_band_pods: Family::default(),
             pool_shards_per_pod: Family::default(),
+            held_shards: Family::default(),
+            hold_duration: Family::new_with_constructor(handoff_histogram),
         }
     }
 }
@@ -256,6 +272,17 @@ impl ControllerMetrics {
             m.load_ratio.clone(),
         );
         registry.register(
+            "held_shards",
+            "Shards held, unread, for pods that may return (ConsumerPool identity), per ShardGroup",
+            m.held_shards.clone(),
+        );
+        registry.register_with_unit(
+            "hold_duration",
+            "Seconds a shard was held unread for a returning pod, from the pod going away to the end of the hold, by outcome (returned, moved)",
+            Unit::Seconds,
+            m.hold_duration.clone(),
+        );
+        registry.register(
             "group_out_of_band_pods",
             "Pods outside the throughput band after the last plan, per ShardGroup",
             m.out_of_band_pods.clone(),
@@ -284,6 +311,7 @@ impl ControllerMetrics {
         self.recommended_replicas.remove(labels);
         self.load_kbps.remove(labels);
         self.out_of_band_pods.remove(labels);
+        self.held_shards.remove(labels);
         for bound in ["min", "max"] {
             self.load_ratio.remove(&spread_labels(labels, bound));
         }
@@ -346,7 +374,18 @@ impl ControllerMetrics {
                 })
                 .observe(handoff.duration.as_secs_f64());
         }
+        for end in &decision.holds_ended {
+            let outcome = if end.returned { "returned" } else { "moved" };
+            metrics
+                .hold_duration
+                .get_or_create(&HoldLabel { outcome })
+                .observe(now.duration_since(end.since).as_secs_f64().max(0.0));
+        }
         let status = &decision.status;
+        metrics
+            .held_shards
+            .get_or_create(&labels)
+            .set(gauge(status.shards.held));
         metrics
             .revokes_pending
             .get_or_create(&labels)
@@ -497,6 +536,12 @@ mod tests {
         m.revokes_pending.get_or_create(&group).set(2);
         m.oldest_revoke_age.get_or_create(&group).set(1.5);
         m.budget_remaining.get_or_create(&group).set(4);
+        m.held_shards.get_or_create(&group).set(3);
+        m.hold_duration
+            .get_or_create(&HoldLabel {
+                outcome: "returned",
+            })
+            .observe(6.5);
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         for expected in [
@@ -504,6 +549,8 @@ mod tests {
             "shardring_revokes_pending{namespace=\"shop\",shardgroup=\"orders\"} 2",
             "shardring_oldest_revoke_age_seconds{namespace=\"shop\",shardgroup=\"orders\"} 1.5",
             "shardring_move_budget_remaining{namespace=\"shop\",shardgroup=\"orders\"} 4",
+            "shardring_held_shards{namespace=\"shop\",shardgroup=\"orders\"} 3",
+            "shardring_hold_duration_seconds_sum{outcome=\"returned\"} 6.5",
         ] {
             assert!(text.contains(expected), "missing {expected} in\n{text}");
         }

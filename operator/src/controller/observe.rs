@@ -24,6 +24,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -113,6 +114,9 @@ pub struct Stores {
     pub departed: departed::Departed,
     /// The groups' decoded documents, by their ConfigMaps' resourceVersion.
     pub documents: DocumentCache,
+    /// StatefulSets, their replicas only (stable identity: whether a pod
+    /// of a name is created again).
+    pub stateful_sets: Store<StatefulSet>,
 }
 
 /// What a reconcile read for one group outside the reflector stores.
@@ -237,6 +241,12 @@ impl Stores {
             releases,
             loads,
         } = reads;
+        let stateful_sets = match &pool {
+            Some(pool) if pool.spec.identity.as_ref().is_some_and(|i| i.stable) => {
+                self.stateful_sets_in(&namespace)
+            }
+            _ => BTreeMap::new(),
+        };
         Observation {
             group: group.clone(),
             pool,
@@ -249,7 +259,25 @@ impl Stores {
             loads,
             now,
             ceilings: None,
+            stateful_sets,
         }
+    }
+
+    /// The StatefulSets of `namespace` and their replicas (unset counts as
+    /// 1, the API's default).
+    pub fn stateful_sets_in(&self, namespace: &str) -> shardring_core::identity::StatefulSets {
+        self.stateful_sets
+            .state()
+            .iter()
+            .filter(|set| set.metadata.namespace.as_deref() == Some(namespace))
+            .filter_map(|set| {
+                let replicas = set.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+                Some((
+                    set.metadata.name.clone()?,
+                    u32::try_from(replicas).unwrap_or(0),
+                ))
+            })
+            .collect()
     }
 }
 
@@ -329,6 +357,7 @@ fn pod_info(
         created: pod.created,
         generated_name: pod.generated_name,
         ip: pod.ip,
+        stateful_set: pod.stateful_set.clone(),
     }
 }
 
@@ -355,6 +384,27 @@ impl PodSelector {
             None => selector.matches(&BTreeMap::new()),
         }
     }
+}
+
+/// The ShardGroups a StatefulSet change concerns: those of its namespace
+/// whose pool holds shards for returning pods.
+pub fn groups_for_stateful_set(
+    namespace: &str,
+    groups: &[Arc<DeserializeGuard<ShardGroup>>],
+    stores: &Stores,
+) -> Vec<ObjectRef<DeserializeGuard<ShardGroup>>> {
+    groups
+        .iter()
+        .filter(|guard| {
+            guard.0.as_ref().is_ok_and(|g| {
+                g.namespace().as_deref() == Some(namespace)
+                    && stores
+                        .pool(namespace, &g.spec.pool_ref.name)
+                        .is_some_and(|p| p.spec.identity.is_some_and(|i| i.stable))
+            })
+        })
+        .map(|g| ObjectRef::from_obj(g.as_ref()))
+        .collect()
 }
 
 /// The ShardGroups a pod change concerns: groups whose pool selects the pod,

@@ -64,6 +64,8 @@ pub struct PodRecord {
     pub containers: Containers,
     /// `status.podIP`, parsed.
     pub ip: Option<IpAddr>,
+    /// The StatefulSet that controls it (its controller owner reference).
+    pub stateful_set: Option<String>,
 }
 
 impl PodRecord {
@@ -112,6 +114,12 @@ impl PodRecord {
                 .as_ref()
                 .and_then(|s| s.pod_ip.as_deref())
                 .and_then(|ip| ip.parse().ok()),
+            stateful_set: meta
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|o| o.controller == Some(true) && o.kind == "StatefulSet")
+                .map(|o| o.name.clone()),
         }
     }
 }

@@ -24,8 +24,9 @@ use kube::core::DeserializeGuard;
 use kube::runtime::reflector::{self, Store};
 use kube::{Client, Resource, ResourceExt};
 use parking_lot::Mutex;
+use shardring_core::identity::identities;
 use shardring_core::observation::{Observation, Published};
-use shardring_core::pool::{PoolBook, PoolMember, deals, holdings_in, readable_in};
+use shardring_core::pool::{PoolBook, PoolMember, PoolPods, deals, holdings_in, readable_in};
 
 use super::observe::Stores;
 use crate::GroupKey;
@@ -206,11 +207,37 @@ impl Pools {
                     .unwrap_or_default()
             }
         };
+        // Pods away that the pool waits for are dealt to as if they were
+        // here, from what every group of the pool holds for them.
+        let all_documents: Vec<&AssignmentDocument> = own_document
+            .as_deref()
+            .into_iter()
+            .chain(documents.values().map(Arc::as_ref))
+            .collect();
+        let returning = identities(
+            pool,
+            &obs.pods,
+            &obs.stateful_sets,
+            &obs.departed,
+            &all_documents,
+            obs.now,
+        )
+        .returning;
         let key = (namespace, group.spec.pool_ref.name.clone());
         let row = {
             let mut books = self.books.lock();
             let book = books.entry(key).or_default();
-            book.row(&own, pool, &obs.pods, members, holdings, obs.now)
+            book.row(
+                &own,
+                PoolPods {
+                    pool,
+                    pods: &obs.pods,
+                    returning: &returning,
+                },
+                members,
+                holdings,
+                obs.now,
+            )
         };
         let Some(row) = row else { return };
         for name in &row.changed {

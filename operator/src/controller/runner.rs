@@ -20,13 +20,14 @@ use std::future::ready;
 use std::sync::Arc;
 
 use futures::{FutureExt, Stream, StreamExt};
+use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::api::Api;
 use kube::core::DeserializeGuard;
 use kube::core::PartialObjectMeta;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, watcher};
+use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, predicates, watcher};
 use kube::{Client, Resource};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -111,6 +112,7 @@ pub async fn run_controller(
         cache::CONSUMER_POOLS,
         cache::PODS,
         cache::CONFIG_MAPS,
+        cache::STATEFUL_SETS,
     ];
     if config.watch_nodes {
         caches.push(cache::NODES);
@@ -161,6 +163,8 @@ pub async fn run_controller(
     let (config_maps, cm_events) =
         config_map_watch(&client, scope, &sync, &documents, write_limit.own.clone());
 
+    let (stateful_sets, stateful_set_events) = stateful_set_watch(&client, scope, &sync);
+
     let (nodes, node_task) = if config.watch_nodes {
         let (nodes, task) = node_watch(&client, &sync, &shutdown);
         (nodes, Some(task))
@@ -175,6 +179,7 @@ pub async fn run_controller(
         config_maps: config_maps.clone(),
         departed,
         documents,
+        stateful_sets,
     };
     report_synced(&sync, health, &shutdown);
 
@@ -212,6 +217,8 @@ pub async fn run_controller(
     let pod_groups = groups.clone();
     let pod_stores = stores.clone();
     let pool_groups = groups.clone();
+    let set_groups = groups.clone();
+    let set_stores = stores.clone();
     // Every ShardGroup is reconciled when the caches complete a list (the
     // first, and every relist) and when this replica becomes leader.
     let reconcile_all = match leader {
@@ -238,6 +245,10 @@ pub async fn run_controller(
                 meta.name.clone().unwrap_or_default(),
             );
             observe::groups_for_pool(&ns, &name, &pool_groups.state())
+        })
+        .watches_stream(stateful_set_events, move |set: StatefulSet| {
+            let namespace = set.metadata.namespace.unwrap_or_default();
+            observe::groups_for_stateful_set(&namespace, &set_groups.state(), &set_stores)
         })
         .reconcile_all_on(reconcile_all)
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
@@ -333,6 +344,36 @@ fn config_map_watch(
             })
             .touched_objects();
     (config_maps, events)
+}
+
+/// The StatefulSet cache, each set stripped to its name and replicas (a
+/// pod of a name returns while its ordinal is below them), and its changes
+/// of spec (a scale, a rolling restart).
+fn stateful_set_watch(
+    client: &Client,
+    scope: &WatchScope,
+    sync: &CacheSync,
+) -> (
+    Store<StatefulSet>,
+    impl Stream<Item = Result<StatefulSet, watcher::Error>> + Send + 'static,
+) {
+    let (sets, writer) = reflector::store::<StatefulSet>();
+    let events = scoped_watcher::<StatefulSet>(client, scope, watcher::Config::default())
+        .modify(|set| {
+            set.metadata.managed_fields = None;
+            set.metadata.annotations = None;
+            set.metadata.labels = None;
+            set.spec = set.spec.take().map(|spec| StatefulSetSpec {
+                replicas: spec.replicas,
+                ..Default::default()
+            });
+            set.status = None;
+        })
+        .reflect(writer)
+        .inspect(sync.tracker(cache::STATEFUL_SETS))
+        .applied_objects()
+        .predicate_filter(predicates::generation, PredicateConfig::default());
+    (sets, events)
 }
 
 /// The Node metadata cache (zone labels), filled by its own task until

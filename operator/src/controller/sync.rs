@@ -32,6 +32,8 @@ pub mod cache {
     pub(crate) const CONFIG_MAPS: &str = "configmaps";
     /// Node metadata (zones).
     pub(crate) const NODES: &str = "nodes";
+    /// StatefulSets (their replicas).
+    pub(crate) const STATEFUL_SETS: &str = "statefulsets";
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -67,6 +67,8 @@ fn respond(method: &http::Method, path: &str, body: &Value) -> Response<Body> {
             list("v1", "PodList", pods)
         } else if path.ends_with("/configmaps") {
             list("v1", "ConfigMapList", Vec::new())
+        } else if path.ends_with("/statefulsets") {
+            list("apps/v1", "StatefulSetList", Vec::new())
         } else {
             panic!("unexpected list {path}")
         }

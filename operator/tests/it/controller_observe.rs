@@ -47,6 +47,7 @@ fn stores(pods: &[Pod], nodes: &[(&str, &str)], cms: &[ConfigMap]) -> Stores {
         config_maps: cm_reader,
         departed: Default::default(),
         documents: Default::default(),
+        stateful_sets: reflector::store().0,
     }
 }
 

@@ -198,7 +198,11 @@ impl Operator {
                         .as_ref()
                         .and_then(|d| d.shards.get(id))
                         .is_some_and(|before| before.state == ShardPhase::Revoking);
-                    if r.state == ShardPhase::Revoking && !was_revoking {
+                    // A revoke that holds the shard for its own owner (away,
+                    // waited for) is not a move.
+                    let held_for_owner = r.return_hold.is_some()
+                        && r.handoff.as_ref().and_then(|h| h.to.as_ref()) == r.owner.as_ref();
+                    if r.state == ShardPhase::Revoking && !was_revoking && !held_for_owner {
                         self.revokes.push((world.now, id.clone()));
                     }
                     if r.state != ShardPhase::Active {

@@ -346,9 +346,58 @@ impl Operator {
         }
         // The endpoint's book follows the document in place after the cycle.
         self.loads.sync(self.doc.as_ref());
+        // A blocked plan (no pod eligible or waited for, no topology)
+        // keeps the document as it is, holds included: nobody reads them.
+        if done.stopped.is_none() && !blocked(&done.decision) {
+            let planned = done
+                .decision
+                .document_write
+                .as_ref()
+                .map(|w| w.document.as_ref());
+            if let Some(doc) = planned.or(self.doc.as_ref()) {
+                check_holds(doc, &done.decision, now, world);
+            }
+        }
         done.decision
     }
 }
+
+/// A hold for a returning pod never outlives its window: a plan at or after
+/// a hold's end no longer holds the shard, and a plan that holds one looks
+/// again by its end.
+fn check_holds(doc: &AssignmentDocument, decision: &Decision, now: Timestamp, world: &mut World) {
+    let mut earliest: Option<Timestamp> = None;
+    for (id, record) in &doc.shards {
+        let Some(hold) = record.return_hold.as_deref() else {
+            continue;
+        };
+        // A revoke whose pod is back under its name keeps the record of its
+        // hold (the uid it was revoked from) until the evidence: not a hold.
+        if record.state != crate::crds::ShardPhase::Held {
+            continue;
+        }
+        if hold.until <= now {
+            world.violate(format!(
+                "{id} is still held for {:?} at {now}, after its hold ended at {}",
+                record.owner, hold.until
+            ));
+            return;
+        }
+        earliest = Some(earliest.map_or(hold.until, |e| e.min(hold.until)));
+    }
+    if let Some(until) = earliest {
+        let due = until.duration_since(now).unsigned_abs().max(MIN_LOOK);
+        if decision.requeue_after > due {
+            world.violate(format!(
+                "a hold ends at {until} but the next reconcile is in {:?}",
+                decision.requeue_after
+            ));
+        }
+    }
+}
+
+/// The shortest requeue a plan asks for (its timers' floor).
+const MIN_LOOK: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// One reconcile's reach: the operator, the world it runs in and the run's
 /// randomness, for the cycle's observe and apply halves; with what the

@@ -125,6 +125,7 @@ impl Operator {
             loads: self.loads.observe(),
             now: ts(now),
             ceilings: None,
+            stateful_sets: stateful_sets(world),
         }
     }
 
@@ -164,6 +165,20 @@ impl Operator {
     }
 }
 
+/// The StatefulSet whose pods the world's fixed-name pods are (`pod-07`).
+const STATEFUL_SET: &str = "pod";
+
+/// The StatefulSets as the API shows them: with fixed-name pods, set `pod`
+/// with room for every ordinal (whether a removed pod comes back is the
+/// world's choice: one that is not recreated is a pod that does not return).
+fn stateful_sets(world: &World) -> shardring_core::identity::StatefulSets {
+    if world.pods.iter().any(|p| !p.generated_name) {
+        BTreeMap::from([(STATEFUL_SET.to_owned(), u32::MAX)])
+    } else {
+        Default::default()
+    }
+}
+
 /// The pods as the API shows them.
 pub fn pod_infos(world: &World) -> Vec<PodInfo> {
     let mut out: Vec<PodInfo> = world
@@ -186,6 +201,8 @@ pub fn pod_infos(world: &World) -> Vec<PodInfo> {
             created: Some(ts(p.created)),
             generated_name: p.generated_name,
             ip: None,
+            // A StatefulSet's pods (fixed names) are set `pod`'s.
+            stateful_set: (!p.generated_name).then(|| STATEFUL_SET.to_owned()),
         })
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));

@@ -29,6 +29,12 @@ fn a_thousand_seeds_keep_every_invariant() {
     assert!(summary.handoffs.contains_key("pod_stopped"));
     assert!(summary.events.unscheduled > 0 && summary.events.recreated > 0);
     assert!(summary.faults.watch_gaps > 0);
+    // Holds for returning StatefulSet pods: some came back, some expired.
+    assert!(
+        summary.events.holds_returned > 0 && summary.events.holds_expired > 0,
+        "{:?}",
+        summary.events
+    );
 }
 
 #[test]

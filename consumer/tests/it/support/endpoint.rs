@@ -162,6 +162,7 @@ pub fn view(epoch: u64, active: &[&str], revoking: &[&str]) -> PodView {
         active: active.iter().map(|s| (*s).to_owned()).collect(),
         standby: Vec::new(),
         revoking: revoking.iter().map(|s| (*s).to_owned()).collect(),
+        held: Vec::new(),
     }
 }
 

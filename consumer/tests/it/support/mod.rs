@@ -122,6 +122,7 @@ pub fn publish(path: &Path, shard_group: &str, epoch: u64, pods: &[(&str, &[&str
                 active: active.iter().map(|s| (*s).to_owned()).collect(),
                 standby: Vec::new(),
                 revoking: revoking.iter().map(|s| (*s).to_owned()).collect(),
+                held: Vec::new(),
             },
         );
     }

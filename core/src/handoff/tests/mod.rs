@@ -72,6 +72,7 @@ fn settled(lease_table: bool) -> Observation {
         loads: Default::default(),
         now: t0() - secs(3_600),
         ceilings: None,
+        stateful_sets: Default::default(),
     };
     obs = settle(obs);
     obs.leases = leases(&obs, lease_table);

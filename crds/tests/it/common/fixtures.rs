@@ -87,6 +87,7 @@ pub fn kinesis_document(shards: usize, pods: usize, standbys: usize) -> Assignme
                 hash_key_range: Some(Box::new(even_range(i, shards))),
                 handoff: None,
                 checkpoint: None,
+                return_hold: None,
             };
             (format!("shardId-{i:012}"), record)
         })

@@ -61,6 +61,7 @@ impl Cluster {
             loads,
             now,
             ceilings: None,
+            stateful_sets: Default::default(),
         }
     }
 
@@ -226,6 +227,7 @@ mod tests {
             active: vec!["shardId-000000000001".into()],
             standby: Vec::new(),
             revoking: vec!["shardId-000000000002".into()],
+            held: Vec::new(),
         };
         let line = format!(
             "assignment.shardring.io/orders={}\n",

@@ -56,6 +56,7 @@ pub(super) fn world(pool: Option<ConsumerPool>, pods: &[Pod]) -> World {
             config_maps: cm_reader,
             departed: Default::default(),
             documents: Default::default(),
+            stateful_sets: reflector::store().0,
         },
         pods: BTreeMap::new(),
         config_maps: cm_writer,

@@ -1,13 +1,18 @@
 //! The `ConsumerPool` custom resource: which pods consume, when a new pod may
 //! receive shards, and how much each pod can take. Its CEL rules refuse an
 //! empty selector (which would select every pod in the namespace) and
-//! non-positive capacities.
+//! non-positive capacities; `identity` (holds for returning pods) lives in
+//! its own file.
+
+mod identity;
 
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
+
+pub use self::identity::IdentitySpec;
 
 /// CEL: a label key (qualified name: optional DNS prefix and `/`, then a name of at most 63 characters).
 const LABEL_KEY: &str = "size(self) <= 317 && self.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$')";
@@ -94,6 +99,11 @@ pub struct ConsumerPoolSpec {
     #[x_kube(validation = Rule::new(format!("self.all(k, {})", LABEL_KEY.replace("self", "k"))).message("every topologyKeys entry must be a label key such as topology.kubernetes.io/zone"))]
     #[schemars(length(max = 8), inner(length(max = 317)))]
     pub topology_keys: Vec<String>,
+    /// Stable identity: hold the shards of a pod that may return (a
+    /// container restart, a StatefulSet's rolling restart) instead of
+    /// moving them. Off unless `identity.stable` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<IdentitySpec>,
 }
 
 /// Capacity weight of the pool's pods: a pod of weight 2 takes twice the
