@@ -22,7 +22,14 @@
 #      the endpoint equals its annotation; after a scale-up to 3 (the group's
 #      rebalance delay set to 0 so the moves start at once), the moves
 #      complete on the old owners' release acknowledgements, well inside the
-#      30 s drain timeout, and the three views equal their annotations.
+#      30 s drain timeout, and the three views equal their annotations;
+#   5. stable identity (scripts/lib/identity_check.py): a StatefulSet of 4
+#      of those consumer pods and a ShardGroup of 12 partitions on a pool
+#      with identity.stable: `kubectl rollout restart` moves no partition
+#      (before, without the setting: the baseline), each partition unread no
+#      longer than its pod's restart plus 1 s; a consumer process killed in
+#      its pod and a deleted pod recreated move nothing; a scale 4 -> 3
+#      moves the removed pod's partitions at once.
 # Everything it created is deleted at the end (the CRDs stay: deleting them
 # would delete every ShardGroup in the cluster).
 #
@@ -188,5 +195,10 @@ until_ok 30 "3 pods' views from the endpoint equal their annotations" \
   python3 scripts/lib/node_check.py views "$ns" orders
 say "$(cat "$work/last"); $acks releases acknowledged"
 
-printf 'node-check: ok: %s on node %s: install, rollout, leader failover, and the endpoint from real pods with the peer-IP check on\n' \
+# --- 5. stable identity: a StatefulSet's restarts ---------------------------
+say "stable identity: StatefulSet web of 4 consumer pods, ShardGroup events of 12 partitions"
+python3 scripts/lib/identity_check.py "$ns" "$consumer_image" "$service_ip" "$system" \
+  || fail "stable identity (see the figures above)"
+
+printf 'node-check: ok: %s on node %s: install, rollout, leader failover, the endpoint from real pods with the peer-IP check on, and stable identity\n' \
   "$image" "$(kubectl get nodes -o jsonpath='{.items[0].metadata.name}')"
