@@ -6,7 +6,7 @@
 //! the document.
 //!
 //! - A rolling restart (web-2, web-1, web-0 deleted one by one, each
-//!   recreated and Ready again) without `identity`: the baseline moves;
+//!   recreated and Ready 3 s later) without `identity`: the baseline moves;
 //!   with `identity: {stable: true}`: no partition moves.
 //! - The same pod Ready=False, then True again (a container restart): no
 //!   move.
@@ -81,6 +81,10 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
     );
     let all: Vec<String> = (0..3).map(member).collect();
     wait_balanced(client, namespace, &all).await?;
+    // From now on a recreated pod takes a moment to start: without it the
+    // operator may see a pod deleted and recreated Ready in one look, and
+    // nothing to do (an unscheduled pod is deleted at once).
+    kubelet.set_startup(Duration::from_secs(3));
     let owners = Arc::new(Mutex::new(OwnerChanges::default()));
     let watch = tokio::spawn(watch_owners(
         client.clone(),
@@ -370,16 +374,20 @@ async fn wait_balanced(client: &Client, namespace: &str, pods: &[String]) -> Tes
 /// come back).
 struct Kubelet {
     withheld: Arc<Mutex<BTreeSet<String>>>,
+    startup: Arc<Mutex<Duration>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Kubelet {
     fn start(client: Client, namespace: &str) -> Self {
         let withheld = Arc::new(Mutex::new(BTreeSet::new()));
+        let startup = Arc::new(Mutex::new(Duration::ZERO));
         let skip = Arc::clone(&withheld);
+        let takes = Arc::clone(&startup);
         let pods = Api::<Pod>::namespaced(client, namespace);
         let task = tokio::spawn(async move {
             let mut marked: BTreeSet<String> = BTreeSet::new();
+            let mut first_seen: BTreeMap<String, Instant> = BTreeMap::new();
             loop {
                 if let Ok(list) = pods
                     .list(&ListParams::default().labels("app=consumer"))
@@ -388,8 +396,11 @@ impl Kubelet {
                     for pod in list.items {
                         let (name, uid) = (pod.name_any(), pod.uid().unwrap_or_default());
                         let withheld = skip.lock().expect("withheld").contains(&name);
+                        let seen = *first_seen.entry(uid.clone()).or_insert_with(Instant::now);
+                        let starting = seen.elapsed() < *takes.lock().expect("startup");
                         if pod.metadata.deletion_timestamp.is_some()
                             || withheld
+                            || starting
                             || marked.contains(&uid)
                         {
                             continue;
@@ -406,7 +417,17 @@ impl Kubelet {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         });
-        Self { withheld, task }
+        Self {
+            withheld,
+            startup,
+            task,
+        }
+    }
+
+    /// New pods are marked Ready `startup` after they were first seen (a
+    /// container starting), so the operator sees each restarted pod away.
+    fn set_startup(&self, startup: Duration) {
+        *self.startup.lock().expect("startup") = startup;
     }
 
     /// `pod`'s next incarnations are never marked Ready.
