@@ -213,9 +213,18 @@ pub(crate) async fn watch_owners(
     owners: Arc<Mutex<OwnerChanges>>,
 ) {
     let config_maps = Api::<ConfigMap>::namespaced(client, &namespace);
-    let stream = watcher(config_maps, watcher::Config::default()).applied_objects();
+    // A watch error (an expired watch under load) ends nothing: the
+    // watcher relists and carries on, and the relist's objects are
+    // compared like any other (an owner change while it was away still
+    // counts once).
+    let stream = watcher(config_maps, watcher::Config::default())
+        .default_backoff()
+        .applied_objects();
     let mut stream = std::pin::pin!(stream);
-    while let Some(Ok(map)) = stream.next().await {
+    while let Some(event) = stream.next().await {
+        let Ok(map) = event else {
+            continue;
+        };
         let Ok(doc) = assignment_document(&map) else {
             continue;
         };
