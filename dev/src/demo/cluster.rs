@@ -154,8 +154,22 @@ pub struct Cluster {
     /// The controller's memory of departed pods (what its pod watch saw
     /// leave; a restarted controller starts a new one).
     pub departed: Departed,
+    /// The StatefulSets whose pods the cluster's pods are, by name, with
+    /// their replicas (empty until the story makes its pods a set's).
+    pub stateful_sets: shardring_core::identity::StatefulSets,
     dir: PathBuf,
     next_uid: u64,
+}
+
+/// The StatefulSet of `sets` whose pods are named like `pod` (`<set>-<n>`).
+fn set_of(sets: &shardring_core::identity::StatefulSets, pod: &str) -> Option<String> {
+    sets.keys()
+        .find(|set| {
+            pod.strip_prefix(set.as_str())
+                .and_then(|rest| rest.strip_prefix('-'))
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .cloned()
 }
 
 /// Formats a Go duration string (`1500ms`) for the spec.
@@ -267,8 +281,24 @@ impl Cluster {
             record_logs: Vec::new(),
             // The cluster starts empty: the controller sees every pod leave.
             departed: Departed::watched_from(Timestamp::MIN, RETENTION),
+            stateful_sets: BTreeMap::new(),
             dir: dir.to_path_buf(),
             next_uid: 1,
+        }
+    }
+
+    /// The pool holds the shards of a returning pod for `window`
+    /// (`identity.stable`), and the pods named `<set>-<n>` are StatefulSet
+    /// `set`'s, of `replicas` pods: such a pod deleted and created again
+    /// under its name keeps its shards.
+    pub fn hold_for_returning(&mut self, set: &str, replicas: u32, window: Duration) {
+        self.pool.spec.identity = Some(shardring_crds::consumer_pool::IdentitySpec {
+            stable: true,
+            return_within: go_duration(window),
+        });
+        self.stateful_sets.insert(set.to_owned(), replicas);
+        for pod in self.pods.values_mut() {
+            pod.info.stateful_set = set_of(&self.stateful_sets, &pod.info.name);
         }
     }
 
@@ -323,6 +353,7 @@ impl Cluster {
             ip: Some(std::net::Ipv4Addr::LOCALHOST.into()),
             containers: Containers::Running,
             created: Some(now),
+            stateful_set: set_of(&self.stateful_sets, name),
             ..PodInfo::default()
         };
         self.pods.insert(

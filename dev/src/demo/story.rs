@@ -1,6 +1,7 @@
 //! The demo's story, step by step, on the embedded [`Stage`]: three
 //! consumer pods start; scale up to five; roll a deploy (surge one new pod,
-//! then delete an old one gracefully, pod by pod); split a shard while its
+//! then delete an old one gracefully, pod by pod); restart one of the new
+//! pods under its name with the pool holding for it (stable identity); split a shard while its
 //! reader lags, so the children are seen waiting for their parent; stop the
 //! producer, wait until every record was processed, and run the checker;
 //! then the static act ([`super::partitioned`]): static partitions through
@@ -14,7 +15,7 @@ use std::time::Duration;
 use super::cluster::GroupTiming;
 use super::controller::Shared;
 use super::report::Verdict;
-use super::stage::{Stage, StageConfig, every_owner_reading};
+use super::stage::{Stage, StageConfig, every_owner_reading, shards_in};
 use super::{DemoConfig, DemoError};
 use shardring_crds::ShardPhase;
 
@@ -95,6 +96,9 @@ pub async fn run(config: &DemoConfig, dir: &Path) -> Result<Verdict, DemoError> 
         .await?;
     pause(config, Duration::from_secs(2)).await;
 
+    restart_in_place(&stage, scaled).await?;
+    pause(config, Duration::from_secs(2)).await;
+
     stage.phase(
         "split",
         "4. SplitShard while the parent's reader lags (its consumer is paused): the children wait until the parent is read to its end",
@@ -134,6 +138,68 @@ pub async fn run(config: &DemoConfig, dir: &Path) -> Result<Verdict, DemoError> 
     verdict.hot = Some(super::partitioned::hot::run(config, dir, started).await?);
     verdict.elapsed = started.elapsed();
     Ok(verdict)
+}
+
+/// Step 3b: the pool holds a returning pod's shards (`identity.stable`)
+/// and the new pods are a StatefulSet's; one restarts under its name
+/// (deleted gracefully, created again): its shards are held, unread, and
+/// active on it again, and no shard moves to another pod.
+async fn restart_in_place(stage: &Stage, pods: usize) -> Result<(), DemoError> {
+    let restarted = "orders-v2-1";
+    stage.phase(
+        "restart",
+        &format!(
+            "3b. stable identity (ConsumerPool identity.stable): {restarted} restarts under its name, as a StatefulSet's pod does; its shards wait for it"
+        ),
+    );
+    let before = shards_in(&stage.state(), ShardPhase::Active);
+    stage.state().cluster.hold_for_returning(
+        "orders-v2",
+        u32::try_from(pods).unwrap_or(u32::MAX),
+        Duration::from_secs(120),
+    );
+    let started = std::time::Instant::now();
+    stage.delete_pod(restarted);
+    stage
+        .wait_for(
+            &format!("{restarted} to let go and exit, its shards held"),
+            |s| {
+                !s.cluster.pods.contains_key(restarted)
+                    && held_by(s, restarted, ShardPhase::Held) > 0
+            },
+        )
+        .await?;
+    let held = held_by(&stage.state(), restarted, ShardPhase::Held);
+    stage.start_pod(restarted)?;
+    stage
+        .wait_for(&format!("{restarted} to read its shards again"), |s| {
+            s.settled() && every_owner_reading(s)
+        })
+        .await?;
+    let after = shards_in(&stage.state(), ShardPhase::Active);
+    let moved = before
+        .iter()
+        .filter(|(shard, owner)| after.get(*shard) != Some(*owner))
+        .count();
+    println!(
+        "  = {restarted} back after {:.1} s: {held} shards were held for it, {moved} of {} shards moved",
+        started.elapsed().as_secs_f64(),
+        before.len()
+    );
+    if moved > 0 {
+        stage.state().problems.push(format!(
+            "{moved} shards moved when {restarted} restarted under its name with identity.stable"
+        ));
+    }
+    Ok(())
+}
+
+/// How many shards of `pod` are published in `phase`.
+fn held_by(state: &Shared, pod: &str, phase: ShardPhase) -> usize {
+    shards_in(state, phase)
+        .values()
+        .filter(|owner| owner.as_deref() == Some(pod))
+        .count()
 }
 
 /// Whether both children of `parent` are published in `phase`.

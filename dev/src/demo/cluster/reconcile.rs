@@ -61,7 +61,7 @@ impl Cluster {
             loads,
             now,
             ceilings: None,
-            stateful_sets: Default::default(),
+            stateful_sets: self.stateful_sets.clone(),
         }
     }
 

@@ -18,7 +18,16 @@ impl Stage {
         let annotations = dir.join("annotations");
         // Kubelet creates the projected file before the container starts.
         std::fs::write(&annotations, b"")?;
-        let record_log = dir.join("records.jsonl");
+        // A pod created again under its name (a StatefulSet's) is another
+        // process: its records go to a log of their own, as another
+        // owner's (its replay from the checkpoint is not a step back).
+        let record_log = (0..)
+            .map(|n| match n {
+                0 => dir.join("records.jsonl"),
+                n => dir.join(format!("records-{n}.jsonl")),
+            })
+            .find(|path| !path.exists())
+            .expect("a free record log name");
         let shard_group = format!("{NAMESPACE}/{SHARD_GROUP}");
         let view = ViewSource::AnnotationsFile {
             path: &annotations,
