@@ -29,7 +29,8 @@
 #      (before, without the setting: the baseline), each partition unread no
 #      longer than its pod's restart plus 1 s; a consumer process killed in
 #      its pod and a deleted pod recreated move nothing; a scale 4 -> 3
-#      moves the removed pod's partitions at once.
+#      moves the removed pod's partitions at once; a pod that cannot come
+#      back (node cordoned) loses its partitions when the window ends.
 # Everything it created is deleted at the end (the CRDs stay: deleting them
 # would delete every ShardGroup in the cluster).
 #

@@ -17,12 +17,16 @@ the published document and the pods (kubectl, every 0.1 s) and measures:
      restarts the container in the same pod): moves;
   3. web-2 deleted (the StatefulSet recreates it): moves;
   4. scale 4 -> 3: web-3's partitions move at once (within the drain
-     timeout, long before the 2 m window).
+     timeout, long before the 2 m window);
+  5. web-0 deleted with the node cordoned (its successor stays Pending) and
+     the window shortened to 20 s: its partitions move when the window
+     ends, with an Event HoldExpired naming it.
 
 Prints one line per figure; exit 1 when a target is missed (0.00 moves per
 partition for the restarts with identity, unread no longer than the
 restart plus 1 s, 0 moves for the kill and the deletion, exactly web-3's
-partitions moving at once on the scale-down).
+partitions moving at once on the scale-down, a pod that does not return
+losing its partitions 20 to 40 s after it went).
 """
 
 import json
@@ -277,6 +281,30 @@ def main():
     print(f"identity check: scale 4 -> 3: {scaled} moves in {took:.1f} s (window 120 s)")
     if scaled != 3 or took >= 60:
         failures.append(f"scale-down: {scaled} moves in {took:.1f} s; web-3's 3 partitions must move at once")
+    # A pod that does not come back: the node is cordoned, so the pod the
+    # StatefulSet creates again stays Pending; its partitions move when the
+    # window (shortened to 20 s) ends.
+    kubectl("-n", namespace, "patch", "consumerpool", "stateful", "--type", "merge",
+            "-p", '{"spec":{"identity":{"returnWithin":"20s"}}}')
+    node = kubectl("get", "nodes", "-o", "jsonpath={.items[0].metadata.name}").strip()
+    before = watch.mark()
+    kubectl("cordon", node)
+    try:
+        started = time.monotonic()
+        kubectl("-n", namespace, "delete", "pod", "web-0", "--wait=false")
+        wait("web-0's partitions on web-1 and web-2", lambda: settled(watch, pods3[1:]), timeout=90)
+        took = time.monotonic() - started
+    finally:
+        kubectl("uncordon", node)
+    expired = watch.moves - before
+    listed = json.loads(kubectl("-n", namespace, "get", "events.events.k8s.io", "-o", "json"))["items"]
+    events = " | ".join(e.get("note", "") for e in listed if e.get("reason") == "HoldExpired")
+    print(f"identity check: web-0 not back (node cordoned): {expired} moves after {took:.1f} s (window 20 s); Event: {events.strip()[:160]}")
+    if expired != 4 or not 20 <= took < 40:
+        failures.append(f"a pod that did not return: {expired} moves after {took:.1f} s; expected 4 after the 20 s window")
+    if "web-0" not in events:
+        failures.append("no HoldExpired Event names web-0")
+
     watch.stop = True
     print(f"identity check: baseline {baseline / SHARDS:.2f} -> {moves / SHARDS:.2f} moves per partition per rolling restart")
     if failures:
