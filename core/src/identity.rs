@@ -72,8 +72,9 @@ impl Identities {
     }
 }
 
-/// The pods of `pool` that own shards in `documents`, are not eligible at
-/// `now` and may return (see the module header), and those that will not.
+/// The pods of `pool` (`pods`, sorted by name, as an observation holds
+/// them) that own shards in `documents`, are not eligible at `now` and may
+/// return (see the module header), and those that will not.
 /// Empty unless the pool sets `identity.stable`.
 pub fn identities(
     pool: &ConsumerPool,
@@ -94,7 +95,11 @@ pub fn identities(
     };
     let min_ready = pool.spec.min_ready();
     for (name, recorded) in owners(documents) {
-        let pod = pods.iter().find(|p| p.name == name);
+        // The observation's pods are sorted by name.
+        let pod = pods
+            .binary_search_by(|p| p.name.as_str().cmp(name))
+            .ok()
+            .map(|i| &pods[i]);
         if pod.is_some_and(|p| eligible(p, min_ready, now)) {
             continue;
         }

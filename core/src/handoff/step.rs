@@ -231,6 +231,24 @@ fn note_hold_end(
     });
 }
 
+/// Fills `record` for a shard nobody reads any more: `Held` for `owner`
+/// when the plan waits for it (`waits_for`), else `Active` on it.
+fn hold_or_activate(
+    record: &mut ShardRecord,
+    owner: Option<String>,
+    standbys: Vec<String>,
+    waits_for: Option<&Returning>,
+) {
+    record.state = if waits_for.is_some() {
+        ShardPhase::Held
+    } else {
+        ShardPhase::Active
+    };
+    record.return_hold = waits_for.map(return_hold);
+    record.owner = owner;
+    record.standbys = standbys;
+}
+
 /// The record of a hold for `returning`.
 fn return_hold(returning: &Returning) -> Box<ReturnHold> {
     Box::new(ReturnHold {
@@ -307,14 +325,7 @@ impl Ctx<'_> {
         let Some((from, prev)) = read else {
             // Nobody reads it: held for the pod it waits for, or published
             // active at once.
-            record.state = if waits_for.is_some() {
-                ShardPhase::Held
-            } else {
-                ShardPhase::Active
-            };
-            record.return_hold = waits_for.map(return_hold);
-            record.owner = owner;
-            record.standbys = standbys;
+            hold_or_activate(record, owner, standbys, waits_for);
             return;
         };
         if owner.as_deref() == Some(from.as_str()) && waits_for.is_none() {
@@ -369,14 +380,7 @@ impl Ctx<'_> {
                 evidence,
                 duration: now.duration_since(since).unsigned_abs(),
             });
-            record.state = if waits_for.is_some() {
-                ShardPhase::Held
-            } else {
-                ShardPhase::Active
-            };
-            record.return_hold = waits_for.map(return_hold);
-            record.owner = owner;
-            record.standbys = standbys;
+            hold_or_activate(record, owner, standbys, waits_for);
             return;
         }
         record.state = ShardPhase::Revoking;

@@ -46,7 +46,17 @@ fn member(i: usize, uid: &str) -> PodInfo {
 /// holding for returning pods (`stable`) or not; no lease table, drain
 /// timeout 30 s; the pod watch has seen every departure for a day.
 fn settled(stable: bool) -> Observation {
-    let mut group = fixtures::static_group("prod", "orders", "consumers", 12, "orders-{index}");
+    let mut obs = observation("orders", 12, stable);
+    obs = settle(obs).0;
+    obs.now = t0();
+    obs
+}
+
+/// ShardGroup `name` of `count` static shards on the three pods of
+/// StatefulSet `web`, nothing published yet, an hour before t0.
+fn observation(name: &str, count: u32, stable: bool) -> Observation {
+    let template = format!("{name}-{{index}}");
+    let mut group = fixtures::static_group("prod", name, "consumers", count, &template);
     group.spec.handoff = fixtures::handoff("30s", "10s");
     let mut pool = fixtures::pool("prod", "consumers", &[], 0);
     pool.spec.identity = Some(IdentitySpec {
@@ -54,12 +64,12 @@ fn settled(stable: bool) -> Observation {
         return_within: "2m".into(),
     });
     let topology = Topology::of_static(group.spec.source.static_source.as_ref().unwrap());
-    let mut obs = Observation {
+    Observation {
         group,
         pool: Some(pool),
         pods: (0..3).map(|i| member(i, &format!("uid-{i}"))).collect(),
         topology: TopologyObservation {
-            source: "static:12".into(),
+            source: format!("static:{count}"),
             last_good: Some(std::sync::Arc::new(topology)),
             read_at: Some(t0() - secs(3_600)),
             ..Default::default()
@@ -75,10 +85,7 @@ fn settled(stable: bool) -> Observation {
         now: t0() - secs(3_600),
         ceilings: None,
         stateful_sets: BTreeMap::from([("web".to_owned(), 3)]),
-    };
-    obs = settle(obs).0;
-    obs.now = t0();
-    obs
+    }
 }
 
 /// Applies the plan of `obs` as the API server would.
@@ -455,6 +462,159 @@ fn a_restarted_operator_keeps_the_deadline_the_document_records() {
     let (obs, _) = step(obs, t0() + secs(121), &mut moves);
     assert!(states_of(&obs, "web-1").is_empty());
     assert_eq!(moves.moves, 4);
+}
+
+/// Plans every group of one pool in turn at `now`, each with its row of the
+/// pool's deal, the waited-for pods dealt to as present over every group's
+/// document (as the operator's pool book does).
+fn plan_pool(
+    book: &mut crate::pool::PoolBook,
+    groups: &mut [Observation],
+    now: Timestamp,
+    moves: &mut [MoveCount],
+) {
+    use crate::pool::{PoolMember, PoolPods, holdings_in, readable_in};
+    for i in 0..groups.len() {
+        let docs: Vec<AssignmentDocument> = groups
+            .iter()
+            .filter_map(|o| o.published.document().cloned())
+            .collect();
+        let refs: Vec<&AssignmentDocument> = docs.iter().collect();
+        let members = groups
+            .iter()
+            .map(|o| PoolMember {
+                group: o.group.qualified_name(),
+                readable: o.published.document().map_or_else(
+                    || {
+                        o.topology
+                            .last_good
+                            .as_ref()
+                            .map_or(0, |t| t.shards.len() as u64)
+                    },
+                    readable_in,
+                ),
+            })
+            .collect();
+        let obs = &groups[i];
+        let pool = obs.pool.clone().expect("a pool");
+        let returning = identities(
+            &pool,
+            &obs.pods,
+            &obs.stateful_sets,
+            &obs.departed,
+            &refs,
+            now,
+        )
+        .returning;
+        let holdings = |name: &str| {
+            docs.iter()
+                .find(|d| d.shard_group == name)
+                .map(holdings_in)
+                .unwrap_or_default()
+        };
+        let pods = PoolPods {
+            pool: &pool,
+            pods: &obs.pods,
+            returning: &returning,
+        };
+        let row = book.row(&obs.group.qualified_name(), pods, members, holdings, now);
+        let mut planned = obs.clone();
+        planned.ceilings = row.map(|r| r.ceilings);
+        groups[i] = step(planned, now, &mut moves[i]).0;
+    }
+}
+
+/// Every pod's active shards over all `groups`.
+fn pool_totals(groups: &[Observation]) -> BTreeMap<String, usize> {
+    let mut totals = BTreeMap::new();
+    for obs in groups {
+        for reader in readers(obs).into_values() {
+            *totals.entry(reader).or_insert(0) += 1;
+        }
+    }
+    totals
+}
+
+#[test]
+fn a_pool_of_several_groups_keeps_its_deal_while_a_pod_restarts_under_its_name() {
+    // 2 + 1 shards on 3 pods: the pool's deal gives each pod 1 in all, so
+    // web-2's shard is a ⌈⌉ quota of its group that the deal must keep
+    // for it while it is away.
+    let mut groups = vec![
+        observation("orders", 2, true),
+        observation("events", 1, true),
+    ];
+    let mut book = crate::pool::PoolBook::default();
+    let mut moves: Vec<MoveCount> = (0..2).map(|_| MoveCount::default()).collect();
+    for round in 0..3 {
+        plan_pool(
+            &mut book,
+            &mut groups,
+            t0() - secs(3_600 - round),
+            &mut moves,
+        );
+    }
+    let before = pool_totals(&groups);
+    assert!(
+        before.len() == 3 && before.values().all(|&n| n == 1),
+        "{before:?}"
+    );
+    let mut pods = groups[0].pods.clone();
+    let at = |groups: &mut Vec<Observation>, pods: &[PodInfo], departed: Option<Departure>| {
+        for obs in groups.iter_mut() {
+            obs.pods = pods.to_vec();
+            if let Some(d) = &departed {
+                obs.departed.pods.insert("web-2".into(), vec![d.clone()]);
+            }
+        }
+    };
+    // web-2 terminating, then stopped by the kubelet.
+    pods[2].deletion_timestamp = Some(t0() + secs(30));
+    pods[2].deletion_grace_seconds = Some(30);
+    at(&mut groups, &pods, None);
+    plan_pool(&mut book, &mut groups, t0(), &mut moves);
+    pods[2].containers = Containers::Stopped;
+    at(&mut groups, &pods, None);
+    plan_pool(&mut book, &mut groups, t0() + secs(2), &mut moves);
+    // Gone, then created again under its name, then Ready.
+    let gone = pods.remove(2);
+    let departure = Departure {
+        uid: gone.uid.clone(),
+        at: t0() + secs(3),
+        containers: Containers::Stopped,
+        scheduled: true,
+        created: gone.created,
+        generated_name: false,
+    };
+    at(&mut groups, &pods, Some(departure));
+    plan_pool(&mut book, &mut groups, t0() + secs(3), &mut moves);
+    let mut back = member(2, "uid-2-back");
+    back.ready = false;
+    back.ready_since = Some(t0() + secs(4));
+    pods.push(back);
+    at(&mut groups, &pods, None);
+    plan_pool(&mut book, &mut groups, t0() + secs(4), &mut moves);
+    pods[2].ready = true;
+    pods[2].ready_since = Some(t0() + secs(9));
+    at(&mut groups, &pods, None);
+    for later in [9, 10] {
+        plan_pool(&mut book, &mut groups, t0() + secs(later), &mut moves);
+    }
+    let moved: usize = moves.iter().map(|m| m.moves).sum();
+    assert_eq!(moved, 0, "no shard of either group moved");
+    assert_eq!(
+        pool_totals(&groups),
+        before,
+        "the pool's totals are as before"
+    );
+    for obs in &groups {
+        assert!(
+            doc(obs)
+                .shards
+                .values()
+                .all(|r| r.state == ShardPhase::Active)
+        );
+    }
 }
 
 #[test]
