@@ -43,6 +43,8 @@ pub mod reason {
     pub const FIRST_PUBLISH_HELD: &str = "FirstPublishHeld";
     /// The ConsumerPool named by `spec.poolRef` does not exist.
     pub const POOL_NOT_FOUND: &str = "PoolNotFound";
+    /// A ConsumerPool's Ready=True: some pod it selects is eligible.
+    pub const SERVING: &str = "Serving";
     /// The pool selects no pod that is Ready for `minReadySeconds`.
     pub const NO_READY_PODS: &str = "NoReadyPods";
     /// A spec field could not be interpreted.
@@ -83,6 +85,10 @@ pub mod reason {
     /// Balanced=False with `balance: throughput`: pods are outside the band
     /// and the moves allowed now (damping, budget, delay) cannot bring them back.
     pub const OUT_OF_BAND: &str = "OutOfBand";
+    /// Balanced=False: optional moves wait for the move budget
+    /// (`rebalance.maxMovesPerWindow`); more are allowed as the window
+    /// slides.
+    pub const MOVES_DEFERRED: &str = "MovesDeferred";
     /// LoadMeasured=True: every readable shard's load is measured.
     pub const MEASURED: &str = "Measured";
     /// LoadMeasured=False: some shards have no load measurement yet.

@@ -40,6 +40,7 @@ pub mod observation;
 pub(crate) mod pacing;
 pub mod plan;
 pub mod pool;
+pub mod pool_conditions;
 pub mod retry;
 pub(crate) mod status;
 pub mod topology;

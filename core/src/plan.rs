@@ -20,6 +20,7 @@ mod inputs;
 mod outcome;
 mod requeue;
 pub(crate) mod throughput;
+mod unpaced;
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -30,7 +31,8 @@ use self::outcome::{
     moves_in_flight, note_oversized, protocol_status, published_message, record_assignment,
     stale_message,
 };
-use self::requeue::{next_requeue, rebalances_unpaced, requeue_after};
+use self::requeue::{next_requeue, requeue_after};
+use self::unpaced::{deferred_by_budget, rebalances_unpaced};
 use crate::codec;
 use crate::conditions::reason;
 use crate::crds::{AssignmentDocument, ShardGroupStatus};
@@ -141,6 +143,9 @@ pub struct Moves {
     pub required: u64,
     /// Moves made only to balance.
     pub optional: u64,
+    /// Optional moves the move budget (`rebalance.maxMovesPerWindow`) held
+    /// back: the plan wanted them and used every move the window allows.
+    pub deferred: u64,
 }
 
 /// What one ShardGroup's plans keep between them, owned by the caller (the
@@ -243,8 +248,9 @@ fn plan_assignment(
     let Engined {
         pacing,
         output,
-        input,
+        mut input,
     } = run_engine(obs, pool, pods, topology, previous_doc, &mut memory.ring)?;
+    outcome.deferred_moves = deferred_by_budget(&mut input, &mut memory.ring, &output);
     // The input (a copy of the topology and of the previous assignment) is
     // kept only while the rebalance delay may call for a second, unpaced
     // engine run: at 20,000 shards it is megabytes the rest of the plan
@@ -319,6 +325,7 @@ fn plan_assignment(
         moves: Moves {
             required: output.required_moves(),
             optional: output.optional_moves(),
+            deferred: outcome.deferred_moves,
         },
         handoffs: step.completed,
         holds_ended: step.holds_ended,

@@ -58,6 +58,8 @@ pub(crate) struct Outcome {
     pub measured_load: Option<crate::plan::throughput::LoadOutcome>,
     /// Shards held for pods that may return, in the document in place.
     pub waiting: Option<Waiting>,
+    /// Optional moves the move budget held back in this plan.
+    pub deferred_moves: u64,
 }
 
 /// Shards held for returning pods (stable identity), as the document in
@@ -160,6 +162,26 @@ pub(crate) fn build(obs: &Observation, outcome: &Outcome) -> (ShardGroupStatus, 
                 out.out_of_band_pods,
                 obs.group.throughput_settings().band_percent,
                 out.spread.as_deref().unwrap_or("-")
+            ),
+            generation,
+            now,
+            previous,
+        )
+    } else if outcome.deferred_moves > 0 {
+        conditions::condition(
+            BALANCED,
+            false,
+            reason::MOVES_DEFERRED,
+            format!(
+                "{} optional moves wait for the move budget (rebalance.maxMovesPerWindow: {} per window {}); \
+                 the window allows more as earlier moves leave it",
+                outcome.deferred_moves,
+                obs.group
+                    .spec
+                    .rebalance
+                    .max_moves_per_window
+                    .unwrap_or_default(),
+                obs.group.spec.rebalance.window,
             ),
             generation,
             now,

@@ -8,7 +8,6 @@ use std::time::Duration;
 use super::{
     DEFAULT_REFRESH, ERROR_RETRY, EVIDENCE_POLL, IN_FLIGHT_POLL, MIN_REQUEUE, STATIC_REFRESH,
 };
-use crate::engine::{self, PlanInput, Rebalance};
 use crate::observation::Observation;
 
 /// When to look again: the source's refresh (sooner after a failed read), or
@@ -83,18 +82,6 @@ pub(super) fn next_requeue(
         requeue_after = wait;
     }
     requeue_after
-}
-
-/// Whether the engine, free of the rebalance delay and the move budget,
-/// would make optional moves from `input` (left as it was found: its pacing
-/// options are swapped out and back, not the 20,000-shard input cloned).
-pub(super) fn rebalances_unpaced(input: &mut PlanInput, ring: &mut engine::RingMemory) -> bool {
-    let paced = (input.options.rebalance, input.options.max_optional_moves);
-    input.options.rebalance = Rebalance::All;
-    input.options.max_optional_moves = None;
-    let rebalances = engine::plan_with(input, ring).is_ok_and(|o| o.optional_moves() > 0);
-    (input.options.rebalance, input.options.max_optional_moves) = paced;
-    rebalances
 }
 
 #[cfg(test)]

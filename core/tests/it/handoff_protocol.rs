@@ -320,6 +320,8 @@ fn optional_moves_wait_for_the_delay_and_the_budget() {
         revoking(&obs).is_empty(),
         "the delay holds optional moves back"
     );
+    // The delay's wait is expected after a pod change: not the budget's.
+    assert_eq!(balanced(&obs).1, "Balanced");
     let status = obs.group.status.clone().unwrap();
     assert_eq!(
         status.last_pod_change.map(|t| t.to_string()).as_deref(),
@@ -328,6 +330,16 @@ fn optional_moves_wait_for_the_delay_and_the_budget() {
     // After the delay, at most two moves in the window.
     let obs = settle(later(obs, 30));
     assert_eq!(revoking(&obs).len(), 2);
+    // Three moves bring consumer-3 to its share; the budget allowed two.
+    let (status, reason, message) = balanced(&obs);
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "MovesDeferred")
+    );
+    assert!(
+        message.starts_with("1 optional moves wait for the move budget (rebalance.maxMovesPerWindow: 2 per window 10m)"),
+        "{message}"
+    );
     assert_eq!(
         obs.group.status.as_ref().unwrap().move_budget_remaining,
         Some(0)
@@ -341,9 +353,26 @@ fn optional_moves_wait_for_the_delay_and_the_budget() {
     assert_eq!(shards_of(&obs, "consumer-3").len(), 2);
     let obs = settle(later(obs, 60));
     assert!(revoking(&obs).is_empty(), "budget spent");
+    assert_eq!(balanced(&obs).1, "MovesDeferred", "still waiting");
     let obs = settle(later(obs, 600));
     assert_eq!(revoking(&obs).len(), 1, "the last optional move");
+    assert_eq!(balanced(&obs).1, "Balanced", "nothing left to defer");
     assert_single_owner(&obs);
+}
+
+/// The group's `Balanced` condition: status, reason, message.
+fn balanced(obs: &Observation) -> (String, String, String) {
+    let status = obs.group.status.as_ref().expect("a status");
+    let condition = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Balanced")
+        .expect("a Balanced condition");
+    (
+        condition.status.clone(),
+        condition.reason.clone(),
+        condition.message.clone(),
+    )
 }
 
 #[test]

@@ -27,6 +27,7 @@ use parking_lot::Mutex;
 use shardring_core::identity::identities;
 use shardring_core::observation::{Observation, Published};
 use shardring_core::pool::{PoolBook, PoolMember, PoolPods, deals, holdings_in, readable_in};
+use shardring_core::pool_conditions::{PoolCounts, pool_conditions};
 
 use super::observe::Stores;
 use crate::GroupKey;
@@ -86,6 +87,8 @@ pub(crate) struct PoolSeen {
     ready: u64,
     /// The pool's eligible pods (Ready for minReadySeconds, not terminating).
     eligible: Vec<String>,
+    /// When it was seen (its conditions' transition time).
+    now: jiff::Timestamp,
 }
 
 impl PoolSeen {
@@ -106,6 +109,7 @@ impl PoolSeen {
                 .filter(|p| shardring_core::plan::eligible(p, min_ready, obs.now))
                 .map(|p| p.name.clone())
                 .collect(),
+            now: obs.now,
             pool,
         })
     }
@@ -314,15 +318,41 @@ impl Pools {
                 }
             }
         }
-        ConsumerPoolStatus {
-            observed_generation: seen.pool.metadata.generation,
-            pods: seen.selected,
-            ready_pods: seen.ready,
+        let fewest = totals.values().min().copied();
+        let most = totals.values().max().copied();
+        let counts = PoolCounts {
+            selected: seen.selected,
+            eligible: seen.eligible.len() as u64,
             groups: groups.len() as u64,
             shards,
-            fewest_shards_per_pod: totals.values().min().copied(),
-            most_shards_per_pod: totals.values().max().copied(),
-            conditions: Vec::new(),
+            spread: fewest.zip(most),
+            min_ready_seconds: seen.pool.spec.min_ready_seconds,
+        };
+        // The conditions this replica last wrote, else the cached pool's:
+        // the cache may not have the last write yet, and a transition time
+        // taken from an older status would make an unchanged pool write.
+        let written = self
+            .written
+            .lock()
+            .get(&(namespace, seen.pool.name_any()))
+            .map(|s| s.conditions.clone());
+        let previous = written.unwrap_or_else(|| {
+            seen.pool
+                .status
+                .as_ref()
+                .map(|s| s.conditions.clone())
+                .unwrap_or_default()
+        });
+        let generation = seen.pool.metadata.generation;
+        ConsumerPoolStatus {
+            observed_generation: generation,
+            pods: seen.selected,
+            ready_pods: seen.ready,
+            groups: counts.groups,
+            shards,
+            fewest_shards_per_pod: fewest,
+            most_shards_per_pod: most,
+            conditions: pool_conditions(&counts, generation, seen.now, &previous),
         }
     }
 
