@@ -212,6 +212,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         lease_task = Some(handle.task);
         Some(handle.is_leader)
     } else {
+        // Without election this replica writes as if it led: say so, or
+        // an alert on "no replica leads" fires for every such install.
+        leader_metrics.is_leader.set(1);
         None
     };
 

@@ -6,9 +6,11 @@
 //! activation); [`ControllerMetrics::record`] records one reconcile's
 //! decision.
 
+use crate::crds::assignment::encoding::MAX_ENCODED_BYTES;
 use jiff::Timestamp;
 use kube::ResourceExt;
 use prometheus_client::encoding::EncodeLabelSet;
+use shardring_core::conditions;
 use shardring_core::plan::{Decision, Moves};
 
 use crate::crds::ShardGroup;
@@ -139,6 +141,23 @@ pub struct ControllerMetrics {
     pub pool_shards_per_pod: Family<PoolSpreadLabels, Gauge>,
     /// Shards held, unread, for returning pods, per group.
     pub held_shards: Family<GroupLabels, Gauge>,
+    /// 1 while the group's `Ready` condition is True, else 0.
+    pub ready: Family<GroupLabels, Gauge>,
+    /// The group's `handoff.drainTimeout`, seconds (what a revoke's age is
+    /// compared with).
+    pub drain_timeout: Family<GroupLabels, Gauge<f64, AtomicU64>>,
+    /// Optional moves the move budget held back after the last plan.
+    pub moves_deferred: Family<GroupLabels, Gauge>,
+    /// Size of the published document as the API server counts it against
+    /// the ConfigMap limit (keys plus values, after compression).
+    pub document_bytes: Family<GroupLabels, Gauge>,
+    /// The most the document may take ([`MAX_ENCODED_BYTES`]: the ConfigMap
+    /// limit less headroom for metadata), the same for every group, per
+    /// group so that `document_bytes / document_limit_bytes` joins 1:1.
+    pub document_limit_bytes: Family<GroupLabels, Gauge>,
+    /// Unix time of the group's last reconcile that ended with its
+    /// document, annotations and status current (written or found so).
+    pub last_success: Family<GroupLabels, Gauge<f64, AtomicU64>>,
     /// Seconds each shard was held unread for a returning pod (from the
     /// pod going away to the hold's end), by how the hold ended: the sum is
     /// the seconds unread, the count the shards held.
@@ -168,6 +187,12 @@ impl Default for ControllerMetrics {
             pool_shards_per_pod: Family::default(),
             held_shards: Family::default(),
             hold_duration: Family::new_with_constructor(handoff_histogram),
+            ready: Family::default(),
+            drain_timeout: Family::default(),
+            moves_deferred: Family::default(),
+            document_bytes: Family::default(),
+            document_limit_bytes: Family::default(),
+            last_success: Family::default(),
         }
     }
 }
@@ -287,6 +312,40 @@ impl ControllerMetrics {
             "Pods outside the throughput band after the last plan, per ShardGroup",
             m.out_of_band_pods.clone(),
         );
+        registry.register(
+            "group_ready",
+            "1 while the ShardGroup's Ready condition is True, else 0",
+            m.ready.clone(),
+        );
+        registry.register_with_unit(
+            "group_drain_timeout",
+            "The ShardGroup's handoff.drainTimeout (what shardring_oldest_revoke_age_seconds is compared with)",
+            Unit::Seconds,
+            m.drain_timeout.clone(),
+        );
+        registry.register(
+            "group_moves_deferred",
+            "Optional moves the move budget (rebalance.maxMovesPerWindow) held back after the last plan, per ShardGroup",
+            m.moves_deferred.clone(),
+        );
+        registry.register_with_unit(
+            "group_document",
+            "Size of the published assignment document as counted against the ConfigMap limit, per ShardGroup",
+            Unit::Bytes,
+            m.document_bytes.clone(),
+        );
+        registry.register_with_unit(
+            "group_document_limit",
+            "The most an assignment document may take (the ConfigMap limit less headroom for metadata)",
+            Unit::Bytes,
+            m.document_limit_bytes.clone(),
+        );
+        registry.register_with_unit(
+            "group_last_success_timestamp",
+            "Unix time of the ShardGroup's last reconcile that left its document, annotations and status current",
+            Unit::Seconds,
+            m.last_success.clone(),
+        );
         m
     }
 
@@ -298,6 +357,31 @@ impl ControllerMetrics {
     /// Counts one reconcile error.
     pub fn error(&self, reason: &'static str) {
         self.errors.get_or_create(&ReasonLabel { reason }).inc();
+    }
+
+    /// Forgets every group's and pool's gauges: a replica that stops
+    /// leading stops planning, and what it last exported would otherwise
+    /// stand beside the new leader's values (an alert on a deferred move
+    /// or an old revoke would keep firing from the old leader).
+    pub(crate) fn forget_all_groups(&self) {
+        self.shards.clear();
+        self.pods.clear();
+        self.epoch.clear();
+        self.revokes_pending.clear();
+        self.oldest_revoke_age.clear();
+        self.budget_remaining.clear();
+        self.recommended_replicas.clear();
+        self.load_kbps.clear();
+        self.out_of_band_pods.clear();
+        self.held_shards.clear();
+        self.ready.clear();
+        self.drain_timeout.clear();
+        self.moves_deferred.clear();
+        self.document_bytes.clear();
+        self.document_limit_bytes.clear();
+        self.last_success.clear();
+        self.load_ratio.clear();
+        self.pool_shards_per_pod.clear();
     }
 
     /// Forgets the per-group gauges of a deleted group.
@@ -312,6 +396,12 @@ impl ControllerMetrics {
         self.load_kbps.remove(labels);
         self.out_of_band_pods.remove(labels);
         self.held_shards.remove(labels);
+        self.ready.remove(labels);
+        self.drain_timeout.remove(labels);
+        self.moves_deferred.remove(labels);
+        self.document_bytes.remove(labels);
+        self.document_limit_bytes.remove(labels);
+        self.last_success.remove(labels);
         for bound in ["min", "max"] {
             self.load_ratio.remove(&spread_labels(labels, bound));
         }
@@ -335,12 +425,21 @@ fn gauge(n: u64) -> i64 {
 impl ControllerMetrics {
     /// Records what one reconcile decided for `group`: its gauges, the
     /// moves, the completed handoffs' durations and the revoke ages.
-    pub(crate) fn record(&self, group: &ShardGroup, decision: &Decision, now: Timestamp) {
+    /// `document_bytes` is the size of the document in place after it, if
+    /// known.
+    pub(crate) fn record(
+        &self,
+        group: &ShardGroup,
+        decision: &Decision,
+        document_bytes: Option<usize>,
+        now: Timestamp,
+    ) {
         let metrics = self;
         let labels = GroupLabels {
             namespace: group.namespace().unwrap_or_default(),
             shardgroup: group.name_any(),
         };
+        self.record_health(&labels, group, decision, document_bytes, now);
         metrics
             .shards
             .get_or_create(&labels)
@@ -353,7 +452,9 @@ impl ControllerMetrics {
             .epoch
             .get_or_create(&labels)
             .set(gauge(decision.status.epoch));
-        let Moves { required, optional } = decision.moves;
+        let Moves {
+            required, optional, ..
+        } = decision.moves;
         if required > 0 {
             metrics
                 .moves
@@ -409,6 +510,45 @@ impl ControllerMetrics {
             }
         }
         self.record_load(&labels, status);
+    }
+
+    /// The gauges alerts watch: Ready, the drain timeout, the deferred
+    /// moves, the document's size against its limit, the last success.
+    fn record_health(
+        &self,
+        labels: &GroupLabels,
+        group: &ShardGroup,
+        decision: &Decision,
+        document_bytes: Option<usize>,
+        now: Timestamp,
+    ) {
+        let ready = decision
+            .status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == conditions::READY && c.status == "True");
+        self.ready.get_or_create(labels).set(i64::from(ready));
+        if let Ok(timeout) = group.spec.handoff.drain_timeout() {
+            self.drain_timeout
+                .get_or_create(labels)
+                .set(timeout.as_secs_f64());
+        }
+        self.moves_deferred
+            .get_or_create(labels)
+            .set(gauge(decision.moves.deferred));
+        if let Some(bytes) = document_bytes {
+            self.document_bytes
+                .get_or_create(labels)
+                .set(gauge(bytes as u64));
+        }
+        self.document_limit_bytes
+            .get_or_create(labels)
+            .set(gauge(MAX_ENCODED_BYTES as u64));
+        // Seconds since the epoch, as a float (millisecond precision is
+        // plenty for "how long since").
+        #[allow(clippy::cast_precision_loss)] // milliseconds since 1970 fit in 2^53
+        let seconds = now.as_millisecond() as f64 / 1000.0;
+        self.last_success.get_or_create(labels).set(seconds);
     }
 
     /// The load gauges of `status`: the recommended replicas, and the

@@ -30,11 +30,13 @@ pub mod triggers;
 use std::sync::Arc;
 use std::time::Instant;
 
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
 use kube::runtime::events::Recorder;
 use kube::runtime::finalizer::{self, Event as FinalizerEvent};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 use tokio::sync::watch;
 use tracing::instrument;
@@ -324,8 +326,33 @@ pub(crate) async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result
             .as_millis(),
         "reconciled"
     );
-    ctx.metrics.record(group, &decision, now);
+    let document_bytes = match &decision.document_write {
+        Some(write) => Some(write.encoded.encoded_bytes()),
+        None => published_bytes(ctx, group),
+    };
+    ctx.metrics.record(group, &decision, document_bytes, now);
     Ok(Action::requeue(decision.requeue_after))
+}
+
+/// The size of `group`'s ConfigMap in the cache as the API server counts it
+/// against its limit (keys plus values), if it is there.
+fn published_bytes(ctx: &Context, group: &ShardGroup) -> Option<usize> {
+    let namespace = group.namespace().unwrap_or_default();
+    let key = ObjectRef::<ConfigMap>::new(&group.config_map_name()).within(&namespace);
+    let map = ctx.stores.config_maps.get(&key)?;
+    let data: usize = map
+        .data
+        .iter()
+        .flatten()
+        .map(|(k, v)| k.len() + v.len())
+        .sum();
+    let binary: usize = map
+        .binary_data
+        .iter()
+        .flatten()
+        .map(|(k, v)| k.len() + v.0.len())
+        .sum();
+    Some(data + binary)
 }
 
 /// Finalizer cleanup: removes the group's annotation from every pod that has

@@ -525,7 +525,7 @@ fn requested_groups(
 /// Emits `()` each time `rx` turns true. Each time it turns false, the
 /// replica first forgets what only a leader serves (the views, releases and
 /// published CAs: the next leadership starts from what its first cycles
-/// publish).
+/// publish) and the groups' gauges only a leader keeps current.
 fn became_leader(
     rx: watch::Receiver<bool>,
     context: Arc<Context>,
@@ -538,6 +538,7 @@ fn became_leader(
     .filter_map(move |leading| {
         if !leading {
             context.groups.clear();
+            context.metrics.forget_all_groups();
         }
         ready(leading.then_some(()))
     })
