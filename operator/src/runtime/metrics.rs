@@ -43,8 +43,9 @@ use std::sync::OnceLock;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
-use prometheus_client::metrics::info::Info;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
 
 /// Prefix of every metric name the operator exports.
@@ -65,20 +66,89 @@ pub enum MetricsError {
 /// and the `shardring_process_*` metrics already registered.
 pub fn new_registry() -> Registry {
     let mut registry = Registry::with_prefix(PREFIX);
+    // A gauge of 1 with the version as its label, the form Prometheus'
+    // own `prometheus_build_info` takes: OpenMetrics' `info` type is
+    // unknown to the Prometheus text format (`promtool check metrics`
+    // refuses it) and to Prometheus' own text parser.
+    let build = Family::<Vec<(&'static str, &'static str)>, Gauge>::default();
+    build
+        .get_or_create(&vec![("version", env!("CARGO_PKG_VERSION"))])
+        .set(1);
     registry.register(
-        "build",
-        "Version of the running shardring operator",
-        Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
+        "build_info",
+        "Version of the running shardring operator (always 1)",
+        build,
     );
     registry.register_collector(Box::new(ProcessCollector));
     registry
 }
+
+/// Content type of [`to_prometheus_text`]'s output (the Prometheus text
+/// format 0.0.4).
+pub(crate) const PROMETHEUS_TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Encodes the registry in the OpenMetrics text format (ends with `# EOF`).
 pub fn encode(registry: &Registry) -> Result<String, MetricsError> {
     let mut text = String::with_capacity(8 * 1024);
     prometheus_client::encoding::text::encode(&mut text, registry)?;
     Ok(text)
+}
+
+/// Whether a scraper's `Accept` header asks for OpenMetrics (Prometheus
+/// does, first); anything else (curl's `*/*`, no header, `text/plain`) is
+/// answered in the Prometheus text format, as Go's client_golang does.
+pub(crate) fn wants_openmetrics(accept: Option<&str>) -> bool {
+    accept.is_some_and(|accept| {
+        accept
+            .split(',')
+            .any(|range| range.trim().starts_with("application/openmetrics-text"))
+    })
+}
+
+/// The OpenMetrics text [`encode`] wrote, in the Prometheus text format
+/// 0.0.4 (what `promtool check metrics`, older scrapers and most ad hoc
+/// tools parse). The registry's families need three changes, all in the
+/// comment lines: a counter's `# HELP`/`# TYPE` name the family without
+/// `_total` in OpenMetrics but the samples' name (with it) in the text
+/// format; `unknown` is `untyped`; `# UNIT` and `# EOF` do not exist. The
+/// samples are the same (this registry writes no exemplars, timestamps or
+/// `_created` series, and no `info` or `stateset` families).
+pub(crate) fn to_prometheus_text(openmetrics: &str) -> String {
+    let mut counters = std::collections::HashSet::new();
+    for line in openmetrics.lines() {
+        if let Some(name) = line
+            .strip_prefix("# TYPE ")
+            .and_then(|rest| rest.strip_suffix(" counter"))
+        {
+            counters.insert(name);
+        }
+    }
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let comment = ["# HELP ", "# TYPE "]
+            .into_iter()
+            .find_map(|prefix| Some((prefix, line.strip_prefix(prefix)?)));
+        match comment {
+            Some((prefix, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                let tail = if tail == "unknown" { "untyped" } else { tail };
+                let total = if counters.contains(name) {
+                    "_total"
+                } else {
+                    ""
+                };
+                let _ = writeln!(out, "{prefix}{name}{total} {tail}");
+            }
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
 }
 
 /// Reads `/proc/self` on every scrape: memory, CPU, threads, file
@@ -268,9 +338,34 @@ mod tests {
     }
 
     #[test]
+    fn openmetrics_becomes_the_prometheus_text_format() {
+        let openmetrics = "# HELP x_requests Requests.\n# TYPE x_requests counter\n\
+                           x_requests_total{code=\"200\"} 3\n\
+                           # HELP x_age Age.\n# TYPE x_age gauge\n# UNIT x_age seconds\nx_age 1.5\n\
+                           # HELP x_odd Odd.\n# TYPE x_odd unknown\nx_odd 1\n# EOF\n";
+        assert_eq!(
+            to_prometheus_text(openmetrics),
+            "# HELP x_requests_total Requests.\n# TYPE x_requests_total counter\n\
+             x_requests_total{code=\"200\"} 3\n\
+             # HELP x_age Age.\n# TYPE x_age gauge\nx_age 1.5\n\
+             # HELP x_odd Odd.\n# TYPE x_odd untyped\nx_odd 1\n"
+        );
+    }
+
+    #[test]
+    fn only_a_scraper_that_asks_for_openmetrics_gets_it() {
+        let prometheus = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,\
+                          text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+        assert!(wants_openmetrics(Some(prometheus)));
+        assert!(!wants_openmetrics(Some("*/*")));
+        assert!(!wants_openmetrics(Some("text/plain; version=0.0.4")));
+        assert!(!wants_openmetrics(None));
+    }
+
+    #[test]
     fn registry_exports_prefixed_process_and_build_metrics() {
         let text = encode(&new_registry()).unwrap();
-        assert!(text.contains("# TYPE shardring_build info"), "{text}");
+        assert!(text.contains("# TYPE shardring_build_info gauge"), "{text}");
         assert!(text.contains("shardring_build_info{version=\""), "{text}");
         assert!(
             text.contains("shardring_process_resident_memory_bytes "),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use prometheus_client::registry::Registry;
@@ -104,9 +104,19 @@ fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-async fn metrics_handler(State(state): State<AppState>) -> Response {
+async fn metrics_handler(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|value| value.to_str().ok());
     match metrics::encode(&state.registry) {
-        Ok(text) => ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], text).into_response(),
+        Ok(text) if metrics::wants_openmetrics(accept) => {
+            ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], text).into_response()
+        }
+        Ok(text) => (
+            [(header::CONTENT_TYPE, metrics::PROMETHEUS_TEXT_CONTENT_TYPE)],
+            metrics::to_prometheus_text(&text),
+        )
+            .into_response(),
         Err(error) => {
             tracing::error!(%error, "cannot encode metrics");
             (StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response()

@@ -30,8 +30,14 @@ impl Reply {
 }
 
 async fn get(addr: SocketAddr, path: &str) -> Reply {
+    get_accepting(addr, path, "*/*").await
+}
+
+async fn get_accepting(addr: SocketAddr, path: &str, accept: &str) -> Reply {
     let mut stream = TcpStream::connect(addr).await.unwrap();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nAccept: {accept}\r\nConnection: close\r\n\r\n"
+    );
     stream.write_all(request.as_bytes()).await.unwrap();
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).await.unwrap();
@@ -87,11 +93,14 @@ async fn start() -> Running {
     }
 }
 
+/// What Prometheus 2.x sends.
+const PROMETHEUS_ACCEPT: &str = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+
 #[tokio::test]
-async fn serves_openmetrics_from_the_shared_registry() {
+async fn serves_openmetrics_from_the_shared_registry_to_prometheus() {
     let running = start().await;
     running.reconciles.inc_by(3);
-    let reply = get(running.addr, "/metrics").await;
+    let reply = get_accepting(running.addr, "/metrics", PROMETHEUS_ACCEPT).await;
     assert_eq!(reply.status, 200);
     assert_eq!(
         reply.header("content-type"),
@@ -115,6 +124,27 @@ async fn serves_openmetrics_from_the_shared_registry() {
         reply.body
     );
     assert!(reply.body.ends_with("# EOF\n"), "{}", reply.body);
+}
+
+#[tokio::test]
+async fn serves_the_prometheus_text_format_to_anyone_else() {
+    let running = start().await;
+    running.reconciles.inc_by(3);
+    let reply = get(running.addr, "/metrics").await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(
+        reply.header("content-type"),
+        Some("text/plain; version=0.0.4; charset=utf-8")
+    );
+    for line in [
+        "# HELP shardring_reconciles_total Reconciles run",
+        "# TYPE shardring_reconciles_total counter",
+        "shardring_reconciles_total 3",
+    ] {
+        assert!(reply.body.contains(line), "no {line:?} in {}", reply.body);
+    }
+    assert!(!reply.body.contains("# EOF"), "{}", reply.body);
+    assert!(!reply.body.contains("# UNIT"), "{}", reply.body);
 }
 
 #[tokio::test]
