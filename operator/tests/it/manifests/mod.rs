@@ -9,7 +9,7 @@
 //! By artefact: `install` (the rendered manifest), `chart` (the chart's
 //! files against the kustomize bases), `command_line` (both manifests'
 //! command lines against `shardring run`'s parser), `helm_render` (the
-//! chart rendered by helm), `rbac` (the chart's RBAC values), `endpoint` (the consumer endpoint's Service,
+//! chart rendered by helm), `rbac` (the chart's RBAC values), `monitoring` (the optional PrometheusRule and dashboard), `endpoint` (the consumer endpoint's Service,
 //! volume, RBAC, chart values and sample consumer against each other). The
 //! files they all read are found here.
 
@@ -18,6 +18,7 @@ mod command_line;
 mod endpoint;
 mod helm_render;
 mod install;
+mod monitoring;
 mod policy;
 mod rbac;
 
