@@ -139,6 +139,28 @@ pub(crate) async fn install(
     Ok(uids)
 }
 
+/// `GET /metrics` of the operator on loopback port `port`: the body, in
+/// the Prometheus text format (the request asks for no OpenMetrics), or
+/// what went wrong.
+pub(crate) fn scrape_metrics(port: u16) -> Result<String, String> {
+    use std::io::{Read as _, Write as _};
+    let mut stream =
+        std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
+    write!(stream, "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .map_err(|e| e.to_string())?;
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .map_err(|e| e.to_string())?;
+    let (_, body) = response
+        .split_once("\r\n\r\n")
+        .ok_or("no HTTP body in the answer")?;
+    Ok(body.to_owned())
+}
+
 /// Creates pod `name` labelled `app=<app>` and marks it Ready at `ip` since
 /// `since`; returns its uid.
 pub(crate) async fn ready_pod(

@@ -15,6 +15,7 @@
 
 mod api_semantics;
 mod cluster;
+mod day2;
 mod endpoint_release;
 mod endpoint_run;
 mod kit_group;

@@ -26,8 +26,8 @@ use shardring_e2e::namespace::{apply_crds, create_namespace};
 use shardring_e2e::published::assignment_document;
 
 use crate::kit_group::{
-    OwnerChanges, Running, TestResult, free_port, in_fresh_namespace, ready_pod, shardring_run,
-    wait_until, watch_owners,
+    OwnerChanges, Running, TestResult, free_port, in_fresh_namespace, ready_pod, scrape_metrics,
+    shardring_run, wait_until, watch_owners,
 };
 
 const GROUPS: usize = 20;
@@ -104,23 +104,6 @@ async fn document_versions(
     Ok(versions)
 }
 
-/// The operator's `/metrics` text, or what went wrong.
-fn metrics(port: u16) -> Result<String, String> {
-    use std::io::{Read as _, Write as _};
-    let mut stream =
-        std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(2)))
-        .map_err(|e| e.to_string())?;
-    write!(stream, "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
-        .map_err(|e| e.to_string())?;
-    let mut response = String::new();
-    stream
-        .read_to_string(&mut response)
-        .map_err(|e| e.to_string())?;
-    Ok(response)
-}
-
 async fn scenario(client: &Client, namespace: &str) -> TestResult {
     let (operator, metrics_port) = install(client, namespace, "0s").await?;
     let live: Vec<String> = (0..PODS).map(|i| format!("p-{i}")).collect();
@@ -149,7 +132,7 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
     .await?;
     // ...and so do the operator's metrics.
     wait_until("the pool spread in /metrics", WAIT, || async {
-        let text = metrics(metrics_port)?;
+        let text = scrape_metrics(metrics_port)?;
         let labels = format!("namespace=\"{namespace}\",consumerpool=\"p\"");
         let want = [
             format!("shardring_pool_shards_per_pod{{{labels},bound=\"min\"}} 5"),
@@ -171,7 +154,7 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
         "the new operator to reconcile every group",
         WAIT,
         || async {
-            let text = metrics(metrics_port)?;
+            let text = scrape_metrics(metrics_port)?;
             let reconciles: f64 = text
                 .lines()
                 .find_map(|line| line.strip_prefix("shardring_reconciles_total "))
