@@ -302,6 +302,7 @@ fn plan_assignment(
     });
     note_oversized(outcome, &oversized);
 
+    outcome.completed = step.completed.clone();
     let (status, mut events) = status::build(obs, outcome);
     events.extend(hold_expired_events(&step.holds_ended, &identities));
     if changed {

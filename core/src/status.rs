@@ -11,9 +11,9 @@ use crate::conditions::{
     PROGRESSING, READY, reason,
 };
 use crate::crds::ShardGroupStatus;
-use crate::crds::shard_group::{PodCounts, ShardCounts};
+use crate::crds::shard_group::{HandoffRecord, PodCounts, RECENT_HANDOFFS, ShardCounts};
 use crate::events::EventNote;
-use crate::handoff::{HANDOFF_UNFENCED, ProtocolStatus};
+use crate::handoff::{self, HANDOFF_UNFENCED, ProtocolStatus};
 use crate::observation::Observation;
 
 /// Something that keeps the group from its desired state.
@@ -60,6 +60,8 @@ pub(crate) struct Outcome {
     pub waiting: Option<Waiting>,
     /// Optional moves the move budget held back in this plan.
     pub deferred_moves: u64,
+    /// Handoffs completed in this plan (`status.recentHandoffs`).
+    pub completed: Vec<handoff::Completed>,
 }
 
 /// Shards held for returning pods (stable identity), as the document in
@@ -348,9 +350,32 @@ pub(crate) fn build(obs: &Observation, outcome: &Outcome) -> (ShardGroupStatus, 
             Some(load) => load.recommended,
             None => current.recommended_replicas,
         },
+        recent_handoffs: recent_handoffs(&outcome.completed, &current.recent_handoffs, obs.now),
         conditions,
     };
     (status, events)
+}
+
+/// The handoffs `completed` now before the `kept` ones, newest first, at
+/// most [`RECENT_HANDOFFS`] (the shard order within one reconcile).
+fn recent_handoffs(
+    completed: &[handoff::Completed],
+    kept: &[HandoffRecord],
+    now: Timestamp,
+) -> Vec<HandoffRecord> {
+    completed
+        .iter()
+        .map(|c| HandoffRecord {
+            shard: c.shard.clone(),
+            from: c.from.clone(),
+            to: c.to.clone(),
+            evidence: c.evidence.label().to_owned(),
+            millis: u64::try_from(c.duration.as_millis()).unwrap_or(u64::MAX),
+            completed: now,
+        })
+        .chain(kept.iter().cloned())
+        .take(RECENT_HANDOFFS)
+        .collect()
 }
 
 /// `OrderingNotEnforced` for sources with lineage: True (how to enable

@@ -391,3 +391,32 @@ fn required_moves_are_never_held_back() {
         Some(0)
     );
 }
+
+#[test]
+fn completed_handoffs_are_kept_in_the_status_newest_first() {
+    let handed_over = |shards: u32| {
+        let mut obs = settle(observation(shards, pods(3)));
+        obs.group.spec.rebalance.delay = "0s".into();
+        obs.pods.push(pod_info("consumer-3"));
+        let mut obs = settle(obs);
+        // The drain timeout ends the handoffs (no lease table).
+        for _ in 0..20 {
+            if revoking(&obs).is_empty() {
+                break;
+            }
+            obs = settle(later(obs, 30));
+        }
+        assert!(revoking(&obs).is_empty());
+        obs.group.status.unwrap().recent_handoffs
+    };
+    // 12 shards: consumer-3 takes one from each of the other three.
+    let recent = handed_over(12);
+    assert_eq!(recent.len(), 3, "{recent:?}");
+    for handoff in &recent {
+        assert_eq!(handoff.to.as_deref(), Some("consumer-3"));
+        assert_eq!(handoff.evidence, "drain_timeout");
+        assert!(handoff.millis >= 30_000, "{handoff:?}");
+    }
+    // 400 shards: 100 handoffs, of which the status keeps the last 16.
+    assert_eq!(handed_over(400).len(), 16);
+}

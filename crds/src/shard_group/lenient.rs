@@ -23,6 +23,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Deserializer};
 
 use super::move_log::MoveLogEntry;
+use super::status::HandoffRecord;
 
 /// An optional RFC 3339 time; one that does not parse is `None`.
 pub(super) fn time<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Timestamp>, D::Error> {
@@ -45,4 +46,14 @@ pub(super) fn times<'de, D: Deserializer<'de>>(
 pub(super) fn move_log<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<MoveLogEntry>, D::Error> {
     let texts = Vec::<String>::deserialize(d)?;
     Ok(texts.iter().filter_map(|t| t.parse().ok()).collect())
+}
+
+/// The recent handoffs; entries that do not parse (a hand-edited time) are
+/// left out.
+pub(super) fn handoffs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<HandoffRecord>, D::Error> {
+    let values = Vec::<serde_json::Value>::deserialize(d)?;
+    Ok(values
+        .into_iter()
+        .filter_map(|v| serde_json::from_value(v).ok())
+        .collect())
 }

@@ -35,7 +35,9 @@ pub use move_log::{MoveLogEntry, MoveLogEntryError};
 pub use movement::{HandoffSpec, RebalanceSpec};
 pub use source::{KinesisSource, LeaseTableSpec, ShardSource, StaticSource};
 pub use spec::{BalanceMode, OutputSpec, PoolRef, ShardGroup, ShardGroupSpec};
-pub use status::{PodCounts, ShardCounts, ShardGroupStatus, ThroughputStatus};
+pub use status::{
+    HandoffRecord, PodCounts, RECENT_HANDOFFS, ShardCounts, ShardGroupStatus, ThroughputStatus,
+};
 
 /// CEL: a positive Go-style duration (`30s`, `1m30s`, `250ms`).
 const POSITIVE_DURATION: &str =

@@ -119,10 +119,46 @@ pub struct ShardGroupStatus {
     /// per pod (also the metric `shardring_recommended_replicas`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recommended_replicas: Option<u32>,
+    /// The last handoffs completed, newest first, at most
+    /// [`RECENT_HANDOFFS`]: which shard went from which pod to which, what
+    /// showed the previous owner let go, and how long it took (what
+    /// `kubectl shardring why` shows; Events cannot, since the API
+    /// aggregates repeated Events of one reason under the first one's
+    /// note).
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "lenient::handoffs"
+    )]
+    pub recent_handoffs: Vec<HandoffRecord>,
     /// Standard conditions: Ready, Balanced, Progressing, Degraded (and
     /// LoadMeasured with `balance: throughput`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+}
+
+/// How many completed handoffs `status.recentHandoffs` keeps.
+pub const RECENT_HANDOFFS: usize = 16;
+
+/// One completed handoff in `status.recentHandoffs`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HandoffRecord {
+    /// The shard.
+    pub shard: String,
+    /// Its previous owner.
+    pub from: String,
+    /// Its new owner (absent: no eligible pod had room; it is unassigned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// What showed the previous owner let go: `pod_stopped`,
+    /// `release_acked`, `lease_released`, `pod_gone`, `lease_expired` or
+    /// `drain_timeout` (docs/handoff.md).
+    pub evidence: String,
+    /// From the revoke to the activation, milliseconds.
+    pub millis: u64,
+    /// When the shard was activated on its new owner (RFC 3339).
+    pub completed: Timestamp,
 }
 
 /// How the measured load of a `balance: throughput` group lies.
