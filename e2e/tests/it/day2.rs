@@ -37,7 +37,6 @@ use shardring_crds::{CONTROLLER_CLASS_LABEL, ConsumerPool, ShardGroup};
 use shardring_devkit::emulators::Emulator;
 use shardring_devkit::fixtures;
 use shardring_e2e::harness::CONTROLLER_CLASS;
-use shardring_e2e::namespace::{apply_crds, create_namespace};
 use shardring_ops::argocd::HealthCheck;
 use shardring_ops::dashboard;
 use shardring_ops::kstatus::Status;
@@ -45,8 +44,8 @@ use shardring_ops::prometheus::Prometheus;
 use shardring_ops::tools::find_or_skip;
 
 use crate::kit_group::{
-    Running, TestResult, free_port, in_fresh_namespace, ready_pod, scrape_metrics, shardring_run,
-    wait_until,
+    Running, TestResult, free_port, in_fresh_namespace, pool_of_ready_pods, ready_pod,
+    scrape_metrics, shardring_run, wait_until,
 };
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -84,16 +83,7 @@ fn group(namespace: &str, name: &str, spec: Value) -> TestResult<ShardGroup> {
 /// The objects: the pool, three Ready pods, the four groups, the operator's
 /// own pod; the stream on `kinesis`.
 async fn install(client: &Client, namespace: &str, kinesis: &str) -> TestResult {
-    apply_crds(client).await?;
-    create_namespace(client, namespace).await?;
-    let pool: ConsumerPool = serde_json::from_value(fixtures::pool(namespace, "p", "consumer"))?;
-    Api::<ConsumerPool>::namespaced(client.clone(), namespace)
-        .create(&PostParams::default(), &pool)
-        .await?;
-    let since = jiff::Timestamp::now().to_string();
-    for i in 0..3 {
-        ready_pod(client, namespace, &format!("c-{i}"), "consumer", &since, IP).await?;
-    }
+    pool_of_ready_pods(client, namespace, 3, IP).await?;
     let pods = Api::<Pod>::namespaced(client.clone(), namespace);
     let own: Pod =
         serde_json::from_value(fixtures::gated_pod(namespace, OPERATOR_POD, "shardring"))?;

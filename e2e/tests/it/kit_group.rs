@@ -228,12 +228,59 @@ pub(crate) struct OwnerChanges {
     pub(crate) moves: usize,
 }
 
+/// Starts [`watch_owners`] on `namespace` and waits until it has seen
+/// `shards` partitions in the documents (its first events are the current
+/// documents: owner changes count from there); the counts, and the watch
+/// to abort when done.
+pub(crate) async fn watch_owners_of(
+    client: &Client,
+    namespace: &str,
+    shards: usize,
+) -> TestResult<(Arc<Mutex<OwnerChanges>>, tokio::task::JoinHandle<()>)> {
+    let owners = Arc::new(Mutex::new(OwnerChanges::default()));
+    let watch = tokio::spawn(watch_owners(
+        client.clone(),
+        namespace.to_owned(),
+        Arc::clone(&owners),
+    ));
+    wait_until("the watch to see every document", WATCH_WAIT, || async {
+        let seen = owners.lock().expect("owners").owner.len();
+        if seen == shards {
+            Ok(())
+        } else {
+            Err(format!("{seen} partitions seen"))
+        }
+    })
+    .await?;
+    Ok((owners, watch))
+}
+
+/// How long [`watch_owners_of`] waits for the documents.
+const WATCH_WAIT: Duration = Duration::from_secs(90);
+
+/// Installs the CRDs, `namespace`, ConsumerPool `p` selecting
+/// `app=consumer` and `pods` Ready pods `c-0`, `c-1`, … at `ip`.
+pub(crate) async fn pool_of_ready_pods(
+    client: &Client,
+    namespace: &str,
+    pods: usize,
+    ip: IpAddr,
+) -> TestResult {
+    apply_crds(client).await?;
+    create_namespace(client, namespace).await?;
+    let pool: ConsumerPool = serde_json::from_value(fixtures::pool(namespace, POOL, APP))?;
+    Api::<ConsumerPool>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &pool)
+        .await?;
+    let since = jiff::Timestamp::now().to_string();
+    for i in 0..pods {
+        ready_pod(client, namespace, &format!("c-{i}"), APP, &since, ip).await?;
+    }
+    Ok(())
+}
+
 /// Watches the namespace's documents, counting owner changes into `owners`.
-pub(crate) async fn watch_owners(
-    client: Client,
-    namespace: String,
-    owners: Arc<Mutex<OwnerChanges>>,
-) {
+async fn watch_owners(client: Client, namespace: String, owners: Arc<Mutex<OwnerChanges>>) {
     let config_maps = Api::<ConfigMap>::namespaced(client, &namespace);
     // A watch error (an expired watch under load) ends nothing: the
     // watcher relists and carries on, and the relist's objects are

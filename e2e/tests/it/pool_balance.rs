@@ -12,7 +12,6 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -26,8 +25,8 @@ use shardring_e2e::namespace::{apply_crds, create_namespace};
 use shardring_e2e::published::assignment_document;
 
 use crate::kit_group::{
-    OwnerChanges, Running, TestResult, free_port, in_fresh_namespace, ready_pod, scrape_metrics,
-    shardring_run, wait_until, watch_owners,
+    Running, TestResult, free_port, in_fresh_namespace, ready_pod, scrape_metrics, shardring_run,
+    wait_until, watch_owners_of,
 };
 
 const GROUPS: usize = 20;
@@ -226,22 +225,7 @@ async fn rolling_deploy(client: &Client, namespace: &str) -> TestResult {
     let (_operator, _) = install(client, namespace, "1h").await?;
     let mut live: Vec<String> = (0..PODS).map(|i| format!("p-{i}")).collect();
     wait_balanced(client, namespace, &live).await?;
-    let owners = Arc::new(Mutex::new(OwnerChanges::default()));
-    let watch = tokio::spawn(watch_owners(
-        client.clone(),
-        namespace.to_owned(),
-        Arc::clone(&owners),
-    ));
-    // The watch's first events are the current documents: count from there.
-    wait_until("the watch to see every document", WAIT, || async {
-        let seen = owners.lock().expect("owners").owner.len();
-        if seen == GROUPS * PARTITIONS as usize {
-            Ok(())
-        } else {
-            Err(format!("{seen} partitions seen"))
-        }
-    })
-    .await?;
+    let (owners, watch) = watch_owners_of(client, namespace, GROUPS * PARTITIONS as usize).await?;
     let pods = Api::<Pod>::namespaced(client.clone(), namespace);
     for step in 0..PODS {
         let new = format!("q-{step}");

@@ -36,8 +36,8 @@ use shardring_e2e::namespace::{apply_crds, create_namespace};
 use shardring_e2e::published::assignment_document;
 
 use crate::kit_group::{
-    OwnerChanges, Running, TestResult, free_port, in_fresh_namespace, ready_status, set_status,
-    shardring_run, wait_until, watch_owners,
+    Running, TestResult, free_port, in_fresh_namespace, ready_status, set_status, shardring_run,
+    wait_until, watch_owners_of,
 };
 
 const SET: &str = "web";
@@ -85,21 +85,7 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
     // operator may see a pod deleted and recreated Ready in one look, and
     // nothing to do (an unscheduled pod is deleted at once).
     kubelet.set_startup(Duration::from_secs(3));
-    let owners = Arc::new(Mutex::new(OwnerChanges::default()));
-    let watch = tokio::spawn(watch_owners(
-        client.clone(),
-        namespace.to_owned(),
-        Arc::clone(&owners),
-    ));
-    wait_until("the watch to see the document", WAIT, || async {
-        let seen = owners.lock().expect("owners").owner.len();
-        if seen == SHARDS {
-            Ok(())
-        } else {
-            Err(format!("{seen} partitions seen"))
-        }
-    })
-    .await?;
+    let (owners, watch) = watch_owners_of(client, namespace, SHARDS).await?;
     let moved = || owners.lock().expect("owners").moves;
 
     // The baseline: a rolling restart without the setting.

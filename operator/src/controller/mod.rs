@@ -23,9 +23,11 @@ pub mod pod_cache;
 pub mod pools;
 pub mod runner;
 pub mod scope;
+pub mod snapshot;
 pub mod sources;
 pub mod sync;
 pub mod triggers;
+pub mod what_if;
 
 use std::sync::Arc;
 use std::time::Instant;
