@@ -19,6 +19,7 @@ mod day2;
 mod endpoint_release;
 mod endpoint_run;
 mod kit_group;
+mod kubectl_plugin;
 mod leader_readiness;
 mod least_privilege;
 mod mock_scenarios;
