@@ -184,8 +184,8 @@ impl Snapshot {
     /// [`Snapshot::publish`], the one published there).
     pub fn document(&self, group: &ShardGroup) -> Option<Arc<AssignmentDocument>> {
         match self.stores.published(group).0 {
-            Published::Document(doc) | Published::Deleted(doc) => Some(doc),
-            Published::Missing | Published::Unreadable(_) => None,
+            Published::Document(doc) => Some(doc),
+            Published::Deleted(_) | Published::Missing | Published::Unreadable(_) => None,
         }
     }
 
@@ -240,26 +240,34 @@ impl Snapshot {
 
     /// Takes `document` as `group`'s published one from now on (the what-if
     /// planning its groups one after another, as a peer's write is seen by
-    /// the next group's deal): the document cache holds it as this
-    /// operator's own write, and the ConfigMap is taken out of the store so
-    /// that no decode of the old one replaces it.
+    /// the next group's deal): its ConfigMap in the store gets a version of
+    /// its own, at which the document cache knows `document`, as it knows
+    /// the operator's own writes, so nothing decodes or replaces it.
     pub(super) fn publish(&mut self, group: &ShardGroup, document: Arc<AssignmentDocument>) {
         let key = GroupKey::of(group);
         let name = group.config_map_name();
-        let config_maps: Vec<ConfigMap> = self
-            .stores
-            .config_maps
-            .state()
-            .iter()
-            .filter(|cm| {
-                !(cm.name_any() == name && cm.namespace().as_deref() == Some(&key.namespace))
-            })
-            .map(|cm| (**cm).clone())
-            .collect();
+        let version = format!("what-if-{}", document.epoch);
+        let mut config_maps: Vec<ConfigMap> = Vec::new();
+        let mut written = None;
+        for cm in self.stores.config_maps.state() {
+            if cm.name_any() == name && cm.namespace().as_deref() == Some(&key.namespace) {
+                written = Some((*cm).clone());
+            } else {
+                config_maps.push((*cm).clone());
+            }
+        }
+        let mut written = written.unwrap_or_else(|| ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.clone()),
+                namespace: Some(key.namespace.clone()),
+                ..Default::default()
+            },
+            ..Default::default()
+        });
+        written.metadata.resource_version = Some(version.clone());
+        config_maps.push(written);
         self.stores.config_maps = store_of(config_maps);
-        self.stores
-            .documents
-            .remember(&key, &name, "what-if".into(), document);
+        self.stores.documents.remember(&key, &name, version, document);
     }
 }
 

@@ -330,3 +330,133 @@ fn totals(
     }
     totals
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shardring_devkit::fixtures;
+
+    const NS: &str = "team";
+
+    fn now() -> Timestamp {
+        "2026-06-01T12:00:00Z".parse().unwrap()
+    }
+
+    /// A pod of the pool, Ready since `since`, owned by StatefulSet `set`.
+    fn pod(name: &str, since: &str, set: Option<&str>) -> Pod {
+        let mut pod = fixtures::ready_pod(NS, name, "consumer", since);
+        if let Some(set) = set {
+            pod["metadata"]["ownerReferences"] = json!([{
+                "apiVersion": "apps/v1", "kind": "StatefulSet", "name": set,
+                "uid": "set-uid", "controller": true,
+            }]);
+        }
+        serde_json::from_value(pod).unwrap()
+    }
+
+    fn snapshot(pods: Vec<Pod>, sets: Vec<StatefulSet>, shards: &[(&str, u32)]) -> Snapshot {
+        let groups = shards
+            .iter()
+            .map(|(name, count)| {
+                serde_json::from_value(fixtures::static_group(NS, name, "p", *count)).unwrap()
+            })
+            .collect();
+        let pool = serde_json::from_value(fixtures::pool(NS, "p", "consumer")).unwrap();
+        Snapshot::from_objects(NS, groups, vec![pool], pods, Vec::new(), sets, now())
+    }
+
+    fn set(name: &str, replicas: i32) -> StatefulSet {
+        serde_json::from_value(json!({
+            "apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": name, "namespace": NS, "uid": "set-uid"},
+            "spec": {"replicas": replicas, "selector": {}, "serviceName": name, "template": {}},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn one_more_pod_takes_its_share_in_optional_moves_only() {
+        let since = "2026-06-01T10:00:00Z";
+        let pods = (0..3)
+            .map(|i| pod(&format!("c-{i}"), since, None))
+            .collect();
+        let mut snapshot = snapshot(pods, Vec::new(), &[("g", 12)]);
+        // The first what-if at the pods it has publishes the first
+        // assignment (in the snapshot only): 4 shards a pod.
+        let first = what_if(&mut snapshot, "p", 3).unwrap();
+        assert_eq!(first.after.values().copied().collect::<Vec<_>>(), [4, 4, 4]);
+        let plan = what_if(&mut snapshot, "p", 4).unwrap();
+        assert_eq!(plan.added, ["what-if-0"]);
+        assert_eq!(plan.replicas_now, 3);
+        let group = &plan.groups[0];
+        assert_eq!(
+            (group.required, group.optional, group.spread),
+            (0, 3, (3, 3))
+        );
+        assert_eq!(plan.after["what-if-0"], 3);
+        assert_eq!(plan.before.values().sum::<u64>(), 12);
+        assert_eq!(plan.after.values().sum::<u64>(), 12);
+    }
+
+    #[test]
+    fn a_stateful_set_scales_down_from_its_highest_ordinal() {
+        let since = "2026-06-01T10:00:00Z";
+        let pods = (0..4)
+            .map(|i| pod(&format!("web-{i}"), since, Some("web")))
+            .collect();
+        let mut snapshot = snapshot(pods, vec![set("web", 4)], &[("g", 8)]);
+        what_if(&mut snapshot, "p", 4).unwrap();
+        let plan = what_if(&mut snapshot, "p", 2).unwrap();
+        assert_eq!(plan.removed, ["web-3", "web-2"]);
+        let group = &plan.groups[0];
+        // Their 4 shards must move (the set no longer has those ordinals,
+        // so nobody waits for them), and nothing else does.
+        assert_eq!(
+            (group.required, group.optional, group.spread),
+            (4, 0, (4, 4))
+        );
+    }
+
+    #[test]
+    fn other_pods_scale_down_from_the_most_recently_ready() {
+        let pods = vec![
+            pod("a", "2026-06-01T09:00:00Z", None),
+            pod("b", "2026-06-01T11:00:00Z", None),
+            pod("c", "2026-06-01T10:00:00Z", None),
+        ];
+        let mut snapshot = snapshot(pods, Vec::new(), &[("g", 6)]);
+        let plan = what_if(&mut snapshot, "p", 1).unwrap();
+        assert_eq!(plan.removed, ["b", "c"]);
+        assert_eq!(plan.after.keys().collect::<Vec<_>>(), ["a"]);
+    }
+
+    #[test]
+    fn new_pods_need_labels_to_copy() {
+        let mut snapshot = snapshot(Vec::new(), Vec::new(), &[("g", 2)]);
+        assert!(matches!(
+            what_if(&mut snapshot, "q", 1),
+            Err(WhatIfError::NoPool { .. })
+        ));
+        let mut pool: ConsumerPool =
+            serde_json::from_value(fixtures::pool(NS, "p", "consumer")).unwrap();
+        pool.spec.selector = serde_json::from_value(json!({
+            "matchExpressions": [{"key": "app", "operator": "In", "values": ["consumer"]}]
+        }))
+        .unwrap();
+        let group = serde_json::from_value(fixtures::static_group(NS, "g", "p", 2)).unwrap();
+        let mut snapshot = Snapshot::from_objects(
+            NS,
+            vec![group],
+            vec![pool],
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            now(),
+        );
+        let error = what_if(&mut snapshot, "p", 1).unwrap_err();
+        assert!(
+            error.to_string().contains("matchExpressions only"),
+            "{error}"
+        );
+    }
+}
