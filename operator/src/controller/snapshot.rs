@@ -267,7 +267,9 @@ impl Snapshot {
         written.metadata.resource_version = Some(version.clone());
         config_maps.push(written);
         self.stores.config_maps = store_of(config_maps);
-        self.stores.documents.remember(&key, &name, version, document);
+        self.stores
+            .documents
+            .remember(&key, &name, version, document);
     }
 }
 
