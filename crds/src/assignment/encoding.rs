@@ -88,14 +88,27 @@ impl EncodedDocument {
     /// Payload size as counted against [`MAX_ENCODED_BYTES`]: key lengths plus
     /// raw value lengths (the API server's ConfigMap size rule).
     pub fn encoded_bytes(&self) -> usize {
-        let data: usize = self.data.iter().map(|(k, v)| k.len() + v.len()).sum();
-        let binary: usize = self
-            .binary_data
-            .iter()
-            .map(|(k, v)| k.len() + v.0.len())
-            .sum();
-        data + binary
+        payload_bytes(Some(&self.data), Some(&self.binary_data))
     }
+}
+
+/// The size of a ConfigMap's `data` and `binaryData` as the API server
+/// counts it against its limit: key lengths plus raw value lengths.
+pub fn payload_bytes(
+    data: Option<&BTreeMap<String, String>>,
+    binary_data: Option<&BTreeMap<String, ByteString>>,
+) -> usize {
+    let data: usize = data
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| k.len() + v.len())
+        .sum();
+    let binary: usize = binary_data
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| k.len() + v.0.len())
+        .sum();
+    data + binary
 }
 
 /// Why a document could not be encoded.

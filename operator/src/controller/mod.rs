@@ -59,6 +59,7 @@ pub use sync::CacheSync;
 
 use crate::GroupKey;
 use crate::clock::Clock;
+use crate::crds::assignment::encoding::payload_bytes;
 use crate::crds::{FINALIZER, ShardGroup};
 
 /// Everything a reconcile needs, shared by all reconciles.
@@ -342,19 +343,7 @@ fn published_bytes(ctx: &Context, group: &ShardGroup) -> Option<usize> {
     let namespace = group.namespace().unwrap_or_default();
     let key = ObjectRef::<ConfigMap>::new(&group.config_map_name()).within(&namespace);
     let map = ctx.stores.config_maps.get(&key)?;
-    let data: usize = map
-        .data
-        .iter()
-        .flatten()
-        .map(|(k, v)| k.len() + v.len())
-        .sum();
-    let binary: usize = map
-        .binary_data
-        .iter()
-        .flatten()
-        .map(|(k, v)| k.len() + v.0.len())
-        .sum();
-    Some(data + binary)
+    Some(payload_bytes(map.data.as_ref(), map.binary_data.as_ref()))
 }
 
 /// Finalizer cleanup: removes the group's annotation from every pod that has
