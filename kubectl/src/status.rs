@@ -29,6 +29,20 @@ fn needs_a_look(condition: &Condition) -> bool {
     }
 }
 
+/// One line per condition of `kind` `name` that needs a look.
+fn looks_at(kind: &str, name: &str, conditions: &[Condition]) -> Vec<String> {
+    conditions
+        .iter()
+        .filter(|c| needs_a_look(c))
+        .map(|c| {
+            format!(
+                "{kind} {name}: {}={} {}: {}",
+                c.type_, c.status, c.reason, c.message
+            )
+        })
+        .collect()
+}
+
 /// The status text.
 pub fn render(snapshot: &Snapshot) -> String {
     let mut out = String::new();
@@ -69,12 +83,7 @@ pub fn render(snapshot: &Snapshot) -> String {
                 status.observed_generation.unwrap_or(0)
             ));
         }
-        for condition in status.conditions.iter().filter(|c| needs_a_look(c)) {
-            looks.push(format!(
-                "ShardGroup {name}: {}={} {}: {}",
-                condition.type_, condition.status, condition.reason, condition.message
-            ));
-        }
+        looks.extend(looks_at("ShardGroup", &name, &status.conditions));
     }
     let mut pools = Table::new(&[
         "CONSUMERPOOL",
@@ -101,12 +110,7 @@ pub fn render(snapshot: &Snapshot) -> String {
             per_pod,
             cell(&status.conditions, "Ready"),
         ]);
-        for condition in status.conditions.iter().filter(|c| needs_a_look(c)) {
-            looks.push(format!(
-                "ConsumerPool {name}: {}={} {}: {}",
-                condition.type_, condition.status, condition.reason, condition.message
-            ));
-        }
+        looks.extend(looks_at("ConsumerPool", &name, &status.conditions));
     }
     if groups.is_empty() && pools.is_empty() {
         return format!(

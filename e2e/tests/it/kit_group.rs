@@ -104,6 +104,18 @@ pub(crate) fn shardring_run(namespace: &str, pod: &str) -> TestResult<Command> {
     Ok(command)
 }
 
+/// Installs the CRDs and `namespace` with ConsumerPool `p` selecting
+/// `app=consumer`.
+async fn namespace_with_pool(client: &Client, namespace: &str) -> TestResult {
+    apply_crds(client).await?;
+    create_namespace(client, namespace).await?;
+    let pool: ConsumerPool = serde_json::from_value(fixtures::pool(namespace, POOL, APP))?;
+    Api::<ConsumerPool>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &pool)
+        .await?;
+    Ok(())
+}
+
 /// Installs the CRDs, `namespace` with pool `p` and ShardGroup `g` of
 /// `shards` static partitions (drain timeout `drain`), and Ready pods
 /// `pods` at `ip`; returns each pod's uid.
@@ -115,12 +127,7 @@ pub(crate) async fn install(
     pods: &[&str],
     ip: IpAddr,
 ) -> TestResult<BTreeMap<String, String>> {
-    apply_crds(client).await?;
-    create_namespace(client, namespace).await?;
-    let pool: ConsumerPool = serde_json::from_value(fixtures::pool(namespace, POOL, APP))?;
-    Api::<ConsumerPool>::namespaced(client.clone(), namespace)
-        .create(&PostParams::default(), &pool)
-        .await?;
+    namespace_with_pool(client, namespace).await?;
     let mut group = fixtures::static_group(namespace, GROUP, POOL, shards);
     group["spec"]["handoff"]["drainTimeout"] = json!(drain);
     group["metadata"]["labels"] = json!({ CONTROLLER_CLASS_LABEL: CONTROLLER_CLASS });
@@ -266,12 +273,7 @@ pub(crate) async fn pool_of_ready_pods(
     pods: usize,
     ip: IpAddr,
 ) -> TestResult {
-    apply_crds(client).await?;
-    create_namespace(client, namespace).await?;
-    let pool: ConsumerPool = serde_json::from_value(fixtures::pool(namespace, POOL, APP))?;
-    Api::<ConsumerPool>::namespaced(client.clone(), namespace)
-        .create(&PostParams::default(), &pool)
-        .await?;
+    namespace_with_pool(client, namespace).await?;
     let since = jiff::Timestamp::now().to_string();
     for i in 0..pods {
         ready_pod(client, namespace, &format!("c-{i}"), APP, &since, ip).await?;

@@ -281,15 +281,7 @@ pub fn what_if(
         .into_iter()
         .map(|(name, moves, problem)| {
             let group = snapshot.group(&name).expect("a listed group");
-            let mut per_pod: BTreeMap<&str, u64> =
-                after_names.iter().map(|p| (p.as_str(), 0)).collect();
-            if let Some(doc) = snapshot.document(group) {
-                for owner in final_owners(&doc) {
-                    if let Some(count) = per_pod.get_mut(owner) {
-                        *count += 1;
-                    }
-                }
-            }
+            let per_pod = totals(snapshot, std::slice::from_ref(group), &after_names);
             let fewest = per_pod.values().min().copied().unwrap_or(0);
             let most = per_pod.values().max().copied().unwrap_or(0);
             GroupWhatIf {
