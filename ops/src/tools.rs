@@ -50,3 +50,29 @@ pub fn find_or_skip(check: &str, name: &str, override_var: &str) -> Option<PathB
     }
     found
 }
+
+/// Whether the chart's `copy` of an artifact is byte for byte its `source`
+/// (`scripts/generate.sh` copies them: Helm reads only files inside the
+/// chart); `Err` says which differs and how to fix it.
+///
+/// # Errors
+/// When either cannot be read, or they differ.
+pub fn chart_copy_drift(source: &Path, copy: &Path) -> Result<(), String> {
+    let read = |path: &Path| {
+        std::fs::read(path).map_err(|e| {
+            format!(
+                "cannot read {} ({e}): run ./scripts/generate.sh",
+                path.display()
+            )
+        })
+    };
+    if read(source)? == read(copy)? {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} differs from {}: run ./scripts/generate.sh",
+            copy.display(),
+            source.display()
+        ))
+    }
+}

@@ -1,8 +1,9 @@
 //! The operations guide (`docs/operations.md`) against the artifacts: every
-//! alert has its runbook heading (the target of its `runbook_url`), and
-//! every metric an alert or a dashboard panel reads is in the guide's
-//! metrics tables. That a running operator exports exactly the documented
-//! metrics is checked by the e2e test `day2::` on the kit.
+//! alert has its runbook heading (the target of its `runbook_url`, whose
+//! form `alerts::` checks), and every metric an alert or a dashboard panel
+//! reads is in the guide's metrics tables. That a running operator exports
+//! no metric the guide does not document is checked by the e2e test
+//! `day2::` on the kit.
 
 use shardring_ops::{dashboard, docs};
 
@@ -26,13 +27,6 @@ fn every_alert_has_its_runbook_in_the_guide() {
             assert!(
                 runbooks.contains(alert),
                 "docs/operations.md has no `### {alert}` under `## Alerts` (its runbook_url points there)"
-            );
-            let url = rule["annotations"]["runbook_url"]
-                .as_str()
-                .unwrap_or_default();
-            assert!(
-                url.ends_with(&format!("docs/operations.md#{}", alert.to_lowercase())),
-                "{alert}: runbook_url {url}"
             );
         }
     }

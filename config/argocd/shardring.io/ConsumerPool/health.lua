@@ -48,48 +48,42 @@ local function describe(condition)
   return reason .. ": " .. message
 end
 
-local hs = {}
+-- The health Argo CD shows.
+local function health(state, message)
+  return {status = state, message = message}
+end
+
 local metadata = obj.metadata or {}
 local generation = metadata.generation
 local status = obj.status
 
 if status == nil then
-  hs.status = "Healthy"
-  hs.message = "no ShardGroup references this pool yet: the operator writes a pool's status when it plans its groups"
-  return hs
+  return health("Healthy",
+    "no ShardGroup references this pool yet: the operator writes a pool's status when it plans its groups")
 end
 
 if status.observedGeneration == nil
     or (generation ~= nil and status.observedGeneration < generation) then
-  hs.status = "Progressing"
   if generation == nil then
-    hs.message = "waiting for the operator to write the status"
-  elseif status.observedGeneration == nil then
-    hs.message = "waiting for the operator to observe generation " .. number_text(generation)
-      .. " (the status names no observedGeneration)"
-  else
-    hs.message = "waiting for the operator to observe generation " .. number_text(generation)
-      .. " (the status describes generation " .. number_text(status.observedGeneration) .. ")"
+    return health("Progressing", "waiting for the operator to write the status")
   end
-  return hs
+  local waiting = "waiting for the operator to observe generation " .. number_text(generation)
+  if status.observedGeneration == nil then
+    return health("Progressing", waiting .. " (the status names no observedGeneration)")
+  end
+  return health("Progressing", waiting .. " (the status describes generation "
+    .. number_text(status.observedGeneration) .. ")")
 end
 
 local ready = find_condition(status, "Ready")
 if ready == nil then
-  hs.status = "Healthy"
-  hs.message = number_text(status.readyPods or 0) .. " of " .. number_text(status.pods or 0)
+  return health("Healthy", number_text(status.readyPods or 0) .. " of " .. number_text(status.pods or 0)
     .. " selected pods are Ready; " .. number_text(status.groups or 0) .. " groups, "
-    .. number_text(status.shards or 0) .. " shards"
-  return hs
+    .. number_text(status.shards or 0) .. " shards")
 end
 if ready.status == "False" then
-  hs.status = "Degraded"
+  return health("Degraded", describe(ready))
 elseif ready.status == "True" then
-  hs.status = "Healthy"
-else
-  hs.status = "Progressing"
-  hs.message = "Ready is " .. tostring(ready.status) .. ": " .. describe(ready)
-  return hs
+  return health("Healthy", describe(ready))
 end
-hs.message = describe(ready)
-return hs
+return health("Progressing", "Ready is " .. tostring(ready.status) .. ": " .. describe(ready))

@@ -52,82 +52,65 @@ local function describe(condition)
   return reason .. ": " .. message
 end
 
-local hs = {}
+-- The health Argo CD shows.
+local function health(state, message)
+  return {status = state, message = message}
+end
+
 local metadata = obj.metadata or {}
 local generation = metadata.generation
 local status = obj.status
 
 if status == nil or status.observedGeneration == nil
     or (generation ~= nil and status.observedGeneration < generation) then
-  hs.status = "Progressing"
   if generation == nil then
-    hs.message = "waiting for the operator to write the status"
-  elseif status == nil then
-    hs.message = "waiting for the operator to observe generation " .. number_text(generation)
-      .. " (no status yet)"
-  elseif status.observedGeneration == nil then
-    hs.message = "waiting for the operator to observe generation " .. number_text(generation)
-      .. " (the status names no observedGeneration)"
-  else
-    hs.message = "waiting for the operator to observe generation " .. number_text(generation)
-      .. " (the status describes generation " .. number_text(status.observedGeneration) .. ")"
+    return health("Progressing", "waiting for the operator to write the status")
   end
-  return hs
+  local waiting = "waiting for the operator to observe generation " .. number_text(generation)
+  if status == nil then
+    return health("Progressing", waiting .. " (no status yet)")
+  elseif status.observedGeneration == nil then
+    return health("Progressing", waiting .. " (the status names no observedGeneration)")
+  end
+  return health("Progressing", waiting .. " (the status describes generation "
+    .. number_text(status.observedGeneration) .. ")")
 end
 
 local degraded = find_condition(status, "Degraded")
 if degraded ~= nil and degraded.status == "True" then
-  hs.status = "Degraded"
-  hs.message = describe(degraded)
-  return hs
+  return health("Degraded", describe(degraded))
 end
 
 local ready = find_condition(status, "Ready")
 if ready == nil then
-  hs.status = "Progressing"
-  hs.message = "waiting for the operator to report the Ready condition"
-  return hs
+  return health("Progressing", "waiting for the operator to report the Ready condition")
 end
 if ready.status == "False" then
   if ready.reason == "FirstPublishHeld" then
-    hs.status = "Progressing"
-  else
-    hs.status = "Degraded"
+    return health("Progressing", describe(ready))
   end
-  hs.message = describe(ready)
-  return hs
+  return health("Degraded", describe(ready))
 end
 if ready.status ~= "True" then
-  hs.status = "Progressing"
-  hs.message = "Ready is " .. tostring(ready.status) .. ": " .. describe(ready)
-  return hs
+  return health("Progressing", "Ready is " .. tostring(ready.status) .. ": " .. describe(ready))
 end
 
 local balanced = find_condition(status, "Balanced")
 if balanced ~= nil and balanced.status == "False" then
   if balanced.reason == "UnassignedShards" or balanced.reason == "OutOfBand" then
-    hs.status = "Degraded"
-    hs.message = describe(balanced)
-    return hs
+    return health("Degraded", describe(balanced))
   end
   if balanced.reason == "MovesDeferred" then
-    hs.status = "Suspended"
-    hs.message = describe(balanced)
-    return hs
+    return health("Suspended", describe(balanced))
   end
 end
 
 local progressing = find_condition(status, "Progressing")
 if progressing ~= nil and progressing.status == "True" then
   if progressing.reason == "WaitingForReturn" then
-    hs.status = "Suspended"
-  else
-    hs.status = "Progressing"
+    return health("Suspended", describe(progressing))
   end
-  hs.message = describe(progressing)
-  return hs
+  return health("Progressing", describe(progressing))
 end
 
-hs.status = "Healthy"
-hs.message = describe(ready)
-return hs
+return health("Healthy", describe(ready))
