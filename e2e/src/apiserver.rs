@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, Client};
+use shardring_devkit::wait::{Probe, wait_for_every};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -125,9 +126,24 @@ pub async fn api_server_restart(
     );
     // Down: v1-0's consumer lets its shards go and exits; the others read on.
     harness.pods.wait_exited("v1-0").await?;
-    if !kit.api_server_gone() {
-        return Err(failed("kube-apiserver still runs after SIGKILL".into()));
-    }
+    // SIGKILL is delivered at once, but a loaded machine may take a moment
+    // to tear a large process down (its /proc entry stays until then):
+    // wait for it to be gone, within the outage.
+    let gone = || async {
+        Ok::<_, std::convert::Infallible>(if kit.api_server_gone() {
+            Probe::Done(())
+        } else {
+            Probe::Pending("its pid still names kube-apiserver".into())
+        })
+    };
+    wait_for_every(
+        Duration::from_millis(50),
+        "kube-apiserver to be gone after SIGKILL",
+        OUTAGE,
+        gone,
+    )
+    .await
+    .map_err(|e| failed(format!("kube-apiserver still runs after SIGKILL: {e}")))?;
     // The outage's length is the scenario's: nothing to wait for.
     tokio::time::sleep_until(killed + OUTAGE).await;
     kit.up().await.map_err(failed)?;
