@@ -14,8 +14,10 @@
 //! the move that leaves both pods nearest their fair share. When no single
 //! move helps, try swapping a shard with one of another pod (two moves). A
 //! pod nothing helps is skipped until some other move changes the picture.
-//! Every move lowers the load beyond the targets, so the loop ends; it also
-//! ends when the optional-move budget is spent.
+//! A change is kept only if the load beyond the targets over all pods,
+//! measured again after it (moving a pod's heaviest shard moves the fair
+//! shares), drops; so the loop ends, at a placement a re-plan leaves as it
+//! is. It also ends when the optional-move budget is spent.
 //!
 //! A shard placed in this plan (new or orphaned) moves for free; moving a
 //! shard back to its previous owner gives a move back.
@@ -82,20 +84,51 @@ pub(crate) fn run(placement: &mut Placement<'_, '_>, band: f64, budget: u64) {
         let change = best_change(placement, &gauge, x, left, epsilon, false)
             .or_else(|| best_change(placement, &gauge, x, left, epsilon, true));
         match change {
-            Some(change) => {
-                placement.move_to(change.shard, change.to);
-                if let Some(back) = change.back {
-                    placement.move_to(back, change.from);
-                }
+            Some(change) if lowers_the_excess(placement, &gauge, band, &change, epsilon) => {
                 used += change.cost;
                 stuck.fill(false);
             }
-            None => stuck[x] = true,
+            _ => stuck[x] = true,
         }
         if used >= budget {
             break;
         }
     }
+}
+
+/// Makes `change` and keeps it only if the load beyond the targets, summed
+/// over every pod and measured again after it, drops by more than
+/// `epsilon`; otherwise undoes it. A change that moves a pod's heaviest
+/// shard moves the fair shares too (see [`super::fair`]), so its worth,
+/// judged against the shares before it, can be a loss: two such swaps
+/// undid each other forever, and where the loop's limit cut the cycle
+/// decided the plan, so a re-plan of it moved shards again.
+fn lowers_the_excess(
+    placement: &mut Placement<'_, '_>,
+    before: &Gauge,
+    band: f64,
+    change: &Change,
+    epsilon: f64,
+) -> bool {
+    let excess = |placement: &Placement<'_, '_>, gauge: &Gauge| -> f64 {
+        (0..placement.load.len())
+            .map(|e| gauge.violation(e, placement.load[e]))
+            .sum()
+    };
+    let was = excess(placement, before);
+    placement.move_to(change.shard, change.to);
+    if let Some(back) = change.back {
+        placement.move_to(back, change.from);
+    }
+    let after = Gauge::new(placement, band);
+    if excess(placement, &after) < was - epsilon {
+        return true;
+    }
+    if let Some(back) = change.back {
+        placement.move_to(back, change.to);
+    }
+    placement.move_to(change.shard, change.from);
+    false
 }
 
 /// What moving shard `s` from its owner to `to` costs: a move when it
