@@ -15,18 +15,7 @@ impl Sim {
             self.world.violate("no document after quiescence".into());
             return;
         };
-        let min_ready = i64::from(self.op.pool.spec.min_ready_seconds) * 1000;
-        let eligible: Vec<String> = self
-            .world
-            .pods
-            .iter()
-            .filter(|p| p.object && p.deletion.is_none())
-            .filter(|p| {
-                p.ready_since
-                    .is_some_and(|r| self.world.now - r >= min_ready)
-            })
-            .map(|p| p.name.clone())
-            .collect();
+        let eligible: Vec<String> = self.eligible_since().map(|(p, _)| p.name.clone()).collect();
         let mut loads: BTreeMap<&str, u64> = eligible.iter().map(|p| (p.as_str(), 0)).collect();
         for s in &self.world.stream {
             if self.world.rules.lease_table && self.world.complete(&s.id) {

@@ -3,7 +3,10 @@
 //! reconcile. What kept the operator from acting meanwhile (it was down, a
 //! write or read failed, its retries backed off, its pod watch relisted, a
 //! node was cut off, no pod was eligible to take the shard:
-//! [`Operator::last_fault`]) moves the start of the bound to its end.
+//! [`Operator::last_fault`]) moves the start of the bound to its end; a
+//! plan blocked for want of an eligible pod stays blocked until a pod is
+//! eligible, with no reconcile in between, so the bound starts no earlier
+//! than that.
 //!
 //! What that is, exactly, per rule of the protocol (`R` is one reconcile
 //! while moves are in flight: the in-flight poll, plus a step of
@@ -69,7 +72,17 @@ impl Sim {
             })
             .collect();
         let now = self.world.now;
-        let fault = self.op.last_fault;
+        // A plan blocked for want of an eligible pod stays blocked, with
+        // no reconcile, for as long as no pod is eligible; from the first
+        // one's eligibility on, its watch event must wake the plan.
+        let fault = if self.op.blocked_without_pods {
+            self.eligible_since()
+                .map(|(_, at)| at)
+                .min()
+                .map_or(now, |at| self.op.last_fault.max(at))
+        } else {
+            self.op.last_fault
+        };
         let reconcile = one_reconcile_ms();
         for (shard, owner, since) in revokes {
             let deadline = if lease_table {

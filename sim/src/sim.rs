@@ -195,6 +195,21 @@ impl Sim {
         }
     }
 
+    /// When each pod that is eligible now (its object there, not
+    /// terminating, Ready for the pool's `minReadySeconds`) became so.
+    pub(crate) fn eligible_since(&self) -> impl Iterator<Item = (&crate::world::SimPod, Ms)> {
+        let min_ready = i64::from(self.op.pool.spec.min_ready_seconds) * 1000;
+        let now = self.world.now;
+        self.world
+            .pods
+            .iter()
+            .filter(|p| p.object && p.deletion.is_none())
+            .filter_map(move |p| {
+                let at = p.ready_since? + min_ready;
+                (at <= now).then_some((p, at))
+            })
+    }
+
     /// How a pod the simulation adds starts: mostly soon, sometimes after a
     /// slow image pull, sometimes not scheduled for a while.
     pub(crate) fn random_start(&mut self) -> PodStart {

@@ -58,7 +58,9 @@ pub(super) fn graceful_pods(remembered: &[String], pods: &[PodInfo]) -> BTreeSet
 
 /// Drain clocks: per pod that holds revoking shards in the published
 /// document, when its annotation was first seen listing all of them as
-/// revoking. A pod whose annotation misses one has no clock (yet). Without
+/// revoking (kept from then on, while no revoke is added, even while the
+/// pod's object is away or new). A pod whose annotation misses one has no
+/// clock (yet). Without
 /// annotations (`annotations` false) the document is the only delivery
 /// there is: the clock starts when the latest revoke was published in it.
 pub(super) fn drain_clocks(
@@ -76,6 +78,36 @@ pub(super) fn drain_clocks(
         if entry.revoking.is_empty() {
             continue;
         }
+        // A clock set before one of the revokes was published does not
+        // cover it: the pod's list grew since, so its clock starts again.
+        let latest_revoke = entry
+            .revoking
+            .iter()
+            .filter_map(|s| doc.shards.get(s)?.handoff.as_ref())
+            .map(|h| h.since)
+            .max();
+        if !annotations {
+            clocks.insert(
+                name.clone(),
+                latest_revoke.filter(|r| *r <= now).unwrap_or(now),
+            );
+            continue;
+        }
+        // Once the pod's annotation listed every revoke, its reader was
+        // told: the clock runs from then, whatever the pod's object does
+        // next. A pod deleted and created again under its name (a
+        // StatefulSet's) is absent for a moment and then carries a fresh
+        // annotation; forgetting the clock there restarted it when the new
+        // pod's annotation was written, so the old reader's drain timeout
+        // ran late by the whole gap.
+        if let Some(clock) = remembered
+            .get(name)
+            .copied()
+            .filter(|t| latest_revoke.is_none_or(|r| *t >= r) && *t <= now)
+        {
+            clocks.insert(name.clone(), clock);
+            continue;
+        }
         let Some(pod) = pods.get(name.as_str()) else {
             continue;
         };
@@ -83,32 +115,14 @@ pub(super) fn drain_clocks(
             .annotation
             .as_deref()
             .and_then(|a| PodView::from_annotation(a).ok());
-        let delivered = !annotations
-            || view.is_some_and(|v| {
-                entry
-                    .revoking
-                    .iter()
-                    .all(|s| v.revoking.contains(s) && !v.active.contains(s))
-            });
-        if delivered {
-            // A clock set before one of the revokes was published does not
-            // cover it: the pod's list grew since, so its clock starts now.
-            let latest_revoke = entry
+        let delivered = view.is_some_and(|v| {
+            entry
                 .revoking
                 .iter()
-                .filter_map(|s| doc.shards.get(s)?.handoff.as_ref())
-                .map(|h| h.since)
-                .max();
-            let clock = if annotations {
-                remembered
-                    .get(name)
-                    .copied()
-                    .filter(|t| latest_revoke.is_none_or(|r| *t >= r) && *t <= now)
-                    .unwrap_or(now)
-            } else {
-                latest_revoke.filter(|r| *r <= now).unwrap_or(now)
-            };
-            clocks.insert(name.clone(), clock);
+                .all(|s| v.revoking.contains(s) && !v.active.contains(s))
+        });
+        if delivered {
+            clocks.insert(name.clone(), now);
         }
     }
     clocks

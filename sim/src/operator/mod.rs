@@ -108,6 +108,10 @@ pub struct Operator {
     /// a revoke counts from the revoke or from this, whichever is later
     /// (`crate::revokes`).
     pub last_fault: Ms,
+    /// The last plan was blocked because no pod was eligible
+    /// (`NoReadyPods`): it stays blocked, without a reconcile, for as long
+    /// as none is (a pod's eligibility wakes one).
+    pub blocked_without_pods: bool,
     /// The load book the endpoint keeps: the consumers' load reports,
     /// checked and smoothed (lost in a crash).
     pub loads: LoadBook,
@@ -181,6 +185,7 @@ impl Operator {
             landed_during_reconcile: false,
             failures: Failures::default(),
             last_fault: Ms::MIN,
+            blocked_without_pods: false,
             loads: LoadBook::default(),
             revokes: Vec::new(),
             pod_changes: Vec::new(),
@@ -251,6 +256,7 @@ impl Operator {
     pub fn crash(&mut self, now: Ms, down: Ms) {
         self.last_good = None;
         self.lease_prev = None;
+        self.blocked_without_pods = false;
         self.down_until = now + down;
         self.next_reconcile = now + down;
         self.fired.crashes += 1;
@@ -336,8 +342,16 @@ impl Operator {
                 after
             }
         };
-        if blocked(&done.decision) {
+        // A blocked plan (no eligible pod, no topology) ends no revoke.
+        // Without an eligible pod it stays blocked until one is, which a
+        // watch event reports (`crate::revokes`); otherwise (a source that
+        // could not be read yet) it is kept from acting until it looks
+        // again, as after a failed write.
+        self.blocked_without_pods = blocked_without_pods(&done.decision);
+        if self.blocked_without_pods {
             self.fault(world.now);
+        } else if blocked(&done.decision) {
+            self.fault(world.now + Ms::try_from(after.as_millis()).unwrap_or(Ms::MAX / 4));
         }
         self.next_reconcile = world.now + Ms::try_from(after.as_millis()).unwrap_or(Ms::MAX / 2);
         if std::mem::take(&mut self.landed_during_reconcile) {
@@ -410,6 +424,13 @@ struct Reconcile<'a> {
     read_error: bool,
     /// The shards of the document the reconcile read.
     before: BTreeSet<String>,
+}
+
+/// Whether a decision is blocked because no pod is eligible.
+fn blocked_without_pods(decision: &Decision) -> bool {
+    use shardring_core::conditions::{self, READY, reason};
+    conditions::find(&decision.status.conditions, READY)
+        .is_some_and(|c| c.status == "False" && c.reason == reason::NO_READY_PODS)
 }
 
 /// Whether a decision keeps the assignment as it is because a problem
