@@ -197,7 +197,7 @@ impl Sim {
 
     /// When each pod that is eligible now (its object there, not
     /// terminating, Ready for the pool's `minReadySeconds`) became so.
-    pub(crate) fn eligible_since(&self) -> impl Iterator<Item = (&crate::world::SimPod, Ms)> {
+    pub(crate) fn eligible_since(&self) -> impl Iterator<Item = (&SimPod, Ms)> {
         let min_ready = i64::from(self.op.pool.spec.min_ready_seconds) * 1000;
         let now = self.world.now;
         self.world
