@@ -276,7 +276,7 @@ fn plan_assignment(
 
     record_assignment(obs, outcome, topology, &output, &doc, changed);
     outcome.protocol = Some(protocol_status(obs, &pacing, &output, &step));
-    outcome.measured_load = Some(throughput::report(obs, topology, &output));
+    outcome.measured_load = Some(throughput::report(obs, topology, &output, previous_doc));
     let young_revoke = match obs.leases {
         LeaseObservation::NotConfigured => None,
         _ => step

@@ -334,7 +334,12 @@ pub(crate) fn build(obs: &Observation, outcome: &Outcome) -> (ShardGroupStatus, 
         last_pod_change: protocol.last_pod_change,
         pod_set_digest: protocol.pod_set_digest,
         graceful_pods: protocol.graceful_pods,
-        drain_started: protocol.drain_started,
+        drain_started: protocol
+            .drain_deliveries
+            .iter()
+            .filter_map(|(pod, list)| Some((pod.clone(), *list.last()?)))
+            .collect(),
+        drain_deliveries: protocol.drain_deliveries,
         oldest_revoke: protocol.oldest_revoke,
         last_topology_time: outcome.topology_time.or(current.last_topology_time),
         held_until: if planned {

@@ -12,11 +12,10 @@
 //! while moves are in flight: the in-flight poll, plus a step of
 //! simulated time for the reconcile to come round):
 //!
-//! - without a lease table the revoked pod's drain clock starts when the
-//!   reconcile after the revoke sees its annotation listing the revoke, and
-//!   restarts when more of its shards are revoked (which the move budget,
-//!   handing out its next moves, or a pod-set change does): a revoke ends
-//!   by the pod's latest revoke + `R` + `drainTimeout` + `R`;
+//! - without a lease table a revoke's drain clock starts when the
+//!   reconcile after it sees its pod's annotation listing it (revokes added
+//!   to the pod later do not start it again): a revoke ends by the revoke +
+//!   `R` + `drainTimeout` + `R`;
 //! - with a lease table it ends by the revoke + the later of `drainTimeout`
 //!   and the lease failover counted from the last counter change the
 //!   operator saw (at most `R` after the change) + `R`.
@@ -29,8 +28,6 @@
 //!
 //! [`Operator::last_fault`]: crate::operator::Operator::last_fault
 //! [`Operator::reconcile`]: crate::operator::Operator::reconcile
-
-use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 
@@ -57,19 +54,11 @@ impl Sim {
         let drain = millis(handoff.drain_timeout().unwrap_or_default());
         let failover = millis(handoff.lease_failover().unwrap_or_default());
         let lease_table = self.world.rules.lease_table;
-        // Each revoked pod's latest revoke: its drain clock restarts then.
-        let mut latest: BTreeMap<&str, Ms> = BTreeMap::new();
         let revokes: Vec<(&String, &str, Ms)> = doc
             .shards
             .iter()
             .filter(|(_, r)| r.state == ShardPhase::Revoking)
-            .filter_map(|(id, r)| {
-                let since = at(r.handoff.as_ref()?.since);
-                let owner = r.owner.as_deref()?;
-                let latest = latest.entry(owner).or_insert(since);
-                *latest = (*latest).max(since);
-                Some((id, owner, since))
-            })
+            .filter_map(|(id, r)| Some((id, r.owner.as_deref()?, at(r.handoff.as_ref()?.since))))
             .collect();
         let now = self.world.now;
         // A plan blocked for want of an eligible pod stays blocked, with
@@ -88,7 +77,7 @@ impl Sim {
             let deadline = if lease_table {
                 since.max(fault) + drain.max(failover + reconcile) + reconcile
             } else {
-                latest[owner].max(fault) + reconcile + drain + reconcile
+                since.max(fault) + reconcile + drain + reconcile
             };
             if now > deadline {
                 let what = format!(

@@ -22,8 +22,9 @@ pub(crate) struct ProtocolStatus {
     pub pod_set_digest: Option<String>,
     /// Pods seen terminating gracefully that hold revoking shards.
     pub graceful_pods: Vec<String>,
-    /// Per pod: when its annotation was first seen listing all its revoking shards.
-    pub drain_started: BTreeMap<String, Timestamp>,
+    /// Per pod: when its revokes were delivered (its annotation first seen
+    /// listing them), oldest first.
+    pub drain_deliveries: BTreeMap<String, Vec<Timestamp>>,
     /// When the oldest revoke in flight was published.
     pub oldest_revoke: Option<Timestamp>,
     /// Whether handoffs run without a lease table (weaker guarantee). Not
@@ -40,7 +41,7 @@ impl ProtocolStatus {
             last_pod_change: status.last_pod_change,
             pod_set_digest: status.pod_set_digest.clone(),
             graceful_pods: status.graceful_pods.clone(),
-            drain_started: status.drain_started.clone(),
+            drain_deliveries: super::clocks::remembered_deliveries(status),
             oldest_revoke: status.oldest_revoke,
             unfenced: false,
         }

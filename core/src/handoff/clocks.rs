@@ -1,16 +1,15 @@
 //! The timing rules of the protocol and the clocks the status keeps for it:
 //! the spec's drain timeout and lease failover, the pods known to be
-//! terminating gracefully, and each revoked pod's drain clock (when its
-//! annotation was first seen listing all its revoking shards, or, for a
-//! group that publishes no annotations, when its latest revoke was
-//! published in the document).
+//! terminating gracefully, and each revoke's drain clock (when its pod's
+//! annotation was first seen listing it, or, for a group that publishes no
+//! annotations, when it was published in the document).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use jiff::Timestamp;
 
-use crate::crds::{AssignmentDocument, PodView};
+use crate::crds::{AssignmentDocument, PodView, ShardGroupStatus};
 use crate::observation::PodInfo;
 
 /// The timing rules of the protocol, from the spec.
@@ -56,20 +55,47 @@ pub(super) fn graceful_pods(remembered: &[String], pods: &[PodInfo]) -> BTreeSet
     set
 }
 
+/// Per pod holding revoking shards: the times its revokes were delivered
+/// (oldest first). A revoke's drain timeout counts from the first of them
+/// at or after its publication ([`delivered_at`]).
+pub(super) type Deliveries = BTreeMap<String, Vec<Timestamp>>;
+
+/// The drain deliveries the status kept; a status written before they were
+/// kept has each pod's one clock (`drainStarted`), which covered every
+/// revoke of the pod.
+pub(super) fn remembered_deliveries(status: &ShardGroupStatus) -> Deliveries {
+    let mut deliveries = status.drain_deliveries.clone();
+    for (pod, started) in &status.drain_started {
+        deliveries
+            .entry(pod.clone())
+            .or_insert_with(|| vec![*started]);
+    }
+    deliveries
+}
+
+/// When the revoke published at `since` to a pod with `deliveries` reached
+/// its reader: the first delivery at or after it; `None` while none did.
+pub(super) fn delivered_at(deliveries: &[Timestamp], since: Timestamp) -> Option<Timestamp> {
+    deliveries.iter().copied().find(|t| *t >= since)
+}
+
 /// Drain clocks: per pod that holds revoking shards in the published
-/// document, when its annotation was first seen listing all of them as
-/// revoking (kept from then on, while no revoke is added, even while the
-/// pod's object is away or new). A pod whose annotation misses one has no
-/// clock (yet). Without
-/// annotations (`annotations` false) the document is the only delivery
-/// there is: the clock starts when the latest revoke was published in it.
+/// document, each time its annotation was first seen listing every revoke
+/// published before then (kept while a revoke in flight counts from it,
+/// even while the pod's object is away or new). Each revoke counts from its
+/// own delivery, so revokes added to a pod later do not start the older
+/// ones' clocks again: a pod given a revoke every few seconds (throughput
+/// rebalancing, a move budget handing out its moves) would otherwise never
+/// reach a drain timeout. Without annotations (`annotations` false) the
+/// document is the only delivery there is: a revoke is delivered when it is
+/// published in it. `remembered` is what the status kept.
 pub(super) fn drain_clocks(
-    remembered: &BTreeMap<String, Timestamp>,
+    remembered: &Deliveries,
     published: Option<&AssignmentDocument>,
     pods: &BTreeMap<&str, &PodInfo>,
     annotations: bool,
     now: Timestamp,
-) -> BTreeMap<String, Timestamp> {
+) -> Deliveries {
     let Some(doc) = published else {
         return BTreeMap::new();
     };
@@ -78,52 +104,56 @@ pub(super) fn drain_clocks(
         if entry.revoking.is_empty() {
             continue;
         }
-        // A clock set before one of the revokes was published does not
-        // cover it: the pod's list grew since, so its clock starts again.
-        let latest_revoke = entry
+        let mut published_at: Vec<Timestamp> = entry
             .revoking
             .iter()
             .filter_map(|s| doc.shards.get(s)?.handoff.as_ref())
-            .map(|h| h.since)
-            .max();
+            .map(|h| h.since.min(now))
+            .collect();
+        published_at.sort_unstable();
+        published_at.dedup();
         if !annotations {
-            clocks.insert(
-                name.clone(),
-                latest_revoke.filter(|r| *r <= now).unwrap_or(now),
-            );
+            clocks.insert(name.clone(), published_at);
             continue;
         }
-        // Once the pod's annotation listed every revoke, its reader was
-        // told: the clock runs from then, whatever the pod's object does
-        // next. A pod deleted and created again under its name (a
+        let mut deliveries: Vec<Timestamp> = remembered
+            .get(name)
+            .map(|list| list.iter().copied().filter(|t| *t <= now).collect())
+            .unwrap_or_default();
+        // Once the pod's annotation listed a revoke, its reader was told:
+        // that revoke's clock runs from then, whatever the pod's object
+        // does next. A pod deleted and created again under its name (a
         // StatefulSet's) is absent for a moment and then carries a fresh
         // annotation; forgetting the clock there restarted it when the new
         // pod's annotation was written, so the old reader's drain timeout
         // ran late by the whole gap.
-        if let Some(clock) = remembered
-            .get(name)
-            .copied()
-            .filter(|t| latest_revoke.is_none_or(|r| *t >= r) && *t <= now)
-        {
-            clocks.insert(name.clone(), clock);
-            continue;
+        let latest = published_at.last().copied();
+        let all_delivered = latest.is_some_and(|r| deliveries.last().is_some_and(|t| *t >= r));
+        if !all_delivered && annotation_lists(pods.get(name.as_str()).copied(), &entry.revoking) {
+            deliveries.push(now);
         }
-        let Some(pod) = pods.get(name.as_str()) else {
-            continue;
-        };
-        let view = pod
-            .annotation
-            .as_deref()
-            .and_then(|a| PodView::from_annotation(a).ok());
-        let delivered = view.is_some_and(|v| {
-            entry
-                .revoking
-                .iter()
-                .all(|s| v.revoking.contains(s) && !v.active.contains(s))
-        });
-        if delivered {
-            clocks.insert(name.clone(), now);
+        // Keep the deliveries some revoke in flight counts from.
+        let mut kept: Vec<Timestamp> = published_at
+            .iter()
+            .filter_map(|since| delivered_at(&deliveries, *since))
+            .collect();
+        kept.dedup();
+        if !kept.is_empty() {
+            clocks.insert(name.clone(), kept);
         }
     }
     clocks
+}
+
+/// Whether `pod`'s annotation lists every shard of `revoking` as revoking
+/// (and none of them active).
+fn annotation_lists(pod: Option<&PodInfo>, revoking: &[String]) -> bool {
+    let view = pod
+        .and_then(|p| p.annotation.as_deref())
+        .and_then(|a| PodView::from_annotation(a).ok());
+    view.is_some_and(|v| {
+        revoking
+            .iter()
+            .all(|s| v.revoking.contains(s) && !v.active.contains(s))
+    })
 }

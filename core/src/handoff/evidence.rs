@@ -8,7 +8,7 @@
 
 use jiff::Timestamp;
 
-use super::clocks::add;
+use super::clocks::{add, delivered_at};
 use super::step::{Ctx, HandoffResult, Revoke};
 use crate::departures::{Departure, Departures};
 use crate::observation::{Containers, LeaseObservation, PodInfo, ReleaseAck};
@@ -139,7 +139,7 @@ impl Ctx<'_> {
             LeaseObservation::Failed(_) => None,
             LeaseObservation::NotConfigured => {
                 let clock = if pod.is_some() {
-                    *self.drain.get(from)?
+                    delivered_at(self.drain.get(from)?, since)?
                 } else {
                     since
                 };

@@ -44,7 +44,7 @@
 //!
 //! A failed lease read is never evidence. All the state this needs lives in
 //! the published document (`state`, `handoff.to`, `handoff.since`,
-//! `handoff.epoch`, `handoff.leaseCounter`) and the status (`gracefulPods`, `drainStarted`), so a
+//! `handoff.epoch`, `handoff.leaseCounter`) and the status (`gracefulPods`, `drainDeliveries`), so a
 //! restarted operator resumes every move where it was; rules 1 and 2 also
 //! read the operator's memory of departed pods, and rule 2 the
 //! acknowledgements the leader holds in memory (a consumer sends again what

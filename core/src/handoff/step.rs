@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use super::clocks::{Timing, drain_clocks, graceful_pods};
+use super::clocks::{Deliveries, Timing, drain_clocks, graceful_pods, remembered_deliveries};
 use super::evidence::Evidence;
 use crate::crds::{AssignmentDocument, Handoff, HashKeyRange, ReturnHold, ShardPhase, ShardRecord};
 use crate::engine::{PlanOutput, Previous, ShardState};
@@ -56,8 +56,9 @@ pub(crate) struct HandoffResult {
     pub revokes_started: u64,
     /// Pods seen terminating gracefully that still hold revoking shards.
     pub graceful_pods: Vec<String>,
-    /// Drain clocks per pod holding revoking shards.
-    pub drain_started: BTreeMap<String, Timestamp>,
+    /// Drain clocks per pod holding revoking shards: when its revokes were
+    /// delivered.
+    pub drain_deliveries: Deliveries,
     /// When the oldest revoke in flight was published.
     pub oldest_revoke: Option<Timestamp>,
     /// When the youngest revoke in flight was published.
@@ -115,7 +116,13 @@ pub(crate) fn step(
     let pods: BTreeMap<&str, &PodInfo> = obs.pods.iter().map(|p| (p.name.as_str(), p)).collect();
     let graceful = graceful_pods(&current.graceful_pods, &obs.pods);
     let annotations = obs.group.publishes_pod_annotations();
-    let drain = drain_clocks(&current.drain_started, published, &pods, annotations, now);
+    let drain = drain_clocks(
+        &remembered_deliveries(&current),
+        published,
+        &pods,
+        annotations,
+        now,
+    );
     let ctx = Ctx {
         obs,
         timing,
@@ -192,7 +199,7 @@ pub(crate) fn step(
         .into_iter()
         .filter(|p| holders.contains(p.as_str()))
         .collect();
-    result.drain_started = drain
+    result.drain_deliveries = drain
         .into_iter()
         .filter(|(p, _)| holders.contains(p.as_str()))
         .collect();
@@ -294,7 +301,7 @@ pub(super) struct Ctx<'a> {
     pub(super) timing: Timing,
     pub(super) pods: &'a BTreeMap<&'a str, &'a PodInfo>,
     pub(super) graceful: &'a BTreeSet<String>,
-    pub(super) drain: &'a BTreeMap<String, Timestamp>,
+    pub(super) drain: &'a Deliveries,
     pub(super) next_epoch: u64,
     pub(super) published_epoch: u64,
     pub(super) identities: &'a Identities,

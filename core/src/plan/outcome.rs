@@ -60,7 +60,7 @@ pub(super) fn protocol_status(
         last_pod_change: Some(pacing.last_pod_change),
         pod_set_digest: Some(pacing.pod_set_digest.clone()),
         graceful_pods: step.graceful_pods.clone(),
-        drain_started: step.drain_started.clone(),
+        drain_deliveries: step.drain_deliveries.clone(),
         oldest_revoke: step.oldest_revoke,
         unfenced: obs.group.spec.lease_table.is_none(),
     }

@@ -28,7 +28,8 @@ use crate::load::{confirmation_wait, damping_wait, engine_load, out_of_band_sinc
 use crate::observation::Observation;
 use crate::pacing::Pacing;
 use crate::topology::Topology;
-use shardring_crds::assignment::AssignmentDocument;
+use jiff::Timestamp;
+use shardring_crds::assignment::{AssignmentDocument, ShardPhase};
 
 /// How often a group balanced by throughput is planned again without a
 /// watch event, at most: loads change without one.
@@ -104,13 +105,8 @@ pub(super) fn damp(
         .half_life()
         .unwrap_or(LOAD_POLL_MAX);
     let previous = stored(obs);
-    let damped = damping_wait(
-        previous.and_then(|t| t.last_rebalance),
-        pacing.last_pod_change,
-        interval,
-        obs.now,
-    );
-    let last_rebalance = previous.and_then(|t| t.last_rebalance);
+    let last_rebalance = last_move(obs, previous_doc);
+    let damped = damping_wait(last_rebalance, pacing.last_pod_change, interval, obs.now);
     let new_pod = pod_holds_nothing && last_rebalance.is_none_or(|t| pacing.last_pod_change > t);
     let unconfirmed = if new_pod {
         None
@@ -125,6 +121,28 @@ pub(super) fn damp(
         pacing.rebalance = Rebalance::RequiredOnly;
         pacing.next_change = Some(pacing.next_change.map_or(wait, |w| w.min(wait)));
     }
+}
+
+/// When shards last moved: the stored `status.throughput.lastRebalance`,
+/// or a later revoke still in flight in `previous_doc` (a revoke that holds
+/// a shard for its own returning owner is no move). The document is written
+/// before the status, so a status write lost after a move (a crash, a
+/// failed write) would otherwise forget it, and the shards it moved could
+/// move again for load at once.
+fn last_move(obs: &Observation, previous_doc: Option<&AssignmentDocument>) -> Option<Timestamp> {
+    let revoked = previous_doc.and_then(|doc| {
+        doc.shards
+            .values()
+            .filter(|r| r.state == ShardPhase::Revoking)
+            .filter_map(|r| {
+                let handoff = r.handoff.as_ref()?;
+                let held_for_owner = r.return_hold.is_some() && handoff.to == r.owner;
+                (!held_for_owner).then_some(handoff.since)
+            })
+            .max()
+    });
+    let stored = stored(obs).and_then(|t| t.last_rebalance);
+    stored.max(revoked)
 }
 
 /// The stored `status.throughput`.
@@ -205,7 +223,12 @@ fn coverage(obs: &Observation, topology: &Topology, pending: &[String]) -> Cover
 }
 
 /// What the plan that produced `output` reports of the load.
-pub(super) fn report(obs: &Observation, topology: &Topology, output: &PlanOutput) -> LoadOutcome {
+pub(super) fn report(
+    obs: &Observation,
+    topology: &Topology,
+    output: &PlanOutput,
+    previous_doc: Option<&AssignmentDocument>,
+) -> LoadOutcome {
     let spec = &obs.group.spec;
     let throughput = by_throughput(spec);
     if !throughput && spec.scaling.is_none() {
@@ -239,10 +262,14 @@ pub(super) fn report(obs: &Observation, topology: &Topology, output: &PlanOutput
     let previous = stored(obs);
     let report = output.throughput.as_ref();
     let moved = output.optional_moves();
-    let last_rebalance = if moved > 0 {
+    // Damping counts from any plan that gave shards new owners: the shards
+    // of a pod that left, placed by their load, are not moved again for
+    // load within the interval (unless the pods change again), as shards
+    // moved for load are not.
+    let last_rebalance = if moved + output.required_moves() > 0 {
         Some(obs.now)
     } else {
-        previous.and_then(|p| p.last_rebalance)
+        last_move(obs, previous_doc)
     };
     let out_of_band_since = out_of_band_since(
         previous.and_then(|p| p.out_of_band_since),

@@ -42,6 +42,21 @@ pub(super) fn times<'de, D: Deserializer<'de>>(
         .collect())
 }
 
+/// A map of lists of RFC 3339 times; times that do not parse are left out
+/// (and a list left empty with them).
+pub(super) fn time_lists<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<BTreeMap<String, Vec<Timestamp>>, D::Error> {
+    let texts = BTreeMap::<String, Vec<String>>::deserialize(d)?;
+    Ok(texts
+        .into_iter()
+        .filter_map(|(key, list)| {
+            let times: Vec<Timestamp> = list.iter().filter_map(|t| t.parse().ok()).collect();
+            (!times.is_empty()).then_some((key, times))
+        })
+        .collect())
+}
+
 /// The move log; entries that do not parse are left out.
 pub(super) fn move_log<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<MoveLogEntry>, D::Error> {
     let texts = Vec::<String>::deserialize(d)?;

@@ -89,6 +89,18 @@ pub struct ShardGroupStatus {
         deserialize_with = "lenient::times"
     )]
     pub drain_started: BTreeMap<String, Timestamp>,
+    /// Per pod holding revoking shards: each time its annotation was first
+    /// seen listing every revoke published before then (RFC 3339, oldest
+    /// first; kept while a revoke in flight counts from it). Without a lease
+    /// table a revoke's drain timeout counts from the first of these at or
+    /// after its publication, so a pod given more revokes does not hold
+    /// back the older ones' timeouts. `drainStarted` is the last of these.
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "lenient::time_lists"
+    )]
+    pub drain_deliveries: BTreeMap<String, Vec<Timestamp>>,
     /// When the oldest revoke still in flight was published (RFC 3339).
     #[serde(
         default,
@@ -191,8 +203,10 @@ pub struct ThroughputStatus {
     /// since this operator started leading.
     #[serde(default)]
     pub rejected_reports: u64,
-    /// When shards last moved to bring pods back into the band (RFC 3339):
-    /// the next such move waits `throughput.dampingInterval` after it.
+    /// When shards last moved (RFC 3339): to bring pods back into the band,
+    /// or off a pod that left or is over `maxShardsPerPod`. The next move
+    /// for load waits `throughput.dampingInterval` after it, unless the
+    /// eligible pods change.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",

@@ -124,6 +124,7 @@ fn status_times_keep_their_rfc_3339_wire_format() {
         "moveLog": ["2026-11-21T12:00:00Z 3", "2026-11-21T12:00:30.25Z 1"],
         "lastPodChange": "2026-11-21T11:59:00Z",
         "drainStarted": {"a": "2026-11-21T12:00:01.123456789Z"},
+        "drainDeliveries": {"a": ["2026-11-21T12:00:00.5Z", "2026-11-21T12:00:01.123456789Z"]},
         "oldestRevoke": "2026-11-21T12:00:00Z",
         "lastTopologyTime": "2026-11-21T12:00:02.5Z"
     });
@@ -152,6 +153,7 @@ fn status_times_that_do_not_parse_read_as_absent() {
         "moveLog": ["garbage 3", "2026-11-21T12:00:00Z", "2026-11-21T12:00:05Z x"],
         "lastPodChange": "yesterday",
         "drainStarted": {"a": "soon", "b": "2026-11-21T12:00:01Z"},
+        "drainDeliveries": {"a": ["soon"], "b": ["later", "2026-11-21T12:00:01Z"]},
         "oldestRevoke": "",
         "lastTopologyTime": "2026-11-21 12:00"
     }))
@@ -169,6 +171,11 @@ fn status_times_that_do_not_parse_read_as_absent() {
     assert_eq!(
         status.drain_started,
         std::collections::BTreeMap::from([("b".to_owned(), t("2026-11-21T12:00:01Z"))])
+    );
+    // A list keeps the times that parse; a list left empty is dropped.
+    assert_eq!(
+        status.drain_deliveries,
+        std::collections::BTreeMap::from([("b".to_owned(), vec![t("2026-11-21T12:00:01Z")])])
     );
     assert_eq!(status.oldest_revoke, None);
     assert_eq!(status.last_topology_time, None);

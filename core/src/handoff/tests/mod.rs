@@ -5,6 +5,7 @@
 //! fixtures (a settled group, a revoke, the lease table, the memory of
 //! departed pods); the cases are in `pod_stopped.rs`.
 
+mod drain_clocks;
 mod pod_stopped;
 mod release_acked;
 mod without_annotations;
