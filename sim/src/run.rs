@@ -196,14 +196,18 @@ pub(crate) fn drive(mut sim: Sim, config: SimConfig) -> Sim {
     }
     // The quiet checks judge a settled system: a document published in the
     // last moments of the quiet phase (a drain-timeout handoff ends late) has
-    // not been seen by its consumers yet. Keep stepping, within a bound, until
-    // the published epoch has held for longer than a consumer's refresh.
+    // not been seen by its consumers yet, and a move begun late in it (by
+    // throughput, once an out-of-band reading is confirmed) is still in
+    // flight. Keep stepping, within a bound, until no handoff is in flight
+    // and the published epoch has held for longer than a consumer's refresh.
     let settle = 2 * sim.world.rules.max_refresh;
     let mut epoch = published_epoch(&sim);
     let mut held_since = sim.world.now;
     for _ in 0..config.quiet_steps {
         if sim.world.violation.is_some()
-            || (sim.world.now - held_since > settle && !sim.load_unsettled())
+            || (sim.world.now - held_since > settle
+                && !handoffs_in_flight(&sim)
+                && !sim.load_unsettled())
         {
             break;
         }
@@ -302,6 +306,16 @@ pub fn run_seeds(first: u64, count: u64, config: SimConfig) -> Summary {
 /// Epoch of the document the simulated operator last published (0 before any).
 fn published_epoch(sim: &Sim) -> u64 {
     sim.op.doc.as_ref().map_or(0, |doc| doc.epoch)
+}
+
+/// Whether the published document has a shard revoking (a shard held for
+/// its returning owner is `Held`, not revoking).
+fn handoffs_in_flight(sim: &Sim) -> bool {
+    sim.op.doc.as_ref().is_some_and(|doc| {
+        doc.shards
+            .values()
+            .any(|r| r.state == crate::crds::ShardPhase::Revoking)
+    })
 }
 
 /// The `p`-th percentile (0–100) of `values` (sorted in place).
