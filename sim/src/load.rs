@@ -7,11 +7,14 @@
 //! Checked beyond the invariants of every seed: after the system goes quiet
 //! no shard is moved twice within the damping interval unless the eligible
 //! pods changed in between (noise alone never moves one back and forth), and
-//! the band holds: no pod is outside it by more than its noise explains.
+//! the band holds: no pod is outside it by more than its noise explains for
+//! longer than the plan takes to confirm the reading and act on it.
 
 use shardring_core::conditions;
+use shardring_core::load::CONFIRM_HALF_LIVES;
 
-use crate::crds::shard_group::{BalanceMode, ThroughputSpec};
+use crate::crds::shard_group::{BalanceMode, ThroughputSpec, ThroughputStatus};
+use crate::operator::ts;
 use crate::run::{SeedOutcome, SimConfig, Summary, drive, finish, setup};
 use crate::sim::Sim;
 use crate::world::Ms;
@@ -19,6 +22,12 @@ use crate::world::loads::WorldLoads;
 
 /// The damping interval of the simulated groups (the sim's minutes are short).
 pub const DAMPING_MS: Ms = 20_000;
+
+/// The load half-life of the simulated groups, ms.
+const HALF_LIFE_MS: Ms = 2_000;
+
+/// How long a pod must read outside the band before its shards move, ms.
+const CONFIRM_MS: Ms = HALF_LIFE_MS * CONFIRM_HALF_LIVES as Ms;
 
 /// Runs one seed balanced by throughput.
 pub fn run_load_seed(seed: u64, config: SimConfig) -> SeedOutcome {
@@ -40,7 +49,7 @@ pub fn by_throughput(sim: &mut Sim, seed: u64) {
     let spec = &mut sim.op.group.spec;
     spec.balance = BalanceMode::Throughput;
     spec.throughput = Some(ThroughputSpec {
-        half_life: "2s".into(),
+        half_life: format!("{HALF_LIFE_MS}ms"),
         damping_interval: format!("{}ms", DAMPING_MS),
         stale_after: "10s".into(),
         ..ThroughputSpec::default()
@@ -73,11 +82,26 @@ impl Sim {
     }
 
     /// The load checks once the system went quiet: no flapping, and the
-    /// band holds (`out_of_band` as the last plan saw it).
-    pub(crate) fn check_load_quiet(&mut self, out_of_band: Option<u32>) {
+    /// band holds (`throughput` as a plan made now sees it).
+    ///
+    /// A pod that noise carries across the trigger's edge (the band plus
+    /// its noise margin) now and then reads outside without being there:
+    /// the confirmation keeps its shards from moving until the reading
+    /// persists. So the band is broken only by pods outside for longer
+    /// than the confirmation and a damping interval, plus a reconcile: by
+    /// then the plan had to act on them.
+    pub(crate) fn check_load_quiet(&mut self, throughput: Option<ThroughputStatus>) {
         let since = self.quiet_since.unwrap_or(0);
+        // In decision order: a late document lands after later decisions.
+        let mut revokes: Vec<&(Ms, String)> = self
+            .op
+            .revokes
+            .iter()
+            .filter(|(at, _)| *at >= since)
+            .collect();
+        revokes.sort();
         let mut last: std::collections::BTreeMap<&str, Ms> = Default::default();
-        for (at, shard) in self.op.revokes.iter().filter(|(at, _)| *at >= since) {
+        for (at, shard) in revokes {
             if let Some(&before) = last.get(shard.as_str())
                 && at - before < DAMPING_MS
                 && !self
@@ -93,22 +117,23 @@ impl Sim {
             }
             last.insert(shard, *at);
         }
-        match out_of_band {
-            Some(0) => {}
-            Some(pods) => {
-                let spread = self
-                    .op
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.throughput.as_ref())
-                    .and_then(|t| t.spread.clone());
-                self.world.violate(format!(
-                    "quiet: {pods} pods outside the band (load ÷ fair share {spread:?})"
-                ));
-            }
-            None => self
-                .world
-                .violate("quiet: no throughput status after quiescence".into()),
+        let Some(throughput) = throughput else {
+            self.world
+                .violate("quiet: no throughput status after quiescence".into());
+            return;
+        };
+        if throughput.out_of_band_pods == 0 {
+            return;
+        }
+        let outside_for = throughput.out_of_band_since.map_or(0, |t| {
+            self.world.now - (t.as_millisecond() - ts(0).as_millisecond())
+        });
+        let acts_within = CONFIRM_MS + DAMPING_MS + self.world.rules.max_refresh;
+        if outside_for > acts_within {
+            self.world.violate(format!(
+                "quiet: {} pods outside the band for {outside_for} ms (load ÷ fair share {:?})",
+                throughput.out_of_band_pods, throughput.spread
+            ));
         }
     }
 

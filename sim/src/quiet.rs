@@ -93,8 +93,7 @@ impl Sim {
             return;
         }
         if self.by_throughput() {
-            let out = again.status.throughput.as_ref().map(|t| t.out_of_band_pods);
-            self.check_load_quiet(out);
+            self.check_load_quiet(again.status.throughput.clone());
         }
     }
 }

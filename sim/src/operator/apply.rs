@@ -203,7 +203,13 @@ impl Operator {
                     let held_for_owner = r.return_hold.is_some()
                         && r.handoff.as_ref().and_then(|h| h.to.as_ref()) == r.owner.as_ref();
                     if r.state == ShardPhase::Revoking && !was_revoking && !held_for_owner {
-                        self.revokes.push((world.now, id.clone()));
+                        // Timed by the plan that decided it (`handoff.since`),
+                        // not by when its document landed: a late write
+                        // lands long after the decision the damping counts.
+                        let decided = r.handoff.as_ref().map_or(world.now, |h| {
+                            h.since.as_millisecond() - ts(0).as_millisecond()
+                        });
+                        self.revokes.push((decided, id.clone()));
                     }
                     if r.state != ShardPhase::Active {
                         continue;
