@@ -12,8 +12,36 @@
 //! recreated pods, watch gaps: every seed draws differently now), so these
 //! seeds no longer replay those exact runs; `kubelet` and the unit tests
 //! of `controller::handoff` pin the force-deletion cases directly.
+//!
+//! Seeds that fresh ranges found since (each fixed in the commit that
+//! added it here):
+//! - 480, 3890: a StatefulSet pod deleted and recreated under its name
+//!   restarted its drain clock; 802, 1883, 3133: a plan blocked for want of
+//!   an eligible pod was counted as over at its last reconcile.
+//! - throughput 364, 480, 800, 802, 1883, 3540: the engine's repair undid
+//!   its own swaps, drain clocks per revoke, damping from every plan that
+//!   moved shards; 5240, 5302: the quiet checks ran while a late move was
+//!   in flight; 5563: a late document's revokes were timed by their
+//!   landing, not by the plan that decided them; 5660: a pod at the
+//!   trigger's edge read outside for a moment, unconfirmed.
 
 use shardring_sim::{self as sim, SimConfig};
+
+#[test]
+fn seeds_fresh_ranges_found_keep_every_invariant() {
+    for seed in [480, 802, 1883, 3133, 3890] {
+        let outcome = sim::run_seed(seed, SimConfig::default());
+        assert_eq!(outcome.violation, None, "seed {seed}");
+    }
+}
+
+#[test]
+fn throughput_seeds_fresh_ranges_found_keep_every_invariant() {
+    for seed in [364, 480, 800, 802, 1883, 3540, 5240, 5302, 5563, 5660] {
+        let outcome = sim::run_load_seed(seed, SimConfig::default());
+        assert_eq!(outcome.violation, None, "throughput seed {seed}");
+    }
+}
 
 #[test]
 fn once_failing_seeds_keep_every_invariant() {
