@@ -164,8 +164,9 @@ pub struct RejectedRate {
     /// The shard.
     pub shard: String,
     /// A constant reason: `InvalidLoad` (negative or not a number),
-    /// `AbsurdLoad` (above `throughput.maxShardKBps`), `NotOwner` (the shard
-    /// is not the caller's), `StaleReport` (the view's epoch predates the
+    /// `AbsurdLoad` (above `throughput.maxShardKBps`), `UnknownShard` (the
+    /// group has no such shard), `NotOwner` (the shard is not the caller's),
+    /// `StaleReport` (the view's epoch predates the
     /// caller's ownership of the shard).
     pub reason: String,
     /// What is wrong.

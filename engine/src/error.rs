@@ -31,6 +31,12 @@ pub enum PlanError {
         "bandPercent {0} is outside 1 to 100 (the band is a percentage of each pod's fair share)"
     )]
     BadBand(u32),
+    /// `loads` names a shard the input does not have.
+    #[error(
+        "loads names shard {0:?}, which is not among the shards (a load belongs to a shard of \
+         this input: remove it, or add the shard)"
+    )]
+    UnknownLoad(String),
     /// More pods or shards than the engine's `u32` indices address.
     #[error("too many {0}: {1} (at most {2})")]
     TooMany(&'static str, usize, usize),
@@ -46,6 +52,7 @@ impl PlanError {
             PlanError::ZeroCapacity(_) => "zero_capacity",
             PlanError::BadHashKeyRange { .. } => "bad_hash_key_range",
             PlanError::BadBand(_) => "bad_band",
+            PlanError::UnknownLoad(_) => "unknown_load",
             PlanError::TooMany(..) => "too_many",
         }
     }

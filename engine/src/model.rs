@@ -165,6 +165,15 @@ impl<'a> Model<'a> {
             if !(1..=100).contains(&band) {
                 return Err(PlanError::BadBand(band));
             }
+            // A load for an id the input lacks would be dropped unseen: a
+            // typo or a stale id, and the shard it meant weighs the mean.
+            if let Some(id) = input
+                .loads
+                .keys()
+                .find(|id| order.binary_search_by(|s| s.id.as_str().cmp(id)).is_err())
+            {
+                return Err(PlanError::UnknownLoad(id.clone()));
+            }
         }
         let mut prev_iter = input.previous.iter().peekable();
         let mut load_iter = input.loads.iter().peekable();

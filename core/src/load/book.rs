@@ -6,8 +6,10 @@
 //!
 //! A reading is refused, and changes nothing, when it is not a number or
 //! negative ([`Rejection::InvalidLoad`]), above the group's `maxShardKBps`
-//! ([`Rejection::AbsurdLoad`]), about a shard the reporting pod does not own
-//! in the published document ([`Rejection::NotOwner`]), or sent from a view
+//! ([`Rejection::AbsurdLoad`]), about a shard the published document does
+//! not have ([`Rejection::UnknownShard`]: a typo, a shard of another group,
+//! one dropped since) or that the reporting pod does not own in it
+//! ([`Rejection::NotOwner`]), or sent from a view
 //! older than the pod's ownership of the shard ([`Rejection::StaleReport`]:
 //! a report held back across a move). A whole report naming an epoch no
 //! document has had yet is refused ([`ReportRefusal::FutureEpoch`]). A lease
@@ -62,6 +64,17 @@ pub enum Rejection {
         /// The limit, bytes per second.
         max: f64,
     },
+    /// The published document has no such shard.
+    #[error(
+        "shard {shard} is not a shard of this group (its published document, epoch {epoch}, \
+         does not have it): report only shards your view lists as active, under their ids"
+    )]
+    UnknownShard {
+        /// The shard.
+        shard: String,
+        /// The published document's epoch.
+        epoch: u64,
+    },
     /// The shard is not the reporting pod's in the published document.
     #[error(
         "shard {shard} is not owned by pod {pod} (owner: {owner}): report only shards your view lists as active"
@@ -71,7 +84,7 @@ pub enum Rejection {
         shard: String,
         /// The reporting pod.
         pod: String,
-        /// Its owner in the published document (`none` when unassigned or unknown).
+        /// Its owner in the published document (`none` when unassigned).
         owner: String,
     },
     /// The report's view predates the pod's ownership of the shard.
@@ -98,6 +111,7 @@ impl Rejection {
         match self {
             Self::InvalidLoad { .. } => "InvalidLoad",
             Self::AbsurdLoad { .. } => "AbsurdLoad",
+            Self::UnknownShard { .. } => "UnknownShard",
             Self::NotOwner { .. } => "NotOwner",
             Self::StaleReport { .. } => "StaleReport",
         }
@@ -108,6 +122,7 @@ impl Rejection {
         match self {
             Self::InvalidLoad { shard, .. }
             | Self::AbsurdLoad { shard, .. }
+            | Self::UnknownShard { shard, .. }
             | Self::NotOwner { shard, .. }
             | Self::StaleReport { shard, .. } => shard,
         }
@@ -189,10 +204,11 @@ impl Recorded {
     }
 }
 
-/// Who owns a shard in the published document, since which epoch.
+/// Who owns a shard of the published document (None: nobody reads it:
+/// pending, held or complete), since which epoch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Ownership {
-    pod: String,
+    pod: Option<String>,
     since: u64,
 }
 
@@ -224,22 +240,16 @@ impl LoadBook {
         let since = if self.synced { doc.epoch } else { 0 };
         let mut owners = BTreeMap::new();
         for (id, record) in &doc.shards {
-            let Some(pod) = &record.owner else { continue };
-            if !matches!(record.state, ShardPhase::Active | ShardPhase::Revoking) {
-                continue;
-            }
+            let pod = record
+                .owner
+                .clone()
+                .filter(|_| matches!(record.state, ShardPhase::Active | ShardPhase::Revoking));
             let kept = self
                 .owners
                 .get(id)
-                .filter(|o| &o.pod == pod)
+                .filter(|o| pod.is_some() && o.pod == pod)
                 .map_or(since, |o| o.since);
-            owners.insert(
-                id.clone(),
-                Ownership {
-                    pod: pod.clone(),
-                    since: kept,
-                },
-            );
+            owners.insert(id.clone(), Ownership { pod, since: kept });
         }
         self.owners = owners;
         self.estimates.retain(|id, _| doc.shards.contains_key(id));
@@ -299,14 +309,19 @@ impl LoadBook {
         limits: &Limits,
     ) -> Result<(), Rejection> {
         let shard = &rate.shard;
-        let owner = self.owners.get(shard);
-        let Some(owner) = owner.filter(|o| o.pod == pod) else {
+        let Some(owner) = self.owners.get(shard) else {
+            return Err(Rejection::UnknownShard {
+                shard: shard.clone(),
+                epoch: self.epoch,
+            });
+        };
+        if owner.pod.as_deref() != Some(pod) {
             return Err(Rejection::NotOwner {
                 shard: shard.clone(),
                 pod: pod.to_owned(),
-                owner: owner.map_or_else(|| "none".to_owned(), |o| o.pod.clone()),
+                owner: owner.pod.clone().unwrap_or_else(|| "none".to_owned()),
             });
-        };
+        }
         if epoch < owner.since {
             return Err(Rejection::StaleReport {
                 shard: shard.clone(),
@@ -349,7 +364,10 @@ impl LoadBook {
             let Some(kbps) = lease.throughput_kbps else {
                 continue;
             };
-            if !self.owners.contains_key(id) {
+            // Leases of shards the document does not have (closed and
+            // dropped, or another application's) or nobody reads are not
+            // this group's load.
+            if self.owners.get(id).is_none_or(|o| o.pod.is_none()) {
                 continue;
             }
             if self.lease_counters.get(id) == Some(&lease.counter) {

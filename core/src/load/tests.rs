@@ -108,7 +108,7 @@ fn sound_readings_are_smoothed_and_unsound_ones_refused_with_a_reason() {
             ("s-1", "AbsurdLoad"),
             ("s-2", "NotOwner"),
             ("s-3", "NotOwner"),
-            ("s-9", "NotOwner"),
+            ("s-9", "UnknownShard"),
             ("s-1", "InvalidLoad"),
         ]
     );

@@ -75,6 +75,7 @@ pub(crate) fn culprit_line(text: &str, error: &PlanError) -> Option<usize> {
     let (needle, nth) = match error {
         PlanError::DuplicateShard(id) | PlanError::DuplicatePod(id) => (id, 2),
         PlanError::BadHashKeyRange { shard, .. } => (shard, 1),
+        PlanError::UnknownLoad(shard) => (shard, 1),
         PlanError::ZeroCapacity(pod) => (pod, 1),
         PlanError::EmptyName(_) | PlanError::TooMany(..) | PlanError::BadBand(_) => return None,
     };

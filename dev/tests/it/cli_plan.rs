@@ -211,6 +211,32 @@ fn duplicates_are_errors() {
 }
 
 #[test]
+fn a_load_for_a_shard_the_input_lacks_is_an_error() {
+    let path = scenario(
+        "unknown-load.yaml",
+        "options: {balance: throughput}\nshards:\n  - {id: s1}\n  - {id: s2}\npods:\n  - {name: p}\nloads:\n  s1: {rate: 100}\n  s9: {rate: 100}\n",
+    );
+    let out = plan(&path, "json");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("loads names shard \"s9\"") && err.contains("line 9"),
+        "{err}"
+    );
+    // The same loads for shards it has plan.
+    let path = scenario(
+        "known-load.yaml",
+        "options: {balance: throughput}\nshards:\n  - {id: s1}\n  - {id: s2}\npods:\n  - {name: p}\nloads:\n  s1: {rate: 100}\n  s2: {rate: 100}\n",
+    );
+    let out = plan(&path, "json");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
 fn hash_keys_command() {
     let run = |args: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_shardring-dev"))

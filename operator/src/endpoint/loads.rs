@@ -34,7 +34,7 @@ pub struct ReadingLabels {
     /// `endpoint` (a consumer's report) or `leaseTable` (`throughputKBps`).
     pub source: &'static str,
     /// `accepted`, or the reason it was refused (`InvalidLoad`,
-    /// `AbsurdLoad`, `NotOwner`, `StaleReport`, `FutureEpoch`,
+    /// `AbsurdLoad`, `UnknownShard`, `NotOwner`, `StaleReport`, `FutureEpoch`,
     /// `TooManyShards`).
     pub result: &'static str,
 }

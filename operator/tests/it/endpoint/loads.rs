@@ -69,7 +69,8 @@ async fn a_report_is_recorded_and_its_unsound_readings_refused_with_a_reason() {
         {"shard":"s-0","bytesPerSecond":1000.5,"recordsPerSecond":12},
         {"shard":"s-1","bytesPerSecond":-3},
         {"shard":"s-1","bytesPerSecond":1e12},
-        {"shard":"s-2","bytesPerSecond":10}]}"#;
+        {"shard":"s-2","bytesPerSecond":10},
+        {"shard":"s-77","bytesPerSecond":10}]}"#;
     let answer = client
         .send(
             Method::POST,
@@ -91,13 +92,21 @@ async fn a_report_is_recorded_and_its_unsound_readings_refused_with_a_reason() {
         vec![
             ("s-1", "InvalidLoad"),
             ("s-1", "AbsurdLoad"),
-            ("s-2", "NotOwner")
+            ("s-2", "NotOwner"),
+            ("s-77", "UnknownShard")
         ]
+    );
+    assert!(
+        response.rejected[3]
+            .message
+            .contains("not a shard of this group"),
+        "{}",
+        response.rejected[3].message
     );
     let seen = estimates(&endpoint);
     assert_eq!(seen.estimates.len(), 1);
     assert!((seen.estimates["s-0"].rate - 1000.5).abs() < 1e-9);
-    assert_eq!(seen.rejected.total, 3);
+    assert_eq!(seen.rejected.total, 4);
     endpoint.stop().await;
 }
 
