@@ -12,8 +12,11 @@
 //! beyond its own — counted as if the other pod's load read that many
 //! standard errors worse, so noise never makes a move look free — ties to
 //! the move that leaves both pods nearest their fair share. When no single
-//! move helps, try swapping a shard with one of another pod (two moves). A
-//! pod nothing helps is skipped until some other move changes the picture.
+//! move helps, try swapping a shard with one of another pod (two moves), and
+//! then a shard for two of another pod's (three moves: a pod holding two
+//! heavy shards, each too heavy to move alone and too light to trade for
+//! one, is fixed no other way). A pod nothing helps is skipped until some
+//! other move changes the picture.
 //! A change is kept only if the load beyond the targets over all pods,
 //! measured again after it (moving a pod's heaviest shard moves the fair
 //! shares), drops; so the loop ends, at a placement a re-plan leaves as it
@@ -30,16 +33,30 @@ use crate::model::NONE;
 const PARTNERS: usize = 8;
 /// A pod's heaviest shards considered for a swap.
 const SWAP_SHARDS: usize = 64;
+/// A pod's heaviest shards whose pairs are considered for a shard.
+const PAIR_SHARDS: usize = 16;
 
-/// One candidate change: a move (`back` is `None`) or a swap.
+/// The kinds of change, tried in this order while none helps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// One shard to another pod.
+    Move,
+    /// Two shards trade places.
+    Swap,
+    /// A shard for two of the other pod's.
+    ForTwo,
+}
+
+/// One candidate change: a move (`back` empty), a swap (one shard back)
+/// or a shard for two.
 #[derive(Debug, Clone, Copy)]
 struct Change {
     /// The shard that goes from `from` to `to`.
     shard: u32,
     from: u32,
     to: u32,
-    /// The shard that comes back from `to` to `from`, for a swap.
-    back: Option<u32>,
+    /// The shards that come back from `to` to `from`.
+    back: [Option<u32>; 2],
     /// Load brought within the targets.
     gain: f64,
     /// How far the worse of the two pods ends from its fair share,
@@ -81,8 +98,9 @@ pub(crate) fn run(placement: &mut Placement<'_, '_>, band: f64, budget: u64) {
             .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)));
         let Some((_, x)) = worst else { break };
         let left = budget - used;
-        let change = best_change(placement, &gauge, x, left, epsilon, false)
-            .or_else(|| best_change(placement, &gauge, x, left, epsilon, true));
+        let change = [Kind::Move, Kind::Swap, Kind::ForTwo]
+            .into_iter()
+            .find_map(|kind| best_change(placement, &gauge, x, left, epsilon, kind));
         match change {
             Some(change) if lowers_the_excess(placement, &gauge, band, &change, epsilon) => {
                 used += change.cost;
@@ -117,14 +135,14 @@ fn lowers_the_excess(
     };
     let was = excess(placement, before);
     placement.move_to(change.shard, change.to);
-    if let Some(back) = change.back {
+    for &back in change.back.iter().flatten() {
         placement.move_to(back, change.from);
     }
     let after = Gauge::new(placement, band);
     if excess(placement, &after) < was - epsilon {
         return true;
     }
-    if let Some(back) = change.back {
+    for &back in change.back.iter().flatten() {
         placement.move_to(back, change.to);
     }
     placement.move_to(change.shard, change.from);
@@ -216,14 +234,15 @@ struct Search<'p, 'm, 'a> {
 
 impl Search<'_, '_, '_> {
     /// Considers moving `shard` from `from` to `to` (`other` is whichever
-    /// of the two is not `x`), and `back` the other way for a swap.
-    fn consider(&mut self, from: u32, to: u32, other: u32, shard: u32, back: Option<u32>) {
+    /// of the two is not `x`), and `back` the other way.
+    fn consider(&mut self, from: u32, to: u32, other: u32, shard: u32, back: [Option<u32>; 2]) {
         let p = self.placement;
-        let delta = p.weight(shard) - back.map_or(0.0, |t| p.weight(t));
+        let backs = back.iter().flatten();
+        let delta = p.weight(shard) - backs.clone().map(|&t| p.weight(t)).sum::<f64>();
         if delta <= 0.0 {
             return;
         }
-        let cost = cost(p, shard, to) + back.map_or(0, |t| cost(p, t, from));
+        let cost = cost(p, shard, to) + backs.map(|&t| cost(p, t, from)).sum::<i64>();
         if cost > self.left {
             return;
         }
@@ -246,19 +265,20 @@ impl Search<'_, '_, '_> {
     }
 }
 
-/// The best change that helps pod `x`, if any is worth it: a single move,
-/// or with `swaps` two shards trading places (each pod's
-/// [`SWAP_SHARDS`] heaviest).
+/// The best change of `kind` that helps pod `x`, if any is worth it: a
+/// single move, two shards trading places (each pod's [`SWAP_SHARDS`]
+/// heaviest), or a shard for two (pairs of the receiving pod's
+/// [`PAIR_SHARDS`] heaviest).
 fn best_change(
     placement: &Placement<'_, '_>,
     gauge: &Gauge,
     x: usize,
     left: i64,
     epsilon: f64,
-    swaps: bool,
+    kind: Kind,
 ) -> Option<Change> {
     let over = placement.load[x] > gauge.fair[x];
-    let heaviest = |e: u32| {
+    let heaviest = |e: u32, count: usize| {
         let mut list = placement.members[e as usize].clone();
         list.sort_by(|&a, &b| {
             placement
@@ -266,7 +286,7 @@ fn best_change(
                 .total_cmp(&placement.weight(a))
                 .then(a.cmp(&b))
         });
-        list.truncate(SWAP_SHARDS);
+        list.truncate(count);
         list
     };
     let mut search = Search {
@@ -284,17 +304,33 @@ fn best_change(
         } else {
             (other, crate::model::index(x))
         };
-        if swaps {
-            let (going, coming) = (heaviest(from), heaviest(to));
-            for &s in &going {
-                for &t in &coming {
-                    search.consider(from, to, other, s, Some(t));
+        match kind {
+            Kind::Move if placement.has_room(to) => {
+                for &s in &placement.members[from as usize] {
+                    search.consider(from, to, other, s, [None, None]);
                 }
             }
-        } else if placement.has_room(to) {
-            for &s in &placement.members[from as usize] {
-                search.consider(from, to, other, s, None);
+            Kind::Move => {}
+            Kind::Swap => {
+                let (going, coming) = (heaviest(from, SWAP_SHARDS), heaviest(to, SWAP_SHARDS));
+                for &s in &going {
+                    for &t in &coming {
+                        search.consider(from, to, other, s, [Some(t), None]);
+                    }
+                }
             }
+            // `from` ends with one shard more.
+            Kind::ForTwo if placement.has_room(from) => {
+                let (going, coming) = (heaviest(from, SWAP_SHARDS), heaviest(to, PAIR_SHARDS));
+                for &s in &going {
+                    for (i, &t) in coming.iter().enumerate() {
+                        for &u in &coming[i + 1..] {
+                            search.consider(from, to, other, s, [Some(t), Some(u)]);
+                        }
+                    }
+                }
+            }
+            Kind::ForTwo => {}
         }
     }
     search.best

@@ -5,7 +5,7 @@
 
 use proptest::prelude::*;
 use shardring_engine::hash::mix;
-use shardring_engine::{Balance, PlanError, PlanInput, PlanOutput, Rebalance, ShardLoad};
+use shardring_engine::{Balance, PlanError, PlanInput, PlanOutput, Previous, Rebalance, ShardLoad};
 
 use crate::common::*;
 use crate::props::{apply_previous, arb_pods, arb_previous, check_consistent, shuffle};
@@ -235,10 +235,8 @@ fn a_difference_its_noise_explains_moves_nothing() {
     let previous = |inp: &mut PlanInput| {
         for (i, shard) in inp.shards.iter().enumerate() {
             let owner = if i < 2 { "consumer-0" } else { "consumer-1" };
-            inp.previous.insert(
-                shard.id.clone(),
-                shardring_engine::Previous::Owner(owner.into()),
-            );
+            inp.previous
+                .insert(shard.id.clone(), Previous::Owner(owner.into()));
         }
     };
     let mut exact = with_loads(input(shards(4), pods(2)), &rates, 0.0);
@@ -268,7 +266,7 @@ fn a_pod_a_shift_pushed_past_the_edge_is_repaired_within_the_noise_margin() {
         for (i, shard) in inp.shards.iter().enumerate() {
             inp.previous.insert(
                 shard.id.clone(),
-                shardring_engine::Previous::Owner(format!("consumer-{}", i / 10)),
+                Previous::Owner(format!("consumer-{}", i / 10)),
             );
         }
     };
@@ -324,6 +322,55 @@ fn the_band_the_budget_and_required_only_hold() {
             Err(PlanError::BadBand(bad))
         );
     }
+    // A load for an id the input does not have is refused, not dropped.
+    let mut stray = inp;
+    stray
+        .loads
+        .insert("no-such-shard".into(), stray.loads["shardId-000000000000"]);
+    assert_eq!(
+        shardring_engine::plan(&stray),
+        Err(PlanError::UnknownLoad("no-such-shard".into()))
+    );
+}
+
+/// From throughput seed 620003636 of the simulation: a pod holds two
+/// heavy shards (4.1 and 3.0 MB/s against a fair share of 6.3): either
+/// alone is too heavy to move anywhere, and no pod has one shard to trade
+/// for it that brings both into the band; a shard for two of another
+/// pod's does.
+#[test]
+fn a_pod_of_two_heavy_shards_trades_one_for_two() {
+    let held: [&[u64]; 5] = [
+        &[1059, 1037, 1011, 980, 729, 594, 401],
+        &[4137, 2998],
+        &[1464, 1384, 1381, 1047, 664],
+        &[1472, 1365, 1340, 1046, 698, 279],
+        &[1545, 1416, 1338, 1295, 586],
+    ];
+    let rates: Vec<f64> = held
+        .iter()
+        .flat_map(|r| r.iter().map(|&k| k as f64 * 1000.0))
+        .collect();
+    let mut inp = with_loads(input(shards(rates.len()), pods(5)), &rates, 0.002);
+    let owners = held
+        .iter()
+        .enumerate()
+        .flat_map(|(p, r)| r.iter().map(move |_| p));
+    for (shard, p) in inp.shards.iter().zip(owners) {
+        inp.previous
+            .insert(shard.id.clone(), Previous::Owner(format!("consumer-{p}")));
+    }
+    let out = run(&inp);
+    assert!(
+        report(&out).out_of_band > 0,
+        "the case starts outside the band"
+    );
+    assert_eq!(report(&out).still_out_of_band, 0, "{:?}", spread_of(&out));
+    assert!(out.moves <= 3, "{} moves", out.moves);
+    // At rest afterwards: planning the result again moves nothing.
+    let mut again = inp.clone();
+    again.previous = previous_of(&out);
+    assert_eq!(run(&again).moves, 0);
 }
 
 #[test]
@@ -331,10 +378,8 @@ fn a_pod_over_the_cap_releases_shards_as_required_moves() {
     let rates = vec![100.0; 12];
     let mut inp = with_loads(input(shards(12), pods(3)), &rates, 0.0);
     for shard in &inp.shards {
-        inp.previous.insert(
-            shard.id.clone(),
-            shardring_engine::Previous::Owner("consumer-0".into()),
-        );
+        inp.previous
+            .insert(shard.id.clone(), Previous::Owner("consumer-0".into()));
     }
     inp.options.max_shards_per_pod = 5;
     let out = run(&inp);

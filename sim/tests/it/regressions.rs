@@ -23,7 +23,9 @@
 //!   moved shards; 5240, 5302: the quiet checks ran while a late move was
 //!   in flight; 5563: a late document's revokes were timed by their
 //!   landing, not by the plan that decided them; 5660: a pod at the
-//!   trigger's edge read outside for a moment, unconfirmed.
+//!   trigger's edge read outside for a moment, unconfirmed; 620003636: a
+//!   pod of two heavy shards stayed outside the band for good (the repair
+//!   had no shard-for-two trade).
 
 use shardring_sim::{self as sim, SimConfig};
 
@@ -37,7 +39,9 @@ fn seeds_fresh_ranges_found_keep_every_invariant() {
 
 #[test]
 fn throughput_seeds_fresh_ranges_found_keep_every_invariant() {
-    for seed in [364, 480, 800, 802, 1883, 3540, 5240, 5302, 5563, 5660] {
+    for seed in [
+        364, 480, 800, 802, 1883, 3540, 5240, 5302, 5563, 5660, 620003636,
+    ] {
         let outcome = sim::run_load_seed(seed, SimConfig::default());
         assert_eq!(outcome.violation, None, "throughput seed {seed}");
     }
