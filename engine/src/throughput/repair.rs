@@ -13,10 +13,11 @@
 //! standard errors worse, so noise never makes a move look free — ties to
 //! the move that leaves both pods nearest their fair share. When no single
 //! move helps, try swapping a shard with one of another pod (two moves), and
-//! then a shard for two of another pod's (three moves: a pod holding two
-//! heavy shards, each too heavy to move alone and too light to trade for
-//! one, is fixed no other way). A pod nothing helps is skipped until some
-//! other move changes the picture.
+//! then a shard for two of another pod's, either way (three moves: a pod
+//! holding two heavy shards, each too heavy to move alone and too light to
+//! trade for one, or a pod short of its share by less than any shard and
+//! holding the heaviest shards, is fixed no other way). A pod nothing helps
+//! is skipped until some other move changes the picture.
 //! A change is kept only if the load beyond the targets over all pods,
 //! measured again after it (moving a pod's heaviest shard moves the fair
 //! shares), drops; so the loop ends, at a placement a re-plan leaves as it
@@ -43,16 +44,17 @@ enum Kind {
     Move,
     /// Two shards trade places.
     Swap,
-    /// A shard for two of the other pod's.
+    /// A shard for two of the other pod's: the pod that gives load gives
+    /// one shard, or two.
     ForTwo,
 }
 
-/// One candidate change: a move (`back` empty), a swap (one shard back)
-/// or a shard for two.
+/// One candidate change: a move (one shard goes, `back` empty), a swap (one
+/// each way) or a shard for two (one and two). `from` gives load, net.
 #[derive(Debug, Clone, Copy)]
 struct Change {
-    /// The shard that goes from `from` to `to`.
-    shard: u32,
+    /// The shards that go from `from` to `to` (the first is always set).
+    going: [Option<u32>; 2],
     from: u32,
     to: u32,
     /// The shards that come back from `to` to `from`.
@@ -72,7 +74,7 @@ impl Change {
         self.gain
             .total_cmp(&other.gain)
             .then(other.offset.total_cmp(&self.offset))
-            .then(other.shard.cmp(&self.shard))
+            .then(other.going.cmp(&self.going))
             .is_gt()
     }
 }
@@ -134,18 +136,20 @@ fn lowers_the_excess(
             .sum()
     };
     let was = excess(placement, before);
-    placement.move_to(change.shard, change.to);
-    for &back in change.back.iter().flatten() {
-        placement.move_to(back, change.from);
-    }
+    let make = |placement: &mut Placement<'_, '_>, from: u32, to: u32| {
+        for &going in change.going.iter().flatten() {
+            placement.move_to(going, to);
+        }
+        for &back in change.back.iter().flatten() {
+            placement.move_to(back, from);
+        }
+    };
+    make(placement, change.from, change.to);
     let after = Gauge::new(placement, band);
     if excess(placement, &after) < was - epsilon {
         return true;
     }
-    for &back in change.back.iter().flatten() {
-        placement.move_to(back, change.to);
-    }
-    placement.move_to(change.shard, change.from);
+    make(placement, change.to, change.from);
     false
 }
 
@@ -233,16 +237,29 @@ struct Search<'p, 'm, 'a> {
 }
 
 impl Search<'_, '_, '_> {
-    /// Considers moving `shard` from `from` to `to` (`other` is whichever
+    /// Considers moving `going` from `from` to `to` (`other` is whichever
     /// of the two is not `x`), and `back` the other way.
-    fn consider(&mut self, from: u32, to: u32, other: u32, shard: u32, back: [Option<u32>; 2]) {
+    fn consider(
+        &mut self,
+        from: u32,
+        to: u32,
+        other: u32,
+        going: [Option<u32>; 2],
+        back: [Option<u32>; 2],
+    ) {
         let p = self.placement;
-        let backs = back.iter().flatten();
-        let delta = p.weight(shard) - backs.clone().map(|&t| p.weight(t)).sum::<f64>();
+        let weight =
+            |list: &[Option<u32>; 2]| list.iter().flatten().map(|&s| p.weight(s)).sum::<f64>();
+        let delta = weight(&going) - weight(&back);
         if delta <= 0.0 {
             return;
         }
-        let cost = cost(p, shard, to) + backs.map(|&t| cost(p, t, from)).sum::<i64>();
+        let cost = going.iter().flatten().map(|&s| cost(p, s, to)).sum::<i64>()
+            + back
+                .iter()
+                .flatten()
+                .map(|&t| cost(p, t, from))
+                .sum::<i64>();
         if cost > self.left {
             return;
         }
@@ -251,7 +268,7 @@ impl Search<'_, '_, '_> {
             return;
         }
         let change = Change {
-            shard,
+            going,
             from,
             to,
             back,
@@ -307,7 +324,7 @@ fn best_change(
         match kind {
             Kind::Move if placement.has_room(to) => {
                 for &s in &placement.members[from as usize] {
-                    search.consider(from, to, other, s, [None, None]);
+                    search.consider(from, to, other, [Some(s), None], [None, None]);
                 }
             }
             Kind::Move => {}
@@ -315,23 +332,38 @@ fn best_change(
                 let (going, coming) = (heaviest(from, SWAP_SHARDS), heaviest(to, SWAP_SHARDS));
                 for &s in &going {
                     for &t in &coming {
-                        search.consider(from, to, other, s, [Some(t), None]);
+                        search.consider(from, to, other, [Some(s), None], [Some(t), None]);
                     }
                 }
             }
-            // `from` ends with one shard more.
-            Kind::ForTwo if placement.has_room(from) => {
-                let (going, coming) = (heaviest(from, SWAP_SHARDS), heaviest(to, PAIR_SHARDS));
-                for &s in &going {
-                    for (i, &t) in coming.iter().enumerate() {
-                        for &u in &coming[i + 1..] {
-                            search.consider(from, to, other, s, [Some(t), Some(u)]);
+            Kind::ForTwo => {
+                // One going for two back: `from` ends with a shard more.
+                if placement.has_room(from) {
+                    let (ones, pairs) = (heaviest(from, SWAP_SHARDS), heaviest(to, PAIR_SHARDS));
+                    for &s in &ones {
+                        for (t, u) in pairs_of(&pairs) {
+                            search.consider(from, to, other, [Some(s), None], [Some(t), Some(u)]);
+                        }
+                    }
+                }
+                // Two going for one back: `to` ends with a shard more.
+                if placement.has_room(to) {
+                    let (pairs, ones) = (heaviest(from, PAIR_SHARDS), heaviest(to, SWAP_SHARDS));
+                    for (s, u) in pairs_of(&pairs) {
+                        for &t in &ones {
+                            search.consider(from, to, other, [Some(s), Some(u)], [Some(t), None]);
                         }
                     }
                 }
             }
-            Kind::ForTwo => {}
         }
     }
     search.best
+}
+
+/// Every pair of two different shards of `list`.
+fn pairs_of(list: &[u32]) -> impl Iterator<Item = (u32, u32)> + '_ {
+    list.iter()
+        .enumerate()
+        .flat_map(move |(i, &a)| list[i + 1..].iter().map(move |&b| (a, b)))
 }

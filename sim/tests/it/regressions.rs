@@ -24,8 +24,9 @@
 //!   in flight; 5563: a late document's revokes were timed by their
 //!   landing, not by the plan that decided them; 5660: a pod at the
 //!   trigger's edge read outside for a moment, unconfirmed; 620003636: a
-//!   pod of two heavy shards stayed outside the band for good (the repair
-//!   had no shard-for-two trade).
+//!   pod of two heavy shards stayed outside the band for good, 388447379:
+//!   a pod short of its share held the heaviest shards (the repair had no
+//!   shard-for-two trade, either way).
 
 use shardring_sim::{self as sim, SimConfig};
 
