@@ -1,11 +1,14 @@
 //! Fair shares and the band around them.
 //!
 //! A pod's fair share is the total load in proportion to its capacity —
-//! unless it holds a shard heavier than that share. A shard cannot be
-//! split, so such a pod can do no better than that shard alone: its fair
-//! share is that shard's weight, and the rest of the load is shared over
-//! the other pods by capacity (water-filling, repeated while the share of
-//! the rest drops below another pod's heaviest shard).
+//! unless a shard is heavier than that share on the largest pod that could
+//! carry it. A shard cannot be split, so that pod can do no better than
+//! that shard alone: its fair share is that shard's weight, and the rest of
+//! the load is shared over the other pods by capacity (water-filling,
+//! repeated while the share of the rest drops below the next heaviest shard
+//! on the next largest pod; see [`shares`]). A giant shard on a small pod
+//! is not that pod's share: the pod is judged by its capacity, so the
+//! giant moves to a large pod.
 //!
 //! The band: a pod is outside it when its load is further from its fair
 //! share than `band` × fair share **plus** [`TRIGGER_SIGMAS`] standard
@@ -166,27 +169,34 @@ pub(crate) fn pushed(placement: &Placement<'_, '_>) -> Vec<bool> {
 }
 
 /// Water-filled fair shares of pods with loads `load`, heaviest shards
-/// `heaviest` and capacities `capacity`: pods whose heaviest shard exceeds
-/// their share of what the others leave get that shard's weight; the rest
-/// share the remainder by capacity.
+/// `heaviest` and capacities `capacity`. A shard cannot be split, so a
+/// shard heavier than the share of the pod best able to carry it (the
+/// largest capacity left) is that pod's whole share, and the rest is shared
+/// by capacity over the other pods: the pods' heaviest shards, heaviest
+/// first, are set against the pods by capacity, largest first (ties: the
+/// pod already holding the heavier shard), while the shard exceeds that
+/// pod's share of what is left. So a giant shard on a small pod is not its
+/// share: that pod is judged by its capacity, and the giant belongs on the
+/// largest pod. With equal capacities each giant's holder is its pod.
 pub fn shares(load: &[f64], heaviest: &[f64], capacity: &[f64]) -> Vec<f64> {
     let total: f64 = load.iter().sum();
+    let mut giants: Vec<f64> = heaviest.to_vec();
+    giants.sort_by(|a, b| b.total_cmp(a));
     let mut order: Vec<usize> = (0..load.len()).collect();
-    // Heaviest shard per unit of capacity, highest first: once one pod's
-    // heaviest shard fits its share, every later pod's does too.
     order.sort_by(|&a, &b| {
-        (heaviest[b] / capacity[b])
-            .total_cmp(&(heaviest[a] / capacity[a]))
+        capacity[b]
+            .total_cmp(&capacity[a])
+            .then(heaviest[b].total_cmp(&heaviest[a]))
             .then(a.cmp(&b))
     });
-    let mut dedicated = vec![false; load.len()];
+    let mut dedicated: Vec<Option<f64>> = vec![None; load.len()];
     let (mut rest, mut rest_capacity) = (total, capacity.iter().sum::<f64>());
-    for &e in &order {
-        if rest_capacity <= capacity[e] || heaviest[e] * rest_capacity <= rest * capacity[e] {
+    for (&e, &giant) in order.iter().zip(&giants) {
+        if rest_capacity <= capacity[e] || giant * rest_capacity <= rest * capacity[e] {
             break;
         }
-        dedicated[e] = true;
-        rest -= heaviest[e];
+        dedicated[e] = Some(giant);
+        rest -= giant;
         rest_capacity -= capacity[e];
     }
     let per_capacity = if rest_capacity > 0.0 {
@@ -195,13 +205,7 @@ pub fn shares(load: &[f64], heaviest: &[f64], capacity: &[f64]) -> Vec<f64> {
         0.0
     };
     (0..load.len())
-        .map(|e| {
-            if dedicated[e] {
-                heaviest[e]
-            } else {
-                per_capacity * capacity[e]
-            }
-        })
+        .map(|e| dedicated[e].unwrap_or(per_capacity * capacity[e]))
         .collect()
 }
 
@@ -237,5 +241,22 @@ mod tests {
         );
         // The last pod is never dedicated: it takes what is left.
         assert_eq!(shares(&[9.0], &[9.0], &[1.0]), vec![9.0]);
+    }
+
+    #[test]
+    fn a_giant_on_a_small_pod_belongs_on_the_largest() {
+        // 8 + 1 + 1 on capacities 1, 1, 4, the giant on the first pod: the
+        // capacity-4 pod's share is the giant (8 > 4/6 of 10), the others
+        // share the 2 left: the giant's holder reads 8 against a share of 1.
+        assert_eq!(
+            shares(&[8.0, 1.0, 1.0], &[8.0, 1.0, 1.0], &[1.0, 1.0, 4.0]),
+            vec![1.0, 1.0, 8.0]
+        );
+        // Not a giant for the largest pod (3 < 4/6 of 10 by capacity): all by
+        // capacity, so the capacity-1 pod holding 3 is over its share.
+        assert_eq!(
+            shares(&[3.0, 3.0, 4.0], &[3.0, 1.0, 1.0], &[1.0, 1.0, 4.0]),
+            vec![10.0 / 6.0, 10.0 / 6.0, 40.0 / 6.0]
+        );
     }
 }

@@ -23,7 +23,7 @@ mod fair;
 mod repair;
 
 use std::cmp::{Ordering, Reverse};
-use std::collections::BinaryHeap;
+use std::collections::{BTreeMap, BinaryHeap};
 
 use crate::hash::mix;
 use crate::model::{Class, Model, NONE, index};
@@ -153,10 +153,16 @@ impl<'m, 'a> Placement<'m, 'a> {
             .map(|s| s.weight as f64)
             .sum();
         let per_capacity = total / self.capacity.iter().sum::<f64>();
-        let mut lightest: BinaryHeap<Reverse<Entry>> = (0..index(model.pods.len()))
-            .filter(|&e| self.has_room(e))
-            .map(|e| Reverse(self.entry(e)))
-            .collect();
+        // One heap per capacity: the least loaded pod of each capacity is
+        // the candidate of that capacity (few distinct capacities, so a
+        // shard looks at a few pods, not all).
+        let mut classes: BTreeMap<u64, BinaryHeap<Reverse<Entry>>> = BTreeMap::new();
+        for e in (0..index(model.pods.len())).filter(|&e| self.has_room(e)) {
+            classes
+                .entry(self.capacity[e as usize].to_bits())
+                .or_default()
+                .push(Reverse(self.entry(e)));
+        }
         for s in free {
             let w = self.weight(s);
             let parent = self.parent_owner(s, |p, e| {
@@ -167,29 +173,55 @@ impl<'m, 'a> Placement<'m, 'a> {
             let target = if parent != NONE {
                 Some(parent)
             } else {
-                self.lightest(&mut lightest)
+                self.least_after(&mut classes, w)
             };
             let Some(e) = target else { break };
             self.assign(s, e);
-            if self.has_room(e) {
-                lightest.push(Reverse(self.entry(e)));
+        }
+    }
+
+    /// The pod whose load per unit of capacity is least once it takes a
+    /// shard of weight `w` (the greedy for pods of unequal capacity: with
+    /// equal capacities, the least loaded), from one heap per capacity;
+    /// stale entries are refreshed on the way.
+    fn least_after(
+        &self,
+        classes: &mut BTreeMap<u64, BinaryHeap<Reverse<Entry>>>,
+        w: f64,
+    ) -> Option<u32> {
+        let mut best: Option<(f64, Entry)> = None;
+        for heap in classes.values_mut() {
+            let Some(top) = self.lightest(heap) else {
+                continue;
+            };
+            let e = top.pod as usize;
+            let after = (self.load[e] + w) / self.capacity[e];
+            let better = best
+                .as_ref()
+                .is_none_or(|(b, entry)| after.total_cmp(b).then(top.cmp(entry)).is_lt());
+            if better {
+                best = Some((after, top));
             }
         }
+        best.map(|(_, entry)| entry.pod)
     }
 
     /// The pod with the least load per capacity, from a heap whose entries
     /// may be stale (a parent placement changed the pod meanwhile).
-    fn lightest(&self, heap: &mut BinaryHeap<Reverse<Entry>>) -> Option<u32> {
-        while let Some(Reverse(top)) = heap.pop() {
+    /// The least loaded pod of `heap` with room, left on the heap (an
+    /// entry whose pod's load changed since is replaced by a fresh one).
+    fn lightest(&self, heap: &mut BinaryHeap<Reverse<Entry>>) -> Option<Entry> {
+        while let Some(&Reverse(top)) = heap.peek() {
             let e = top.pod;
+            heap.pop();
             if !self.has_room(e) {
                 continue;
             }
             let now = self.entry(e);
-            if now == top {
-                return Some(e);
-            }
             heap.push(Reverse(now));
+            if now == top {
+                return Some(now);
+            }
         }
         None
     }

@@ -333,44 +333,147 @@ fn the_band_the_budget_and_required_only_hold() {
     );
 }
 
-/// From throughput seed 620003636 of the simulation: a pod holds two
-/// heavy shards (4.1 and 3.0 MB/s against a fair share of 6.3): either
-/// alone is too heavy to move anywhere, and no pod has one shard to trade
-/// for it that brings both into the band; a shard for two of another
-/// pod's does.
-#[test]
-fn a_pod_of_two_heavy_shards_trades_one_for_two() {
-    let held: [&[u64]; 5] = [
-        &[1059, 1037, 1011, 980, 729, 594, 401],
-        &[4137, 2998],
-        &[1464, 1384, 1381, 1047, 664],
-        &[1472, 1365, 1340, 1046, 698, 279],
-        &[1545, 1416, 1338, 1295, 586],
-    ];
-    let rates: Vec<f64> = held
-        .iter()
-        .flat_map(|r| r.iter().map(|&k| k as f64 * 1000.0))
-        .collect();
-    let mut inp = with_loads(input(shards(rates.len()), pods(5)), &rates, 0.002);
-    let owners = held
-        .iter()
-        .enumerate()
-        .flat_map(|(p, r)| r.iter().map(move |_| p));
-    for (shard, p) in inp.shards.iter().zip(owners) {
-        inp.previous
-            .insert(shard.id.clone(), Previous::Owner(format!("consumer-{p}")));
+/// Most load per unit of capacity over the pods of `out`.
+fn most_per_capacity(inp: &PlanInput, out: &PlanOutput) -> f64 {
+    let mut load: std::collections::BTreeMap<&str, f64> = Default::default();
+    for (id, a) in &out.assignment {
+        if let Some(owner) = &a.owner {
+            *load.entry(owner.as_str()).or_default() += inp.loads[id].rate as f64;
+        }
     }
-    let out = run(&inp);
-    assert!(
-        report(&out).out_of_band > 0,
-        "the case starts outside the band"
-    );
-    assert_eq!(report(&out).still_out_of_band, 0, "{:?}", spread_of(&out));
-    assert!(out.moves <= 3, "{} moves", out.moves);
-    // At rest afterwards: planning the result again moves nothing.
-    let mut again = inp.clone();
-    again.previous = previous_of(&out);
-    assert_eq!(run(&again).moves, 0);
+    inp.pods
+        .iter()
+        .map(|p| load.get(p.name.as_str()).copied().unwrap_or(0.0) / f64::from(p.capacity))
+        .fold(0.0, f64::max)
+}
+
+/// The reference: heaviest shard first to the pod whose load per unit of
+/// capacity is least once it takes it (the greedy for uniform machines).
+fn greedy_per_capacity(inp: &PlanInput) -> f64 {
+    let mut rates: Vec<f64> = inp.loads.values().map(|l| l.rate as f64).collect();
+    rates.sort_by(|a, b| b.total_cmp(a));
+    let capacity: Vec<f64> = inp.pods.iter().map(|p| f64::from(p.capacity)).collect();
+    let mut load = vec![0.0; capacity.len()];
+    for rate in rates {
+        let best = (0..load.len())
+            .min_by(|&a, &b| {
+                ((load[a] + rate) / capacity[a]).total_cmp(&((load[b] + rate) / capacity[b]))
+            })
+            .unwrap();
+        load[best] += rate;
+    }
+    (0..load.len())
+        .map(|e| load[e] / capacity[e])
+        .fold(0.0, f64::max)
+}
+
+/// Pools of capacities 1 to 4 under Zipf loads: from scratch, and from a
+/// placement that put the heaviest shards on the smallest pods, the most
+/// load per unit of capacity is within 10 % of the capacity-aware greedy's
+/// (before: 1.44 to 4.00 from scratch, a giant on a capacity-1 pod counted
+/// as inside the band because it was that pod's water-filled share).
+#[test]
+fn unequal_capacities_place_by_load_per_unit_of_capacity() {
+    let pools: [(&[u32], usize); 4] = [
+        (&[1, 2, 3, 4], 12),
+        (&[1, 1, 4, 4], 20),
+        (&[1, 2, 3, 4, 1, 2, 3, 4], 40),
+        (&[1, 2, 3, 4], 100),
+    ];
+    for (capacities, n) in pools {
+        let mut pool = pods(capacities.len());
+        for (pod, &capacity) in pool.iter_mut().zip(capacities) {
+            pod.capacity = capacity;
+        }
+        let rates: Vec<f64> = zipf(n, 1.1, 1e7).into_iter().map(|r| r as f64).collect();
+        let fresh_input = with_loads(input(shards(n), pool.clone()), &rates, 0.0);
+        let best = greedy_per_capacity(&fresh_input);
+        let fresh = run(&fresh_input);
+        let ratio = most_per_capacity(&fresh_input, &fresh) / best;
+        assert!(
+            ratio <= 1.10,
+            "{capacities:?} x {n} from scratch: {ratio:.3}"
+        );
+
+        // The heaviest shards dealt to the smallest pods first.
+        let mut by_weight: Vec<usize> = (0..n).collect();
+        by_weight.sort_by(|&a, &b| rates[b].total_cmp(&rates[a]));
+        let mut smallest_first: Vec<usize> = (0..capacities.len()).collect();
+        smallest_first.sort_by_key(|&e| capacities[e]);
+        let mut sticky = fresh_input.clone();
+        for (k, &shard) in by_weight.iter().enumerate() {
+            let pod = &pool[smallest_first[k % pool.len()]].name;
+            sticky.previous.insert(
+                sticky.shards[shard].id.clone(),
+                Previous::Owner(pod.clone()),
+            );
+        }
+        let repaired = run(&sticky);
+        let ratio = most_per_capacity(&sticky, &repaired) / best;
+        assert!(ratio <= 1.10, "{capacities:?} x {n} repaired: {ratio:.3}");
+        assert_eq!(report(&repaired).still_out_of_band, 0);
+        let mut again = sticky.clone();
+        again.previous = previous_of(&repaired);
+        assert_eq!(
+            run(&again).moves,
+            0,
+            "{capacities:?} x {n}: a re-plan moves nothing"
+        );
+    }
+}
+
+/// Two cases from fresh throughput seeds of the simulation that no move
+/// and no swap could repair: seed 620003636, a pod holding two heavy shards
+/// (4.1 and 3.0 MB/s against a fair share of 6.3; either alone too heavy to
+/// move, no single shard to trade that brings both pods inside): one of
+/// them for two of another pod's; seed 388447379, a pod short of its share
+/// (0.88) holding the two heaviest shards (no shard heavier to trade for):
+/// one of them for two of another pod's.
+#[test]
+fn a_shard_for_two_repairs_what_no_move_or_swap_can() {
+    let cases: [&[&[u64]]; 2] = [
+        &[
+            &[1059, 1037, 1011, 980, 729, 594, 401],
+            &[4137, 2998],
+            &[1464, 1384, 1381, 1047, 664],
+            &[1472, 1365, 1340, 1046, 698, 279],
+            &[1545, 1416, 1338, 1295, 586],
+        ],
+        &[
+            &[1311, 1296],
+            &[1279, 875, 567],
+            &[1144, 1125, 958],
+            &[654, 652, 618, 618, 527],
+            &[1039, 982, 545, 508],
+            &[1174, 973, 943],
+        ],
+    ];
+    for held in cases {
+        let rates: Vec<f64> = held
+            .iter()
+            .flat_map(|r| r.iter().map(|&k| k as f64 * 1000.0))
+            .collect();
+        let mut inp = with_loads(input(shards(rates.len()), pods(held.len())), &rates, 0.002);
+        let owners = held
+            .iter()
+            .enumerate()
+            .flat_map(|(p, r)| r.iter().map(move |_| p));
+        for (shard, p) in inp.shards.iter().zip(owners) {
+            inp.previous
+                .insert(shard.id.clone(), Previous::Owner(format!("consumer-{p}")));
+        }
+        let out = run(&inp);
+        assert!(
+            report(&out).out_of_band > 0,
+            "the case starts outside the band"
+        );
+        assert_eq!(report(&out).still_out_of_band, 0, "{:?}", spread_of(&out));
+        assert!(out.moves <= 3, "{} moves", out.moves);
+        // At rest afterwards: planning the result again moves nothing.
+        let mut again = inp.clone();
+        again.previous = previous_of(&out);
+        assert_eq!(run(&again).moves, 0);
+    }
 }
 
 #[test]
