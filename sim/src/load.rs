@@ -14,7 +14,7 @@ use shardring_core::conditions;
 use shardring_core::load::CONFIRM_HALF_LIVES;
 
 use crate::crds::shard_group::{BalanceMode, ThroughputSpec, ThroughputStatus};
-use crate::operator::ts;
+use crate::operator::sim_ms;
 use crate::run::{SeedOutcome, SimConfig, Summary, drive, finish, setup};
 use crate::sim::Sim;
 use crate::world::Ms;
@@ -125,9 +125,9 @@ impl Sim {
         if throughput.out_of_band_pods == 0 {
             return;
         }
-        let outside_for = throughput.out_of_band_since.map_or(0, |t| {
-            self.world.now - (t.as_millisecond() - ts(0).as_millisecond())
-        });
+        let outside_for = throughput
+            .out_of_band_since
+            .map_or(0, |t| self.world.now - sim_ms(t));
         let acts_within = CONFIRM_MS + DAMPING_MS + self.world.rules.max_refresh;
         if outside_for > acts_within {
             self.world.violate(format!(

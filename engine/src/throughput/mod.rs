@@ -206,10 +206,9 @@ impl<'m, 'a> Placement<'m, 'a> {
         best.map(|(_, entry)| entry.pod)
     }
 
-    /// The pod with the least load per capacity, from a heap whose entries
-    /// may be stale (a parent placement changed the pod meanwhile).
-    /// The least loaded pod of `heap` with room, left on the heap (an
-    /// entry whose pod's load changed since is replaced by a fresh one).
+    /// The pod of `heap` with the least load per capacity and room, left on
+    /// the heap. Entries may be stale (the pod took a shard since, or a
+    /// parent placement changed it): a stale one is replaced by a fresh one.
     fn lightest(&self, heap: &mut BinaryHeap<Reverse<Entry>>) -> Option<Entry> {
         while let Some(&Reverse(top)) = heap.peek() {
             let e = top.pod;

@@ -5,7 +5,7 @@
 //! while its precondition holds, the others before the next reconcile. A
 //! document write whose precondition no longer holds is refused (409).
 
-use super::{Operator, Reconcile, ts};
+use super::{Operator, Reconcile, sim_ms};
 use crate::crds::{AssignmentDocument, PodView, ShardGroupStatus, ShardPhase};
 use crate::rng::Rng;
 use crate::world::{Ms, World};
@@ -206,9 +206,7 @@ impl Operator {
                         // Timed by the plan that decided it (`handoff.since`),
                         // not by when its document landed: a late write
                         // lands long after the decision the damping counts.
-                        let decided = r.handoff.as_ref().map_or(world.now, |h| {
-                            h.since.as_millisecond() - ts(0).as_millisecond()
-                        });
+                        let decided = r.handoff.as_ref().map_or(world.now, |h| sim_ms(h.since));
                         self.revokes.push((decided, id.clone()));
                     }
                     if r.state != ShardPhase::Active {
@@ -238,8 +236,7 @@ impl Operator {
                 if let Some(change) = status.last_pod_change
                     && before != Some(change)
                 {
-                    self.pod_changes
-                        .push(change.as_millisecond() - ts(0).as_millisecond());
+                    self.pod_changes.push(sim_ms(change));
                 }
                 self.status = Some(*status);
             }

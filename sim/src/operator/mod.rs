@@ -134,6 +134,11 @@ pub fn ts(ms: Ms) -> Timestamp {
     Timestamp::from_second(1_800_000_000).expect("valid") + SignedDuration::from_millis(ms)
 }
 
+/// The simulated time of `t` (the inverse of [`ts`]).
+pub fn sim_ms(t: Timestamp) -> Ms {
+    t.as_millisecond() - ts(0).as_millisecond()
+}
+
 impl Operator {
     /// An operator for a group with the given timings.
     pub fn new(

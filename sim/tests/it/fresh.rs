@@ -33,13 +33,18 @@ fn first_seed(kind: &str) -> u64 {
     base
 }
 
-/// Fails with every failing seed and the command that replays the first.
-fn assert_clean(summary: &Summary, first: u64, replay: &str) {
+/// Runs `count` seeds of `kind` from a fresh first seed with `run`, and
+/// fails with every failing seed and the command that replays the first
+/// (`replay`: the flags of `shardring-dev simulate` for this kind).
+fn run_fresh(kind: &str, count: u64, run: fn(u64, u64, SimConfig) -> Summary, replay: &str) {
+    let first = first_seed(kind);
+    let summary = run(first, count, SimConfig::default());
+    assert_eq!(summary.seeds, count);
     if let Some((seed, violation)) = summary.failures.first() {
         panic!(
-            "{} of seeds {first}..{} violated an invariant: {:?}\nfirst: seed {seed}: {violation}\nreplay: cargo run --release -p shardring-dev -- simulate {replay}--seed {seed}",
+            "{} of {kind} seeds {first}..{} violated an invariant: {:?}\nfirst: seed {seed}: {violation}\nreplay: cargo run --release -p shardring-dev -- simulate {replay}--seed {seed}",
             summary.failures.len(),
-            first + summary.seeds,
+            first + count,
             summary.failures.iter().map(|(s, _)| s).collect::<Vec<_>>(),
         );
     }
@@ -47,16 +52,15 @@ fn assert_clean(summary: &Summary, first: u64, replay: &str) {
 
 #[test]
 fn fresh_seeds_keep_every_invariant() {
-    let first = first_seed("count");
-    let summary = sim::run_seeds(first, COUNT_SEEDS, SimConfig::default());
-    assert_eq!(summary.seeds, COUNT_SEEDS);
-    assert_clean(&summary, first, "");
+    run_fresh("count", COUNT_SEEDS, sim::run_seeds, "");
 }
 
 #[test]
 fn fresh_throughput_seeds_keep_every_invariant() {
-    let first = first_seed("throughput");
-    let summary = sim::run_load_seeds(first, THROUGHPUT_SEEDS, SimConfig::default());
-    assert_eq!(summary.seeds, THROUGHPUT_SEEDS);
-    assert_clean(&summary, first, "--throughput ");
+    run_fresh(
+        "throughput",
+        THROUGHPUT_SEEDS,
+        sim::run_load_seeds,
+        "--throughput ",
+    );
 }
