@@ -65,7 +65,7 @@ pub enum LeaderError {
         lease: Duration,
     },
     /// The identity is empty.
-    #[error("leader election identity is empty: set POD_NAME or --leader-identity")]
+    #[error("leader election identity is empty: set POD_NAME (the downward API) or HOSTNAME")]
     EmptyIdentity,
     /// A Lease request failed in a way retrying cannot fix (e.g. RBAC).
     #[error(transparent)]
