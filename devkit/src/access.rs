@@ -18,6 +18,8 @@ pub const OPERATOR_NAMESPACE: &str = "shardring-system";
 pub const OPERATOR_ACCOUNT: &str = "shardring";
 /// The admission policy's binding (its policy has the same name).
 pub const POLICY_BINDING: &str = "shardring-operator-writes";
+/// What every one of the policy's denial messages starts with.
+pub const POLICY_REFUSED: &str = "shardring-operator-writes refused";
 
 /// Why the access could not be installed.
 #[derive(Debug, thiserror::Error)]

@@ -101,6 +101,10 @@ pub struct Cluster {
     /// (`KUBECONFIG`, `~/.kube/config` or in-cluster config), as the suite
     /// found it.
     pub kubeconfig: Option<PathBuf>,
+    /// The namespace an operator reaching the cluster this way calls its
+    /// own (`POD_NAMESPACE`: its Lease and the endpoint's Secret); `None`:
+    /// the test's namespace ([`crate::account`] sets the account's).
+    pub operator_namespace: Option<String>,
 }
 
 impl Cluster {
@@ -109,6 +113,7 @@ impl Cluster {
         Self {
             client,
             kubeconfig: None,
+            operator_namespace: None,
         }
     }
 

@@ -301,6 +301,11 @@ impl Harness {
         Ok(started.elapsed())
     }
 
+    /// How the operator reaches the API server.
+    pub fn operator_cluster(&self) -> &Cluster {
+        &self.operator_cluster
+    }
+
     /// The running operator, if any.
     pub fn operator(&self) -> Option<&Operator> {
         self.operator.as_ref()

@@ -5,6 +5,7 @@
 //! the operator published (ConfigMap and pod annotations).
 //! The tests themselves live in `tests/`; how to run them is in `docs/e2e.md`.
 
+pub mod account;
 pub mod apiserver;
 pub mod cluster;
 pub mod consumers;

@@ -9,10 +9,12 @@
 //!   test's target directory (`cargo build -p shardring` builds it; `cargo
 //!   test --workspace` already has), killed when the handle is dropped.
 //!
-//! The consumer endpoint is off in-process and on an ephemeral loopback port
+//! The operator reaches the cluster as the [`Cluster`] it is given says
+//! (the operator's ServiceAccount where [`crate::account`] made it). The
+//! consumer endpoint is off in-process and on an ephemeral loopback port
 //! for the binary (parallel scenarios must not share 8443), with
-//! `POD_NAMESPACE` the test's namespace (the self-signed fallback's Secret is
-//! removed with it), unless [`Operator::start_with_endpoint`] serves it on a
+//! `POD_NAMESPACE` the cluster's operator namespace, else the test's (the
+//! self-signed fallback's Secret is then removed with it), unless [`Operator::start_with_endpoint`] serves it on a
 //! known address (without the peer IP check: the suite's consumers run
 //! outside the pods).
 
@@ -20,8 +22,6 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
-
-use kube::Client;
 
 use crate::cluster::Cluster;
 use shardring::controller::{ControllerConfig, ControllerMetrics, Sources, run_controller};
@@ -127,9 +127,7 @@ impl Operator {
         mode: OperatorMode,
     ) -> Result<Self, OperatorError> {
         match mode {
-            OperatorMode::InProcess => {
-                Self::in_process(&cluster.client, namespace, region, None).await
-            }
+            OperatorMode::InProcess => Self::in_process(cluster, namespace, region, None).await,
             OperatorMode::Binary => Self::binary(cluster, namespace, region, None),
         }
     }
@@ -144,14 +142,14 @@ impl Operator {
     ) -> Result<Self, OperatorError> {
         match mode {
             OperatorMode::InProcess => {
-                Self::in_process(&cluster.client, namespace, region, Some(endpoint)).await
+                Self::in_process(cluster, namespace, region, Some(endpoint)).await
             }
             OperatorMode::Binary => Self::binary(cluster, namespace, region, Some(endpoint)),
         }
     }
 
     async fn in_process(
-        client: &Client,
+        cluster: &Cluster,
         namespace: &str,
         region: &str,
         endpoint: Option<SocketAddr>,
@@ -166,10 +164,11 @@ impl Operator {
         let mut registry = shardring::runtime::metrics::new_registry();
         let metrics = ControllerMetrics::register(&mut registry);
         let token = CancellationToken::new();
+        let client = &cluster.client;
         let state = match endpoint {
             Some(addr) => {
                 let state = EndpointState::default();
-                let mut config = EndpointServerConfig::new(addr, namespace);
+                let mut config = EndpointServerConfig::new(addr, home(cluster, namespace));
                 config.peer_ip_check = false;
                 let server = EndpointServer::bind(
                     config,
@@ -227,7 +226,8 @@ impl Operator {
                 path: path.clone(),
                 source,
             })?;
-        let mut command = binary_command(&path, namespace, region, metrics, endpoint);
+        let own = home(cluster, namespace);
+        let mut command = binary_command(&path, [namespace, own], region, metrics, endpoint);
         cluster.configure(&mut command);
         let child = command
             .spawn()
@@ -299,6 +299,12 @@ impl Operator {
     }
 }
 
+/// The namespace the operator calls its own: the one `cluster` names (the
+/// account's), else the test's.
+fn home<'a>(cluster: &'a Cluster, namespace: &'a str) -> &'a str {
+    cluster.operator_namespace.as_deref().unwrap_or(namespace)
+}
+
 /// Sources of an in-process operator: its own Kinesis provider on the
 /// emulators' static credentials in `region`.
 pub async fn emulator_sources(region: &str) -> Sources {
@@ -330,13 +336,13 @@ async fn readyz(addr: SocketAddr) -> bool {
 
 /// `shardring run` for `namespace`: metrics on `metrics` and the consumer
 /// endpoint on an ephemeral loopback port (parallel runs and a local 8080
-/// or 8443 do not collide) unless `endpoint` names its address, the test's
-/// namespace as the operator's own (`POD_NAMESPACE`), and the emulators'
+/// or 8443 do not collide) unless `endpoint` names its address, `home` as
+/// the operator's own namespace (`POD_NAMESPACE`), and the emulators'
 /// credentials and region in the environment, which is where the binary's
 /// default AWS chain finds them.
 fn binary_command(
     path: &Path,
-    namespace: &str,
+    [namespace, home]: [&str; 2],
     region: &str,
     metrics: SocketAddr,
     endpoint: Option<SocketAddr>,
@@ -355,7 +361,7 @@ fn binary_command(
             "--endpoint-addr",
             &endpoint_addr,
         ])
-        .env("POD_NAMESPACE", namespace)
+        .env("POD_NAMESPACE", home)
         .envs(emulator_environment(region))
         .stdin(Stdio::null())
         .kill_on_drop(true);
@@ -387,7 +393,7 @@ mod tests {
         let metrics = SocketAddr::from(([127, 0, 0, 1], 9090));
         let command = binary_command(
             Path::new("/bin/shardring"),
-            "ns",
+            ["ns", "shardring-system"],
             "eu-west-1",
             metrics,
             None,
@@ -407,6 +413,7 @@ mod tests {
         assert!(!get("AWS_SECRET_ACCESS_KEY").is_empty());
         assert_eq!(get("AWS_REGION"), "eu-west-1");
         assert_eq!(get("AWS_EC2_METADATA_DISABLED"), "true");
+        assert_eq!(get("POD_NAMESPACE"), "shardring-system");
         let args: Vec<_> = command.as_std().get_args().collect();
         assert_eq!(args[..3], ["run", "--namespace", "ns"]);
     }

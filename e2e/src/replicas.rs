@@ -1,13 +1,14 @@
 //! Two in-process operator replicas with leader election, for the scenario
 //! that kills the leader: each replica is a leader elector
-//! ([`shardring::runtime::leader`]) on one Lease in the test's namespace and
+//! ([`shardring::runtime::leader`]) on one Lease in the operator's namespace
+//! (the account's, else the test's; see [`crate::account`]) and
 //! a controller that writes only while its elector says it leads. Killing a
 //! replica aborts both tasks (no graceful release of the Lease, as with
 //! SIGKILL), so the other takes over once the Lease expires.
 
 use std::time::Duration;
 
-use kube::Client;
+use crate::cluster::Cluster;
 use shardring::controller::{ControllerConfig, ControllerMetrics, WatchScope, run_controller};
 use shardring::runtime::leader::{self, LeaderConfig};
 use tokio::sync::watch;
@@ -17,8 +18,18 @@ use tokio_util::sync::CancellationToken;
 use crate::harness::{HarnessError, STEP_TIMEOUT};
 use shardring_devkit::wait::{Probe, wait_for};
 
-/// The Lease both replicas compete for.
+/// The Lease both replicas compete for, in the test's own namespace.
 pub const LEASE_NAME: &str = "shardring-e2e-leader";
+
+/// Where the replicas of the test in `namespace` reaching `cluster` keep
+/// their Lease: [`LEASE_NAME`] in the test's namespace, or one named after
+/// the test's namespace in the operator's (shared by every test).
+pub fn lease_of<'a>(cluster: &'a Cluster, namespace: &'a str) -> (String, &'a str) {
+    match cluster.operator_namespace.as_deref() {
+        Some(home) => (format!("{namespace}-leader"), home),
+        None => (LEASE_NAME.to_owned(), namespace),
+    }
+}
 
 /// One replica: its elector and its controller.
 pub struct Replica {
@@ -31,16 +42,18 @@ pub struct Replica {
 }
 
 impl Replica {
-    /// Starts replica `identity` for `namespace`, with short election
-    /// timings (6 s lease, 4 s renew deadline, 1 s retry) so a takeover
-    /// happens within seconds.
-    pub async fn start(client: &Client, namespace: &str, identity: &str) -> Self {
+    /// Starts replica `identity` for `namespace`, reaching the API server
+    /// as `cluster` says, with short election timings (6 s lease, 4 s renew
+    /// deadline, 1 s retry) so a takeover happens within seconds.
+    pub async fn start(cluster: &Cluster, namespace: &str, identity: &str) -> Self {
         let shutdown = CancellationToken::new();
+        let client = &cluster.client;
+        let (lease, lease_namespace) = lease_of(cluster, namespace);
         let config = LeaderConfig {
             lease_duration: Duration::from_secs(6),
             renew_deadline: Duration::from_secs(4),
             retry_period: Duration::from_secs(1),
-            ..LeaderConfig::new(LEASE_NAME, namespace, identity)
+            ..LeaderConfig::new(&lease, lease_namespace, identity)
         };
         let handle = leader::spawn(client.clone(), config, shutdown.clone());
         let mut registry = shardring::runtime::metrics::new_registry();

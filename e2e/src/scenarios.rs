@@ -207,8 +207,8 @@ pub async fn leader_election(harness: &mut Harness) -> ScenarioResult {
     opening(harness).await?;
     harness.stop_operator().await?;
     let mut replicas = vec![
-        Replica::start(&harness.client, &harness.namespace, "replica-a").await,
-        Replica::start(&harness.client, &harness.namespace, "replica-b").await,
+        Replica::start(harness.operator_cluster(), &harness.namespace, "replica-a").await,
+        Replica::start(harness.operator_cluster(), &harness.namespace, "replica-b").await,
     ];
     let result = leader_election_steps(harness, &mut replicas).await;
     for replica in replicas {

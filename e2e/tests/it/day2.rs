@@ -44,8 +44,8 @@ use shardring_ops::prometheus::Prometheus;
 use shardring_ops::tools::find_or_skip;
 
 use crate::kit_group::{
-    Running, TestResult, free_port, in_fresh_namespace, pool_of_ready_pods, ready_pod,
-    scrape_metrics, shardring_run, wait_until,
+    Running, TestResult, free_port, in_fresh_namespace, operator_home, pool_of_ready_pods,
+    ready_pod, scrape_metrics, shardring_run, wait_until,
 };
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -201,7 +201,8 @@ async fn use_the_endpoint(
     port: u16,
     dir: &std::path::Path,
 ) -> TestResult {
-    let secrets = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), namespace);
+    let home = operator_home(namespace)?;
+    let secrets = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), &home);
     let ca = wait_until("the endpoint's self-signed Secret", WAIT, || async {
         let secret = secrets
             .get("shardring-endpoint-selfsigned")
@@ -247,7 +248,8 @@ async fn scenario(client: &Client, namespace: &str, dir: &std::path::Path) -> Te
 
     let (metrics_port, endpoint_port) = (free_port()?, free_port()?);
     let operator = Running(
-        shardring_run(namespace, OPERATOR_POD)?
+        shardring_run(client, namespace, OPERATOR_POD, None)
+            .await?
             .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
             .args(["--endpoint-addr", &format!("127.0.0.1:{endpoint_port}")])
             .arg("--endpoint-tls-dir")

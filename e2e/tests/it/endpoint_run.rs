@@ -1,6 +1,8 @@
 //! `shardring run` serves the endpoint on the real cluster (moved here from
 //! the operator's tests against the mock API server: it needs no fault):
-//! with no certificate mounted it creates the shared self-signed Secret,
+//! as its ServiceAccount with a token bound to its own pod (see
+//! `kit_group::shardring_run`), with no certificate mounted it creates (or
+//! shares) the self-signed Secret of its namespace,
 //! serves HTTPS under that CA (`/v1/healthz`, read with the consumer crate's
 //! client trusting only that CA), labels its own pod as the endpoint leader,
 //! and takes the label off when SIGTERM stops it. Build the binary first
@@ -15,11 +17,11 @@ use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::PostParams;
 use kube::{Api, Client, ResourceExt};
 use shardring_consumer::view::endpoint::{EndpointClient, EndpointConfig};
-use shardring_devkit::fixtures;
 use shardring_e2e::namespace::{apply_crds, create_namespace};
 
 use crate::kit_group::{
-    Running, TestResult, free_port, in_fresh_namespace, shardring_run, wait_until,
+    Running, TestResult, free_port, in_fresh_namespace, operator_home, operator_pod, shardring_run,
+    wait_until,
 };
 
 const POD: &str = "shardring-0";
@@ -41,13 +43,42 @@ async fn shardring_run_serves_the_endpoint_and_labels_its_pod_while_it_leads() {
 async fn scenario(client: &Client, namespace: &str, dir: &std::path::Path) -> TestResult {
     apply_crds(client).await?;
     create_namespace(client, namespace).await?;
-    let pods = Api::<Pod>::namespaced(client.clone(), namespace);
-    let pod: Pod = serde_json::from_value(fixtures::gated_pod(namespace, POD, "shardring"))?;
-    pods.create(&PostParams::default(), &pod).await?;
+    // The operator's own pod lives where the operator does: in the
+    // account's namespace (named after the test's: tests share it), whose
+    // token is bound to it as the kubelet binds one, else in the test's.
+    let home = operator_home(namespace)?;
+    let own = if home == namespace {
+        POD.to_owned()
+    } else {
+        format!("{namespace}-operator")
+    };
+    let pods = Api::<Pod>::namespaced(client.clone(), &home);
+    let pod: Pod = serde_json::from_value(operator_pod(&home, &own))?;
+    let uid = pods
+        .create(&PostParams::default(), &pod)
+        .await?
+        .uid()
+        .ok_or("the operator's pod has no uid")?;
     std::fs::create_dir_all(dir)?;
+    let result = serve(client, namespace, (&home, &own, &uid), dir).await;
+    if home != namespace {
+        pods.delete(&own, &Default::default()).await?;
+    }
+    result
+}
 
+/// Runs the operator as pod `own` of `home` and checks the endpoint and
+/// the label.
+async fn serve(
+    client: &Client,
+    namespace: &str,
+    (home, own, uid): (&str, &str, &str),
+    dir: &std::path::Path,
+) -> TestResult {
+    let pods = Api::<Pod>::namespaced(client.clone(), home);
     let port = free_port()?;
-    let child = shardring_run(namespace, POD)?
+    let child = shardring_run(client, namespace, own, Some((own, uid)))
+        .await?
         .args(["--metrics-addr", &format!("127.0.0.1:{}", free_port()?)])
         .args(["--endpoint-addr", &format!("127.0.0.1:{port}")])
         .arg("--endpoint-tls-dir")
@@ -57,7 +88,7 @@ async fn scenario(client: &Client, namespace: &str, dir: &std::path::Path) -> Te
     let mut running = Running(child);
 
     let label = async || -> Result<Option<String>, String> {
-        let pod = pods.get(POD).await.map_err(|e| e.to_string())?;
+        let pod = pods.get(own).await.map_err(|e| e.to_string())?;
         Ok(pod.labels().get(LEADER_LABEL).cloned())
     };
     wait_until("the leader label", WAIT, || async {
@@ -67,7 +98,7 @@ async fn scenario(client: &Client, namespace: &str, dir: &std::path::Path) -> Te
         }
     })
     .await?;
-    let secret = Api::<Secret>::namespaced(client.clone(), namespace)
+    let secret = Api::<Secret>::namespaced(client.clone(), home)
         .get(SECRET)
         .await?;
     assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));

@@ -19,9 +19,11 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 use shardring_crds::{CONTROLLER_CLASS_LABEL, ConsumerPool, ShardGroup};
+use shardring_devkit::access;
 use shardring_devkit::fixtures;
 use shardring_devkit::wait::{Probe, wait_for_every};
-use shardring_e2e::cluster::cluster_or_skip;
+use shardring_e2e::account::{self, Identity};
+use shardring_e2e::cluster::{Cluster, cluster_or_skip};
 use shardring_e2e::harness::CONTROLLER_CLASS;
 use shardring_e2e::namespace::{apply_crds, create_namespace, delete_namespace, unique_namespace};
 use shardring_e2e::operator::{OperatorError, binary_path};
@@ -76,10 +78,12 @@ pub(crate) fn free_port() -> std::io::Result<u16> {
 
 /// `shardring run` for `namespace` as pod `pod` of that namespace (its
 /// Lease and Secrets live there too), serving the suite's controller class,
-/// with no node watch and its log on the test's output; the caller adds the
-/// ports and flags of its case and spawns it. Fails naming the binary when
-/// it is not built.
-pub(crate) fn shardring_run(namespace: &str, pod: &str) -> TestResult<Command> {
+/// with no node watch and its log on the test's output, authenticating as
+/// the environment's kubeconfig says; the caller adds the ports and flags of
+/// its case and spawns it. Fails naming the binary when it is not built.
+/// The tests that set up an identity of their own start from this one;
+/// every other starts from [`shardring_run`].
+pub(crate) fn shardring_run_command(namespace: &str, pod: &str) -> TestResult<Command> {
     let path = binary_path()?;
     if !path.is_file() {
         return Err(OperatorError::MissingBinary(path).into());
@@ -102,6 +106,70 @@ pub(crate) fn shardring_run(namespace: &str, pod: &str) -> TestResult<Command> {
         .stdout(Stdio::inherit())
         .stderr(Stdio::inherit());
     Ok(command)
+}
+
+/// [`shardring_run_command`] as the installed operator runs: as its
+/// ServiceAccount under the install's RBAC and admission policy (a token
+/// bound to `bound`, a pod's name and uid in the operator's namespace, when
+/// given), calling the operator's namespace its own (its Lease there is
+/// named after the test's namespace: see [`lease_of`]), unless
+/// `SHARDRING_E2E_OPERATOR_IDENTITY=admin` (then as the suite's user, at
+/// home in the test's namespace). `pod` is its leader identity either way.
+pub(crate) async fn shardring_run(
+    admin: &Client,
+    namespace: &str,
+    pod: &str,
+    bound: Option<(&str, &str)>,
+) -> TestResult<Command> {
+    let mut command = shardring_run_command(namespace, pod)?;
+    let (lease, home) = lease_of(namespace)?;
+    command.env("SHARDRING_LEASE_NAME", lease);
+    let base = Cluster::from_environment(admin.clone());
+    let cluster = account::operator_cluster(&base, admin, namespace, bound).await?;
+    if let Some(kubeconfig) = &cluster.kubeconfig {
+        command
+            .env("KUBECONFIG", kubeconfig)
+            .env("POD_NAMESPACE", home);
+    }
+    Ok(command)
+}
+
+/// The leader Lease of [`shardring_run`]'s operator for `namespace`: its
+/// name and namespace (the operator's home, see [`operator_home`]).
+pub(crate) fn lease_of(namespace: &str) -> TestResult<(String, String)> {
+    Ok((format!("{namespace}-leader"), operator_home(namespace)?))
+}
+
+/// The namespace [`shardring_run`]'s operator for `namespace` calls its own:
+/// the account's, else the test's.
+pub(crate) fn operator_home(namespace: &str) -> TestResult<String> {
+    Ok(match Identity::from_env()? {
+        Identity::Account => access::OPERATOR_NAMESPACE.to_owned(),
+        Identity::Admin => namespace.to_owned(),
+    })
+}
+
+/// A never-scheduled stand-in for the operator's own pod `name` in `home`:
+/// in the operator's namespace a pod of its ServiceAccount (a token can be
+/// bound to it) that meets the `restricted` Pod Security Standard that
+/// namespace enforces; elsewhere a plain one.
+pub(crate) fn operator_pod(home: &str, name: &str) -> Value {
+    if home != access::OPERATOR_NAMESPACE {
+        return fixtures::gated_pod(home, name, "shardring");
+    }
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": home},
+        "spec": {
+            "serviceAccountName": access::OPERATOR_ACCOUNT,
+            "schedulingGates": [{"name": "shardring.io/never-schedule"}],
+            "securityContext": {"runAsNonRoot": true, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{
+                "name": "operator", "image": "shardring:test",
+                "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}},
+            }],
+        },
+    })
 }
 
 /// Installs the CRDs and `namespace` with ConsumerPool `p` selecting

@@ -114,7 +114,8 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
             .await?;
     }
     let _operator = Running(
-        shardring_run(namespace, "operator-0")?
+        shardring_run(client, namespace, "operator-0", None)
+            .await?
             .args(["--metrics-addr", &format!("127.0.0.1:{}", free_port()?)])
             .args(["--endpoint-addr", "127.0.0.1:0"])
             .spawn()?,

@@ -16,10 +16,10 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, Client};
 
 use crate::kit_group::{
-    GROUP, Running, TestResult, free_port, in_fresh_namespace, install, shardring_run, wait_until,
+    GROUP, Running, TestResult, free_port, in_fresh_namespace, install, lease_of, shardring_run,
+    wait_until,
 };
 
-const LEASE: &str = "shardring-test";
 const WAIT: Duration = Duration::from_secs(60);
 
 /// A `shardring run` replica and the port of its `/readyz`.
@@ -29,9 +29,15 @@ struct Replica {
 }
 
 /// Starts `shardring run` for `namespace` as replica `identity`.
-fn start(namespace: &str, identity: &str, extra: &[&str]) -> TestResult<Replica> {
+async fn start(
+    client: &Client,
+    namespace: &str,
+    identity: &str,
+    extra: &[&str],
+) -> TestResult<Replica> {
     let metrics_port = free_port()?;
-    let child = shardring_run(namespace, identity)?
+    let child = shardring_run(client, namespace, identity, None)
+        .await?
         .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
         // Two replicas on one host: each its own endpoint port.
         .args(["--endpoint-addr", "127.0.0.1:0"])
@@ -72,9 +78,9 @@ async fn shardring_run_turns_ready_as_leader_and_as_follower() {
 async fn scenario(client: &Client, namespace: &str) -> TestResult {
     let ip = IpAddr::V4(Ipv4Addr::new(10, 1, 0, 8));
     install(client, namespace, 6, "2s", &["c-0", "c-1", "c-2"], ip).await?;
-    let election = ["--leader-election", "--lease-name", LEASE];
-    let a = start(namespace, "replica-a", &election)?;
-    let b = start(namespace, "replica-b", &election)?;
+    let election = ["--leader-election"];
+    let a = start(client, namespace, "replica-a", &election).await?;
+    let b = start(client, namespace, "replica-b", &election).await?;
     for (name, replica) in [("replica-a", &a), ("replica-b", &b)] {
         assert_eq!(
             http_status(replica.metrics_port, "/healthz").unwrap_or(200),
@@ -83,10 +89,11 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
         wait_ready(name, replica).await?;
     }
     // One of them leads and publishes.
-    let leases = Api::<Lease>::namespaced(client.clone(), namespace);
+    let (lease, home) = lease_of(namespace)?;
+    let leases = Api::<Lease>::namespaced(client.clone(), &home);
     let holder = wait_until("a Lease holder", WAIT, || async {
         leases
-            .get_opt(LEASE)
+            .get_opt(&lease)
             .await
             .map_err(|e| e.to_string())?
             .and_then(|lease| lease.spec?.holder_identity)
@@ -110,6 +117,8 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
     .await?;
     // Without leader election: ready too.
     drop((a, b));
-    let single = start(namespace, "replica-c", &[])?;
+    // The Lease outlives the test's namespace where it is the operator's.
+    leases.delete(&lease, &Default::default()).await?;
+    let single = start(client, namespace, "replica-c", &[]).await?;
     wait_ready("the single replica", &single).await
 }

@@ -24,22 +24,22 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use kube::config::{AuthInfo, Kubeconfig};
 use kube::{Api, Client, Config, ResourceExt};
 use serde_json::{Value, json};
 use shardring_crds::{CONTROLLER_CLASS_LABEL, ConsumerPool, ShardGroup};
 use shardring_devkit::{access, fixtures};
+use shardring_e2e::account;
 use shardring_e2e::harness::CONTROLLER_CLASS;
 use shardring_e2e::namespace::{apply_crds, create_namespace};
 use shardring_e2e::published::assignment_document;
 
 use crate::kit_group::{
-    Running, TestResult, in_fresh_namespace, ready_pod, shardring_run, wait_until,
+    Running, TestResult, in_fresh_namespace, operator_pod, ready_pod, shardring_run_command,
+    wait_until,
 };
 
 /// The operator's namespace and ServiceAccount in `deploy/install.yaml`.
 const HOME: &str = access::OPERATOR_NAMESPACE;
-const ACCOUNT: &str = access::OPERATOR_ACCOUNT;
 const CA: &str = "shardring-endpoint-ca";
 pub(crate) const GROUP: &str = "g";
 pub(crate) const SHARDS: u32 = 4;
@@ -47,7 +47,7 @@ pub(crate) const PODS: [&str; 2] = ["p-0", "p-1"];
 const WAIT: Duration = Duration::from_secs(60);
 pub(crate) const IP: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1));
 /// What each of the policy's denials starts with.
-const POLICY: &str = "shardring-operator-writes refused";
+const POLICY: &str = access::POLICY_REFUSED;
 
 #[tokio::test]
 async fn the_operator_account_writes_assignments_and_nothing_else() {
@@ -60,7 +60,7 @@ async fn scenario(admin: &Client, namespace: &str) -> TestResult {
     install_group(admin, namespace).await?;
     let operator_token = access::operator_token(admin, None).await?;
     let operator = Running(
-        shardring_run(namespace, "unused")?
+        shardring_run_command(namespace, "unused")?
             .env_remove("POD_NAME")
             .env("POD_NAMESPACE", HOME)
             .env("SHARDRING_LEASE_NAME", format!("{namespace}-leader"))
@@ -174,17 +174,7 @@ async fn install_group(admin: &Client, namespace: &str) -> TestResult {
 
 /// The suite's kubeconfig with every user replaced by `token`.
 pub(crate) fn token_kubeconfig(namespace: &str, token: &str) -> TestResult<PathBuf> {
-    let source = std::env::var_os("KUBECONFIG").ok_or("KUBECONFIG is not set")?;
-    let mut config = Kubeconfig::read_from(PathBuf::from(source))?;
-    for user in &mut config.auth_infos {
-        user.auth_info = Some(AuthInfo {
-            token: Some(token.to_owned().into()),
-            ..Default::default()
-        });
-    }
-    let path = std::env::temp_dir().join(format!("{namespace}-operator.kubeconfig"));
-    std::fs::write(&path, serde_yaml::to_string(&config)?)?;
-    Ok(path)
+    Ok(account::token_kubeconfig(None, namespace, token)?)
 }
 
 /// A client of the suite's cluster that authenticates with `token` only.
@@ -530,7 +520,7 @@ async fn leader_label_only_on_the_bound_pod(admin: &Client) -> TestResult {
             }
         })
         .await?;
-        let pod: Pod = serde_json::from_value(restricted_pod(name))?;
+        let pod: Pod = serde_json::from_value(operator_pod(HOME, name))?;
         uids.push(
             pods.create(&PostParams::default(), &pod)
                 .await?
@@ -580,22 +570,4 @@ async fn leader_label_only_on_the_bound_pod(admin: &Client) -> TestResult {
     }
     println!("least-privilege: the leader label is accepted on the token's own pod only");
     Ok(())
-}
-
-/// A never-scheduled pod of the operator's ServiceAccount that meets the
-/// `restricted` Pod Security Standard its namespace enforces.
-fn restricted_pod(name: &str) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": HOME},
-        "spec": {
-            "serviceAccountName": ACCOUNT,
-            "schedulingGates": [{"name": "shardring.io/never-schedule"}],
-            "securityContext": {"runAsNonRoot": true, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
-            "containers": [{
-                "name": "operator", "image": "shardring:test",
-                "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}},
-            }],
-        },
-    })
 }

@@ -31,6 +31,7 @@ async fn mock_cluster(scenario: &str) -> (MockApiServer, Cluster) {
     let cluster = Cluster {
         client: mock.client().await,
         kubeconfig: Some(kubeconfig),
+        operator_namespace: None,
     };
     (mock, cluster)
 }

@@ -28,7 +28,9 @@ use shardring_devkit::access;
 use shardring_e2e::namespace::{apply_crds, delete_namespace};
 use shardring_e2e::published::assignment_document;
 
-use crate::kit_group::{Running, TestResult, in_fresh_namespace, shardring_run, wait_until};
+use crate::kit_group::{
+    Running, TestResult, in_fresh_namespace, shardring_run_command, wait_until,
+};
 use crate::least_privilege::{
     GROUP, PODS, SHARDS, install_pool_and_group, token_client, token_kubeconfig,
 };
@@ -68,7 +70,7 @@ async fn run(admin: &Client, first: &str, second: &str, unwatched: &str) -> Test
     // `--namespace first` (as every kit test runs it) and
     // `--watch-namespaces second`: both count, as the chart's one flag would.
     let _operator = Running(
-        shardring_run(first, "unused")?
+        shardring_run_command(first, "unused")?
             .env_remove("POD_NAME")
             .env("POD_NAMESPACE", access::OPERATOR_NAMESPACE)
             .env("SHARDRING_LEASE_NAME", format!("{first}-leader"))

@@ -73,14 +73,15 @@ async fn install(client: &Client, namespace: &str, delay: &str) -> TestResult<(R
             .create(&PostParams::default(), &serde_json::from_value(group)?)
             .await?;
     }
-    start_operator(namespace)
+    start_operator(client, namespace).await
 }
 
 /// `shardring run` for the namespace; its metrics port.
-fn start_operator(namespace: &str) -> TestResult<(Running, u16)> {
+async fn start_operator(client: &Client, namespace: &str) -> TestResult<(Running, u16)> {
     let metrics_port = free_port()?;
     let operator = Running(
-        shardring_run(namespace, "operator-0")?
+        shardring_run(client, namespace, "operator-0", None)
+            .await?
             .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
             .args(["--endpoint-addr", "127.0.0.1:0"])
             .spawn()?,
@@ -148,7 +149,7 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
     // the documents at rest: it reconciles every group and writes none.
     drop(operator);
     let versions = document_versions(client, namespace).await?;
-    let (_operator, metrics_port) = start_operator(namespace)?;
+    let (_operator, metrics_port) = start_operator(client, namespace).await?;
     wait_until(
         "the new operator to reconcile every group",
         WAIT,

@@ -5,7 +5,9 @@
 //! processes that watch the assignment ConfigMap. Every scenario ends with
 //! the checker (no overlapping holds, nothing lost, per-shard order,
 //! children after parents, balance at the end) and prints handoff gap
-//! p50/p99 and moves per shard. All waits are conditions with deadlines.
+//! p50/p99 and moves per shard. The operator authenticates as its
+//! ServiceAccount with the install's RBAC and admission policy in force
+//! (`SHARDRING_E2E_OPERATOR_IDENTITY=admin`: as the suite's user). All waits are conditions with deadlines.
 //! Without a cluster every test prints `SKIPPED: ...` and passes.
 //! See docs/e2e.md for how to run them.
 
@@ -13,6 +15,7 @@ use std::io::Write;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use shardring_e2e::Reachability;
+use shardring_e2e::account;
 use shardring_e2e::apiserver::api_server_restart;
 use shardring_e2e::cluster::{Cluster, cluster_or_skip, connect_with};
 use shardring_e2e::harness::Harness;
@@ -45,11 +48,13 @@ macro_rules! scenario {
             return;
         };
         let mode = OperatorMode::from_env().unwrap_or_else(|e| panic!("{e}"));
-        let cluster = Cluster::from_environment(client);
-        let mut harness = match Harness::start(cluster, mode, $name, $shards).await {
-            Ok(harness) => harness,
-            Err(error) => panic!("e2e scenario {} could not start: {error}", $name),
-        };
+        let cluster = Cluster::from_environment(client.clone());
+        let operator_cluster = as_operator(&cluster, &client, $name).await;
+        let mut harness =
+            match Harness::start_via(cluster, operator_cluster, mode, $name, $shards).await {
+                Ok(harness) => harness,
+                Err(error) => panic!("e2e scenario {} could not start: {error}", $name),
+            };
         let result = $body(&mut harness).await;
         conclude(harness, $name, result).await;
     }};
@@ -136,6 +141,7 @@ async fn api_server_restarted_mid_churn() {
     let operator_cluster = through(&kit, &proxy)
         .await
         .unwrap_or_else(|e| panic!("e2e[{NAME}]: {e}"));
+    let operator_cluster = as_operator(&operator_cluster, &client, NAME).await;
     let cluster = Cluster::from_environment(client);
     let mut harness = match Harness::start_via(cluster, operator_cluster, mode, NAME, 4).await {
         Ok(harness) => harness,
@@ -143,6 +149,16 @@ async fn api_server_restarted_mid_churn() {
     };
     let result = api_server_restart(&mut harness, &kit, &proxy).await;
     conclude(harness, NAME, result).await;
+}
+
+/// `cluster` as the operator of `scenario` reaches it: as its
+/// ServiceAccount under the install's RBAC and admission policy, unless
+/// `SHARDRING_E2E_OPERATOR_IDENTITY=admin` ([`account`]).
+async fn as_operator(cluster: &Cluster, admin: &kube::Client, scenario: &str) -> Cluster {
+    let tag = format!("sr-e2e-{scenario}-{}", std::process::id());
+    account::operator_cluster(cluster, admin, &tag, None)
+        .await
+        .unwrap_or_else(|e| panic!("e2e[{scenario}]: the operator's identity: {e}"))
 }
 
 /// The kit's API server as the operator reaches it through `proxy`: a
@@ -162,6 +178,7 @@ async fn through(kit: &Kit, proxy: &CountingProxy) -> Result<Cluster, String> {
         Reachability::Reachable { client, .. } => Ok(Cluster {
             client,
             kubeconfig: Some(path),
+            operator_namespace: None,
         }),
         Reachability::Unreachable(why) => Err(format!("the relay to the API server: {why}")),
     }

@@ -24,6 +24,7 @@ use shardring_e2e::namespace::{delete_namespace, unique_namespace};
 use shardring_e2e::{Operator, Probe, wait_for};
 
 use super::fixture::Fixture;
+use super::operator_cluster;
 use super::waits::wait_for_assignment;
 use super::{TestResult, install};
 use shardring_e2e::cluster::cluster_or_skip;
@@ -56,7 +57,7 @@ async fn scenario(client: &Client, fx: &Fixture) -> TestResult {
         .port();
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
     let mut operator = Operator::start_with_endpoint(
-        &shardring_e2e::cluster::Cluster::from_environment(client.clone()),
+        &operator_cluster(client, fx).await?,
         &fx.namespace,
         shardring_e2e::harness::REGION,
         shardring_e2e::operator::OperatorMode::from_env()?,

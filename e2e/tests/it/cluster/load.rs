@@ -44,6 +44,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::endpoint::{ca_file, endpoint_client};
 use super::fixture::Fixture;
+use super::operator_cluster;
 use super::{TestResult, apply_fixture};
 
 /// Bytes per second of a partition at rest, and of a hot one.
@@ -228,7 +229,7 @@ async fn scenario(client: &Client, mut fx: Fixture) -> TestResult {
         .local_addr()?
         .port();
     let mut operator = Operator::start_with_endpoint(
-        &shardring_e2e::cluster::Cluster::from_environment(client.clone()),
+        &operator_cluster(client, fx).await?,
         &fx.namespace,
         shardring_e2e::harness::REGION,
         shardring_e2e::operator::OperatorMode::from_env()?,

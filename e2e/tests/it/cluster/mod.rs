@@ -26,7 +26,8 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 use shardring_crds::{ConsumerPool, ShardGroup};
-use shardring_e2e::cluster::cluster_or_skip;
+use shardring_e2e::account;
+use shardring_e2e::cluster::{Cluster, cluster_or_skip};
 use shardring_e2e::consumers::{SCHEDULING_GATE, ready_conditions};
 use shardring_e2e::harness::{MANAGER, STEP_TIMEOUT};
 use shardring_e2e::namespace::{apply_crds, create_namespace, delete_namespace, unique_namespace};
@@ -86,12 +87,20 @@ async fn apply_fixture(client: &Client, fx: &Fixture) -> TestResult {
     Ok(())
 }
 
+/// The cluster as the operator of `fx` reaches it: as its ServiceAccount
+/// under the install's RBAC and admission policy, unless
+/// `SHARDRING_E2E_OPERATOR_IDENTITY=admin`.
+async fn operator_cluster(client: &Client, fx: &Fixture) -> TestResult<Cluster> {
+    let base = Cluster::from_environment(client.clone());
+    Ok(account::operator_cluster(&base, client, &fx.namespace, None).await?)
+}
+
 async fn scenario(client: &Client, fx: &Fixture) -> TestResult {
     let mut pods = install(client, fx).await?;
 
     // Scoped to the test's namespace so it cannot touch anything else.
     let mut operator = Operator::start(
-        &shardring_e2e::cluster::Cluster::from_environment(client.clone()),
+        &operator_cluster(client, fx).await?,
         &fx.namespace,
         shardring_e2e::harness::REGION,
         shardring_e2e::operator::OperatorMode::from_env()?,
