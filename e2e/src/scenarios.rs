@@ -214,6 +214,17 @@ pub async fn leader_election(harness: &mut Harness) -> ScenarioResult {
     for replica in replicas {
         replica.stop().await;
     }
+    // A Lease in the operator's namespace outlives the test's namespace.
+    let (lease, home) = crate::replicas::lease_of(harness.operator_cluster(), &harness.namespace);
+    if home != harness.namespace {
+        let leases = kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+            harness.client.clone(),
+            home,
+        );
+        if let Err(error) = leases.delete(&lease, &Default::default()).await {
+            eprintln!("e2e[leader-election]: could not delete Lease {home}/{lease}: {error}");
+        }
+    }
     result
 }
 
