@@ -178,20 +178,43 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
     let (owners, watch) = watch_owners_of(client, namespace, 18).await?;
     let since = jiff::Timestamp::now().to_string();
     ready_pod(client, namespace, "c-3", "consumer", &since, IP).await?;
-    let top = wait_until("the new pod to read its share", WAIT, || async {
+    // The new pod reads what the what-if said once no handoff is in flight
+    // (one group's moves can end before another's start: waiting for "some
+    // shards on c-3" alone could stop between them).
+    let top = wait_until("the new pod to read its predicted share", WAIT, || async {
         let text = kubectl_shardring(namespace, &["top"]).map_err(|e| e.to_string())?;
         let revoking: u64 = text
             .lines()
             .skip(1)
             .filter_map(|l| l.split_whitespace().nth(3)?.parse::<u64>().ok())
             .sum();
-        match column(&text, "c-3", 0) {
-            Some(active) if active > 0 && revoking == 0 => Ok(text),
-            _ => Err(text),
+        if column(&text, "c-3", 0) == Some(predicted_new) && revoking == 0 {
+            Ok(text)
+        } else {
+            Err(text)
         }
     })
     .await?;
-    let moves = owners.lock().expect("owners").moves;
+    // The document watch counts the moves: it may deliver the last
+    // documents a moment after `top` read them, so wait until it has seen
+    // the new pod's share too.
+    let moves = wait_until(
+        "the document watch to see the new pod's share",
+        WAIT,
+        || async {
+            let owners = owners.lock().expect("owners");
+            let on_new = owners.owner.values().filter(|pod| *pod == "c-3").count();
+            if u64::try_from(on_new).ok() == Some(predicted_new) {
+                Ok(owners.moves)
+            } else {
+                Err(format!(
+                    "{on_new} partitions on c-3, {} moves",
+                    owners.moves
+                ))
+            }
+        },
+    )
+    .await?;
     watch.abort();
     assert_eq!(
         u64::try_from(moves)?,
