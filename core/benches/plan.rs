@@ -202,8 +202,7 @@ fn main() {
                 (id.clone(), shardring_engine::Previous::Owner(owner))
             })
             .collect(),
-        loads: Default::default(),
-        ceilings: None,
+        ..Default::default()
     };
     let engine_times: Vec<Duration> = (0..rounds)
         .map(|_| {

@@ -6,7 +6,7 @@
 
 use crate::error::PlanError;
 use crate::hash::{self, hash_pair};
-use crate::types::{PlanInput, Previous, Shard, ShardState};
+use crate::types::{PlanInput, PodLoad, Previous, Shard, ShardState};
 use xxhash_rust::xxh3::xxh3_64;
 
 /// Marker for "no pod" in index fields.
@@ -93,6 +93,14 @@ pub struct Model<'a> {
     /// Count mode in a pool of several groups: per eligible pod, whether the
     /// pool-wide deal gives it this group's ⌈⌉ quota (`PlanInput::ceilings`).
     pub ceilings: Option<Vec<bool>>,
+    /// Standbys in a pool of several groups with standbys: per eligible
+    /// pod, whether the pool-wide deal gives it this group's ⌈⌉ slot quota
+    /// (`PlanInput::standby_ceilings`).
+    pub standby_ceilings: Option<Vec<bool>>,
+    /// Throughput mode in a pool of several throughput groups: per eligible
+    /// pod, the load the pool's other groups put on it
+    /// (`PlanInput::pool_load`); empty when the group is balanced alone.
+    pub pool_load: Vec<PodLoad>,
 }
 
 impl<'a> Model<'a> {
@@ -265,16 +273,23 @@ impl<'a> Model<'a> {
             nodes,
             by_hash,
             ceilings: None,
+            standby_ceilings: None,
+            pool_load: Vec::new(),
         };
-        if let Some(names) = &input.ceilings {
-            let mut ceilings = vec![false; model.pods.len()];
-            for name in names {
+        model.ceilings = input.ceilings.as_deref().map(|names| model.flags(names));
+        model.standby_ceilings = input
+            .standby_ceilings
+            .as_deref()
+            .map(|names| model.flags(names));
+        if !input.pool_load.is_empty() {
+            let mut pool_load = vec![PodLoad::default(); model.pods.len()];
+            for (name, load) in &input.pool_load {
                 let at = model.pod_index(name);
                 if at != NONE {
-                    ceilings[at as usize] = true;
+                    pool_load[at as usize] = *load;
                 }
             }
-            model.ceilings = Some(ceilings);
+            model.pool_load = pool_load;
         }
         for at in 0..model.shards.len() {
             if let Some(prev) = model.shards[at].previous {
@@ -282,6 +297,19 @@ impl<'a> Model<'a> {
             }
         }
         Ok(model)
+    }
+
+    /// Per eligible pod, whether `names` names it (names of pods that are
+    /// not eligible are ignored).
+    fn flags(&self, names: &[String]) -> Vec<bool> {
+        let mut flags = vec![false; self.pods.len()];
+        for name in names {
+            let at = self.pod_index(name);
+            if at != NONE {
+                flags[at as usize] = true;
+            }
+        }
+        flags
     }
 
     /// Eligible-pod index of a pod name, or `NONE`.

@@ -2,7 +2,10 @@
 //!
 //! A standby is never the shard's owner and never listed twice. Standby slots
 //! are spread evenly: each pod gets a quota of ⌊T/P⌋ or ⌈T/P⌉ slots (weighted
-//! by capacity) where T = assigned shards × N. Previous standbys stay while
+//! by capacity) where T = assigned shards × N; in a pool of several groups
+//! with standbys the pool's deal names the pods that take the ⌈⌉ slots
+//! (`PlanInput::standby_ceilings`), so each pod's slots over the pool stay
+//! within one of its share. Previous standbys stay while
 //! they are eligible, within quota and in another zone (multi-zone pool) or on
 //! another node (single-zone pool) than the owner. New standbys walk the ring from a second position,
 //! `mix(shardHash)`, over pods with slots left and take the first candidate
@@ -14,7 +17,7 @@
 
 use crate::hash::mix;
 use crate::model::{Class, Model, NONE, index};
-use crate::quota::apportion;
+use crate::quota::apportion_preferring;
 use crate::ring::{Ring, Walker};
 use crate::types::PlanOptions;
 
@@ -76,7 +79,14 @@ pub fn place(
     }
     let weights: Vec<u64> = pods.iter().map(|p| p.capacity).collect();
     let hashes: Vec<u64> = pods.iter().map(|p| p.hash).collect();
-    let quota = apportion((assigned.len() * k) as u64, &weights, 0, &current, &hashes);
+    let quota = apportion_preferring(
+        (assigned.len() * k) as u64,
+        &weights,
+        0,
+        &current,
+        &hashes,
+        model.standby_ceilings.as_deref(),
+    );
     let mut load = vec![0u64; p];
     let previous_of = |s: u32| -> &[u32] {
         previous
@@ -164,10 +174,86 @@ pub fn place(
             }
         }
     }
+    if model.standby_ceilings.is_some() {
+        let hard = |e: u32, s: u32| -> u32 {
+            let (e, o) = (e as usize, owner[s as usize] as usize);
+            let mut bits = 0;
+            if zone_matters && pods[e].zone == pods[o].zone {
+                bits |= SAME_ZONE;
+            }
+            if node_matters && pods[e].node == pods[o].node {
+                bits |= SAME_NODE;
+            }
+            bits
+        };
+        settle(owner, &mut chosen, &mut load, &quota, hard);
+    }
     // Pod-name order: the list is a set, and a canonical order keeps the
     // output identical however the standbys were found.
     for list in &mut chosen {
         list.sort_unstable();
     }
     chosen
+}
+
+/// Pool mode: the deal's slot quotas are what keeps every pod's standby
+/// slots over the pool within one of its share, so a standby the walk
+/// left on a pod over its quota (every pod with slots left was the shard's
+/// owner or already its standby) moves to a pod under its quota, directly
+/// or by taking another shard's standby whose place that pod can fill. A
+/// move never puts a standby in a worse place (`hard`: its zone and node
+/// against its owner's). Each move brings one slot back within quota, so
+/// this ends; what no such move fixes stays (a group of one shard cannot
+/// give its slot to its owner).
+fn settle(
+    owner: &[u32],
+    chosen: &mut [Vec<u32>],
+    load: &mut [u64],
+    quota: &[u64],
+    hard: impl Fn(u32, u32) -> u32,
+) {
+    let fits = |chosen: &[Vec<u32>], q: u32, s: u32, instead: u32| {
+        q != owner[s as usize] && !chosen[s as usize].contains(&q) && hard(q, s) <= hard(instead, s)
+    };
+    let shards = index(chosen.len());
+    'again: loop {
+        let Some(over) = (0..index(load.len())).find(|&e| load[e as usize] > quota[e as usize])
+        else {
+            return;
+        };
+        let room: Vec<u32> = (0..index(load.len()))
+            .filter(|&q| load[q as usize] < quota[q as usize])
+            .collect();
+        for s in (0..shards).filter(|&s| chosen[s as usize].contains(&over)) {
+            if let Some(&q) = room.iter().find(|&&q| fits(chosen, q, s, over)) {
+                replace(&mut chosen[s as usize], over, q);
+                load[over as usize] -= 1;
+                load[q as usize] += 1;
+                continue 'again;
+            }
+            // One hop: shard t gives its standby f to s and takes q.
+            for t in (0..shards).filter(|&t| t != s) {
+                for f in chosen[t as usize].clone() {
+                    if !fits(chosen, f, s, over) {
+                        continue;
+                    }
+                    if let Some(&q) = room.iter().find(|&&q| fits(chosen, q, t, f)) {
+                        replace(&mut chosen[t as usize], f, q);
+                        replace(&mut chosen[s as usize], over, f);
+                        load[over as usize] -= 1;
+                        load[q as usize] += 1;
+                        continue 'again;
+                    }
+                }
+            }
+        }
+        return;
+    }
+}
+
+/// Replaces `from` by `to` in `list`.
+fn replace(list: &mut [u32], from: u32, to: u32) {
+    if let Some(at) = list.iter().position(|&e| e == from) {
+        list[at] = to;
+    }
 }

@@ -34,6 +34,37 @@ pub struct PlanInput {
     /// planned alone (names of pods that are not eligible are ignored).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ceilings: Option<Vec<String>>,
+    /// Standbys, in a pool whose pods serve several groups with standbys:
+    /// the pods the pool-wide deal of standby slots ([`crate::pool::deal`]
+    /// over each group's slots) gives this group's ⌈⌉ slot quotas, so every
+    /// pod's standby slots over the pool stay within one of its share.
+    /// Absent: the group's slots are spread alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub standby_ceilings: Option<Vec<String>>,
+    /// Throughput mode, in a pool whose pods serve several throughput
+    /// groups: the load the pool's other groups put on each pod (by pod
+    /// name). It cannot move in this plan, but it counts: each pod's fair
+    /// share and band are judged on its whole load over the pool, and this
+    /// group's shards move to bring that whole load into the band. Absent
+    /// or empty: the group is balanced alone.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pool_load: BTreeMap<String, PodLoad>,
+}
+
+/// The load a pod carries for other groups of its pool (throughput mode).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PodLoad {
+    /// Summed rate of those shards, bytes per second.
+    pub rate: u64,
+    /// Standard error of `rate` (the root of the summed squared noise).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub noise: u64,
+    /// The heaviest single shard among them (a pod holding a shard heavier
+    /// than its share can do no better than that shard: see the fair
+    /// shares in `docs/engine.md`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub heaviest: u64,
 }
 
 /// One shard's measured load: a smoothed rate and how uncertain it is.

@@ -84,7 +84,7 @@ fn assign(
                     .map(|(k, v)| (k.clone(), Previous::Owner(v.clone())))
                     .collect(),
                 loads: BTreeMap::new(),
-                ceilings: None,
+                ..PlanInput::default()
             };
             plan(&input)
                 .expect("plan")

@@ -28,7 +28,7 @@ fn input(shards: usize, pods: usize) -> PlanInput {
         pods: (0..pods).map(|i| pod(&format!("consumer-{i}"))).collect(),
         previous: BTreeMap::new(),
         loads: BTreeMap::new(),
-        ceilings: None,
+        ..PlanInput::default()
     }
 }
 

@@ -56,15 +56,7 @@ pub(crate) struct Gauge {
 impl Gauge {
     /// Measures `placement` against `band` (a fraction, e.g. 0.1).
     pub(crate) fn new(placement: &Placement<'_, '_>, band: f64) -> Self {
-        let heaviest: Vec<f64> = placement
-            .members
-            .iter()
-            .map(|list| {
-                list.iter()
-                    .map(|&s| placement.weight(s))
-                    .fold(0.0, f64::max)
-            })
-            .collect();
+        let heaviest = placement.heaviest(|s| placement.weight(s));
         Self {
             fair: shares(&placement.load, &heaviest, &placement.capacity),
             sigma: placement.var.iter().map(|v| v.sqrt()).collect(),
@@ -139,21 +131,14 @@ pub(crate) fn pushed(placement: &Placement<'_, '_>) -> Vec<bool> {
         .zip(&placement.load)
         .map(|(list, &load)| load - list.iter().map(|&s| shift(s)).sum::<f64>())
         .collect();
-    let heaviest = |weight: &dyn Fn(u32) -> f64| -> Vec<f64> {
-        placement
-            .members
-            .iter()
-            .map(|list| list.iter().map(|&s| weight(s)).fold(0.0, f64::max))
-            .collect()
-    };
     let fair_now = shares(
         &placement.load,
-        &heaviest(&|s| placement.weight(s)),
+        &placement.heaviest(|s| placement.weight(s)),
         &placement.capacity,
     );
     let fair_before = shares(
         &before,
-        &heaviest(&|s| (placement.weight(s) - shift(s)).max(0.0)),
+        &placement.heaviest(|s| (placement.weight(s) - shift(s)).max(0.0)),
         &placement.capacity,
     );
     let off = |load: f64, fair: f64| {

@@ -16,6 +16,11 @@
 //!    most load back inside (see its header), within the optional-move
 //!    budget.
 //!
+//! In a pool of several throughput groups, each pod starts with the load
+//! the pool's other groups put on it (`PlanInput::pool_load`): fair shares
+//! and the band are judged on a pod's whole load, and only this group's
+//! shards move.
+//!
 //! Arithmetic is in `f64` in a fixed order, so the same input gives the same
 //! output on every machine.
 
@@ -52,22 +57,45 @@ pub(crate) struct Placement<'m, 'a> {
     /// Pods that recent load shifts pushed away from their fair share
     /// ([`fair::pushed`], taken before the repair).
     pub(crate) pushed: Vec<bool>,
+    /// Each pod's heaviest shard of the pool's other groups (0 without
+    /// them): their load is in `load` and `var` from the start, fixed.
+    pub(crate) pool_heaviest: Vec<f64>,
 }
 
 impl<'m, 'a> Placement<'m, 'a> {
+    /// An empty placement of `model`: each pod carries only the load of the
+    /// pool's other groups (none when the group is balanced alone).
     fn new(model: &'m Model<'a>, cap: u64) -> Self {
         let p = model.pods.len();
+        let pool = |f: fn(&crate::types::PodLoad) -> f64| -> Vec<f64> {
+            if model.pool_load.is_empty() {
+                vec![0.0; p]
+            } else {
+                model.pool_load.iter().map(f).collect()
+            }
+        };
         Self {
             model,
             owner: vec![NONE; model.shards.len()],
             release: vec![Release::No; model.shards.len()],
-            load: vec![0.0; p],
-            var: vec![0.0; p],
+            load: pool(|l| l.rate as f64),
+            var: pool(|l| (l.noise as f64) * (l.noise as f64)),
             members: vec![Vec::new(); p],
             capacity: model.pods.iter().map(|pod| pod.capacity as f64).collect(),
             cap,
             pushed: vec![false; p],
+            pool_heaviest: pool(|l| l.heaviest as f64),
         }
+    }
+
+    /// Each pod's heaviest shard by `weight`, the pool's other groups'
+    /// included.
+    pub(crate) fn heaviest(&self, weight: impl Fn(u32) -> f64) -> Vec<f64> {
+        self.members
+            .iter()
+            .zip(&self.pool_heaviest)
+            .map(|(list, &pool)| list.iter().map(|&s| weight(s)).fold(pool, f64::max))
+            .collect()
     }
 
     /// Shard `s`'s weight (bytes per second).
@@ -151,7 +179,8 @@ impl<'m, 'a> Placement<'m, 'a> {
             .iter()
             .filter(|s| s.class == Class::Readable)
             .map(|s| s.weight as f64)
-            .sum();
+            .sum::<f64>()
+            + model.pool_load.iter().map(|l| l.rate as f64).sum::<f64>();
         let per_capacity = total / self.capacity.iter().sum::<f64>();
         // One heap per capacity: the least loaded pod of each capacity is
         // the candidate of that capacity (few distinct capacities, so a

@@ -9,6 +9,7 @@
 mod common;
 mod golden;
 mod pool;
+mod pool_throughput;
 mod props;
 mod scenarios;
 mod throughput;

@@ -337,3 +337,142 @@ fn a_pod_back_under_its_name_takes_its_share_again() {
         assert_eq!(pool.plan(&fleet), 0);
     }
 }
+
+/// Each pod's standby slots over every group's plan.
+fn standby_totals(outputs: &BTreeMap<String, PlanOutput>) -> BTreeMap<String, u64> {
+    let mut totals = BTreeMap::new();
+    for out in outputs.values() {
+        for pod in out.assignment.values().flat_map(|a| &a.standbys) {
+            *totals.entry(pod.clone()).or_insert(0) += 1;
+        }
+    }
+    totals
+}
+
+fn spread_of(totals: &BTreeMap<String, u64>, pods: &[Pod]) -> (u64, u64) {
+    let count = |pod: &Pod| totals.get(&pod.name).copied().unwrap_or(0);
+    (
+        pods.iter().map(count).min().unwrap_or(0),
+        pods.iter().map(count).max().unwrap_or(0),
+    )
+}
+
+/// Standby slots are dealt over the pool as the ⌈⌉ quotas are: 20 groups
+/// of 2 shards with one standby each on 8 pods give every pod 5 slots (5
+/// active shards, 5 standby slots); planned alone, the slots of every group
+/// go by each group's own tie-breaks and pile up. At rest nothing changes.
+#[test]
+fn standby_slots_are_balanced_over_the_pool() {
+    let pods = staggered(8);
+    let inputs = |outputs: &BTreeMap<String, PlanOutput>| -> BTreeMap<String, PlanInput> {
+        (0..20)
+            .map(|g| {
+                let name = format!("ns/g-{g:02}");
+                let input = PlanInput {
+                    options: PlanOptions {
+                        consumer_name: name.clone(),
+                        standbys: 1,
+                        ..PlanOptions::default()
+                    },
+                    shards: shards(2),
+                    pods: pods.clone(),
+                    previous: outputs
+                        .get(&name)
+                        .map(crate::common::previous_of)
+                        .unwrap_or_default(),
+                    ..PlanInput::default()
+                };
+                (name, input)
+            })
+            .collect()
+    };
+    let alone: BTreeMap<String, PlanOutput> = inputs(&BTreeMap::new())
+        .into_iter()
+        .map(|(name, input)| (name, plan(&input).expect("plan")))
+        .collect();
+    let (min, max) = spread_of(&standby_totals(&alone), &pods);
+    assert!(max - min > 1, "alone: {min}..{max}");
+
+    let together = pool::plan_together(&inputs(&BTreeMap::new())).expect("plan");
+    assert_eq!(spread_of(&standby_totals(&together), &pods), (5, 5));
+    assert_eq!(spread_of(&pool::totals(&together), &pods), (5, 5));
+    for out in together.values() {
+        for a in out.assignment.values() {
+            assert_eq!(a.standbys.len(), 1);
+            assert!(!a.standbys.contains(a.owner.as_ref().expect("an owner")));
+        }
+    }
+    // From the skewed state planned alone, one pool-wide plan balances the
+    // slots; then the pool is at rest.
+    let rebalanced = pool::plan_together(&inputs(&alone)).expect("plan");
+    assert_eq!(spread_of(&standby_totals(&rebalanced), &pods), (5, 5));
+    let again = pool::plan_together(&inputs(&rebalanced)).expect("plan");
+    for (name, out) in &again {
+        assert_eq!(out.assignment, rebalanced[name].assignment, "{name}");
+        assert_eq!(out.moves, 0, "{name}");
+    }
+}
+
+/// Two pools that share pods (A selects p-0..p-3, B p-2..p-5) form one
+/// balance: each group splits its shards over its own pool's pods only
+/// (max − min ≤ 1 there, nothing on the other pool's pods), and each pod's
+/// total over both pools' groups is within one shard of the sum of its
+/// shares of every group it serves.
+#[test]
+fn pools_that_share_pods_are_dealt_as_one() {
+    let all = staggered(6);
+    let pool_a: Vec<Pod> = all[..4].to_vec();
+    let pool_b: Vec<Pod> = all[2..].to_vec();
+    let groups: Vec<(String, &[Pod], usize)> = (0..10)
+        .map(|g| {
+            let pods: &[Pod] = if g % 2 == 0 { &pool_a } else { &pool_b };
+            (format!("ns/g-{g}"), pods, 3 + g % 3)
+        })
+        .collect();
+    let input = pool::PoolInput {
+        pods: all,
+        max_shards_per_pod: 0,
+        groups: groups
+            .iter()
+            .map(|(name, pods, count)| pool::PoolGroup {
+                name: name.clone(),
+                readable: *count as u64,
+                pods: Some(pods.to_vec()),
+                ..pool::PoolGroup::default()
+            })
+            .collect(),
+    };
+    let ceilings = pool::deal(&input);
+    let mut totals: BTreeMap<String, u64> = BTreeMap::new();
+    let mut shares: BTreeMap<String, f64> = BTreeMap::new();
+    for (name, pods, count) in &groups {
+        let out = plan(&PlanInput {
+            options: PlanOptions {
+                consumer_name: name.clone(),
+                ..PlanOptions::default()
+            },
+            shards: shards(*count),
+            pods: pods.to_vec(),
+            ceilings: ceilings.get(name).cloned(),
+            ..PlanInput::default()
+        })
+        .expect("plan");
+        let loads: Vec<u64> = pods.iter().map(|p| out.loads[&p.name]).collect();
+        let (min, max) = (loads.iter().min(), loads.iter().max());
+        assert!(
+            max.zip(min).is_some_and(|(a, b)| a - b <= 1),
+            "{name}: {loads:?}"
+        );
+        for pod in *pods {
+            *totals.entry(pod.name.clone()).or_insert(0) += out.loads[&pod.name];
+            *shares.entry(pod.name.clone()).or_insert(0.0) += *count as f64 / pods.len() as f64;
+        }
+    }
+    for (pod, share) in &shares {
+        let got = totals[pod] as f64;
+        assert!(
+            (got - share).abs() < 1.0,
+            "{pod}: {got} vs {share} ({totals:?})"
+        );
+    }
+}

@@ -12,7 +12,7 @@ use crate::props::{apply_previous, arb_pods, arb_previous, check_consistent, shu
 
 /// Zipf(`s`) loads over `n` shards (the k-th heaviest weighs ∝ 1/k^s),
 /// dealt to the shards in a scrambled order, `total` bytes/s in all.
-fn zipf(n: usize, s: f64, total: f64) -> Vec<u64> {
+pub(crate) fn zipf(n: usize, s: f64, total: f64) -> Vec<u64> {
     let raw: Vec<f64> = (1..=n).map(|k| 1.0 / (k as f64).powf(s)).collect();
     let sum: f64 = raw.iter().sum();
     let mut order: Vec<usize> = (0..n).collect();

@@ -74,6 +74,7 @@ pub fn input(shards: Vec<Shard>, pods: Vec<Pod>) -> PlanInput {
         previous: BTreeMap::new(),
         loads: BTreeMap::new(),
         ceilings: None,
+        ..PlanInput::default()
     }
 }
 

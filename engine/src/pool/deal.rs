@@ -1,5 +1,5 @@
-//! Pool-wide balance (count mode): which pods take each ShardGroup's ⌈⌉
-//! quotas when several groups share one pool's pods.
+//! The deal: which pods take each ShardGroup's ⌈⌉ quotas (or standby
+//! slots) when several groups share one pool's pods.
 //!
 //! Planned alone, every group gives its ⌈S/P⌉ quotas to the same pods (the
 //! most recently ready), so the extras of every group pile up there. Here
@@ -30,110 +30,13 @@
 //! is, so a re-deal of the result changes nothing.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
-use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::PlanError;
-use crate::model::readable_count;
+use super::{Ceilings, PoolGroup, PoolInput};
 use crate::quota::{Shares, shares};
-use crate::types::{Balance, PlanInput, PlanOutput, Pod};
-
-/// One count-mode ShardGroup of the pool.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PoolGroup {
-    /// The group's name (`namespace/name`): the deal's order.
-    pub name: String,
-    /// Readable shards it assigns.
-    pub readable: u64,
-    /// Readable shards each pod holds now, by pod name.
-    #[serde(default)]
-    pub holdings: BTreeMap<String, u64>,
-    /// The pods the pool's previous deal gave this group's ⌈⌉ quotas.
-    #[serde(default)]
-    pub previous: Vec<String>,
-}
-
-/// Everything one deal needs.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PoolInput {
-    /// The pool's pods, in any order: the eligible ones (ready, not
-    /// terminating) take part, by name, capacity and `readySince`.
-    pub pods: Vec<Pod>,
-    /// Most shards per pod and group; 0: no cap.
-    #[serde(default)]
-    pub max_shards_per_pod: u32,
-    /// The pool's count-mode groups, in any order.
-    pub groups: Vec<PoolGroup>,
-}
-
-/// The deal: per group, the pods that take its ⌈⌉ quotas, sorted by name.
-pub type Ceilings = BTreeMap<String, Vec<String>>;
-
-/// Plans every group of one pool together: deals their ⌈⌉ quotas from what
-/// each input's `previous` holds on its eligible pods, then plans each
-/// count-mode group with its row (`PlanInput::ceilings`); groups in
-/// another mode are planned alone. Every input names the pool's pods; the
-/// first input's pods and `maxShardsPerPod` are the deal's. What the
-/// operator does over a pool's reconciles, in one call (the comparison
-/// bench and the tests).
-pub fn plan_together(
-    groups: &BTreeMap<String, PlanInput>,
-) -> Result<BTreeMap<String, PlanOutput>, PlanError> {
-    let Some(first) = groups.values().next() else {
-        return Ok(BTreeMap::new());
-    };
-    let count = |input: &PlanInput| input.options.balance == Balance::Count;
-    let pool = PoolInput {
-        pods: first.pods.clone(),
-        max_shards_per_pod: first.options.max_shards_per_pod,
-        groups: groups
-            .iter()
-            .filter(|(_, input)| count(input))
-            .map(|(name, input)| {
-                let mut holdings = BTreeMap::new();
-                for previous in input.previous.values() {
-                    *holdings.entry(previous.owner().to_owned()).or_insert(0) += 1;
-                }
-                PoolGroup {
-                    name: name.clone(),
-                    readable: readable_count(&input.shards),
-                    holdings,
-                    previous: Vec::new(),
-                }
-            })
-            .collect(),
-    };
-    let ceilings = (pool.groups.len() > 1).then(|| deal(&pool));
-    groups
-        .iter()
-        .map(|(name, input)| {
-            let row = ceilings.as_ref().and_then(|c| c.get(name)).cloned();
-            let output = match row {
-                Some(row) => crate::plan(&PlanInput {
-                    ceilings: Some(row),
-                    ..input.clone()
-                }),
-                None => crate::plan(input),
-            }?;
-            Ok((name.clone(), output))
-        })
-        .collect()
-}
-
-/// Each pod's shards over every group's plan (`PlanOutput::loads` summed).
-pub fn totals(outputs: &BTreeMap<String, PlanOutput>) -> BTreeMap<String, u64> {
-    let mut totals = BTreeMap::new();
-    for out in outputs.values() {
-        for (pod, load) in &out.loads {
-            *totals.entry(pod.clone()).or_insert(0) += load;
-        }
-    }
-    totals
-}
+use crate::types::Pod;
 
 /// Deals the ⌈⌉ quotas of every group of `input` (see the module header).
 pub fn deal(input: &PoolInput) -> Ceilings {
@@ -146,7 +49,7 @@ pub fn deal(input: &PoolInput) -> Ceilings {
     pods.dedup_by(|a, b| a.name == b.name);
     let mut groups: Vec<&PoolGroup> = input.groups.iter().collect();
     groups.sort_unstable_by(|a, b| a.name.cmp(&b.name));
-    let deal = Deal::new(&pods, &groups, u64::from(input.max_shards_per_pod));
+    let deal = Deal::new(&pods, &groups, input.max_shards_per_pod);
     let chosen = deal.run();
     groups
         .iter()
@@ -200,14 +103,31 @@ impl Dealt {
 const ONE: u128 = 1 << 64;
 
 impl Deal {
-    fn new(pods: &[&Pod], groups: &[&PoolGroup], cap: u64) -> Self {
+    fn new(pods: &[&Pod], groups: &[&PoolGroup], cap: u32) -> Self {
         let n = pods.len();
-        let weights: Vec<u64> = pods.iter().map(|p| u64::from(p.capacity.max(1))).collect();
+        let index = |name: &str| pods.binary_search_by(|p| p.name.as_str().cmp(name)).ok();
+        let all: Vec<u64> = pods.iter().map(|p| u64::from(p.capacity.max(1))).collect();
+        // A group splits its shards over its own pool's pods only: the
+        // others weigh nothing for it (no floor, never a candidate).
+        let weights = |group: &PoolGroup| -> Vec<u64> {
+            let Some(own) = &group.pods else {
+                return all.clone();
+            };
+            let mut weights = vec![0u64; n];
+            for pod in own.iter().filter(|p| p.ready && !p.terminating) {
+                if let Some(p) = index(&pod.name) {
+                    weights[p] = u64::from(pod.capacity.max(1));
+                }
+            }
+            weights
+        };
         let shares: Vec<Shares> = groups
             .iter()
-            .map(|g| shares(g.readable, &weights, cap))
+            .map(|g| {
+                let cap = g.max_shards_per_pod.unwrap_or(cap);
+                shares(g.readable, &weights(g), u64::from(cap))
+            })
             .collect();
-        let index = |name: &str| pods.binary_search_by(|p| p.name.as_str().cmp(name)).ok();
         let holds = groups
             .iter()
             .zip(&shares)

@@ -1,0 +1,184 @@
+//! Throughput balance over a pool: several `balance: throughput` groups on
+//! one pool's pods, planned one after another with the load the others
+//! put on every pod (`pool::plan_together`, as the operator's reconciles
+//! do): every pod's whole load lands within the band of its share of the
+//! pool's load, and a pool at rest moves nothing.
+
+use std::collections::BTreeMap;
+
+use shardring_engine::pool::{self, PoolLoads};
+use shardring_engine::throughput::fair_shares;
+use shardring_engine::{
+    Balance, PlanInput, PlanOptions, PlanOutput, Pod, PodLoad, ShardLoad, plan,
+};
+
+use crate::common::{pod, previous_of, shards};
+use crate::throughput::zipf;
+
+/// `groups` throughput groups of `each` shards with `rates` (group-major),
+/// on `pods`, from `before` (each group's last output, if any).
+fn inputs(
+    groups: usize,
+    each: usize,
+    rates: &[u64],
+    pods: &[Pod],
+    before: &BTreeMap<String, PlanOutput>,
+) -> BTreeMap<String, PlanInput> {
+    (0..groups)
+        .map(|g| {
+            let name = format!("ns/g-{g:02}");
+            let shards = shards(each);
+            let loads = shards
+                .iter()
+                .zip(&rates[g * each..(g + 1) * each])
+                .map(|(shard, &rate)| {
+                    let load = ShardLoad {
+                        rate,
+                        noise: 0,
+                        shift: 0,
+                    };
+                    (shard.id.clone(), load)
+                })
+                .collect();
+            let input = PlanInput {
+                options: PlanOptions {
+                    consumer_name: name.clone(),
+                    balance: Balance::Throughput,
+                    ..PlanOptions::default()
+                },
+                shards,
+                pods: pods.to_vec(),
+                previous: before.get(&name).map(previous_of).unwrap_or_default(),
+                loads,
+                ..PlanInput::default()
+            };
+            (name, input)
+        })
+        .collect()
+}
+
+/// Each pod's whole load over every group's plan.
+fn totals(
+    inputs: &BTreeMap<String, PlanInput>,
+    outputs: &BTreeMap<String, PlanOutput>,
+) -> BTreeMap<String, PodLoad> {
+    let mut loads = PoolLoads::default();
+    for (name, out) in outputs {
+        let owners = out
+            .assignment
+            .iter()
+            .filter_map(|(s, a)| Some((s.as_str(), a.owner.as_deref()?)));
+        loads.add(name, owners, &inputs[name].loads);
+    }
+    loads.totals()
+}
+
+/// Most of each pod's whole load ÷ its fair share of the pool's load (the
+/// engine's water-filled shares: a shard heavier than a pod's share is
+/// that pod's whole share).
+fn most_over_fair(totals: &BTreeMap<String, PodLoad>, pods: &[Pod]) -> f64 {
+    let get = |p: &Pod| totals.get(&p.name).copied().unwrap_or_default();
+    let load: Vec<f64> = pods.iter().map(|p| get(p).rate as f64).collect();
+    let heaviest: Vec<f64> = pods.iter().map(|p| get(p).heaviest as f64).collect();
+    let capacity: Vec<f64> = pods.iter().map(|p| f64::from(p.capacity)).collect();
+    let fair = fair_shares(&load, &heaviest, &capacity);
+    load.iter()
+        .zip(&fair)
+        .map(|(l, f)| l / f)
+        .fold(0.0, f64::max)
+}
+
+fn named_pods(n: usize, capacity: impl Fn(usize) -> u32) -> Vec<Pod> {
+    (0..n)
+        .map(|i| Pod {
+            capacity: capacity(i),
+            ..pod(&format!("p-{i}"))
+        })
+        .collect()
+}
+
+/// Twenty groups of two equal shards on 8 pods: planned alone each group
+/// puts its two shards on the two pods its own tie-breaks pick, and the
+/// totals are uneven; planned over the pool every pod carries five.
+#[test]
+fn small_groups_of_equal_shards_are_spread_over_the_pool() {
+    let pods = named_pods(8, |_| 1);
+    let rates = vec![100; 40];
+    let groups = inputs(20, 2, &rates, &pods, &BTreeMap::new());
+    let alone: BTreeMap<String, PlanOutput> = groups
+        .iter()
+        .map(|(name, input)| (name.clone(), plan(input).expect("plan")))
+        .collect();
+    let skew = most_over_fair(&totals(&groups, &alone), &pods);
+    assert!(skew > 1.2, "planned alone: {skew}");
+
+    let together = pool::plan_together(&groups).expect("plan");
+    let spread = totals(&groups, &together);
+    assert!(spread.values().all(|l| l.rate == 500), "{spread:?}");
+}
+
+/// Zipf-skewed loads over 12 groups of 16 shards on 5 pods, and over
+/// pods of capacities 1 to 4: every pod's whole load per unit of
+/// capacity within the band (10 %) of the pool's; a second round of
+/// plans (at rest) moves nothing.
+#[test]
+fn skewed_groups_land_within_the_band_of_the_pool() {
+    for capacity in [|_: usize| 1, |i: usize| [1, 2, 3, 4][i % 4]] {
+        let pods = named_pods(5, capacity);
+        let rates = zipf(12 * 16, 1.1, 12.0 * 16.0 * 1_000.0);
+        let groups = inputs(12, 16, &rates, &pods, &BTreeMap::new());
+        let first = pool::plan_together(&groups).expect("plan");
+        let spread = totals(&groups, &first);
+        let ratio = most_over_fair(&spread, &pods);
+        println!("most load ÷ fair share: {ratio:.3}");
+        assert!(
+            ratio <= 1.10,
+            "most load ÷ fair share: {ratio} ({spread:?})"
+        );
+        let again = inputs(12, 16, &rates, &pods, &first);
+        let second = pool::plan_together(&again).expect("plan");
+        let moved: u64 = second.values().map(|out| out.moves).sum();
+        assert_eq!(moved, 0);
+    }
+}
+
+/// A pod that joins takes load from the pool's others until every pod is
+/// within the band again; a pod that leaves moves only its own shards.
+#[test]
+fn a_join_and_a_leave_rebalance_the_pool() {
+    let mut pods = named_pods(5, |_| 1);
+    let rates = zipf(8 * 10, 1.1, 80_000.0);
+    let first = pool::plan_together(&inputs(8, 10, &rates, &pods, &BTreeMap::new())).expect("plan");
+    pods.push(pod("p-new"));
+    let groups = inputs(8, 10, &rates, &pods, &first);
+    let joined = pool::plan_together(&groups).expect("plan");
+    let ratio = most_over_fair(&totals(&groups, &joined), &pods);
+    assert!(ratio <= 1.10, "after the join: {ratio}");
+
+    let leaving = pods.remove(0);
+    let held: u64 = joined
+        .values()
+        .map(|out| out.loads.get(&leaving.name).copied().unwrap_or(0))
+        .sum();
+    let groups = inputs(8, 10, &rates, &pods, &joined);
+    let left = pool::plan_together(&groups).expect("plan");
+    let required: u64 = left.values().map(PlanOutput::required_moves).sum();
+    assert_eq!(required, held);
+    let ratio = most_over_fair(&totals(&groups, &left), &pods);
+    assert!(ratio <= 1.10, "after the leave: {ratio}");
+}
+
+/// A group with nothing measured yet is balanced by count alone: its
+/// shards would weigh 1 byte per second against the others' measured
+/// bytes and all go to the lightest pod.
+#[test]
+fn an_unmeasured_group_is_balanced_by_count() {
+    let pods = named_pods(4, |_| 1);
+    let rates = zipf(3 * 8, 1.1, 24_000.0);
+    let mut groups = inputs(3, 8, &rates, &pods, &BTreeMap::new());
+    let fresh = groups.get_mut("ns/g-02").expect("a group");
+    fresh.loads.clear();
+    let out = pool::plan_together(&groups).expect("plan");
+    let counts: Vec<u64> = out["ns/g-02"].loads.values().copied().collect();
+    assert_eq!(counts, vec![2; 4]);
+}
