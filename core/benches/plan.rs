@@ -152,7 +152,7 @@ fn main() {
         releases: Default::default(),
         loads: Default::default(),
         now: Timestamp::from_second(1_000_000).unwrap(),
-        ceilings: None,
+        pool_share: Default::default(),
         stateful_sets: Default::default(),
     };
     let (first, _) = time_without_memory(&obs, 3);

@@ -111,7 +111,7 @@ pub fn observation(count: u32, pods: Vec<PodInfo>) -> Observation {
         releases: Default::default(),
         loads: Default::default(),
         now: now(),
-        ceilings: None,
+        pool_share: Default::default(),
         stateful_sets: Default::default(),
     }
 }

@@ -44,10 +44,10 @@ pub struct Observation {
     pub loads: crate::load::LoadObservation,
     /// The time of this observation: the only clock the plan step reads.
     pub now: Timestamp,
-    /// Count mode, in a pool of several count-mode groups: the pods the
-    /// pool's deal gives this group's ⌈⌉ quotas (the observe step asks the
-    /// pool's [`crate::pool::PoolBook`]); `None`: planned alone.
-    pub ceilings: Option<Vec<String>>,
+    /// What the group takes from the balance of the pods it shares with
+    /// other groups (the observe step asks the pool's
+    /// [`crate::pool::PoolBook`]); the default: planned alone.
+    pub pool_share: crate::pool::PoolShare,
     /// The StatefulSets of the group's namespace and their replicas (stable
     /// identity: whether a pod of a name will be created again); empty
     /// when the pool holds nothing for returning pods.

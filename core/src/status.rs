@@ -355,6 +355,11 @@ pub(crate) fn build(obs: &Observation, outcome: &Outcome) -> (ShardGroupStatus, 
             Some(load) => load.recommended,
             None => current.recommended_replicas,
         },
+        pool_balance: if planned {
+            obs.pool_share.balance.clone()
+        } else {
+            current.pool_balance.clone()
+        },
         recent_handoffs: recent_handoffs(&outcome.completed, &current.recent_handoffs, obs.now),
         conditions,
     };

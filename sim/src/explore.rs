@@ -423,7 +423,7 @@ fn reconcile(s: &State, template: &Operator) -> State {
         releases: Default::default(),
         loads: Default::default(),
         now,
-        ceilings: None,
+        pool_share: Default::default(),
         stateful_sets: Default::default(),
     };
     let d = plan(&obs);

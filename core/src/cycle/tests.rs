@@ -52,7 +52,7 @@ fn first_publish(now: Timestamp) -> Observation {
         releases: Default::default(),
         loads: Default::default(),
         now,
-        ceilings: None,
+        pool_share: Default::default(),
         stateful_sets: Default::default(),
     }
 }

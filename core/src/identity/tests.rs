@@ -83,7 +83,7 @@ fn observation(name: &str, count: u32, stable: bool) -> Observation {
         releases: Default::default(),
         loads: Default::default(),
         now: t0() - secs(3_600),
-        ceilings: None,
+        pool_share: Default::default(),
         stateful_sets: BTreeMap::from([("web".to_owned(), 3)]),
     }
 }
@@ -473,28 +473,14 @@ fn plan_pool(
     now: Timestamp,
     moves: &mut [MoveCount],
 ) {
-    use crate::pool::{PoolMember, PoolPods, holdings_in, readable_in};
+    use crate::pool::{Peer, PoolPods};
     for i in 0..groups.len() {
         let docs: Vec<AssignmentDocument> = groups
             .iter()
             .filter_map(|o| o.published.document().cloned())
             .collect();
         let refs: Vec<&AssignmentDocument> = docs.iter().collect();
-        let members = groups
-            .iter()
-            .map(|o| PoolMember {
-                group: o.group.qualified_name(),
-                readable: o.published.document().map_or_else(
-                    || {
-                        o.topology
-                            .last_good
-                            .as_ref()
-                            .map_or(0, |t| t.shards.len() as u64)
-                    },
-                    readable_in,
-                ),
-            })
-            .collect();
+        let peers: Vec<Peer> = groups.iter().map(Peer::of).collect();
         let obs = &groups[i];
         let pool = obs.pool.clone().expect("a pool");
         let returning = identities(
@@ -506,20 +492,14 @@ fn plan_pool(
             now,
         )
         .returning;
-        let holdings = |name: &str| {
-            docs.iter()
-                .find(|d| d.shard_group == name)
-                .map(holdings_in)
-                .unwrap_or_default()
-        };
-        let pods = PoolPods {
+        let pools = [PoolPods {
             pool: &pool,
             pods: &obs.pods,
             returning: &returning,
-        };
-        let row = book.row(&obs.group.qualified_name(), pods, members, holdings, now);
+        }];
+        let shared = book.share(&obs.group.qualified_name(), &pools, peers, now);
         let mut planned = obs.clone();
-        planned.ceilings = row.map(|r| r.ceilings);
+        planned.pool_share = shared.share;
         groups[i] = step(planned, now, &mut moves[i]).0;
     }
 }

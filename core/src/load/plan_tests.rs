@@ -66,7 +66,7 @@ fn settled(balance: BalanceMode) -> Observation {
         releases: Default::default(),
         loads: LoadObservation::default(),
         now: t0() - secs(3_600),
-        ceilings: None,
+        pool_share: Default::default(),
         stateful_sets: Default::default(),
     };
     settle(obs).0

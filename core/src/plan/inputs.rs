@@ -9,7 +9,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use crate::conditions::reason;
-use crate::crds::shard_group::{PodCounts, ShardGroupSpec};
+use crate::crds::shard_group::{BalanceMode, PodCounts, ShardGroupSpec};
 use crate::crds::{AssignmentDocument, ConsumerPool};
 use crate::engine::{self, Balance, PlanInput, PlanOptions, PlanOutput};
 use crate::handoff;
@@ -130,9 +130,9 @@ fn plan_options(obs: &Observation, pool: &ConsumerPool, pacing: &pacing::Pacing)
     PlanOptions {
         consumer_name: obs.group.consumer_name(),
         balance: match spec.balance {
-            crate::crds::shard_group::BalanceMode::Count => Balance::Count,
-            crate::crds::shard_group::BalanceMode::HashRange => Balance::HashRange,
-            crate::crds::shard_group::BalanceMode::Throughput => Balance::Throughput,
+            BalanceMode::Count => Balance::Count,
+            BalanceMode::HashRange => Balance::HashRange,
+            BalanceMode::Throughput => Balance::Throughput,
         },
         band_percent: super::throughput::by_throughput(spec)
             .then(|| obs.group.throughput_settings().band_percent),
@@ -272,11 +272,20 @@ pub(super) fn run_engine(
         pods,
         previous: handoff::engine_previous(previous_doc),
         loads: super::throughput::engine_loads(obs, topology),
-        // The pool's deal: count mode only (the other modes are planned alone).
+        // The pool's balance: its deal's rows (the ⌈⌉ quotas in count mode
+        // only, the standby slots in any mode) and, balanced by throughput,
+        // the load of the pool's other throughput groups.
         ceilings: obs
+            .pool_share
             .ceilings
             .clone()
-            .filter(|_| obs.group.spec.balance == crate::crds::shard_group::BalanceMode::Count),
+            .filter(|_| obs.group.spec.balance == BalanceMode::Count),
+        standby_ceilings: obs.pool_share.standby_ceilings.clone(),
+        pool_load: if obs.group.spec.balance == BalanceMode::Throughput {
+            obs.pool_share.load.clone()
+        } else {
+            BTreeMap::new()
+        },
     };
     let output = engine::plan_with(&input, ring).map_err(|error| Problem {
         reason: reason::PLAN_FAILED,

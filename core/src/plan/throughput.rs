@@ -121,6 +121,12 @@ pub(super) fn damp(
         pacing.rebalance = Rebalance::RequiredOnly;
         pacing.next_change = Some(pacing.next_change.map_or(wait, |w| w.min(wait)));
     }
+    // Another throughput group of the pool is deciding its load moves:
+    // this one waits (it is woken when that one is done) rather than
+    // correct the same excess from that group's load before its decision.
+    if obs.pool_share.turn_taken_by.is_some() {
+        pacing.rebalance = Rebalance::RequiredOnly;
+    }
 }
 
 /// When shards last moved: the stored `status.throughput.lastRebalance`,

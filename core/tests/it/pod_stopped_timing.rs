@@ -85,7 +85,7 @@ fn settled(fixed: bool) -> Observation {
         releases: Default::default(),
         loads: Default::default(),
         now: now() - SignedDuration::from_mins(30),
-        ceilings: None,
+        pool_share: Default::default(),
         stateful_sets: Default::default(),
     };
     obs = settle(obs);

@@ -68,6 +68,12 @@ const LABEL_KEY: &str = "size(self) <= 317 && self.matches('^([a-z0-9]([-a-z0-9]
         description = "Most shards one Ready pod reads, over all the pool's groups"
     ),
     printcolumn(
+        name = "Load",
+        type_ = "string",
+        json_path = ".status.loadSpread",
+        description = "Least/most load on one pod over the throughput groups ÷ its fair share"
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
@@ -180,6 +186,15 @@ pub struct ConsumerPoolStatus {
     /// Most shards one Ready pod of the pool reads over all its groups.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub most_shards_per_pod: Option<u64>,
+    /// With `balance: throughput` groups: the least and most load on one
+    /// eligible pod over all of them ÷ its fair share of their load, as
+    /// `0.95/1.07`, as the latest plan of one of them saw it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_spread: Option<String>,
+    /// Other pools that select some of the same pods: their groups are
+    /// balanced together with this pool's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub balanced_with: Vec<String>,
     /// Standard conditions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,

@@ -36,7 +36,8 @@ pub use movement::{HandoffSpec, RebalanceSpec};
 pub use source::{KinesisSource, LeaseTableSpec, ShardSource, StaticSource};
 pub use spec::{BalanceMode, OutputSpec, PoolRef, ShardGroup, ShardGroupSpec};
 pub use status::{
-    HandoffRecord, PodCounts, RECENT_HANDOFFS, ShardCounts, ShardGroupStatus, ThroughputStatus,
+    HandoffRecord, PodCounts, PoolBalanceStatus, RECENT_HANDOFFS, ShardCounts, ShardGroupStatus,
+    ThroughputStatus,
 };
 
 /// CEL: a positive Go-style duration (`30s`, `1m30s`, `250ms`).

@@ -124,9 +124,14 @@ pub struct ShardGroupStatus {
     )]
     pub held_until: Option<Timestamp>,
     /// `balance: throughput`: how the measured load lies and when shards
-    /// last moved for it.
+    /// last moved for it (in a pool balanced by throughput, each pod's
+    /// load over every throughput group of the pool).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throughput: Option<ThroughputStatus>,
+    /// The pool-wide balance this group is part of: absent when it is
+    /// planned alone (the only group of its kind on its pool's pods).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool_balance: Option<PoolBalanceStatus>,
     /// With `spec.scaling`: the replicas the group needs for its target load
     /// per pod (also the metric `shardring_recommended_replicas`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -171,6 +176,29 @@ pub struct HandoffRecord {
     pub millis: u64,
     /// When the shard was activated on its new owner (RFC 3339).
     pub completed: Timestamp,
+}
+
+/// The pool-wide balance a ShardGroup is part of: the pods of its pool
+/// (and of pools that select some of the same pods) serve several groups,
+/// and the balance that counts is over everything a pod serves.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolBalanceStatus {
+    /// The ConsumerPools whose pods are balanced together: the group's own
+    /// and every pool that shares a pod with it, sorted.
+    pub pools: Vec<String>,
+    /// The groups balanced together with this one by its balance mode,
+    /// this one included: `count` groups have their ⌈⌉ quotas dealt
+    /// together (each pod within one shard of its share of them all);
+    /// `throughput` groups move their shards for each pod's whole load.
+    /// 1 when the group is balanced alone by its mode (its standby slots
+    /// may still be dealt with others).
+    pub groups: u32,
+    /// The groups whose standby slots are dealt together with this one's
+    /// (each pod within one slot of its share of them all), this one
+    /// included; 0 when its slots are spread alone.
+    #[serde(default)]
+    pub standby_groups: u32,
 }
 
 /// How the measured load of a `balance: throughput` group lies.

@@ -7,7 +7,8 @@
 //! serves what they wrote: the endpoint's views and CA
 //! ([`super::endpoint_sync`]), the load books, and the decoded document the
 //! next reconcile reads. It also times the reconcile's phases (the core
-//! reads no clock): observe, plan and apply.
+//! reads no clock): observe, plan and apply. When it ends (however it
+//! ends) it gives its group's turn in its pool's balance back.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -51,12 +52,19 @@ pub(crate) struct Reconcile<'a> {
     /// What the observation showed of the group's pool (its status is
     /// written after the group's writes).
     pool_seen: Option<super::pools::PoolSeen>,
+    /// What the observe step took from the group's balance: given back
+    /// when the reconcile ends, with whether its plan moved shards.
+    pool_ticket: Option<super::pools::PoolTicket>,
+    moved: bool,
 }
 
 impl Drop for Reconcile<'_> {
     /// Gives the plan memory back to the group's state (unless the group
     /// was forgotten meanwhile: then it goes with this reconcile).
     fn drop(&mut self) {
+        if let Some(ticket) = self.pool_ticket.take() {
+            self.ctx.pools.done(&ticket, self.moved);
+        }
         let memory = std::mem::take(&mut self.plan_memory);
         self.ctx
             .groups
@@ -93,6 +101,8 @@ impl<'a> Reconcile<'a> {
             endpoint_seen: None,
             plan_memory: ctx.groups.table().lend_plan_memory(&GroupKey::of(group)),
             pool_seen: None,
+            pool_ticket: None,
+            moved: false,
         }
     }
 
@@ -140,7 +150,9 @@ impl Observe for Reconcile<'_> {
                 .unwrap_or_default(),
         };
         let mut observation = ctx.stores.observation(group, document, reads, now);
-        ctx.pools.deal_into(&ctx.stores, &mut observation);
+        self.pool_ticket = ctx
+            .pools
+            .deal_into(&ctx.stores, &ctx.loads, &mut observation);
         self.pool_seen = super::pools::PoolSeen::of(&observation);
         self.endpoint_seen = ctx
             .endpoint
@@ -160,7 +172,8 @@ impl Apply for Reconcile<'_> {
     /// document written (`None`: the stored content differs).
     type Receipt = Option<String>;
 
-    async fn planned(&mut self, _: &Decision) {
+    async fn planned(&mut self, decision: &Decision) {
+        self.moved = decision.moves.required + decision.moves.optional > 0;
         self.planned = self.started.elapsed();
         self.ctx
             .metrics
@@ -264,7 +277,12 @@ impl Apply for Reconcile<'_> {
         }
         if let Some(seen) = self.pool_seen.take() {
             let own = written.map(|write| Arc::clone(&write.document));
-            let status = ctx.pools.status(&ctx.stores, &seen, &key, own);
+            let spread = decision
+                .status
+                .throughput
+                .as_ref()
+                .and_then(|t| t.spread.clone());
+            let status = ctx.pools.status(&ctx.stores, &seen, &key, own, spread);
             if let (Some(fewest), Some(most)) =
                 (status.fewest_shards_per_pod, status.most_shards_per_pod)
             {

@@ -258,7 +258,7 @@ impl Stores {
             releases,
             loads,
             now,
-            ceilings: None,
+            pool_share: Default::default(),
             stateful_sets,
         }
     }
@@ -282,6 +282,20 @@ impl Stores {
 }
 
 impl Stores {
+    /// The pods of `namespace` that `pool` selects, as an observation
+    /// holds them (without any group's annotation).
+    pub fn pool_pods(&self, namespace: &str, pool: &ConsumerPool) -> Vec<PodInfo> {
+        let nodes = &self.nodes;
+        let zone_of = |node: &str| -> Option<String> {
+            let meta = nodes.get(&ObjectRef::new(node))?;
+            meta.labels().get(ZONE_LABEL).cloned()
+        };
+        let capacity_label = pool.spec.capacity.label.as_deref();
+        self.pods.read_namespace(namespace, |pods| {
+            collect_pods(pods, Some(&pool.spec.selector), capacity_label, "", zone_of)
+        })
+    }
+
     /// The pool `name` in `namespace`, when it exists and could be read.
     pub fn pool(&self, namespace: &str, name: &str) -> Option<ConsumerPool> {
         let guard = self.pools.get(&ObjectRef::new(name).within(namespace))?;

@@ -25,19 +25,21 @@ use kube::runtime::reflector::{self, Store};
 use kube::{Client, Resource, ResourceExt};
 use parking_lot::Mutex;
 use shardring_core::identity::identities;
-use shardring_core::observation::{Observation, Published};
-use shardring_core::pool::{PoolBook, PoolMember, PoolPods, deals, holdings_in, readable_in};
+use shardring_core::observation::{Observation, PodInfo, Published};
+use shardring_core::pool::{Peer, PoolBook, PoolPods, domain_of, domains, readable_in};
 use shardring_core::pool_conditions::{PoolCounts, pool_conditions};
 
 use super::observe::Stores;
 use crate::GroupKey;
+use crate::crds::shard_group::BalanceMode;
 use crate::crds::{AssignmentDocument, ConsumerPool, ConsumerPoolStatus, ShardGroup};
 use crate::endpoint::ReconcileRequests;
 
-/// Every pool's book, and the store of the groups that reference them.
+/// Every balance's book, and the store of the groups that reference them.
 #[derive(Clone)]
 pub struct Pools {
     groups: Store<DeserializeGuard<ShardGroup>>,
+    /// By namespace and the balance's pools (`a+b`).
     books: Arc<Mutex<HashMap<(String, String), PoolBook>>>,
     requests: ReconcileRequests,
     /// The status last written per pool: an unchanged one is not written.
@@ -47,8 +49,12 @@ pub struct Pools {
 /// A group that references a pool, as the pool sees it.
 struct Member {
     key: GroupKey,
-    /// Whether it takes part in the pool's deal ([`deals`]).
-    deals: bool,
+    /// The pool it references.
+    pool: String,
+    balance: BalanceMode,
+    standbys: u32,
+    /// It has a deletion timestamp: it takes part in no deal.
+    deleting: bool,
     /// Its partition count, for a static source.
     static_count: Option<u32>,
     /// The ConfigMap of its document.
@@ -76,6 +82,14 @@ fn freshest(stores: &Stores, member: &Member) -> Option<Arc<AssignmentDocument>>
     }
 }
 
+/// What a reconcile took from its balance's book: the book and the group,
+/// to give the group's turn back when the reconcile ends.
+#[derive(Debug, Clone)]
+pub struct PoolTicket {
+    book: (String, String),
+    group: String,
+}
+
 /// Field manager of the pool status writes.
 const POOL_MANAGER: &str = "shardring-pool";
 
@@ -89,6 +103,11 @@ pub(crate) struct PoolSeen {
     eligible: Vec<String>,
     /// When it was seen (its conditions' transition time).
     now: jiff::Timestamp,
+    /// The other pools whose pods are balanced with this one's.
+    balanced_with: Vec<String>,
+    /// The group balances by throughput over the pool: the load spread
+    /// its plan saw is the pool's.
+    pooled_throughput: bool,
 }
 
 impl PoolSeen {
@@ -110,6 +129,20 @@ impl PoolSeen {
                 .map(|p| p.name.clone())
                 .collect(),
             now: obs.now,
+            balanced_with: obs
+                .pool_share
+                .balance
+                .iter()
+                .flat_map(|b| &b.pools)
+                .filter(|name| **name != pool.name_any())
+                .cloned()
+                .collect(),
+            pooled_throughput: obs.group.spec.balance == BalanceMode::Throughput
+                && obs
+                    .pool_share
+                    .balance
+                    .as_ref()
+                    .is_some_and(|b| b.groups > 1),
             pool,
         })
     }
@@ -143,132 +176,201 @@ impl Pools {
         &self.requests
     }
 
-    /// Sets `obs.ceilings` to the group's row of its pool's deal (left
-    /// `None` for a group planned alone), asking the groups whose rows the
-    /// deal changed to reconcile.
-    pub fn deal_into(&self, stores: &Stores, obs: &mut Observation) {
+    /// Sets `obs.pool_share` to what the group takes from the balance of
+    /// the pods it shares with other groups (left as it is, planned alone,
+    /// when it shares them with none), asking the groups whose rows a new
+    /// deal changed to reconcile. The ticket gives the group's turn back
+    /// when its reconcile ends ([`Pools::done`]).
+    pub fn deal_into(
+        &self,
+        stores: &Stores,
+        loads: &crate::endpoint::Loads,
+        obs: &mut Observation,
+    ) -> Option<PoolTicket> {
         let group = &obs.group;
-        let Some(pool) = &obs.pool else { return };
-        if !deals(group) {
-            return;
+        let pool = obs.pool.as_ref()?;
+        if group.metadata.deletion_timestamp.is_some() {
+            return None;
         }
         let namespace = group.namespace().unwrap_or_default();
         let own = GroupKey::of(group).to_string();
-        let peers = self.peers(&namespace, &group.spec.pool_ref.name);
-        let mut documents: BTreeMap<String, Arc<AssignmentDocument>> = BTreeMap::new();
-        let mut members = Vec::with_capacity(peers.len() + 1);
-        for peer in &peers {
-            let name = peer.key.to_string();
-            if name == own {
+        let balance = self.balance(stores, &namespace, pool, &obs.pods);
+        let names: Vec<String> = balance.iter().map(|(p, _)| p.name_any()).collect();
+        let peers_of = self.referencing_any(&namespace, &names);
+        if peers_of.len() < 2 {
+            return None;
+        }
+        let mut documents: Vec<Arc<AssignmentDocument>> = Vec::new();
+        let mut peers = Vec::with_capacity(peers_of.len());
+        for member in &peers_of {
+            if member.key.to_string() == own {
                 continue;
             }
-            // The peer's freshest document ([`freshest`]); a peer that has
-            // published nothing holds nothing yet, but it is dealt its share from the
-            // start (groups created together must not each be planned alone
-            // first): with its static count, or what its own reconcile
-            // reported to the book (0 until then).
-            let known = freshest(stores, peer);
-            let readable = match known {
-                Some(doc) => {
-                    let readable = readable_in(&doc);
-                    documents.insert(name.clone(), doc);
-                    readable
-                }
-                None => peer.static_count.map_or(0, u64::from),
+            let document = freshest(stores, member);
+            // A peer that has published nothing holds nothing yet, but it
+            // is dealt its share from the start (groups created together
+            // must not each be planned alone first): with its static count,
+            // or what its own reconcile reported to the book (0 until then).
+            let readable = document
+                .as_deref()
+                .map_or_else(|| member.static_count.map_or(0, u64::from), readable_in);
+            let peer_loads = if member.balance == BalanceMode::Throughput {
+                shardring_core::pool::measured_loads_of(&loads.peek(&member.key))
+            } else {
+                BTreeMap::new()
             };
-            members.push(PoolMember {
-                group: name,
+            documents.extend(document.iter().cloned());
+            peers.push(Peer {
+                group: member.key.to_string(),
+                pool: member.pool.clone(),
+                balance: member.balance,
+                standbys: member.standbys,
                 readable,
+                document,
+                loads: peer_loads,
             });
         }
-        if members.is_empty() {
-            return;
-        }
-        let own_readable = match obs.published.document() {
-            Some(doc) => readable_in(doc),
-            None => obs.topology.last_good.as_ref().map_or(0, |t| {
-                t.shards
-                    .iter()
-                    .filter(|s| s.state != crate::engine::ShardState::Complete)
-                    .count() as u64
-            }),
-        };
-        members.push(PoolMember {
-            group: own.clone(),
-            readable: own_readable,
-        });
-        let own_document = match &obs.published {
-            Published::Document(doc) => Some(Arc::clone(doc)),
-            _ => None,
-        };
-        let holdings = |name: &str| {
-            if name == own {
-                own_document.as_deref().map(holdings_in).unwrap_or_default()
-            } else {
-                documents
-                    .get(name)
-                    .map(|doc| holdings_in(doc))
-                    .unwrap_or_default()
-            }
-        };
-        // Pods away that the pool waits for are dealt to as if they were
-        // here, from what every group of the pool holds for them.
-        let all_documents: Vec<&AssignmentDocument> = own_document
-            .as_deref()
-            .into_iter()
-            .chain(documents.values().map(Arc::as_ref))
-            .collect();
-        let returning = identities(
-            pool,
-            &obs.pods,
-            &obs.stateful_sets,
-            &obs.departed,
-            &all_documents,
-            obs.now,
-        )
-        .returning;
-        let key = (namespace, group.spec.pool_ref.name.clone());
-        let row = {
-            let mut books = self.books.lock();
-            let book = books.entry(key).or_default();
-            book.row(
-                &own,
-                PoolPods {
+        let own_peer = Peer::of(obs);
+        documents.extend(own_peer.document.iter().cloned());
+        peers.push(own_peer);
+        // Pods away that a pool waits for are dealt to as if they were
+        // here, from what every group of the balance holds for them.
+        let all_documents: Vec<&AssignmentDocument> = documents.iter().map(Arc::as_ref).collect();
+        let returning: Vec<_> = balance
+            .iter()
+            .map(|(pool, pods)| {
+                identities(
                     pool,
-                    pods: &obs.pods,
-                    returning: &returning,
-                },
-                members,
-                holdings,
-                obs.now,
-            )
+                    pods,
+                    &obs.stateful_sets,
+                    &obs.departed,
+                    &all_documents,
+                    obs.now,
+                )
+                .returning
+            })
+            .collect();
+        let pools: Vec<PoolPods<'_>> = balance
+            .iter()
+            .zip(&returning)
+            .map(|((pool, pods), returning)| PoolPods {
+                pool,
+                pods,
+                returning,
+            })
+            .collect();
+        let key = (namespace, names.join("+"));
+        let shared = {
+            let mut books = self.books.lock();
+            let book = books.entry(key.clone()).or_default();
+            book.share(&own, &pools, peers, obs.now)
         };
-        let Some(row) = row else { return };
-        for name in &row.changed {
+        self.wake(&shared.changed);
+        obs.pool_share = shared.share;
+        Some(PoolTicket {
+            book: key,
+            group: own,
+        })
+    }
+
+    /// The reconcile that took `ticket` is over and `moved` shards (or
+    /// not): gives its turn back and wakes whom that concerns.
+    pub(crate) fn done(&self, ticket: &PoolTicket, moved: bool) {
+        let wake = match self.books.lock().get_mut(&ticket.book) {
+            Some(book) => book.done(&ticket.group, moved),
+            None => Vec::new(),
+        };
+        self.wake(&wake);
+    }
+
+    /// Asks each of `groups` (`namespace/name`) to reconcile.
+    fn wake(&self, groups: &[String]) {
+        for name in groups {
             if let Some((ns, name)) = name.split_once('/') {
                 self.requests.request(&GroupKey::new(ns, name));
             }
         }
-        obs.ceilings = Some(row.ceilings);
+    }
+
+    /// The pools whose pods are balanced with `pool`'s, each with the pods
+    /// it selects (`pods`, the observation's, for `pool` itself): `pool`
+    /// alone unless another pool of the namespace that a group references
+    /// selects one of the same pods ([`domains`]).
+    fn balance(
+        &self,
+        stores: &Stores,
+        namespace: &str,
+        pool: &ConsumerPool,
+        pods: &[PodInfo],
+    ) -> Vec<(ConsumerPool, Vec<PodInfo>)> {
+        let own_name = pool.name_any();
+        let own_selected: Vec<PodInfo> = pods.iter().filter(|p| p.selected).cloned().collect();
+        let mut referenced: Vec<String> = self
+            .groups
+            .state()
+            .iter()
+            .filter_map(|guard| guard.0.as_ref().ok())
+            .filter(|g| g.namespace().as_deref() == Some(namespace))
+            .map(|g| g.spec.pool_ref.name.clone())
+            .collect();
+        referenced.sort();
+        referenced.dedup();
+        if referenced.iter().all(|name| *name == own_name) {
+            return vec![(pool.clone(), own_selected)];
+        }
+        let mut selected: BTreeMap<String, (ConsumerPool, Vec<PodInfo>)> = BTreeMap::new();
+        for name in referenced {
+            if name == own_name {
+                continue;
+            }
+            if let Some(other) = stores.pool(namespace, &name) {
+                let pods = stores.pool_pods(namespace, &other);
+                selected.insert(name, (other, pods));
+            }
+        }
+        selected.insert(own_name.clone(), (pool.clone(), own_selected));
+        let selections = selected
+            .iter()
+            .map(|(name, (_, pods))| {
+                let names = pods.iter().map(|p| p.name.clone()).collect();
+                (name.clone(), names)
+            })
+            .collect();
+        let domain = domain_of(&domains(&selections), &own_name);
+        domain
+            .into_iter()
+            .filter_map(|name| selected.remove(&name))
+            .collect()
     }
 
     /// A deleted group leaves its pool's deal: the pool's other groups are
-    /// asked to reconcile, so its share is dealt to them again.
+    /// asked to reconcile, so its share is dealt to them again (and its
+    /// turn, if it held one, is free).
     pub(crate) fn forget(&self, group: &ShardGroup) {
         let namespace = group.namespace().unwrap_or_default();
         let gone = GroupKey::of(group);
-        for peer in self.peers(&namespace, &group.spec.pool_ref.name) {
+        let mut wake = Vec::new();
+        for ((ns, _), book) in self.books.lock().iter_mut() {
+            if *ns == namespace {
+                wake.extend(book.forget(&gone.to_string()));
+            }
+        }
+        self.wake(&wake);
+        for peer in self.referencing(&namespace, &group.spec.pool_ref.name) {
             if peer.key != gone {
                 self.requests.request(&peer.key);
             }
         }
     }
 
-    /// The groups of the store that reference pool `name` in `namespace`
-    /// and take part in its deal.
-    fn peers(&self, namespace: &str, name: &str) -> Vec<Member> {
-        let mut members = self.referencing(namespace, name);
-        members.retain(|m| m.deals);
+    /// The groups of the store in `namespace` that reference one of
+    /// `pools` and are not being deleted.
+    fn referencing_any(&self, namespace: &str, pools: &[String]) -> Vec<Member> {
+        let mut members = Vec::new();
+        for pool in pools {
+            members.extend(self.referencing(namespace, pool));
+        }
+        members.retain(|m| !m.deleting);
         members
     }
 
@@ -282,7 +384,10 @@ impl Pools {
             .filter(|g| g.namespace().as_deref() == Some(namespace) && g.spec.pool_ref.name == name)
             .map(|g| Member {
                 key: GroupKey::of(g),
-                deals: deals(g),
+                pool: g.spec.pool_ref.name.clone(),
+                balance: g.spec.balance,
+                standbys: g.spec.standbys,
+                deleting: g.metadata.deletion_timestamp.is_some(),
                 static_count: g.spec.source.static_source.as_ref().map(|s| s.count),
                 config_map: g.config_map_name(),
             })
@@ -291,13 +396,17 @@ impl Pools {
 
     /// The status of the pool `seen` describes: its pods, its groups, and
     /// each eligible pod's active shards over every group's latest known
-    /// document (`own`: the document `group` has just written).
+    /// document (`own`: the document `group` has just written), and the
+    /// load spread over its throughput groups (`spread`: what `group`'s
+    /// plan saw, when it balances by throughput over the pool; else the
+    /// last one written stays while the pool has throughput groups).
     pub(crate) fn status(
         &self,
         stores: &Stores,
         seen: &PoolSeen,
         group: &GroupKey,
         own: Option<Arc<AssignmentDocument>>,
+        spread: Option<String>,
     ) -> ConsumerPoolStatus {
         let namespace = seen.pool.namespace().unwrap_or_default();
         let groups = self.referencing(&namespace, &seen.pool.name_any());
@@ -331,11 +440,19 @@ impl Pools {
         // The conditions this replica last wrote, else the cached pool's:
         // the cache may not have the last write yet, and a transition time
         // taken from an older status would make an unchanged pool write.
-        let written = self
+        let (written, written_spread) = self
             .written
             .lock()
             .get(&(namespace, seen.pool.name_any()))
-            .map(|s| s.conditions.clone());
+            .map(|s| (Some(s.conditions.clone()), s.load_spread.clone()))
+            .unwrap_or_default();
+        let load_spread = if seen.pooled_throughput {
+            spread
+        } else if groups.iter().any(|g| g.balance == BalanceMode::Throughput) {
+            written_spread.or_else(|| seen.pool.status.as_ref()?.load_spread.clone())
+        } else {
+            None
+        };
         let previous = written.unwrap_or_else(|| {
             seen.pool
                 .status
@@ -352,6 +469,8 @@ impl Pools {
             shards,
             fewest_shards_per_pod: fewest,
             most_shards_per_pod: most,
+            load_spread,
+            balanced_with: seen.balanced_with.clone(),
             conditions: pool_conditions(&counts, generation, seen.now, &previous),
         }
     }

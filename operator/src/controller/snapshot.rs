@@ -198,7 +198,9 @@ impl Snapshot {
         let topology = topology(group, published.document(), self.now);
         let reads = Reads::topology(group, topology);
         let mut observation = self.stores.observation(group, published, reads, self.now);
-        Pools::new(self.group_store.clone()).deal_into(&self.stores, &mut observation);
+        // A what-if moves no shard for load: nobody's loads are read.
+        let loads = crate::endpoint::Loads::default();
+        Pools::new(self.group_store.clone()).deal_into(&self.stores, &loads, &mut observation);
         observation
     }
 

@@ -177,6 +177,15 @@ impl Loads {
         state.book.observe()
     }
 
+    /// What `group`'s book shows now, without syncing or reading anything
+    /// (a peer's loads, for the pool's balance); empty when it keeps none.
+    pub fn peek(&self, group: &GroupKey) -> LoadObservation {
+        match self.groups.lock().get(group) {
+            Some(Some(state)) => state.book.observe(),
+            _ => LoadObservation::default(),
+        }
+    }
+
     /// After a cycle: the document now published, so reports are checked
     /// against the ownership consumers see.
     pub fn sync(&self, group: &GroupKey, document: Option<&AssignmentDocument>) {

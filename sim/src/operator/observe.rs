@@ -124,7 +124,7 @@ impl Operator {
             },
             loads: self.loads.observe(),
             now: ts(now),
-            ceilings: None,
+            pool_share: Default::default(),
             stateful_sets: stateful_sets(world),
         }
     }

@@ -72,7 +72,7 @@ fn settled(lease_table: bool) -> Observation {
         releases: Default::default(),
         loads: Default::default(),
         now: t0() - secs(3_600),
-        ceilings: None,
+        pool_share: Default::default(),
         stateful_sets: Default::default(),
     };
     obs = settle(obs);

@@ -60,7 +60,7 @@ impl Cluster {
             releases,
             loads,
             now,
-            ceilings: None,
+            pool_share: Default::default(),
             stateful_sets: self.stateful_sets.clone(),
         }
     }
