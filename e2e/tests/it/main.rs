@@ -25,6 +25,7 @@ mod least_privilege;
 mod mock_scenarios;
 mod namespace_scoped;
 mod pool_balance;
+mod pool_shared;
 mod scenarios;
 mod stable_identity;
 
