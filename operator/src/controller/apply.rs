@@ -44,8 +44,10 @@ use super::own_writes::OwnWrites;
 use crate::crds::{ShardGroup, ShardGroupStatus};
 
 mod document;
+mod pod_writes;
 pub(crate) use document::publish_document;
 pub use document::{document_config_map, update_body};
+pub use pod_writes::PodWrites;
 
 /// The field manager of every write the operator makes.
 pub const MANAGER: &str = "shardring";
@@ -87,8 +89,9 @@ pub enum ApplyError {
     Annotation {
         /// Pod name.
         pod: String,
-        /// The API error.
-        source: kube::Error,
+        /// The API error (shared by every reconcile whose key the write
+        /// carried: [`PodWrites`]).
+        source: Arc<kube::Error>,
     },
     /// Writing the status failed.
     #[error("writing the ShardGroup status: {0}")]
@@ -112,8 +115,8 @@ impl ApplyError {
     }
 }
 
-fn annotation_message(pod: &str, source: &kube::Error) -> String {
-    let hint = match source {
+fn annotation_message(pod: &str, source: &Arc<kube::Error>) -> String {
+    let hint = match source.as_ref() {
         kube::Error::Api(status) if status.code == 403 => {
             "; the operator may not patch this pod: grant it (chart value rbac.podAnnotations: true, or the install's ClusterRole) or set spec.output.podAnnotations: false on groups whose consumers read the ConfigMap or the endpoint"
         }
@@ -136,19 +139,6 @@ fn conflict_message(name: &str, expected: &PublishedVersion) -> String {
     )
 }
 
-/// The merge patch body of one annotation write.
-pub(crate) fn annotation_patch(key: &str, write: &AnnotationWrite) -> serde_json::Value {
-    let value = match &write.view {
-        Some(view) => json!(view.to_annotation()),
-        None => serde_json::Value::Null,
-    };
-    let mut metadata = json!({ "annotations": { key: value } });
-    if let Some(uid) = &write.uid {
-        metadata["uid"] = json!(uid);
-    }
-    json!({ "metadata": metadata })
-}
-
 /// Whether a refused pod patch says the pod was replaced by another of its
 /// name: the uid in the body is the precondition, which the API server
 /// answers with 409, or, for a merge patch, with 422 Invalid naming
@@ -161,41 +151,6 @@ fn replaced(status: &kube::core::Status) -> bool {
                 .details
                 .as_ref()
                 .is_some_and(|d| d.causes.iter().any(|c| c.field == "metadata.uid")))
-}
-
-/// Sets or removes one pod's annotation. A pod that is gone (404) or was
-/// replaced (the uid precondition refused: [`replaced`]) is skipped.
-pub(crate) async fn write_annotation(
-    pods: &Api<CachedPod>,
-    key: &str,
-    write: &AnnotationWrite,
-    own: &OwnWrites,
-) -> Result<(), ApplyError> {
-    let patch = annotation_patch(key, write);
-    match pods
-        .patch(
-            &write.pod,
-            &PatchParams {
-                field_manager: Some(MANAGER.into()),
-                ..Default::default()
-            },
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
-        Ok(written) => {
-            own.record(&written);
-            Ok(())
-        }
-        Err(kube::Error::Api(status)) if status.code == 404 || replaced(&status) => {
-            tracing::debug!(pod = %write.pod, code = status.code, "pod gone or replaced before its annotation was written; skipped");
-            Ok(())
-        }
-        Err(source) => Err(ApplyError::Annotation {
-            pod: write.pod.clone(),
-            source,
-        }),
-    }
 }
 
 /// Server-side applies `status` on the ShardGroup's status subresource.
@@ -247,8 +202,8 @@ pub(crate) async fn remove_annotations(
     writes: &WriteLimit,
     metrics: &ControllerMetrics,
 ) -> Result<(), ApplyError> {
-    let api: Api<CachedPod> =
-        Api::namespaced(client.clone(), &group.namespace().unwrap_or_default());
+    let namespace = group.namespace().unwrap_or_default();
+    let api: Api<CachedPod> = Api::namespaced(client.clone(), &namespace);
     let removals: Vec<AnnotationWrite> = pods
         .iter()
         .map(|(pod, uid)| AnnotationWrite {
@@ -257,7 +212,8 @@ pub(crate) async fn remove_annotations(
             view: None,
         })
         .collect();
-    write_annotations(&api, &group.annotation_key(), &removals, writes, metrics).await
+    let key = group.annotation_key();
+    write_annotations(&api, &namespace, &key, &removals, writes, metrics).await
 }
 
 /// The bound on pod writes in flight, shared by every reconcile of one
@@ -268,13 +224,17 @@ pub(crate) async fn remove_annotations(
 /// as failed.
 ///
 /// It also remembers the pod versions those writes produced
-/// ([`OwnWrites`]), so the pod watch can tell their echoes from changes.
+/// ([`OwnWrites`]), so the pod watch can tell their echoes from changes,
+/// and coalesces the keys several reconciles write to one pod at once
+/// ([`PodWrites`]).
 #[derive(Debug, Clone)]
 pub struct WriteLimit {
     permits: Arc<Semaphore>,
     concurrency: usize,
     /// The versions the writes produced.
     pub own: OwnWrites,
+    /// The pod writes in flight and the keys waiting for them.
+    pods: PodWrites,
 }
 
 impl WriteLimit {
@@ -285,6 +245,7 @@ impl WriteLimit {
             permits: Arc::new(Semaphore::new(concurrency)),
             concurrency,
             own: OwnWrites::default(),
+            pods: PodWrites::default(),
         }
     }
 }
@@ -300,13 +261,16 @@ impl Default for WriteLimit {
 /// well inside the API server's default priority-and-fairness share.
 pub const DEFAULT_WRITE_CONCURRENCY: usize = 16;
 
-/// Writes `writes` to their pods, at most `limit`'s bound at once, and
-/// returns the first failure (the others in flight are dropped: every view
-/// carries its epoch, so a late one is harmless, and the retry rewrites what
-/// is still wrong). Their order does not matter: within one reconcile no
+/// Writes `writes` (annotation `key` of pods of `namespace`) to their
+/// pods, at most `limit`'s bound at once, each joined with the keys other
+/// reconciles write to the same pod meanwhile ([`PodWrites`]), and returns
+/// the first failure (the others in flight are dropped: every view carries
+/// its epoch, so a late one is harmless, and the retry rewrites what is
+/// still wrong). Their order does not matter: within one reconcile no
 /// pod's view depends on another's having been written.
 pub(crate) async fn write_annotations(
     pods: &Api<CachedPod>,
+    namespace: &str,
     key: &str,
     writes: &[AnnotationWrite],
     limit: &WriteLimit,
@@ -314,18 +278,20 @@ pub(crate) async fn write_annotations(
 ) -> Result<(), ApplyError> {
     futures::stream::iter(writes.iter().map(Ok))
         .try_for_each_concurrent(limit.concurrency, |write| async move {
-            let _permit = limit
-                .permits
-                .acquire()
+            let value = write.view.as_ref().map(|view| view.to_annotation());
+            limit
+                .pods
+                .write(
+                    pods,
+                    namespace,
+                    &write.pod,
+                    write.uid.as_deref(),
+                    key,
+                    value,
+                    limit,
+                    metrics,
+                )
                 .await
-                .expect("the write semaphore is never closed");
-            write_annotation(pods, key, write, &limit.own).await?;
-            metrics.write(if write.view.is_some() {
-                "annotation"
-            } else {
-                "annotation_removal"
-            });
-            Ok(())
         })
         .await
 }

@@ -209,9 +209,18 @@ impl Apply for Reconcile<'_> {
     }
 
     async fn annotations(&mut self, writes: &[AnnotationWrite]) -> Result<(), ApplyError> {
-        let pods: Api<CachedPod> = Api::namespaced(self.ctx.client.clone(), &self.namespace()?);
+        let namespace = self.namespace()?;
+        let pods: Api<CachedPod> = Api::namespaced(self.ctx.client.clone(), &namespace);
         let key = self.group.annotation_key();
-        apply::write_annotations(&pods, &key, writes, &self.ctx.writes, &self.ctx.metrics).await
+        apply::write_annotations(
+            &pods,
+            &namespace,
+            &key,
+            writes,
+            &self.ctx.writes,
+            &self.ctx.metrics,
+        )
+        .await
     }
 
     async fn status(&mut self, status: &ShardGroupStatus) -> Result<(), ApplyError> {
