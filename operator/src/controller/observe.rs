@@ -458,14 +458,21 @@ pub fn groups_for_pool(
     pool: &str,
     groups: &[Arc<DeserializeGuard<ShardGroup>>],
 ) -> Vec<ObjectRef<DeserializeGuard<ShardGroup>>> {
-    groups
+    let in_namespace: Vec<(&Arc<DeserializeGuard<ShardGroup>>, &ShardGroup)> = groups
         .iter()
-        .filter(|guard| {
-            guard.0.as_ref().is_ok_and(|g| {
-                g.namespace().as_deref() == Some(namespace) && g.spec.pool_ref.name == pool
-            })
-        })
-        .map(|g| ObjectRef::from_obj(g.as_ref()))
+        .filter_map(|guard| Some((guard, guard.0.as_ref().ok()?)))
+        .filter(|(_, g)| g.namespace().as_deref() == Some(namespace))
+        .collect();
+    // With groups on several pools of the namespace, a change of one pool
+    // (its selector, its deletion) can change which pools share pods and
+    // are balanced together: every group of the namespace deals again.
+    let several = in_namespace
+        .windows(2)
+        .any(|pair| pair[0].1.spec.pool_ref.name != pair[1].1.spec.pool_ref.name);
+    in_namespace
+        .into_iter()
+        .filter(|(_, g)| several || g.spec.pool_ref.name == pool)
+        .map(|(guard, _)| ObjectRef::from_obj(guard.as_ref()))
         .collect()
 }
 

@@ -260,3 +260,30 @@ fn selector_semantics() {
     };
     assert!(!PodSelector::new(&refused).matches(Some(&labels(&[("tier", "a")]))));
 }
+
+#[test]
+fn a_pool_event_wakes_its_groups_or_every_group_of_a_namespace_of_several_pools() {
+    let group = |ns: &str, name: &str, pool: &str| {
+        let mut g = crate::crds::fixtures::static_group(ns, name, pool, 2, "s-{index}");
+        g.metadata.namespace = Some(ns.into());
+        Arc::new(DeserializeGuard(Ok(g)))
+    };
+    let names = |refs: Vec<ObjectRef<DeserializeGuard<ShardGroup>>>| -> Vec<String> {
+        refs.into_iter().map(|r| r.name).collect()
+    };
+    let one_pool = [
+        group("a", "g-1", "p"),
+        group("a", "g-2", "p"),
+        group("b", "g-3", "p"),
+    ];
+    assert_eq!(names(groups_for_pool("a", "p", &one_pool)), ["g-1", "g-2"]);
+    // Pools p and q in namespace a may share pods: a change of q (its
+    // selector, its deletion) may change p's groups' balance.
+    let two_pools = [
+        group("a", "g-1", "p"),
+        group("a", "g-2", "q"),
+        group("b", "g-3", "r"),
+    ];
+    assert_eq!(names(groups_for_pool("a", "q", &two_pools)), ["g-1", "g-2"]);
+    assert_eq!(names(groups_for_pool("b", "r", &two_pools)), ["g-3"]);
+}
