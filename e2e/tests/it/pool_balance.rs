@@ -29,9 +29,20 @@ use crate::kit_group::{
     wait_until, watch_owners_of,
 };
 
-const GROUPS: usize = 20;
-const PARTITIONS: u32 = 2;
-const PODS: usize = 8;
+/// A pool's shape: its groups, each group's partitions, its pods.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    groups: usize,
+    partitions: u32,
+    pods: usize,
+}
+
+/// The pool of the first two tests: 20 groups of 2 on 8 pods.
+const TWENTY: Shape = Shape {
+    groups: 20,
+    partitions: 2,
+    pods: 8,
+};
 const WAIT: Duration = Duration::from_secs(90);
 const IP: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1));
 
@@ -45,13 +56,57 @@ async fn a_rolling_deploy_of_the_pool_moves_each_partition_once() {
     in_fresh_namespace("pool-rolling", "pool-roll", rolling_deploy).await;
 }
 
+/// The four pools on pods Ready a minute apart (planned group by
+/// group: 0,0,0,0,0,0,20,20; 10,10,20; 0,6,6,6; 36,36,36,36,48): every pod
+/// within one partition of the others over all groups.
+#[tokio::test]
+async fn the_pools_that_were_skewed_are_balanced() {
+    for shape in [
+        Shape {
+            groups: 10,
+            partitions: 4,
+            pods: 3,
+        },
+        Shape {
+            groups: 6,
+            partitions: 3,
+            pods: 4,
+        },
+        Shape {
+            groups: 12,
+            partitions: 16,
+            pods: 5,
+        },
+    ] {
+        in_fresh_namespace("pool-shapes", "pool-shape", async |client, namespace| {
+            let _operator = install(client, namespace, "0s", shape).await?;
+            let live: Vec<String> = (0..shape.pods).map(|i| format!("p-{i}")).collect();
+            let totals = wait_balanced(client, namespace, &live, shape).await?;
+            println!(
+                "pool balance: {} x {} on {} pods Ready a minute apart: {:?}",
+                shape.groups,
+                shape.partitions,
+                shape.pods,
+                totals.values().collect::<Vec<_>>()
+            );
+            Ok(())
+        })
+        .await;
+    }
+}
+
 fn group_name(g: usize) -> String {
     format!("g-{g:02}")
 }
 
-/// The pool of 8 staggered pods and the 20 groups (rebalance delay
+/// The pool of `shape`'s staggered pods and groups (rebalance delay
 /// `delay`), with `shardring run` serving them; its metrics port.
-async fn install(client: &Client, namespace: &str, delay: &str) -> TestResult<(Running, u16)> {
+async fn install(
+    client: &Client,
+    namespace: &str,
+    delay: &str,
+    shape: Shape,
+) -> TestResult<(Running, u16)> {
     apply_crds(client).await?;
     create_namespace(client, namespace).await?;
     let pool: ConsumerPool = serde_json::from_value(fixtures::pool(namespace, "p", "consumer"))?;
@@ -59,14 +114,14 @@ async fn install(client: &Client, namespace: &str, delay: &str) -> TestResult<(R
         .create(&PostParams::default(), &pool)
         .await?;
     let now = jiff::Timestamp::now();
-    for i in 0..PODS {
-        let minutes = i64::try_from(PODS - i)?;
+    for i in 0..shape.pods {
+        let minutes = i64::try_from(shape.pods - i)?;
         let since = (now - jiff::SignedDuration::from_mins(minutes)).to_string();
         ready_pod(client, namespace, &format!("p-{i}"), "consumer", &since, IP).await?;
     }
     let groups = Api::<ShardGroup>::namespaced(client.clone(), namespace);
-    for g in 0..GROUPS {
-        let mut group = fixtures::static_group(namespace, &group_name(g), "p", PARTITIONS);
+    for g in 0..shape.groups {
+        let mut group = fixtures::static_group(namespace, &group_name(g), "p", shape.partitions);
         group["metadata"]["labels"] = json!({ CONTROLLER_CLASS_LABEL: CONTROLLER_CLASS });
         group["spec"]["rebalance"]["delay"] = json!(delay);
         groups
@@ -96,7 +151,7 @@ async fn document_versions(
 ) -> TestResult<BTreeMap<String, String>> {
     let config_maps = Api::<ConfigMap>::namespaced(client.clone(), namespace);
     let mut versions = BTreeMap::new();
-    for g in 0..GROUPS {
+    for g in 0..TWENTY.groups {
         let name = format!("{}-assignment", group_name(g));
         let map = config_maps.get(&name).await?;
         versions.insert(name, map.metadata.resource_version.unwrap_or_default());
@@ -105,9 +160,9 @@ async fn document_versions(
 }
 
 async fn scenario(client: &Client, namespace: &str) -> TestResult {
-    let (operator, metrics_port) = install(client, namespace, "0s").await?;
-    let live: Vec<String> = (0..PODS).map(|i| format!("p-{i}")).collect();
-    let totals = wait_balanced(client, namespace, &live).await?;
+    let (operator, metrics_port) = install(client, namespace, "0s", TWENTY).await?;
+    let live: Vec<String> = (0..TWENTY.pods).map(|i| format!("p-{i}")).collect();
+    let totals = wait_balanced(client, namespace, &live, TWENTY).await?;
     println!("pool balance: 20 x 2 on 8 pods Ready a minute apart: {totals:?}");
     // `kubectl get cpool` shows it: 20 groups, 40 shards, 5 to 5 a pod.
     let pools = Api::<ConsumerPool>::namespaced(client.clone(), namespace);
@@ -160,7 +215,7 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
                 .find_map(|line| line.strip_prefix("shardring_reconciles_total "))
                 .and_then(|n| n.trim().parse().ok())
                 .unwrap_or(0.0);
-            if reconciles >= GROUPS as f64 {
+            if reconciles >= TWENTY.groups as f64 {
                 Ok(())
             } else {
                 Err(format!("{reconciles} reconciles"))
@@ -195,7 +250,7 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
         },
     )
     .await?;
-    let again = wait_balanced(client, namespace, &live).await?;
+    let again = wait_balanced(client, namespace, &live, TWENTY).await?;
     assert_eq!(
         again, totals,
         "the pool's totals after the documents came back"
@@ -215,20 +270,21 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
         IP,
     )
     .await?;
-    let live: Vec<String> = (1..=PODS).map(|i| format!("p-{i}")).collect();
-    let totals = wait_balanced(client, namespace, &live).await?;
+    let live: Vec<String> = (1..=TWENTY.pods).map(|i| format!("p-{i}")).collect();
+    let totals = wait_balanced(client, namespace, &live, TWENTY).await?;
     println!("pool balance after p-0 left and p-8 joined: {totals:?}");
     Ok(())
 }
 
 async fn rolling_deploy(client: &Client, namespace: &str) -> TestResult {
     // Longer than the roll: only required moves until it is done.
-    let (_operator, _) = install(client, namespace, "1h").await?;
-    let mut live: Vec<String> = (0..PODS).map(|i| format!("p-{i}")).collect();
-    wait_balanced(client, namespace, &live).await?;
-    let (owners, watch) = watch_owners_of(client, namespace, GROUPS * PARTITIONS as usize).await?;
+    let (_operator, _) = install(client, namespace, "1h", TWENTY).await?;
+    let mut live: Vec<String> = (0..TWENTY.pods).map(|i| format!("p-{i}")).collect();
+    wait_balanced(client, namespace, &live, TWENTY).await?;
+    let partitions = TWENTY.groups * TWENTY.partitions as usize;
+    let (owners, watch) = watch_owners_of(client, namespace, partitions).await?;
     let pods = Api::<Pod>::namespaced(client.clone(), namespace);
-    for step in 0..PODS {
+    for step in 0..TWENTY.pods {
         let new = format!("q-{step}");
         ready_pod(
             client,
@@ -245,14 +301,11 @@ async fn rolling_deploy(client: &Client, namespace: &str) -> TestResult {
             .await?;
         wait_empty(client, namespace, &old).await?;
     }
-    let totals = wait_balanced(client, namespace, &live).await?;
+    let totals = wait_balanced(client, namespace, &live, TWENTY).await?;
     let moves = owners.lock().expect("owners").moves;
     watch.abort();
-    println!(
-        "pool rolling deploy: {moves} moves of {} partitions; after it: {totals:?}",
-        GROUPS * PARTITIONS as usize
-    );
-    if moves != GROUPS * PARTITIONS as usize {
+    println!("pool rolling deploy: {moves} moves of {partitions} partitions; after it: {totals:?}");
+    if moves != partitions {
         return Err(format!("{moves} moves over the rolling deploy, not one per partition").into());
     }
     Ok(())
@@ -262,7 +315,7 @@ async fn rolling_deploy(client: &Client, namespace: &str) -> TestResult {
 async fn wait_empty(client: &Client, namespace: &str, pod: &str) -> TestResult {
     let config_maps = Api::<ConfigMap>::namespaced(client.clone(), namespace);
     wait_until(&format!("{pod} to hold nothing"), WAIT, || async {
-        for g in 0..GROUPS {
+        for g in 0..TWENTY.groups {
             let name = format!("{}-assignment", group_name(g));
             let Some(map) = config_maps
                 .get_opt(&name)
@@ -317,12 +370,13 @@ async fn wait_balanced(
     client: &Client,
     namespace: &str,
     live: &[String],
+    shape: Shape,
 ) -> TestResult<BTreeMap<String, usize>> {
     let config_maps = Api::<ConfigMap>::namespaced(client.clone(), namespace);
     let what = format!("every group active on {live:?}, balanced over the pool");
     wait_until(&what, WAIT, || async {
         let mut totals: BTreeMap<String, usize> = live.iter().map(|p| (p.clone(), 0)).collect();
-        for g in 0..GROUPS {
+        for g in 0..shape.groups {
             let name = format!("{}-assignment", group_name(g));
             let map = config_maps
                 .get_opt(&name)
@@ -344,8 +398,8 @@ async fn wait_balanced(
                 *count += entry.active.len();
             }
             let active: usize = own.values().sum();
-            if active != PARTITIONS as usize {
-                return Err(format!("{name}: {active} of {PARTITIONS} active"));
+            if active != shape.partitions as usize {
+                return Err(format!("{name}: {active} of {} active", shape.partitions));
             }
             let (min, max) = (own.values().min(), own.values().max());
             if max.zip(min).is_some_and(|(max, min)| max - min > 1) {
