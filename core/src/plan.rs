@@ -15,6 +15,8 @@
 //! `plan/requeue.rs` when to look again, `plan/throughput.rs` the measured
 //! loads (`balance: throughput`, the scaling signal).
 
+#[cfg(test)]
+mod bookkeeping_tests;
 mod hold;
 mod inputs;
 mod outcome;
@@ -106,6 +108,8 @@ pub struct DocumentWrite {
 pub struct StatusWrite {
     status: ShardGroupStatus,
     changed: bool,
+    /// What changed is bookkeeping only ([`bookkeeping_only`]).
+    bookkeeping: bool,
 }
 
 impl StatusWrite {
@@ -113,12 +117,26 @@ impl StatusWrite {
     /// (`observed`).
     pub fn new(observed: Option<&ShardGroupStatus>, status: ShardGroupStatus) -> Self {
         let changed = observed != Some(&status);
-        Self { status, changed }
+        let bookkeeping = changed && observed.is_some_and(|o| bookkeeping_only(o, &status));
+        Self {
+            status,
+            changed,
+            bookkeeping,
+        }
     }
 
     /// The status to write, when it differs from the observed one.
     pub fn write(&self) -> Option<&ShardGroupStatus> {
         self.changed.then_some(&self.status)
+    }
+
+    /// Whether the write only updates what the status shows of the pods
+    /// and the load, and when the pods last changed: nothing a consumer,
+    /// a condition or the handoff protocol acts on. The operator may hold
+    /// such a write back for a moment (the groups of a pool all get one at
+    /// every pod event, and the documents that changed go first).
+    pub fn only_bookkeeping(&self) -> bool {
+        self.bookkeeping
     }
 
     /// The status, whether or not it takes a write.
@@ -133,6 +151,43 @@ impl std::ops::Deref for StatusWrite {
     fn deref(&self) -> &ShardGroupStatus {
         &self.status
     }
+}
+
+/// Whether `next` differs from `observed` only in what the status shows
+/// of the pods and the load (counts, the load strings, the pool balance it
+/// is part of), when the pods last changed, and the text or transition
+/// times of conditions whose status and reason stay: none of it is acted
+/// on by a consumer, an alert on a condition, or the handoff protocol. (A
+/// restarted operator that reads an older pod change counts its rebalance
+/// delay from a little later.)
+pub fn bookkeeping_only(observed: &ShardGroupStatus, next: &ShardGroupStatus) -> bool {
+    let masked = |status: &ShardGroupStatus| {
+        let mut status = status.clone();
+        status.pods = Default::default();
+        status.load = None;
+        status.min_load = 0;
+        status.max_load = 0;
+        status.last_pod_change = None;
+        status.pod_set_digest = None;
+        status.pool_balance = None;
+        status.conditions.clear();
+        status
+    };
+    let kinds = |status: &ShardGroupStatus| -> Vec<(String, String, String, Option<i64>)> {
+        status
+            .conditions
+            .iter()
+            .map(|c| {
+                (
+                    c.type_.clone(),
+                    c.status.clone(),
+                    c.reason.clone(),
+                    c.observed_generation,
+                )
+            })
+            .collect()
+    };
+    masked(observed) == masked(next) && kinds(observed) == kinds(next)
 }
 
 /// How many shards a plan moved, by why.

@@ -13,7 +13,8 @@
 //! e.g. `--operator-arg=--write-concurrency=32`), `--verbs` (first, the
 //! document's write verbs compared: [`verbs`]), `--mock`, `--policy[=PODS]`
 //! (only the admission policy's cost on the annotation path, default 5,000
-//! pods: [`policy`]).
+//! pods: [`policy`]), `--pool[=GxSxP]` (also churn on a pool of G groups of
+//! S shards on P pods, default 50x20x200: [`pool_churn`]).
 //!
 //! Per size ([`churn`]): the plain client's time to annotate every pod and
 //! the operator's from the group's creation to every pod annotated; the
@@ -29,6 +30,7 @@ mod churn;
 mod common;
 mod operator;
 mod policy;
+mod pool_churn;
 mod populate;
 mod server;
 mod startup;
@@ -48,6 +50,7 @@ struct Options {
     operator_args: Vec<String>,
     verbs: bool,
     policy: Option<usize>,
+    pool: Option<(usize, u32, usize)>,
 }
 
 fn options() -> Options {
@@ -98,6 +101,18 @@ fn options() -> Options {
         policy: has("--policy")
             .then_some(5_000)
             .or_else(|| value("--policy").map(|n| n.parse().expect("--policy=PODS"))),
+        pool: has("--pool").then_some((50, 20, 200)).or_else(|| {
+            let size = value("--pool")?;
+            let parts: Vec<&str> = size.split('x').collect();
+            let [g, s, p] = parts[..] else {
+                panic!("--pool=GROUPSxSHARDSxPODS");
+            };
+            Some((
+                g.parse().expect("--pool GROUPS"),
+                s.parse().expect("--pool SHARDS"),
+                p.parse().expect("--pool PODS"),
+            ))
+        }),
     }
 }
 
@@ -150,6 +165,15 @@ fn main() {
             populate::remove_namespaces(&server, "startup").await;
         }
         populate::remove_namespaces(&server, "churn").await;
+        let mut pools = Vec::new();
+        if let Some(size) = options.pool {
+            for n in 0..options.runs {
+                let row = pool_churn::run(&server, size, n, &options.operator_args).await;
+                print_pool(std::slice::from_ref(&row), &format!("run {}", n + 1));
+                pools.push(row);
+            }
+            populate::remove_namespaces(&server, "poolchurn").await;
+        }
         if options.runs > 1 {
             println!("\nmedians of {} runs:", options.runs);
             for runs in &rows {
@@ -157,6 +181,9 @@ fn main() {
             }
             if !startups.is_empty() {
                 print_startup(&[median_startup(&startups)], "median");
+            }
+            if !pools.is_empty() {
+                print_pool(&[median_pool(&pools)], "median");
             }
         }
     });
@@ -191,6 +218,58 @@ fn print_policy(rows: &[policy::PolicyRow]) {
         with.as_secs_f64(),
         with.as_secs_f64() / without.as_secs_f64()
     );
+}
+
+fn print_pool(rows: &[pool_churn::PoolRow], label: &str) {
+    println!();
+    println!(
+        "| {label} | documents per event | floor p50 / p99 | operator p50 / p99 | ratio p50 / p99 | events missed | writes per event | writes / changes at rest |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for r in rows {
+        println!(
+            "| {} | {:.1} | {:.0} / {:.0} ms | {:.0} / {:.0} ms | {:.2}x / {:.2}x | {} | {:.1} | {} / {} |",
+            r.size,
+            r.documents_per_event,
+            ms(r.floor.0),
+            ms(r.floor.1),
+            ms(r.operator.0),
+            ms(r.operator.1),
+            r.operator.0.as_secs_f64() / r.floor.0.as_secs_f64(),
+            r.operator.1.as_secs_f64() / r.floor.1.as_secs_f64(),
+            r.missed,
+            r.writes_per_event,
+            r.steady.0,
+            r.steady.1,
+        );
+    }
+}
+
+/// The median of each figure over runs (the p50s' median, the p99s' median).
+fn median_pool(rows: &[pool_churn::PoolRow]) -> pool_churn::PoolRow {
+    let median = |mut v: Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    let median_f = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    pool_churn::PoolRow {
+        size: rows[0].size.clone(),
+        documents_per_event: median_f(rows.iter().map(|r| r.documents_per_event).collect()),
+        floor: (
+            median(rows.iter().map(|r| r.floor.0).collect()),
+            median(rows.iter().map(|r| r.floor.1).collect()),
+        ),
+        operator: (
+            median(rows.iter().map(|r| r.operator.0).collect()),
+            median(rows.iter().map(|r| r.operator.1).collect()),
+        ),
+        missed: rows.iter().map(|r| r.missed).sum(),
+        writes_per_event: median_f(rows.iter().map(|r| r.writes_per_event).collect()),
+        steady: rows.iter().map(|r| r.steady).max().unwrap_or_default(),
+    }
 }
 
 fn ms(d: Duration) -> f64 {

@@ -279,19 +279,13 @@ pub(crate) async fn write_annotations(
     futures::stream::iter(writes.iter().map(Ok))
         .try_for_each_concurrent(limit.concurrency, |write| async move {
             let value = write.view.as_ref().map(|view| view.to_annotation());
-            limit
-                .pods
-                .write(
-                    pods,
-                    namespace,
-                    &write.pod,
-                    write.uid.as_deref(),
-                    key,
-                    value,
-                    limit,
-                    metrics,
-                )
-                .await
+            let target = pod_writes::Target {
+                pods,
+                namespace,
+                name: &write.pod,
+                uid: write.uid.as_deref(),
+            };
+            limit.pods.write(target, key, value, limit, metrics).await
         })
         .await
 }

@@ -56,7 +56,18 @@ pub(crate) struct Reconcile<'a> {
     /// when the reconcile ends, with whether its plan moved shards.
     pool_ticket: Option<super::pools::PoolTicket>,
     moved: bool,
+    /// The decision writes nothing but a status of bookkeeping only
+    /// ([`StatusWrite::only_bookkeeping`]): it may wait.
+    ///
+    /// [`StatusWrite::only_bookkeeping`]: shardring_core::plan::StatusWrite::only_bookkeeping
+    status_may_wait: bool,
+    /// A status write held back, and how much longer it may wait.
+    status_held: Option<Duration>,
 }
+
+/// How long a status write of bookkeeping only may wait for the writes
+/// that matter (the documents a pod event changed in a pool's groups).
+pub(crate) const STATUS_HOLD: Duration = Duration::from_secs(1);
 
 impl Drop for Reconcile<'_> {
     /// Gives the plan memory back to the group's state (unless the group
@@ -103,7 +114,15 @@ impl<'a> Reconcile<'a> {
             pool_seen: None,
             pool_ticket: None,
             moved: false,
+            status_may_wait: false,
+            status_held: None,
         }
+    }
+
+    /// How long until the status write this reconcile held back is due
+    /// (`None`: nothing was held back).
+    pub(crate) fn status_held(&self) -> Option<Duration> {
+        self.status_held
     }
 
     /// The phases' times so far.
@@ -174,6 +193,10 @@ impl Apply for Reconcile<'_> {
 
     async fn planned(&mut self, decision: &Decision) {
         self.moved = decision.moves.required + decision.moves.optional > 0;
+        self.status_may_wait = decision.document_write.is_none()
+            && decision.annotation_writes.is_empty()
+            && decision.events.is_empty()
+            && decision.status.only_bookkeeping();
         self.planned = self.started.elapsed();
         self.ctx
             .metrics
@@ -223,9 +246,20 @@ impl Apply for Reconcile<'_> {
         .await
     }
 
+    /// Writes the status, unless it is bookkeeping only and may still wait
+    /// ([`STATUS_HOLD`]: the reconcile is requeued for when it is due).
     async fn status(&mut self, status: &ShardGroupStatus) -> Result<(), ApplyError> {
         self.namespace()?;
+        let key = GroupKey::of(self.group);
+        let table = self.ctx.groups.table();
+        if self.status_may_wait {
+            self.status_held = table.hold_status(&key, Instant::now(), STATUS_HOLD);
+            if self.status_held.is_some() {
+                return Ok(());
+            }
+        }
         apply::patch_status(&self.ctx.client, self.group, status).await?;
+        table.status_written(&key);
         self.ctx.metrics.write("status");
         Ok(())
     }
@@ -298,7 +332,9 @@ impl Apply for Reconcile<'_> {
                 ctx.metrics
                     .pool_spread(&key.namespace, &seen.name(), fewest, most);
             }
-            ctx.pools.publish_status(&ctx.client, &seen, status).await;
+            if let Some(due) = ctx.pools.publish_status(&ctx.client, &seen, status).await {
+                self.status_held = Some(self.status_held.map_or(due, |held| held.min(due)));
+            }
         }
     }
 }

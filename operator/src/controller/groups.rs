@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, MutexGuard};
 use shardring_core::PlanMemory;
@@ -39,6 +40,9 @@ pub(crate) struct GroupState {
     /// What the group's plans keep between them (the engine's last ring),
     /// lent to one reconcile at a time ([`super::cluster::Reconcile`]).
     pub(crate) plan_memory: PlanMemory,
+    /// Since when a status write of bookkeeping only has been held back
+    /// ([`GroupTable::hold_status`]).
+    pub(crate) status_held_since: Option<Instant>,
 }
 
 /// Every group's [`GroupState`]. Cheap to clone: clones share one table
@@ -61,6 +65,32 @@ impl GroupTable {
             .get_mut(group)
             .map(|state| std::mem::take(&mut state.plan_memory))
             .unwrap_or_default()
+    }
+
+    /// Whether `group`'s status write of bookkeeping only waits, at
+    /// `now`: it waits at most `window` from the first write held back
+    /// (`Some`: how much longer), so a burst of pod events costs one status
+    /// write per group, after the documents they changed. A group without
+    /// state yet writes at once (`None`).
+    pub(crate) fn hold_status(
+        &self,
+        group: &GroupKey,
+        now: Instant,
+        window: Duration,
+    ) -> Option<Duration> {
+        let mut table = self.lock();
+        let state = table.get_mut(group)?;
+        let since = *state.status_held_since.get_or_insert(now);
+        window
+            .checked_sub(now.duration_since(since))
+            .filter(|left| !left.is_zero())
+    }
+
+    /// `group`'s status was written: nothing is held back any more.
+    pub(crate) fn status_written(&self, group: &GroupKey) {
+        if let Some(state) = self.lock().get_mut(group) {
+            state.status_held_since = None;
+        }
     }
 
     /// Takes back what [`Self::lend_plan_memory`] lent (dropped when the

@@ -318,6 +318,7 @@ pub(crate) async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result
     let mut cluster = cluster::Reconcile::new(group, ctx, topology, started);
     let done = shardring_core::cycle(&mut cluster, now).await;
     let timings = cluster.timings();
+    let status_held = cluster.status_held();
     let (decision, _) = done.into_result()?;
     tracing::debug!(
         read_ms = read.as_millis(),
@@ -334,7 +335,10 @@ pub(crate) async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result
         None => published_bytes(ctx, group),
     };
     ctx.metrics.record(group, &decision, document_bytes, now);
-    Ok(Action::requeue(decision.requeue_after))
+    let requeue = status_held.map_or(decision.requeue_after, |due| {
+        decision.requeue_after.min(due)
+    });
+    Ok(Action::requeue(requeue))
 }
 
 /// The size of `group`'s ConfigMap in the cache as the API server counts it

@@ -18,6 +18,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::time::Instant;
 
 use kube::api::{Api, Patch, PatchParams};
 use kube::core::DeserializeGuard;
@@ -42,8 +43,10 @@ pub struct Pools {
     /// By namespace and the balance's pools (`a+b`).
     books: Arc<Mutex<HashMap<(String, String), PoolBook>>>,
     requests: ReconcileRequests,
-    /// The status last written per pool: an unchanged one is not written.
-    written: Arc<Mutex<HashMap<(String, String), ConsumerPoolStatus>>>,
+    /// The status last written per pool, and when: an unchanged one is not
+    /// written, and one whose counts alone changed at most once per
+    /// [`super::cluster::STATUS_HOLD`].
+    written: Arc<Mutex<WrittenStatuses>>,
 }
 
 /// A group that references a pool, as the pool sees it.
@@ -81,6 +84,9 @@ fn freshest(stores: &Stores, member: &Member) -> Option<Arc<AssignmentDocument>>
         (table, cache) => table.or(cache),
     }
 }
+
+/// Each pool's (namespace, name) status last written, and when.
+type WrittenStatuses = HashMap<(String, String), (ConsumerPoolStatus, Instant)>;
 
 /// What a reconcile took from its balance's book: the book and the group,
 /// to give the group's turn back when the reconcile ends.
@@ -444,7 +450,7 @@ impl Pools {
             .written
             .lock()
             .get(&(namespace, seen.pool.name_any()))
-            .map(|s| (Some(s.conditions.clone()), s.load_spread.clone()))
+            .map(|(s, _)| (Some(s.conditions.clone()), s.load_spread.clone()))
             .unwrap_or_default();
         let load_spread = if seen.pooled_throughput {
             spread
@@ -477,19 +483,35 @@ impl Pools {
 
     /// Writes `status` to the pool `seen` describes unless it is the one
     /// last written (server-side apply of the status subresource, its own
-    /// field manager). Best effort: a failure is logged and the next
-    /// group's writes try again.
+    /// field manager). A status whose conditions stay as they are (counts
+    /// changed: a pod event, a group's new document) is written at most once
+    /// per [`super::cluster::STATUS_HOLD`]: `Some` is how long until it is
+    /// due, for the caller to look again then. Best effort: a failure is
+    /// logged and the next group's writes try again.
     pub(crate) async fn publish_status(
         &self,
         client: &Client,
         seen: &PoolSeen,
         status: ConsumerPoolStatus,
-    ) {
+    ) -> Option<std::time::Duration> {
         let namespace = seen.pool.namespace().unwrap_or_default();
         let name = seen.pool.name_any();
         let key = (namespace.clone(), name.clone());
-        if self.written.lock().get(&key) == Some(&status) {
-            return;
+        let now = Instant::now();
+        if let Some((last, at)) = self.written.lock().get(&key) {
+            if *last == status {
+                return None;
+            }
+            let kinds = |s: &ConsumerPoolStatus| -> Vec<(String, String, String)> {
+                s.conditions
+                    .iter()
+                    .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()))
+                    .collect()
+            };
+            let left = super::cluster::STATUS_HOLD.checked_sub(now.duration_since(*at));
+            if kinds(last) == kinds(&status) && left.is_some_and(|l| !l.is_zero()) {
+                return left;
+            }
         }
         let body = serde_json::json!({
             "apiVersion": ConsumerPool::api_version(&()),
@@ -500,11 +522,12 @@ impl Pools {
         let params = PatchParams::apply(POOL_MANAGER).force();
         match api.patch_status(&name, &params, &Patch::Apply(&body)).await {
             Ok(_) => {
-                self.written.lock().insert(key, status);
+                self.written.lock().insert(key, (status, now));
             }
             Err(error) => {
                 tracing::warn!(%error, pool = %name, "cannot write the ConsumerPool status");
             }
         }
+        None
     }
 }

@@ -36,6 +36,16 @@ struct PodKey {
     uid: Option<String>,
 }
 
+/// The pod a write goes to: through `pods` (its namespace's API), by name
+/// and, when known, conditioned on its uid.
+#[derive(Clone, Copy)]
+pub(crate) struct Target<'a> {
+    pub(crate) pods: &'a Api<CachedPod>,
+    pub(crate) namespace: &'a str,
+    pub(crate) name: &'a str,
+    pub(crate) uid: Option<&'a str>,
+}
+
 /// What a write to a pod did, for everyone whose key it carried.
 type Outcome = Result<(), Arc<kube::Error>>;
 
@@ -70,15 +80,18 @@ impl PodWrites {
     /// A pod gone or replaced is skipped (`Ok`).
     pub(crate) async fn write(
         &self,
-        pods: &Api<CachedPod>,
-        namespace: &str,
-        name: &str,
-        uid: Option<&str>,
+        target: Target<'_>,
         key: &str,
         value: Option<String>,
         limit: &WriteLimit,
         metrics: &ControllerMetrics,
     ) -> Result<(), ApplyError> {
+        let Target {
+            pods,
+            namespace,
+            name,
+            uid,
+        } = target;
         let pod = PodKey {
             namespace: namespace.to_owned(),
             name: name.to_owned(),
@@ -257,17 +270,15 @@ mod tests {
             let (writes, pods, limit, metrics) =
                 (writes.clone(), pods.clone(), limit.clone(), metrics.clone());
             tokio::spawn(async move {
+                let target = Target {
+                    pods: &pods,
+                    namespace: "ns",
+                    name: "p",
+                    uid: Some("u"),
+                };
+                let value = format!("{{\"epoch\":1,\"k\":\"{key}\"}}");
                 writes
-                    .write(
-                        &pods,
-                        "ns",
-                        "p",
-                        Some("u"),
-                        key,
-                        Some(format!("{{\"epoch\":1,\"k\":\"{key}\"}}")),
-                        &limit,
-                        &metrics,
-                    )
+                    .write(target, key, Some(value), &limit, &metrics)
                     .await
             })
         };
