@@ -200,6 +200,11 @@ impl Pools {
         }
         let namespace = group.namespace().unwrap_or_default();
         let own = GroupKey::of(group).to_string();
+        // The common case costs nothing: a group alone in its namespace is
+        // planned alone (no copy of its pods, no look at other pools).
+        if !self.has_peers_in(&namespace, &own) {
+            return None;
+        }
         let balance = self.balance(stores, &namespace, pool, &obs.pods);
         let names: Vec<String> = balance.iter().map(|(p, _)| p.name_any()).collect();
         let peers_of = self.referencing_any(&namespace, &names);
@@ -367,6 +372,18 @@ impl Pools {
                 self.requests.request(&peer.key);
             }
         }
+    }
+
+    /// Whether `namespace` holds a group other than `own` that is not
+    /// being deleted.
+    fn has_peers_in(&self, namespace: &str, own: &str) -> bool {
+        self.groups.state().iter().any(|guard| {
+            guard.0.as_ref().is_ok_and(|g| {
+                g.namespace().as_deref() == Some(namespace)
+                    && g.metadata.deletion_timestamp.is_none()
+                    && GroupKey::of(g).to_string() != own
+            })
+        })
     }
 
     /// The groups of the store in `namespace` that reference one of
