@@ -204,7 +204,8 @@ pub fn place(
 /// move never puts a standby in a worse place (`hard`: its zone and node
 /// against its owner's). Each move brings one slot back within quota, so
 /// this ends; what no such move fixes stays (a group of one shard cannot
-/// give its slot to its owner).
+/// give its slot to its owner), and does not keep another pod's slots
+/// over its quota (every pod over its quota is tried).
 fn settle(
     owner: &[u32],
     chosen: &mut [Vec<u32>],
@@ -216,15 +217,18 @@ fn settle(
         q != owner[s as usize] && !chosen[s as usize].contains(&q) && hard(q, s) <= hard(instead, s)
     };
     let shards = index(chosen.len());
+    // Every pod over its quota is tried: one that no move can bring back
+    // (topology) must not keep the others over theirs.
     'again: loop {
-        let Some(over) = (0..index(load.len())).find(|&e| load[e as usize] > quota[e as usize])
-        else {
-            return;
-        };
         let room: Vec<u32> = (0..index(load.len()))
             .filter(|&q| load[q as usize] < quota[q as usize])
             .collect();
-        for s in (0..shards).filter(|&s| chosen[s as usize].contains(&over)) {
+        let slots_over_quota: Vec<(u32, u32)> = (0..index(load.len()))
+            .filter(|&e| load[e as usize] > quota[e as usize])
+            .flat_map(|over| (0..shards).map(move |s| (over, s)))
+            .filter(|&(over, s)| chosen[s as usize].contains(&over))
+            .collect();
+        for (over, s) in slots_over_quota {
             if let Some(&q) = room.iter().find(|&&q| fits(chosen, q, s, over)) {
                 replace(&mut chosen[s as usize], over, q);
                 load[over as usize] -= 1;

@@ -9,6 +9,7 @@
 mod common;
 mod golden;
 mod pool;
+mod pool_standby;
 mod pool_throughput;
 mod props;
 mod scenarios;
