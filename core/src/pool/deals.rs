@@ -19,6 +19,12 @@ pub(super) struct DealtFrom {
     /// Each group: its name, its pool and its units (shards or slots),
     /// sorted by name.
     pub(super) groups: Vec<(String, String, u64)>,
+    /// The groups whose units are where something else put them, not
+    /// where the deal says (the standby slots of a group whose standbys
+    /// take every other pod are where its owners are not), with what each
+    /// pod holds of them: when that changes, so may the deal of the
+    /// others around them.
+    pub(super) forced: Vec<(String, BTreeMap<String, u64>)>,
 }
 
 /// A group's row of a deal, and the other groups whose rows a new deal
@@ -106,6 +112,7 @@ fn input(
                     previous: before.get(name).cloned().unwrap_or_default(),
                     pods: own.map(|(_, pods, _)| pods.clone()),
                     max_shards_per_pod: own.map(|(_, _, cap)| *cap),
+                    fixed: from.forced.iter().any(|(forced, _)| forced == name),
                 }
             })
             .collect(),

@@ -176,19 +176,32 @@ impl PoolBook {
             DealtFrom {
                 pools: eligible.clone(),
                 groups: count_groups,
+                forced: Vec::new(),
             },
             |name| document(name).map(|d| holdings_in(&d)).unwrap_or_default(),
         );
 
         // Standby slots, over the groups with standbys.
+        let per_shard = |p: &Peer| u64::from(p.standbys).min(pool_size(&p.pool).saturating_sub(1));
         let standby_groups: Vec<(String, String, u64)> = peers
             .iter()
-            .filter_map(|p| {
-                let per_shard = u64::from(p.standbys).min(pool_size(&p.pool).saturating_sub(1));
-                (per_shard > 0).then(|| (p.group.clone(), p.pool.clone(), p.readable * per_shard))
-            })
+            .filter(|p| per_shard(p) > 0)
+            .map(|p| (p.group.clone(), p.pool.clone(), p.readable * per_shard(p)))
             .collect();
         let standby_members = standby_groups.len();
+        // A group whose standbys take every pod but a shard's owner has its
+        // slots where its owners are not, whatever its row: the others'
+        // slots are dealt around where they are.
+        let forced = peers
+            .iter()
+            .filter(|p| per_shard(p) > 0 && per_shard(p) + 1 == pool_size(&p.pool))
+            .map(|p| {
+                let slots = document(&p.group)
+                    .map(|d| standby_holdings_in(&d))
+                    .unwrap_or_default();
+                (p.group.clone(), slots)
+            })
+            .collect();
         let standby_pools = eligible
             .iter()
             .map(|(name, pods, _)| (name.clone(), pods.clone(), 0))
@@ -198,6 +211,7 @@ impl PoolBook {
             DealtFrom {
                 pools: standby_pools,
                 groups: standby_groups,
+                forced,
             },
             |name| {
                 document(name)

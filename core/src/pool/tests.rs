@@ -353,3 +353,79 @@ fn throughput_groups_see_the_others_load_and_decide_one_at_a_time() {
     assert!(alone.share.load.is_empty());
     assert_eq!(alone.share.turn_taken_by, None);
 }
+
+/// A document of `group` with shards owned as `owners` says, each with
+/// every other pod of `pods` as its standby (as a group whose standbys
+/// take every pod but a shard's owner has them).
+fn every_other_pod_stands_by(
+    group: &str,
+    owners: &BTreeMap<String, u64>,
+    pods: &[PodInfo],
+) -> Arc<AssignmentDocument> {
+    let mut doc = (*document(group, owners)).clone();
+    for record in doc.shards.values_mut() {
+        record.standbys = pods
+            .iter()
+            .map(|p| p.name.clone())
+            .filter(|p| Some(p) != record.owner.as_ref())
+            .collect();
+    }
+    Arc::new(doc)
+}
+
+/// A group whose standbys take every pod but a shard's owner (two on
+/// three pods) has its slots where its owners are not, whatever its row
+/// of the deal; when its owners move, the slots of the other groups are
+/// dealt again around where its slots are now, so every pod's slots over
+/// the pool stay within one (found by the simulation's pool seeds: the
+/// deal was not made again, and a new leader's was).
+#[test]
+fn slots_a_groups_owners_place_are_dealt_around_when_its_owners_move() {
+    let (pool, pods) = (pool(0), pods(3));
+    let returning = BTreeMap::new();
+    let pools = [PoolPods {
+        pool: &pool,
+        pods: &pods,
+        returning: &returning,
+    }];
+    let held = |counts: [u64; 3]| -> BTreeMap<String, u64> {
+        (0..3).map(|i| (format!("p-{i}"), counts[i])).collect()
+    };
+    // g-00: 7 shards with 2 standbys each (14 slots: 4 or 5 per pod, where
+    // its owners are not); g-01: 4 shards with 1 standby (1 or 2 per pod).
+    let peers = |owners: [u64; 3]| {
+        vec![
+            Peer {
+                standbys: 2,
+                document: Some(every_other_pod_stands_by(&name(0), &held(owners), &pods)),
+                ..peer(&name(0), 7, None)
+            },
+            Peer {
+                standbys: 1,
+                ..peer(&name(1), 4, Some(&held([2, 1, 1])))
+            },
+        ]
+    };
+    let mut book = PoolBook::default();
+    let row = |book: &mut PoolBook, owners| {
+        let shared = book.share(&name(1), &pools, peers(owners), now());
+        shared.share.standby_ceilings.expect("a standby row")
+    };
+    // g-00's slots: 4, 5, 5: g-01's extra slot goes to p-0.
+    assert_eq!(row(&mut book, [3, 2, 2]), ["p-0"]);
+    // Its owners move: 5, 4, 5; g-01's extra slot follows to p-1.
+    assert_eq!(row(&mut book, [2, 3, 2]), ["p-1"]);
+    // A new leader's book deals the same, although g-01's document still
+    // has its extra slot on p-0, where g-00's slots leave no room: g-00's
+    // slots are not the deal's to move.
+    let mut lost = PoolBook::default();
+    let mut peers = peers([2, 3, 2]);
+    let mut standbys = (*peers[1].document.clone().expect("a document")).clone();
+    for (i, record) in standbys.shards.values_mut().enumerate() {
+        // Shards 0 and 1 are p-0's, 2 and 3 p-1's and p-2's.
+        record.standbys = vec![["p-1", "p-2", "p-0", "p-0"][i].to_owned()];
+    }
+    peers[1].document = Some(Arc::new(standbys));
+    let shared = lost.share(&name(1), &pools, peers, now());
+    assert_eq!(shared.share.standby_ceilings, Some(vec!["p-1".to_owned()]));
+}

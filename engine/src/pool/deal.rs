@@ -28,6 +28,11 @@
 //!
 //! A pool at rest (each group's holders are a valid deal) is returned as it
 //! is, so a re-deal of the result changes nothing.
+//!
+//! A `fixed` group's units are not the deal's to place (see
+//! [`PoolGroup::fixed`]): its holders keep its extras, and no step takes
+//! one from them; the others are dealt around them, within the bounds
+//! where they allow it.
 
 use std::cmp::Reverse;
 use std::collections::VecDeque;
@@ -70,6 +75,8 @@ struct Deal {
     holds: Vec<Vec<bool>>,
     /// Per group and pod: the previous deal gave it the ⌈⌉.
     previous: Vec<Vec<bool>>,
+    /// Per group: its holders keep its extras, whatever the bounds.
+    fixed: Vec<bool>,
     /// Per pod: the fewest and most extras it may take over the pool.
     low: Vec<u64>,
     high: Vec<u64>,
@@ -191,6 +198,7 @@ impl Deal {
             shares,
             holds,
             previous,
+            fixed: groups.iter().map(|g| g.fixed).collect(),
             low,
             high,
             rank,
@@ -203,6 +211,11 @@ impl Deal {
 
     fn candidate(&self, g: usize, p: usize) -> bool {
         self.shares[g].may_take_extra(p)
+    }
+
+    /// Whether the deal may move group `g`'s extras.
+    fn movable(&self, g: usize) -> bool {
+        !self.fixed[g]
     }
 
     /// Keep, fill, lift (module header); the members of each group.
@@ -241,7 +254,7 @@ impl Deal {
         for p in over {
             while dealt.extras[p] > self.high[p] {
                 let drop = (0..groups)
-                    .filter(|&g| dealt.member[g][p])
+                    .filter(|&g| dealt.member[g][p] && self.movable(g))
                     .min_by_key(|&g| (self.need(g) - dealt.count[g], self.previous[g][p], g));
                 let Some(g) = drop else { break };
                 dealt.take(g, p);
@@ -300,7 +313,7 @@ impl Deal {
         let mut improved = true;
         while improved {
             improved = false;
-            for h in 0..self.shares.len() {
+            for h in (0..self.shares.len()).filter(|&h| self.movable(h)) {
                 for x in 0..self.pods {
                     if !dealt.member[h][x] || self.holds[h][x] {
                         continue;
@@ -456,8 +469,10 @@ impl Deal {
                 }
                 for h in 0..self.shares.len() {
                     let (from, to) = if forward { (at, other) } else { (other, at) };
-                    let linked =
-                        dealt.member[h][from] && !dealt.member[h][to] && self.candidate(h, to);
+                    let linked = self.movable(h)
+                        && dealt.member[h][from]
+                        && !dealt.member[h][to]
+                        && self.candidate(h, to);
                     if !linked {
                         continue;
                     }

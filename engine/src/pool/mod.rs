@@ -53,6 +53,12 @@ pub struct PoolGroup {
     /// the input's `maxShardsPerPod` (0: no cap).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_shards_per_pod: Option<u32>,
+    /// Its units are where something else puts them, not where the deal
+    /// says (the standby slots of a group whose standbys take every pod
+    /// but a shard's owner): its ⌈⌉ pods are its holders, and the other
+    /// groups are dealt around them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fixed: bool,
 }
 
 /// Everything one deal needs.
