@@ -89,12 +89,19 @@ pub fn measured_loads_of(loads: &LoadObservation) -> BTreeMap<String, ShardLoad>
         .collect()
 }
 
-/// The readable shards of a published document: its Active and Revoking
-/// shards (a count, without building anything).
+/// The readable shards of a published document: its Active, Revoking and
+/// Held shards (a count, without building anything). A shard held for its
+/// returning owner is readable, and the owner's: the group's plan counts
+/// it, and the deal deals to that owner as if it were here.
 pub fn readable_in(doc: &AssignmentDocument) -> u64 {
     doc.shards
         .values()
-        .filter(|s| matches!(s.state, ShardPhase::Active | ShardPhase::Revoking))
+        .filter(|s| {
+            matches!(
+                s.state,
+                ShardPhase::Active | ShardPhase::Revoking | ShardPhase::Held
+            )
+        })
         .count() as u64
 }
 

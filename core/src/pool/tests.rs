@@ -429,3 +429,39 @@ fn slots_a_groups_owners_place_are_dealt_around_when_its_owners_move() {
     let shared = lost.share(&name(1), &pools, peers, now());
     assert_eq!(shared.share.standby_ceilings, Some(vec!["p-1".to_owned()]));
 }
+
+/// A shard held for its returning owner is one of its group's readable
+/// shards (its plan counts it): the deal counts it too, or the group's row
+/// is one ⌈⌉ short once the shard is active again, and stays so until the
+/// group's next reconcile deals with its new count (found by the
+/// simulation's pool seeds: a static group's next was 300 s away).
+#[test]
+fn shards_held_for_a_returning_pod_are_dealt() {
+    let (pool, pods) = (pool(0), pods(6));
+    let returning = BTreeMap::new();
+    let pools = [PoolPods {
+        pool: &pool,
+        pods: &pods,
+        returning: &returning,
+    }];
+    let mut held = (*document(&name(0), &BTreeMap::from([("p-0".into(), 2)]))).clone();
+    held.shards.insert(
+        "s-held".into(),
+        ShardRecord {
+            owner: Some("p-5".into()),
+            state: ShardPhase::Held,
+            ..ShardRecord::default()
+        },
+    );
+    assert_eq!(readable_in(&held), 3);
+    let peers = vec![
+        Peer {
+            document: Some(Arc::new(held.clone())),
+            ..peer(&name(0), readable_in(&held), None)
+        },
+        peer(&name(1), 4, None),
+    ];
+    let mut book = PoolBook::default();
+    let shared = book.share(&name(0), &pools, peers, now());
+    assert_eq!(shared.share.ceilings.expect("a row").len(), 3);
+}
