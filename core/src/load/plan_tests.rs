@@ -391,3 +391,42 @@ fn a_new_pod_takes_its_first_shards_without_waiting_for_confirmation() {
         Some(t0() + secs(400))
     );
 }
+
+/// In a pool, a pod may hold none of a throughput group's shards because
+/// the pool's other groups fill it: its load is not 0 and it is no new
+/// pod. An out-of-band reading then waits for confirmation as any other
+/// (found by the simulation's pool seeds: noise moved shards at once,
+/// minutes after the last pod change, with nothing confirmed).
+#[test]
+fn a_pod_the_pools_other_groups_fill_is_no_new_pod() {
+    let mut obs = settled(BalanceMode::Throughput);
+    obs.now = t0();
+    obs.loads = loads(obs.now, &[], 100.0);
+    let (mut obs, _) = settle(obs);
+    // Pod c joins, filled by the pool's other groups: 400 bytes/s, as much
+    // as a and b carry of this group.
+    obs.pods.push(pod("c"));
+    obs.pool_share.load = BTreeMap::from([(
+        "c".to_owned(),
+        crate::engine::PodLoad {
+            rate: 400,
+            noise: 1,
+            heaviest: 100,
+        },
+    )]);
+    obs.now = t0() + secs(10);
+    obs.loads = loads(obs.now, &[], 100.0);
+    let (mut obs, joined) = settle(obs);
+    assert_eq!(joined.moves, Moves::default(), "c has its share already");
+    // One of a's shards turns hot: out of the band, not confirmed yet.
+    let hot = (0..8)
+        .map(|i| format!("orders-{i}"))
+        .find(|s| owner_of(&obs, s) == "a")
+        .expect("a shard on a");
+    obs.now = t0() + secs(400);
+    obs.loads = loads(obs.now, &[hot.as_str()], 1000.0);
+    let (_, seen) = settle(obs);
+    assert_eq!(seen.moves, Moves::default());
+    let status = seen.status.into_status().throughput.unwrap();
+    assert_eq!(status.out_of_band_since, Some(t0() + secs(400)));
+}

@@ -70,10 +70,10 @@ pub(super) fn engine_loads(obs: &Observation, topology: &Topology) -> BTreeMap<S
 /// Holds optional moves while the damping interval since the last load
 /// rebalance runs (unless the eligible pods changed since), and while pods
 /// outside the band wait for confirmation — unless an eligible pod of
-/// `pods` holds nothing in `previous_doc` after a pod change no load
-/// rebalance has answered yet: its load is exactly 0, no measurement, so a
-/// scale-up's new pods take their first shards as soon as
-/// `rebalance.delay` allows.
+/// `pods` holds nothing in `previous_doc` (nor of the pool's other groups)
+/// after a pod change no load rebalance has answered yet: its load is
+/// exactly 0, no measurement, so a scale-up's new pods take their first
+/// shards as soon as `rebalance.delay` allows.
 pub(super) fn damp(
     obs: &Observation,
     pacing: &mut Pacing,
@@ -91,9 +91,12 @@ pub(super) fn damp(
                 .collect()
         })
         .unwrap_or_default();
-    let pod_holds_nothing = pods
-        .iter()
-        .any(|p| p.ready && !p.terminating && !holders.contains(p.name.as_str()));
+    // In a pool, a pod the other groups fill carries load: it is no new
+    // pod, whatever it holds of this group.
+    let pool_load = |name: &str| obs.pool_share.load.get(name).map_or(0, |l| l.rate);
+    let pod_holds_nothing = pods.iter().any(|p| {
+        p.ready && !p.terminating && !holders.contains(p.name.as_str()) && pool_load(&p.name) == 0
+    });
     let interval = obs
         .group
         .throughput_settings()
