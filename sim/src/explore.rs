@@ -349,7 +349,7 @@ fn reconcile(s: &State, template: &Operator) -> State {
         );
     }
     n.seen = Some(seen);
-    let mut group = template.group.clone();
+    let mut group = template.groups[0].shard_group.clone();
     group.status = s
         .status
         .as_deref()

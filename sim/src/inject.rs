@@ -1,7 +1,7 @@
 //! The random faults and events of one step of the faulty phase: pods
 //! join, are deleted gracefully, killed, force-deleted, recreated; nodes are
-//! partitioned; shards split and merge; the operator crashes and its pod
-//! watch relists.
+//! partitioned; a stream's shards split and merge; the operator crashes and
+//! its pod watch relists.
 
 use crate::sim::Sim;
 
@@ -68,26 +68,36 @@ impl Sim {
         }
         let rng = &mut self.rng;
         let w = &mut self.world;
-        if w.rules.lease_table && rng.chance(0.004) {
+        // Only where every group's consumers are fenced by a lease table: a
+        // cut-off consumer of static partitions would read on past its
+        // revoke (the contract cannot stop a consumer that cannot see it).
+        if w.sources.iter().all(|s| s.lease_table) && rng.chance(0.004) {
             let n = rng.index(w.nodes.len());
             w.nodes[n] = Some(w.now + rng.range(5_000, 60_000));
             self.events.partitions += 1;
         }
-        if w.rules.lease_table && rng.chance(0.006) {
-            let open: Vec<usize> = (0..w.stream.len()).filter(|&i| w.stream[i].open).collect();
+        let streams: Vec<usize> = (0..w.sources.len())
+            .filter(|&g| w.sources[g].lease_table)
+            .collect();
+        if !streams.is_empty() && rng.chance(0.006) {
+            // Which group's stream reshards (from the pool's own draws).
+            let g = *self.pool_rng.pick(&streams).expect("a stream");
+            let open: Vec<usize> = (0..w.stream.len())
+                .filter(|&i| w.stream[i].open && w.stream[i].group == g)
+                .collect();
             if open.len() >= 2 && (open.len() >= 10 || rng.chance(0.5)) {
                 let a = open[rng.index(open.len())];
                 let b = open[(open.iter().position(|&x| x == a).expect("in") + 1) % open.len()];
                 w.stream[a].open = false;
                 w.stream[b].open = false;
                 let parents = vec![w.stream[a].id.clone(), w.stream[b].id.clone()];
-                self.add_shard(parents);
+                w.add_shard(g, parents);
                 self.events.merges += 1;
             } else if let Some(&a) = rng.pick(&open) {
                 w.stream[a].open = false;
                 let parent = vec![w.stream[a].id.clone()];
-                self.add_shard(parent.clone());
-                self.add_shard(parent);
+                w.add_shard(g, parent.clone());
+                w.add_shard(g, parent);
                 self.events.splits += 1;
             }
         }

@@ -27,12 +27,19 @@
 //! through the real load book, load shifts, and two more checks once quiet
 //! (no flapping, the band holds).
 //!
+//! Pool seeds ([`pool`]) run several ShardGroups on one ConsumerPool, each
+//! reconcile taking its share of the pool's balance from the real pool
+//! book, and check, beyond every group's invariants, the balance over the
+//! pool once quiet (shards over the count groups, standby slots, whole
+//! loads) and that a further quiet period writes nothing.
+//!
 //! Time only moves in the simulation; the same seed replays the same run.
 //!
 //! The crate: [`run`] (one seed, many seeds, their summary), [`sim`] (the
 //! simulated system and its step), `inject` (the random faults and events
-//! of a step), `quiet` (the checks once the system went quiet), [`revokes`]
-//! (the bound on a revoke),
+//! of a step), `quiet` (the checks once the system went quiet), [`pool`]
+//! (pool seeds and their checks), [`standbys`] (what the pool checks hold
+//! standbys to), [`revokes`] (the bound on a revoke),
 //! [`world`] (pods, stream, lease table, consumers), [`operator`] (the
 //! operator process and the API objects), [`scenario`] (planned-event
 //! measurements), [`explore`] (an exhaustive search of a small
@@ -46,15 +53,18 @@ pub mod explore;
 mod inject;
 pub mod load;
 pub mod operator;
+pub mod pool;
 mod quiet;
 pub mod revokes;
 pub mod rng;
 pub mod run;
 pub mod scenario;
 pub mod sim;
+pub mod standbys;
 pub mod world;
 
 pub use load::{run_load_seed, run_load_seeds};
+pub use pool::{run_pool_load_seed, run_pool_load_seeds, run_pool_seed, run_pool_seeds};
 pub use run::{EventCounts, SeedOutcome, SimConfig, Summary, percentile, run_seed, run_seeds};
 pub use scenario::{RollingDeploy, rolling_deploy};
 pub use sim::{PodStart, Sim};

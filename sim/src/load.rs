@@ -14,7 +14,7 @@ use shardring_core::conditions;
 use shardring_core::load::CONFIRM_HALF_LIVES;
 
 use crate::crds::shard_group::{BalanceMode, ThroughputSpec, ThroughputStatus};
-use crate::operator::sim_ms;
+use crate::operator::{Group, sim_ms};
 use crate::run::{SeedOutcome, SimConfig, Summary, drive, finish, setup};
 use crate::sim::Sim;
 use crate::world::Ms;
@@ -36,17 +36,19 @@ pub fn run_load_seed(seed: u64, config: SimConfig) -> SeedOutcome {
 
 /// Runs seeds `first..first + count` balanced by throughput.
 pub fn run_load_seeds(first: u64, count: u64, config: SimConfig) -> Summary {
-    let mut summary = Summary::default();
-    for seed in first..first + count {
-        summary.add(run_load_seed(seed, config));
-    }
-    summary
+    Summary::of(first..first + count, |seed| run_load_seed(seed, config))
 }
 
-/// Makes `sim`'s group balance by throughput, on the simulation's time
+/// Makes `sim`'s one group balance by throughput, on the simulation's time
 /// scale, with load in the world.
 pub fn by_throughput(sim: &mut Sim, seed: u64) {
-    let spec = &mut sim.op.group.spec;
+    balance_by_throughput(&mut sim.op.groups[0]);
+    sim.world.loads = Some(WorldLoads::new(seed, vec![0]));
+}
+
+/// Makes `group` balance by throughput, on the simulation's time scale.
+pub fn balance_by_throughput(group: &mut Group) {
+    let spec = &mut group.shard_group.spec;
     spec.balance = BalanceMode::Throughput;
     spec.throughput = Some(ThroughputSpec {
         half_life: format!("{HALF_LIFE_MS}ms"),
@@ -54,13 +56,12 @@ pub fn by_throughput(sim: &mut Sim, seed: u64) {
         stale_after: "10s".into(),
         ..ThroughputSpec::default()
     });
-    sim.world.loads = Some(WorldLoads::new(seed));
 }
 
 impl Sim {
-    /// Whether the group balances by throughput.
-    pub fn by_throughput(&self) -> bool {
-        self.op.group.spec.balance == BalanceMode::Throughput
+    /// Whether group `g` balances by throughput.
+    pub fn by_throughput(&self, g: usize) -> bool {
+        self.op.groups[g].shard_group.spec.balance == BalanceMode::Throughput
     }
 
     /// Now and then a shard's load doubles or halves (from the load's own
@@ -74,15 +75,17 @@ impl Sim {
                 .world
                 .stream
                 .iter()
-                .filter(|s| s.open)
+                .filter(|s| s.open && loads.reporting.contains(&s.group))
                 .map(|s| s.id.clone())
                 .collect();
             loads.shift(&open);
         }
     }
 
-    /// The load checks once the system went quiet: no flapping, and the
-    /// band holds (`throughput` as a plan made now sees it).
+    /// The load checks of group `g` once the system went quiet: no
+    /// flapping, and the band holds (`throughput` as a plan made now sees
+    /// it: in pool mode, of each pod's whole load over the pool's
+    /// throughput groups).
     ///
     /// A pod that noise carries across the trigger's edge (the band plus
     /// its noise margin) now and then reads outside without being there:
@@ -90,11 +93,12 @@ impl Sim {
     /// persists. So the band is broken only by pods outside for longer
     /// than the confirmation and a damping interval, plus a reconcile: by
     /// then the plan had to act on them.
-    pub(crate) fn check_load_quiet(&mut self, throughput: Option<ThroughputStatus>) {
+    pub(crate) fn check_load_quiet(&mut self, g: usize, throughput: Option<ThroughputStatus>) {
         let since = self.quiet_since.unwrap_or(0);
+        let label = self.label(g);
+        let group = &self.op.groups[g];
         // In decision order: a late document lands after later decisions.
-        let mut revokes: Vec<&(Ms, String)> = self
-            .op
+        let mut revokes: Vec<&(Ms, String)> = group
             .revokes
             .iter()
             .filter(|(at, _)| *at >= since)
@@ -104,8 +108,7 @@ impl Sim {
         for (at, shard) in revokes {
             if let Some(&before) = last.get(shard.as_str())
                 && at - before < DAMPING_MS
-                && !self
-                    .op
+                && !group
                     .pod_changes
                     .iter()
                     .any(|&change| change > before && change <= *at)
@@ -118,8 +121,9 @@ impl Sim {
             last.insert(shard, *at);
         }
         let Some(throughput) = throughput else {
-            self.world
-                .violate("quiet: no throughput status after quiescence".into());
+            self.world.violate(format!(
+                "quiet: {label}no throughput status after quiescence"
+            ));
             return;
         };
         if throughput.out_of_band_pods == 0 {
@@ -131,25 +135,60 @@ impl Sim {
         let acts_within = CONFIRM_MS + DAMPING_MS + self.world.rules.max_refresh;
         if outside_for > acts_within {
             self.world.violate(format!(
-                "quiet: {} pods outside the band for {outside_for} ms (load ÷ fair share {:?})",
+                "quiet: {label}{} pods outside the band for {outside_for} ms (load ÷ fair share {:?})",
                 throughput.out_of_band_pods, throughput.spread
             ));
         }
     }
 
-    /// Whether the published status shows pods outside the band, or a
-    /// load measurement missing (the quiet phase waits for both).
+    /// When group `g`'s published status says pods are outside the band
+    /// beyond their noise since (`None`: they are not, or it balances by
+    /// count).
+    pub(crate) fn out_of_band_since(&self, g: usize) -> Option<Ms> {
+        let status = self.op.groups[g].status.as_ref()?;
+        status.throughput.as_ref()?.out_of_band_since.map(sim_ms)
+    }
+
+    /// At rest (pool mode), a group balanced by throughput moves shards
+    /// for load only once pods were outside the band beyond their noise
+    /// for the confirmation (`since`: from when, as the status the
+    /// reconcile read says): noise alone moves nothing.
+    pub(crate) fn check_load_move_at_rest(
+        &mut self,
+        g: usize,
+        since: Option<Ms>,
+        decision: &shardring_core::plan::Decision,
+    ) {
+        let confirmed = since.is_some_and(|at| self.world.now - at >= CONFIRM_MS);
+        if self.by_throughput(g) && decision.moves.optional > 0 && !confirmed {
+            let label = self.label(g);
+            self.world.violate(format!(
+                "at rest: {label}moved {} shards for load with nothing confirmed outside the band (outside since {since:?})",
+                decision.moves.optional
+            ));
+        }
+    }
+
+    /// Whether the published status of a group balanced by throughput
+    /// shows pods outside the band, or a load measurement missing (the
+    /// quiet phase waits for both).
     pub fn load_unsettled(&self) -> bool {
-        let Some(status) = &self.op.status else {
-            return self.by_throughput();
+        (0..self.op.groups.len()).any(|g| self.group_load_unsettled(g))
+    }
+
+    fn group_load_unsettled(&self, g: usize) -> bool {
+        if !self.by_throughput(g) {
+            return false;
+        }
+        let Some(status) = &self.op.groups[g].status else {
+            return true;
         };
         let measured = conditions::find(&status.conditions, conditions::LOAD_MEASURED)
             .is_some_and(|c| c.status == "True");
-        self.by_throughput()
-            && (!measured
-                || status
-                    .throughput
-                    .as_ref()
-                    .is_none_or(|t| t.out_of_band_pods > 0))
+        !measured
+            || status
+                .throughput
+                .as_ref()
+                .is_none_or(|t| t.out_of_band_pods > 0)
     }
 }

@@ -1,40 +1,69 @@
-//! The checks once the system went quiet: every readable shard has exactly
-//! one owner that reads it, the load is balanced within one shard (by
-//! throughput: the load checks of [`crate::load`]), no handoff is in flight
-//! and planning again changes nothing.
+//! The checks once the system went quiet, for every group: every readable
+//! shard has exactly one owner that reads it, the load is balanced within
+//! one shard (by throughput: the load checks of [`crate::load`]), no
+//! handoff is in flight and planning again changes nothing (in pool mode,
+//! also for a new leader whose book of the pool's balance starts empty).
+//! The pool-wide checks of pool mode are [`crate::pool`]'s.
 
 use std::collections::BTreeMap;
 
+use crate::crds::ShardPhase;
+use crate::operator::BookAtRest;
 use crate::sim::Sim;
 use shardring_core::plan::Moves;
 
 impl Sim {
     /// The checks once the system went quiet.
     pub(crate) fn check_quiet(&mut self) {
-        let Some(doc) = self.op.doc.clone() else {
-            self.world.violate("no document after quiescence".into());
-            return;
+        for g in 0..self.op.groups.len() {
+            self.check_group_quiet(g);
+            if self.world.violation.is_some() {
+                return;
+            }
+        }
+        if self.op.pooled() {
+            self.check_pool_quiet();
+        }
+    }
+
+    /// What a message about group `g` starts with: its name when there are
+    /// several.
+    pub(crate) fn label(&self, g: usize) -> String {
+        if self.op.pooled() {
+            format!("{}: ", self.op.groups[g].name())
+        } else {
+            String::new()
+        }
+    }
+
+    /// The active shards of group `g` on each eligible pod, when every
+    /// readable shard of it is active on an eligible pod; the first that
+    /// is not, said, otherwise.
+    pub(crate) fn active_per_pod(&self, g: usize) -> Result<BTreeMap<String, u64>, String> {
+        let label = self.label(g);
+        let Some(doc) = &self.op.groups[g].doc else {
+            return Err(format!("{label}no document after quiescence"));
         };
-        let eligible: Vec<String> = self.eligible_since().map(|(p, _)| p.name.clone()).collect();
-        let mut loads: BTreeMap<&str, u64> = eligible.iter().map(|p| (p.as_str(), 0)).collect();
-        for s in &self.world.stream {
-            if self.world.rules.lease_table && self.world.complete(&s.id) {
+        let lease_table = self.world.sources[g].lease_table;
+        let mut loads: BTreeMap<String, u64> = self
+            .eligible_since()
+            .map(|(p, _)| (p.name.clone(), 0))
+            .collect();
+        for s in self.world.stream.iter().filter(|s| s.group == g) {
+            if lease_table && self.world.complete(&s.id) {
                 continue;
             }
-            let parents_done =
-                !self.world.rules.lease_table || s.parents.iter().all(|p| self.world.complete(p));
+            let parents_done = !lease_table || s.parents.iter().all(|p| self.world.complete(p));
             if !parents_done {
                 continue;
             }
             let Some(r) = doc.shards.get(&s.id) else {
-                self.world
-                    .violate(format!("quiet: {} missing from the document", s.id));
-                return;
+                return Err(format!("quiet: {} missing from the document", s.id));
             };
             let owner = match (&r.state, &r.owner) {
-                (crate::crds::ShardPhase::Active, Some(o)) if loads.contains_key(o.as_str()) => o,
+                (ShardPhase::Active, Some(o)) if loads.contains_key(o.as_str()) => o,
                 _ => {
-                    self.world.violate(format!(
+                    return Err(format!(
                         "quiet: {} is {:?} on {:?} (handoff {:?}), not active on an eligible pod {:?}; lease {:?}",
                         s.id,
                         r.state,
@@ -43,7 +72,6 @@ impl Sim {
                         loads.keys().collect::<Vec<_>>(),
                         self.world.leases.get(&s.id)
                     ));
-                    return;
                 }
             };
             *loads.get_mut(owner.as_str()).expect("eligible") += 1;
@@ -58,42 +86,82 @@ impl Sim {
                 let process = pod.and_then(|p| p.process.as_ref()).map(|c| {
                     format!(
                         "view epoch {} active {:?}, reading {:?}",
-                        c.view.epoch,
-                        c.view.active,
+                        c.views[g].epoch,
+                        c.views[g].active,
                         c.reading.keys().collect::<Vec<_>>()
                     )
                 });
-                let what = format!(
+                return Err(format!(
                     "quiet: {} owned by {owner} (document epoch {}) but nobody reads it; process: {process:?}; annotation: {:?}; lease: {:?}",
                     s.id,
                     doc.epoch,
-                    pod.and_then(|p| p.annotation.clone()),
+                    pod.and_then(|p| p.annotations.get(&g).cloned()),
                     self.world.leases.get(&s.id)
-                );
+                ));
+            }
+        }
+        Ok(loads)
+    }
+
+    /// The checks of group `g` once the system went quiet.
+    fn check_group_quiet(&mut self, g: usize) {
+        let loads = match self.active_per_pod(g) {
+            Ok(loads) => loads,
+            Err(what) => {
                 self.world.violate(what);
                 return;
             }
-        }
+        };
         let (min, max) = (
             loads.values().min().copied().unwrap_or(0),
             loads.values().max().copied().unwrap_or(0),
         );
         // Balanced by throughput, shard counts need not be even: the band is
         // checked instead.
-        if max > min + 1 && !self.by_throughput() {
+        let throughput = self.by_throughput(g);
+        if max > min + 1 && !throughput {
+            let label = self.label(g);
             self.world
-                .violate(format!("quiet: unbalanced loads {loads:?}"));
+                .violate(format!("quiet: {label}unbalanced loads {loads:?}"));
             return;
         }
-        let obs = self.op.observe(&self.world, &mut self.rng);
-        let again = shardring_core::plan(&obs);
-        if again.document_write.is_some() || again.moves != Moves::default() {
-            self.world
-                .violate("quiet: planning again still changes the document".into());
-            return;
+        let books: &[BookAtRest] = if self.op.pooled() {
+            &[BookAtRest::Kept, BookAtRest::Lost]
+        } else {
+            &[BookAtRest::Kept]
+        };
+        let mut kept = None;
+        for &book in books {
+            let again = self.op.plan_at_rest(g, book, &self.world, &mut self.rng);
+            // What the standbys' limits let pass (`crate::standbys`).
+            if self.only_standbys_change(g, &again) {
+                if !self.standbys_dealt() {
+                    if book == BookAtRest::Kept {
+                        self.pool_notes.standalone_standby_replans += 1;
+                    }
+                    continue;
+                }
+                if book == BookAtRest::Lost && !self.standby_rows_attainable() {
+                    self.pool_notes.new_leader_standby_rewrites += 1;
+                    continue;
+                }
+            }
+            if again.document_write.is_some() || again.moves != Moves::default() {
+                let label = self.label(g);
+                let after = match book {
+                    BookAtRest::Kept => "",
+                    BookAtRest::Lost => " for a new leader (its book of the pool's balance empty)",
+                };
+                self.world.violate(format!(
+                    "quiet: {label}planning again{after} still changes the document"
+                ));
+                return;
+            }
+            kept.get_or_insert(again);
         }
-        if self.by_throughput() {
-            self.check_load_quiet(again.status.throughput.clone());
+        if throughput {
+            let status = kept.and_then(|again| again.status.throughput.clone());
+            self.check_load_quiet(g, status);
         }
     }
 }

@@ -3,7 +3,7 @@
 //! reconcile. What kept the operator from acting meanwhile (it was down, a
 //! write or read failed, its retries backed off, its pod watch relisted, a
 //! node was cut off, no pod was eligible to take the shard:
-//! [`Operator::last_fault`]) moves the start of the bound to its end; a
+//! [`Group::last_fault`]) moves the start of the bound to its end; a
 //! plan blocked for want of an eligible pod stays blocked until a pod is
 //! eligible, with no reconcile in between, so the bound starts no earlier
 //! than that.
@@ -26,7 +26,7 @@
 //! operator runs on it, see [`Operator::reconcile`]), so a requeue that
 //! forgot a timer would break this bound.
 //!
-//! [`Operator::last_fault`]: crate::operator::Operator::last_fault
+//! [`Group::last_fault`]: crate::operator::Group::last_fault
 //! [`Operator::reconcile`]: crate::operator::Operator::reconcile
 
 use jiff::Timestamp;
@@ -44,33 +44,42 @@ pub fn one_reconcile_ms() -> Ms {
 }
 
 impl Sim {
-    /// Fails the run when a revoke of the published document outlived its
+    /// Fails the run when a revoke of a published document outlived its
     /// bound (see the module docs).
     pub(crate) fn check_revokes(&mut self) {
-        let Some(doc) = &self.op.doc else {
-            return;
-        };
-        let handoff = &self.op.group.spec.handoff;
+        for g in 0..self.op.groups.len() {
+            if let Some(what) = self.revoke_past_its_bound(g) {
+                self.world.violate(what);
+                return;
+            }
+        }
+    }
+
+    /// The first revoke of group `g`'s published document that outlived
+    /// its bound, said.
+    fn revoke_past_its_bound(&self, g: usize) -> Option<String> {
+        let group = &self.op.groups[g];
+        let doc = group.doc.as_ref()?;
+        let handoff = &group.shard_group.spec.handoff;
         let drain = millis(handoff.drain_timeout().unwrap_or_default());
         let failover = millis(handoff.lease_failover().unwrap_or_default());
-        let lease_table = self.world.rules.lease_table;
-        let revokes: Vec<(&String, &str, Ms)> = doc
+        let lease_table = self.world.sources[g].lease_table;
+        let revokes = doc
             .shards
             .iter()
             .filter(|(_, r)| r.state == ShardPhase::Revoking)
-            .filter_map(|(id, r)| Some((id, r.owner.as_deref()?, at(r.handoff.as_ref()?.since))))
-            .collect();
+            .filter_map(|(id, r)| Some((id, r.owner.as_deref()?, at(r.handoff.as_ref()?.since))));
         let now = self.world.now;
         // A plan blocked for want of an eligible pod stays blocked, with
         // no reconcile, for as long as no pod is eligible; from the first
         // one's eligibility on, its watch event must wake the plan.
-        let fault = if self.op.blocked_without_pods {
+        let fault = if group.blocked_without_pods {
             self.eligible_since()
                 .map(|(_, at)| at)
                 .min()
-                .map_or(now, |at| self.op.last_fault.max(at))
+                .map_or(now, |at| group.last_fault.max(at))
         } else {
-            self.op.last_fault
+            group.last_fault
         };
         let reconcile = one_reconcile_ms();
         for (shard, owner, since) in revokes {
@@ -80,14 +89,13 @@ impl Sim {
                 since.max(fault) + reconcile + drain + reconcile
             };
             if now > deadline {
-                let what = format!(
+                return Some(format!(
                     "the revoke of {shard} on {owner} published at {since} ms still runs at {now} ms, past its bound {deadline} ms (drainTimeout {drain} ms plus one reconcile; lease table: {lease_table}; last fault at {fault} ms; next reconcile at {} ms)",
-                    self.op.next_reconcile
-                );
-                self.world.violate(what);
-                return;
+                    group.next_reconcile
+                ));
             }
         }
+        None
     }
 }
 

@@ -5,9 +5,10 @@
 use std::collections::BTreeMap;
 
 use crate::operator::{FaultCounts, Faults, Operator};
+use crate::pool::PoolNotes;
 use crate::rng::Rng;
 use crate::sim::Sim;
-use crate::world::{Rules, World};
+use crate::world::Rules;
 
 /// How a run is shaped.
 #[derive(Debug, Clone, Copy)]
@@ -59,7 +60,7 @@ pub struct EventCounts {
 pub struct SeedOutcome {
     /// The seed.
     pub seed: u64,
-    /// Whether the run used a lease table.
+    /// Whether the run used a lease table (any of its groups).
     pub lease_table: bool,
     /// The first invariant violation, if any.
     pub violation: Option<String>,
@@ -71,6 +72,8 @@ pub struct SeedOutcome {
     pub faults: FaultCounts,
     /// Records read, and read again.
     pub records: (u64, u64),
+    /// Pool mode: what the standby checks judged and let pass.
+    pub pool: PoolNotes,
 }
 
 /// The return window of the seeds that hold for returning pods: shorter
@@ -89,50 +92,15 @@ pub fn run_seed(seed: u64, config: SimConfig) -> SeedOutcome {
 pub(crate) fn setup(seed: u64, throughput: bool) -> Sim {
     let mut rng = Rng::new(seed);
     let lease_table = rng.chance(0.7);
-    // Half the seeds acknowledge releases at the endpoint (derived from the
-    // seed, so the random stream of the others is unchanged).
-    let acks = seed % 2 == 1;
-    let rules = Rules {
-        lease_table,
-        failover: 6_000,
-        max_refresh: 3_000,
-        max_lease_lag: 2_000,
-        acks,
-    };
-    let world = World::new(rules);
     let min_ready = u32::try_from(rng.below(3)).expect("below 3");
     let statefulset = rng.chance(0.3);
     let mut op = Operator::new(lease_table, "20s", "6s", "5s", min_ready);
-    op.faults = Faults {
-        write_fail: 0.05,
-        write_late: 0.05,
-        topology_fail: 0.05,
-        topology_stale: 0.1,
-        lease_fail: 0.05,
-    };
-    // Half the StatefulSet seeds hold a departed pod's shards for its
-    // return (ConsumerPool identity; derived from the seed, so the random
-    // stream is unchanged): holds that end with the pod back, and holds
-    // that expire (a pod not recreated, or recreated late).
-    if statefulset && (seed / 2).is_multiple_of(2) {
-        op.pool.spec.identity = Some(shardring_crds::consumer_pool::IdentitySpec {
-            stable: true,
-            return_within: HOLD_WINDOW.into(),
-        });
-    }
-    let mut sim = Sim {
-        world,
-        op,
-        rng,
-        events: EventCounts::default(),
-        next_pod: 0,
-        next_shard: 0,
-        next_uid: 0,
-        statefulset,
-        recreate: 0.5,
-        watched: Vec::new(),
-        quiet_since: None,
-    };
+    op.faults = FAULTS;
+    hold_for_returning_pods(&mut op, seed, statefulset);
+    let mut sim = Sim::new(seed, rules(seed), op);
+    sim.rng = rng;
+    sim.statefulset = statefulset;
+    sim.recreate = 0.5;
     if throughput {
         crate::load::by_throughput(&mut sim, seed);
     }
@@ -142,12 +110,46 @@ pub(crate) fn setup(seed: u64, throughput: bool) -> Sim {
         sim.rng.range(3, 8)
     };
     for _ in 0..shards {
-        sim.add_shard(Vec::new());
+        sim.world.add_shard(0, Vec::new());
     }
     for _ in 0..sim.rng.range(2, 4) {
         sim.add_pod();
     }
     sim
+}
+
+/// The world's rules of seed `seed`. Half the seeds acknowledge releases
+/// at the endpoint (derived from the seed, so the random stream of the
+/// others is unchanged).
+pub(crate) fn rules(seed: u64) -> Rules {
+    Rules {
+        failover: 6_000,
+        max_refresh: 3_000,
+        max_lease_lag: 2_000,
+        acks: seed % 2 == 1,
+    }
+}
+
+/// The operator-side faults of the faulty phase.
+pub(crate) const FAULTS: Faults = Faults {
+    write_fail: 0.05,
+    write_late: 0.05,
+    topology_fail: 0.05,
+    topology_stale: 0.1,
+    lease_fail: 0.05,
+};
+
+/// Half the StatefulSet seeds hold a departed pod's shards for its return
+/// (ConsumerPool identity; derived from the seed, so the random stream is
+/// unchanged): holds that end with the pod back, and holds that expire (a
+/// pod not recreated, or recreated late).
+pub(crate) fn hold_for_returning_pods(op: &mut Operator, seed: u64, statefulset: bool) {
+    if statefulset && (seed / 2).is_multiple_of(2) {
+        op.pool.spec.identity = Some(shardring_crds::consumer_pool::IdentitySpec {
+            stable: true,
+            return_within: HOLD_WINDOW.into(),
+        });
+    }
 }
 
 /// Runs the faulty phase, the quiet phase and the settling of `sim`, then
@@ -201,7 +203,7 @@ pub(crate) fn drive(mut sim: Sim, config: SimConfig) -> Sim {
     // flight. Keep stepping, within a bound, until no handoff is in flight
     // and the published epoch has held for longer than a consumer's refresh.
     let settle = 2 * sim.world.rules.max_refresh;
-    let mut epoch = published_epoch(&sim);
+    let mut epoch = published_epochs(&sim);
     let mut held_since = sim.world.now;
     for _ in 0..config.quiet_steps {
         if sim.world.violation.is_some()
@@ -212,7 +214,7 @@ pub(crate) fn drive(mut sim: Sim, config: SimConfig) -> Sim {
             break;
         }
         sim.step();
-        let now_epoch = published_epoch(&sim);
+        let now_epoch = published_epochs(&sim);
         if now_epoch != epoch {
             epoch = now_epoch;
             held_since = sim.world.now;
@@ -229,12 +231,13 @@ pub(crate) fn finish(seed: u64, sim: Sim) -> SeedOutcome {
     let world = sim.world;
     SeedOutcome {
         seed,
-        lease_table: world.rules.lease_table,
+        lease_table: world.any_lease_table(),
         violation: world.violation,
-        handoffs: sim.op.handoffs,
+        handoffs: sim.op.groups.into_iter().flat_map(|g| g.handoffs).collect(),
         events: sim.events,
         faults: sim.op.fired,
         records: (world.counts.records_read, world.counts.records_repeated),
+        pool: sim.pool_notes,
     }
 }
 
@@ -255,9 +258,20 @@ pub struct Summary {
     pub faults: FaultCounts,
     /// Records read and read again.
     pub records: (u64, u64),
+    /// Pool mode: what the standby checks judged and let pass.
+    pub pool: PoolNotes,
 }
 
 impl Summary {
+    /// The summary of `run` over `seeds`.
+    pub fn of(seeds: std::ops::Range<u64>, run: impl Fn(u64) -> SeedOutcome) -> Self {
+        let mut summary = Self::default();
+        for seed in seeds {
+            summary.add(run(seed));
+        }
+        summary
+    }
+
     /// Adds one seed's outcome.
     pub fn add(&mut self, o: SeedOutcome) {
         self.seeds += 1;
@@ -289,6 +303,7 @@ impl Summary {
         f.lease_failed += o.faults.lease_failed;
         f.crashes += o.faults.crashes;
         f.watch_gaps += o.faults.watch_gaps;
+        self.pool.add(&o.pool);
         self.records.0 += o.records.0;
         self.records.1 += o.records.1;
     }
@@ -296,25 +311,25 @@ impl Summary {
 
 /// Runs seeds `first..first + count`.
 pub fn run_seeds(first: u64, count: u64, config: SimConfig) -> Summary {
-    let mut summary = Summary::default();
-    for seed in first..first + count {
-        summary.add(run_seed(seed, config));
-    }
-    summary
+    Summary::of(first..first + count, |seed| run_seed(seed, config))
 }
 
-/// Epoch of the document the simulated operator last published (0 before any).
-fn published_epoch(sim: &Sim) -> u64 {
-    sim.op.doc.as_ref().map_or(0, |doc| doc.epoch)
+/// Epoch of the document the simulated operator last published, per
+/// group (0 before any).
+fn published_epochs(sim: &Sim) -> Vec<u64> {
+    let epoch = |g: &crate::operator::Group| g.doc.as_ref().map_or(0, |doc| doc.epoch);
+    sim.op.groups.iter().map(epoch).collect()
 }
 
-/// Whether the published document has a shard revoking (a shard held for
+/// Whether a published document has a shard revoking (a shard held for
 /// its returning owner is `Held`, not revoking).
 fn handoffs_in_flight(sim: &Sim) -> bool {
-    sim.op.doc.as_ref().is_some_and(|doc| {
-        doc.shards
-            .values()
-            .any(|r| r.state == crate::crds::ShardPhase::Revoking)
+    sim.op.groups.iter().any(|g| {
+        g.doc.as_ref().is_some_and(|doc| {
+            doc.shards
+                .values()
+                .any(|r| r.state == crate::crds::ShardPhase::Revoking)
+        })
     })
 }
 

@@ -39,7 +39,6 @@ impl RollingDeploy {
 /// no faults) and measures the moves.
 pub fn rolling_deploy(seed: u64, pods: usize, shards: usize) -> RollingDeploy {
     let rules = Rules {
-        lease_table: true,
         failover: 10_000,
         max_refresh: 2_000,
         max_lease_lag: 500,
@@ -48,13 +47,13 @@ pub fn rolling_deploy(seed: u64, pods: usize, shards: usize) -> RollingDeploy {
     let op = Operator::new(true, "60s", "10s", "30s", 5);
     let mut sim = Sim::new(seed, rules, op);
     for _ in 0..shards {
-        sim.add_shard(Vec::new());
+        sim.world.add_shard(0, Vec::new());
     }
     let old: Vec<String> = (0..pods).map(|_| sim.add_pod()).collect();
     settle(&mut sim, 600);
     let start = sim.world.now;
-    sim.op.moves = 0;
-    sim.op.handoffs.clear();
+    sim.op.groups[0].moves = 0;
+    sim.op.groups[0].handoffs.clear();
     for name in &old {
         let new = sim.add_pod();
         // maxSurge 1: wait until the new pod is Ready for minReadySeconds.
@@ -74,12 +73,16 @@ pub fn rolling_deploy(seed: u64, pods: usize, shards: usize) -> RollingDeploy {
         run_until(&mut sim, 2_000, |s| !s.world.pods[i].object);
     }
     settle(&mut sim, 2_000);
-    let mut handoffs: Vec<u64> = sim.op.handoffs.iter().map(|(_, ms)| *ms).collect();
+    let mut handoffs: Vec<u64> = sim.op.groups[0]
+        .handoffs
+        .iter()
+        .map(|(_, ms)| *ms)
+        .collect();
     handoffs.sort_unstable();
     RollingDeploy {
         pods,
         shards,
-        moves: sim.op.moves,
+        moves: sim.op.groups[0].moves,
         handoffs,
         duration_ms: sim.world.now - start,
         violation: sim.world.violation.clone(),
@@ -100,7 +103,9 @@ pub fn run_until(sim: &mut Sim, max_steps: u32, done: impl Fn(&Sim) -> bool) {
 /// at least a minute passed since the start).
 pub fn settle(sim: &mut Sim, max_steps: u32) {
     run_until(sim, max_steps, |s| {
-        let Some(doc) = &s.op.doc else { return false };
+        let Some(doc) = &s.op.groups[0].doc else {
+            return false;
+        };
         let quiet = doc
             .shards
             .values()

@@ -2,12 +2,13 @@
 //! randomness, with the pod operations a workload controller and a user
 //! make (add, delete gracefully, force delete, recreate), and one step of
 //! time ([`Sim::step`]): late writes land, the kubelet and node controller
-//! act, records arrive, consumers run and the operator reconciles when due.
+//! act, records arrive, consumers run and the operator reconciles each
+//! group whose reconcile is due, one at a time.
 
 use crate::operator::Operator;
 use crate::rng::Rng;
 use crate::run::EventCounts;
-use crate::world::{Ms, Rules, SimPod, StreamShard, World};
+use crate::world::{Ms, Rules, SimPod, Source, World};
 use shardring_core::observation::Containers;
 
 /// One simulated system.
@@ -18,10 +19,13 @@ pub struct Sim {
     pub op: Operator,
     /// The run's randomness.
     pub rng: Rng,
+    /// The choices among the groups of a pool (which group's stream
+    /// reshards, ...) draw from their own stream, so a run of one group
+    /// draws exactly what it drew before there were pools.
+    pub(crate) pool_rng: Rng,
     /// Events injected.
     pub events: EventCounts,
     pub(crate) next_pod: u32,
-    pub(crate) next_shard: u32,
     pub(crate) next_uid: u32,
     /// The pods are a StatefulSet's: fixed names, and a pod removed after
     /// a graceful deletion may come back under its name (as a new pod).
@@ -35,6 +39,11 @@ pub struct Sim {
     pub(crate) watched: Vec<WatchedPod>,
     /// When the quiet phase began (faults and events stopped).
     pub quiet_since: Option<Ms>,
+    /// Pool mode: what the standby checks judged and let pass.
+    pub pool_notes: crate::pool::PoolNotes,
+    /// Pool mode: the further quiet period after convergence runs, in
+    /// which nothing may move without a confirmed reason.
+    pub(crate) resting: bool,
 }
 
 /// Longest step of simulated time (ms).
@@ -69,34 +78,38 @@ pub enum PodStart {
 }
 
 impl Sim {
-    /// A system with no pods or shards.
+    /// A system with no pods or shards, with a source for each of `op`'s
+    /// groups (its shard ids prefixed with the group's name when there are
+    /// several).
     pub fn new(seed: u64, rules: Rules, op: Operator) -> Self {
+        let pooled = op.pooled();
+        let sources = op
+            .groups
+            .iter()
+            .map(|g| {
+                let prefix = if pooled {
+                    format!("{}-", g.shard_group.metadata.name.as_deref().unwrap_or("g"))
+                } else {
+                    String::new()
+                };
+                Source::new(g.lease_table(), prefix)
+            })
+            .collect();
         Self {
-            world: World::new(rules),
+            world: World::new(rules, sources),
             op,
             rng: Rng::new(seed),
+            pool_rng: Rng::new(seed ^ 0x9001_9001_9001_9001),
             events: EventCounts::default(),
             next_pod: 0,
-            next_shard: 0,
             next_uid: 0,
             statefulset: false,
             recreate: 0.0,
             watched: Vec::new(),
             quiet_since: None,
+            pool_notes: Default::default(),
+            resting: false,
         }
-    }
-
-    /// Adds a shard with `parents`.
-    pub fn add_shard(&mut self, parents: Vec<String>) -> String {
-        let id = format!("shard-{:03}", self.next_shard);
-        self.next_shard += 1;
-        self.world.stream.push(StreamShard {
-            id: id.clone(),
-            parents,
-            records: 0,
-            open: true,
-        });
-        id
     }
 
     /// Adds a pod; its process starts shortly.
@@ -131,7 +144,7 @@ impl Sim {
             ready_since: None,
             deletion: None,
             object: true,
-            annotation: None,
+            annotations: Default::default(),
             process: None,
             start_at,
             kill_at: None,
@@ -224,8 +237,9 @@ impl Sim {
     }
 
     /// Advances time by one step and runs everything once: the operator
-    /// reconciles when its runtime would (its requeue or retry, brought
-    /// forward by watch events), and the bound on revokes is checked.
+    /// reconciles each group when its runtime would (its requeue or retry,
+    /// brought forward by watch events and its pool's balance), one at a
+    /// time, earliest due first, and the bound on revokes is checked.
     pub fn step(&mut self) {
         let dt: Ms = self.rng.range(100, MAX_STEP_MS);
         self.world.now += dt;
@@ -241,17 +255,28 @@ impl Sim {
         self.world.run_consumers(&mut self.rng);
         self.world.report_loads();
         self.op.receive_loads(&mut self.world);
+        // The pod watch wakes every group; a group's ConfigMap and its
+        // endpoint's acknowledgements wake that group.
         let watched = self.watched_pods();
-        if landed || acked || watched != self.watched {
-            let latency = self.rng.range(10, WATCH_LATENCY_MS);
-            self.op.watch_event(now, latency);
+        let pods_changed = watched != self.watched;
+        for g in 0..self.op.groups.len() {
+            if pods_changed || landed.contains(&g) || acked.contains(&g) {
+                let latency = self.rng.range(10, WATCH_LATENCY_MS);
+                self.op.wake(g, now, latency);
+            }
         }
         self.watched = watched;
         if (0..self.world.nodes.len()).any(|n| self.world.partitioned(n)) {
             self.op.fault(now);
         }
-        if now >= self.op.down_until && now >= self.op.next_reconcile {
-            let decision = self.op.reconcile(&mut self.world, &mut self.rng);
+        let mut reconciled = std::collections::BTreeSet::new();
+        while let Some(g) = self.op.due(now, &reconciled) {
+            reconciled.insert(g);
+            let out_of_band_since = self.resting.then(|| self.out_of_band_since(g));
+            let decision = self.op.reconcile(g, &mut self.world, &mut self.rng);
+            if let Some(since) = out_of_band_since {
+                self.check_load_move_at_rest(g, since, &decision);
+            }
             for end in &decision.holds_ended {
                 if end.returned {
                     self.events.holds_returned += 1;

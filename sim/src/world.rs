@@ -1,6 +1,8 @@
 //! The simulated world outside the operator: pods and their consumer
-//! processes, nodes that can be partitioned, the stream's shards and records,
-//! and the lease table (with lagging writes). Consumers follow the contract:
+//! processes, nodes that can be partitioned, each ShardGroup's source (a
+//! stream's shards, or static partitions, and their records) and the lease
+//! table (with lagging writes). A pod's process consumes every group of its
+//! pool, each by the group's annotation. Consumers follow the contract:
 //! they act only on the newest view they have seen, read only `active`
 //! shards, take a lease before reading (with a lease table), stop, checkpoint
 //! and release as soon as a shard is no longer active, fence themselves when
@@ -70,11 +72,13 @@ pub struct LeaseWrite {
     pub counter: u64,
 }
 
-/// One shard of the stream.
+/// One shard of a group's stream (or one of its static partitions).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StreamShard {
-    /// Shard id.
+    /// Shard id (unique over every group's source).
     pub id: String,
+    /// The group whose source it is (its index).
+    pub group: usize,
     /// Parents.
     pub parents: Vec<String>,
     /// Records written so far.
@@ -97,8 +101,8 @@ pub struct Reading {
 pub struct Consumer {
     /// Unique per process instance.
     pub instance: u64,
-    /// Newest view seen.
-    pub view: PodView,
+    /// The newest view of each group seen (by the group's index).
+    pub views: Vec<PodView>,
     /// Shards being read.
     pub reading: BTreeMap<String, Reading>,
     /// When it next looks at its annotation.
@@ -124,8 +128,8 @@ pub struct SimPod {
     pub deletion: Option<(Ms, i64)>,
     /// The API object exists.
     pub object: bool,
-    /// Annotation value on the object.
-    pub annotation: Option<String>,
+    /// Each group's annotation on the object (by the group's index).
+    pub annotations: BTreeMap<usize, String>,
     /// The process, when running.
     pub process: Option<Consumer>,
     /// When a (re)started process comes up.
@@ -161,11 +165,9 @@ impl SimPod {
     }
 }
 
-/// The world's timing rules (match the ShardGroup spec of the run).
+/// The world's timing rules (match the ShardGroup specs of the run).
 #[derive(Debug, Clone, Copy)]
 pub struct Rules {
-    /// With a lease table (consumers take leases, the operator reads it).
-    pub lease_table: bool,
     /// Lease failover, ms.
     pub failover: Ms,
     /// Longest delay before a consumer notices a new annotation, ms.
@@ -176,11 +178,40 @@ pub struct Rules {
     pub acks: bool,
 }
 
+/// One ShardGroup's source in the world (by the group's index): its
+/// shards, in [`World::stream`] tagged with that index, are read under
+/// leases from its KCL lease table (a Kinesis stream, which splits and
+/// merges), or, without one, as static partitions with a checkpoint store.
+/// The groups' shard ids never collide, so one table of lease rows and one
+/// check of readers serve them all.
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// Its consumers take leases, and its operator reads the lease table.
+    pub lease_table: bool,
+    /// What its shard ids start with.
+    pub prefix: String,
+    /// Shards created so far (the next id's number).
+    created: u32,
+}
+
+impl Source {
+    /// A source whose shard ids start with `prefix`.
+    pub fn new(lease_table: bool, prefix: impl Into<String>) -> Self {
+        Self {
+            lease_table,
+            prefix: prefix.into(),
+            created: 0,
+        }
+    }
+}
+
 /// A release acknowledgement on its way to the endpoint.
 #[derive(Debug, Clone)]
 pub struct AckInFlight {
     /// When it arrives.
     pub at: Ms,
+    /// The group (index) whose endpoint route it is sent to.
+    pub group: usize,
     /// The shard released.
     pub shard: String,
     /// What the endpoint records.
@@ -207,9 +238,11 @@ pub struct World {
     pub pods: Vec<SimPod>,
     /// Nodes: partitioned until.
     pub nodes: Vec<Option<Ms>>,
-    /// The stream.
+    /// Each group's source (by the group's index).
+    pub sources: Vec<Source>,
+    /// The shards of every group's source.
     pub stream: Vec<StreamShard>,
-    /// Lease table.
+    /// Lease rows (of every group's lease table or checkpoint store).
     pub leases: BTreeMap<String, LeaseRow>,
     /// Lagging lease writes.
     pub lease_queue: Vec<LeaseWrite>,
@@ -227,13 +260,14 @@ pub struct World {
 }
 
 impl World {
-    /// An empty world.
-    pub fn new(rules: Rules) -> Self {
+    /// An empty world of the groups whose sources are `sources`.
+    pub fn new(rules: Rules, sources: Vec<Source>) -> Self {
         Self {
             now: 0,
             rules,
             pods: Vec::new(),
             nodes: vec![None; 3],
+            sources,
             stream: Vec::new(),
             leases: BTreeMap::new(),
             lease_queue: Vec::new(),
@@ -253,6 +287,37 @@ impl World {
         }
     }
 
+    /// Adds a shard with `parents` to `group`'s source; its id.
+    pub fn add_shard(&mut self, group: usize, parents: Vec<String>) -> String {
+        let source = &mut self.sources[group];
+        let id = format!("{}shard-{:03}", source.prefix, source.created);
+        source.created += 1;
+        self.stream.push(StreamShard {
+            id: id.clone(),
+            group,
+            parents,
+            records: 0,
+            open: true,
+        });
+        id
+    }
+
+    /// The group (index) whose source has `shard`.
+    pub fn group_of(&self, shard: &str) -> Option<usize> {
+        self.stream.iter().find(|s| s.id == shard).map(|s| s.group)
+    }
+
+    /// Whether `shard` is read under a lease (its group has a lease table).
+    pub fn leased(&self, shard: &str) -> bool {
+        self.group_of(shard)
+            .is_some_and(|g| self.sources[g].lease_table)
+    }
+
+    /// Whether any group has a lease table.
+    pub fn any_lease_table(&self) -> bool {
+        self.sources.iter().any(|s| s.lease_table)
+    }
+
     /// Whether node `n` is cut off.
     pub fn partitioned(&self, node: usize) -> bool {
         self.nodes[node].is_some_and(|until| until > self.now)
@@ -263,7 +328,7 @@ impl World {
         self.next_instance += 1;
         Consumer {
             instance: self.next_instance,
-            view: PodView::default(),
+            views: vec![PodView::default(); self.sources.len()],
             reading: BTreeMap::new(),
             next_refresh: self.now,
             next_renew: self.now + rng.range(500, 1500),

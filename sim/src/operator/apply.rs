@@ -5,7 +5,9 @@
 //! while its precondition holds, the others before the next reconcile. A
 //! document write whose precondition no longer holds is refused (409).
 
-use super::{Operator, Reconcile, sim_ms};
+use std::collections::BTreeSet;
+
+use super::{Group, Operator, Reconcile, sim_ms};
 use crate::crds::{AssignmentDocument, PodView, ShardGroupStatus, ShardPhase};
 use crate::rng::Rng;
 use crate::world::{Ms, World};
@@ -46,7 +48,7 @@ impl Reconcile<'_> {
         let now = self.world.now;
         if self.rng.chance(op.faults.write_fail) {
             op.fired.writes_failed += 1;
-            op.fault(now);
+            op.groups[self.g].fault(now);
             return Err(WriteError::Failed);
         }
         if self.rng.chance(op.faults.write_late) {
@@ -58,15 +60,24 @@ impl Reconcile<'_> {
                 Write::Doc(..) => self.rng.range(1, LATE_DOC_MAX_MS),
                 _ => self.rng.range(1, 400),
             };
-            op.late.push((now + delay, write));
-            op.fault(now + delay);
+            let group = &mut op.groups[self.g];
+            group.late.push((now + delay, write));
+            group.fault(now + delay);
             return Err(WriteError::Late);
         }
-        if op.commit(self.world, write) {
+        let document = match &write {
+            Write::Doc(doc, _) => Some(std::sync::Arc::new((**doc).clone())),
+            _ => None,
+        };
+        if op.commit(self.g, self.world, write) {
+            // The operator's document table keeps what it wrote.
+            if document.is_some() {
+                op.groups[self.g].table = document;
+            }
             Ok(())
         } else {
             // 409: nothing after the document goes out.
-            op.fault(now);
+            op.groups[self.g].fault(now);
             Err(WriteError::Refused)
         }
     }
@@ -93,12 +104,12 @@ impl Apply for Reconcile<'_> {
             }
         }
         for h in &decision.handoffs {
-            self.op.handoffs.push((
+            self.op.groups[self.g].handoffs.push((
                 h.evidence.label(),
                 u64::try_from(h.duration.as_millis()).unwrap_or(u64::MAX),
             ));
         }
-        self.op.land_racing(self.world, self.rng);
+        self.op.land_racing(self.g, self.world, self.rng);
     }
 
     async fn document(
@@ -131,23 +142,7 @@ impl Apply for Reconcile<'_> {
     async fn events(&mut self, _: &[shardring_core::EventNote]) {}
 }
 
-impl Operator {
-    /// Lands late writes that are due; true when a document landed (the
-    /// ConfigMap watch sees a change the operator does not know).
-    pub fn land(&mut self, world: &mut World) -> bool {
-        let now = world.now;
-        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.late)
-            .into_iter()
-            .partition(|(at, _)| *at <= now);
-        self.late = later;
-        let mut document = false;
-        for (_, write) in due {
-            let is_document = matches!(write, Write::Doc(..));
-            document |= self.commit(world, write) && is_document;
-        }
-        document
-    }
-
+impl Group {
     /// The precondition of a document write planned now: the ConfigMap's
     /// version, `Absent` when there is none.
     pub(super) fn doc_base(&self) -> PublishedVersion {
@@ -156,13 +151,35 @@ impl Operator {
             None => PublishedVersion::Absent,
         }
     }
+}
 
-    /// A late document write may land while a reconcile runs, after its read
-    /// and before its own write (which its precondition then refuses). The
-    /// ConfigMap watch delivers it after that reconcile
-    /// ([`Operator::landed_during_reconcile`]).
-    fn land_racing(&mut self, world: &mut World, rng: &mut Rng) {
-        let Some(i) = self
+impl Operator {
+    /// Lands late writes that are due; the groups whose document landed
+    /// (the ConfigMap watch sees a change the operator does not know).
+    pub fn land(&mut self, world: &mut World) -> BTreeSet<usize> {
+        let now = world.now;
+        let mut landed = BTreeSet::new();
+        for g in 0..self.groups.len() {
+            let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.groups[g].late)
+                .into_iter()
+                .partition(|(at, _)| *at <= now);
+            self.groups[g].late = later;
+            for (_, write) in due {
+                let is_document = matches!(write, Write::Doc(..));
+                if self.commit(g, world, write) && is_document {
+                    landed.insert(g);
+                }
+            }
+        }
+        landed
+    }
+
+    /// A late document write of group `g` may land while its reconcile
+    /// runs, after its read and before its own write (which its
+    /// precondition then refuses). The ConfigMap watch delivers it after
+    /// that reconcile ([`Group::landed_during_reconcile`]).
+    fn land_racing(&mut self, g: usize, world: &mut World, rng: &mut Rng) {
+        let Some(i) = self.groups[g]
             .late
             .iter()
             .position(|(_, w)| matches!(w, Write::Doc(..)))
@@ -170,21 +187,23 @@ impl Operator {
             return;
         };
         if rng.chance(0.5) {
-            let (_, write) = self.late.remove(i);
-            self.landed_during_reconcile |= self.commit(world, write);
+            let (_, write) = self.groups[g].late.remove(i);
+            let landed = self.commit(g, world, write);
+            self.groups[g].landed_during_reconcile |= landed;
         }
     }
 
-    /// Applies one write as the API server would; false when the document's
-    /// precondition refused it.
-    fn commit(&mut self, world: &mut World, write: Write) -> bool {
+    /// Applies one write of group `g` as the API server would; false when
+    /// the document's precondition refused it.
+    fn commit(&mut self, g: usize, world: &mut World, write: Write) -> bool {
+        let group = &mut self.groups[g];
         match write {
             Write::Doc(doc, base) => {
-                if base != self.doc_base() {
+                if base != group.doc_base() {
                     self.fired.writes_refused += 1;
                     return false;
                 }
-                if let Some(current) = &self.doc
+                if let Some(current) = &group.doc
                     && doc.epoch <= current.epoch
                 {
                     world.violate(format!(
@@ -193,7 +212,7 @@ impl Operator {
                     ));
                 }
                 for (id, r) in &doc.shards {
-                    let was_revoking = self
+                    let was_revoking = group
                         .doc
                         .as_ref()
                         .and_then(|d| d.shards.get(id))
@@ -207,20 +226,21 @@ impl Operator {
                         // not by when its document landed: a late write
                         // lands long after the decision the damping counts.
                         let decided = r.handoff.as_ref().map_or(world.now, |h| sim_ms(h.since));
-                        self.revokes.push((decided, id.clone()));
+                        group.revokes.push((decided, id.clone()));
                     }
                     if r.state != ShardPhase::Active {
                         continue;
                     }
                     if let Some(owner) = &r.owner {
-                        let prev = self.last_owner.insert(id.clone(), owner.clone());
+                        let prev = group.last_owner.insert(id.clone(), owner.clone());
                         if prev.is_some_and(|p| &p != owner) {
-                            self.moves += 1;
+                            group.moves += 1;
                         }
                     }
                 }
-                self.doc = Some(*doc);
-                self.doc_version += 1;
+                group.doc = Some(*doc);
+                group.doc_version += 1;
+                group.writes.documents += 1;
             }
             Write::Annotation(pod, uid, view) => {
                 if let Some(p) = world
@@ -228,19 +248,39 @@ impl Operator {
                     .iter_mut()
                     .find(|p| p.object && p.name == pod && p.uid == uid)
                 {
-                    p.annotation = view.map(|v| v.to_annotation());
+                    match view {
+                        Some(v) => p.annotations.insert(g, v.to_annotation()),
+                        None => p.annotations.remove(&g),
+                    };
                 }
+                group.writes.annotations += 1;
             }
             Write::Status(status) => {
-                let before = self.status.as_ref().and_then(|s| s.last_pod_change);
+                let before = group.status.as_ref().and_then(|s| s.last_pod_change);
                 if let Some(change) = status.last_pod_change
                     && before != Some(change)
                 {
-                    self.pod_changes.push(sim_ms(change));
+                    group.pod_changes.push(sim_ms(change));
                 }
-                self.status = Some(*status);
+                group.writes.statuses += 1;
+                if !same_but_move_log(group.status.as_ref(), &status) {
+                    group.writes.statuses_beyond_move_log += 1;
+                }
+                group.status = Some(*status);
             }
         }
         true
     }
+}
+
+/// Whether `status` differs from `before` at most in the move budget's log
+/// (a move leaves it as its window passes, at the next reconcile; a move
+/// itself is a document write).
+fn same_but_move_log(before: Option<&ShardGroupStatus>, status: &ShardGroupStatus) -> bool {
+    let Some(before) = before else {
+        return false;
+    };
+    let mut before = before.clone();
+    before.move_log.clone_from(&status.move_log);
+    before == *status
 }

@@ -23,36 +23,42 @@
 //! leaves the API while its watch runs: not while it is down (a crash starts
 //! an empty one), nor during a watch gap (a relist).
 //!
-//! This module holds the operator process (its memory, crashes, watch gaps)
-//! and its reconcile; `faults` the fault probabilities and counts,
-//! `observe` the observe half, `apply` the apply half and the simulated API
-//! server's writes.
+//! The operator serves one ShardGroup, or several on one pool (pool mode):
+//! each [`Group`] has its own objects, memory and next reconcile, and the
+//! operator reconciles one group at a time. With several, each reconcile
+//! takes its share of the pool's balance from the real
+//! [`shardring_core::pool::PoolBook`] (`pool`), which a crash loses too.
+//!
+//! This module holds the operator process (its memory, crashes, watch gaps,
+//! wake-ups) and its reconcile; [`group`] one group's objects and memory,
+//! `faults` the fault probabilities and counts, `observe` the observe half,
+//! `apply` the apply half and the simulated API server's writes, `pool` the
+//! pool's balance.
 
 mod apply;
 mod faults;
+pub mod group;
 mod observe;
+mod pool;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::crds::shard_group::{KinesisSource, ShardSource};
-use crate::crds::{AssignmentDocument, ConsumerPool, ShardGroup, ShardGroupStatus, fixtures};
+use crate::crds::{AssignmentDocument, ConsumerPool, fixtures};
 use crate::rng::Rng;
 use crate::world::{Ms, SimPod, World};
 use shardring_core::cycle::{self, cycle};
 use shardring_core::departed::{CAPACITY, Departed};
-use shardring_core::leases::LeaseTable;
-use shardring_core::load::{LoadBook, LoadObservation};
-use shardring_core::observation::ReleaseAck;
-use shardring_core::plan::{Decision, PlanMemory};
-use shardring_core::retry::Failures;
-use shardring_core::topology::Topology;
+use shardring_core::load::LoadObservation;
+use shardring_core::plan::Decision;
+use shardring_core::pool::PoolBook;
 
-use self::apply::Write;
 pub use self::apply::WriteError;
 pub use self::faults::{FaultCounts, Faults};
+pub use self::group::{Group, KINESIS_REFRESH, NAMESPACE, WriteCounts};
 pub use self::observe::{departure_of, pod_infos};
+pub use self::pool::BookAtRest;
 
 /// How long the simulated operator remembers departed pods (shorter than
 /// the real operator's, so runs of a few simulated minutes see it expire).
@@ -61,73 +67,25 @@ pub const DEPARTED_RETENTION_MS: Ms = 60_000;
 /// The API server's objects plus the operator process.
 #[derive(Debug, Clone)]
 pub struct Operator {
-    /// The ShardGroup (spec; its status is `status`).
-    pub group: ShardGroup,
-    /// The pool.
+    /// The pool every group references.
     pub pool: ConsumerPool,
-    /// The published document (ConfigMap).
-    pub doc: Option<AssignmentDocument>,
-    /// The ConfigMap's resourceVersion: bumped by every document write that lands.
-    pub doc_version: u64,
-    /// The ShardGroup status.
-    pub status: Option<ShardGroupStatus>,
-    late: Vec<(Ms, Write)>,
-    last_good: Option<(Topology, Ms)>,
-    lease_prev: Option<LeaseTable>,
+    /// The ShardGroups (by index): their objects and the operator's memory
+    /// of each.
+    pub groups: Vec<Group>,
     /// Not running until then (crashed, a new leader takes over).
     pub down_until: Ms,
-    /// Next reconcile.
-    pub next_reconcile: Ms,
     /// Fault probabilities.
     pub faults: Faults,
     /// Fault counts.
     pub fired: FaultCounts,
-    /// Handoff durations (ms) by evidence label.
-    pub handoffs: Vec<(&'static str, u64)>,
-    /// Owner changes of active shards.
-    pub moves: u64,
-    last_owner: BTreeMap<String, String>,
-    /// The memory of departed pods (lost in a crash).
+    /// The memory of departed pods (lost in a crash): one pod watch serves
+    /// every group.
     pub departed: Departed,
-    /// The release acknowledgements the endpoint holds, unvalidated: the
-    /// core's rule alone must keep them safe (lost in a crash).
-    pub releases: BTreeMap<String, ReleaseAck>,
     /// The pod watch is relisting until then: departures are not seen.
     watch_gap_until: Option<Ms>,
-    /// A late document write landed while a reconcile ran: its ConfigMap
-    /// watch event wakes the next one.
-    landed_during_reconcile: bool,
-    /// Failed reconciles in a row: the runtime's retry rule
-    /// ([`shardring_core::retry`]) schedules the next one from them.
-    failures: Failures,
-    /// The latest time anything kept the operator from doing its part on
-    /// time: it was down, a write failed, landed late or was refused (until
-    /// the next clean reconcile: its retries back off), a read failed or was
-    /// stale, its pod watch relisted, a node was cut off, or its plan was
-    /// blocked (no eligible pod to take a shard, no topology). The bound on
-    /// a revoke counts from the revoke or from this, whichever is later
-    /// (`crate::revokes`).
-    pub last_fault: Ms,
-    /// The last plan was blocked because no pod was eligible
-    /// (`NoReadyPods`): it stays blocked, without a reconcile, for as long
-    /// as none is (a pod's eligibility wakes one).
-    pub blocked_without_pods: bool,
-    /// The load book the endpoint keeps: the consumers' load reports,
-    /// checked and smoothed (lost in a crash).
-    pub loads: LoadBook,
-    /// When each shard's revoke started (a move decided), in landed
-    /// documents.
-    pub revokes: Vec<(Ms, String)>,
-    /// When the eligible pod set changed, as the landed statuses say.
-    pub pod_changes: Vec<Ms>,
-    /// The plan memory the operator keeps per group (lost in a crash).
-    plan_memory: PlanMemory,
+    /// The pool's balance (pool mode; lost in a crash).
+    book: PoolBook,
 }
-
-/// The source read every this often by the simulated groups with a lease
-/// table (Kinesis streams, which split and merge): the refresh that polls
-/// for new shards and completed parents.
-pub const KINESIS_REFRESH: &str = "5s";
 
 /// Simulated epoch zero.
 pub fn ts(ms: Ms) -> Timestamp {
@@ -140,7 +98,7 @@ pub fn sim_ms(t: Timestamp) -> Ms {
 }
 
 impl Operator {
-    /// An operator for a group with the given timings.
+    /// An operator for one group with the given timings.
     pub fn new(
         lease_table: bool,
         drain: &str,
@@ -148,58 +106,32 @@ impl Operator {
         delay: &str,
         min_ready: u32,
     ) -> Self {
-        let mut group = fixtures::static_group("sim", "sim", "consumers", 1, "shard-{index}");
-        if lease_table {
-            // A Kinesis stream with its KCL lease table (the world's stream
-            // splits and merges); without one, static partitions.
-            group.spec.source = ShardSource {
-                kinesis: Some(KinesisSource {
-                    stream_name: Some("sim".into()),
-                    stream_arn: None,
-                    region: Some("us-east-1".into()),
-                    endpoint: None,
-                    refresh_interval: KINESIS_REFRESH.into(),
-                }),
-                static_source: None,
-            };
-            group.spec.lease_table = Some(fixtures::lease_table("app"));
-        }
-        group.spec.handoff = fixtures::handoff(drain, failover);
-        group.spec.rebalance = fixtures::rebalance(delay);
-        let pool = fixtures::pool("sim", "consumers", &[], min_ready);
+        let group = Group::new(NAMESPACE, lease_table, drain, failover, delay);
+        Self::of_pool(vec![group], min_ready)
+    }
+
+    /// An operator for `groups` on one pool.
+    pub fn of_pool(groups: Vec<Group>, min_ready: u32) -> Self {
         Self {
-            group,
-            pool,
-            doc: None,
-            doc_version: 0,
-            status: None,
-            late: Vec::new(),
-            last_good: None,
-            lease_prev: None,
+            pool: fixtures::pool(NAMESPACE, "consumers", &[], min_ready),
+            groups,
             down_until: 0,
-            next_reconcile: 0,
             faults: Faults::default(),
             fired: FaultCounts::default(),
-            handoffs: Vec::new(),
-            moves: 0,
-            last_owner: BTreeMap::new(),
             // The world starts empty: the first operator sees every pod leave.
             departed: Departed::watched_from(Timestamp::MIN, retention()),
-            releases: BTreeMap::new(),
             watch_gap_until: None,
-            landed_during_reconcile: false,
-            failures: Failures::default(),
-            last_fault: Ms::MIN,
-            blocked_without_pods: false,
-            loads: LoadBook::default(),
-            revokes: Vec::new(),
-            pod_changes: Vec::new(),
-            plan_memory: PlanMemory::default(),
+            book: PoolBook::default(),
         }
     }
 
+    /// Whether several groups share the pool (its balance is dealt).
+    pub fn pooled(&self) -> bool {
+        self.groups.len() > 1
+    }
+
     /// Takes the load reports that arrived (lost while the operator is
-    /// down), through the real book's checks and smoothing.
+    /// down), each through its group's real book's checks and smoothing.
     pub fn receive_loads(&mut self, world: &mut World) {
         let now = world.now;
         let Some(loads) = world.loads.as_mut() else {
@@ -212,69 +144,75 @@ impl Operator {
         if now < self.down_until {
             return;
         }
-        let limits = LoadObservation::limits(&self.group);
         for arrived in due {
+            let group = &mut self.groups[arrived.group];
+            let limits = LoadObservation::limits(&group.shard_group);
             // Refused reports and readings are counted by the book; a
             // report from a view newer than what this operator published
             // (possible right after a crash) is refused whole.
-            let _ = self
+            let _ = group
                 .loads
                 .report(&arrived.pod, &arrived.report, &limits, ts(now));
         }
     }
 
-    /// Something the operator watches changed at `now` (a pod, an
-    /// acknowledged release, the ConfigMap changed by a late write): its
-    /// watch wakes a reconcile within `latency` ms, unless it is down (the
-    /// restart reconciles everything) or relisting (the relist's end does).
-    pub fn watch_event(&mut self, now: Ms, latency: Ms) {
+    /// Something the operator watches changed at `now` for group `g` (a
+    /// pod, an acknowledged release, its ConfigMap changed by a late write,
+    /// its pool's balance asked for it): a reconcile of it within `latency`
+    /// ms, unless the operator is down (the restart reconciles everything)
+    /// or its pod watch is relisting (the relist's end does).
+    pub fn wake(&mut self, g: usize, now: Ms, latency: Ms) {
         if now < self.down_until || self.watch_gap_until.is_some() {
             return;
         }
-        self.next_reconcile = self.next_reconcile.min(now + latency);
+        let group = &mut self.groups[g];
+        group.next_reconcile = group.next_reconcile.min(now + latency);
     }
 
-    /// A fault on the operator's side at `at` (see [`Self::last_fault`]).
+    /// A fault on the operator's side at `at` that concerns every group
+    /// (see [`Group::last_fault`]).
     pub(crate) fn fault(&mut self, at: Ms) {
-        self.last_fault = self.last_fault.max(at);
+        for group in &mut self.groups {
+            group.fault(at);
+        }
     }
 
     /// Takes the release acknowledgements that arrived (lost while the
-    /// operator is down: the consumer sends them again); true when any did
-    /// (the endpoint wakes the group's reconcile).
-    pub fn receive_acks(&mut self, world: &mut World) -> bool {
+    /// operator is down: the consumer sends them again); the groups that
+    /// got any (the endpoint wakes their reconciles).
+    pub fn receive_acks(&mut self, world: &mut World) -> BTreeSet<usize> {
         let now = world.now;
         let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut world.ack_queue)
             .into_iter()
             .partition(|a| a.at <= now);
         world.ack_queue = later;
-        if now < self.down_until || due.is_empty() {
-            return false;
+        let mut acked = BTreeSet::new();
+        if now < self.down_until {
+            return acked;
         }
         for arrived in due {
-            self.releases.insert(arrived.shard, arrived.ack);
+            acked.insert(arrived.group);
+            self.groups[arrived.group]
+                .releases
+                .insert(arrived.shard, arrived.ack);
         }
-        true
+        acked
     }
 
-    /// The operator crashes: memory lost, a new one starts after `down` ms.
+    /// The operator crashes: memory lost (every group's, the pool's
+    /// balance), a new one starts after `down` ms.
     pub fn crash(&mut self, now: Ms, down: Ms) {
-        self.last_good = None;
-        self.lease_prev = None;
-        self.blocked_without_pods = false;
         self.down_until = now + down;
-        self.next_reconcile = now + down;
         self.fired.crashes += 1;
-        self.failures = Failures::default();
-        self.fault(self.down_until);
+        for group in &mut self.groups {
+            group.forget_memory(self.down_until);
+        }
         // The new operator's watch lists the pods when it starts: it sees
         // every departure from then on, none before.
         self.departed = Departed::with_limits(retention(), CAPACITY);
         self.departed.listed(ts(self.down_until));
-        self.releases.clear();
-        self.loads = LoadBook::default();
         self.watch_gap_until = None;
-        self.plan_memory = PlanMemory::default();
+        self.book = PoolBook::default();
     }
 
     /// The pod watch expires and relists, done at `until`: departures
@@ -289,7 +227,8 @@ impl Operator {
         self.fault(until);
     }
 
-    /// Time passes for the pod watch: a relist that is due completes.
+    /// Time passes for the pod watch: a relist that is due completes; and
+    /// the ConfigMap cache delivers the documents written until now.
     pub fn tick(&mut self, now: Ms) {
         if let Some(until) = self.watch_gap_until
             && now >= until
@@ -297,7 +236,17 @@ impl Operator {
             self.departed.listed(ts(until));
             self.watch_gap_until = None;
             // A completed list reconciles every group.
-            self.next_reconcile = self.next_reconcile.min(now);
+            for group in &mut self.groups {
+                group.next_reconcile = group.next_reconcile.min(now);
+            }
+        }
+        if self.pooled() {
+            for group in &mut self.groups {
+                let cached = group.cached.as_ref().map(|d| d.epoch);
+                if group.doc.as_ref().map(|d| d.epoch) != cached {
+                    group.cached = group.doc.clone().map(std::sync::Arc::new);
+                }
+            }
         }
     }
 
@@ -307,43 +256,59 @@ impl Operator {
         let watching = now >= self.down_until && self.watch_gap_until.is_none();
         if watching {
             self.departed
-                .record("sim", &pod.name, departure_of(pod, now));
+                .record(NAMESPACE, &pod.name, departure_of(pod, now));
         }
     }
 
-    /// One reconcile: the core's cycle over this operator and `world`, at
-    /// the world's time, and the next one scheduled as the operator's
-    /// runtime does ([`shardring_core::retry`]): the plan's requeue after a
-    /// cycle whose writes all went out, the retry rule's delay after a
-    /// failed one (a write refused by its precondition is a stale read);
-    /// watch events may bring it forward ([`Self::watch_event`]). Returns
-    /// the decision (whether or not every write went out).
-    pub fn reconcile(&mut self, world: &mut World, rng: &mut Rng) -> Decision {
+    /// The group whose reconcile is due at `now` first (its next reconcile
+    /// the earliest, the lowest index among equals), unless the operator is
+    /// down or `done` says it already reconciled in this step.
+    pub fn due(&self, now: Ms, done: &BTreeSet<usize>) -> Option<usize> {
+        if now < self.down_until {
+            return None;
+        }
+        (0..self.groups.len())
+            .filter(|g| !done.contains(g) && self.groups[*g].next_reconcile <= now)
+            .min_by_key(|&g| (self.groups[g].next_reconcile, g))
+    }
+
+    /// One reconcile of group `g`: the core's cycle over this operator and
+    /// `world`, at the world's time, and the next one scheduled as the
+    /// operator's runtime does ([`shardring_core::retry`]): the plan's
+    /// requeue after a cycle whose writes all went out, the retry rule's
+    /// delay after a failed one (a write refused by its precondition is a
+    /// stale read); watch events may bring it forward ([`Self::wake`]). In
+    /// pool mode its share of the pool's balance is given back when it
+    /// ends, waking whom that concerns. Returns the decision (whether or
+    /// not every write went out).
+    pub fn reconcile(&mut self, g: usize, world: &mut World, rng: &mut Rng) -> Decision {
         let now = ts(world.now);
         let mut target = Reconcile {
             op: self,
+            g,
             world,
             rng,
             read_error: false,
             before: BTreeSet::new(),
         };
         let done = cycle::ready(cycle(&mut target, now));
+        let group = &mut self.groups[g];
         let after = match &done.stopped {
             None => {
-                if self.failures.count() > 0 {
+                if group.failures.count() > 0 {
                     // The end of a streak of failures and their backoff.
-                    self.fault(world.now);
+                    group.fault(world.now);
                 }
-                self.failures.succeeded();
+                group.failures.succeeded();
                 done.decision.requeue_after
             }
             Some(stopped) => {
-                let after = self
+                let after = group
                     .failures
                     .failed(stopped.error == WriteError::Refused)
                     .after;
                 // Kept from acting until its retry, at least.
-                self.fault(world.now + Ms::try_from(after.as_millis()).unwrap_or(Ms::MAX / 4));
+                group.fault(world.now + Ms::try_from(after.as_millis()).unwrap_or(Ms::MAX / 4));
                 after
             }
         };
@@ -352,19 +317,20 @@ impl Operator {
         // watch event reports (`crate::revokes`); otherwise (a source that
         // could not be read yet) it is kept from acting until it looks
         // again, as after a failed write.
-        self.blocked_without_pods = blocked_without_pods(&done.decision);
-        if self.blocked_without_pods {
-            self.fault(world.now);
+        group.blocked_without_pods = blocked_without_pods(&done.decision);
+        if group.blocked_without_pods {
+            group.fault(world.now);
         } else if blocked(&done.decision) {
-            self.fault(world.now + Ms::try_from(after.as_millis()).unwrap_or(Ms::MAX / 4));
+            group.fault(world.now + Ms::try_from(after.as_millis()).unwrap_or(Ms::MAX / 4));
         }
-        self.next_reconcile = world.now + Ms::try_from(after.as_millis()).unwrap_or(Ms::MAX / 2);
-        if std::mem::take(&mut self.landed_during_reconcile) {
+        group.next_reconcile = world.now + Ms::try_from(after.as_millis()).unwrap_or(Ms::MAX / 2);
+        if std::mem::take(&mut group.landed_during_reconcile) {
             let latency = rng.range(10, 300);
-            self.watch_event(world.now, latency);
+            self.wake(g, world.now, latency);
         }
+        let group = &mut self.groups[g];
         // The endpoint's book follows the document in place after the cycle.
-        self.loads.sync(self.doc.as_ref());
+        group.loads.sync(group.doc.as_ref());
         // A blocked plan (no pod eligible or waited for, no topology)
         // keeps the document as it is, holds included: nobody reads them.
         if done.stopped.is_none() && !blocked(&done.decision) {
@@ -373,9 +339,12 @@ impl Operator {
                 .document_write
                 .as_ref()
                 .map(|w| w.document.as_ref());
-            if let Some(doc) = planned.or(self.doc.as_ref()) {
+            if let Some(doc) = planned.or(group.doc.as_ref()) {
                 check_holds(doc, &done.decision, now, world);
             }
+        }
+        if self.pooled() {
+            self.pool_done(g, &done.decision, world.now, rng);
         }
         done.decision
     }
@@ -418,11 +387,13 @@ fn check_holds(doc: &AssignmentDocument, decision: &Decision, now: Timestamp, wo
 /// The shortest requeue a plan asks for (its timers' floor).
 const MIN_LOOK: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// One reconcile's reach: the operator, the world it runs in and the run's
-/// randomness, for the cycle's observe and apply halves; with what the
-/// observe half saw that the checks of the decision need.
+/// One reconcile's reach: the operator, the group, the world it runs in
+/// and the run's randomness, for the cycle's observe and apply halves; with
+/// what the observe half saw that the checks of the decision need.
 struct Reconcile<'a> {
     op: &'a mut Operator,
+    /// The group reconciled (its index).
+    g: usize,
     world: &'a mut World,
     rng: &'a mut Rng,
     /// The topology read or the lease scan failed.

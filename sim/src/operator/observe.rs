@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 
-use super::{Operator, Reconcile, ts};
+use super::{Group, NAMESPACE, Operator, Reconcile, ts};
 use crate::engine::{Shard, ShardState};
 use crate::rng::Rng;
 use crate::world::{Checkpoint, Ms, SimPod, World};
@@ -23,21 +23,29 @@ use shardring_core::topology::{SourceError, Topology};
 impl Observe for Reconcile<'_> {
     /// The operator's plan memory, as the real one keeps per group.
     fn plan_memory(&mut self) -> Option<&mut shardring_core::PlanMemory> {
-        Some(&mut self.op.plan_memory)
+        Some(&mut self.op.groups[self.g].plan_memory)
     }
 
     /// The observation at the world's time (`now` is that time), with the
-    /// published version the document write is conditioned on; it also
-    /// keeps what the checks of the decision need (whether a read failed,
-    /// the shards of the document read).
+    /// published version the document write is conditioned on and, in pool
+    /// mode, the group's share of the pool's balance; it also keeps what
+    /// the checks of the decision need (whether a read failed, the shards
+    /// of the document read).
     async fn observe(&mut self, now: Timestamp) -> Observed {
         debug_assert_eq!(now, ts(self.world.now), "the simulation's clock");
-        let published = self.op.doc_base();
-        let observation = self.op.observe(self.world, self.rng);
+        let g = self.g;
+        let published = self.op.groups[g].doc_base();
+        let mut observation = self.op.observe(g, self.world, self.rng);
+        let group = &mut self.op.groups[g];
+        // The document read is in the operator's document table.
+        group.table = group.doc.clone().map(std::sync::Arc::new);
+        if self.op.pooled() {
+            self.op
+                .deal_into(g, &mut observation, self.world.now, self.rng);
+        }
         self.read_error = observation.topology.error.is_some()
             || matches!(observation.leases, LeaseObservation::Failed(_));
-        self.before = self
-            .op
+        self.before = self.op.groups[g]
             .doc
             .as_ref()
             .map(|d| d.shards.keys().cloned().collect())
@@ -50,16 +58,17 @@ impl Observe for Reconcile<'_> {
 }
 
 impl Operator {
-    /// The topology as the stream and lease table are now.
-    pub fn true_topology(world: &World) -> Topology {
+    /// Group `g`'s topology as its source and lease table are now.
+    pub fn true_topology(world: &World, g: usize) -> Topology {
         let shards = world
             .stream
             .iter()
+            .filter(|s| s.group == g)
             .map(|s| Shard {
                 id: s.id.clone(),
                 hash_key_range: None,
                 parents: s.parents.clone(),
-                state: if world.rules.lease_table && world.complete(&s.id) {
+                state: if world.sources[g].lease_table && world.complete(&s.id) {
                     ShardState::Complete
                 } else if s.open {
                     ShardState::Open
@@ -71,97 +80,106 @@ impl Operator {
         Topology { shards }
     }
 
-    /// The observation of this reconcile (with read faults).
-    pub fn observe(&mut self, world: &World, rng: &mut Rng) -> Observation {
+    /// The observation of a reconcile of group `g` (with read faults),
+    /// planned alone.
+    pub fn observe(&mut self, g: usize, world: &World, rng: &mut Rng) -> Observation {
         let now = world.now;
-        let truth = Self::true_topology(world);
+        let truth = Self::true_topology(world, g);
+        let (faults, fired) = (self.faults, &mut self.fired);
+        let group = &mut self.groups[g];
         let mut error = None;
-        if rng.chance(self.faults.topology_fail) {
-            self.fired.topology_failed += 1;
-            self.fault(now);
+        if rng.chance(faults.topology_fail) {
+            fired.topology_failed += 1;
+            group.fault(now);
             error = Some(SourceError::Throttled("simulated".into()));
-        } else if self.last_good.is_some() && rng.chance(self.faults.topology_stale) {
+        } else if group.last_good.is_some() && rng.chance(faults.topology_stale) {
             // A cached read: the topology is not refreshed (it never goes
             // back before what this operator already saw).
-            self.fired.topology_stale += 1;
-            self.fault(now);
+            fired.topology_stale += 1;
+            group.fault(now);
         } else {
-            self.last_good = Some((truth, now));
+            group.last_good = Some((truth, now));
         }
         let topology = TopologyObservation {
             source: "sim".into(),
-            last_good: self
+            last_good: group
                 .last_good
                 .as_ref()
                 .map(|(t, _)| std::sync::Arc::new(t.clone())),
-            read_at: self.last_good.as_ref().map(|(_, at)| ts(*at)),
+            read_at: group.last_good.as_ref().map(|(_, at)| ts(*at)),
             error,
             ..Default::default()
         };
-        let leases = if !world.rules.lease_table {
+        let leases = if !world.sources[g].lease_table {
             LeaseObservation::NotConfigured
-        } else if rng.chance(self.faults.lease_fail) {
-            self.fired.lease_failed += 1;
-            self.fault(now);
+        } else if rng.chance(faults.lease_fail) {
+            fired.lease_failed += 1;
+            group.fault(now);
             LeaseObservation::Failed("simulated".into())
         } else {
-            let table = self.scan(world);
-            self.lease_prev = Some(table.clone());
+            let table = scan(group, g, world);
+            group.lease_prev = Some(table.clone());
             LeaseObservation::Read(table)
         };
-        let mut group = self.group.clone();
-        group.status = self.status.clone();
+        let mut shard_group = group.shard_group.clone();
+        shard_group.status = group.status.clone();
         Observation {
-            group,
+            group: shard_group,
             pool: Some(self.pool.clone()),
-            pods: pod_infos(world),
+            pods: pod_infos(world, g),
             topology,
-            published: self.doc.clone().map_or(Published::Missing, Published::from),
+            published: group
+                .doc
+                .clone()
+                .map_or(Published::Missing, Published::from),
             leases,
-            departed: self.departed.departures("sim", |_| true, ts(now)),
+            departed: self.departed.departures(NAMESPACE, |_| true, ts(now)),
             releases: ReleaseAcks {
-                acks: self.releases.clone(),
+                acks: group.releases.clone(),
             },
-            loads: self.loads.observe(),
+            loads: group.loads.observe(),
             now: ts(now),
             pool_share: Default::default(),
             stateful_sets: stateful_sets(world),
         }
     }
+}
 
-    /// A consistent scan, with counter change times as this operator saw them.
-    fn scan(&self, world: &World) -> LeaseTable {
-        let now = ts(world.now);
-        let leases = world
-            .leases
-            .iter()
-            .map(|(id, row)| {
-                let before = self
-                    .lease_prev
-                    .as_ref()
-                    .and_then(|t| t.get(id))
-                    .filter(|b| b.counter == row.counter && b.owner == row.owner);
-                let snap = LeaseSnapshot {
-                    shard_id: id.clone(),
-                    owner: row.owner.clone(),
-                    counter: row.counter,
-                    counter_changed_at: before.map_or(now, |b| b.counter_changed_at),
-                    checkpoint: None,
-                    sequence_number: None,
-                    complete: row.checkpoint == Checkpoint::End,
-                    parents: Vec::new(),
-                    children: Vec::new(),
-                    checkpoint_owner: None,
-                    throughput_kbps: None,
-                };
-                (id.clone(), snap)
-            })
-            .collect();
-        LeaseTable {
-            leases,
-            scanned_at: Some(now),
-            items: world.leases.len(),
-        }
+/// A consistent scan of group `g`'s lease table, with counter change times
+/// as this operator saw them.
+fn scan(group: &Group, g: usize, world: &World) -> LeaseTable {
+    let now = ts(world.now);
+    let leases = world
+        .leases
+        .iter()
+        .filter(|(id, _)| world.group_of(id) == Some(g))
+        .map(|(id, row)| {
+            let before = group
+                .lease_prev
+                .as_ref()
+                .and_then(|t| t.get(id))
+                .filter(|b| b.counter == row.counter && b.owner == row.owner);
+            let snap = LeaseSnapshot {
+                shard_id: id.clone(),
+                owner: row.owner.clone(),
+                counter: row.counter,
+                counter_changed_at: before.map_or(now, |b| b.counter_changed_at),
+                checkpoint: None,
+                sequence_number: None,
+                complete: row.checkpoint == Checkpoint::End,
+                parents: Vec::new(),
+                children: Vec::new(),
+                checkpoint_owner: None,
+                throughput_kbps: None,
+            };
+            (id.clone(), snap)
+        })
+        .collect::<BTreeMap<_, _>>();
+    let items = leases.len();
+    LeaseTable {
+        leases,
+        scanned_at: Some(now),
+        items,
     }
 }
 
@@ -179,8 +197,8 @@ fn stateful_sets(world: &World) -> shardring_core::identity::StatefulSets {
     }
 }
 
-/// The pods as the API shows them.
-pub fn pod_infos(world: &World) -> Vec<PodInfo> {
+/// The pods as the API shows them to group `g` (its annotation on each).
+pub fn pod_infos(world: &World, g: usize) -> Vec<PodInfo> {
     let mut out: Vec<PodInfo> = world
         .pods
         .iter()
@@ -196,7 +214,7 @@ pub fn pod_infos(world: &World) -> Vec<PodInfo> {
             deletion_grace_seconds: p.deletion.map(|(_, g)| g),
             node_name: p.scheduled.then(|| format!("node-{}", p.node)),
             zone: None,
-            annotation: p.annotation.clone(),
+            annotation: p.annotations.get(&g).cloned(),
             containers: p.containers,
             created: Some(ts(p.created)),
             generated_name: p.generated_name,

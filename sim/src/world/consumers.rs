@@ -1,5 +1,6 @@
-//! The consumers of the simulated world, following the contract: each acts
-//! only on the newest view it has seen, reads only `active` shards, takes a
+//! The consumers of the simulated world, following the contract (a pod's
+//! process runs one per group of its pool): each acts only on the newest
+//! view of its group it has seen, reads only `active` shards, takes a
 //! lease before reading (with a lease table), stops, checkpoints and
 //! releases as soon as a shard is no longer active, fences itself when it
 //! cannot renew, and reads records in order from the last checkpoint. With
@@ -32,33 +33,36 @@ impl World {
         let name = self.pods[i].name.clone();
         let mut c = self.pods[i].process.take().expect("a process");
         let mut refreshed = false;
-        // 1. Look at the annotation (not when cut off from the API).
+        // 1. Look at the annotations (not when cut off from the API): the
+        // downward API shows them all at once.
         if now >= c.next_refresh && !cut {
             refreshed = true;
             c.next_refresh = now + rng.range(100, rules.max_refresh);
-            match self.pods[i].annotation.as_deref() {
-                Some(a) => {
-                    if let Ok(view) = PodView::from_annotation(a)
-                        && view.epoch >= c.view.epoch
-                    {
-                        c.view = view;
+            for (group, view) in c.views.iter_mut().enumerate() {
+                match self.pods[i].annotations.get(&group) {
+                    Some(a) => {
+                        if let Ok(seen) = PodView::from_annotation(a)
+                            && seen.epoch >= view.epoch
+                        {
+                            *view = seen;
+                        }
                     }
-                }
-                // No annotation: this pod has no shards (it left the
-                // assignment), whatever it saw before.
-                None => {
-                    c.view.active.clear();
-                    c.view.revoking.clear();
+                    // No annotation: this pod has no shards of the group (it
+                    // left the assignment), whatever it saw before.
+                    None => {
+                        view.active.clear();
+                        view.revoking.clear();
+                    }
                 }
             }
         }
         // 2. Stop what is no longer active (and fence on failed renewals).
-        let active: BTreeSet<String> = c.view.active.iter().cloned().collect();
+        let active: BTreeSet<String> = c.views.iter().flat_map(|v| v.active.clone()).collect();
         let stale: Vec<String> = c
             .reading
             .iter()
             .filter(|(s, r)| {
-                !active.contains(*s) || (rules.lease_table && now - r.renewed >= rules.failover / 2)
+                !active.contains(*s) || (self.leased(s) && now - r.renewed >= rules.failover / 2)
             })
             .map(|(s, _)| s.clone())
             .collect();
@@ -74,10 +78,13 @@ impl World {
             self.send_acks(i, &c, rng);
         }
         // 3. Renew leases.
-        if rules.lease_table && now >= c.next_renew && !cut {
+        if self.any_lease_table() && now >= c.next_renew && !cut {
             c.next_renew = now + rng.range(500, 1500);
             let mut lost = Vec::new();
             for (shard, r) in c.reading.iter_mut() {
+                if !self.leased(shard) {
+                    continue;
+                }
                 match self.leases.get_mut(shard) {
                     Some(row) if row.owner.as_deref() == Some(name.as_str()) => {
                         row.counter += 1;
@@ -92,7 +99,7 @@ impl World {
             }
         }
         // 4. Start active shards (not while terminating and nothing active).
-        for shard in &c.view.active {
+        for shard in c.views.iter().flat_map(|v| &v.active) {
             if c.reading.contains_key(shard) || !self.stream.iter().any(|s| &s.id == shard) {
                 continue;
             }
@@ -125,32 +132,37 @@ impl World {
             }
         }
         // 6. A terminating consumer exits once it holds nothing.
-        let done = c.terminating && c.reading.is_empty() && c.view.active.is_empty();
+        let done =
+            c.terminating && c.reading.is_empty() && c.views.iter().all(|v| v.active.is_empty());
         if done {
             self.pods[i].kill_at = Some(now);
         }
         self.pods[i].process = Some(c);
     }
 
-    /// Sends a release acknowledgement for each shard `c`'s view revokes and
-    /// it does not read; some are lost, each arrives after its own delay.
+    /// Sends a release acknowledgement for each shard `c`'s views revoke and
+    /// it does not read, to its group's route; some are lost, each arrives
+    /// after its own delay.
     fn send_acks(&mut self, i: usize, c: &super::Consumer, rng: &mut Rng) {
-        for shard in &c.view.revoking {
-            if c.reading.contains_key(shard) || rng.chance(0.1) {
-                continue;
+        for (group, view) in c.views.iter().enumerate() {
+            for shard in &view.revoking {
+                if c.reading.contains_key(shard) || rng.chance(0.1) {
+                    continue;
+                }
+                let ack = shardring_core::observation::ReleaseAck {
+                    pod: self.pods[i].name.clone(),
+                    uid: self.pods[i].uid.clone(),
+                    epoch: view.epoch,
+                    checkpoint: None,
+                    at: crate::operator::ts(self.now),
+                };
+                self.ack_queue.push(super::AckInFlight {
+                    at: self.now + rng.range(5, 400),
+                    group,
+                    shard: shard.clone(),
+                    ack,
+                });
             }
-            let ack = shardring_core::observation::ReleaseAck {
-                pod: self.pods[i].name.clone(),
-                uid: self.pods[i].uid.clone(),
-                epoch: c.view.epoch,
-                checkpoint: None,
-                at: crate::operator::ts(self.now),
-            };
-            self.ack_queue.push(super::AckInFlight {
-                at: self.now + rng.range(5, 400),
-                shard: shard.clone(),
-                ack,
-            });
         }
     }
 
@@ -159,6 +171,7 @@ impl World {
     fn acquire(&mut self, me: &str, shard: &str, cut: bool) -> Option<u64> {
         let now = self.now;
         let rules = self.rules;
+        let leased = self.leased(shard);
         let row = self.leases.entry(shard.to_owned()).or_insert(LeaseRow {
             owner: None,
             counter: 0,
@@ -169,7 +182,7 @@ impl World {
             Checkpoint::End => return None,
             Checkpoint::At(p) => p,
         };
-        if !rules.lease_table {
+        if !leased {
             return Some(pos);
         }
         if cut {
@@ -204,7 +217,7 @@ impl World {
         rng: &mut Rng,
         cut: bool,
     ) {
-        if !self.rules.lease_table {
+        if !self.leased(shard) {
             // The checkpoint store without leases: written at once.
             if let Some(row) = self.leases.get_mut(shard)
                 && row.checkpoint != Checkpoint::End

@@ -1,7 +1,8 @@
-//! Load in the simulated world (`balance: throughput` runs only): each
+//! Load in the simulated world (groups balanced by throughput only): each
 //! shard's true rate, which shifts now and then; consumers that report what
-//! they read every second or so, with ±5 % noise, at the epoch of the view
-//! they act on, through a lossy, late channel to the operator's endpoint.
+//! they read of each such group every second or so, with ±5 % noise, at the
+//! epoch of the group's view they act on, through a lossy, late channel to
+//! the operator's endpoint.
 //! All of it draws from its own random stream, so a run without load draws
 //! exactly what it drew before.
 
@@ -20,6 +21,8 @@ pub const NOISE: f64 = 0.05;
 pub struct ReportInFlight {
     /// When it arrives.
     pub at: Ms,
+    /// The group (index) whose shards it reports.
+    pub group: usize,
     /// The reporting pod.
     pub pod: String,
     /// What it says.
@@ -29,6 +32,9 @@ pub struct ReportInFlight {
 /// The world's load.
 #[derive(Debug, Clone)]
 pub struct WorldLoads {
+    /// The groups (indexes) whose consumers report their load: those
+    /// balanced by throughput.
+    pub reporting: Vec<usize>,
     /// True bytes per second per shard (assigned when first needed).
     pub rates: BTreeMap<String, f64>,
     /// Reports on their way.
@@ -42,9 +48,10 @@ pub struct WorldLoads {
 }
 
 impl WorldLoads {
-    /// Load for a run of `seed`.
-    pub fn new(seed: u64) -> Self {
+    /// Load for a run of `seed`, reported by the consumers of `reporting`.
+    pub fn new(seed: u64, reporting: Vec<usize>) -> Self {
         Self {
+            reporting,
             rates: BTreeMap::new(),
             queue: Vec::new(),
             next_report: BTreeMap::new(),
@@ -98,27 +105,35 @@ impl World {
                 continue;
             }
             *due = now + loads.rng.range(800, 1200);
-            let shards = c
-                .reading
-                .keys()
-                .map(|shard| ShardRate {
-                    shard: shard.clone(),
-                    bytes_per_second: loads.reading(shard),
-                    records_per_second: 0.0,
-                })
-                .collect();
-            if loads.rng.chance(0.05) {
-                continue;
+            for &group in &loads.reporting.clone() {
+                let shards = c
+                    .reading
+                    .keys()
+                    .filter(|shard| {
+                        self.stream
+                            .iter()
+                            .any(|s| &s.id == *shard && s.group == group)
+                    })
+                    .map(|shard| ShardRate {
+                        shard: shard.clone(),
+                        bytes_per_second: loads.reading(shard),
+                        records_per_second: 0.0,
+                    })
+                    .collect();
+                if loads.rng.chance(0.05) {
+                    continue;
+                }
+                let delay = loads.rng.range(5, 400);
+                loads.queue.push(ReportInFlight {
+                    at: now + delay,
+                    group,
+                    pod: pod.name.clone(),
+                    report: LoadReport {
+                        epoch: c.views[group].epoch,
+                        shards,
+                    },
+                });
             }
-            let delay = loads.rng.range(5, 400);
-            loads.queue.push(ReportInFlight {
-                at: now + delay,
-                pod: pod.name.clone(),
-                report: LoadReport {
-                    epoch: c.view.epoch,
-                    shards,
-                },
-            });
         }
         self.loads = Some(loads);
     }

@@ -16,7 +16,6 @@ const DRAIN_MS: u64 = 20_000;
 /// fourth pod joins; returns the handoffs of the moves to it.
 fn join(seed: u64, acks: bool) -> Vec<(&'static str, u64)> {
     let rules = Rules {
-        lease_table: false,
         failover: 6_000,
         max_refresh: 2_000,
         max_lease_lag: 500,
@@ -25,17 +24,17 @@ fn join(seed: u64, acks: bool) -> Vec<(&'static str, u64)> {
     let op = Operator::new(false, "20s", "6s", "5s", 0);
     let mut sim = Sim::new(seed, rules, op);
     for _ in 0..6 {
-        sim.add_shard(Vec::new());
+        sim.world.add_shard(0, Vec::new());
     }
     for _ in 0..3 {
         sim.add_pod();
     }
     settle(&mut sim, 2_000);
-    sim.op.handoffs.clear();
+    sim.op.groups[0].handoffs.clear();
     sim.add_pod();
-    run_until(&mut sim, 1_000, |s| !s.op.handoffs.is_empty());
+    run_until(&mut sim, 1_000, |s| !s.op.groups[0].handoffs.is_empty());
     assert_eq!(sim.world.violation, None, "seed {seed}");
-    sim.op.handoffs.clone()
+    sim.op.groups[0].handoffs.clone()
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! The simulation on seeds no earlier run chose: the fixed ranges of
-//! `seeds` and `load` stay the same from run to run, so a rare bug outside
-//! them would never be met. Each run draws a new first seed (from the clock)
+//! `seeds`, `load` and `pool` stay the same from run to run, so a rare bug
+//! outside them would never be met. Each run draws a new first seed (from the clock)
 //! unless `SHARDRING_SIM_SEED_BASE` names one, prints the range, and on a
 //! failure names the command that replays the failing seed exactly.
 
@@ -9,9 +9,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use shardring_sim::{self as sim, SimConfig, Summary};
 
 /// Fresh seeds of each kind per run (the test profile runs about 40 count
-/// seeds and 10 throughput seeds a second on one core).
+/// seeds and 10 throughput seeds a second on one core, and of pools, about
+/// 8 and 3.5).
 const COUNT_SEEDS: u64 = 1_000;
 const THROUGHPUT_SEEDS: u64 = 200;
+const POOL_SEEDS: u64 = 80;
+const POOL_THROUGHPUT_SEEDS: u64 = 30;
 
 /// The first seed of this run: `SHARDRING_SIM_SEED_BASE`, else drawn from
 /// the clock above the fixed ranges the other tests run.
@@ -62,5 +65,20 @@ fn fresh_throughput_seeds_keep_every_invariant() {
         THROUGHPUT_SEEDS,
         sim::run_load_seeds,
         "--throughput ",
+    );
+}
+
+#[test]
+fn fresh_pool_seeds_keep_every_invariant() {
+    run_fresh("pool", POOL_SEEDS, sim::run_pool_seeds, "--pool ");
+}
+
+#[test]
+fn fresh_pool_throughput_seeds_keep_every_invariant() {
+    run_fresh(
+        "pool throughput",
+        POOL_THROUGHPUT_SEEDS,
+        sim::run_pool_load_seeds,
+        "--pool --throughput ",
     );
 }

@@ -17,7 +17,6 @@ const DRAIN_MS: u64 = 20_000;
 /// Three pods over six shards, settled, without a lease table.
 fn settled(seed: u64, statefulset: bool) -> Sim {
     let rules = Rules {
-        lease_table: false,
         failover: 6_000,
         max_refresh: 2_000,
         max_lease_lag: 500,
@@ -27,20 +26,20 @@ fn settled(seed: u64, statefulset: bool) -> Sim {
     let mut sim = Sim::new(seed, rules, op);
     sim.statefulset = statefulset;
     for _ in 0..6 {
-        sim.add_shard(Vec::new());
+        sim.world.add_shard(0, Vec::new());
     }
     for _ in 0..3 {
         sim.add_pod();
     }
     settle(&mut sim, 2_000);
     assert_eq!(sim.world.violation, None);
-    sim.op.handoffs.clear();
+    sim.op.groups[0].handoffs.clear();
     sim
 }
 
 /// Shards `pod` owns (active) in the published document.
 fn owned(sim: &Sim, pod: &str) -> usize {
-    let doc = sim.op.doc.as_ref().expect("a document");
+    let doc = sim.op.groups[0].doc.as_ref().expect("a document");
     doc.shards
         .values()
         .filter(|r| r.owner.as_deref() == Some(pod))
@@ -54,7 +53,7 @@ fn hand_over(sim: &mut Sim, pod: &str) -> Vec<(&'static str, u64)> {
     run_until(sim, 600, |s| owned(s, pod) == 0);
     assert_eq!(owned(sim, pod), 0, "{pod} still owns shards");
     assert_eq!(sim.world.violation, None);
-    std::mem::take(&mut sim.op.handoffs)
+    std::mem::take(&mut sim.op.groups[0].handoffs)
 }
 
 fn index(sim: &Sim, pod: &str) -> usize {

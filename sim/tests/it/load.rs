@@ -33,7 +33,6 @@ fn settled(seed: u64) -> Sim {
 /// [`settled`] with a rebalance delay of `delay`.
 fn settled_with(seed: u64, delay: &str) -> Sim {
     let rules = Rules {
-        lease_table: false,
         failover: 6_000,
         max_refresh: 2_000,
         max_lease_lag: 500,
@@ -43,7 +42,7 @@ fn settled_with(seed: u64, delay: &str) -> Sim {
     let mut sim = Sim::new(seed, rules, op);
     by_throughput(&mut sim, seed);
     for _ in 0..24 {
-        sim.add_shard(Vec::new());
+        sim.world.add_shard(0, Vec::new());
     }
     for _ in 0..3 {
         sim.add_pod();
@@ -51,7 +50,11 @@ fn settled_with(seed: u64, delay: &str) -> Sim {
     settle(&mut sim, 2_000);
     run_until(&mut sim, 2_000, |s| !s.load_unsettled());
     assert_eq!(sim.world.violation, None, "seed {seed}");
-    assert!(!sim.load_unsettled(), "seed {seed}: {:?}", sim.op.status);
+    assert!(
+        !sim.load_unsettled(),
+        "seed {seed}: {:?}",
+        sim.op.groups[0].status
+    );
     sim
 }
 
@@ -59,13 +62,16 @@ fn settled_with(seed: u64, delay: &str) -> Sim {
 fn noise_alone_moves_nothing_for_half_an_hour() {
     for seed in 0..5 {
         let mut sim = settled(seed);
-        let (moves, revokes) = (sim.op.moves, sim.op.revokes.len());
+        let (moves, revokes) = (sim.op.groups[0].moves, sim.op.groups[0].revokes.len());
         let end = sim.world.now + 30 * 60 * 1000;
         run_until(&mut sim, 20_000, |s| s.world.now >= end);
         assert!(sim.world.now >= end);
         assert_eq!(sim.world.violation, None, "seed {seed}");
-        assert_eq!(sim.op.moves, moves, "seed {seed}: noise moved shards");
-        assert_eq!(sim.op.revokes.len(), revokes, "seed {seed}");
+        assert_eq!(
+            sim.op.groups[0].moves, moves,
+            "seed {seed}: noise moved shards"
+        );
+        assert_eq!(sim.op.groups[0].revokes.len(), revokes, "seed {seed}");
     }
 }
 
@@ -75,7 +81,7 @@ fn a_doubled_shard_is_back_inside_the_band_within_one_damping_interval() {
     for seed in 0..10 {
         let mut sim = settled(seed);
         // Double the heaviest shard of the busiest pod.
-        let doc = sim.op.doc.clone().expect("published");
+        let doc = sim.op.groups[0].doc.clone().expect("published");
         let loads = sim.world.loads.as_mut().expect("load");
         let mut per_pod: std::collections::BTreeMap<String, (f64, String, f64)> =
             Default::default();
@@ -95,19 +101,20 @@ fn a_doubled_shard_is_back_inside_the_band_within_one_damping_interval() {
             .expect("pods");
         loads.rates.insert(shard.clone(), 2.0 * rate);
         let start = sim.world.now;
-        let (moves, handoffs) = (sim.op.moves, sim.op.handoffs.len());
+        let (moves, handoffs) = (sim.op.groups[0].moves, sim.op.groups[0].handoffs.len());
         // Seen outside the band, then repaired and every handoff done.
         run_until(&mut sim, 400, |s| {
-            s.op.status
+            s.op.groups[0]
+                .status
                 .as_ref()
                 .and_then(|st| st.throughput.as_ref())
                 .is_some_and(|t| t.out_of_band_pods > 0)
         });
         run_until(&mut sim, 2_000, |s| {
-            !s.load_unsettled() && s.op.moves > moves
+            !s.load_unsettled() && s.op.groups[0].moves > moves
         });
         assert_eq!(sim.world.violation, None, "seed {seed}");
-        if sim.op.moves == moves {
+        if sim.op.groups[0].moves == moves {
             continue; // the doubling stayed inside the band
         }
         repaired += 1;
@@ -117,10 +124,14 @@ fn a_doubled_shard_is_back_inside_the_band_within_one_damping_interval() {
             "seed {seed}: back inside the band after {took} ms"
         );
         assert!(!sim.load_unsettled());
-        let acked = sim.op.handoffs[handoffs..]
+        let acked = sim.op.groups[0].handoffs[handoffs..]
             .iter()
             .all(|(evidence, _)| *evidence == "release_acked");
-        assert!(acked, "seed {seed}: {:?}", &sim.op.handoffs[handoffs..]);
+        assert!(
+            acked,
+            "seed {seed}: {:?}",
+            &sim.op.groups[0].handoffs[handoffs..]
+        );
     }
     assert!(
         repaired >= 5,
@@ -134,10 +145,10 @@ fn a_new_pod_gets_its_first_shards_when_the_rebalance_delay_ends() {
     // out-of-band state waits for: three half-lives, 6 s.
     for seed in 0..5 {
         let mut sim = settled_with(seed, "1s");
-        let changes = sim.op.pod_changes.len();
+        let changes = sim.op.groups[0].pod_changes.len();
         let pod = sim.add_pod();
         let holds = |s: &Sim| {
-            s.op.doc.as_ref().is_some_and(|doc| {
+            s.op.groups[0].doc.as_ref().is_some_and(|doc| {
                 doc.shards.values().any(|r| {
                     r.owner.as_deref() == Some(pod.as_str())
                         || r.handoff
@@ -147,11 +158,11 @@ fn a_new_pod_gets_its_first_shards_when_the_rebalance_delay_ends() {
             })
         };
         run_until(&mut sim, 2_000, |s| {
-            s.op.pod_changes.len() > changes && holds(s)
+            s.op.groups[0].pod_changes.len() > changes && holds(s)
         });
         assert_eq!(sim.world.violation, None, "seed {seed}");
         assert!(holds(&sim), "seed {seed}: {pod} got nothing");
-        let changed = *sim.op.pod_changes.last().expect("a pod change");
+        let changed = *sim.op.groups[0].pod_changes.last().expect("a pod change");
         let took = sim.world.now - changed;
         assert!(
             took < 3_000,

@@ -27,6 +27,18 @@
 //!   pod of two heavy shards stayed outside the band for good, 388447379:
 //!   a pod short of its share held the heaviest shards (the repair had no
 //!   shard-for-two trade, either way).
+//! - pool 295: a group whose standbys take every pod but a shard's owner
+//!   has its slots where its owners are not, but the pool's deal of
+//!   standby slots dealt its row like any other's (and was not made again
+//!   when its owners moved), so the others' rows were dealt around slots
+//!   that were elsewhere; 681, 1105: a shard held for a returning pod was
+//!   not counted among its group's shards in the deal, so once active
+//!   again the group's row was one ⌈⌉ short until its next reconcile (a
+//!   static group's, 300 s later).
+//! - pool throughput 422: a pod that holds none of a throughput group's
+//!   shards because the pool's other groups fill it counted as a new pod
+//!   after the last pod change, which lifts the confirmation: noise moved
+//!   shards at once, minutes later.
 
 use shardring_sim::{self as sim, SimConfig};
 
@@ -54,4 +66,14 @@ fn once_failing_seeds_keep_every_invariant() {
         let outcome = sim::run_seed(seed, SimConfig::default());
         assert_eq!(outcome.violation, None, "seed {seed}");
     }
+}
+
+#[test]
+fn pool_seeds_fresh_ranges_found_keep_every_invariant() {
+    for seed in [295, 681, 1105] {
+        let outcome = sim::run_pool_seed(seed, SimConfig::default());
+        assert_eq!(outcome.violation, None, "pool seed {seed}");
+    }
+    let outcome = sim::run_pool_load_seed(422, SimConfig::default());
+    assert_eq!(outcome.violation, None, "pool throughput seed 422");
 }

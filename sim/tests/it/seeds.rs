@@ -5,7 +5,9 @@
 
 use shardring_sim::{self as sim, SimConfig};
 
-fn assert_clean(summary: &sim::Summary) {
+/// Fails with the first violation when any seed of `summary` broke an
+/// invariant.
+pub(crate) fn assert_clean(summary: &sim::Summary) {
     assert!(
         summary.failures.is_empty(),
         "{} of {} seeds violated an invariant; first: {:?}",
