@@ -4,7 +4,10 @@
 //! `seeds: N, violations: V`; `--seed S` replays one seed exactly;
 //! `--report` adds handoff durations, injected faults and a rolling deploy's
 //! moves per shard; `--throughput` runs seeds balanced by throughput (load
-//! reports with noise, load shifts, the no-flapping and band checks).
+//! reports with noise, load shifts, the no-flapping and band checks);
+//! `--pool` runs seeds of several ShardGroups on one ConsumerPool (with
+//! `--throughput`, several balanced by throughput), with the pool-wide
+//! balance checks and no writes at rest.
 
 use std::process::ExitCode;
 
@@ -39,6 +42,14 @@ pub struct SimulateArgs {
     /// the damping interval and every pod must be inside the band.
     #[arg(long)]
     pub throughput: bool,
+    /// Run seeds of 2–6 ShardGroups on one ConsumerPool (streams and
+    /// static partitions, some with standbys; with `--throughput`, at
+    /// least two balanced by throughput): once quiet, every pod within one
+    /// shard of its share over the count groups and one slot over the
+    /// groups with standbys, its whole load within the band, and a further
+    /// quiet period writes nothing.
+    #[arg(long)]
+    pub pool: bool,
 }
 
 /// Runs the simulation; exits with failure when any seed violated an invariant.
@@ -51,11 +62,13 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         Some(seed) => (seed, 1),
         None => (args.first, args.seeds),
     };
-    let mut summary = if args.throughput {
-        sim::run_load_seeds(first, count, config)
-    } else {
-        sim::run_seeds(first, count, config)
+    let run = match (args.pool, args.throughput) {
+        (false, false) => sim::run_seeds,
+        (false, true) => sim::run_load_seeds,
+        (true, false) => sim::run_pool_seeds,
+        (true, true) => sim::run_pool_load_seeds,
     };
+    let mut summary = run(first, count, config);
     for (seed, violation) in &summary.failures {
         println!("seed {seed}: {violation}");
     }
@@ -95,6 +108,17 @@ fn report(summary: &mut sim::Summary) {
         "events: joins {}, graceful deletions {}, kill -9 {}, force deletions {}, node partitions {}, splits {}, merges {}",
         e.joins, e.graceful_deletes, e.kills, e.force_deletes, e.partitions, e.splits, e.merges
     );
+    if summary.pool != sim::pool::PoolNotes::default() {
+        let p = &summary.pool;
+        println!(
+            "pool: standby spread judged in {} seeds; let pass: {} plans of a group planned alone and {} plans of a new leader that give other standbys only, and at rest {} document and {} status writes of throughput groups",
+            p.standby_spread_judged,
+            p.standalone_standby_replans,
+            p.new_leader_standby_rewrites,
+            p.measured_documents_at_rest,
+            p.measured_statuses_at_rest
+        );
+    }
     let f = &summary.faults;
     println!(
         "faults: failed writes {}, late writes {}, document writes refused by their precondition {}, failed topology reads {}, stale topology reads {}, failed lease scans {}, operator crashes {}",
