@@ -112,6 +112,11 @@ pub struct PoolBook {
     /// The throughput groups of the last share asked (woken when one moved
     /// shards).
     throughput: Vec<String>,
+    /// The groups with standbys of the last share asked, and those of them
+    /// whose slots their owners place (when one of those moved shards,
+    /// the others' slots are dealt again around its new slots).
+    standby_members: Vec<String>,
+    forced_standbys: Vec<String>,
 }
 
 impl PoolBook {
@@ -192,7 +197,7 @@ impl PoolBook {
         // A group whose standbys take every pod but a shard's owner has its
         // slots where its owners are not, whatever its row: the others'
         // slots are dealt around where they are.
-        let forced = peers
+        let forced: Vec<(String, BTreeMap<String, u64>)> = peers
             .iter()
             .filter(|p| per_shard(p) > 0 && per_shard(p) + 1 == pool_size(&p.pool))
             .map(|p| {
@@ -202,6 +207,8 @@ impl PoolBook {
                 (p.group.clone(), slots)
             })
             .collect();
+        self.standby_members = standby_groups.iter().map(|(g, _, _)| g.clone()).collect();
+        self.forced_standbys = forced.iter().map(|(g, _)| g.clone()).collect();
         let standby_pools = eligible
             .iter()
             .map(|(name, pods, _)| (name.clone(), pods.clone(), 0))
@@ -279,15 +286,23 @@ impl PoolBook {
     /// `group`'s reconcile is over, and it `moved` shards (or not): gives
     /// its turn back. The groups to wake: those that waited for the turn,
     /// and, when it moved shards, the pool's other throughput groups (the
-    /// load on the pods changed under them).
+    /// load on the pods changed under them) and, when its owners place its
+    /// standby slots, the other groups with standbys (their slots are
+    /// dealt again around its new ones when one of them asks).
     pub fn done(&mut self, group: &str, moved: bool) -> Vec<String> {
         let mut wake = self.turn.give_back(group);
-        if moved && self.throughput.iter().any(|g| g == group) {
-            for peer in &self.throughput {
-                if peer != group && !wake.contains(peer) {
-                    wake.push(peer.clone());
+        let mut peers_of = |members: &[String]| {
+            if moved && members.iter().any(|g| g == group) {
+                for peer in members {
+                    if peer != group && !wake.contains(peer) {
+                        wake.push(peer.clone());
+                    }
                 }
             }
+        };
+        peers_of(&self.throughput);
+        if self.forced_standbys.iter().any(|g| g == group) {
+            peers_of(&self.standby_members);
         }
         wake
     }

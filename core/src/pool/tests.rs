@@ -376,9 +376,11 @@ fn every_other_pod_stands_by(
 /// A group whose standbys take every pod but a shard's owner (two on
 /// three pods) has its slots where its owners are not, whatever its row
 /// of the deal; when its owners move, the slots of the other groups are
-/// dealt again around where its slots are now, so every pod's slots over
-/// the pool stay within one (found by the simulation's pool seeds: the
-/// deal was not made again, and a new leader's was).
+/// dealt again around where its slots are now (and they are woken to ask),
+/// so every pod's slots over the pool stay within one (found by the
+/// simulation's pool seeds: the deal was not made again, and a new
+/// leader's was; then, it was only when a group with standbys next asked,
+/// minutes later).
 #[test]
 fn slots_a_groups_owners_place_are_dealt_around_when_its_owners_move() {
     let (pool, pods) = (pool(0), pods(3));
@@ -419,15 +421,21 @@ fn slots_a_groups_owners_place_are_dealt_around_when_its_owners_move() {
     // has its extra slot on p-0, where g-00's slots leave no room: g-00's
     // slots are not the deal's to move.
     let mut lost = PoolBook::default();
-    let mut peers = peers([2, 3, 2]);
-    let mut standbys = (*peers[1].document.clone().expect("a document")).clone();
+    let mut moved = peers([2, 3, 2]);
+    let mut standbys = (*moved[1].document.clone().expect("a document")).clone();
     for (i, record) in standbys.shards.values_mut().enumerate() {
         // Shards 0 and 1 are p-0's, 2 and 3 p-1's and p-2's.
         record.standbys = vec![["p-1", "p-2", "p-0", "p-0"][i].to_owned()];
     }
-    peers[1].document = Some(Arc::new(standbys));
-    let shared = lost.share(&name(1), &pools, peers, now());
+    moved[1].document = Some(Arc::new(standbys));
+    let shared = lost.share(&name(1), &pools, moved, now());
     assert_eq!(shared.share.standby_ceilings, Some(vec!["p-1".to_owned()]));
+    // When g-00's reconcile moves its owners, its slots move with them:
+    // g-01 is woken to be dealt its row around them (it may reconcile
+    // next only minutes later).
+    lost.share(&name(0), &pools, peers([3, 2, 2]), now());
+    assert_eq!(lost.done(&name(0), true), [name(1)]);
+    assert!(lost.done(&name(1), true).is_empty());
 }
 
 /// A shard held for its returning owner is one of its group's readable
