@@ -180,14 +180,17 @@ impl Sim {
 
     /// kill -9 of pod `i`'s process (if any) and a force deletion of its
     /// object: gone at once, its last status as it was. Its process dies
-    /// within `linger` ms (its kubelet notices), or when its node heals.
+    /// within `linger` ms (its kubelet notices), or when its node heals;
+    /// a graceful deletion's deadline the kubelet keeps already still
+    /// holds (a force deletion never lets a process run longer).
     pub fn force_delete(&mut self, i: usize, linger: Ms) {
         let now = self.world.now;
         let cut = self.world.partitioned(self.world.pods[i].node);
         let pod = &mut self.world.pods[i];
         pod.start_at = None;
         if !cut {
-            pod.kill_at = Some(now + linger);
+            let noticed = now + linger;
+            pod.kill_at = Some(pod.kill_at.map_or(noticed, |due| due.min(noticed)));
         }
         self.events.force_deletes += 1;
         self.remove_object(i, false);
