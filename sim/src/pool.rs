@@ -142,11 +142,12 @@ pub struct PoolNotes {
     /// Seeds whose standby slots were held to one slot of each other over
     /// the pool once quiet.
     pub standby_spread_judged: u64,
-    /// Groups whose standbys are planned alone that a plan once quiet
-    /// would give other standbys (and change nothing else).
-    pub standalone_standby_replans: u64,
+    /// Groups that a plan once quiet would give other standbys (and change
+    /// nothing else), where they are planned alone or a limit binds.
+    pub standby_replans: u64,
     /// Groups that a new leader's plan once quiet would give other
-    /// standbys (and change nothing else), where a limit binds.
+    /// standbys (and change nothing else), where they are planned alone or
+    /// a limit binds.
     pub new_leader_standby_rewrites: u64,
     /// Status writes of groups balanced by throughput in the quiet period
     /// after convergence (they report measurements: load figures, a pod
@@ -162,7 +163,7 @@ impl PoolNotes {
     /// Adds `other`'s counts.
     pub fn add(&mut self, other: &PoolNotes) {
         self.standby_spread_judged += other.standby_spread_judged;
-        self.standalone_standby_replans += other.standalone_standby_replans;
+        self.standby_replans += other.standby_replans;
         self.new_leader_standby_rewrites += other.new_leader_standby_rewrites;
         self.measured_statuses_at_rest += other.measured_statuses_at_rest;
         self.measured_documents_at_rest += other.measured_documents_at_rest;

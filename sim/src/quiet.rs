@@ -133,18 +133,15 @@ impl Sim {
         let mut kept = None;
         for &book in books {
             let again = self.op.plan_at_rest(g, book, &self.world, &mut self.rng);
-            // What the standbys' limits let pass (`crate::standbys`).
-            if self.only_standbys_change(g, &again) {
-                if !self.standbys_dealt() {
-                    if book == BookAtRest::Kept {
-                        self.pool_notes.standalone_standby_replans += 1;
-                    }
-                    continue;
+            // What the standbys' limits let pass in a pool (`crate::standbys`).
+            let limited = !self.standbys_dealt() || !self.standby_rows_attainable();
+            if self.op.pooled() && limited && self.only_standbys_change(g, &again) {
+                let notes = &mut self.pool_notes;
+                match book {
+                    BookAtRest::Kept => notes.standby_replans += 1,
+                    BookAtRest::Lost => notes.new_leader_standby_rewrites += 1,
                 }
-                if book == BookAtRest::Lost && !self.standby_rows_attainable() {
-                    self.pool_notes.new_leader_standby_rewrites += 1;
-                    continue;
-                }
+                continue;
             }
             if again.document_write.is_some() || again.moves != Moves::default() {
                 let label = self.label(g);

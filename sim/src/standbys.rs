@@ -9,14 +9,16 @@
 //!
 //! Where neither limit binds ([`Sim::standby_rows_attainable`]) every row
 //! is made so, and the slots of the groups the pool deals are held to one
-//! slot of each other over the pool. Where one binds, the operator's book
-//! keeps a deal whose rows the plans could not make so while its inputs
-//! stay the same, and a new leader deals from where the slots are instead:
-//! its plans may move standbys (and nothing else) once; that is counted
-//! ([`crate::pool::PoolNotes`]), not failed. A group whose slots are not
-//! dealt (the only one with standbys) is planned alone: the engine's own
-//! placement, which is not always a fixed point (a plan that completes a
-//! handoff can leave standbys the next plan moves); that is counted too.
+//! slot of each other over the pool, and planning again moves no standby.
+//! Where one binds, the operator's book keeps a deal whose rows the plans
+//! could not make so while its inputs stay the same, a new leader deals
+//! from where the slots are instead, and the engine's placement is not
+//! always a fixed point (a pod its previous standbys keep over its quota
+//! loses one to the walk, which may put it elsewhere than the plan
+//! before): a plan once quiet may move standbys (and nothing else); that
+//! is counted ([`crate::pool::PoolNotes`]), not failed. So is it for a
+//! group whose slots are not dealt (the only one with standbys: planned
+//! alone, by the engine's own quotas).
 
 use crate::crds::AssignmentDocument;
 use crate::crds::shard_group::BalanceMode;
@@ -64,7 +66,7 @@ impl Sim {
 
     /// Whether `again`, a plan of group `g`, gives only other standbys: it
     /// moves no shard and its document differs from the published one in
-    /// standbys alone.
+    /// standbys, and in nothing else.
     pub(crate) fn only_standbys_change(&self, g: usize, again: &Decision) -> bool {
         let (Some(write), Some(doc)) = (&again.document_write, &self.op.groups[g].doc) else {
             return false;
@@ -81,7 +83,12 @@ impl Sim {
             doc.pods.retain(|_, pod| !pod.is_empty());
             doc
         };
+        let standbys = |doc: &AssignmentDocument| {
+            let lists = doc.shards.values().map(|r| r.standbys.clone());
+            lists.collect::<Vec<_>>()
+        };
         again.moves == Moves::default()
             && without_standbys(&write.document) == without_standbys(doc)
+            && standbys(&write.document) != standbys(doc)
     }
 }

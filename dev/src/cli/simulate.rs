@@ -111,9 +111,9 @@ fn report(summary: &mut sim::Summary) {
     if summary.pool != sim::pool::PoolNotes::default() {
         let p = &summary.pool;
         println!(
-            "pool: standby spread judged in {} seeds; let pass: {} plans of a group planned alone and {} plans of a new leader that give other standbys only, and at rest {} document and {} status writes of throughput groups",
+            "pool: standby spread judged in {} seeds; let pass: {} plans and {} plans of a new leader that give other standbys only (planned alone, or where nodes or owners bind), and at rest {} document and {} status writes of throughput groups",
             p.standby_spread_judged,
-            p.standalone_standby_replans,
+            p.standby_replans,
             p.new_leader_standby_rewrites,
             p.measured_documents_at_rest,
             p.measured_statuses_at_rest
