@@ -135,14 +135,14 @@ fn main() {
     let shards = u32::try_from(arg("--shards", 20_000)).expect("--shards fits in a u32");
     let rounds = arg("--rounds", 15);
     let group = group(shards);
-    let source = group.spec.source.static_source.clone().unwrap();
+    let partitions = group.spec.source.named_partitions().unwrap();
     let mut obs = Observation {
         group,
         pool: Some(fixtures::pool(NS, "consumers", &[], 0)),
         pods: (0..pods).map(|i| pod(&format!("p-{i}"))).collect(),
         topology: TopologyObservation {
             source: "static".into(),
-            last_good: Some(std::sync::Arc::new(Topology::of_static(&source))),
+            last_good: Some(std::sync::Arc::new(Topology::of_partitions(partitions))),
             read_at: Some(Timestamp::UNIX_EPOCH),
             ..Default::default()
         },

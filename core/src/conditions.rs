@@ -18,7 +18,7 @@ pub const DEGRADED: &str = "Degraded";
 /// readable shard's load is measured (and no reading was refused lately).
 pub const LOAD_MEASURED: &str = "LoadMeasured";
 
-/// Condition type, shown only for sources with shard lineage (Kinesis):
+/// Condition type, shown only for sources whose shards have lineage:
 /// True when children of split or merged shards are assigned without waiting
 /// for their parents to be read to the end (no lease table). A separate,
 /// abnormal-true condition type rather than a Degraded reason, because it is

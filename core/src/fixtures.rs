@@ -91,7 +91,9 @@ pub fn topology(count: u32) -> TopologyObservation {
     };
     TopologyObservation {
         source: format!("static:{count}"),
-        last_good: Some(std::sync::Arc::new(Topology::of_static(&spec))),
+        last_good: Some(std::sync::Arc::new(Topology::of_partitions(
+            spec.partition_names(),
+        ))),
         read_at: Some(now()),
         error: None,
         ..Default::default()

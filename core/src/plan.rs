@@ -48,12 +48,9 @@ use crate::status::{self, Outcome, Problem};
 pub use self::inputs::eligible;
 pub(crate) use self::inputs::engine_pods;
 
-/// How often a static source is re-read (it cannot change without a spec
-/// change, which triggers a reconcile anyway).
-pub(crate) const STATIC_REFRESH: Duration = Duration::from_secs(300);
 /// Retry interval after a failed topology read, when shorter than the refresh.
 pub(crate) const ERROR_RETRY: Duration = Duration::from_secs(30);
-/// Refresh used when a Kinesis refresh interval cannot be read.
+/// Refresh used when a source's refresh interval cannot be read.
 pub(crate) const DEFAULT_REFRESH: Duration = Duration::from_secs(30);
 /// How often a group with handoffs in flight looks for evidence again (the
 /// lease table and pod deletions do not trigger a reconcile by themselves).

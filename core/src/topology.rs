@@ -1,11 +1,11 @@
 //! The shards a source reported ([`Topology`]) and why a read failed
 //! ([`SourceError`], with constant reasons for conditions, Events and
 //! metrics): the source read result the plan step sees. The sources
-//! themselves (Kinesis, static) are the operator's; the static source's
-//! topology is a pure function of its spec ([`Topology::of_static`]), so it
+//! themselves are the operator's, each in its own module; the core names
+//! none of them. A set of plain partitions (what a spec alone can name) is
+//! a pure function of their names ([`Topology::of_partitions`]), so it
 //! lives here too.
 
-use shardring_crds::shard_group::StaticSource;
 use shardring_engine::{Shard, ShardState};
 
 /// The shards a source reported at one moment.
@@ -26,13 +26,13 @@ impl Topology {
         shards
     }
 
-    /// The topology of a `static` source: the name template expanded `count`
-    /// times, every partition an open shard without hash key range or
-    /// parents, listed in id order (as the document lists them, so each plan
-    /// checks the order instead of sorting). Such a source never fails to read.
-    pub fn of_static(spec: &StaticSource) -> Self {
-        let mut shards: Vec<Shard> = spec
-            .partition_names()
+    /// The topology of plain partitions (a `static` source's names, or the
+    /// queues a broker lists): every partition an open shard without hash
+    /// key range or parents, listed in id order (as the document lists them,
+    /// so each plan checks the order instead of sorting).
+    pub fn of_partitions(names: impl IntoIterator<Item = String>) -> Self {
+        let mut shards: Vec<Shard> = names
+            .into_iter()
             .map(|id| Shard {
                 id,
                 hash_key_range: None,
@@ -61,12 +61,16 @@ pub enum SourceError {
     /// The source's configuration is invalid (waits for a spec change).
     #[error("invalid source: {0}")]
     Invalid(String),
-    /// No AWS region: neither the spec nor the operator's environment names one.
-    #[error("{0}")]
-    NoRegion(String),
-    /// The operator found no AWS credentials (default chain exhausted).
-    #[error("no AWS credentials: {0}")]
-    NoCredentials(String),
+    /// A failure the source names with a reason of its own (a constant of
+    /// its module, e.g. a missing region, a broker that cannot be reached);
+    /// retried like any transient failure.
+    #[error("{message}")]
+    Named {
+        /// The constant condition and Event reason.
+        reason: &'static str,
+        /// What went wrong and what to do about it.
+        message: String,
+    },
     /// Any other failure (network, 5xx, unexpected response).
     #[error("source error: {0}")]
     Other(String),
@@ -80,8 +84,7 @@ impl SourceError {
             SourceError::AccessDenied(_) => "AccessDenied",
             SourceError::Throttled(_) => "Throttled",
             SourceError::Invalid(_) => "InvalidSource",
-            SourceError::NoRegion(_) => "NoRegion",
-            SourceError::NoCredentials(_) => "NoCredentials",
+            SourceError::Named { reason, .. } => reason,
             SourceError::Other(_) => "SourceError",
         }
     }

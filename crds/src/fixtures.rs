@@ -27,13 +27,10 @@ pub fn static_group(
 ) -> ShardGroup {
     let spec = ShardGroupSpec {
         pool_ref: PoolRef { name: pool.into() },
-        source: ShardSource {
-            kinesis: None,
-            static_source: Some(StaticSource {
-                count,
-                name_template: name_template.into(),
-            }),
-        },
+        source: ShardSource::Static(StaticSource {
+            count,
+            name_template: name_template.into(),
+        }),
         lease_table: None,
         consumer_name: None,
         standbys: 0,

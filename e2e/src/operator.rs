@@ -27,8 +27,9 @@ use crate::cluster::Cluster;
 use shardring::controller::{ControllerConfig, ControllerMetrics, Sources, run_controller};
 use shardring::endpoint::{EndpointMetrics, EndpointServer, EndpointServerConfig, EndpointState};
 use shardring::runtime::health::Health;
+use shardring::source::kinesis::AwsSettings;
 use shardring::source::kinesis::reader::{emulator_environment, emulator_sdk_config};
-use shardring::source::kinesis::{AwsSettings, KinesisProvider};
+use shardring::source::{Providers, SourceSettings};
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -305,14 +306,12 @@ fn home<'a>(cluster: &'a Cluster, namespace: &'a str) -> &'a str {
     cluster.operator_namespace.as_deref().unwrap_or(namespace)
 }
 
-/// Sources of an in-process operator: its own Kinesis provider on the
+/// Sources of an in-process operator: its own providers, Kinesis on the
 /// emulators' static credentials in `region`.
 pub async fn emulator_sources(region: &str) -> Sources {
     let config = emulator_sdk_config(region).await;
-    Sources::for_provider(std::sync::Arc::new(KinesisProvider::new(
-        AwsSettings::Fixed(Box::new(config)),
-        None,
-    )))
+    let settings = SourceSettings::default().with_aws(AwsSettings::Fixed(Box::new(config)));
+    Sources::for_providers(std::sync::Arc::new(Providers::new(settings, None)))
 }
 
 /// Whether `/readyz` at `addr` answers 200 (a plain HTTP/1.0 request: the

@@ -22,7 +22,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::crds::shard_group::BalanceMode;
+use crate::crds::shard_group::{BalanceMode, ShardSource};
 use crate::load::balance_by_throughput;
 use crate::operator::{BookAtRest, Group, Operator, WriteCounts};
 use crate::rng::Rng;
@@ -99,7 +99,7 @@ fn setup(seed: u64, throughput: bool) -> Sim {
         } else {
             rng.range(1, 8)
         };
-        if let Some(partitions) = group.shard_group.spec.source.static_source.as_mut() {
+        if let ShardSource::Static(partitions) = &mut group.shard_group.spec.source {
             partitions.count = u32::try_from(n).expect("a few");
         }
         groups.push(group);

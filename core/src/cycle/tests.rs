@@ -24,7 +24,7 @@ fn now() -> Timestamp {
 fn first_publish(now: Timestamp) -> Observation {
     let group = fixtures::static_group("prod", "orders", "consumers", 4, "orders-{index}");
     let pool = fixtures::pool("prod", "consumers", &[], 0);
-    let source = group.spec.source.static_source.clone().expect("static");
+    let partitions = group.spec.source.named_partitions().expect("static");
     let pod = |name: &str| PodInfo {
         name: name.into(),
         uid: format!("uid-{name}"),
@@ -42,7 +42,7 @@ fn first_publish(now: Timestamp) -> Observation {
         pods: vec![pod("a"), pod("b")],
         topology: TopologyObservation {
             source: "static:4".into(),
-            last_good: Some(std::sync::Arc::new(Topology::of_static(&source))),
+            last_good: Some(std::sync::Arc::new(Topology::of_partitions(partitions))),
             read_at: Some(now),
             ..Default::default()
         },

@@ -63,7 +63,7 @@ fn observation(name: &str, count: u32, stable: bool) -> Observation {
         stable,
         return_within: "2m".into(),
     });
-    let topology = Topology::of_static(group.spec.source.static_source.as_ref().unwrap());
+    let topology = Topology::of_partitions(group.spec.source.named_partitions().unwrap());
     Observation {
         group,
         pool: Some(pool),

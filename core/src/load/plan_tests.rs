@@ -49,7 +49,7 @@ fn settled(balance: BalanceMode) -> Observation {
     if balance == BalanceMode::Throughput {
         group.spec.throughput = Some(ThroughputSpec::default());
     }
-    let topology = Topology::of_static(group.spec.source.static_source.as_ref().unwrap());
+    let topology = Topology::of_partitions(group.spec.source.named_partitions().unwrap());
     let obs = Observation {
         group,
         pool: Some(fixtures::pool("prod", "consumers", &[], 0)),

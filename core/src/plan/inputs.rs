@@ -118,9 +118,7 @@ fn check_spec(spec: &ShardGroupSpec) -> Result<(), crate::crds::shard_group::Spe
     spec.rebalance.delay()?;
     spec.rebalance.window()?;
     spec.rebalance.initial_delay()?;
-    if let Some(kinesis) = &spec.source.kinesis {
-        kinesis.refresh_interval()?;
-    }
+    spec.source.refresh_interval()?;
     Ok(())
 }
 

@@ -5,23 +5,21 @@
 
 use std::time::Duration;
 
-use super::{
-    DEFAULT_REFRESH, ERROR_RETRY, EVIDENCE_POLL, IN_FLIGHT_POLL, MIN_REQUEUE, STATIC_REFRESH,
-};
+use super::{DEFAULT_REFRESH, ERROR_RETRY, EVIDENCE_POLL, IN_FLIGHT_POLL, MIN_REQUEUE};
 use crate::observation::Observation;
 
 /// When to look again: the source's refresh (sooner after a failed read), or
-/// when the next pod finishes `minReadySeconds`, whichever comes first. A
-/// Kinesis source's refresh is its own jittered one (so groups do not read
-/// in step), else the spec's interval.
+/// when the next pod finishes `minReadySeconds`, whichever comes first. The
+/// refresh is the source's own (jittered, so groups do not read in step)
+/// when it said one, else the interval its spec names.
 pub(super) fn requeue_after(obs: &Observation) -> Duration {
-    let refresh = match &obs.group.spec.source.kinesis {
-        Some(kinesis) => obs
-            .topology
-            .refresh_after
-            .unwrap_or_else(|| kinesis.refresh_interval().unwrap_or(DEFAULT_REFRESH)),
-        None => STATIC_REFRESH,
-    };
+    let refresh = obs.topology.refresh_after.unwrap_or_else(|| {
+        obs.group
+            .spec
+            .source
+            .refresh_interval()
+            .unwrap_or(DEFAULT_REFRESH)
+    });
     let mut after = if obs.topology.error.is_some() {
         refresh.min(ERROR_RETRY)
     } else {

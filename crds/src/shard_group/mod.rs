@@ -8,8 +8,8 @@
 //! One file per part of the resource, all re-exported here:
 //! - `spec`: the resource itself, its top-level spec, the pool
 //!   reference, the balance mode and the output names;
-//! - `source`: where the shards come from (Kinesis or static) and the lease
-//!   table;
+//! - `source`: where the shards come from (one file per kind: Kinesis with
+//!   its lease table, static);
 //! - `movement`: how shards move (`handoff`) and how optional moves are paced
 //!   (`rebalance`);
 //! - `load`: load-aware balance (`throughput`) and the scaling signal

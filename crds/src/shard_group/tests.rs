@@ -24,12 +24,14 @@ fn defaults_fill_an_empty_spec() {
     assert_eq!(spec.handoff.lease_failover(), Ok(Duration::from_secs(10)));
     assert_eq!(spec.rebalance.delay(), Ok(Duration::from_secs(30)));
     assert_eq!(spec.rebalance.window(), Ok(Duration::from_secs(60)));
-    let source = spec.source.static_source.as_ref().unwrap();
     assert_eq!(
-        source.partition_names().collect::<Vec<_>>(),
+        spec.source.named_partitions().unwrap(),
         ["partition-0", "partition-1"]
     );
+    assert_eq!(spec.source.named_partition_count(), Some(2));
     assert_eq!(spec.source.summary(), "static:2");
+    assert_eq!(spec.source.refresh_interval(), Ok(StaticSource::REFRESH));
+    assert!(!spec.source.has_lineage());
 }
 
 #[test]
@@ -70,11 +72,10 @@ fn kinesis_name_and_region_come_from_the_arn() {
         (by_name.stream_name(), by_name.region()),
         (Some("orders"), None)
     );
-    let source = ShardSource {
-        kinesis: Some(by_name),
-        static_source: None,
-    };
+    let source = ShardSource::Kinesis(by_name);
     assert_eq!(source.summary(), "kinesis:orders");
+    assert!(source.has_lineage());
+    assert_eq!(source.named_partitions(), None);
 }
 
 #[test]
@@ -194,4 +195,43 @@ fn a_move_log_entry_reads_what_it_writes() {
     assert_eq!(entry.to_string().parse(), Ok(entry));
     assert!("garbage 3".parse::<MoveLogEntry>().is_err());
     assert!("".parse::<MoveLogEntry>().is_err());
+}
+
+#[test]
+fn a_source_is_exactly_one_kind_when_read() {
+    // Today's manifests read as before: the field names are the variants'.
+    let text = r#"{"static": {"count": 3, "nameTemplate": "q-{index}"}}"#;
+    let source: ShardSource = serde_json::from_str(text).unwrap();
+    assert_eq!(source.named_partition_count(), Some(3));
+    assert_eq!(
+        serde_json::to_value(&source).unwrap(),
+        serde_json::json!({"static": {"count": 3, "nameTemplate": "q-{index}"}})
+    );
+    let kinesis: ShardSource =
+        serde_json::from_str(r#"{"kinesis": {"streamName": "orders"}}"#).unwrap();
+    assert_eq!(kinesis.summary(), "kinesis:orders");
+    // Two kinds, or none, do not read (the schema refuses them first).
+    assert!(
+        serde_json::from_str::<ShardSource>(
+            r#"{"kinesis": {"streamName": "o"}, "static": {"count": 1}}"#
+        )
+        .is_err()
+    );
+    assert!(serde_json::from_str::<ShardSource>("{}").is_err());
+}
+
+#[test]
+fn a_source_reads_from_yaml_as_a_map() {
+    let source: ShardSource =
+        serde_yaml::from_str("static: {count: 2, nameTemplate: 'q-{index}'}").unwrap();
+    assert_eq!(source.named_partition_count(), Some(2));
+    let text = serde_yaml::to_string(&source).unwrap();
+    assert!(text.starts_with("static:"), "{text}");
+    let error = serde_yaml::from_str::<ShardSource>("{}").unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("set exactly one of source.kinesis"),
+        "{error}"
+    );
 }

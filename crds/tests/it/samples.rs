@@ -4,6 +4,7 @@
 
 use kube::CustomResourceExt;
 use kube::core::cel::Validator;
+use shardring_crds::shard_group::ShardSource;
 use shardring_crds::{ConsumerPool, ShardGroup};
 
 use crate::common;
@@ -36,12 +37,9 @@ fn consumer_pool_sample() {
 fn static_shard_group_sample() {
     let object = sample("shardgroup-static.yaml");
     let group: ShardGroup = serde_json::from_value(object.clone()).expect("typed ShardGroup");
-    let source = group
-        .spec
-        .source
-        .static_source
-        .as_ref()
-        .expect("static source");
+    let ShardSource::Static(source) = &group.spec.source else {
+        panic!("a static source: {:?}", group.spec.source);
+    };
     assert_eq!(source.partition_names().count(), 16);
     assert_eq!(source.partition_name(15), "orders-15");
     assert_eq!(group.spec.pool_ref.name, "consumers");
@@ -70,7 +68,9 @@ fn throughput_shard_group_sample() {
 fn kinesis_shard_group_sample() {
     let object = sample("shardgroup-kinesis.yaml");
     let group: ShardGroup = serde_json::from_value(object.clone()).expect("typed ShardGroup");
-    let kinesis = group.spec.source.kinesis.as_ref().expect("kinesis source");
+    let ShardSource::Kinesis(kinesis) = &group.spec.source else {
+        panic!("a kinesis source: {:?}", group.spec.source);
+    };
     assert_eq!(kinesis.stream_name(), Some("clicks"));
     assert_eq!(
         group.spec.lease_table.as_ref().unwrap().table_name,

@@ -181,16 +181,13 @@ impl Cluster {
     /// A cluster holding the ShardGroup `name` on `stream` with lease table
     /// `table` and an empty pool; files go under `dir`.
     pub fn new(name: &str, stream: &str, table: &str, timing: GroupTiming, dir: &Path) -> Self {
-        let source = ShardSource {
-            kinesis: Some(KinesisSource {
-                stream_name: Some(stream.to_owned()),
-                stream_arn: None,
-                region: Some(super::REGION.to_owned()),
-                endpoint: None,
-                refresh_interval: "1s".to_owned(),
-            }),
-            static_source: None,
-        };
+        let source = ShardSource::Kinesis(KinesisSource {
+            stream_name: Some(stream.to_owned()),
+            stream_arn: None,
+            region: Some(super::REGION.to_owned()),
+            endpoint: None,
+            refresh_interval: "1s".to_owned(),
+        });
         let table = LeaseTableSpec {
             table_name: table.to_owned(),
             region: None,
@@ -208,13 +205,10 @@ impl Cluster {
         timing: GroupTiming,
         dir: &Path,
     ) -> Self {
-        let source = ShardSource {
-            kinesis: None,
-            static_source: Some(StaticSource {
-                count,
-                name_template: template.to_owned(),
-            }),
-        };
+        let source = ShardSource::Static(StaticSource {
+            count,
+            name_template: template.to_owned(),
+        });
         Self::with_source(name, source, None, timing, dir)
     }
 

@@ -22,7 +22,7 @@ use crate::runtime::leader::{LeaderConfig, LeaderElector, LeaderMetrics, default
 use crate::runtime::server::Server;
 use crate::runtime::telemetry::{self, LogFormat};
 use crate::runtime::{crd_wait, metrics, shutdown};
-use crate::source::kinesis::{AwsSettings, KinesisProvider};
+use crate::source::{Providers, SourceSettings};
 
 /// Arguments of `shardring run`; every flag also reads an environment variable.
 #[derive(Debug, clap::Args)]
@@ -174,10 +174,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // without the endpoint).
     let endpoint_state = EndpointState::default();
     endpoint_state.loads.register(&mut registry);
-    // Kinesis readers are shared by the ShardGroups that read one stream;
-    // the AWS configuration is loaded only when the first of them appears.
-    let kinesis = KinesisProvider::new(AwsSettings::DefaultChain, Some(&mut registry));
-    let sources = Sources::for_provider(Arc::new(kinesis));
+    // The sources' providers share what groups of one kind can (one reader
+    // per Kinesis stream); each kind loads its configuration (the AWS
+    // chain) only when the first group of that kind appears.
+    let providers = Providers::new(SourceSettings::default(), Some(&mut registry));
+    let sources = Sources::for_providers(Arc::new(providers));
     let health = Health::new();
     let server = Server::bind(args.metrics_addr, Arc::new(registry), health.clone()).await?;
     let server_task = tokio::spawn(server.serve(token.clone().cancelled_owned()));

@@ -4,8 +4,8 @@
 //! version, its failed reconciles in a row, its plan memory) lives in one
 //! [`GroupState`] of one [`GroupTable`]; the per-group maps that other parts own and share
 //! across their own tasks (the endpoint's views, releases and measured
-//! loads, the metrics' per-group series, the Kinesis clients shared by
-//! groups reading the same stream) are keyed by the same [`GroupKey`] and
+//! loads, the metrics' per-group series, what the sources' providers share
+//! between groups with the same source) are keyed by the same [`GroupKey`] and
 //! dropped through the same two calls: [`GroupRegistry::forget`] when a
 //! group is deleted, [`GroupRegistry::clear`] when this replica stops
 //! leading.
@@ -24,7 +24,7 @@ use super::sources::GroupSource;
 use crate::GroupKey;
 use crate::crds::ShardGroup;
 use crate::endpoint::{EndpointState, Loads};
-use crate::source::kinesis::KinesisProvider;
+use crate::source::Providers;
 
 /// What the controller keeps about one group between its reconciles.
 #[derive(Default)]
@@ -113,9 +113,9 @@ pub struct GroupRegistry {
     loads: Arc<Loads>,
     /// The per-group metric series.
     metrics: ControllerMetrics,
-    /// The Kinesis sources, shared by the groups that read one stream
-    /// through one lease table.
-    kinesis: Option<Arc<KinesisProvider>>,
+    /// The sources' providers, which keep what groups share (one reader
+    /// per Kinesis stream and lease table).
+    providers: Option<Arc<Providers>>,
 }
 
 impl GroupRegistry {
@@ -126,7 +126,7 @@ impl GroupRegistry {
             endpoint: None,
             loads: Arc::default(),
             metrics,
-            kinesis: None,
+            providers: None,
         }
     }
 
@@ -144,8 +144,8 @@ impl GroupRegistry {
         self.loads = loads;
     }
 
-    pub(crate) fn set_kinesis(&mut self, kinesis: Option<Arc<KinesisProvider>>) {
-        self.kinesis = kinesis;
+    pub(crate) fn set_providers(&mut self, providers: Option<Arc<Providers>>) {
+        self.providers = providers;
     }
 
     /// A reconcile of `key` failed (`stale_read`: only because a cache
@@ -164,14 +164,14 @@ impl GroupRegistry {
     }
 
     /// Forgets everything kept about the deleted `group`: its state, its
-    /// views, releases and loads, its metric series, and its Kinesis source
-    /// when no other group reads the same stream and lease table.
+    /// views, releases and loads, its metric series, and what its source's
+    /// provider keeps for it when no other group has the same source.
     pub(crate) fn forget(&self, group: &ShardGroup) {
         let key = GroupKey::of(group);
         {
             let mut groups = self.table.lock();
             if let Some(GroupSource { spec, .. }) = groups.remove(&key).and_then(|s| s.source)
-                && let Some(kinesis) = &self.kinesis
+                && let Some(providers) = &self.providers
                 && !groups.values().any(|other| {
                     other
                         .source
@@ -179,7 +179,7 @@ impl GroupRegistry {
                         .is_some_and(|source| source.spec == spec)
                 })
             {
-                kinesis.forget(&group.spec);
+                providers.forget(&group.spec);
             }
         }
         if let Some(endpoint) = &self.endpoint {

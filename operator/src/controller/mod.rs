@@ -103,7 +103,7 @@ impl Context {
         let table = stores.documents.table().clone();
         let sources = Sources::default().sharing(&table);
         let mut groups = GroupRegistry::new(table, metrics.clone());
-        groups.set_kinesis(sources.kinesis());
+        groups.set_providers(sources.providers());
         Self {
             client,
             stores,
@@ -163,7 +163,7 @@ impl Context {
     /// Builds sources with `sources` (tests inject failing ones).
     pub(crate) fn with_sources(mut self, sources: Sources) -> Self {
         self.sources = sources.sharing(self.groups.table());
-        self.groups.set_kinesis(self.sources.kinesis());
+        self.groups.set_providers(self.sources.providers());
         self
     }
 

@@ -411,7 +411,7 @@ impl Pools {
                 balance: g.spec.balance,
                 standbys: g.spec.standbys,
                 deleting: g.metadata.deletion_timestamp.is_some(),
-                static_count: g.spec.source.static_source.as_ref().map(|s| s.count),
+                static_count: g.spec.source.named_partition_count(),
                 config_map: g.config_map_name(),
             })
             .collect()

@@ -275,20 +275,21 @@ impl Snapshot {
     }
 }
 
-/// The topology of `group` without reading its source: a static source's
-/// partitions, or every shard `document` lists (with its parents and hash
-/// key range; a shard another lists as a parent is closed; a complete one
-/// stays complete), which is what the operator read last. `None` when a
-/// Kinesis group has published nothing yet.
+/// The topology of `group` without reading its source: the partitions its
+/// spec names (a static source), or every shard `document` lists (with its
+/// parents and hash key range; a shard another lists as a parent is closed;
+/// a complete one stays complete), which is what the operator read last.
+/// `None` when a group whose source must be read has published nothing yet.
 pub fn topology(
     group: &ShardGroup,
     document: Option<&AssignmentDocument>,
     now: Timestamp,
 ) -> TopologyObservation {
-    let topology = if let Some(spec) = &group.spec.source.static_source {
-        Some(Topology::of_static(spec))
-    } else {
-        document.map(document_topology)
+    let named = group.spec.source.named_partitions();
+    let from_spec = named.is_some();
+    let topology = match named {
+        Some(names) => Some(Topology::of_partitions(names)),
+        None => document.map(document_topology),
     };
     let lineage: BTreeMap<String, Vec<String>> = document
         .map(|doc| {
@@ -300,8 +301,8 @@ pub fn topology(
         })
         .unwrap_or_default();
     TopologyObservation {
-        source: if group.spec.source.static_source.is_some() {
-            "static".into()
+        source: if from_spec {
+            group.spec.source.summary()
         } else {
             "published document".into()
         },
@@ -311,9 +312,8 @@ pub fn topology(
         ordering_enforced: group
             .spec
             .source
-            .kinesis
-            .as_ref()
-            .map(|_| group.spec.lease_table.is_some()),
+            .has_lineage()
+            .then(|| group.spec.lease_table.is_some()),
         lineage,
         ..Default::default()
     }

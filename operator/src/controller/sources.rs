@@ -18,15 +18,14 @@ use super::groups::GroupTable;
 use crate::GroupKey;
 use crate::crds::shard_group::{LeaseTableSpec, ShardSource as SourceSpec};
 use crate::crds::{ShardGroup, ShardGroupSpec};
-use crate::source::kinesis::{AwsSettings, KinesisProvider};
-use crate::source::{self, ShardSource};
+use crate::source::{Providers, ShardSource};
 
-/// A source being built (a Kinesis one may first load the AWS configuration).
+/// A source being built (one may first load its configuration).
 pub(crate) type BuildFuture =
     Pin<Box<dyn Future<Output = Result<Box<dyn ShardSource>, SourceError>> + Send>>;
 
-/// Builds a source from a spec ([`source::for_spec`] over the instance's
-/// [`KinesisProvider`] unless replaced in tests).
+/// Builds a source from a spec ([`Providers::build`] over the instance's
+/// providers unless replaced in tests).
 pub(crate) type SourceFactory = Arc<dyn Fn(&ShardGroupSpec) -> BuildFuture + Send + Sync>;
 
 /// One group's source and what it last read.
@@ -59,18 +58,15 @@ impl GroupSource {
 /// its last good topology in the group's state.
 pub struct Sources {
     factory: SourceFactory,
-    kinesis: Option<Arc<KinesisProvider>>,
+    providers: Option<Arc<Providers>>,
     groups: GroupTable,
 }
 
 impl Default for Sources {
-    /// Sources over a provider that loads the default AWS chain when the
-    /// first Kinesis ShardGroup is read (never for static groups).
+    /// Sources over the default providers (each kind loads its
+    /// configuration only when the first group of that kind is read).
     fn default() -> Self {
-        Self::for_provider(Arc::new(KinesisProvider::new(
-            AwsSettings::DefaultChain,
-            None,
-        )))
+        Self::for_providers(Arc::new(Providers::default()))
     }
 }
 
@@ -79,7 +75,7 @@ impl Sources {
     pub fn new(factory: SourceFactory) -> Self {
         Self {
             factory,
-            kinesis: None,
+            providers: None,
             groups: GroupTable::default(),
         }
     }
@@ -93,21 +89,21 @@ impl Sources {
         }
     }
 
-    /// The Kinesis provider the sources come from, if any.
-    pub(crate) fn kinesis(&self) -> Option<Arc<KinesisProvider>> {
-        self.kinesis.clone()
+    /// The providers the sources come from, if any.
+    pub(crate) fn providers(&self) -> Option<Arc<Providers>> {
+        self.providers.clone()
     }
 
-    /// Sources built from the spec: static ones directly, Kinesis ones from
-    /// `kinesis` (shared per stream and lease table).
-    pub fn for_provider(kinesis: Arc<KinesisProvider>) -> Self {
-        let provider = kinesis.clone();
+    /// Sources built from the spec by `providers` (which share what they
+    /// can between groups, such as one reader per Kinesis stream).
+    pub fn for_providers(providers: Arc<Providers>) -> Self {
+        let shared = providers.clone();
         let factory: SourceFactory = Arc::new(move |spec: &ShardGroupSpec| {
-            let (spec, provider) = (spec.clone(), provider.clone());
-            Box::pin(async move { source::for_spec(&spec, &provider).await })
+            let (spec, providers) = (spec.clone(), shared.clone());
+            Box::pin(async move { providers.build(&spec).await })
         });
         Self {
-            kinesis: Some(kinesis),
+            providers: Some(providers),
             ..Self::new(factory)
         }
     }
@@ -162,14 +158,14 @@ impl Sources {
                 (source.describe(), result, extras)
             }
             // No source to ask: the spec alone says whether ordering can be
-            // enforced (Kinesis needs a lease table to see completion).
+            // enforced (shards with lineage need a lease table to see a
+            // parent's completion).
             Err(error) => {
                 let ordering = group
                     .spec
                     .source
-                    .kinesis
-                    .as_ref()
-                    .map(|_| group.spec.lease_table.is_some());
+                    .has_lineage()
+                    .then(|| group.spec.lease_table.is_some());
                 let extras = (ordering, Default::default(), None);
                 (group.spec.source.summary(), Err(error.clone()), extras)
             }
@@ -285,13 +281,10 @@ mod tests {
             "g",
             ShardGroupSpec {
                 pool_ref: PoolRef { name: "p".into() },
-                source: SourceSpec {
-                    kinesis: None,
-                    static_source: Some(StaticSpec {
-                        count: 1,
-                        name_template: "s-{index}".into(),
-                    }),
-                },
+                source: SourceSpec::Static(StaticSpec {
+                    count: 1,
+                    name_template: "s-{index}".into(),
+                }),
                 lease_table: lease_table.then(|| LeaseTableSpec {
                     table_name: "app".into(),
                     region: None,
@@ -348,7 +341,9 @@ mod tests {
         assert_eq!(later.read_at, Some(t0));
         assert_eq!(later.confirmed_at, Some(t1), "it stands, so it is fresh");
         // Another spec is another source: read again.
-        g.spec.source.static_source.as_mut().unwrap().count = 2;
+        if let SourceSpec::Static(fixed) = &mut g.spec.source {
+            fixed.count = 2;
+        }
         sources.read(&g, t1).await;
         assert_eq!(reads.load(Ordering::SeqCst), 2);
     }
@@ -401,12 +396,9 @@ mod tests {
         for lease_table in [false, true] {
             let mut g = group(lease_table);
             g.metadata.name = Some(format!("k-{lease_table}"));
-            g.spec.source = SourceSpec {
-                kinesis: Some(
-                    serde_json::from_value(serde_json::json!({"streamName": "orders"})).unwrap(),
-                ),
-                static_source: None,
-            };
+            g.spec.source = SourceSpec::Kinesis(
+                serde_json::from_value(serde_json::json!({"streamName": "orders"})).unwrap(),
+            );
             let read = sources.read(&g, now).await;
             assert_eq!(
                 read.error.as_ref().map(SourceError::reason),

@@ -96,13 +96,10 @@ mod tests {
             "g",
             ShardGroupSpec {
                 pool_ref: PoolRef { name: "p".into() },
-                source: ShardSource {
-                    kinesis: None,
-                    static_source: Some(StaticSource {
-                        count: 4,
-                        name_template: "s-{index}".into(),
-                    }),
-                },
+                source: ShardSource::Static(StaticSource {
+                    count: 4,
+                    name_template: "s-{index}".into(),
+                }),
                 lease_table: None,
                 consumer_name: None,
                 standbys: 0,

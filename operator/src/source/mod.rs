@@ -1,7 +1,12 @@
-//! Shard sources: where a ShardGroup's shards come from. A source reads the
-//! current topology (shard ids, hash key ranges, parents, open/closed) and
-//! reports failures with constant reasons; it never turns a failed read into
-//! "no shards". The controller keeps the last good topology when a read fails.
+//! Shard sources: where a ShardGroup's shards come from, one module per
+//! kind (`kinesis`, `static_source`), each saying everything about itself
+//! through [`ShardSource`]: what it reads, how often, whether its shards
+//! have lineage, whether it reads a lease table, and the constant reasons
+//! of its failures ([`SourceError`]). A source never turns a failed read
+//! into "no shards"; the controller keeps the last good topology when a
+//! read fails. [`Providers`] builds the source of a spec (the one `match`
+//! over the kinds), with whatever the operator instance shares between
+//! groups (the Kinesis readers); the controller names no kind.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -12,28 +17,13 @@ use shardring_core::leases::LeaseTable;
 
 pub use shardring_core::topology::{SourceError, Topology};
 
-use crate::crds::ShardGroupSpec;
-
 pub mod kinesis;
+mod providers;
+pub mod refresh;
 pub mod static_source;
 
+pub use providers::{Providers, SourceSettings};
 pub use static_source::StaticSource;
-
-/// Builds the source a ShardGroup spec names. A `kinesis` spec gets the
-/// shared source of its stream and lease table from `kinesis` (the operator
-/// instance's provider, which loads the AWS configuration on first use).
-pub(crate) async fn for_spec(
-    spec: &ShardGroupSpec,
-    kinesis: &kinesis::KinesisProvider,
-) -> Result<Box<dyn ShardSource>, SourceError> {
-    match (&spec.source.kinesis, &spec.source.static_source) {
-        (None, Some(fixed)) => Ok(Box::new(StaticSource::new(fixed.clone()))),
-        (Some(_), _) => Ok(Box::new(kinesis.source_for(spec).await?)),
-        (None, None) => Err(SourceError::Invalid(
-            "set exactly one of source.kinesis or source.static".into(),
-        )),
-    }
-}
 
 /// A boxed future returned by [`ShardSource::read`], so sources can be stored
 /// as trait objects.
@@ -73,7 +63,7 @@ pub trait ShardSource: Send + Sync {
         BTreeMap::new()
     }
     /// When to read again (a jittered refresh interval); `None` lets the
-    /// controller use its fixed schedule.
+    /// plan step use the interval the spec names.
     fn next_refresh(&self) -> Option<Duration> {
         None
     }

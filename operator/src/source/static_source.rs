@@ -20,9 +20,9 @@ impl StaticSource {
         Self { spec }
     }
 
-    /// The topology, computed without I/O ([`Topology::of_static`]).
+    /// The topology, computed without I/O ([`Topology::of_partitions`]).
     pub fn topology(&self) -> Topology {
-        Topology::of_static(&self.spec)
+        Topology::of_partitions(self.spec.partition_names())
     }
 }
 

@@ -23,15 +23,12 @@ use shardring_core::fixtures::*;
 /// A group reading stream `orders` (refresh 30 s), with or without a lease table.
 fn kinesis_group(lease_table: bool) -> ShardGroup {
     let mut g = group(1);
-    g.spec.source = ShardSource {
-        kinesis: Some(
-            serde_json::from_value::<KinesisSource>(serde_json::json!({
-                "streamName": "orders", "region": "us-east-1", "refreshInterval": "30s"
-            }))
-            .unwrap(),
-        ),
-        static_source: None,
-    };
+    g.spec.source = ShardSource::Kinesis(
+        serde_json::from_value::<KinesisSource>(serde_json::json!({
+            "streamName": "orders", "region": "us-east-1", "refreshInterval": "30s"
+        }))
+        .unwrap(),
+    );
     g.spec.lease_table = lease_table.then(|| LeaseTableSpec {
         table_name: "orders-app".into(),
         region: None,

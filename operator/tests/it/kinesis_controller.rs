@@ -47,15 +47,12 @@ async fn a_split_without_a_lease_table_is_placed_at_once_with_its_lineage() {
 
     let mut obs = observation(1, pods(2));
     obs.group.metadata.uid = Some(GROUP_UID.into());
-    obs.group.spec.source = SourceSpec {
-        kinesis: Some(
-            serde_json::from_value::<KinesisSource>(serde_json::json!({
-                "streamName": "orders", "refreshInterval": "30s"
-            }))
-            .unwrap(),
-        ),
-        static_source: None,
-    };
+    obs.group.spec.source = SourceSpec::Kinesis(
+        serde_json::from_value::<KinesisSource>(serde_json::json!({
+            "streamName": "orders", "refreshInterval": "30s"
+        }))
+        .unwrap(),
+    );
 
     support::split_in_half(&admin, "orders", PARENT, 0, u128::MAX).await;
     obs.topology = sources.read(&obs.group, obs.now).await;

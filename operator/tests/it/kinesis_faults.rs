@@ -288,8 +288,8 @@ fn kinesis_spec(endpoint: &str, region: Option<&str>) -> shardring::crds::ShardG
 
 #[tokio::test]
 async fn missing_credentials_and_region_are_named_as_such() {
+    use shardring::source::ShardSource;
     use shardring::source::kinesis::{AwsSettings, KinesisProvider};
-    use shardring::source::{ShardSource, SourceError};
 
     let kinesis = support::kinesis();
     let endpoint = kinesis.endpoint();
@@ -323,7 +323,7 @@ async fn missing_credentials_and_region_are_named_as_such() {
         .source_for(&kinesis_spec(&endpoint, None))
         .await
         .unwrap_err();
-    assert!(matches!(error, SourceError::NoRegion(_)), "{error}");
+    assert_eq!(error.reason(), "NoRegion", "{error}");
     assert!(
         error.to_string().contains("spec.source.kinesis.region"),
         "{error}"
@@ -335,16 +335,19 @@ async fn the_aws_configuration_is_loaded_only_for_the_first_kinesis_group() {
     use std::sync::Arc;
 
     use shardring::controller::Sources;
-    use shardring::source::kinesis::{AwsSettings, KinesisProvider};
+    use shardring::source::kinesis::AwsSettings;
+    use shardring::source::{Providers, SourceSettings};
 
     let kinesis = support::kinesis();
     let endpoint = kinesis.endpoint();
     support::create_stream(&support::kinesis_admin(&endpoint).await, "creds", 1).await;
-    let provider = Arc::new(KinesisProvider::new(
-        AwsSettings::Fixed(Box::new(support::sdk_config().await)),
+    let providers = Arc::new(Providers::new(
+        SourceSettings::default()
+            .with_aws(AwsSettings::Fixed(Box::new(support::sdk_config().await))),
         None,
     ));
-    let sources = Sources::for_provider(provider.clone());
+    let provider = providers.kinesis();
+    let sources = Sources::for_providers(providers.clone());
     let now = jiff::Timestamp::now();
 
     let mut static_group = shardring::crds::ShardGroup::new(

@@ -113,16 +113,13 @@ impl Group {
         if lease_table {
             // A Kinesis stream with its KCL lease table (the world's stream
             // splits and merges); without one, static partitions.
-            group.spec.source = ShardSource {
-                kinesis: Some(KinesisSource {
-                    stream_name: Some(name.into()),
-                    stream_arn: None,
-                    region: Some("us-east-1".into()),
-                    endpoint: None,
-                    refresh_interval: KINESIS_REFRESH.into(),
-                }),
-                static_source: None,
-            };
+            group.spec.source = ShardSource::Kinesis(KinesisSource {
+                stream_name: Some(name.into()),
+                stream_arn: None,
+                region: Some("us-east-1".into()),
+                endpoint: None,
+                refresh_interval: KINESIS_REFRESH.into(),
+            });
             group.spec.lease_table = Some(fixtures::lease_table("app"));
         }
         group.spec.handoff = fixtures::handoff(drain, failover);

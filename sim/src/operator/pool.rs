@@ -134,12 +134,7 @@ fn peer_of(group: &Group) -> Peer {
     // its share from the start: with its static count, or what its own
     // reconcile reported to the book (0 until then).
     let readable = document.as_deref().map_or_else(
-        || {
-            spec.source
-                .static_source
-                .as_ref()
-                .map_or(0, |s| u64::from(s.count))
-        },
+        || spec.source.named_partition_count().map_or(0, u64::from),
         readable_in,
     );
     let loads = if spec.balance == BalanceMode::Throughput {

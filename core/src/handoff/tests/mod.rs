@@ -55,7 +55,7 @@ fn settled(lease_table: bool) -> Observation {
     group.spec.lease_table = lease_table.then(|| fixtures::lease_table("orders-app"));
     group.spec.handoff = fixtures::handoff("30s", "10s");
     let pool = fixtures::pool("prod", "consumers", &[], 0);
-    let topology = Topology::of_static(group.spec.source.static_source.as_ref().unwrap());
+    let topology = Topology::of_partitions(group.spec.source.named_partitions().unwrap());
     let mut obs = Observation {
         group,
         pool: Some(pool),

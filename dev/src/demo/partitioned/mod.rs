@@ -152,7 +152,7 @@ impl Act {
             count: act.partitions,
             name_template: act.template.to_owned(),
         };
-        let topology = Topology::of_static(&spec);
+        let topology = Topology::of_partitions(spec.partition_names());
         let state = EndpointState::default();
         let tokens = Arc::new(LocalTokens::default());
         let mut endpoint = EndpointServerConfig::new(([127, 0, 0, 1], 0).into(), NAMESPACE);

@@ -56,10 +56,8 @@ impl Fixture {
         let shards = group
             .spec
             .source
-            .static_source
-            .as_ref()
-            .ok_or_else(|| format!("{file} has no static source"))?
-            .count as usize;
+            .named_partition_count()
+            .ok_or_else(|| format!("{file} has no static source"))? as usize;
         let pod_labels = pool
             .spec
             .selector

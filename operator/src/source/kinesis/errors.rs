@@ -9,6 +9,10 @@ use aws_sdk_kinesis::error::{ProvideErrorMetadata, SdkError};
 use crate::aws::{chain, is_access_code, is_throttle_code};
 use shardring_core::topology::SourceError;
 
+/// Reason of a read that found no AWS credentials (the default chain
+/// exhausted).
+pub const NO_CREDENTIALS: &str = "NoCredentials";
+
 /// What a failed call means for the caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Failure {
@@ -61,11 +65,15 @@ where
     if let Some(missing) = credentials_error(error) {
         // The default chain found nothing (no IRSA token, no Pod Identity,
         // no instance profile, no environment): say so plainly.
-        return Failure::Fatal(SourceError::NoCredentials(format!(
-            "{stream}: {}; give the operator's pod AWS credentials (IRSA, EKS Pod Identity, \
-             or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY in its environment)",
-            chain(missing)
-        )));
+        return Failure::Fatal(SourceError::Named {
+            reason: NO_CREDENTIALS,
+            message: format!(
+                "no AWS credentials: {stream}: {}; give the operator's pod AWS credentials \
+                 (IRSA, EKS Pod Identity, or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY in its \
+                 environment)",
+                chain(missing)
+            ),
+        });
     }
     match error {
         SdkError::ServiceError(service) => {

@@ -30,8 +30,8 @@ use shardring_core::topology::{SourceError, Topology};
 
 use super::{ReadFuture, ShardSource};
 use crate::crds::ShardGroupSpec;
+use crate::crds::shard_group::ShardSource as ShardSourceSpec;
 use crate::lease::{LeaseError, LeaseMetrics, LeaseReader, dynamodb_client};
-use pacing::{jitter_interval, jitter_unit};
 
 /// One observation of a Kinesis ShardGroup's source.
 #[derive(Debug, Clone)]
@@ -65,9 +65,6 @@ pub struct KinesisShardSource {
 /// The refresh interval when the spec does not say (`refreshInterval`).
 pub(crate) const DEFAULT_REFRESH_INTERVAL: Duration = Duration::from_secs(30);
 
-/// How far either way a refresh is jittered, so groups do not call in step.
-pub(crate) const REFRESH_JITTER: f64 = 0.1;
-
 impl KinesisShardSource {
     /// A source over a shared topology reader and an optional lease reader.
     pub fn new(reader: Arc<TopologyReader>, leases: Option<Arc<LeaseReader>>) -> Self {
@@ -88,7 +85,7 @@ impl KinesisShardSource {
 
     /// When to read again: the refresh interval, jittered by ±10%.
     pub(crate) fn next_refresh(&self) -> Duration {
-        jitter_interval(self.refresh_interval, REFRESH_JITTER, jitter_unit())
+        super::refresh::jittered(self.refresh_interval)
     }
 
     /// The source of a ShardGroup spec with `source.kinesis`: its reader comes
@@ -100,11 +97,9 @@ impl KinesisShardSource {
         registry: &ReaderRegistry,
         lease_metrics: Option<LeaseMetrics>,
     ) -> Result<Self, SourceError> {
-        let kinesis = spec
-            .source
-            .kinesis
-            .as_ref()
-            .ok_or_else(|| SourceError::Invalid("source.kinesis is not set".to_owned()))?;
+        let ShardSourceSpec::Kinesis(kinesis) = &spec.source else {
+            return Err(SourceError::Invalid("source.kinesis is not set".to_owned()));
+        };
         let reader = registry.for_spec(kinesis)?;
         let leases = spec.lease_table.as_ref().map(|table| {
             let region = table.region.as_deref().or(kinesis.region());

@@ -1,7 +1,8 @@
 //! Call pacing for Kinesis reads: exponential backoff with full jitter for
 //! throttled or transient failures (the operator's shared [`Backoff`]),
-//! jittered refresh intervals, and a minimum interval between calls to one
-//! stream so a burst of refreshes can never exceed a bounded call rate.
+//! jittered refresh intervals (every source's, [`crate::source::refresh`]),
+//! and a minimum interval between calls to one stream so a burst of
+//! refreshes can never exceed a bounded call rate.
 
 use std::time::Duration;
 
@@ -9,13 +10,7 @@ use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 pub use crate::aws::{Backoff, jitter_unit};
-
-/// Spreads a refresh interval by up to `fraction` either way, so readers
-/// started together do not call AWS in lockstep.
-pub fn jitter_interval(interval: Duration, fraction: f64, unit: f64) -> Duration {
-    let spread = (unit.clamp(0.0, 1.0) * 2.0 - 1.0) * fraction.clamp(0.0, 1.0);
-    interval.mul_f64(1.0 + spread)
-}
+pub use crate::source::refresh::jitter_interval;
 
 /// Keeps calls at least `interval` apart: [`MinInterval::acquire`] waits until
 /// the previous call is `interval` old. This bounds one stream's call rate at
@@ -55,14 +50,6 @@ impl MinInterval {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn interval_jitter_stays_within_the_fraction() {
-        let base = Duration::from_secs(30);
-        assert_eq!(jitter_interval(base, 0.1, 0.0), Duration::from_secs(27));
-        assert_eq!(jitter_interval(base, 0.1, 0.5), base);
-        assert_eq!(jitter_interval(base, 0.1, 1.0), Duration::from_secs(33));
-    }
 
     #[tokio::test(start_paused = true)]
     async fn min_interval_spaces_calls() {

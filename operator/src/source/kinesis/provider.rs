@@ -17,8 +17,13 @@ use tokio::sync::OnceCell;
 
 use super::{KinesisMetrics, KinesisShardSource, ReaderOptions, ReaderRegistry};
 use crate::crds::ShardGroupSpec;
+use crate::crds::shard_group::ShardSource as ShardSourceSpec;
 use crate::lease::LeaseMetrics;
 use shardring_core::topology::SourceError;
+
+/// Reason of a Kinesis group whose stream has no region: neither the spec
+/// nor the operator's environment names one.
+pub const NO_REGION: &str = "NoRegion";
 
 /// Where the AWS configuration comes from.
 #[derive(Debug, Clone)]
@@ -97,27 +102,30 @@ impl KinesisProvider {
 
     /// The source of a ShardGroup spec with `source.kinesis`; the same spec
     /// (stream and lease table) always gets the same source. Fails with
-    /// [`SourceError::NoRegion`] when neither the spec nor the operator's
+    /// the reason [`NO_REGION`] when neither the spec nor the operator's
     /// environment names a region.
     pub async fn source_for(
         &self,
         spec: &ShardGroupSpec,
     ) -> Result<Arc<KinesisShardSource>, SourceError> {
-        let key = serde_json::to_string(&(&spec.source.kinesis, &spec.lease_table))
+        let key = serde_json::to_string(&(&spec.source, &spec.lease_table))
             .map_err(|e| SourceError::Invalid(format!("unserialisable source: {e}")))?;
         if let Some(source) = self.sources.lock().get(&key) {
             return Ok(source.clone());
         }
         let readers = self.readers().await;
-        if let Some(kinesis) = &spec.source.kinesis
+        if let ShardSourceSpec::Kinesis(kinesis) = &spec.source
             && kinesis.region().is_none()
             && readers.sdk_config().region().is_none()
         {
-            return Err(SourceError::NoRegion(format!(
-                "no AWS region for stream {}: set spec.source.kinesis.region (or a streamARN), \
-                 or AWS_REGION in the operator's environment",
-                kinesis.stream_name().unwrap_or("?")
-            )));
+            return Err(SourceError::Named {
+                reason: NO_REGION,
+                message: format!(
+                    "no AWS region for stream {}: set spec.source.kinesis.region (or a streamARN), \
+                     or AWS_REGION in the operator's environment",
+                    kinesis.stream_name().unwrap_or("?")
+                ),
+            });
         }
         let source = Arc::new(KinesisShardSource::for_spec(
             spec,
@@ -130,7 +138,7 @@ impl KinesisProvider {
     /// Drops the cached source of a deleted ShardGroup (its reader goes too
     /// once no other group reads the stream).
     pub(crate) fn forget(&self, spec: &ShardGroupSpec) {
-        if let Ok(key) = serde_json::to_string(&(&spec.source.kinesis, &spec.lease_table)) {
+        if let Ok(key) = serde_json::to_string(&(&spec.source, &spec.lease_table)) {
             self.sources.lock().remove(&key);
         }
     }

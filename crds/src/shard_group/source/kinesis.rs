@@ -1,31 +1,14 @@
-//! Where the shards come from: exactly one of a Kinesis stream or a static
-//! set of named partitions, plus the optional KCL lease table read as
-//! evidence of handoffs and parent completion; with the accessors that read
-//! a stream's name and region from its ARN and name the static partitions.
+//! A Kinesis data stream as a source, and the optional KCL lease table read
+//! as evidence of handoffs and parent completion; with the accessors that
+//! read a stream's name and region from its ARN.
 
 use std::time::Duration;
 
 use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
 
-use super::error::positive;
-use super::{ENDPOINT_URL, REGION, SpecError};
-
-/// The source of shards: exactly one field is set.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
-#[serde(rename_all = "camelCase")]
-#[x_kube(
-    validation = Rule::new("has(self.kinesis) != has(self.static)").message("set exactly one of source.kinesis or source.static"),
-    validation = Rule::new("has(self.kinesis) == has(oldSelf.kinesis)").message("the source type (kinesis or static) cannot be changed; create a new ShardGroup instead")
-)]
-pub struct ShardSource {
-    /// An AWS Kinesis data stream.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kinesis: Option<KinesisSource>,
-    /// A fixed number of named partitions (RabbitMQ queues, SQS queues, ...).
-    #[serde(default, rename = "static", skip_serializing_if = "Option::is_none")]
-    pub static_source: Option<StaticSource>,
-}
+use crate::shard_group::error::positive;
+use crate::shard_group::{ENDPOINT_URL, REGION, SpecError};
 
 /// A Kinesis data stream, read with ListShards.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
@@ -66,22 +49,6 @@ pub struct KinesisSource {
     pub refresh_interval: String,
 }
 
-/// A fixed set of partitions named from a template.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct StaticSource {
-    /// Number of partitions, 1 to 100000. May be changed: new partitions are
-    /// assigned, removed ones are revoked.
-    #[x_kube(validation = Rule::new("self >= 1 && self <= 100000").message("static.count must be between 1 and 100000"))]
-    pub count: u32,
-    /// Name of each partition; `{index}` is replaced by 0..count-1 and must
-    /// appear (at most 200 characters). Default `partition-{index}`.
-    #[serde(default = "default_name_template")]
-    #[schemars(length(max = 200))]
-    #[x_kube(validation = Rule::new("size(self) <= 200 && self.contains('{index}')").message("static.nameTemplate must contain {index} (replaced by 0..count-1), e.g. orders-{index}, and be at most 200 characters"))]
-    pub name_template: String,
-}
-
 /// A DynamoDB lease table in the KCL format.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
@@ -107,11 +74,13 @@ pub struct LeaseTableSpec {
 fn default_refresh_interval() -> String {
     "30s".into()
 }
-fn default_name_template() -> String {
-    "partition-{index}".into()
-}
 
 impl KinesisSource {
+    /// Short description for the `Source` printer column: `kinesis:<stream>`.
+    pub(super) fn summary(&self) -> String {
+        format!("kinesis:{}", self.stream_name().unwrap_or("?"))
+    }
+
     /// `refreshInterval` as a duration.
     pub fn refresh_interval(&self) -> Result<Duration, SpecError> {
         positive("source.kinesis.refreshInterval", &self.refresh_interval)
@@ -136,29 +105,5 @@ impl KinesisSource {
                 .nth(3)
                 .filter(|r| !r.is_empty())
         })
-    }
-}
-
-impl StaticSource {
-    /// Name of partition `index`: the template with `{index}` replaced.
-    pub fn partition_name(&self, index: u32) -> String {
-        self.name_template.replace("{index}", &index.to_string())
-    }
-
-    /// Names of all `count` partitions, in index order.
-    pub fn partition_names(&self) -> impl Iterator<Item = String> + '_ {
-        (0..self.count).map(|index| self.partition_name(index))
-    }
-}
-
-impl ShardSource {
-    /// Short description for the `Source` printer column: `kinesis:<stream>`
-    /// or `static:<count>`.
-    pub fn summary(&self) -> String {
-        match (&self.kinesis, &self.static_source) {
-            (Some(kinesis), _) => format!("kinesis:{}", kinesis.stream_name().unwrap_or("?")),
-            (None, Some(fixed)) => format!("static:{}", fixed.count),
-            (None, None) => "none".to_owned(),
-        }
     }
 }

@@ -1,0 +1,60 @@
+//! How a [`ShardSource`] is read and written: as the map every manifest
+//! holds, one optional field per kind (`{kinesis: {...}}`), whatever the
+//! format. Serde's own externally tagged enum would do in JSON, but YAML
+//! readers (serde_yaml) take an enum as a YAML tag (`!static`) and refuse
+//! the map form, so a sample read with serde_yaml would no longer parse.
+//! Reading a map with no kind or several fails with the message the CEL
+//! rule gives.
+
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::{KinesisSource, ShardSource, StaticSource};
+
+/// What a source that names no kind, or several, is told.
+const EXACTLY_ONE: &str = "set exactly one of source.kinesis or source.static";
+
+/// The map as read: every kind optional.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Fields {
+    #[serde(default)]
+    kinesis: Option<KinesisSource>,
+    #[serde(default, rename = "static")]
+    static_source: Option<StaticSource>,
+}
+
+/// The map as written: the one kind set.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct FieldsRef<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kinesis: Option<&'a KinesisSource>,
+    #[serde(rename = "static", skip_serializing_if = "Option::is_none")]
+    static_source: Option<&'a StaticSource>,
+}
+
+impl Serialize for ShardSource {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut fields = FieldsRef {
+            kinesis: None,
+            static_source: None,
+        };
+        match self {
+            Self::Kinesis(kinesis) => fields.kinesis = Some(kinesis),
+            Self::Static(fixed) => fields.static_source = Some(fixed),
+        }
+        fields.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for ShardSource {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let fields = Fields::deserialize(deserializer)?;
+        match (fields.kinesis, fields.static_source) {
+            (Some(kinesis), None) => Ok(Self::Kinesis(kinesis)),
+            (None, Some(fixed)) => Ok(Self::Static(fixed)),
+            _ => Err(D::Error::custom(EXACTLY_ONE)),
+        }
+    }
+}

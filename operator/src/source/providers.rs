@@ -1,0 +1,89 @@
+//! Building a ShardGroup's source from its spec: [`Providers`] holds what
+//! one operator instance shares between the groups of each kind (the
+//! Kinesis readers, loaded on first use) and is the one place that matches
+//! on the kind of `spec.source`. Nothing here is process-wide: two
+//! operators in one process (tests, the demo, the e2e replicas) each own
+//! their providers.
+
+use std::sync::Arc;
+
+use prometheus_client::registry::Registry;
+
+use super::kinesis::{AwsSettings, KinesisProvider};
+use super::{ShardSource, SourceError, StaticSource};
+use crate::crds::ShardGroupSpec;
+use crate::crds::shard_group::ShardSource as SourceSpec;
+
+/// What the sources of one operator instance may use.
+#[derive(Debug, Clone)]
+pub struct SourceSettings {
+    /// Where the Kinesis sources' AWS configuration comes from.
+    pub aws: AwsSettings,
+}
+
+impl Default for SourceSettings {
+    /// The default AWS chain, loaded when the first Kinesis group appears.
+    fn default() -> Self {
+        Self {
+            aws: AwsSettings::DefaultChain,
+        }
+    }
+}
+
+impl SourceSettings {
+    /// These settings with the AWS configuration `aws`.
+    #[must_use]
+    pub fn with_aws(mut self, aws: AwsSettings) -> Self {
+        self.aws = aws;
+        self
+    }
+}
+
+/// Builds the source of each ShardGroup spec, sharing per-kind state.
+#[derive(Debug)]
+pub struct Providers {
+    kinesis: Arc<KinesisProvider>,
+}
+
+impl Default for Providers {
+    fn default() -> Self {
+        Self::new(SourceSettings::default(), None)
+    }
+}
+
+impl Providers {
+    /// Providers from `settings`, registering each kind's metrics into
+    /// `metrics` when given. Nothing is loaded or connected until a group
+    /// of that kind is built.
+    pub fn new(settings: SourceSettings, metrics: Option<&mut Registry>) -> Self {
+        Self {
+            kinesis: Arc::new(KinesisProvider::new(settings.aws, metrics)),
+        }
+    }
+
+    /// The Kinesis provider (whether it loaded the AWS configuration yet).
+    pub fn kinesis(&self) -> &KinesisProvider {
+        &self.kinesis
+    }
+
+    /// The source of `spec`: a Kinesis spec gets the shared source of its
+    /// stream and lease table (loading the AWS configuration on first use).
+    pub(crate) async fn build(
+        &self,
+        spec: &ShardGroupSpec,
+    ) -> Result<Box<dyn ShardSource>, SourceError> {
+        match &spec.source {
+            SourceSpec::Kinesis(_) => Ok(Box::new(self.kinesis.source_for(spec).await?)),
+            SourceSpec::Static(fixed) => Ok(Box::new(StaticSource::new(fixed.clone()))),
+        }
+    }
+
+    /// Drops what is kept for the deleted group of `spec` (a Kinesis
+    /// stream's reader goes once no other group reads it).
+    pub(crate) fn forget(&self, spec: &ShardGroupSpec) {
+        match &spec.source {
+            SourceSpec::Kinesis(_) => self.kinesis.forget(spec),
+            SourceSpec::Static(_) => {}
+        }
+    }
+}
