@@ -153,6 +153,17 @@ impl Releases {
             }
             return Ok(ReleaseOutcome::Duplicate);
         }
+        // A document newer than the one synced here (a consumer that
+        // watches the ConfigMap can see it, and release, before the cycle
+        // that wrote it syncs this store): the client retries, where a
+        // NotRevoking would make it drop the release.
+        if release.epoch > state.epoch {
+            return Err(ReleaseRejection::FutureEpoch {
+                shard: shard.clone(),
+                epoch: release.epoch,
+                published: state.epoch,
+            });
+        }
         let revoke = state
             .revokes
             .get(shard)
@@ -166,13 +177,6 @@ impl Releases {
                 shard: shard.clone(),
                 epoch: release.epoch,
                 revoke_epoch: revoke.epoch,
-            });
-        }
-        if release.epoch > state.epoch {
-            return Err(ReleaseRejection::FutureEpoch {
-                shard: shard.clone(),
-                epoch: release.epoch,
-                published: state.epoch,
             });
         }
         state.acks.insert(
@@ -388,6 +392,9 @@ mod tests {
             ("a", release("s-9", 7, None), "NotRevoking"),
             ("a", release("s-0", 5, None), "StaleEpoch"),
             ("a", release("s-0", 8, None), "FutureEpoch"),
+            // Not revoking in the document synced here (epoch 7), but in a
+            // newer one the pod already saw: retried, not dropped.
+            ("a", release("s-1", 8, None), "FutureEpoch"),
         ];
         for (pod, request, reason) in cases {
             let error = releases.submit(&key, pod, "u", &request, t(1)).unwrap_err();

@@ -510,6 +510,11 @@ mod tests {
         assert_eq!(status(403, "NotMember").failure(), Failure::NotYetKnown);
         assert_eq!(status(403, "UidMismatch").failure(), Failure::Refused);
         assert_eq!(status(404, "NotFound").failure(), Failure::Refused);
+        assert_eq!(
+            status(409, "FutureEpoch").failure(),
+            Failure::NotYetPublished
+        );
+        assert_eq!(status(409, "NotRevoking").failure(), Failure::Refused);
         assert_eq!(status(409, "NotRevoking").reason(), Some("NotRevoking"));
     }
 }

@@ -107,6 +107,11 @@ impl EndpointError {
                 reason: Some(reason),
                 ..
             } if reason == "IpMismatch" || reason == "NotMember" => Failure::NotYetKnown,
+            Self::Status {
+                status: 409,
+                reason: Some(reason),
+                ..
+            } if reason == "FutureEpoch" => Failure::NotYetPublished,
             Self::Status { status: 401, .. } => Failure::Unauthorized,
             Self::Status { status, .. } if *status >= 500 => Failure::Transient,
             Self::Status { .. } | Self::Url { .. } | Self::Ca { .. } | Self::Token { .. } => {

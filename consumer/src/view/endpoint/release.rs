@@ -183,8 +183,8 @@ async fn run(
                 }
                 Err(error) => {
                     let failure = match error.failure() {
-                        // FutureEpoch: the leader has not published this
-                        // epoch yet (a new leader catching up).
+                        // Another 409 (a release of a group the leader
+                        // does not serve yet, say): retried like a failure.
                         Failure::Refused if error.status() == Some(409) => Failure::Transient,
                         failure => failure,
                     };

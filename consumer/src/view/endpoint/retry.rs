@@ -13,6 +13,9 @@
 //!   first seconds ([`NEW_POD_WINDOW`]): the operator may not have seen the
 //!   pod (or its IP) yet, so retry quickly (100 ms, doubling); after that,
 //!   as a refusal;
+//! - 409 `FutureEpoch` on a release: the view came from a document the
+//!   leader wrote but has not taken in yet (a ConfigMap watch can be that
+//!   fast); it does within milliseconds, so retry quickly (10 ms, doubling);
 //! - 403/404 and other refusals: the configuration is wrong, back off longer.
 //!
 //! After any answer, `X-RateLimit-Remaining: 0` means wait until the window
@@ -92,6 +95,9 @@ pub enum Failure {
     /// a member pod with this IP; for a pod that just started, the operator
     /// may not have seen it yet.
     NotYetKnown,
+    /// 409 `FutureEpoch`: the leader has not taken in the document the
+    /// request's epoch comes from yet (it does right after writing it).
+    NotYetPublished,
     /// 403, 404 and other refusals a retry soon will not fix.
     Refused,
 }
@@ -136,6 +142,7 @@ pub struct RetryPolicy {
     transient: Backoff,
     not_leader: Backoff,
     not_yet_known: Backoff,
+    not_yet_published: Backoff,
     refused: Backoff,
     not_leader_in_a_row: u32,
     /// Until when a `NotYetKnown` is retried quickly (`None` once an
@@ -157,6 +164,7 @@ impl RetryPolicy {
             transient: Backoff::new(Duration::from_millis(100), Duration::from_secs(5)),
             not_leader: Backoff::new(Duration::from_millis(100), Duration::from_secs(2)),
             not_yet_known: Backoff::new(Duration::from_millis(100), Duration::from_secs(2)),
+            not_yet_published: Backoff::new(Duration::from_millis(10), Duration::from_secs(1)),
             refused: Backoff::new(Duration::from_secs(2), Duration::from_secs(60)),
             not_leader_in_a_row: 0,
             new_pod_until: started.checked_add(NEW_POD_WINDOW),
@@ -168,6 +176,7 @@ impl RetryPolicy {
         self.transient.reset();
         self.not_leader.reset();
         self.not_yet_known.reset();
+        self.not_yet_published.reset();
         self.refused.reset();
         self.not_leader_in_a_row = 0;
         self.new_pod_until = None;
@@ -190,6 +199,7 @@ impl RetryPolicy {
                 }
             }
             Failure::Transient => self.transient.next_delay(),
+            Failure::NotYetPublished => self.not_yet_published.next_delay(),
             Failure::NotYetKnown if self.new_pod_until.is_some_and(|u| Instant::now() < u) => {
                 self.not_yet_known.next_delay()
             }
@@ -281,5 +291,19 @@ mod tests {
             Duration::from_secs(1)
         );
         assert!(policy.delay(Failure::Refused) >= Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_document_not_taken_in_yet_is_asked_again_within_milliseconds() {
+        let mut policy = RetryPolicy::default();
+        let delays: Vec<Duration> = (0..8)
+            .map(|_| policy.delay(Failure::NotYetPublished))
+            .collect();
+        assert!(delays[0] >= Duration::from_millis(5) && delays[0] <= Duration::from_millis(10));
+        assert!(delays[1] <= Duration::from_millis(20), "{delays:?}");
+        assert!(
+            delays.iter().all(|d| *d <= Duration::from_secs(1)),
+            "{delays:?}"
+        );
     }
 }

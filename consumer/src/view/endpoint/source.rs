@@ -163,5 +163,9 @@ pub(super) fn log_failure(error: &EndpointError, client: &EndpointClient, retry_
         Failure::Transient => {
             tracing::warn!(%error, ?retry_in, "endpoint unreachable or failing; the other view sources carry on");
         }
+        Failure::NotYetPublished => tracing::debug!(
+            %error, ?retry_in,
+            "the leader has not taken in the document of this epoch yet; retrying shortly"
+        ),
     }
 }
