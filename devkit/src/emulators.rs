@@ -144,6 +144,17 @@ fn install(dir: &Path) -> Result<PathBuf, EmulatorError> {
     Ok(dir.to_path_buf())
 }
 
+/// The last 2,000 characters of the log at `path` (empty when unreadable),
+/// for an error that says why a process did not start.
+pub(crate) fn log_tail(path: &Path) -> String {
+    let mut text = String::new();
+    if let Ok(mut file) = File::open(path) {
+        let _ = file.read_to_string(&mut text);
+    }
+    let start = text.char_indices().rev().nth(1999).map_or(0, |(at, _)| at);
+    text[start..].to_owned()
+}
+
 /// A port nobody listens on right now (the OS picks it).
 pub fn free_port() -> std::io::Result<u16> {
     Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
@@ -283,21 +294,13 @@ impl Emulator {
     }
 
     fn failure(&self, detail: String) -> EmulatorError {
-        let mut tail = String::new();
-        if let Ok(mut file) = File::open(&self.log) {
-            let _ = file.read_to_string(&mut tail);
-        }
-        let tail: String = tail
-            .chars()
-            .rev()
-            .take(2000)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect();
         EmulatorError::Start {
             kind: self.kind.name(),
-            detail: format!("{detail}; log {}:\n{tail}", self.log.display()),
+            detail: format!(
+                "{detail}; log {}:\n{}",
+                self.log.display(),
+                log_tail(&self.log)
+            ),
         }
     }
 

@@ -5,7 +5,8 @@
 //! from a kubeconfig, watches with resourceVersions, bookmarks and 410
 //! Gone. Also what every crate's tests share: the [`fixtures`] they put on
 //! it (or on a real API server), the one launcher of the local AWS
-//! [`emulators`] (kinesis-local and dynalite), the [`wait`] helpers they
+//! [`emulators`] (kinesis-local and dynalite), a RabbitMQ [`broker`] of a
+//! test's own (Debian's rabbitmq-server), the [`wait`] helpers they
 //! poll with (and the wait for a Kinesis [`stream`] to be ACTIVE), and
 //! [`process::in_own_process`] for tests that need a process of their own,
 //! and the operator's [`access`] as the install ships it (RBAC, admission
@@ -20,6 +21,8 @@
 pub mod access;
 #[cfg(feature = "apiserver")]
 pub mod apiserver;
+#[cfg(feature = "broker")]
+pub mod broker;
 pub mod emulators;
 #[cfg(feature = "apiserver")]
 pub mod fixtures;

@@ -26,7 +26,7 @@ use crate::assignment::{ANNOTATION_PREFIX, CONFIGMAP_SUFFIX};
     shortname = "sg",
     category = "shardring",
     status = "ShardGroupStatus",
-    doc = "A ShardGroup assigns the shards of one Kinesis stream (or a static set of partition queues) to the ready pods of a ConsumerPool, balanced and sticky, and publishes the result in ConfigMap <name>-assignment and in each pod's annotation assignment.shardring.io/<name>.",
+    doc = "A ShardGroup assigns the shards of one Kinesis stream (or a static set of partition queues, or the queues of a RabbitMQ virtual host) to the ready pods of a ConsumerPool, balanced and sticky, and publishes the result in ConfigMap <name>-assignment and in each pod's annotation assignment.shardring.io/<name>.",
     printcolumn(name = "Source", type_ = "string", json_path = ".status.source", description = "Where the shards come from"),
     printcolumn(name = "Shards", type_ = "integer", json_path = ".status.shards.total", description = "Readable shards"),
     printcolumn(name = "Pods", type_ = "integer", json_path = ".status.pods.eligible", description = "Pods that receive shards"),
@@ -42,15 +42,17 @@ use crate::assignment::{ANNOTATION_PREFIX, CONFIGMAP_SUFFIX};
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(
-    validation = Rule::new("!has(self.throughput) || (has(self.balance) && self.balance == 'throughput')").message("spec.throughput applies only with balance: throughput; remove it or set balance: throughput")
+    validation = Rule::new("!has(self.throughput) || (has(self.balance) && self.balance == 'throughput')").message("spec.throughput applies only with balance: throughput; remove it or set balance: throughput"),
+    validation = Rule::new("!has(self.leaseTable) || !has(self.source.rabbitmq)").message("spec.leaseTable is the KCL lease table of a Kinesis stream; a rabbitmq source has none: remove it")
 )]
 pub struct ShardGroupSpec {
     /// The ConsumerPool (same namespace) whose pods read this group's shards.
     /// May be changed: every shard then moves to the new pool's pods through the
     /// normal two-phase handoff.
     pub pool_ref: PoolRef,
-    /// Where the shards come from: exactly one of `kinesis` or `static`. The
-    /// kind of source, and a Kinesis stream, cannot be changed after creation.
+    /// Where the shards come from: exactly one of `kinesis`, `static` or
+    /// `rabbitmq`. The kind of source, a Kinesis stream and a RabbitMQ
+    /// virtual host cannot be changed after creation.
     pub source: ShardSource,
     /// Optional KCL-format DynamoDB lease table, used as evidence that a pod has
     /// released a shard and that a parent shard is complete.

@@ -198,6 +198,35 @@ fn a_move_log_entry_reads_what_it_writes() {
 }
 
 #[test]
+fn a_rabbitmq_source_defaults_its_vhost_and_refresh() {
+    let group = group(serde_json::json!({
+        "poolRef": {"name": "p"},
+        "source": {"rabbitmq": {
+            "managementURL": "http://rabbitmq:15672",
+            "queuePattern": "orders\\.[0-9]+",
+            "credentialsSecret": "shardring-rabbitmq"
+        }}
+    }));
+    let ShardSource::Rabbitmq(rabbitmq) = &group.spec.source else {
+        panic!("a rabbitmq source: {:?}", group.spec.source);
+    };
+    assert_eq!(rabbitmq.vhost, "/");
+    assert_eq!(rabbitmq.queue_pattern, "orders\\.[0-9]+");
+    assert_eq!(
+        group.spec.source.refresh_interval(),
+        Ok(Duration::from_secs(10))
+    );
+    assert_eq!(group.spec.source.summary(), "rabbitmq:orders\\.[0-9]+");
+    assert!(!group.spec.source.has_lineage());
+    assert_eq!(group.spec.source.named_partition_count(), None);
+    let other_vhost = ShardSource::Rabbitmq(RabbitMqSource {
+        vhost: "shop".into(),
+        ..rabbitmq.clone()
+    });
+    assert_eq!(other_vhost.summary(), "rabbitmq:orders\\.[0-9]+ in shop");
+}
+
+#[test]
 fn a_source_is_exactly_one_kind_when_read() {
     // Today's manifests read as before: the field names are the variants'.
     let text = r#"{"static": {"count": 3, "nameTemplate": "q-{index}"}}"#;
@@ -231,7 +260,7 @@ fn a_source_reads_from_yaml_as_a_map() {
     assert!(
         error
             .to_string()
-            .contains("set exactly one of source.kinesis"),
+            .contains("set exactly one of source.kinesis, source.static or source.rabbitmq"),
         "{error}"
     );
 }

@@ -43,6 +43,20 @@ fn kinesis_group() -> Value {
     })
 }
 
+/// A `rabbitmq` source as a manifest holds it (defaults filled, as the API
+/// server stores it).
+fn rabbitmq_source() -> Value {
+    json!({"rabbitmq": {
+        "managementURL": "http://rabbitmq.messaging.svc:15672", "vhost": "/",
+        "queuePattern": "orders\\.[0-9]+", "credentialsSecret": "shardring-rabbitmq",
+        "refreshInterval": "10s"
+    }})
+}
+
+fn rabbitmq_group() -> Value {
+    with(&static_group(), "/spec/source", rabbitmq_source())
+}
+
 fn pool() -> Value {
     json!({
         "apiVersion": "shardring.io/v1alpha1", "kind": "ConsumerPool",
@@ -102,6 +116,10 @@ fn valid_objects_pass() {
         Vec::<String>::new()
     );
     assert_eq!(
+        violations::<ShardGroup>(&rabbitmq_group(), None),
+        Vec::<String>::new()
+    );
+    assert_eq!(
         violations::<ConsumerPool>(&pool(), None),
         Vec::<String>::new()
     );
@@ -122,7 +140,7 @@ fn exactly_one_source() {
     assert_refused::<ShardGroup>(
         &none,
         None,
-        "set exactly one of source.kinesis or source.static",
+        "set exactly one of source.kinesis, source.static or source.rabbitmq",
     );
     let both = with(
         &static_group(),
@@ -132,7 +150,71 @@ fn exactly_one_source() {
     assert_refused::<ShardGroup>(
         &both,
         None,
-        "set exactly one of source.kinesis or source.static",
+        "set exactly one of source.kinesis, source.static or source.rabbitmq",
+    );
+}
+
+#[test]
+fn rabbitmq_source_rules() {
+    let refused = [
+        (
+            "managementURL",
+            json!("rabbitmq:15672"),
+            "rabbitmq.managementURL must be an http:// or https:// URL",
+        ),
+        (
+            "vhost",
+            json!(""),
+            "rabbitmq.vhost must be 1 to 255 characters",
+        ),
+        (
+            "queuePattern",
+            json!(""),
+            "rabbitmq.queuePattern must be a regular expression of 1 to 1024 characters",
+        ),
+        (
+            "credentialsSecret",
+            json!("Not_A_Name"),
+            "rabbitmq.credentialsSecret must be the name of a Secret in the operator's namespace",
+        ),
+        (
+            "refreshInterval",
+            json!("500ms"),
+            "rabbitmq.refreshInterval must be a duration of at least 1s",
+        ),
+    ];
+    for (field, value, expected) in refused {
+        let object = with(
+            &rabbitmq_group(),
+            &format!("/spec/source/rabbitmq/{field}"),
+            value,
+        );
+        assert_refused::<ShardGroup>(&object, None, expected);
+    }
+    // The KCL lease table is Kinesis's: a rabbitmq group has none.
+    let with_leases = with(
+        &rabbitmq_group(),
+        "/spec/leaseTable",
+        json!({"tableName": "orders-app"}),
+    );
+    assert_refused::<ShardGroup>(&with_leases, None, "a rabbitmq source has none: remove it");
+    // The vhost is the queues' identity; the pattern, the URL, the Secret
+    // and the refresh may change.
+    let old = rabbitmq_group();
+    let other_vhost = with(&old, "/spec/source/rabbitmq/vhost", json!("shop"));
+    assert_refused::<ShardGroup>(&other_vhost, Some(&old), "rabbitmq.vhost cannot be changed");
+    let mut changed = old.clone();
+    for (field, value) in [
+        ("queuePattern", json!("orders-[0-9]+")),
+        ("managementURL", json!("https://rabbitmq.example.com")),
+        ("credentialsSecret", json!("other-credentials")),
+        ("refreshInterval", json!("1m")),
+    ] {
+        changed = with(&changed, &format!("/spec/source/rabbitmq/{field}"), value);
+    }
+    assert_eq!(
+        violations::<ShardGroup>(&changed, Some(&old)),
+        Vec::<String>::new()
     );
 }
 
@@ -369,7 +451,14 @@ fn source_type_and_stream_are_immutable() {
     assert_refused::<ShardGroup>(
         &to_static,
         Some(&old),
-        "the source type (kinesis or static) cannot be changed",
+        "the source type (kinesis, static or rabbitmq) cannot be changed",
+    );
+    let to_rabbitmq = with(&old, "/spec/source", rabbitmq_source());
+    let to_rabbitmq = with(&to_rabbitmq, "/spec/leaseTable", Value::Null);
+    assert_refused::<ShardGroup>(
+        &to_rabbitmq,
+        Some(&old),
+        "the source type (kinesis, static or rabbitmq) cannot be changed",
     );
     let other_stream = with(&old, "/spec/source/kinesis/streamName", json!("other"));
     assert_refused::<ShardGroup>(&other_stream, Some(&old), "the stream cannot be changed");

@@ -81,6 +81,23 @@ fn kinesis_shard_group_sample() {
 }
 
 #[test]
+fn rabbitmq_shard_group_sample() {
+    let object = sample("shardgroup-rabbitmq.yaml");
+    let group: ShardGroup = serde_json::from_value(object.clone()).expect("typed ShardGroup");
+    let ShardSource::Rabbitmq(rabbitmq) = &group.spec.source else {
+        panic!("a rabbitmq source: {:?}", group.spec.source);
+    };
+    assert_eq!(rabbitmq.vhost, "orders");
+    assert_eq!(rabbitmq.credentials_secret, "shardring-rabbitmq");
+    assert_eq!(
+        group.spec.source.refresh_interval(),
+        Ok(std::time::Duration::from_secs(10))
+    );
+    assert!(group.spec.lease_table.is_none());
+    assert_valid::<ShardGroup>("shardgroup-rabbitmq.yaml", &object);
+}
+
+#[test]
 fn kustomization_lists_existing_samples() {
     let kustomization = sample("kustomization.yaml");
     let resources = kustomization["resources"].as_array().expect("resources");

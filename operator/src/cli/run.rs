@@ -22,6 +22,7 @@ use crate::runtime::leader::{LeaderConfig, LeaderElector, LeaderMetrics, default
 use crate::runtime::server::Server;
 use crate::runtime::telemetry::{self, LogFormat};
 use crate::runtime::{crd_wait, metrics, shutdown};
+use crate::source::rabbitmq::KubeSecrets;
 use crate::source::{Providers, SourceSettings};
 
 /// Arguments of `shardring run`; every flag also reads an environment variable.
@@ -174,10 +175,19 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // without the endpoint).
     let endpoint_state = EndpointState::default();
     endpoint_state.loads.register(&mut registry);
+    // The operator's own namespace (POD_NAMESPACE): the Lease's, the
+    // endpoint's self-signed Secret's, and the sources' credentials
+    // Secrets'.
+    let namespace = args
+        .lease_namespace
+        .clone()
+        .unwrap_or_else(|| client.default_namespace().to_owned());
     // The sources' providers share what groups of one kind can (one reader
     // per Kinesis stream); each kind loads its configuration (the AWS
     // chain) only when the first group of that kind appears.
-    let providers = Providers::new(SourceSettings::default(), Some(&mut registry));
+    let settings = SourceSettings::default()
+        .with_secrets(Arc::new(KubeSecrets::new(client.clone(), &namespace)));
+    let providers = Providers::new(settings, Some(&mut registry));
     let sources = Sources::for_providers(Arc::new(providers));
     let health = Health::new();
     let server = Server::bind(args.metrics_addr, Arc::new(registry), health.clone()).await?;
@@ -197,12 +207,6 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // over while the old leader's last writes were still going out.
     let election = CancellationToken::new();
     let mut lease_task = None;
-    // The operator's own namespace (POD_NAMESPACE): the Lease's, and the
-    // endpoint's self-signed Secret's.
-    let namespace = args
-        .lease_namespace
-        .clone()
-        .unwrap_or_else(|| client.default_namespace().to_owned());
     let leader = if args.leader_election {
         let config = LeaderConfig::new(&args.lease_name, &namespace, &default_identity());
         config.validate()?;

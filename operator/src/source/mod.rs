@@ -1,5 +1,5 @@
 //! Shard sources: where a ShardGroup's shards come from, one module per
-//! kind (`kinesis`, `static_source`), each saying everything about itself
+//! kind (`kinesis`, `static_source`, `rabbitmq`), each saying everything about itself
 //! through [`ShardSource`]: what it reads, how often, whether its shards
 //! have lineage, whether it reads a lease table, and the constant reasons
 //! of its failures ([`SourceError`]). A source never turns a failed read
@@ -19,6 +19,7 @@ pub use shardring_core::topology::{SourceError, Topology};
 
 pub mod kinesis;
 mod providers;
+pub mod rabbitmq;
 pub mod refresh;
 pub mod static_source;
 

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use prometheus_client::registry::Registry;
 
 use super::kinesis::{AwsSettings, KinesisProvider};
+use super::rabbitmq::{RabbitMqProvider, Secrets};
 use super::{ShardSource, SourceError, StaticSource};
 use crate::crds::ShardGroupSpec;
 use crate::crds::shard_group::ShardSource as SourceSpec;
@@ -19,13 +20,18 @@ use crate::crds::shard_group::ShardSource as SourceSpec;
 pub struct SourceSettings {
     /// Where the Kinesis sources' AWS configuration comes from.
     pub aws: AwsSettings,
+    /// The Secrets of the operator's namespace that a spec may name for
+    /// its credentials (a RabbitMQ source's); `None`: none can be read.
+    pub secrets: Option<Arc<dyn Secrets>>,
 }
 
 impl Default for SourceSettings {
-    /// The default AWS chain, loaded when the first Kinesis group appears.
+    /// The default AWS chain, loaded when the first Kinesis group appears;
+    /// no Secrets.
     fn default() -> Self {
         Self {
             aws: AwsSettings::DefaultChain,
+            secrets: None,
         }
     }
 }
@@ -37,12 +43,20 @@ impl SourceSettings {
         self.aws = aws;
         self
     }
+
+    /// These settings reading named Secrets from `secrets`.
+    #[must_use]
+    pub fn with_secrets(mut self, secrets: Arc<dyn Secrets>) -> Self {
+        self.secrets = Some(secrets);
+        self
+    }
 }
 
 /// Builds the source of each ShardGroup spec, sharing per-kind state.
 #[derive(Debug)]
 pub struct Providers {
     kinesis: Arc<KinesisProvider>,
+    rabbitmq: RabbitMqProvider,
 }
 
 impl Default for Providers {
@@ -58,6 +72,7 @@ impl Providers {
     pub fn new(settings: SourceSettings, metrics: Option<&mut Registry>) -> Self {
         Self {
             kinesis: Arc::new(KinesisProvider::new(settings.aws, metrics)),
+            rabbitmq: RabbitMqProvider::new(settings.secrets),
         }
     }
 
@@ -75,6 +90,7 @@ impl Providers {
         match &spec.source {
             SourceSpec::Kinesis(_) => Ok(Box::new(self.kinesis.source_for(spec).await?)),
             SourceSpec::Static(fixed) => Ok(Box::new(StaticSource::new(fixed.clone()))),
+            SourceSpec::Rabbitmq(rabbitmq) => Ok(Box::new(self.rabbitmq.source_for(rabbitmq)?)),
         }
     }
 
@@ -83,7 +99,7 @@ impl Providers {
     pub(crate) fn forget(&self, spec: &ShardGroupSpec) {
         match &spec.source {
             SourceSpec::Kinesis(_) => self.kinesis.forget(spec),
-            SourceSpec::Static(_) => {}
+            SourceSpec::Static(_) | SourceSpec::Rabbitmq(_) => {}
         }
     }
 }

@@ -30,6 +30,7 @@ mod kinesis_rate;
 mod kinesis_topology;
 mod lease_table;
 mod manifests;
+mod rabbitmq_source;
 mod runtime_crd_wait;
 mod runtime_leader;
 mod runtime_leader_failover;

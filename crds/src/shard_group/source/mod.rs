@@ -1,7 +1,7 @@
 //! Where the shards come from: a tagged union of the source kinds, each in
 //! a file of its own — a Kinesis stream (`kinesis`, with the KCL lease
-//! table it may be read with), a static set of named partitions (`fixed`).
-//! Exactly one is set,
+//! table it may be read with), a static set of named partitions (`fixed`),
+//! the queues of a RabbitMQ virtual host (`rabbitmq`). Exactly one is set,
 //! by the schema (`oneOf`) and by a CEL rule whose message says what to fix;
 //! the kind cannot change after creation.
 //!
@@ -13,6 +13,7 @@
 
 mod fixed;
 mod kinesis;
+mod rabbitmq;
 mod wire;
 
 use std::time::Duration;
@@ -21,22 +22,23 @@ use schemars::JsonSchema;
 
 pub use fixed::StaticSource;
 pub use kinesis::{KinesisSource, LeaseTableSpec};
+pub use rabbitmq::RabbitMqSource;
 
 use super::SpecError;
 
-/// The source of shards: exactly one of `kinesis` or `static`. Read and
+/// The source of shards: exactly one of `kinesis`, `static` or `rabbitmq`. Read and
 /// written as a map with one field per kind, in every serde format (see
 /// `wire`); its schema is the union's (`oneOf`).
 #[derive(Debug, Clone, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [
     {
-        "rule": "(has(self.kinesis) ? 1 : 0) + (has(self.static) ? 1 : 0) == 1",
-        "message": "set exactly one of source.kinesis or source.static"
+        "rule": "(has(self.kinesis) ? 1 : 0) + (has(self.static) ? 1 : 0) + (has(self.rabbitmq) ? 1 : 0) == 1",
+        "message": "set exactly one of source.kinesis, source.static or source.rabbitmq"
     },
     {
-        "rule": "has(self.kinesis) == has(oldSelf.kinesis) && has(self.static) == has(oldSelf.static)",
-        "message": "the source type (kinesis or static) cannot be changed; create a new ShardGroup instead"
+        "rule": "has(self.kinesis) == has(oldSelf.kinesis) && has(self.static) == has(oldSelf.static) && has(self.rabbitmq) == has(oldSelf.rabbitmq)",
+        "message": "the source type (kinesis, static or rabbitmq) cannot be changed; create a new ShardGroup instead"
     }
 ]))]
 pub enum ShardSource {
@@ -45,15 +47,19 @@ pub enum ShardSource {
     /// A fixed number of named partitions (RabbitMQ queues, SQS queues, ...).
     #[serde(rename = "static")]
     Static(StaticSource),
+    /// The queues of a RabbitMQ virtual host whose names match a pattern,
+    /// listed through the management HTTP API.
+    Rabbitmq(RabbitMqSource),
 }
 
 impl ShardSource {
     /// Short description for the `Source` printer column, e.g.
-    /// `kinesis:orders` or `static:16`.
+    /// `kinesis:orders`, `static:16` or `rabbitmq:orders\.[0-9]+`.
     pub fn summary(&self) -> String {
         match self {
             Self::Kinesis(kinesis) => kinesis.summary(),
             Self::Static(fixed) => fixed.summary(),
+            Self::Rabbitmq(rabbitmq) => rabbitmq.summary(),
         }
     }
 
@@ -64,6 +70,7 @@ impl ShardSource {
         match self {
             Self::Kinesis(kinesis) => kinesis.refresh_interval(),
             Self::Static(_) => Ok(StaticSource::REFRESH),
+            Self::Rabbitmq(rabbitmq) => rabbitmq.refresh_interval(),
         }
     }
 
@@ -73,7 +80,7 @@ impl ShardSource {
     pub fn has_lineage(&self) -> bool {
         match self {
             Self::Kinesis(_) => true,
-            Self::Static(_) => false,
+            Self::Static(_) | Self::Rabbitmq(_) => false,
         }
     }
 
@@ -82,7 +89,7 @@ impl ShardSource {
     pub fn named_partitions(&self) -> Option<Vec<String>> {
         match self {
             Self::Static(fixed) => Some(fixed.partition_names().collect()),
-            Self::Kinesis(_) => None,
+            Self::Kinesis(_) | Self::Rabbitmq(_) => None,
         }
     }
 
@@ -91,7 +98,7 @@ impl ShardSource {
     pub fn named_partition_count(&self) -> Option<u32> {
         match self {
             Self::Static(fixed) => Some(fixed.count),
-            Self::Kinesis(_) => None,
+            Self::Kinesis(_) | Self::Rabbitmq(_) => None,
         }
     }
 }

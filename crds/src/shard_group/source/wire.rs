@@ -9,10 +9,10 @@
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::{KinesisSource, ShardSource, StaticSource};
+use super::{KinesisSource, RabbitMqSource, ShardSource, StaticSource};
 
 /// What a source that names no kind, or several, is told.
-const EXACTLY_ONE: &str = "set exactly one of source.kinesis or source.static";
+const EXACTLY_ONE: &str = "set exactly one of source.kinesis, source.static or source.rabbitmq";
 
 /// The map as read: every kind optional.
 #[derive(Deserialize)]
@@ -22,6 +22,8 @@ struct Fields {
     kinesis: Option<KinesisSource>,
     #[serde(default, rename = "static")]
     static_source: Option<StaticSource>,
+    #[serde(default)]
+    rabbitmq: Option<RabbitMqSource>,
 }
 
 /// The map as written: the one kind set.
@@ -32,6 +34,8 @@ struct FieldsRef<'a> {
     kinesis: Option<&'a KinesisSource>,
     #[serde(rename = "static", skip_serializing_if = "Option::is_none")]
     static_source: Option<&'a StaticSource>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rabbitmq: Option<&'a RabbitMqSource>,
 }
 
 impl Serialize for ShardSource {
@@ -39,10 +43,12 @@ impl Serialize for ShardSource {
         let mut fields = FieldsRef {
             kinesis: None,
             static_source: None,
+            rabbitmq: None,
         };
         match self {
             Self::Kinesis(kinesis) => fields.kinesis = Some(kinesis),
             Self::Static(fixed) => fields.static_source = Some(fixed),
+            Self::Rabbitmq(rabbitmq) => fields.rabbitmq = Some(rabbitmq),
         }
         fields.serialize(serializer)
     }
@@ -51,9 +57,10 @@ impl Serialize for ShardSource {
 impl<'de> Deserialize<'de> for ShardSource {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let fields = Fields::deserialize(deserializer)?;
-        match (fields.kinesis, fields.static_source) {
-            (Some(kinesis), None) => Ok(Self::Kinesis(kinesis)),
-            (None, Some(fixed)) => Ok(Self::Static(fixed)),
+        match (fields.kinesis, fields.static_source, fields.rabbitmq) {
+            (Some(kinesis), None, None) => Ok(Self::Kinesis(kinesis)),
+            (None, Some(fixed), None) => Ok(Self::Static(fixed)),
+            (None, None, Some(rabbitmq)) => Ok(Self::Rabbitmq(rabbitmq)),
             _ => Err(D::Error::custom(EXACTLY_ONE)),
         }
     }

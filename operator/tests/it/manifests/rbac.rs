@@ -191,3 +191,48 @@ fn watch_namespaces_grant_roles_in_those_namespaces_only() {
         "by default every namespace is watched"
     );
 }
+
+/// The rules of the Role granting `get` on Secrets other than the
+/// endpoint's own: the RabbitMQ sources' credentials.
+fn credentials_role(objects: &[Value]) -> Option<&Value> {
+    of_kind(objects, "Role").into_iter().find(|role| {
+        role["metadata"]["name"]
+            .as_str()
+            .is_some_and(|name| name.ends_with("-rabbitmq-credentials"))
+    })
+}
+
+#[test]
+fn rabbitmq_credentials_are_read_by_name_only() {
+    let install = objects(&read(&root().join("deploy/install.yaml")));
+    let chart = render(&[]);
+    for objects in [&install, &chart] {
+        let role = credentials_role(objects).expect("a Role for the credentials Secrets");
+        assert_eq!(role["metadata"]["namespace"], RELEASE_NAMESPACE);
+        assert_eq!(
+            role["rules"],
+            serde_json::json!([{"apiGroups": [""], "resources": ["secrets"],
+                                "resourceNames": ["shardring-rabbitmq"], "verbs": ["get"]}]),
+            "get, by name, nothing else"
+        );
+    }
+    // Nothing anywhere lists or watches Secrets.
+    for verb in ["list", "watch"] {
+        assert!(
+            roles_granting(&install, "secrets", verb).is_empty(),
+            "{verb} on secrets"
+        );
+        assert!(
+            !grants(cluster_role(&install), "secrets", verb),
+            "{verb} on secrets"
+        );
+    }
+    let named = render(&["rabbitmq.credentialsSecrets={orders-broker,billing-broker}"]);
+    let role = credentials_role(&named).expect("a Role for the named Secrets");
+    assert_eq!(
+        role["rules"][0]["resourceNames"],
+        serde_json::json!(["orders-broker", "billing-broker"])
+    );
+    let none = render(&["rabbitmq.credentialsSecrets=null"]);
+    assert!(credentials_role(&none).is_none(), "no names, no Role");
+}
