@@ -10,12 +10,16 @@
 //! - [`partitions`]: the same for static partitions without a lease table
 //!   (SQS, RabbitMQ, any queue), driven by the consumer endpoint's view and
 //!   handing checkpoints over through release acknowledgements;
+//! - [`rabbitmq`]: a worker for RabbitMQ partition queues on that worker:
+//!   manual acknowledgements, a bounded prefetch, exclusive consumers, and
+//!   a release acknowledged only once the broker has every acknowledgement;
 //! - [`check`]: a pure checker of processed-record logs (no overlap, no loss, order).
 
 pub mod check;
 pub mod clients;
 pub mod lease;
 pub mod partitions;
+pub mod rabbitmq;
 pub mod reader;
 pub mod reference;
 pub mod view;

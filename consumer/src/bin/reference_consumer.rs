@@ -6,7 +6,11 @@
 //! and with `--endpoint-url` also from the operator's consumer endpoint,
 //! beside the other source (the newest epoch wins), acknowledging there the
 //! release of every revoked shard; on SIGTERM it reads on until its shards are revoked or the drain deadline
-//! passes, then checkpoints, releases and exits.
+//! passes, then checkpoints, releases and exits. With `--rabbitmq-url` its
+//! partitions are RabbitMQ queues instead of Kinesis shards: it consumes
+//! the queues its view makes active with the queue worker
+//! (`shardring_consumer::rabbitmq`) and logs every message, and every end
+//! of a hold, for the queue checker.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -16,15 +20,19 @@ use std::time::Duration;
 use clap::Parser;
 use shardring_consumer::clients;
 use shardring_consumer::lease::{LeaseConfig, LeaseManager, create_table};
+use shardring_consumer::partitions::{PartitionConfig, PartitionWorker};
+use shardring_consumer::rabbitmq::log::QueueLog;
+use shardring_consumer::rabbitmq::{QueueConfig, QueueReader, redact};
 use shardring_consumer::reader::ReaderOptions;
 use shardring_consumer::reference::RecordLog;
 use shardring_consumer::view::endpoint::{
-    EndpointArgs, EndpointClient, EndpointSource, LoadMeter, LoadReporter, Metered, ReleaseSender,
-    split_group,
+    EndpointArgs, EndpointClient, EndpointSource, EndpointStatus, LoadMeter, LoadReporter, Metered,
+    ReleaseSender, split_group,
 };
 use shardring_consumer::view::file::{FileFormat, FileSource};
-use shardring_consumer::view::{self, Sources};
+use shardring_consumer::view::{self, AssignmentView, Sources};
 use shardring_consumer::worker::{Worker, WorkerConfig, termination_signal};
+use tokio::sync::watch;
 
 /// Reads the shards shardring assigns to this pod and logs every record.
 #[derive(Debug, Parser)]
@@ -33,12 +41,28 @@ struct Args {
     /// This pod's name (the lease owner and the key into the assignment).
     #[arg(long, env = "POD_NAME")]
     pod: String,
-    /// Kinesis stream name or ARN.
-    #[arg(long, env = "SHARDRING_STREAM")]
-    stream: String,
-    /// KCL-format DynamoDB lease table.
-    #[arg(long, env = "SHARDRING_LEASE_TABLE")]
-    lease_table: String,
+    /// Kinesis stream name or ARN (not with --rabbitmq-url).
+    #[arg(
+        long,
+        env = "SHARDRING_STREAM",
+        required_unless_present = "rabbitmq_url"
+    )]
+    stream: Option<String>,
+    /// KCL-format DynamoDB lease table (not with --rabbitmq-url).
+    #[arg(
+        long,
+        env = "SHARDRING_LEASE_TABLE",
+        required_unless_present = "rabbitmq_url"
+    )]
+    lease_table: Option<String>,
+    /// Consume RabbitMQ queues instead of Kinesis shards: the broker, as
+    /// `amqp://user:password@host:5672/<vhost>` (each partition is the
+    /// queue of that name).
+    #[arg(long, env = "SHARDRING_RABBITMQ_URL", conflicts_with_all = ["stream", "lease_table"])]
+    rabbitmq_url: Option<String>,
+    /// With --rabbitmq-url: most messages unacknowledged per queue.
+    #[arg(long, env = "SHARDRING_RABBITMQ_PREFETCH", default_value_t = 20)]
+    prefetch: u16,
     /// Create the lease table if it does not exist (tests and demos).
     #[arg(long)]
     create_lease_table: bool,
@@ -120,17 +144,6 @@ async fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let emulator = args
-        .emulator_credentials
-        .unwrap_or(args.kinesis_endpoint.is_some() || args.dynamodb_endpoint.is_some());
-    let config = clients::sdk_config(Some(&args.region), emulator).await;
-    let kinesis = clients::kinesis_client(&config, args.kinesis_endpoint.as_deref());
-    let dynamodb = clients::dynamodb_client(&config, args.dynamodb_endpoint.as_deref());
-    if args.create_lease_table {
-        create_table(&dynamodb, &args.lease_table, Duration::from_secs(60)).await?;
-    }
-    let failover = Duration::from_millis(args.failover_ms);
-
     let (publisher, view) = view::channel();
     let mut sources = Sources::new(publisher);
     let interval = Duration::from_millis(args.poll_ms);
@@ -162,9 +175,7 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     // The endpoint runs beside the source above: all feed one publisher and
     // the newest epoch wins, so the endpoint being down loses nothing.
-    let mut release_acks = None;
-    let meter = LoadMeter::default();
-    let mut _load_reporter = None;
+    let mut endpoint_parts = EndpointParts::default();
     if let Some(config) = args.endpoint.config() {
         let Some(shard_group) = &args.shard_group else {
             anyhow::bail!("--endpoint-url needs --shard-group");
@@ -178,16 +189,18 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
             wait: args.endpoint.wait(),
         }
         .spawn(sources.publisher().clone());
+        endpoint_parts.handover = Some(endpoint.status.clone());
         sources.add(endpoint.task);
-        _load_reporter = Some(LoadReporter::spawn(
+        endpoint_parts.load_reporter = Some(LoadReporter::spawn(
             client.clone(),
             namespace.clone(),
             group.clone(),
             view.clone(),
-            meter.clone(),
+            endpoint_parts.meter.clone(),
             Duration::from_millis(args.load_report_ms),
         ));
-        release_acks = Some(ReleaseSender::spawn(client, namespace, group, view.clone()));
+        endpoint_parts.release_acks =
+            Some(ReleaseSender::spawn(client, namespace, group, view.clone()));
         tracing::info!(url = ?args.endpoint.endpoint_url, %shard_group, "consumer endpoint: long-polling the view, acknowledging releases, reporting load");
     }
     if sources.is_empty() {
@@ -195,33 +208,71 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
             "give a view source: --view-file, --annotations-file, --configmap or --endpoint-url"
         );
     }
+    match args.rabbitmq_url.clone() {
+        Some(url) => run_queues(&args, &url, view, endpoint_parts).await?,
+        None => run_shards(&args, view, endpoint_parts).await?,
+    }
+    drop(sources);
+    Ok(ExitCode::SUCCESS)
+}
 
+/// What the consumer endpoint gives a worker, when it is on.
+#[derive(Default)]
+struct EndpointParts {
+    /// The release acknowledgements.
+    release_acks: Option<ReleaseSender>,
+    /// The endpoint source's status (the handed-over checkpoints).
+    handover: Option<watch::Receiver<EndpointStatus>>,
+    /// What the worker read, per shard, for the load reports.
+    meter: LoadMeter,
+    /// Kept alive while the worker runs.
+    load_reporter: Option<LoadReporter>,
+}
+
+/// Kinesis shards with KCL leases.
+async fn run_shards(
+    args: &Args,
+    view: AssignmentView,
+    endpoint: EndpointParts,
+) -> anyhow::Result<()> {
+    let (Some(stream), Some(table)) = (args.stream.clone(), args.lease_table.clone()) else {
+        anyhow::bail!("give --stream and --lease-table (or --rabbitmq-url)");
+    };
+    let emulator = args
+        .emulator_credentials
+        .unwrap_or(args.kinesis_endpoint.is_some() || args.dynamodb_endpoint.is_some());
+    let config = clients::sdk_config(Some(&args.region), emulator).await;
+    let kinesis = clients::kinesis_client(&config, args.kinesis_endpoint.as_deref());
+    let dynamodb = clients::dynamodb_client(&config, args.dynamodb_endpoint.as_deref());
+    if args.create_lease_table {
+        create_table(&dynamodb, &table, Duration::from_secs(60)).await?;
+    }
+    let failover = Duration::from_millis(args.failover_ms);
     let leases = Arc::new(LeaseManager::new(
         dynamodb,
         LeaseConfig {
-            table: args.lease_table.clone(),
+            table: table.clone(),
             worker_id: args.pod.clone(),
             failover,
         },
     ));
     let log = Arc::new(Metered {
         inner: RecordLog::open(&args.log)?,
-        meter,
+        meter: endpoint.meter,
     });
-    let mut worker_config = WorkerConfig::new(args.stream.clone(), failover);
+    let mut worker_config = WorkerConfig::new(stream.clone(), failover);
     worker_config.drain_deadline = Duration::from_millis(args.drain_deadline_ms);
     worker_config.tick = Duration::from_millis(100);
     worker_config.reader = ReaderOptions {
         idle_wait: Duration::from_millis(args.idle_ms),
         ..ReaderOptions::default()
     };
-    tracing::info!(pod = %args.pod, stream = %args.stream, table = %args.lease_table, "reference consumer started");
+    tracing::info!(pod = %args.pod, %stream, %table, "reference consumer started");
     let mut worker = Worker::new(kinesis, leases, view, log, worker_config);
-    if let Some(acks) = release_acks {
+    if let Some(acks) = endpoint.release_acks {
         worker = worker.with_release_acks(acks);
     }
     let report = worker.run(termination_signal()).await;
-    drop(sources);
     tracing::info!(
         completed = ?report.completed,
         released = report.released,
@@ -229,7 +280,52 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
         drain_deadline_passed = report.drain_deadline_passed,
         "reference consumer exiting"
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(())
+}
+
+/// RabbitMQ queues, with manual acknowledgements and a bounded prefetch.
+async fn run_queues(
+    args: &Args,
+    url: &str,
+    view: AssignmentView,
+    endpoint: EndpointParts,
+) -> anyhow::Result<()> {
+    let config = QueueConfig {
+        prefetch: args.prefetch,
+        ..QueueConfig::new(url)
+    };
+    let reader = Arc::new(QueueReader::new(
+        Arc::new(QueueLog::open(&args.log)?),
+        config,
+        &args.pod,
+    ));
+    let worker_config = PartitionConfig {
+        tick: Duration::from_millis(50),
+        idle: Duration::from_millis(10),
+        drain_deadline: Duration::from_millis(args.drain_deadline_ms),
+        ..PartitionConfig::new(args.pod.clone())
+    };
+    // Without the endpoint nothing is handed over (a queue keeps its own
+    // position anyway).
+    let handover = endpoint
+        .handover
+        .unwrap_or_else(|| watch::channel(EndpointStatus::default()).1);
+    let mut worker = PartitionWorker::new(view, handover, Arc::clone(&reader), worker_config);
+    if let Some(acks) = endpoint.release_acks {
+        worker = worker.with_release_acks(acks);
+    }
+    tracing::info!(pod = %args.pod, url = %redact(url), prefetch = args.prefetch, connected = reader.connect().await, "reference consumer started on RabbitMQ");
+    let report = worker.run(termination_signal()).await;
+    reader.close().await;
+    tracing::info!(
+        started = report.started,
+        stopped = report.stopped,
+        acked = report.acked,
+        failed = report.failed,
+        drain_deadline_passed = report.drain_deadline_passed,
+        "reference consumer exiting"
+    );
+    Ok(())
 }
 
 #[cfg(feature = "kube")]

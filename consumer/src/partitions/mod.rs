@@ -68,6 +68,15 @@ pub trait PartitionHandler: Send + Sync + 'static {
     /// A reader starts at `checkpoint` (e.g. to open a queue consumer).
     fn opened(&self, _context: &PartitionContext, _checkpoint: Option<&str>) {}
 
+    /// A reader stopped for good, after its last batch: give the partition
+    /// back where that takes a round trip (a queue consumer cancelled, and
+    /// the broker's word that it has every acknowledgement) before
+    /// [`Self::closed`] and the release acknowledgement. Bounded by
+    /// [`PartitionConfig::stop_timeout`] with the batch in hand.
+    fn release(&self, _context: &PartitionContext) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+
     /// A reader stopped for good, after its last batch, with its last
     /// checkpoint; its release is acknowledged after this.
     fn closed(&self, _context: &PartitionContext, _checkpoint: Option<&str>) {}

@@ -42,7 +42,9 @@ impl<H: PartitionHandler> PartitionTask<H> {
         self.handler.opened(&self.context, start.as_deref());
         let exit = self.read().await;
         // After the last batch: the worker acknowledges the release only
-        // once this task has returned.
+        // once this task has returned, so after the handler gave the
+        // partition back.
+        self.handler.release(&self.context).await;
         self.handler.closed(&self.context, self.last().as_deref());
         exit
     }

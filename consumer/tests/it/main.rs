@@ -12,6 +12,7 @@ mod configmap_watch;
 mod endpoint;
 mod lease_manager;
 mod python_example;
+mod rabbitmq_worker;
 mod reference_consumer;
 mod shard_reader;
 mod support;
