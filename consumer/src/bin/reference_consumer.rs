@@ -294,11 +294,10 @@ async fn run_queues(
         prefetch: args.prefetch,
         ..QueueConfig::new(url)
     };
-    let reader = Arc::new(QueueReader::new(
-        Arc::new(QueueLog::open(&args.log)?),
-        config,
-        &args.pod,
-    ));
+    let reader = Arc::new(
+        QueueReader::new(Arc::new(QueueLog::open(&args.log)?), config, &args.pod)
+            .following(view.clone()),
+    );
     let worker_config = PartitionConfig {
         tick: Duration::from_millis(50),
         idle: Duration::from_millis(10),

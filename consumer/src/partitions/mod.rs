@@ -205,9 +205,7 @@ impl<H: PartitionHandler> PartitionWorker<H> {
             }
         }
         let partitions: Vec<String> = self.running.keys().cloned().collect();
-        for partition in partitions {
-            self.stop(&partition).await;
-        }
+        self.stop(partitions).await;
         self.acknowledge();
         flush_acks(self.release_acks.as_ref(), self.config.stop_timeout).await;
         self.report
@@ -235,11 +233,20 @@ impl<H: PartitionHandler> PartitionWorker<H> {
         self.released.insert(partition.to_owned(), last);
     }
 
-    /// Stops a reader after its batch in hand (aborted after `stop_timeout`).
-    async fn stop(&mut self, partition: &str) {
-        if let Some(running) = self.running.remove(partition) {
-            let (exit, last) = running.stop(self.config.stop_timeout).await;
-            self.after_exit(partition, exit.unwrap_or_else(PartitionExit::Failed), last);
+    /// Stops the readers of `partitions`, each after its batch in hand
+    /// (aborted after `stop_timeout`), all at once: a pod that loses several
+    /// partitions lets go of each without waiting for the others.
+    async fn stop(&mut self, partitions: Vec<String>) {
+        let timeout = self.config.stop_timeout;
+        let stopping = partitions.into_iter().filter_map(|partition| {
+            let running = self.running.remove(&partition)?;
+            Some(async move {
+                let (exit, last) = running.stop(timeout).await;
+                (partition, exit, last)
+            })
+        });
+        for (partition, exit, last) in futures::future::join_all(stopping).await {
+            self.after_exit(&partition, exit.unwrap_or_else(PartitionExit::Failed), last);
         }
     }
 
@@ -250,10 +257,10 @@ impl<H: PartitionHandler> PartitionWorker<H> {
             .filter(|partition| !self.view.can_acquire(partition))
             .cloned()
             .collect();
-        for partition in revoked {
+        for partition in &revoked {
             tracing::info!(%partition, epoch = self.view.epoch(), "no longer active: stopping after the batch in hand");
-            self.stop(&partition).await;
         }
+        self.stop(revoked).await;
     }
 
     /// Acknowledges the partitions the newest view revokes that no reader

@@ -40,6 +40,7 @@ pub use lapin::message::Delivery as QueueDelivery;
 use self::connection::Shared;
 use self::subscription::{Batch, Subscription};
 use crate::partitions::{PartitionContext, PartitionHandler};
+use crate::view::AssignmentView;
 use shardring_backoff::Backoff;
 
 /// Which queue, pod, view epoch and hold a message belongs to.
@@ -119,6 +120,9 @@ pub struct QueueReader<H> {
     config: QueueConfig,
     connection: Shared,
     slots: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Slot>>>>,
+    /// The view the worker follows, when given: a wait for the next
+    /// message ends as soon as the queue is no longer active in it.
+    view: Option<AssignmentView>,
 }
 
 impl<H: MessageHandler> QueueReader<H> {
@@ -130,6 +134,29 @@ impl<H: MessageHandler> QueueReader<H> {
             connection: Shared::new(&config.url, &format!("shardring {worker_id}")),
             config,
             slots: Mutex::new(HashMap::new()),
+            view: None,
+        }
+    }
+
+    /// Follows `view` (the worker's): a queue's wait for its next message
+    /// ends the moment the view revokes the queue, so the reader stops, and
+    /// the queue is released, without waiting out the poll.
+    #[must_use]
+    pub fn following(mut self, view: AssignmentView) -> Self {
+        self.view = Some(view);
+        self
+    }
+
+    /// Resolves once `queue` is no longer active in the followed view
+    /// (never without one).
+    async fn revoked(&self, queue: &str) {
+        let Some(mut view) = self.view.clone() else {
+            return std::future::pending().await;
+        };
+        while view.can_acquire(queue) {
+            if view.changed().await.is_err() {
+                return std::future::pending().await;
+            }
         }
     }
 
@@ -227,10 +254,12 @@ impl<H: MessageHandler> PartitionHandler for QueueReader<H> {
             return Ok(None);
         };
         let session = subscription.session;
-        let deliveries = match subscription
-            .next_batch(self.config.poll, usize::from(self.config.prefetch))
-            .await
-        {
+        let batch = subscription.next_batch(
+            self.config.poll,
+            usize::from(self.config.prefetch),
+            self.revoked(&context.partition),
+        );
+        let deliveries = match batch.await {
             Batch::Empty => return Ok(None),
             Batch::Ended(why) => {
                 self.end(context, &mut slot, Some(&why)).await;

@@ -10,6 +10,7 @@
 //! would leave a moment with no consumer on the queue while those messages
 //! are still held: a second consumer could take newer ones before them.)
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -100,10 +101,20 @@ impl Subscription {
         }
     }
 
-    /// Waits up to `poll` for a delivery, then takes every one that has
+    /// Waits up to `poll` for a delivery (less when `interrupt` resolves
+    /// first: nothing is in hand yet), then takes every one that has
     /// already arrived, up to `most`.
-    pub(crate) async fn next_batch(&mut self, poll: Duration, most: usize) -> Batch {
-        let first = match tokio::time::timeout(poll, self.consumer.next()).await {
+    pub(crate) async fn next_batch(
+        &mut self,
+        poll: Duration,
+        most: usize,
+        interrupt: impl Future<Output = ()>,
+    ) -> Batch {
+        let waited = tokio::select! {
+            waited = tokio::time::timeout(poll, self.consumer.next()) => waited,
+            () = interrupt => return Batch::Empty,
+        };
+        let first = match waited {
             Err(_) => return Batch::Empty,
             Ok(None) => return Batch::Ended("the broker cancelled the consumer".into()),
             Ok(Some(Err(error))) => return Batch::Ended(error.to_string()),

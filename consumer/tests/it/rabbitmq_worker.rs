@@ -77,11 +77,10 @@ impl Pod {
             prefetch: PREFETCH,
             ..QueueConfig::new(url)
         };
-        let handler = Arc::new(QueueReader::new(
-            Arc::new(Slow(QueueLog::open(log).unwrap())),
-            config,
-            name,
-        ));
+        let handler = Arc::new(
+            QueueReader::new(Arc::new(Slow(QueueLog::open(log).unwrap())), config, name)
+                .following(assignment.clone()),
+        );
         let worker_config = PartitionConfig {
             tick: Duration::from_millis(20),
             idle: Duration::from_millis(5),
