@@ -3,7 +3,8 @@
 //! the status subresource, as a kubelet would, backed by a local
 //! `shardring-reference-consumer` process that knows its pod name and reads
 //! its view by watching the assignment ConfigMap through the API (the same
-//! KUBECONFIG). Like a kubelet, the harness reports the container `running`
+//! KUBECONFIG): of Kinesis shards with KCL leases, or of RabbitMQ queues,
+//! then also from the consumer endpoint with a token bound to its pod. Like a kubelet, the harness reports the container `running`
 //! while the process runs: the operator takes a pod that never reported a
 //! started container (and is not bound to a node) for one that never ran,
 //! and would hand its shards over at once. A finalizer keeps a deleted pod
@@ -23,9 +24,13 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 use shardring_consumer::check::{self, ProcessedRecord};
+use shardring_crds::endpoint::DEFAULT_AUDIENCE;
 use shardring_dev::demo::consumers::{ConsumerProcess, ConsumerSettings, ViewSource};
+use shardring_dev::demo::queues::QueueConsumerSettings;
 
-use crate::harness::{CONFIG_MAP, DRAIN_TIMEOUT, HarnessError, NAME, STEP_TIMEOUT};
+use crate::tokens::pod_token;
+
+use crate::harness::{CONFIG_MAP, DRAIN_TIMEOUT, HarnessError, NAME, STEP_TIMEOUT, wait_eligible};
 use shardring_devkit::wait::{Probe, wait_for};
 
 /// Keeps a deleted pod terminating until its consumer process has exited.
@@ -44,11 +49,21 @@ pub fn ready_conditions(since: &str) -> serde_json::Value {
     ])
 }
 
+/// What the consumer processes read, and their command lines (shared with
+/// `shardring-dev demo`).
+#[derive(Debug, Clone)]
+pub enum ConsumerCommand {
+    /// Kinesis shards with KCL leases.
+    Shards(ConsumerSettings),
+    /// RabbitMQ queues, through the consumer endpoint too.
+    Queues(QueueConsumerSettings),
+}
+
 /// How consumer processes are started.
 #[derive(Debug, Clone)]
 pub struct ConsumerSpec {
-    /// The reference consumer's command line (shared with `shardring-dev demo`).
-    pub settings: ConsumerSettings,
+    /// The reference consumer's command line.
+    pub command: ConsumerCommand,
     /// Namespace of the pods and the ConfigMap.
     pub namespace: String,
     /// Record logs and consumer logs go here.
@@ -84,6 +99,15 @@ impl Pods {
 
     fn record_log(&self, pod: &str) -> PathBuf {
         self.spec.dir.join(format!("{pod}.records.jsonl"))
+    }
+
+    fn token_file(&self, pod: &str) -> PathBuf {
+        self.spec.dir.join(format!("{pod}.token"))
+    }
+
+    /// Every log the consumers were given, in the order they started.
+    pub fn logs(&self) -> &[PathBuf] {
+        &self.logs
     }
 
     /// Names of the pods whose process runs, sorted.
@@ -126,6 +150,15 @@ impl Pods {
             }))?;
             api.create(&PostParams::default(), &pod).await?;
         }
+        if matches!(self.spec.command, ConsumerCommand::Queues(_)) {
+            // As a kubelet writes a projected token before the container starts.
+            for name in names {
+                let token = pod_token(&self.client, &self.spec.namespace, name, DEFAULT_AUDIENCE)
+                    .await
+                    .map_err(|e| HarnessError::Consumer(format!("a token for {name}: {e}")))?;
+                std::fs::write(self.token_file(name), token)?;
+            }
+        }
         // The processes start first; then the status reports them running.
         let mut started = Vec::with_capacity(names.len());
         for name in names {
@@ -162,17 +195,28 @@ impl Pods {
             name: CONFIG_MAP,
             namespace: &spec.namespace,
         };
-        let process = spec
-            .settings
-            .spawn(
+        let stderr_log = spec.dir.join(format!("{pod}.consumer.log"));
+        let process = match &spec.command {
+            ConsumerCommand::Shards(settings) => settings.spawn(pod, view, &log, &stderr_log),
+            ConsumerCommand::Queues(settings) => settings.spawn(
                 pod,
-                view,
+                (CONFIG_MAP, &spec.namespace),
+                &self.token_file(pod),
                 &log,
-                &spec.dir.join(format!("{pod}.consumer.log")),
-            )
-            .map_err(|e| HarnessError::Consumer(e.to_string()))?;
+                &stderr_log,
+            ),
+        }
+        .map_err(|e| HarnessError::Consumer(e.to_string()))?;
         self.logs.push(log);
         Ok(process)
+    }
+
+    /// [`Self::add`], then waits until the group counts every live pod
+    /// eligible (past the pool's `minReadySeconds`).
+    pub async fn add_eligible(&mut self, names: &[&str]) -> Result<(), HarnessError> {
+        self.add(names).await?;
+        let live = self.live.len() as u64;
+        wait_eligible(&self.client, &self.spec.namespace, live, names).await
     }
 
     /// Graceful deletion, in a kubelet's order: the pod gets its deletion

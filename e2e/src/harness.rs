@@ -21,7 +21,7 @@ use shardring_dev::demo::producer::Producer;
 use shardring_devkit::emulators::Emulator;
 
 use crate::cluster::Cluster;
-use crate::consumers::{ConsumerSpec, Pods};
+use crate::consumers::{ConsumerCommand, ConsumerSpec, Pods};
 use crate::namespace::{apply_crds, create_namespace, delete_namespace, unique_namespace};
 use crate::operator::{Operator, OperatorError, OperatorMode};
 use crate::published::{PublishedError, assignment_document};
@@ -55,6 +55,8 @@ pub const LEASE_FAILOVER: Duration = Duration::from_secs(4);
 /// group's first publish then waits for every one of them), short enough
 /// not to slow a scenario down.
 pub const MIN_READY: Duration = Duration::from_secs(2);
+/// How often a wait for a settled assignment looks.
+const SETTLE_POLL: Duration = Duration::from_millis(100);
 /// How often [`Harness::wait_revoking`] looks.
 const FAST_POLL: Duration = Duration::from_millis(20);
 /// Records per PutRecords call, and the pause between calls.
@@ -91,6 +93,9 @@ pub enum HarnessError {
     /// The published ConfigMap could not be read.
     #[error(transparent)]
     Published(#[from] PublishedError),
+    /// The RabbitMQ broker could not be set up or restarted.
+    #[error("RabbitMQ broker: {0}")]
+    Broker(String),
     /// A record log could not be parsed.
     #[error("record log {path}: {detail}")]
     Log {
@@ -149,12 +154,7 @@ impl Harness {
         shards: u32,
     ) -> Result<Self, HarnessError> {
         let client = cluster.client.clone();
-        let binary = tokio::task::spawn_blocking(|| {
-            shardring_dev::demo::consumers::locate(None).map_err(|e| e.to_string())
-        })
-        .await
-        .map_err(|e| HarnessError::Consumer(e.to_string()))?
-        .map_err(HarnessError::Consumer)?;
+        let binary = reference_consumer().await?;
         let (kinesis_emulator, dynamo_emulator) = tokio::task::spawn_blocking(|| {
             Ok::<_, HarnessError>((Emulator::start_kinesis()?, Emulator::start_dynamodb()?))
         })
@@ -181,7 +181,12 @@ impl Harness {
         create_namespace(&client, &namespace).await?;
         let dir = files_dir(&namespace);
         let ready = async {
-            apply_pool_and_group(&client, &namespace, &kinesis_url, &dynamo_url).await?;
+            apply_pool_and_group(
+                &client,
+                &namespace,
+                kinesis_group_spec(&kinesis_url, &dynamo_url),
+            )
+            .await?;
             std::fs::create_dir_all(&dir)?;
             Ok::<_, HarnessError>(
                 Operator::start(&operator_cluster, &namespace, REGION, mode).await?,
@@ -200,7 +205,7 @@ impl Harness {
             dir.display()
         );
         let spec = ConsumerSpec {
-            settings: ConsumerSettings {
+            command: ConsumerCommand::Shards(ConsumerSettings {
                 binary,
                 region: REGION.to_owned(),
                 stream: NAME.to_owned(),
@@ -210,7 +215,7 @@ impl Harness {
                 failover: LEASE_FAILOVER,
                 drain_deadline: DRAIN_TIMEOUT,
                 kubeconfig: cluster.kubeconfig.clone(),
-            },
+            }),
             namespace: namespace.clone(),
             dir,
         };
@@ -233,27 +238,7 @@ impl Harness {
     /// reshard) then finds them in the pool, as a rollout with
     /// `minReadySeconds` waits for them.
     pub async fn add_pods(&mut self, names: &[&str]) -> Result<(), HarnessError> {
-        self.pods.add(names).await?;
-        let live = self.pods.live().len() as u64;
-        let groups = Api::<ShardGroup>::namespaced(self.client.clone(), &self.namespace);
-        wait_for(
-            &format!("{live} pods eligible (after adding {names:?})"),
-            STEP_TIMEOUT,
-            || async {
-                let eligible = groups
-                    .get(NAME)
-                    .await?
-                    .status
-                    .map_or(0, |s| s.pods.eligible);
-                Ok::<_, HarnessError>(if eligible >= live {
-                    Probe::Done(())
-                } else {
-                    Probe::Pending(format!("{eligible} eligible"))
-                })
-            },
-        )
-        .await?;
-        Ok(())
+        self.pods.add_eligible(names).await
     }
 
     /// Starts the producer (sequenced records over many partition keys).
@@ -318,11 +303,7 @@ impl Harness {
 
     /// The published document, if any.
     pub async fn document(&self) -> Result<Option<AssignmentDocument>, HarnessError> {
-        let maps = Api::<ConfigMap>::namespaced(self.client.clone(), &self.namespace);
-        match maps.get_opt(CONFIG_MAP).await? {
-            Some(map) => Ok(Some(assignment_document(&map)?)),
-            None => Ok(None),
-        }
+        published(&self.client, &self.namespace).await
     }
 
     /// Waits until the assignment is settled for the live pods: every open
@@ -330,33 +311,16 @@ impl Harness {
     /// pending, the document names exactly the live pods, the load spread
     /// is within one, and every pod holding shards has processed a record.
     pub async fn wait_settled(&mut self, what: &str) -> Result<AssignmentDocument, HarnessError> {
-        let what = format!("{what}: a settled, balanced assignment");
-        let started = tokio::time::Instant::now();
-        loop {
-            if let Some(operator) = self.operator.as_mut() {
-                operator.check_running()?;
-            }
-            self.pods.check_alive()?;
-            let open = stream::open_shards(&self.kinesis, NAME).await?;
-            let seen = match self.document().await? {
-                Some(doc) => {
-                    match settled(&doc, &open, &self.pods.live(), |p| self.pods.has_read(p)) {
-                        Ok(()) => return Ok(doc),
-                        Err(seen) => seen,
-                    }
-                }
-                None => format!("no ConfigMap {CONFIG_MAP} yet"),
-            };
-            if started.elapsed() >= STEP_TIMEOUT {
-                return Err(WaitError::Timeout {
-                    what,
-                    waited: started.elapsed(),
-                    last: seen,
-                }
-                .into());
-            }
-            tokio::time::sleep(shardring_devkit::wait::POLL_INTERVAL).await;
-        }
+        let kinesis = &self.kinesis;
+        wait_settled_for(
+            what,
+            &self.client,
+            &self.namespace,
+            self.operator.as_mut(),
+            &mut self.pods,
+            || stream::open_shards(kinesis, NAME),
+        )
+        .await
     }
 
     /// Waits until the published document revokes a shard from `pod`,
@@ -435,13 +399,32 @@ impl Harness {
     }
 }
 
-/// The pool selects `app=orders`; the ShardGroup reads the stream on the
-/// local emulators, with short drain and failover times so scenarios are quick.
-async fn apply_pool_and_group(
+/// The ShardGroup's spec: it reads the stream on the local emulators, with
+/// short drain and failover times so scenarios are quick.
+fn kinesis_group_spec(kinesis_url: &str, dynamo_url: &str) -> serde_json::Value {
+    json!({
+        "source": {"kinesis": {
+            "streamName": NAME, "region": REGION, "endpoint": kinesis_url,
+            "refreshInterval": "1s"
+        }},
+        "leaseTable": {"tableName": NAME, "region": REGION, "endpoint": dynamo_url},
+        "handoff": {
+            "drainTimeout": format!("{}ms", DRAIN_TIMEOUT.as_millis()),
+            "leaseFailover": format!("{}ms", LEASE_FAILOVER.as_millis())
+        },
+        "rebalance": {"delay": "2s"}
+    })
+}
+
+/// Applies the pool [`NAME`], which selects `app=orders` pods after
+/// [`MIN_READY`], and the ShardGroup [`NAME`] on it with `spec` (its
+/// source and settings; `poolRef` is added), served by the suite's own
+/// operator only (an operator installed in the cluster, of no class, never
+/// acts on it).
+pub(crate) async fn apply_pool_and_group(
     client: &Client,
     namespace: &str,
-    kinesis_url: &str,
-    dynamo_url: &str,
+    mut spec: serde_json::Value,
 ) -> Result<(), HarnessError> {
     let pool: ConsumerPool = serde_json::from_value(json!({
         "apiVersion": "shardring.io/v1alpha1",
@@ -449,29 +432,16 @@ async fn apply_pool_and_group(
         "metadata": {"name": NAME, "namespace": namespace},
         "spec": {"selector": {"matchLabels": {"app": NAME}}, "minReadySeconds": MIN_READY.as_secs()}
     }))?;
+    spec["poolRef"] = json!({"name": NAME});
     let group: ShardGroup = serde_json::from_value(json!({
         "apiVersion": "shardring.io/v1alpha1",
         "kind": "ShardGroup",
         "metadata": {
             "name": NAME,
             "namespace": namespace,
-            // Served by the suite's own operator only: an operator installed
-            // in the cluster (no class) never acts on it.
             "labels": {CONTROLLER_CLASS_LABEL: CONTROLLER_CLASS},
         },
-        "spec": {
-            "poolRef": {"name": NAME},
-            "source": {"kinesis": {
-                "streamName": NAME, "region": REGION, "endpoint": kinesis_url,
-                "refreshInterval": "1s"
-            }},
-            "leaseTable": {"tableName": NAME, "region": REGION, "endpoint": dynamo_url},
-            "handoff": {
-                "drainTimeout": format!("{}ms", DRAIN_TIMEOUT.as_millis()),
-                "leaseFailover": format!("{}ms", LEASE_FAILOVER.as_millis())
-            },
-            "rebalance": {"delay": "2s"}
-        }
+        "spec": spec
     }))?;
     let params = PatchParams::apply(MANAGER).force();
     Api::<ConsumerPool>::namespaced(client.clone(), namespace)
@@ -480,6 +450,99 @@ async fn apply_pool_and_group(
     Api::<ShardGroup>::namespaced(client.clone(), namespace)
         .patch(NAME, &params, &Patch::Apply(&group))
         .await?;
+    Ok(())
+}
+
+/// The reference consumer binary (see `shardring_dev::demo::consumers::locate`).
+pub(crate) async fn reference_consumer() -> Result<PathBuf, HarnessError> {
+    tokio::task::spawn_blocking(|| {
+        shardring_dev::demo::consumers::locate(None).map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(|e| HarnessError::Consumer(e.to_string()))?
+    .map_err(HarnessError::Consumer)
+}
+
+/// The document published in `namespace` (ConfigMap [`CONFIG_MAP`]), if any.
+pub(crate) async fn published(
+    client: &Client,
+    namespace: &str,
+) -> Result<Option<AssignmentDocument>, HarnessError> {
+    let maps = Api::<ConfigMap>::namespaced(client.clone(), namespace);
+    match maps.get_opt(CONFIG_MAP).await? {
+        Some(map) => Ok(Some(assignment_document(&map)?)),
+        None => Ok(None),
+    }
+}
+
+/// Polls the document published in `namespace` until it is settled for
+/// the live `pods` and the partitions `open` lists (see `crate::settled`),
+/// failing at once when `operator` or a live pod's consumer stopped.
+pub(crate) async fn wait_settled_for<F, Fut>(
+    what: &str,
+    client: &Client,
+    namespace: &str,
+    mut operator: Option<&mut Operator>,
+    pods: &mut Pods,
+    mut open: F,
+) -> Result<AssignmentDocument, HarnessError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Vec<String>, HarnessError>>,
+{
+    let what = format!("{what}: a settled, balanced assignment");
+    let started = tokio::time::Instant::now();
+    loop {
+        if let Some(operator) = operator.as_deref_mut() {
+            operator.check_running()?;
+        }
+        pods.check_alive()?;
+        let open = open().await?;
+        let seen = match published(client, namespace).await? {
+            Some(doc) => match settled(&doc, &open, &pods.live(), |p| pods.has_read(p)) {
+                Ok(()) => return Ok(doc),
+                Err(seen) => seen,
+            },
+            None => format!("no ConfigMap {CONFIG_MAP} yet"),
+        };
+        if started.elapsed() >= STEP_TIMEOUT {
+            return Err(WaitError::Timeout {
+                what,
+                waited: started.elapsed(),
+                last: seen,
+            }
+            .into());
+        }
+        tokio::time::sleep(SETTLE_POLL).await;
+    }
+}
+
+/// Waits until ShardGroup [`NAME`] in `namespace` counts `live` pods
+/// eligible (after adding `names`).
+pub(crate) async fn wait_eligible(
+    client: &Client,
+    namespace: &str,
+    live: u64,
+    names: &[&str],
+) -> Result<(), HarnessError> {
+    let groups = Api::<ShardGroup>::namespaced(client.clone(), namespace);
+    wait_for(
+        &format!("{live} pods eligible (after adding {names:?})"),
+        STEP_TIMEOUT,
+        || async {
+            let eligible = groups
+                .get(NAME)
+                .await?
+                .status
+                .map_or(0, |s| s.pods.eligible);
+            Ok::<_, HarnessError>(if eligible >= live {
+                Probe::Done(())
+            } else {
+                Probe::Pending(format!("{eligible} eligible"))
+            })
+        },
+    )
+    .await?;
     Ok(())
 }
 

@@ -15,10 +15,12 @@ pub mod namespace;
 pub mod operator;
 pub mod proxy;
 pub mod published;
+pub mod queues;
 pub mod replicas;
 pub mod scenarios;
 mod settled;
 pub mod stream;
+pub mod tokens;
 pub mod verdict;
 
 pub use cluster::{Reachability, connect};

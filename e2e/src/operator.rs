@@ -1,7 +1,9 @@
 //! Running the operator under test, in one of two ways:
 //! - **in-process** (default): `shardring::controller::run_controller` on the
-//!   test's own client, scoped to the test's namespace, with its own Kinesis
-//!   provider on the emulators' static credentials (nothing process-wide),
+//!   test's own client, scoped to the test's namespace, with its own source
+//!   providers: Kinesis on the emulators' static credentials, Secrets (a
+//!   RabbitMQ source's credentials) read in its own namespace with its
+//!   client (nothing process-wide),
 //!   stopped through its cancellation token;
 //! - **binary** (`SHARDRING_E2E_OPERATOR=binary`): `shardring run` as a child
 //!   process with the test's environment (same KUBECONFIG) plus the
@@ -29,6 +31,7 @@ use shardring::endpoint::{EndpointMetrics, EndpointServer, EndpointServerConfig,
 use shardring::runtime::health::Health;
 use shardring::source::kinesis::AwsSettings;
 use shardring::source::kinesis::reader::{emulator_environment, emulator_sdk_config};
+use shardring::source::rabbitmq::KubeSecrets;
 use shardring::source::{Providers, SourceSettings};
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
@@ -197,7 +200,7 @@ impl Operator {
             client.clone(),
             config,
             metrics,
-            emulator_sources(region).await,
+            emulator_sources(region, client, home(cluster, namespace)).await,
             Some(health.clone()),
             token.clone(),
             None,
@@ -307,10 +310,13 @@ fn home<'a>(cluster: &'a Cluster, namespace: &'a str) -> &'a str {
 }
 
 /// Sources of an in-process operator: its own providers, Kinesis on the
-/// emulators' static credentials in `region`.
-pub async fn emulator_sources(region: &str) -> Sources {
+/// emulators' static credentials in `region`, credentials Secrets read
+/// with `client` (the operator's) from `home`, its namespace.
+pub async fn emulator_sources(region: &str, client: &kube::Client, home: &str) -> Sources {
     let config = emulator_sdk_config(region).await;
-    let settings = SourceSettings::default().with_aws(AwsSettings::Fixed(Box::new(config)));
+    let settings = SourceSettings::default()
+        .with_aws(AwsSettings::Fixed(Box::new(config)))
+        .with_secrets(std::sync::Arc::new(KubeSecrets::new(client.clone(), home)));
     Sources::for_providers(std::sync::Arc::new(Providers::new(settings, None)))
 }
 

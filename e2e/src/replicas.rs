@@ -66,7 +66,8 @@ impl Replica {
                 ..ControllerConfig::default()
             },
             metrics,
-            crate::operator::emulator_sources(crate::harness::REGION).await,
+            crate::operator::emulator_sources(crate::harness::REGION, client, lease_namespace)
+                .await,
             None,
             shutdown.clone(),
             Some(handle.is_leader.clone()),

@@ -174,19 +174,15 @@ impl ConsumerSettings {
                 command.args(["--configmap", name, "--namespace", namespace]);
             }
         }
-        if let Some(kubeconfig) = &self.kubeconfig {
-            command.env("KUBECONFIG", kubeconfig);
-        }
         command
-            .arg("--log")
-            .arg(record_log)
-            .args(["--poll-ms", "50", "--idle-ms", "100"])
-            .args(["--failover-ms", &self.failover.as_millis().to_string()])
-            .args([
-                "--drain-deadline-ms",
-                &self.drain_deadline.as_millis().to_string(),
-            ])
-            .env("RUST_LOG", "info");
+            .args(["--idle-ms", "100"])
+            .args(["--failover-ms", &self.failover.as_millis().to_string()]);
+        common_args(
+            &mut command,
+            record_log,
+            self.drain_deadline,
+            self.kubeconfig.as_deref(),
+        );
         command
     }
 
@@ -199,17 +195,49 @@ impl ConsumerSettings {
         record_log: &Path,
         stderr_log: &Path,
     ) -> Result<ConsumerProcess, DemoError> {
-        let fail = |e: std::io::Error| DemoError::Consumer(format!("starting {pod}: {e}"));
-        let stderr = std::fs::File::create(stderr_log).map_err(fail)?;
-        let child = self
-            .command(pod, view, record_log)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .map_err(fail)?;
-        Ok(ConsumerProcess { child })
+        start(pod, self.command(pod, view, record_log), stderr_log)
     }
+}
+
+/// What every reference consumer's command line has: its log, a fast view
+/// poll, its drain deadline, info logs, and the kubeconfig a ConfigMap
+/// watch uses (`None`: the environment's).
+pub(crate) fn common_args(
+    command: &mut Command,
+    log: &Path,
+    drain_deadline: Duration,
+    kubeconfig: Option<&Path>,
+) {
+    if let Some(kubeconfig) = kubeconfig {
+        command.env("KUBECONFIG", kubeconfig);
+    }
+    command
+        .arg("--log")
+        .arg(log)
+        .args(["--poll-ms", "50"])
+        .args([
+            "--drain-deadline-ms",
+            &drain_deadline.as_millis().to_string(),
+        ])
+        .env("RUST_LOG", "info");
+}
+
+/// Starts pod `pod`'s consumer `command` with no input, its output to
+/// `stderr_log`.
+pub(crate) fn start(
+    pod: &str,
+    mut command: Command,
+    stderr_log: &Path,
+) -> Result<ConsumerProcess, DemoError> {
+    let fail = |e: std::io::Error| DemoError::Consumer(format!("starting {pod}: {e}"));
+    let stderr = std::fs::File::create(stderr_log).map_err(fail)?;
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .map_err(fail)?;
+    Ok(ConsumerProcess { child })
 }
 
 /// A running consumer process; dropping it kills it.

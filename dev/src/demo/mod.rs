@@ -18,6 +18,7 @@ pub mod consumers;
 pub mod controller;
 pub mod partitioned;
 pub mod producer;
+pub mod queues;
 pub mod report;
 pub mod stage;
 pub mod story;

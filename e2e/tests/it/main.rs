@@ -26,6 +26,7 @@ mod mock_scenarios;
 mod namespace_scoped;
 mod pool_balance;
 mod pool_shared;
+mod rabbitmq;
 mod scenarios;
 mod stable_identity;
 

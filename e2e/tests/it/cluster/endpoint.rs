@@ -10,15 +10,12 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, ServiceAccount};
-use kube::api::{Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::json;
 use shardring_consumer::view::endpoint::{EndpointClient, EndpointConfig};
-use shardring_crds::endpoint::{
-    CA_CONFIGMAP_KEY, CA_CONFIGMAP_NAME, DEFAULT_AUDIENCE, ReleaseRequest, ViewResponse,
-};
+use shardring_crds::endpoint::{DEFAULT_AUDIENCE, ReleaseRequest, ViewResponse};
 use shardring_e2e::harness::STEP_TIMEOUT;
 use shardring_e2e::namespace::{delete_namespace, unique_namespace};
 use shardring_e2e::{Operator, Probe, wait_for};
@@ -158,24 +155,7 @@ async fn scenario(client: &Client, fx: &Fixture) -> TestResult {
 
 /// The endpoint's CA, once the operator published it in the namespace.
 pub(super) async fn ca_file(client: &Client, fx: &Fixture, dir: &Path) -> TestResult<PathBuf> {
-    let config_maps = Api::<ConfigMap>::namespaced(client.clone(), &fx.namespace);
-    let pem = wait_for("the endpoint's CA ConfigMap", STEP_TIMEOUT, || {
-        let config_maps = config_maps.clone();
-        async move {
-            let pem = config_maps
-                .get_opt(CA_CONFIGMAP_NAME)
-                .await?
-                .and_then(|cm| cm.data?.get(CA_CONFIGMAP_KEY).cloned());
-            Ok::<_, kube::Error>(match pem {
-                Some(pem) => Probe::Done(pem),
-                None => Probe::Pending("not published".into()),
-            })
-        }
-    })
-    .await?;
-    let path = dir.join("ca.crt");
-    std::fs::write(&path, pem)?;
-    Ok(path)
+    Ok(shardring_e2e::tokens::endpoint_ca(client, &fx.namespace, dir).await?)
 }
 
 /// An endpoint client of `pod` with a token of the namespace's `default`
@@ -189,45 +169,7 @@ pub(super) async fn endpoint_client(
     pod: &str,
     audience: &str,
 ) -> TestResult<EndpointClient> {
-    let uid = Api::<Pod>::namespaced(client.clone(), &fx.namespace)
-        .get(pod)
-        .await?
-        .metadata
-        .uid
-        .ok_or("a pod without a uid")?;
-    let accounts = Api::<ServiceAccount>::namespaced(client.clone(), &fx.namespace);
-    // The service-account controller creates `default` shortly after the
-    // namespace.
-    wait_for("the default service account", STEP_TIMEOUT, || {
-        let accounts = accounts.clone();
-        async move {
-            Ok::<_, kube::Error>(match accounts.get_opt("default").await? {
-                Some(_) => Probe::Done(()),
-                None => Probe::Pending("not created yet".into()),
-            })
-        }
-    })
-    .await?;
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: vec![audience.to_owned()],
-            bound_object_ref: Some(BoundObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Pod".into()),
-                name: Some(pod.to_owned()),
-                uid: Some(uid),
-            }),
-            expiration_seconds: Some(600),
-        },
-        ..TokenRequest::default()
-    };
-    let issued = accounts
-        .create_token_request("default", &PostParams::default(), &request)
-        .await?;
-    let token = issued
-        .status
-        .ok_or("a TokenRequest without a status")?
-        .token;
+    let token = shardring_e2e::tokens::pod_token(client, &fx.namespace, pod, audience).await?;
     let token_file = dir.join(format!("token-{pod}-{audience}"));
     std::fs::write(&token_file, token)?;
     let mut config = EndpointConfig::new(url);
