@@ -131,6 +131,41 @@ type HoldKey<'a> = (&'a str, &'a str, u64);
 /// A message: queue, sequence number.
 type MessageKey<'a> = (&'a str, &'a str);
 
+/// A queue log that could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("queue log {path}: {detail}")]
+pub struct LogError {
+    /// The log.
+    pub path: String,
+    /// What is wrong.
+    pub detail: String,
+}
+
+/// Every whole line of the queue logs at `paths`, records and hold ends
+/// (a log not written yet is empty; a consumer killed mid-write may leave a
+/// torn last line, whose message then counts as not handled).
+pub fn read_logs(
+    paths: &[std::path::PathBuf],
+) -> Result<(Vec<ProcessedRecord>, Vec<HoldEnd>), LogError> {
+    let (mut records, mut ends) = (Vec::new(), Vec::new());
+    for path in paths {
+        let fail = |detail: String| LogError {
+            path: path.display().to_string(),
+            detail,
+        };
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(error) => return Err(fail(error.to_string())),
+        };
+        let whole = text.rfind('\n').map_or("", |end| &text[..=end]);
+        let (mut more, mut ended) = parse(whole).map_err(|e| fail(e.to_string()))?;
+        records.append(&mut more);
+        ends.append(&mut ended);
+    }
+    Ok((records, ends))
+}
+
 /// One hold's records, in time order, and how it ended.
 #[derive(Default)]
 struct Hold<'a> {

@@ -212,7 +212,9 @@ impl Cluster {
         Self::with_source(name, source, None, timing, dir)
     }
 
-    fn with_source(
+    /// A cluster holding the ShardGroup `name` with `source` (and
+    /// `lease_table`); files go under `dir`.
+    pub(crate) fn with_source(
         name: &str,
         source: ShardSource,
         lease_table: Option<LeaseTableSpec>,

@@ -110,6 +110,13 @@ impl Shared {
         self.kubelet();
     }
 
+    /// [`Self::reconcile`] with what the operator's `Sources` read (the last
+    /// good topology kept across failed reads), without a lease table.
+    pub fn reconcile_observed(&mut self, topology: TopologyObservation, now: Timestamp) {
+        self.plan_and_apply(topology, LeaseObservation::NotConfigured, now);
+        self.kubelet();
+    }
+
     /// [`Self::reconcile`] of a fixed topology (a static source, whose read
     /// never fails) without a lease table.
     pub fn reconcile_fixed(&mut self, topology: &Topology, now: Timestamp) {

@@ -153,6 +153,8 @@ pub struct Verdict {
     pub partitions: Option<PartitionFigures>,
     /// The hot act's figures (`None`: it did not run).
     pub hot: Option<super::partitioned::hot::HotFigures>,
+    /// The RabbitMQ act's figures (`None`: it did not run, or no broker).
+    pub rabbitmq: Option<super::queues::act::QueueFigures>,
     /// Wall time of the whole demo.
     pub elapsed: Duration,
 }
@@ -171,6 +173,10 @@ impl Verdict {
                 .hot
                 .as_ref()
                 .is_none_or(super::partitioned::hot::HotFigures::passed)
+            && self
+                .rabbitmq
+                .as_ref()
+                .is_none_or(super::queues::act::QueueFigures::passed)
     }
 
     /// Handoffs per shard during the rolling deploy.
@@ -253,6 +259,9 @@ impl Verdict {
         if let Some(hot) = &self.hot {
             let _ = writeln!(out, "{}", hot.render());
         }
+        if let Some(rabbitmq) = &self.rabbitmq {
+            let _ = writeln!(out, "{}", rabbitmq.render());
+        }
         let _ = write!(out, "  took {:.1} s", self.elapsed.as_secs_f64());
         out
     }
@@ -290,6 +299,7 @@ mod tests {
             problems: Vec::new(),
             partitions: None,
             hot: None,
+            rabbitmq: None,
             elapsed: Duration::from_secs(1),
         };
         assert!((verdict.rolling_moves_per_shard() - 1.0).abs() < 1e-9);

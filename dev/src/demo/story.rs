@@ -136,6 +136,7 @@ pub async fn run(config: &DemoConfig, dir: &Path) -> Result<Verdict, DemoError> 
     let figures = super::partitioned::run(config, dir, started).await?;
     verdict.partitions = Some(figures);
     verdict.hot = Some(super::partitioned::hot::run(config, dir, started).await?);
+    verdict.rabbitmq = super::queues::act::run(config, dir, started).await?;
     verdict.elapsed = started.elapsed();
     Ok(verdict)
 }

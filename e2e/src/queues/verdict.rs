@@ -20,25 +20,13 @@ use super::{PREFETCH, QueueHarness};
 use crate::harness::{HarnessError, STEP_TIMEOUT};
 use crate::verdict::VerdictError;
 
-/// Every whole line of the queue logs at `paths` (a consumer killed
-/// mid-write may leave a torn last line: its message counts as not handled).
+/// Every whole line of the queue logs at `paths` (see
+/// `shardring_consumer::rabbitmq::verdict::read_logs`).
 pub fn read_logs(paths: &[PathBuf]) -> Result<(Vec<ProcessedRecord>, Vec<HoldEnd>), HarnessError> {
-    let (mut records, mut ends) = (Vec::new(), Vec::new());
-    for path in paths {
-        let text = match std::fs::read_to_string(path) {
-            Ok(text) => text,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(error) => return Err(error.into()),
-        };
-        let whole = text.rfind('\n').map_or("", |end| &text[..=end]);
-        let (mut more, mut ended) = verdict::parse(whole).map_err(|e| HarnessError::Log {
-            path: path.display().to_string(),
-            detail: e.to_string(),
-        })?;
-        records.append(&mut more);
-        ends.append(&mut ended);
-    }
-    Ok((records, ends))
+    verdict::read_logs(paths).map_err(|e| HarnessError::Log {
+        path: e.path,
+        detail: e.detail,
+    })
 }
 
 /// Finishes `scenario` (see the module docs); the verdict when it passed.

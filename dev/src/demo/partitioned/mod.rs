@@ -15,11 +15,12 @@
 
 pub mod hot;
 pub mod ledger;
-mod pods;
+pub(in crate::demo) mod pods;
 pub mod queue;
 
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -153,26 +154,15 @@ impl Act {
             name_template: act.template.to_owned(),
         };
         let topology = Topology::of_partitions(spec.partition_names());
-        let state = EndpointState::default();
-        let tokens = Arc::new(LocalTokens::default());
-        let mut endpoint = EndpointServerConfig::new(([127, 0, 0, 1], 0).into(), NAMESPACE);
-        // No certificate mounted: the self-signed fallback, in memory.
-        endpoint.tls_dir = dir.join("no-mounted-certificate");
-        // Every pod connects from 127.0.0.1: the per-IP limit would count
-        // them all as one.
-        endpoint.ip_limit = 100_000;
-        let metrics = EndpointMetrics::register(&mut Registry::default());
-        let server = EndpointServer::bind_local(endpoint, tokens.clone(), state.clone(), metrics)
-            .await
-            .map_err(|e| DemoError::Consumer(format!("consumer endpoint: {e}")))?;
-        let url = format!("https://{}", server.local_addr());
-        let ca = state.ca.borrow().clone().ok_or_else(|| {
-            DemoError::Consumer("the endpoint published no CA certificate".into())
-        })?;
-        let ca_file = dir.join("endpoint-ca.crt");
-        std::fs::write(&ca_file, ca.as_bytes())?;
         let stop = CancellationToken::new();
-        let mut tasks = vec![tokio::spawn(server.serve(stop.clone()))];
+        let (endpoint, server) = LocalEndpoint::start(dir, &stop).await?;
+        let LocalEndpoint {
+            state,
+            tokens,
+            url,
+            ca_file,
+        } = endpoint;
+        let mut tasks = vec![server];
 
         let mut cluster = Cluster::new_static(act.group, act.partitions, act.template, timing, dir);
         (act.configure)(&mut cluster.group, config);
@@ -184,11 +174,14 @@ impl Act {
         shared.endpoint = Some(CycleEndpoint::new(state));
         shared.phase = "static start";
         let shared = Arc::new(Mutex::new(shared));
+        let (looping, fixed) = (shared.clone(), topology.clone());
         tasks.push(tokio::spawn(control_loop(
-            shared.clone(),
-            topology.clone(),
             requests,
             stop.clone(),
+            move || {
+                looping.lock().reconcile_fixed(&fixed, Timestamp::now());
+                std::future::ready(())
+            },
         )));
         let names = topology.shards.iter().map(|s| s.id.clone());
         let queue = Arc::new(match &act.sizes {
@@ -228,11 +221,7 @@ impl Act {
     }
 
     fn phase(&self, phase: &'static str, title: &str) {
-        self.shared.lock().phase = phase;
-        println!(
-            "\n== [{:>5.1} s] {title}",
-            self.started.elapsed().as_secs_f64()
-        );
+        announce(&self.shared, self.started, phase, title);
     }
 
     async fn story(&self, config: &DemoConfig) -> Result<(), DemoError> {
@@ -413,6 +402,70 @@ impl Act {
     }
 }
 
+/// The operator's consumer endpoint in this process, without an API server:
+/// a token minted per pod, the self-signed CA in memory, the peer-IP check
+/// on (every pod connects from 127.0.0.1).
+pub(in crate::demo) struct LocalEndpoint {
+    /// What the control loop feeds and the endpoint serves.
+    pub(in crate::demo) state: EndpointState,
+    /// Mints each pod's token.
+    pub(in crate::demo) tokens: Arc<LocalTokens>,
+    /// `https://127.0.0.1:<port>`.
+    pub(in crate::demo) url: String,
+    /// The CA consumers trust, written under the act's directory.
+    pub(in crate::demo) ca_file: PathBuf,
+}
+
+impl LocalEndpoint {
+    /// Starts the endpoint with its files under `dir`; it serves until
+    /// `stop` (the returned task).
+    pub(in crate::demo) async fn start(
+        dir: &Path,
+        stop: &CancellationToken,
+    ) -> Result<(Self, JoinHandle<()>), DemoError> {
+        let state = EndpointState::default();
+        let tokens = Arc::new(LocalTokens::default());
+        let mut endpoint = EndpointServerConfig::new(([127, 0, 0, 1], 0).into(), NAMESPACE);
+        // No certificate mounted: the self-signed fallback, in memory.
+        endpoint.tls_dir = dir.join("no-mounted-certificate");
+        // Every pod connects from 127.0.0.1: the per-IP limit would count
+        // them all as one.
+        endpoint.ip_limit = 100_000;
+        let metrics = EndpointMetrics::register(&mut Registry::default());
+        let server = EndpointServer::bind_local(endpoint, tokens.clone(), state.clone(), metrics)
+            .await
+            .map_err(|e| DemoError::Consumer(format!("consumer endpoint: {e}")))?;
+        let url = format!("https://{}", server.local_addr());
+        let ca = state.ca.borrow().clone().ok_or_else(|| {
+            DemoError::Consumer("the endpoint published no CA certificate".into())
+        })?;
+        let ca_file = dir.join("endpoint-ca.crt");
+        std::fs::write(&ca_file, ca.as_bytes())?;
+        let task = tokio::spawn(server.serve(stop.clone()));
+        Ok((
+            Self {
+                state,
+                tokens,
+                url,
+                ca_file,
+            },
+            task,
+        ))
+    }
+}
+
+/// Enters story phase `phase` (the moves made from now on count for it)
+/// and prints its title with the demo's clock (`started`).
+pub(in crate::demo) fn announce(
+    shared: &Mutex<Shared>,
+    started: Instant,
+    phase: &'static str,
+    title: &str,
+) {
+    shared.lock().phase = phase;
+    println!("\n== [{:>5.1} s] {title}", started.elapsed().as_secs_f64());
+}
+
 /// Lets traffic flow between steps (not a correctness wait).
 async fn pause(config: &DemoConfig) {
     tokio::time::sleep(config.scaled(Duration::from_secs(1), Duration::from_millis(300))).await;
@@ -442,14 +495,17 @@ fn evidence(state: &Shared) -> BTreeMap<&'static str, usize> {
     out
 }
 
-/// Reconciles every [`TICK`], and at once when the endpoint asks (a release
-/// acknowledged, a group's views wanted), as the operator's controller does.
-async fn control_loop(
-    shared: Arc<Mutex<Shared>>,
-    topology: Topology,
+/// Runs `reconcile` every [`TICK`], and at once when the endpoint asks (a
+/// release acknowledged, a group's views wanted), as the operator's
+/// controller does, until `stop`.
+pub(in crate::demo) async fn control_loop<F, Fut>(
     mut requests: BoxStream<'static, Requested>,
     stop: CancellationToken,
-) {
+    mut reconcile: F,
+) where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = ()>,
+{
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
@@ -459,6 +515,6 @@ async fn control_loop(
             },
             () = tokio::time::sleep(TICK) => {}
         }
-        shared.lock().reconcile_fixed(&topology, Timestamp::now());
+        reconcile().await;
     }
 }

@@ -15,9 +15,10 @@ use shardring_consumer::partitions::{
     PartitionConfig, PartitionContext, PartitionHandler, PartitionWorker,
 };
 use shardring_consumer::view::{
-    self,
+    self, AssignmentView,
     endpoint::{
-        EndpointClient, EndpointConfig, EndpointSource, LoadMeter, LoadReporter, ReleaseSender,
+        EndpointClient, EndpointConfig, EndpointHandle, EndpointSource, LoadMeter, LoadReporter,
+        ReleaseSender,
     },
 };
 use tokio::sync::oneshot;
@@ -95,6 +96,60 @@ pub(super) struct PodSetup {
     pub(super) load_report: Option<Duration>,
 }
 
+/// A pod's line to the endpoint: its client (token and CA files), the view
+/// it long-polls and the release sender, as every demo consumer task has.
+pub(in crate::demo) struct PodEndpoint {
+    /// The client (the load reporter shares it).
+    pub(in crate::demo) client: EndpointClient,
+    /// The view the endpoint serves.
+    pub(in crate::demo) assignment: AssignmentView,
+    /// The long-poll task and its status (the handed-over checkpoints).
+    pub(in crate::demo) source: EndpointHandle,
+    /// Acknowledges releases.
+    pub(in crate::demo) acks: ReleaseSender,
+}
+
+impl PodEndpoint {
+    /// Connects pod `name` of `namespace` to group `group`'s views at `url`
+    /// with the token and CA in `token_file` and `ca_file`; `None` (logged)
+    /// when the client cannot be built.
+    pub(in crate::demo) fn connect(
+        name: &str,
+        (namespace, group): (&str, &str),
+        url: &str,
+        token_file: PathBuf,
+        ca_file: PathBuf,
+    ) -> Option<Self> {
+        let config = EndpointConfig {
+            token_file,
+            ca_file,
+            ..EndpointConfig::new(url)
+        };
+        let client = match EndpointClient::new(config) {
+            Ok(client) => client,
+            Err(error) => {
+                tracing::error!(pod = %name, %error, "no endpoint client");
+                return None;
+            }
+        };
+        let (publisher, assignment) = view::channel();
+        let source = EndpointSource {
+            client: client.clone(),
+            namespace: namespace.to_owned(),
+            group: group.to_owned(),
+            wait: LONG_POLL,
+        }
+        .spawn(publisher);
+        let acks = ReleaseSender::spawn(client.clone(), namespace, group, assignment.clone());
+        Some(Self {
+            client,
+            assignment,
+            source,
+            acks,
+        })
+    }
+}
+
 /// The pod's consumer: waits for `start` (the pod object exists and its
 /// view is served), reads until `shutdown` and the drain that follows.
 pub(super) async fn run(
@@ -105,38 +160,26 @@ pub(super) async fn run(
     if start.await.is_err() {
         return;
     }
-    let config = EndpointConfig {
-        token_file: setup.token_file,
-        ca_file: setup.ca_file,
-        ..EndpointConfig::new(setup.url)
+    let Some(endpoint) = PodEndpoint::connect(
+        &setup.name,
+        (&setup.namespace, &setup.group),
+        &setup.url,
+        setup.token_file,
+        setup.ca_file,
+    ) else {
+        return;
     };
-    let client = match EndpointClient::new(config) {
-        Ok(client) => client,
-        Err(error) => {
-            tracing::error!(pod = %setup.name, %error, "no endpoint client");
-            return;
-        }
-    };
-    let (publisher, assignment) = view::channel();
-    let source = EndpointSource {
-        client: client.clone(),
-        namespace: setup.namespace.clone(),
-        group: setup.group.clone(),
-        wait: LONG_POLL,
-    }
-    .spawn(publisher);
     let meter = setup.load_report.map(|_| LoadMeter::default());
     let _reporter = setup.load_report.zip(meter.clone()).map(|(every, meter)| {
         LoadReporter::spawn(
-            client.clone(),
+            endpoint.client.clone(),
             setup.namespace.clone(),
             setup.group.clone(),
-            assignment.clone(),
+            endpoint.assignment.clone(),
             meter,
             every,
         )
     });
-    let acks = ReleaseSender::spawn(client, setup.namespace, setup.group, assignment.clone());
     let handler = Arc::new(QueueHandler {
         pod: setup.name.clone(),
         queue: setup.queue,
@@ -151,10 +194,15 @@ pub(super) async fn run(
         stop_timeout: Duration::from_secs(5),
         ..PartitionConfig::new(setup.name.clone())
     };
-    let report = PartitionWorker::new(assignment, source.status.clone(), handler, config)
-        .with_release_acks(acks)
-        .run(shutdown.cancelled())
-        .await;
+    let report = PartitionWorker::new(
+        endpoint.assignment,
+        endpoint.source.status.clone(),
+        handler,
+        config,
+    )
+    .with_release_acks(endpoint.acks)
+    .run(shutdown.cancelled())
+    .await;
     tracing::info!(pod = %setup.name, ?report, "consumer exited");
-    source.task.abort();
+    endpoint.source.task.abort();
 }

@@ -1,9 +1,11 @@
-//! RabbitMQ partition queues for the demo and the e2e suite: the
-//! [`producer`], and the reference consumer's command line in its RabbitMQ
+//! RabbitMQ partition queues for the demo and the e2e suite: the demo's
+//! RabbitMQ [`act`] (its pods in `pods`), the [`producer`], and the reference consumer's command line in its RabbitMQ
 //! mode ([`QueueConsumerSettings`]): the consumer endpoint beside a watch
 //! of the assignment ConfigMap, the queue worker on the broker, a queue log
 //! for the checker.
 
+pub mod act;
+mod pods;
 pub mod producer;
 
 use std::path::{Path, PathBuf};

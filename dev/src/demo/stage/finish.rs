@@ -51,6 +51,7 @@ impl Stage {
             problems,
             partitions: None,
             hot: None,
+            rabbitmq: None,
             elapsed: self.started.elapsed(),
         })
     }
