@@ -13,10 +13,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions};
+use lapin::options::QueueDeclareOptions;
 use lapin::types::FieldTable;
-use lapin::{BasicProperties, Connection, ConnectionProperties};
-use shardring_consumer::check::ProducedRecord;
+use lapin::{Connection, ConnectionProperties};
 use shardring_consumer::partitions::{PartitionConfig, PartitionReport, PartitionWorker};
 use shardring_consumer::rabbitmq::log::QueueLog;
 use shardring_consumer::rabbitmq::verdict;
@@ -32,7 +31,7 @@ use shardring_devkit::broker::{ADMIN_PASSWORD, ADMIN_USER, Broker};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::support::wait_until;
+use crate::support::{self, wait_until};
 
 const VHOST: &str = "worker";
 const MESSAGES: u64 = 300;
@@ -143,48 +142,11 @@ async fn queues_move_between_workers_with_every_acknowledgement_in_and_in_order(
     };
     broker.admin().create_vhost(VHOST).await.unwrap();
     let url = broker.amqp_url(ADMIN_USER, ADMIN_PASSWORD, VHOST);
+    let produced = support::publish_to_queues(&url, &["q0", "q1"], 1..=MESSAGES).await;
     let connection = Connection::connect(&url, ConnectionProperties::default())
         .await
         .unwrap();
     let channel = connection.create_channel().await.unwrap();
-    channel
-        .confirm_select(ConfirmSelectOptions::default())
-        .await
-        .unwrap();
-    let mut produced = Vec::new();
-    for queue in ["q0", "q1"] {
-        channel
-            .queue_declare(
-                queue.into(),
-                QueueDeclareOptions {
-                    durable: true,
-                    ..Default::default()
-                },
-                FieldTable::default(),
-            )
-            .await
-            .unwrap();
-        for seq in 1..=MESSAGES {
-            let properties = BasicProperties::default()
-                .with_message_id(seq.to_string().into())
-                .with_delivery_mode(2);
-            channel
-                .basic_publish(
-                    "".into(),
-                    queue.into(),
-                    BasicPublishOptions::default(),
-                    format!("{queue}-{seq}").as_bytes(),
-                    properties,
-                )
-                .await
-                .unwrap();
-            produced.push(ProducedRecord {
-                shard: queue.into(),
-                sequence_number: seq.to_string(),
-            });
-        }
-    }
-    channel.wait_for_confirms().await.unwrap();
 
     let dir =
         std::env::temp_dir().join(format!("shardring-rabbitmq-worker-{}", broker.ports().amqp));

@@ -333,3 +333,59 @@ impl Consumers<'_> {
         Process(child)
     }
 }
+
+/// Declares durable `queues` on the broker at `url` (with its vhost) and
+/// publishes messages `seqs` to each, persistent, with the sequence number
+/// as `message_id`, waiting for the broker's confirms; returns them.
+pub async fn publish_to_queues(
+    url: &str,
+    queues: &[&str],
+    seqs: std::ops::RangeInclusive<u64>,
+) -> Vec<ProducedRecord> {
+    use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions};
+    use lapin::types::FieldTable;
+    use lapin::{BasicProperties, Connection, ConnectionProperties};
+
+    let connection = Connection::connect(url, ConnectionProperties::default())
+        .await
+        .unwrap();
+    let channel = connection.create_channel().await.unwrap();
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await
+        .unwrap();
+    let mut produced = Vec::new();
+    for queue in queues {
+        let durable = QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        };
+        channel
+            .queue_declare((*queue).into(), durable, FieldTable::default())
+            .await
+            .unwrap();
+        for seq in seqs.clone() {
+            let properties = BasicProperties::default()
+                .with_message_id(seq.to_string().into())
+                .with_delivery_mode(2);
+            let body = format!("{queue}-{seq}");
+            channel
+                .basic_publish(
+                    "".into(),
+                    (*queue).into(),
+                    BasicPublishOptions::default(),
+                    body.as_bytes(),
+                    properties,
+                )
+                .await
+                .unwrap();
+            produced.push(ProducedRecord {
+                shard: (*queue).into(),
+                sequence_number: seq.to_string(),
+            });
+        }
+    }
+    channel.wait_for_confirms().await.unwrap();
+    let _ = connection.close(200, "published".into()).await;
+    produced
+}
