@@ -6,7 +6,9 @@
 //! ready when its management API answers; it is stopped by pid (SIGTERM,
 //! which the Erlang VM takes as a graceful shutdown), restarted on the same
 //! data (durable queues and persistent messages survive), and killed with
-//! its epmd when dropped. [`admin`] creates vhosts, users and queues
+//! its epmd when dropped. Its directory lists both pids, each with a string
+//! its command line holds (`pids`), so a CI step that always runs can stop
+//! what a killed test process left behind (`.ci/run`'s exit trap). [`admin`] creates vhosts, users and queues
 //! through the management API.
 //!
 //! Without `rabbitmq-server` installed, [`Broker::installed`] is `None`:
@@ -171,6 +173,17 @@ impl Broker {
         Ok(broker)
     }
 
+    /// Writes `pids`: each live process of this broker, with a string its
+    /// command line holds (epmd's port; the node's directory, which its
+    /// code path names).
+    fn record_pids(&self) -> std::io::Result<()> {
+        let mut lines = format!("{} -port {}\n", self.epmd.id(), self.ports.epmd);
+        if let Some(server) = &self.server {
+            lines.push_str(&format!("{} {}\n", server.id(), self.dir.display()));
+        }
+        std::fs::write(self.dir.join("pids"), lines)
+    }
+
     /// Starts the node (again, after [`Self::stop`]) on the same data and
     /// waits until its management API answers.
     pub async fn start_again(&mut self) -> Result<Duration, BrokerError> {
@@ -200,6 +213,7 @@ impl Broker {
             .stderr(err)
             .spawn()?;
         self.server = Some(server);
+        self.record_pids()?;
         let admin = self.admin();
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
