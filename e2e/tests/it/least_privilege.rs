@@ -483,6 +483,12 @@ async fn corpus(admin: &Client, token: &str, namespace: &str) -> TestResult<Vec<
         judge("change a ConsumerPool", Rbac,
             pools.patch("p", &pp, &merge(json!({"spec": {"minReadySeconds": 600}}))).await),
         judge("read a Secret", Rbac, secrets.list(&Default::default()).await.map(drop)),
+        // Its own namespace's Secrets: `get` only of the names its Roles
+        // list (its CA, a RabbitMQ source's credentials), no list.
+        judge("list the Secrets of its own namespace", Rbac,
+            home_secrets.list(&Default::default()).await.map(drop)),
+        judge("get a Secret of its own namespace its Roles do not name", Rbac,
+            home_secrets.get("attacker").await.map(drop)),
         judge("create a Secret in a consumer namespace", Rbac,
             secrets.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "attacker"}}))?).await),
         judge("impersonate system:admin", Rbac,
