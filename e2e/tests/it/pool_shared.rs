@@ -32,7 +32,7 @@ use crate::kit_group::{
 
 const WAIT: Duration = Duration::from_secs(90);
 const IP: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1));
-const PARTITIONS: usize = 2;
+const PARTITIONS: u32 = 2;
 const GROUPS_PER_POOL: usize = 5;
 
 /// The pods each pool selects.
@@ -70,8 +70,8 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
         let name = format!("p-{i}");
         // p-2 and p-3 became Ready first: dealt pool by pool they would
         // lose every tie for an extra partition to the younger pods.
-        let minutes = if (2..4).contains(&i) { 10 } else { 6 - i };
-        let since = (now - jiff::SignedDuration::from_mins(i64::try_from(minutes)?)).to_string();
+        let minutes: i64 = if (2..4).contains(&i) { 10 } else { 6 - i };
+        let since = (now - jiff::SignedDuration::from_mins(minutes)).to_string();
         ready_pod(client, namespace, &name, "consumer", &since, IP).await?;
         let mut labels = serde_json::Map::new();
         for pool in ["a", "b"] {
@@ -85,7 +85,7 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
     }
     let shard_groups = Api::<ShardGroup>::namespaced(client.clone(), namespace);
     for (name, pool) in groups() {
-        let mut group = fixtures::static_group(namespace, &name, pool, PARTITIONS as u32);
+        let mut group = fixtures::static_group(namespace, &name, pool, PARTITIONS);
         group["metadata"]["labels"] = json!({ CONTROLLER_CLASS_LABEL: CONTROLLER_CLASS });
         group["spec"]["standbys"] = json!(1);
         shard_groups
@@ -165,7 +165,7 @@ async fn wait_balanced(
                 *active.entry(pod.clone()).or_default() += entry.active.len();
                 *standby.entry(pod.clone()).or_default() += entry.standby.len();
             }
-            if counts.values().sum::<usize>() != PARTITIONS {
+            if counts.values().sum::<usize>() != PARTITIONS as usize {
                 return Err(format!("{name}: {counts:?}"));
             }
             let (min, max) = (counts.values().min(), counts.values().max());
@@ -173,7 +173,7 @@ async fn wait_balanced(
                 return Err(format!("{name} unbalanced: {counts:?}"));
             }
             for pod in &own {
-                *share.entry(pod.clone()).or_default() += PARTITIONS as f64 / own.len() as f64;
+                *share.entry(pod.clone()).or_default() += f64::from(PARTITIONS) / own.len() as f64;
             }
         }
         for (pod, share) in &share {
