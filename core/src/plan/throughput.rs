@@ -300,6 +300,7 @@ pub(super) fn report(
         last_rebalance,
         out_of_band_since,
     };
+    let status = within_noise_of(previous, status);
     outcome.measured = Some(measured_condition(obs, &status, &obs.loads));
     // A new leader's book starts at 0: only growth since the status is news.
     let before = previous.map_or(0, |p| p.rejected_reports);
@@ -396,6 +397,42 @@ fn by_reason(loads: &LoadObservation) -> String {
         .join(", ")
 }
 
+/// How far the measured total may drift from the stored one, in parts of
+/// it, before the status says so: estimates move a little at every load
+/// poll, and a group at rest would otherwise write its status at each.
+const TOTAL_NOISE: f64 = 0.05;
+/// How far either end of the spread may drift from the stored one.
+const SPREAD_NOISE: f64 = 0.03;
+
+/// `status`, with the total and the spread the stored status shows kept
+/// where the new figures differ from them by no more than measurement
+/// noise ([`TOTAL_NOISE`], [`SPREAD_NOISE`]): a group whose load is steady
+/// writes no status at rest. Counts, times and the band's verdict are
+/// never kept: they are what the protocol and alerts act on.
+fn within_noise_of(
+    stored: Option<&ThroughputStatus>,
+    mut status: ThroughputStatus,
+) -> ThroughputStatus {
+    let Some(stored) = stored else {
+        return status;
+    };
+    let drift = stored.total_kbps.abs_diff(status.total_kbps) as f64;
+    if drift <= stored.total_kbps as f64 * TOTAL_NOISE {
+        status.total_kbps = stored.total_kbps;
+    }
+    let ends = |spread: &Option<String>| -> Option<(f64, f64)> {
+        let (min, max) = spread.as_deref()?.split_once('/')?;
+        Some((min.parse().ok()?, max.parse().ok()?))
+    };
+    if let (Some(old), Some(new)) = (ends(&stored.spread), ends(&status.spread))
+        && (old.0 - new.0).abs() <= SPREAD_NOISE + f64::EPSILON
+        && (old.1 - new.1).abs() <= SPREAD_NOISE + f64::EPSILON
+    {
+        status.spread.clone_from(&stored.spread);
+    }
+    status
+}
+
 /// Thousandths as a ratio with two decimals (`1000` → `1.00`).
 fn ratio(permille: u64) -> String {
     let hundredths = permille.saturating_add(5) / 10;
@@ -404,7 +441,40 @@ fn ratio(permille: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::ratio;
+    use super::{ThroughputStatus, ratio, within_noise_of};
+
+    fn status(total_kbps: u64, spread: &str) -> ThroughputStatus {
+        ThroughputStatus {
+            total_kbps,
+            spread: Some(spread.into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn figures_within_noise_keep_the_stored_ones() {
+        let stored = status(1000, "0.95/1.05");
+        let kept = within_noise_of(Some(&stored), status(1049, "0.97/1.02"));
+        assert_eq!(kept.total_kbps, 1000);
+        assert_eq!(kept.spread.as_deref(), Some("0.95/1.05"));
+        assert_eq!(kept, stored, "nothing to write at rest");
+    }
+
+    #[test]
+    fn figures_beyond_noise_are_reported() {
+        let stored = status(1000, "0.95/1.05");
+        let moved = within_noise_of(Some(&stored), status(1051, "0.95/1.09"));
+        assert_eq!(moved.total_kbps, 1051);
+        assert_eq!(moved.spread.as_deref(), Some("0.95/1.09"));
+        // Everything else is reported as measured, noise or not.
+        let mut counts = status(1000, "0.95/1.05");
+        counts.out_of_band_pods = 1;
+        counts.measured_shards = 7;
+        let kept = within_noise_of(Some(&stored), counts.clone());
+        assert_eq!(kept, counts);
+        // Nothing stored: the figures as measured.
+        assert_eq!(within_noise_of(None, status(3, "1.00/1.00")).total_kbps, 3);
+    }
 
     #[test]
     fn ratios_print_with_two_decimals() {
