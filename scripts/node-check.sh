@@ -23,7 +23,10 @@
 #      rebalance delay set to 0 so the moves start at once), the moves
 #      complete on the old owners' release acknowledgements, well inside the
 #      30 s drain timeout, and the three views equal their annotations;
-#   5. stable identity (scripts/lib/identity_check.py): a StatefulSet of 4
+#   5. a fresh deploy: a ConsumerPool, a ShardGroup of 24 partitions
+#      (drainTimeout 60s) and a Deployment of 6 consumer pods in one apply:
+#      the first document holds 4 partitions on each pod, nothing to move;
+#   6. stable identity (scripts/lib/identity_check.py): a StatefulSet of 4
 #      of those consumer pods and a ShardGroup of 12 partitions on a pool
 #      with identity.stable: `kubectl rollout restart` moves no partition
 #      (before, without the setting: the baseline), each partition unread no
@@ -196,10 +199,46 @@ until_ok 30 "3 pods' views from the endpoint equal their annotations" \
   python3 scripts/lib/node_check.py views "$ns" orders
 say "$(cat "$work/last"); $acks releases acknowledged"
 
-# --- 5. stable identity: a StatefulSet's restarts ---------------------------
+# --- 5. a fresh deploy lands in one balanced document ------------------------
+# A ConsumerPool, a ShardGroup of 24 partitions (drainTimeout 60s) and a
+# 6-replica consumer Deployment in one apply, as a GitOps sync applies them:
+# the first document already spreads the partitions over the six pods
+# (without the first publish's hold, the first pod to turn Ready got all 24
+# and the other five waited for the drain timeout of 20 revokes). The
+# Deployment is step 4's (its ServiceAccount is reused), renamed and
+# relabelled.
+say "a fresh deploy: pool, 24-partition group and 6 consumer pods in one apply"
+{
+  cat <<EOF
+apiVersion: shardring.io/v1alpha1
+kind: ConsumerPool
+metadata: {name: fresh}
+spec:
+  selector: {matchLabels: {app: fresh}}
+---
+apiVersion: shardring.io/v1alpha1
+kind: ShardGroup
+metadata: {name: fresh}
+spec:
+  poolRef: {name: fresh}
+  source: {static: {count: 24}}
+  handoff: {drainTimeout: 60s}
+EOF
+  sed -n '/^kind: Deployment$/,$p' "$work/consumer.yaml" | sed \
+    -e '1i ---\napiVersion: apps/v1' \
+    -e 's/^metadata: {name: orders-consumer}$/metadata: {name: fresh-consumer}/' \
+    -e 's/replicas: 2/replicas: 6/' -e 's/app: consumer/app: fresh/g' \
+    -e "s|$ns/orders|$ns/fresh|"
+} > "$work/fresh.yaml"
+python3 scripts/lib/node_check.py first "$ns" fresh 6 120 "$work/fresh.yaml" >"$work/fresh" \
+  || fail "a fresh deploy: $(cat "$work/fresh")"
+say "$(cat "$work/fresh")"
+kubectl -n "$ns" delete -f "$work/fresh.yaml" --wait=false >/dev/null
+
+# --- 6. stable identity: a StatefulSet's restarts ---------------------------
 say "stable identity: StatefulSet web of 4 consumer pods, ShardGroup events of 12 partitions"
 python3 scripts/lib/identity_check.py "$ns" "$consumer_image" "$service_ip" "$system" \
   || fail "stable identity (see the figures above)"
 
-printf 'node-check: ok: %s on node %s: install, rollout, leader failover, the endpoint from real pods with the peer-IP check on, and stable identity\n' \
+printf 'node-check: ok: %s on node %s: install, rollout, leader failover, the endpoint from real pods with the peer-IP check on, a fresh deploy balanced in its first document, and stable identity\n' \
   "$image" "$(kubectl get nodes -o jsonpath='{.items[0].metadata.name}')"

@@ -10,6 +10,13 @@
         revoking or pending; prints when a revoke was first and last seen and
         when the group settled; exit 1 after TIMEOUT seconds, or when it
         settled WITHIN seconds or more after the first revoke was seen.
+    node_check.py first NAMESPACE GROUP PODS TIMEOUT MANIFEST
+        watches for the group's document, then applies MANIFEST (a pool, the
+        group and its consumer Deployment together, as a GitOps sync does);
+        the first document published must already hold every shard on PODS
+        pods, balanced (a fresh deploy lands in one balanced document, not
+        on the first pod to turn Ready); prints when it arrived after the
+        apply and its shards per pod; exit 1 otherwise or after TIMEOUT.
 
 Exit 1 prints what was last seen, so a failure says what to look at.
 """
@@ -92,13 +99,21 @@ def settled(doc: dict, pods: int) -> bool:
     return sum(loads) == len(shards) and max(loads) - min(loads) <= 1
 
 
-def watched_documents(namespace: str, group: str, deadline: float):
-    """Every version of the published document from now on, with the time it
-    arrived (a watch, so no version between two polls is missed), until
-    `deadline` (time.monotonic())."""
-    watch = subprocess.Popen(
-        ["kubectl", "-n", namespace, "get", "configmap", f"{group}-assignment", "--watch", "-o", "json"],
+def document_watch(namespace: str, group: str) -> subprocess.Popen:
+    """`kubectl --watch` of the group's document. A list watch selected by
+    name: it also waits for a document that does not exist yet (a watch of
+    the named object fails on NotFound)."""
+    return subprocess.Popen(
+        ["kubectl", "-n", namespace, "get", "configmaps", "--field-selector",
+         f"metadata.name={group}-assignment", "--watch", "-o", "json"],
         stdout=subprocess.PIPE, text=True)
+
+
+def watched_documents(namespace: str, group: str, deadline: float, watch=None):
+    """Every version of the published document from now on (from `watch`'s
+    start when given), with the time it arrived (a watch, so no version
+    between two polls is missed), until `deadline` (time.monotonic())."""
+    watch = watch or document_watch(namespace, group)
     arrived = queue.Queue()
 
     def read():
@@ -149,12 +164,43 @@ def handoff(namespace: str, group: str, pods: int, timeout: float, within: float
     return 1
 
 
+def first(namespace: str, group: str, pods: int, timeout: float, manifest: str) -> int:
+    # The watch runs before the apply: the first version is the one judged.
+    watch = document_watch(namespace, group)
+    started = time.monotonic()
+    try:
+        kubectl("-n", namespace, "apply", "-f", manifest)
+    except subprocess.CalledProcessError as error:
+        watch.kill()
+        print(f"kubectl apply -f {manifest}: {error.stderr.strip()}")
+        return 1
+    for arrived, doc in watched_documents(namespace, group, started + timeout, watch):
+        counts = {pod: len(entry.get("active", [])) for pod, entry in sorted(doc["pods"].items())}
+        shape = ", ".join(str(n) for n in sorted(counts.values()))
+        at = arrived - started
+        if doc["epoch"] != 1:
+            # The watch connected after a version or more had been written.
+            print(f"the watch first saw epoch {doc['epoch']}, not the first document")
+            return 1
+        if settled(doc, pods):
+            print(f"first document (epoch {doc['epoch']}) {at:.2f} s after the apply: "
+                  f"{len(doc['shards'])} shards on {len(counts)} pods as {shape}, nothing to move")
+            return 0
+        print(f"first document (epoch {doc['epoch']}) {at:.2f} s after the apply is not balanced "
+              f"over {pods} pods: {json.dumps(counts)} ({shape})")
+        return 1
+    print(f"no document within {timeout} s of the apply")
+    return 1
+
+
 def main() -> int:
     command, namespace, group, *rest = sys.argv[1:]
     if command == "views":
         return views(namespace, group)
     if command == "handoff":
         return handoff(namespace, group, int(rest[0]), float(rest[1]), float(rest[2]))
+    if command == "first":
+        return first(namespace, group, int(rest[0]), float(rest[1]), rest[2])
     print(__doc__, file=sys.stderr)
     return 2
 
