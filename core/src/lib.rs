@@ -32,6 +32,7 @@ pub(crate) mod document;
 pub(crate) mod events;
 #[cfg(feature = "fixtures")]
 pub mod fixtures;
+mod group_key;
 pub mod handoff;
 pub mod identity;
 pub mod leases;
@@ -48,6 +49,7 @@ pub mod topology;
 pub use cycle::{Apply, Observe, Observed, cycle};
 pub use document::AnnotationWrite;
 pub use events::{EventKind, EventNote};
+pub use group_key::GroupKey;
 pub use leases::{LeaseSnapshot, LeaseTable};
 pub use observation::{
     Containers, LeaseObservation, Observation, PodInfo, Published, PublishedVersion,

@@ -2,7 +2,7 @@
 //! (the assignment engine and the controller core `shardring_core`, whose
 //! modules [`controller`] re-exports): the Kubernetes observe and apply
 //! steps, the shard sources (Kinesis, static) and the lease-table reader, the
-//! consumer endpoint, the runtime (metrics, health, leader election) and the
+//! runtime (metrics, health, leader election) and the
 //! command-line front ends of the `shardring` binary. The developer tooling
 //! (demo, simulation, `plan`, `hash-keys`) is the `shardring-dev` crate's.
 
@@ -12,16 +12,15 @@
 #![warn(unreachable_pub)]
 
 pub use shardring_crds as crds;
+pub use shardring_endpoint as endpoint;
 pub use shardring_engine as engine;
 
 pub mod aws;
 pub mod cli;
 pub mod clock;
 pub mod controller;
-pub mod endpoint;
-mod group_key;
 pub mod lease;
 pub mod runtime;
 pub mod source;
 
-pub use group_key::GroupKey;
+pub use shardring_core::GroupKey;

@@ -20,7 +20,6 @@ mod api_server;
 mod controller_kinesis;
 mod controller_observe;
 mod controller_support;
-mod endpoint;
 mod endpoint_controller;
 mod kinesis_cli;
 mod kinesis_controller;

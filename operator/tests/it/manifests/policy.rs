@@ -61,7 +61,7 @@ fn the_policy_names_what_the_operator_writes() {
         source.contains(&format!("\"{managed_by}\"")),
         "MANAGED_BY_LABEL"
     );
-    let secret = read(&root().join("operator/src/endpoint/selfsigned.rs"));
+    let secret = read(&root().join("endpoint/src/selfsigned.rs"));
     assert!(
         secret.contains("\"shardring-endpoint-selfsigned\""),
         "the self-signed Secret"

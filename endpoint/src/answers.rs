@@ -13,7 +13,7 @@ use shardring_crds::endpoint::ErrorBody;
 use super::Lookup;
 use super::auth::Identity;
 use super::ratelimit::Admission;
-use crate::GroupKey;
+use shardring_core::GroupKey;
 
 /// An answer being built: status, body, and the headers beyond the usual.
 pub(super) struct Answer {

@@ -35,7 +35,7 @@ use super::ratelimit::{Admission, FixedWindow};
 use super::request_body;
 use super::serving::Serving;
 use super::{Caller, EndpointState, LoadRefusal, Lookup, ReleaseRejection, ServedView};
-use crate::GroupKey;
+use shardring_core::GroupKey;
 
 /// What the request handlers share.
 pub(crate) struct App {

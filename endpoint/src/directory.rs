@@ -32,7 +32,7 @@ use shardring_crds::endpoint::ViewResponse;
 use tokio::sync::watch;
 
 use super::requests::ReconcileRequests;
-use crate::GroupKey;
+use shardring_core::GroupKey;
 
 /// One pod's view as served: its epoch (to answer long-polls) and the JSON
 /// body of its [`ViewResponse`]. `epoch` 0 with an empty view means the pod
@@ -505,7 +505,7 @@ mod tests {
     use futures::{FutureExt, StreamExt};
 
     use super::*;
-    use crate::endpoint::requests::Requested;
+    use crate::requests::Requested;
 
     fn view(epoch: u64, active: &[&str]) -> String {
         PodView {

@@ -6,8 +6,8 @@
 
 use futures::{FutureExt, StreamExt};
 use http::Method;
-use shardring::crds::endpoint::{ReleaseOutcome, ReleaseResponse};
-use shardring::endpoint::Requested;
+use shardring_crds::endpoint::{ReleaseOutcome, ReleaseResponse};
+use shardring_endpoint::Requested;
 
 use super::support::{Endpoint, group, releases_path, token};
 

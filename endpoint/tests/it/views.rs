@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use futures::FutureExt as _;
 use http::Method;
-use shardring::crds::endpoint::{HEADER_LIMIT, HEADER_REMAINING, HEADER_RESET, ViewResponse};
+use shardring_crds::endpoint::{HEADER_LIMIT, HEADER_REMAINING, HEADER_RESET, ViewResponse};
 
 use super::support::{Endpoint, group, token, view_path, wait_until};
 

@@ -20,7 +20,7 @@ use shardring_crds::assignment::{AssignmentDocument, ShardPhase};
 use shardring_crds::endpoint::{ReleaseOutcome, ReleaseRequest};
 
 use super::requests::ReconcileRequests;
-use crate::GroupKey;
+use shardring_core::GroupKey;
 
 /// Why an acknowledgement was refused (HTTP 409, or 404 for an unknown
 /// group). Nothing is recorded.
@@ -263,7 +263,7 @@ mod tests {
     use shardring_crds::assignment::{Handoff, ShardRecord};
 
     use super::*;
-    use crate::endpoint::requests::Requested;
+    use crate::requests::Requested;
 
     fn t(s: i64) -> Timestamp {
         Timestamp::from_second(1_800_000_000 + s).unwrap()

@@ -98,14 +98,15 @@ mod tests {
 
     #[test]
     fn names_carry_the_prefix_and_suffixes() {
-        let mut registry = crate::runtime::metrics::new_registry();
+        let mut registry = Registry::with_prefix("shardring");
         let metrics = EndpointMetrics::register(&mut registry);
         metrics.request("view", 200);
         metrics
             .rate_limited
             .get_or_create(&LimitLabel { key: "ip" })
             .inc();
-        let text = crate::runtime::metrics::encode(&registry).unwrap();
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         assert!(
             text.contains("shardring_endpoint_requests_total{route=\"view\",code=\"200\"} 1"),
             "{text}"

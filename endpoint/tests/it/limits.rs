@@ -81,7 +81,7 @@ async fn a_burst_from_one_pod_passes_only_its_limit_and_costs_one_token_review()
     let pod_limited = endpoint
         .metrics
         .rate_limited
-        .get_or_create(&shardring::endpoint::metrics::LimitLabel { key: "pod" })
+        .get_or_create(&shardring_endpoint::metrics::LimitLabel { key: "pod" })
         .get();
     assert_eq!(pod_limited, 9_880);
     endpoint.stop().await;

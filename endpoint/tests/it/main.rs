@@ -1,4 +1,4 @@
-//! The consumer endpoint's HTTPS server against a mock API server that
+//! The consumer endpoint's HTTPS server, in one test binary, against a mock API server that
 //! answers TokenReviews (and counts them), with the directory and the
 //! releases filled by the tests as the controller fills them: views and
 //! long-polls, authentication and identity checks, releases, load reports, rate limits

@@ -219,7 +219,7 @@ pub(crate) async fn watch_dir(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::endpoint::selfsigned::SelfSigned;
+    use crate::selfsigned::SelfSigned;
 
     #[test]
     fn a_pair_loads_and_a_mismatched_key_is_refused() {

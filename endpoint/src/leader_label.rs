@@ -137,7 +137,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_label_follows_leadership_and_goes_at_shutdown() {
-        crate::runtime::tls::install_crypto_provider();
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let mock = MockApiServer::start(MockOptions::default()).await;
         let mut pod = fixtures::ready_pod("ops", "op-0", "shardring", "2026-01-01T00:00:00Z");
         pod["metadata"]["labels"]["keep"] = json!("me");
@@ -175,7 +175,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_failed_patch_is_retried() {
-        crate::runtime::tls::install_crypto_provider();
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let mock = MockApiServer::start(MockOptions::default()).await;
         mock.create(fixtures::ready_pod(
             "ops",

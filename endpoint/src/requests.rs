@@ -13,7 +13,7 @@
 use futures::Stream;
 use tokio::sync::broadcast;
 
-use crate::GroupKey;
+use shardring_core::GroupKey;
 
 /// Requests buffered per listener before it is told to reconcile every
 /// group instead: far more than the groups one release burst touches.

@@ -25,13 +25,13 @@ use rcgen::{
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::Value;
-use shardring::GroupKey;
-use shardring::crds::assignment::{AssignmentDocument, Handoff, PodView, ShardPhase, ShardRecord};
-use shardring::crds::endpoint::ErrorBody;
-use shardring::endpoint::{
+use shardring_core::GroupKey;
+use shardring_crds::assignment::{AssignmentDocument, Handoff, PodView, ShardPhase, ShardRecord};
+use shardring_crds::endpoint::ErrorBody;
+use shardring_devkit::apiserver::{MockApiServer, MockOptions, TokenReviewer};
+use shardring_endpoint::{
     EndpointMetrics, EndpointServer, EndpointServerConfig, EndpointState, PodSync,
 };
-use shardring_devkit::apiserver::{MockApiServer, MockOptions, TokenReviewer};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -194,7 +194,7 @@ impl Endpoint {
     }
 
     pub(super) async fn with(setup: Setup) -> Self {
-        shardring::runtime::tls::install_crypto_provider();
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let mock = match setup.mock {
             Some(mock) => mock,
             None => mock().await,
@@ -489,12 +489,12 @@ impl Conn {
 pub(super) fn view_path(epoch: u64, wait: u64) -> String {
     format!(
         "{}?epoch={epoch}&waitSeconds={wait}",
-        shardring::crds::endpoint::view_path(NS, GROUP)
+        shardring_crds::endpoint::view_path(NS, GROUP)
     )
 }
 
 pub(super) fn releases_path() -> String {
-    shardring::crds::endpoint::releases_path(NS, GROUP)
+    shardring_crds::endpoint::releases_path(NS, GROUP)
 }
 
 /// Polls `done` every 20 ms until it holds, failing after `timeout`.

@@ -8,9 +8,9 @@
 use std::collections::BTreeMap;
 
 use http::Method;
-use shardring::crds::assignment::{AssignmentDocument, ShardRecord};
-use shardring::crds::endpoint::{LoadReportResponse, loads_path};
 use shardring_core::load::{Limits, LoadObservation};
+use shardring_crds::assignment::{AssignmentDocument, ShardRecord};
+use shardring_crds::endpoint::{LoadReportResponse, loads_path};
 
 use super::support::{Endpoint, GROUP, NS, group, token};
 

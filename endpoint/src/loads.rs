@@ -26,7 +26,7 @@ use shardring_core::observation::LeaseObservation;
 use shardring_crds::assignment::AssignmentDocument;
 use shardring_crds::endpoint::{LoadReport, LoadReportResponse};
 
-use crate::GroupKey;
+use shardring_core::GroupKey;
 
 /// Labels of a counted reading.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]

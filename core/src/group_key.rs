@@ -1,9 +1,6 @@
 //! [`GroupKey`]: a ShardGroup by namespace and name, the one key of every
-//! piece of per-group state the operator keeps (the controller's
-//! [`crate::controller::groups`] registry and the endpoint's views, releases
-//! and loads).
-
-use kube::ResourceExt;
+//! piece of per-group state the operator keeps (the controller's group
+//! registry and the endpoint's views, releases and loads).
 
 use crate::crds::ShardGroup;
 
@@ -25,9 +22,15 @@ impl GroupKey {
         }
     }
 
-    /// The key of `group`.
+    /// The key of `group` (its `generateName` while it has no name yet, as
+    /// kube's `ResourceExt::name_any`).
     pub fn of(group: &ShardGroup) -> Self {
-        Self::new(group.namespace().unwrap_or_default(), group.name_any())
+        let meta = &group.metadata;
+        let name = meta.name.as_ref().or(meta.generate_name.as_ref());
+        Self::new(
+            meta.namespace.clone().unwrap_or_default(),
+            name.cloned().unwrap_or_default(),
+        )
     }
 }
 

@@ -122,7 +122,7 @@ async fn a_deleted_pod_another_namespace_a_stranger_and_another_address_get_403(
 
     let unknown = client
         .get(
-            &shardring::crds::endpoint::view_path("team", "nope"),
+            &shardring_crds::endpoint::view_path("team", "nope"),
             Some(&token("c-0")),
         )
         .await;
