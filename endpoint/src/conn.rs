@@ -7,15 +7,15 @@
 //!   complete within the header timeout is closed, and so is a connection
 //!   idle for the idle timeout after its last answer; while a request is
 //!   being answered (a long-poll may wait minutes), neither applies.
-//! - **hyper's own answers replaced by ours.** hyper answers a request head
-//!   it cannot parse (400), one over the size limit (431) or a URI too long
-//!   (414) by itself, with a bare status line: no JSON error body and no
-//!   `X-RateLimit-*` headers, which every answer of the endpoint carries.
-//!   hyper parses a head only when the connection is idle (no request being
-//!   answered and the last answer flushed), so bytes written while no
-//!   request is in flight and no answer is owed are hyper's own answer:
-//!   [`ConnIo`] swallows them and writes the endpoint's answer for the same
-//!   status instead (hyper closes the connection after it either way).
+//! - **Heads checked before hyper reads them** ([`ConnIo`]): hyper answers a
+//!   request head it cannot parse (400), one over the size limit (431) or a
+//!   URI too long (414) by itself, with a bare status line: no JSON error
+//!   body and no `X-RateLimit-*` headers, which every answer of the
+//!   endpoint carries. So hyper is only handed heads it accepts
+//!   ([`head::check`]) and the bodies they frame; at a refused head it is
+//!   given the end of the stream (after answering what came before), and
+//!   the endpoint writes its own answer on the connection hyper let go.
+//!   Nothing hyper writes is touched.
 //! - **Lingering close** ([`linger`]): after the last answer, the write side
 //!   is shut and whatever the client still sends is read and dropped, up to
 //!   a bound and a deadline, so a client still writing a body it was refused
@@ -24,14 +24,15 @@
 use parking_lot::Mutex;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll, Waker, ready};
 use std::time::Duration;
 
-use bytes::{Buf, Bytes};
 use http::StatusCode;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::sync::Notify;
 use tokio::time::Instant;
+
+use super::head;
 
 /// Longest a closing connection reads (and drops) what its client still
 /// sends.
@@ -161,103 +162,233 @@ impl Drop for RequestGuard {
     }
 }
 
-/// A connection's I/O under hyper: reports reads to its [`Activity`] and
-/// replaces the answers hyper makes up itself with the endpoint's
-/// (`answer_for` builds those: a complete HTTP/1.1 answer for a status).
-pub(crate) struct ConnIo<T, F> {
-    inner: T,
-    activity: Arc<Activity>,
-    answer_for: F,
-    /// The endpoint's answer in place of hyper's, still to be written.
-    replacement: Option<Bytes>,
+/// Where a connection's reading is, in the request stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reading {
+    /// At a request head (or before the first).
+    Head,
+    /// In a body of this many bytes still to come.
+    Body(u64),
+    /// Past a chunked body's head: everything goes to hyper unchecked
+    /// (the endpoint refuses a chunked body and closes the connection).
+    Through,
+    /// At a head refused with this status: nothing more goes to hyper.
+    Refused(StatusCode),
 }
 
-impl<T, F> ConnIo<T, F> {
-    pub(crate) fn new(inner: T, activity: Arc<Activity>, answer_for: F) -> Self {
+/// A connection's I/O under hyper: reports reads to its [`Activity`], and
+/// hands hyper only request heads [`head::check`] accepted (and the bodies
+/// they frame). At a refused head, hyper is given the end of the stream
+/// once it has answered every request before it, so hyper ends the
+/// connection without answering anything more, and [`ConnIo::refusal`]
+/// says which answer the endpoint owes. Writes pass through untouched.
+pub(crate) struct ConnIo<T> {
+    inner: T,
+    activity: Arc<Activity>,
+    reading: Reading,
+    /// Bytes read and not handed to hyper yet: the first `checked` of them
+    /// are heads and bodies that passed, the rest the start of a head.
+    /// Emptied (and its allocation freed) whenever it is all handed over.
+    buffer: Vec<u8>,
+    checked: usize,
+    /// Whether hyper was given the end of the stream for a refused head.
+    refusal_delivered: bool,
+    /// hyper's task, waiting to learn of a refusal until its answers are
+    /// out.
+    waiting: Option<Waker>,
+}
+
+impl<T> ConnIo<T> {
+    pub(crate) fn new(inner: T, activity: Arc<Activity>) -> Self {
         Self {
             inner,
             activity,
-            answer_for,
-            replacement: None,
+            reading: Reading::Head,
+            buffer: Vec::new(),
+            checked: 0,
+            refusal_delivered: false,
+            waiting: None,
+        }
+    }
+
+    /// The status of the refused head whose end of stream hyper read (so
+    /// hyper answered everything before it and nothing after): the
+    /// endpoint's answer to write.
+    pub(crate) fn refusal(&self) -> Option<StatusCode> {
+        match self.reading {
+            Reading::Refused(status) if self.refusal_delivered => Some(status),
+            _ => None,
+        }
+    }
+
+    /// The I/O itself.
+    pub(crate) fn into_inner(self) -> T {
+        self.inner
+    }
+
+    /// Moves what the buffer holds past the checked bytes along the
+    /// request stream: bodies are passed, heads checked, until a head is
+    /// incomplete or refused.
+    fn advance(&mut self) {
+        loop {
+            let rest = self.buffer.len() - self.checked;
+            match self.reading {
+                Reading::Refused(_) => return,
+                Reading::Through => {
+                    self.checked = self.buffer.len();
+                    return;
+                }
+                Reading::Body(left) => {
+                    let take = usize::try_from(left).map_or(rest, |left| left.min(rest));
+                    self.checked += take;
+                    let left = left - take as u64;
+                    if left > 0 {
+                        self.reading = Reading::Body(left);
+                        return;
+                    }
+                    self.reading = Reading::Head;
+                }
+                Reading::Head if rest == 0 => return,
+                Reading::Head => match head::check(&self.buffer[self.checked..]) {
+                    head::Head::Partial => return,
+                    head::Head::Refused(status) => {
+                        self.reading = Reading::Refused(status);
+                        return;
+                    }
+                    head::Head::Complete { len, body } => {
+                        self.checked += len;
+                        self.reading = match body {
+                            head::Body::Length(0) => Reading::Head,
+                            head::Body::Length(n) => Reading::Body(n),
+                            head::Body::Chunked => Reading::Through,
+                        };
+                    }
+                },
+            }
         }
     }
 }
 
-impl<T, F> std::fmt::Debug for ConnIo<T, F> {
+impl<T> std::fmt::Debug for ConnIo<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ConnIo")
-            .field("replacing", &self.replacement.is_some())
+            .field("reading", &self.reading)
+            .field("buffered", &self.buffer.len())
             .finish_non_exhaustive()
     }
 }
 
-/// The status of the answer hyper starts writing in `first` (`HTTP/1.1 431
-/// ...`); 400 if it cannot be read.
-fn status_of(first: &[u8]) -> StatusCode {
-    first
-        .get(9..12)
-        .and_then(|code| StatusCode::from_bytes(code).ok())
-        .unwrap_or(StatusCode::BAD_REQUEST)
+/// Reads from the client into `buf`, reporting the bytes to `activity`.
+fn poll_client<T: AsyncRead + Unpin>(
+    inner: &mut T,
+    activity: &Activity,
+    cx: &mut Context<'_>,
+    buf: &mut ReadBuf<'_>,
+) -> Poll<std::io::Result<()>> {
+    let before = buf.filled().len();
+    ready!(Pin::new(inner).poll_read(cx, buf))?;
+    if buf.filled().len() > before {
+        activity.on_read();
+    }
+    Poll::Ready(Ok(()))
 }
 
-impl<T, F> ConnIo<T, F>
-where
-    T: AsyncWrite + Unpin,
-    F: Fn(StatusCode) -> Bytes + Unpin,
-{
-    /// Takes the bytes hyper writes when they are its own answer (the
-    /// endpoint's goes out instead); `None`: they are to be written.
-    fn swallow(&mut self, first: &[u8], len: usize) -> Option<usize> {
-        if self.replacement.is_none() {
-            if self.activity.answering() || len == 0 {
-                return None;
-            }
-            self.replacement = Some((self.answer_for)(status_of(first)));
-        }
-        Some(len)
-    }
-
-    /// Writes what is left of the replacement answer.
-    fn poll_replacement(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        while let Some(rest) = self.replacement.as_mut().filter(|r| r.has_remaining()) {
-            let n = ready!(Pin::new(&mut self.inner).poll_write(cx, rest))?;
-            if n == 0 {
-                return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()));
-            }
-            rest.advance(n);
-        }
-        Poll::Ready(Ok(()))
-    }
-}
-
-impl<T: AsyncRead + Unpin, F: Unpin> AsyncRead for ConnIo<T, F> {
+impl<T: AsyncRead + Unpin> AsyncRead for ConnIo<T> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let result = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if matches!(result, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            self.activity.on_read();
+        let this = &mut *self;
+        loop {
+            // Checked bytes first, as hyper asks for them.
+            if this.checked > 0 {
+                let n = this.checked.min(buf.remaining());
+                buf.put_slice(&this.buffer[..n]);
+                this.buffer.drain(..n);
+                this.checked -= n;
+                if this.buffer.is_empty() {
+                    this.buffer = Vec::new();
+                }
+                return Poll::Ready(Ok(()));
+            }
+            match this.reading {
+                Reading::Refused(_) => {
+                    // hyper reads while it still answers (to notice the
+                    // client leaving): the end of the stream now would
+                    // cut that answer off. Once it is out, hyper reads for
+                    // the next head and is given the end of the stream.
+                    if this.activity.answering() {
+                        this.waiting = Some(cx.waker().clone());
+                        return Poll::Pending;
+                    }
+                    this.refusal_delivered = true;
+                    return Poll::Ready(Ok(()));
+                }
+                // A body (only as much as it has) or what follows a
+                // chunked head: straight into hyper's buffer.
+                Reading::Body(left) if this.buffer.is_empty() => {
+                    let room = usize::try_from(left)
+                        .map_or(buf.remaining(), |left| left.min(buf.remaining()));
+                    let mut limited = ReadBuf::new(buf.initialize_unfilled_to(room));
+                    ready!(poll_client(
+                        &mut this.inner,
+                        &this.activity,
+                        cx,
+                        &mut limited
+                    ))?;
+                    let n = limited.filled().len();
+                    buf.advance(n);
+                    let left = left - n as u64;
+                    this.reading = if left == 0 {
+                        Reading::Head
+                    } else {
+                        Reading::Body(left)
+                    };
+                    return Poll::Ready(Ok(()));
+                }
+                Reading::Through if this.buffer.is_empty() => {
+                    return poll_client(&mut this.inner, &this.activity, cx, buf);
+                }
+                Reading::Body(_) | Reading::Through => this.advance(),
+                Reading::Head => {
+                    // The start of a head: read into the buffer (growing
+                    // to the head limit at most) and check it.
+                    let filled = this.buffer.len();
+                    let room = (filled.max(512))
+                        .min(head::MAX_HEAD_BYTES - filled.min(head::MAX_HEAD_BYTES));
+                    if room == 0 {
+                        // A full buffer is a checked head or a refused one.
+                        this.advance();
+                        continue;
+                    }
+                    this.buffer.resize(filled + room, 0);
+                    let mut into = ReadBuf::new(&mut this.buffer[filled..]);
+                    let read = poll_client(&mut this.inner, &this.activity, cx, &mut into);
+                    let n = into.filled().len();
+                    this.buffer.truncate(filled + n);
+                    ready!(read)?;
+                    if n == 0 {
+                        // The client is done: an incomplete head is no
+                        // request (hyper would not answer it either).
+                        if this.buffer.is_empty() {
+                            this.buffer = Vec::new();
+                        }
+                        return Poll::Ready(Ok(()));
+                    }
+                    this.advance();
+                }
+            }
         }
-        result
     }
 }
 
-impl<T, F> AsyncWrite for ConnIo<T, F>
-where
-    T: AsyncWrite + Unpin,
-    F: Fn(StatusCode) -> Bytes + Unpin,
-{
+impl<T: AsyncWrite + Unpin> AsyncWrite for ConnIo<T> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        if let Some(n) = self.swallow(buf, buf.len()) {
-            return Poll::Ready(Ok(n));
-        }
         Pin::new(&mut self.inner).poll_write(cx, buf)
     }
 
@@ -266,11 +397,6 @@ where
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        let len = bufs.iter().map(|b| b.len()).sum();
-        let first = bufs.iter().find(|b| !b.is_empty()).map_or(&[][..], |b| b);
-        if let Some(n) = self.swallow(first, len) {
-            return Poll::Ready(Ok(n));
-        }
         Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
     }
 
@@ -279,14 +405,15 @@ where
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        ready!(self.poll_replacement(cx))?;
         ready!(Pin::new(&mut self.inner).poll_flush(cx))?;
         self.activity.on_flushed();
+        if let Some(waker) = self.waiting.take() {
+            waker.wake();
+        }
         Poll::Ready(Ok(()))
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        ready!(self.poll_replacement(cx))?;
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
@@ -350,34 +477,56 @@ mod tests {
         assert_eq!(answered.elapsed(), idle);
     }
 
-    /// Bytes of an answer to a request pass; bytes written with no request
-    /// in flight and no answer owed are replaced, once, by the endpoint's.
+    /// hyper reads accepted heads and the bodies they frame, in whatever
+    /// pieces; at a refused head it reads the end of the stream, once no
+    /// answer is owed, and the refusal is the endpoint's to answer.
     #[tokio::test]
-    async fn only_answers_made_up_by_hyper_are_replaced() {
-        let (client, server) = duplex(4096);
+    async fn hyper_reads_only_heads_that_passed_and_their_bodies() {
+        let (mut client, server) = duplex(64 * 1024);
         let activity = Activity::new();
-        let mut io = ConnIo::new(server, activity.clone(), |status: StatusCode| {
-            Bytes::from(format!("ours {}", status.as_u16()))
-        });
-        let guard = activity.start_request();
-        io.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+        let mut io = ConnIo::new(server, activity.clone());
+        let good = "GET / HTTP/1.1\r\n\r\nPOST / HTTP/1.1\r\nContent-Length: 18\r\n\r\n\
+                    GET / HTTP/1.1\r\n\r\n";
+        client.write_all(good.as_bytes()).await.unwrap();
+        client
+            .write_all(b"GET / HTTP/1.1\r\nHost : x\r\n\r\nGET / HTTP/1.1\r\n\r\n")
             .await
             .unwrap();
+        let mut read = Vec::new();
+        let mut chunk = [0u8; 7];
+        let guard = activity.start_request();
+        while read.len() < good.len() {
+            let n = io.read(&mut chunk).await.unwrap();
+            assert!(n > 0);
+            read.extend_from_slice(&chunk[..n]);
+        }
+        assert_eq!(String::from_utf8(read).unwrap(), good);
+        // An answer is owed: the refusal waits for it to be out.
+        let pending = tokio::time::timeout(Duration::from_millis(50), io.read(&mut chunk)).await;
+        assert!(pending.is_err(), "{pending:?}");
+        assert_eq!(io.refusal(), None);
         drop(guard);
         io.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await.unwrap();
         io.flush().await.unwrap();
-        io.write_all(b"HTTP/1.1 431 Request Header Fields Too Large\r\n")
-            .await
-            .unwrap();
-        io.write_all(b"content-length: 0\r\n\r\n").await.unwrap();
-        io.shutdown().await.unwrap();
-        drop(io);
-        let mut out = String::new();
-        let mut client = client;
-        client.read_to_string(&mut out).await.unwrap();
+        assert_eq!(io.read(&mut chunk).await.unwrap(), 0);
+        assert_eq!(io.refusal(), Some(StatusCode::BAD_REQUEST));
+        let mut out = [0u8; 19];
+        client.read_exact(&mut out).await.unwrap();
+        assert_eq!(&out, b"HTTP/1.1 200 OK\r\n\r\n");
+    }
+
+    /// A head over the limit is refused 431 without being read further.
+    #[tokio::test]
+    async fn an_oversized_head_is_refused() {
+        let (mut client, server) = duplex(64 * 1024);
+        let mut io = ConnIo::new(server, Activity::new());
+        let long = format!("GET /{} HTTP/1.1\r\n\r\n", "a".repeat(20 * 1024));
+        client.write_all(long.as_bytes()).await.unwrap();
+        let mut chunk = [0u8; 64];
+        assert_eq!(io.read(&mut chunk).await.unwrap(), 0);
         assert_eq!(
-            out,
-            "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n\r\nours 431"
+            io.refusal(),
+            Some(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE)
         );
     }
 

@@ -1,12 +1,14 @@
 //! One endpoint connection's HTTP/1.1, served by hyper's server
 //! (`hyper::server::conn::http1`): framing, keep-alive, pipelining and
 //! `Expect: 100-continue` are hyper's; what is the endpoint's is around it
-//! ([`conn`](super::conn)): the header and idle timeouts, hyper's own
-//! answers replaced by the endpoint's, and the lingering close once the
+//! ([`conn`](super::conn)): the header and idle timeouts, the request heads
+//! checked before hyper reads them (the endpoint answers those it refuses,
+//! after hyper let the connection go), and the lingering close once the
 //! connection is done.
 //!
 //! hyper is tuned for many idle long-polls: its read buffer may grow only
-//! to the head limit ([`MAX_HEAD_BYTES`], beyond which hyper answers 431);
+//! to the head limit ([`MAX_HEAD_BYTES`]; hyper is only given heads within
+//! it);
 //! an answer's body is queued as it is (`writev(true)`: the served view's
 //! shared bytes, never copied into hyper's write buffer, which would keep
 //! the largest answer's size for the connection's life); no `Date` header
@@ -22,20 +24,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Response, StatusCode};
+use http::Response;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
 use tokio_util::sync::CancellationToken;
 
 use super::conn::{Activity, ConnIo, linger};
+use super::head::{MAX_HEAD_BYTES, MAX_HEADERS};
 use super::routes::{self, App};
-
-/// Largest request head accepted (hyper answers a larger one 431).
-pub(crate) const MAX_HEAD_BYTES: usize = 16 * 1024;
-/// Most header fields in a request head.
-const MAX_HEADERS: usize = 64;
 
 /// A connection's timeouts.
 #[derive(Debug, Clone, Copy)]
@@ -70,7 +68,8 @@ fn builder() -> hyper::server::conn::http1::Builder {
 /// closes, an answer or request says `Connection: close`, a request cannot be
 /// parsed, a timeout expires, or `stop` is cancelled (checked between
 /// requests: an answer being prepared, e.g. a long-poll, is the routes' to
-/// end). Then closes it, lingering when it ended on an answer.
+/// end). Then closes it, lingering when it ended on an answer (the
+/// endpoint's own, when it ended at a refused head).
 pub(crate) async fn serve<IO>(
     io: IO,
     peer: SocketAddr,
@@ -81,12 +80,9 @@ pub(crate) async fn serve<IO>(
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let activity = Activity::new();
-    let answer_for = {
-        let app = app.clone();
-        move |status: StatusCode| routes::unparsed(&app, peer.ip(), status)
-    };
     let service = {
         let activity = activity.clone();
+        let app = app.clone();
         hyper::service::service_fn(move |request: hyper::Request<Incoming>| -> Answering {
             let guard = activity.start_request();
             let app = app.clone();
@@ -97,7 +93,7 @@ pub(crate) async fn serve<IO>(
             })
         })
     };
-    let io = TokioIo::new(ConnIo::new(io, activity.clone(), answer_for));
+    let io = TokioIo::new(ConnIo::new(io, activity.clone()));
     let mut connection = builder().serve_connection(io, service);
     let mut stopping = false;
     let ended = loop {
@@ -118,6 +114,16 @@ pub(crate) async fn serve<IO>(
                 tracing::debug!(%peer, %error, "endpoint connection ended with an error");
             }
             let io = connection.into_parts().io.into_inner();
+            let refusal = io.refusal();
+            let mut io = io.into_inner();
+            if let Some(status) = refusal {
+                // hyper answered every request before the refused head and
+                // wrote nothing after: the refusal is the endpoint's.
+                let answer = routes::unparsed(&app, peer.ip(), status);
+                if io.write_all(&answer).await.is_err() {
+                    return;
+                }
+            }
             linger(io).await;
         }
         Err(expiry) => {

@@ -11,8 +11,9 @@
 //! (consumers' reports and the lease table's throughput, checked and
 //! smoothed by the core). The HTTPS server is
 //! [`server`]'s: `http1` runs hyper's HTTP/1 server on each connection,
-//! `conn` times connections out, puts the endpoint's answers in place of
-//! hyper's own and closes connections lingering, `routes` answers requests
+//! `conn` times connections out, hands hyper only the request heads `head`
+//! accepts (the endpoint answers the others itself) and closes connections
+//! lingering, `routes` answers requests
 //! (`request_body` reads their bodies, `answers` builds the answers), `auth`
 //! checks tokens (TokenReviews, or [`LocalTokens`] in the embedded mode),
 //! `ratelimit` counts requests, `serving` says whether this replica serves,
@@ -23,6 +24,7 @@ mod answers;
 mod auth;
 mod conn;
 pub mod directory;
+mod head;
 mod http1;
 mod leader_label;
 pub mod loads;

@@ -6,7 +6,8 @@
 //! check. Every answer
 //! carries the `X-RateLimit-*` headers of the limit that applied last (the
 //! pod's once the caller is known, else its IP's), and every error an
-//! [`ErrorBody`]; so do the answers that replace hyper's own ([`unparsed`]).
+//! [`ErrorBody`]; so do the answers to heads refused before hyper reads
+//! them ([`unparsed`]).
 //!
 //! The routes are a table ([`Route::parse`]): a group-scoped route is a row
 //! of [`GROUP_ROUTES`] (its last path segment and method) and an arm of
@@ -29,7 +30,7 @@ use tokio::sync::watch;
 
 use super::answers::{Answer, refusal};
 use super::auth::{AuthError, Identity, TokenCheck};
-use super::http1::MAX_HEAD_BYTES;
+use super::head::MAX_HEAD_BYTES;
 use super::metrics::{EndpointMetrics, LimitLabel};
 use super::ratelimit::{Admission, FixedWindow};
 use super::request_body;
@@ -159,10 +160,10 @@ fn respond(
     response
 }
 
-/// The endpoint's answer (HTTP/1.1, encoded) in place of the one hyper
-/// makes up itself for a request head it could not parse (`status` 400, or
-/// 431 over the head limit, or 414): an [`ErrorBody`], the `X-RateLimit-*`
-/// headers of the peer's IP (the request counts), and `Connection: close`.
+/// The endpoint's answer (HTTP/1.1, encoded) to a request head it refused
+/// before hyper read it (`status` 400, or 431 over the head limit, or 414;
+/// `head::check`): an [`ErrorBody`], the `X-RateLimit-*` headers of the
+/// peer's IP (the request counts), and `Connection: close`.
 pub(crate) fn unparsed(app: &App, ip: IpAddr, status: StatusCode) -> Bytes {
     let limits = app.ip_limit.check(&ip);
     let answer = match status {
