@@ -39,6 +39,9 @@ use super::head;
 const LINGER_TIME: Duration = Duration::from_secs(2);
 /// Most bytes a closing connection reads and drops.
 const LINGER_BYTES: usize = 256 * 1024;
+/// Most bytes of a request head read at once (a head usually arrives in
+/// one piece of a few hundred bytes).
+const READ_BYTES: usize = 2048;
 
 #[derive(Debug)]
 struct State {
@@ -352,30 +355,25 @@ impl<T: AsyncRead + Unpin> AsyncRead for ConnIo<T> {
                 }
                 Reading::Body(_) | Reading::Through => this.advance(),
                 Reading::Head => {
-                    // The start of a head: read into the buffer (growing
-                    // to the head limit at most) and check it.
-                    let filled = this.buffer.len();
-                    let room = (filled.max(512))
-                        .min(head::MAX_HEAD_BYTES - filled.min(head::MAX_HEAD_BYTES));
+                    // The start of a head: read on the stack, keep what
+                    // came (up to the head limit) and check it. Nothing
+                    // is allocated while the connection waits.
+                    let room = head::MAX_HEAD_BYTES.saturating_sub(this.buffer.len());
                     if room == 0 {
                         // A full buffer is a checked head or a refused one.
                         this.advance();
                         continue;
                     }
-                    this.buffer.resize(filled + room, 0);
-                    let mut into = ReadBuf::new(&mut this.buffer[filled..]);
-                    let read = poll_client(&mut this.inner, &this.activity, cx, &mut into);
-                    let n = into.filled().len();
-                    this.buffer.truncate(filled + n);
-                    ready!(read)?;
-                    if n == 0 {
+                    let mut stack = [0u8; READ_BYTES];
+                    let mut into = ReadBuf::new(&mut stack[..room.min(READ_BYTES)]);
+                    ready!(poll_client(&mut this.inner, &this.activity, cx, &mut into))?;
+                    if into.filled().is_empty() {
                         // The client is done: an incomplete head is no
                         // request (hyper would not answer it either).
-                        if this.buffer.is_empty() {
-                            this.buffer = Vec::new();
-                        }
+                        this.buffer = Vec::new();
                         return Poll::Ready(Ok(()));
                     }
+                    this.buffer.extend_from_slice(into.filled());
                     this.advance();
                 }
             }
