@@ -27,7 +27,7 @@ pub use load::PoolLoads;
 
 use crate::PlanError;
 use crate::model::readable_count;
-use crate::types::{Balance, MoveKind, PlanInput, PlanOutput, Pod, Previous, ShardMove};
+use crate::types::{MoveKind, PlanInput, PlanOutput, Pod, Previous, ShardMove};
 
 /// One count-mode ShardGroup of the pool.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -113,7 +113,10 @@ pub fn plan_together(
         (pool.groups.len() > 1).then(|| deal(&pool))
     };
     let ceilings = dealt(&|input| {
-        (input.options.balance == Balance::Count)
+        input
+            .options
+            .balance
+            .counts_shards()
             .then(|| (readable_count(&input.shards), owners_per_pod(input)))
     });
     let eligible = first
@@ -140,7 +143,7 @@ pub fn plan_together(
             standby_ceilings: row(&standby_ceilings, name),
             ..input.clone()
         };
-        if input.options.balance == Balance::Throughput {
+        if input.options.balance.weighs_load() {
             throughput.push((name, input));
         } else {
             outputs.insert(name.clone(), crate::plan(&input)?);
