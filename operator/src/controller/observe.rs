@@ -40,7 +40,7 @@ pub use shardring_core::observation::{
 
 use self::documents::DocumentCache;
 use super::cached_pod::{CachedContainerState, CachedContainerStatus, CachedPod};
-use super::pod_cache::{PodCache, PodRecord};
+use super::pod_cache::{PodRecord, PodRecords};
 use crate::GroupKey;
 use crate::crds::{ConsumerPool, ShardGroup};
 
@@ -105,7 +105,7 @@ pub struct Stores {
     /// ConsumerPools (a malformed one is held as an error, never stalls the watch).
     pub pools: Store<DeserializeGuard<ConsumerPool>>,
     /// Pods, by namespace.
-    pub pods: PodCache,
+    pub pods: PodRecords,
     /// Nodes' metadata (zone labels).
     pub nodes: Store<PartialObjectMeta<Node>>,
     /// ConfigMaps managed by shardring.

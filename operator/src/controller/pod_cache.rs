@@ -150,7 +150,7 @@ type Namespaces = HashMap<String, BTreeMap<String, PodRecord>>;
 
 /// The pod cache. Cheap to clone: clones share one cache.
 #[derive(Debug, Clone, Default)]
-pub struct PodCache {
+pub struct PodRecords {
     inner: Arc<RwLock<Inner>>,
 }
 
@@ -163,7 +163,7 @@ struct Inner {
     keep: KeptAnnotations,
 }
 
-impl PodCache {
+impl PodRecords {
     /// Keeps, besides shardring's own, the annotations named `keys` (the
     /// ShardGroups' custom `spec.output.annotationKey`s) of the pods seen
     /// from now on (a pod already cached gets them with its next event).
