@@ -1,6 +1,6 @@
 //! Shard sources: where a ShardGroup's shards come from, one module per
 //! kind (`kinesis`, `static_source`, `rabbitmq`), each saying everything about itself
-//! through [`ShardSource`]: what it reads, how often, whether its shards
+//! through [`TopologySource`]: what it reads, how often, whether its shards
 //! have lineage, whether it reads a lease table, and the constant reasons
 //! of its failures ([`SourceError`]). A source never turns a failed read
 //! into "no shards"; the controller keeps the last good topology when a
@@ -24,15 +24,15 @@ pub mod refresh;
 pub mod static_source;
 
 pub use providers::{Providers, SourceSettings};
-pub use static_source::StaticSource;
+pub use static_source::StaticTopologySource;
 
-/// A boxed future returned by [`ShardSource::read`], so sources can be stored
+/// A boxed future returned by [`TopologySource::read`], so sources can be stored
 /// as trait objects.
 pub(crate) type ReadFuture<'a> =
     Pin<Box<dyn Future<Output = Result<Topology, SourceError>> + Send + 'a>>;
 
 /// A source of shards for one ShardGroup.
-pub trait ShardSource: Send + Sync {
+pub trait TopologySource: Send + Sync {
     /// Short description for status and `kubectl get`, e.g. `kinesis:orders`.
     fn describe(&self) -> String;
     /// Reads the current topology.

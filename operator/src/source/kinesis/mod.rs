@@ -1,7 +1,7 @@
 //! The Kinesis shard source: a shared [`TopologyReader`] per stream (ListShards
 //! only), an optional KCL [`LeaseReader`], and the pure [`lifecycle`] that
-//! turns both into engine shards. [`KinesisShardSource`] implements
-//! [`ShardSource`]; [`KinesisShardSource::observe`] gives the controller the
+//! turns both into engine shards. [`KinesisTopologySource`] implements
+//! [`TopologySource`]; [`KinesisTopologySource::observe`] gives the controller the
 //! whole observation (lease snapshot, ordering flag, staleness).
 
 pub mod errors;
@@ -28,9 +28,9 @@ pub use registry::ReaderRegistry;
 use shardring_core::leases::LeaseTable;
 use shardring_core::topology::{SourceError, Topology};
 
-use super::{ReadFuture, ShardSource};
+use super::{ReadFuture, TopologySource};
 use crate::crds::ShardGroupSpec;
-use crate::crds::shard_group::ShardSource as ShardSourceSpec;
+use crate::crds::shard_group::ShardSource;
 use crate::lease::{LeaseError, LeaseMetrics, LeaseReader, dynamodb_client};
 
 /// One observation of a Kinesis ShardGroup's source.
@@ -46,18 +46,18 @@ pub struct KinesisObservation {
     /// stay pending: completion cannot be concluded).
     pub lease_error: Option<LeaseError>,
     /// Set when the topology could not be read and `topology` is the last
-    /// good one (from [`KinesisShardSource::observe_or_last`]): the status
+    /// good one (from [`KinesisTopologySource::observe_or_last`]): the status
     /// marks it stale and shows this error's reason.
     pub stale: Option<SourceError>,
 }
 
 /// The Kinesis source of one ShardGroup.
 #[derive(Debug)]
-pub struct KinesisShardSource {
+pub struct KinesisTopologySource {
     reader: Arc<TopologyReader>,
     leases: Option<Arc<LeaseReader>>,
     memory: Mutex<LifecycleMemory>,
-    /// Lineage of the last derived lifecycle (for [`ShardSource::lineage`]).
+    /// Lineage of the last derived lifecycle (for [`TopologySource::lineage`]).
     lineage: Mutex<BTreeMap<String, Vec<String>>>,
     refresh_interval: Duration,
 }
@@ -65,7 +65,7 @@ pub struct KinesisShardSource {
 /// The refresh interval when the spec does not say (`refreshInterval`).
 pub(crate) const DEFAULT_REFRESH_INTERVAL: Duration = Duration::from_secs(30);
 
-impl KinesisShardSource {
+impl KinesisTopologySource {
     /// A source over a shared topology reader and an optional lease reader.
     pub fn new(reader: Arc<TopologyReader>, leases: Option<Arc<LeaseReader>>) -> Self {
         Self {
@@ -97,7 +97,7 @@ impl KinesisShardSource {
         registry: &ReaderRegistry,
         lease_metrics: Option<LeaseMetrics>,
     ) -> Result<Self, SourceError> {
-        let ShardSourceSpec::Kinesis(kinesis) = &spec.source else {
+        let ShardSource::Kinesis(kinesis) = &spec.source else {
             return Err(SourceError::Invalid("source.kinesis is not set".to_owned()));
         };
         let reader = registry.for_spec(kinesis)?;
@@ -128,7 +128,7 @@ impl KinesisShardSource {
     }
 
     /// The lease snapshot taken by the last successful read (every
-    /// [`ShardSource::read`] / [`Self::observe`] scans the table), so the
+    /// [`TopologySource::read`] / [`Self::observe`] scans the table), so the
     /// handoff can use it without scanning again; `None` without a lease
     /// table or before the first successful scan.
     pub(crate) fn last_leases(&self) -> Option<LeaseTable> {
@@ -204,7 +204,7 @@ impl KinesisShardSource {
     }
 }
 
-impl ShardSource for Arc<KinesisShardSource> {
+impl TopologySource for Arc<KinesisTopologySource> {
     fn describe(&self) -> String {
         self.as_ref().describe()
     }
@@ -226,11 +226,11 @@ impl ShardSource for Arc<KinesisShardSource> {
     }
 
     fn next_refresh(&self) -> Option<Duration> {
-        Some(KinesisShardSource::next_refresh(self))
+        Some(KinesisTopologySource::next_refresh(self))
     }
 }
 
-impl ShardSource for KinesisShardSource {
+impl TopologySource for KinesisTopologySource {
     fn describe(&self) -> String {
         format!("kinesis:{}", self.reader.stream().name)
     }
@@ -257,6 +257,6 @@ impl ShardSource for KinesisShardSource {
     }
 
     fn next_refresh(&self) -> Option<Duration> {
-        Some(KinesisShardSource::next_refresh(self))
+        Some(KinesisTopologySource::next_refresh(self))
     }
 }

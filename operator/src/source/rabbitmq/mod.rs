@@ -32,7 +32,7 @@ use regex::Regex;
 pub use credentials::{Credentials, FixedSecrets, KubeSecrets, Secrets};
 pub use management::{ManagementClient, Queue};
 
-use super::{ReadFuture, ShardSource, SourceError, Topology};
+use super::{ReadFuture, SourceError, Topology, TopologySource};
 use crate::crds::shard_group::RabbitMqSource as RabbitMqSpec;
 
 /// Reason: the management API did not answer (connection refused, a
@@ -68,7 +68,7 @@ impl RabbitMqProvider {
     /// The source of a `rabbitmq` spec. Fails, waiting for a spec change,
     /// when its pattern is not a regular expression or a duration does not
     /// parse.
-    pub fn source_for(&self, spec: &RabbitMqSpec) -> Result<RabbitMqShardSource, SourceError> {
+    pub fn source_for(&self, spec: &RabbitMqSpec) -> Result<RabbitMqTopologySource, SourceError> {
         let pattern = Regex::new(&format!("^(?:{})$", spec.queue_pattern)).map_err(|e| {
             SourceError::Invalid(format!(
                 "spec.source.rabbitmq.queuePattern {:?} is not a regular expression: {e}",
@@ -85,7 +85,7 @@ impl RabbitMqProvider {
                 .into(),
         })?;
         let http = self.http.get_or_init(management::http_client).clone();
-        Ok(RabbitMqShardSource {
+        Ok(RabbitMqTopologySource {
             spec: spec.clone(),
             pattern,
             refresh,
@@ -99,7 +99,7 @@ impl RabbitMqProvider {
 
 /// The RabbitMQ source of one ShardGroup.
 #[derive(Debug)]
-pub struct RabbitMqShardSource {
+pub struct RabbitMqTopologySource {
     spec: RabbitMqSpec,
     pattern: Regex,
     refresh: Duration,
@@ -110,7 +110,7 @@ pub struct RabbitMqShardSource {
     last: Mutex<Option<(Instant, Vec<String>)>>,
 }
 
-impl RabbitMqShardSource {
+impl RabbitMqTopologySource {
     /// Lists at most once per `interval` (default [`MIN_LISTING_INTERVAL`]).
     #[must_use]
     pub fn with_min_interval(mut self, interval: Duration) -> Self {
@@ -146,7 +146,7 @@ impl RabbitMqShardSource {
     }
 }
 
-impl ShardSource for RabbitMqShardSource {
+impl TopologySource for RabbitMqTopologySource {
     fn describe(&self) -> String {
         crate::crds::shard_group::ShardSource::Rabbitmq(self.spec.clone()).summary()
     }
