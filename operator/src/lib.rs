@@ -20,7 +20,7 @@ pub mod clock;
 pub mod controller;
 pub mod endpoint;
 mod group_key;
-pub mod lease;
+pub mod lease_table;
 pub mod runtime;
 pub mod source;
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use shardring::engine::{PlanInput, PlanOutput, Pod, Previous, ShardState, plan};
-use shardring::lease::{Checkpoint, LeaseReader, LeaseRecord};
+use shardring::lease_table::{Checkpoint, LeaseRecord, LeaseTableReader};
 use shardring::source::TopologySource;
 use shardring::source::kinesis::{KinesisObservation, KinesisTopologySource};
 
@@ -46,7 +46,7 @@ fn owner(output: &PlanOutput, shard: &str) -> Option<String> {
 async fn source(kinesis: &str, dynamo: Option<&str>, stream: &str) -> KinesisTopologySource {
     let reader = Arc::new(support::reader(kinesis, stream, None).await);
     let leases = match dynamo {
-        Some(endpoint) => Some(Arc::new(LeaseReader::new(
+        Some(endpoint) => Some(Arc::new(LeaseTableReader::new(
             support::dynamodb_admin(endpoint).await,
             TABLE,
             Some(stream.to_owned()),

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::super::controller;
 use super::super::{LEASE_TABLE, REGION, STREAM};
 use super::Stage;
-use shardring::lease::LeaseReader;
+use shardring::lease_table::LeaseTableReader;
 use shardring::source::kinesis::{KinesisTopologySource, ReaderOptions, StreamId, TopologyReader};
 
 /// How often the control loop reconciles.
@@ -84,8 +84,8 @@ pub(super) fn source(
         },
         None,
     );
-    let leases = LeaseReader::new(
-        shardring::lease::dynamodb_client(sdk, Some(REGION), Some(dynamo_url)),
+    let leases = LeaseTableReader::new(
+        shardring::lease_table::dynamodb_client(sdk, Some(REGION), Some(dynamo_url)),
         LEASE_TABLE,
         Some(STREAM.to_owned()),
         None,

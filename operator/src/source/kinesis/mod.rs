@@ -1,5 +1,5 @@
 //! The Kinesis shard source: a shared [`TopologyReader`] per stream (ListShards
-//! only), an optional KCL [`LeaseReader`], and the pure [`lifecycle`] that
+//! only), an optional KCL [`LeaseTableReader`], and the pure [`lifecycle`] that
 //! turns both into engine shards. [`KinesisTopologySource`] implements
 //! [`TopologySource`]; [`KinesisTopologySource::observe`] gives the controller the
 //! whole observation (lease snapshot, ordering flag, staleness).
@@ -31,7 +31,7 @@ use shardring_core::topology::{SourceError, Topology};
 use super::{ReadFuture, TopologySource};
 use crate::crds::ShardGroupSpec;
 use crate::crds::shard_group::ShardSource;
-use crate::lease::{LeaseError, LeaseMetrics, LeaseReader, dynamodb_client};
+use crate::lease_table::{LeaseTableError, LeaseTableMetrics, LeaseTableReader, dynamodb_client};
 
 /// One observation of a Kinesis ShardGroup's source.
 #[derive(Debug, Clone)]
@@ -44,7 +44,7 @@ pub struct KinesisObservation {
     pub leases: Option<LeaseTable>,
     /// The lease read error, when the table could not be read (children then
     /// stay pending: completion cannot be concluded).
-    pub lease_error: Option<LeaseError>,
+    pub lease_error: Option<LeaseTableError>,
     /// Set when the topology could not be read and `topology` is the last
     /// good one (from [`KinesisTopologySource::observe_or_last`]): the status
     /// marks it stale and shows this error's reason.
@@ -55,7 +55,7 @@ pub struct KinesisObservation {
 #[derive(Debug)]
 pub struct KinesisTopologySource {
     reader: Arc<TopologyReader>,
-    leases: Option<Arc<LeaseReader>>,
+    leases: Option<Arc<LeaseTableReader>>,
     memory: Mutex<LifecycleMemory>,
     /// Lineage of the last derived lifecycle (for [`TopologySource::lineage`]).
     lineage: Mutex<BTreeMap<String, Vec<String>>>,
@@ -67,7 +67,7 @@ pub(crate) const DEFAULT_REFRESH_INTERVAL: Duration = Duration::from_secs(30);
 
 impl KinesisTopologySource {
     /// A source over a shared topology reader and an optional lease reader.
-    pub fn new(reader: Arc<TopologyReader>, leases: Option<Arc<LeaseReader>>) -> Self {
+    pub fn new(reader: Arc<TopologyReader>, leases: Option<Arc<LeaseTableReader>>) -> Self {
         Self {
             reader,
             leases,
@@ -95,7 +95,7 @@ impl KinesisTopologySource {
     pub(crate) fn for_spec(
         spec: &ShardGroupSpec,
         registry: &ReaderRegistry,
-        lease_metrics: Option<LeaseMetrics>,
+        lease_metrics: Option<LeaseTableMetrics>,
     ) -> Result<Self, SourceError> {
         let ShardSource::Kinesis(kinesis) = &spec.source else {
             return Err(SourceError::Invalid("source.kinesis is not set".to_owned()));
@@ -104,7 +104,7 @@ impl KinesisTopologySource {
         let leases = spec.lease_table.as_ref().map(|table| {
             let region = table.region.as_deref().or(kinesis.region());
             let client = dynamodb_client(registry.sdk_config(), region, table.endpoint.as_deref());
-            Arc::new(LeaseReader::new(
+            Arc::new(LeaseTableReader::new(
                 client,
                 &table.table_name,
                 Some(reader.stream().name.clone()),
@@ -123,7 +123,7 @@ impl KinesisTopologySource {
     }
 
     /// The lease reader, when a lease table is configured.
-    pub fn lease_reader(&self) -> Option<&Arc<LeaseReader>> {
+    pub fn lease_reader(&self) -> Option<&Arc<LeaseTableReader>> {
         self.leases.as_ref()
     }
 
@@ -140,7 +140,7 @@ impl KinesisTopologySource {
     pub(crate) async fn read_leases(
         &self,
         now: jiff::Timestamp,
-    ) -> Option<Result<LeaseTable, LeaseError>> {
+    ) -> Option<Result<LeaseTable, LeaseTableError>> {
         Some(self.leases.as_ref()?.read(now).await)
     }
 

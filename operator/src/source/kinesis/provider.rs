@@ -18,7 +18,7 @@ use tokio::sync::OnceCell;
 use super::{KinesisMetrics, KinesisTopologySource, ReaderOptions, ReaderRegistry};
 use crate::crds::ShardGroupSpec;
 use crate::crds::shard_group::ShardSource;
-use crate::lease::LeaseMetrics;
+use crate::lease_table::LeaseTableMetrics;
 use shardring_core::topology::SourceError;
 
 /// Reason of a Kinesis group whose stream has no region: neither the spec
@@ -41,7 +41,7 @@ pub struct KinesisProvider {
     settings: AwsSettings,
     options: ReaderOptions,
     kinesis_metrics: Option<KinesisMetrics>,
-    lease_metrics: Option<LeaseMetrics>,
+    lease_metrics: Option<LeaseTableMetrics>,
     registry: OnceCell<ReaderRegistry>,
     sources: Mutex<HashMap<String, Arc<KinesisTopologySource>>>,
 }
@@ -54,7 +54,7 @@ impl KinesisProvider {
         let (kinesis_metrics, lease_metrics) = match metrics {
             Some(registry) => (
                 Some(KinesisMetrics::register(registry)),
-                Some(LeaseMetrics::register(registry)),
+                Some(LeaseTableMetrics::register(registry)),
             ),
             None => (None, None),
         };

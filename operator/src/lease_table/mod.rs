@@ -11,7 +11,7 @@
 pub mod reader;
 pub(crate) mod snapshot;
 
-pub use reader::{LeaseMetrics, LeaseReader, dynamodb_client};
+pub use reader::{LeaseTableMetrics, LeaseTableReader, dynamodb_client};
 pub use shardring_crds::lease_record::item as record;
 pub use shardring_crds::lease_record::item::{LeaseRecord, StreamQualifier};
 pub use shardring_crds::lease_record::{Checkpoint, CheckpointKind};
@@ -20,7 +20,7 @@ pub use snapshot::{LeaseSnapshot, LeaseTable};
 /// Why a lease table read failed. Each variant has a constant reason used in
 /// status conditions, Events and metrics.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum LeaseError {
+pub enum LeaseTableError {
     /// The table does not exist.
     #[error("lease table not found: {0}")]
     TableNotFound(String),
@@ -35,14 +35,14 @@ pub enum LeaseError {
     Other(String),
 }
 
-impl LeaseError {
+impl LeaseTableError {
     /// Constant condition/Event reason.
     pub fn reason(&self) -> &'static str {
         match self {
-            LeaseError::TableNotFound(_) => "TableNotFound",
-            LeaseError::AccessDenied(_) => "AccessDenied",
-            LeaseError::Throttled(_) => "Throttled",
-            LeaseError::Other(_) => "LeaseTableError",
+            LeaseTableError::TableNotFound(_) => "TableNotFound",
+            LeaseTableError::AccessDenied(_) => "AccessDenied",
+            LeaseTableError::Throttled(_) => "Throttled",
+            LeaseTableError::Other(_) => "LeaseTableError",
         }
     }
 
