@@ -111,7 +111,7 @@ pub struct Stores {
     /// ConfigMaps managed by shardring.
     pub config_maps: Store<ConfigMap>,
     /// Pods that left the API, fed by the pod watch.
-    pub departed: departed::Departed,
+    pub departed: departed::DepartureMemory,
     /// The groups' decoded documents, by their ConfigMaps' resourceVersion.
     pub documents: DocumentCache,
     /// StatefulSets, their replicas only (stable identity: whether a pod

@@ -149,7 +149,7 @@ pub async fn run_controller(
         .touched_objects();
 
     let write_limit = super::apply::WriteLimit::new(config.write_concurrency);
-    let departed = observe::departed::Departed::default();
+    let departed = observe::departed::DepartureMemory::default();
     let pod_events = pod_watch(
         &client,
         scope,
@@ -296,7 +296,7 @@ fn pod_watch(
     scope: &WatchScope,
     sync: &CacheSync,
     pods: &PodRecords,
-    departed: &observe::departed::Departed,
+    departed: &observe::departed::DepartureMemory,
     own_writes: OwnWrites,
 ) -> impl Stream<Item = Result<CachedPod, watcher::Error>> + Send + 'static {
     let records = pods.clone();

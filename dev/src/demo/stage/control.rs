@@ -58,7 +58,7 @@ impl Stage {
             state.leases = None;
             // The new controller's pod watch lists the pods when it starts:
             // it has seen no pod leave before that.
-            let departed = shardring::controller::observe::departed::Departed::default();
+            let departed = shardring::controller::observe::departed::DepartureMemory::default();
             departed.listed(Timestamp::now());
             state.cluster.departed = departed;
         }
