@@ -13,7 +13,7 @@
 //! short list. And a reconcile reads its own namespace's pods only, where a
 //! store of all pods made every reconcile of 1,000 groups walk all 50,000.
 //! (What it saves in peak memory is measured by `apiserver_scale`; see
-//! docs/deploy.md.)
+//! docs/benchmarks.md.)
 //!
 //! A relist (the watch's `Init` … `InitDone`) fills a new set while reads
 //! still see the old one, then replaces it, as a reflector store does.

@@ -449,7 +449,7 @@ fn keep_custom_annotations<E>(
 /// Drops an object's `metadata.managedFields` before its store keeps it:
 /// nothing in the operator reads them, and they are most of a watched
 /// object's size (the field sets of every manager, the status writer's
-/// included, as JSON trees; docs/deploy.md, Memory).
+/// included, as JSON trees).
 fn without_managed_fields<K: Resource>(object: &mut K) {
     object.meta_mut().managed_fields = None;
 }
