@@ -25,6 +25,7 @@ use shardring_engine as engine;
 
 pub mod codec;
 pub mod conditions;
+mod containers;
 pub mod cycle;
 pub mod departures;
 pub(crate) mod document;

@@ -37,9 +37,7 @@ use shardring_crds::shard_group::{
 };
 use shardring_crds::{AssignmentDocument, ConsumerPool, ShardGroup};
 
-mod reconcile;
-
-pub use self::reconcile::Reconcile;
+pub mod reconcile;
 
 /// Namespace of every demo object.
 pub(crate) const NAMESPACE: &str = "default";

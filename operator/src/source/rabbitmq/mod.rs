@@ -17,6 +17,7 @@
 
 pub mod credentials;
 pub mod management;
+mod reasons;
 
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -31,18 +32,10 @@ use regex::Regex;
 
 pub use credentials::{Credentials, FixedSecrets, KubeSecrets, Secrets};
 pub use management::{ManagementClient, Queue};
+pub use reasons::{BROKER_UNREACHABLE, CREDENTIALS_UNAVAILABLE, VHOST_NOT_FOUND};
 
 use super::{ReadFuture, SourceError, Topology, TopologySource};
 use crate::crds::shard_group::RabbitMqSource as RabbitMqSpec;
-
-/// Reason: the management API did not answer (connection refused, a
-/// timeout, a 5xx).
-pub const BROKER_UNREACHABLE: &str = "BrokerUnreachable";
-/// Reason: the vhost does not exist (or the URL is not the management
-/// API's).
-pub const VHOST_NOT_FOUND: &str = "VhostNotFound";
-/// Reason: the credentials Secret is missing, unreadable or incomplete.
-pub const CREDENTIALS_UNAVAILABLE: &str = "CredentialsUnavailable";
 
 /// The shortest time between two listings of one group's queues.
 pub const MIN_LISTING_INTERVAL: Duration = Duration::from_secs(1);
