@@ -1,7 +1,7 @@
 //! shardring's controller core: every decision the operator makes, as pure
 //! functions of what it observed. It owns the observation types
 //! ([`observation`], [`departures`], [`leases`], [`topology`]) and the
-//! memory of departed pods that feeds them ([`departed`]), the plan
+//! memory of departed pods that feeds them ([`departures::DepartureMemory`]), the plan
 //! step ([`plan()`]: one [`Observation`] in, one [`Decision`] out), the
 //! two-phase handoff rules ([`handoff`]), the building of the published
 //! document and pod annotations (`document`, encoded by [`codec`]), of the
@@ -25,8 +25,8 @@ use shardring_engine as engine;
 
 pub mod codec;
 pub mod conditions;
+mod containers;
 pub mod cycle;
-pub mod departed;
 pub mod departures;
 pub(crate) mod document;
 pub(crate) mod events;

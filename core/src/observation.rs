@@ -12,6 +12,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use shardring_crds::{AssignmentDocument, ConsumerPool, ShardGroup};
 
+pub use crate::containers::Containers;
 use crate::departures::Departures;
 use crate::leases::LeaseTable;
 use crate::topology::{SourceError, Topology};
@@ -102,26 +103,6 @@ impl LeaseObservation {
             LeaseObservation::NotConfigured
         }
     }
-}
-
-/// What a pod's status says of its containers, as far as a handoff cares:
-/// whether a process of this pod may be running. Read from the status the
-/// kubelet reports (by the operator's observe step).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub enum Containers {
-    /// A container runs, or ran and may run again, or the status says too
-    /// little to tell: nothing is concluded. The default.
-    #[default]
-    Running,
-    /// Every container (init and ephemeral ones included) is `terminated`
-    /// and the pod will not start them again: it is terminating (has a
-    /// deletion timestamp) or in a terminal phase (`Succeeded`, `Failed`).
-    /// The kubelet reports this after it stopped them.
-    Stopped,
-    /// Phase `Pending` and no container has ever been `running` or
-    /// `terminated` (no `lastState` either): as far as the kubelet reported,
-    /// nothing of this pod ever started.
-    NeverRan,
 }
 
 /// One pod, stripped to what the plan step uses.

@@ -163,8 +163,8 @@ impl<'a> Model<'a> {
                 return Err(PlanError::DuplicateShard(pair[0].id.clone()));
             }
         }
-        let ranged = input.options.balance == crate::types::Balance::HashRange;
-        let throughput = input.options.balance == crate::types::Balance::Throughput;
+        let ranged = input.options.balance.weighs_key_space();
+        let throughput = input.options.balance.weighs_load();
         if throughput {
             let band = input
                 .options

@@ -135,6 +135,36 @@ pub enum Balance {
     Throughput,
 }
 
+impl Balance {
+    /// Whether each shard weighs its measured load (`Throughput`): the plan
+    /// needs `PlanInput::loads` and a band, and the pool plans such groups
+    /// together.
+    pub const fn weighs_load(self) -> bool {
+        match self {
+            Self::Throughput => true,
+            Self::Count | Self::HashRange => false,
+        }
+    }
+
+    /// Whether each shard weighs its share of the hash key space
+    /// (`HashRange`).
+    pub const fn weighs_key_space(self) -> bool {
+        match self {
+            Self::HashRange => true,
+            Self::Count | Self::Throughput => false,
+        }
+    }
+
+    /// Whether every shard weighs the same (`Count`), so the pool's deal
+    /// gives each pod a quota of the group's shards (its ceilings).
+    pub const fn counts_shards(self) -> bool {
+        match self {
+            Self::Count => true,
+            Self::HashRange | Self::Throughput => false,
+        }
+    }
+}
+
 /// Which moves a plan may make.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -30,7 +30,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
-use shardring::controller::{CachedPod, Context, ControllerMetrics, PodCache, Stores, reconcile};
+use shardring::controller::{CachedPod, Context, ControllerMetrics, PodRecords, Stores, reconcile};
 use shardring::crds::FINALIZER;
 use shardring::crds::{ConsumerPool, ShardGroup, ShardGroupStatus};
 use shardring_crds::fixtures;
@@ -151,7 +151,7 @@ impl World {
     fn new(pods: usize, shards: u32) -> Self {
         let (pool_reader, mut pool_writer) = reflector::store();
         pool_writer.apply_watcher_event(&watcher::Event::Apply(DeserializeGuard(Ok(pool()))));
-        let pod_cache = PodCache::default();
+        let pod_cache = PodRecords::default();
         let mut cached = BTreeMap::new();
         for i in 0..pods {
             let pod = pod(&format!("consumer-{i:05}"));

@@ -19,7 +19,7 @@ pub mod aws;
 pub mod cli;
 pub mod clock;
 pub mod controller;
-pub mod lease;
+pub mod lease_table;
 pub mod runtime;
 pub mod source;
 

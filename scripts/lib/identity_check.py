@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Stable identity on a real node (scripts/node-check.sh, step 5):
+"""Stable identity on a real node (scripts/node-check.sh, step 6):
 
     identity_check.py NAMESPACE IMAGE SERVICE_IP SYSTEM
 

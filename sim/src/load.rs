@@ -61,7 +61,7 @@ pub fn balance_by_throughput(group: &mut Group) {
 impl Sim {
     /// Whether group `g` balances by throughput.
     pub fn by_throughput(&self, g: usize) -> bool {
-        self.op.groups[g].shard_group.spec.balance == BalanceMode::Throughput
+        self.op.groups[g].shard_group.spec.balance.weighs_load()
     }
 
     /// Now and then a shard's load doubles or halves (from the load's own

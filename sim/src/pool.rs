@@ -22,7 +22,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::crds::shard_group::{BalanceMode, ShardSource};
+use crate::crds::shard_group::ShardSource;
 use crate::load::balance_by_throughput;
 use crate::operator::{BookAtRest, Group, Operator, WriteCounts};
 use crate::rng::Rng;
@@ -109,7 +109,7 @@ fn setup(seed: u64, throughput: bool) -> Sim {
     op.faults = FAULTS;
     hold_for_returning_pods(&mut op, seed, statefulset);
     let reporting: Vec<usize> = (0..op.groups.len())
-        .filter(|&g| op.groups[g].shard_group.spec.balance == BalanceMode::Throughput)
+        .filter(|&g| op.groups[g].shard_group.spec.balance.weighs_load())
         .collect();
     // Three pools in ten run on one node: the standbys' places are then
     // the deal's alone (elsewhere a standby avoids its owner's node).

@@ -21,7 +21,6 @@
 //! alone, by the engine's own quotas).
 
 use crate::crds::AssignmentDocument;
-use crate::crds::shard_group::BalanceMode;
 use crate::sim::Sim;
 use shardring_core::plan::{Decision, Moves};
 
@@ -48,7 +47,7 @@ impl Sim {
                 .doc
                 .as_ref()
                 .map_or(0, shardring_core::pool::readable_in);
-            spec.balance == BalanceMode::Count
+            spec.balance.counts_shards()
                 && (per_shard * readable).div_ceil(pods) <= readable - readable.div_ceil(pods)
         });
         pods > 0 && topology_neutral && owners_leave_room

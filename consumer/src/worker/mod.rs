@@ -15,6 +15,7 @@
 //!    reading until the operator has revoked them all or the drain deadline
 //!    passes, then stops, checkpoints, releases and returns.
 
+mod handler;
 pub(crate) mod running;
 mod shard;
 
@@ -23,36 +24,14 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use handler::{RecordHandler, ShardContext};
 pub use shard::ShardExit;
 
 use crate::lease::{Checkpoint, LeaseError, LeaseManager, TakeOutcome};
-use crate::reader::{ReaderOptions, Record, ShardReader};
+use crate::reader::{ReaderOptions, ShardReader};
 use crate::view::AssignmentView;
 use crate::view::endpoint::ReleaseSender;
 use running::{Drain, Running, finished, flush_acks};
-
-/// Which shard and which hold a batch belongs to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ShardContext {
-    /// The shard id.
-    pub shard: String,
-    /// This worker's id (the pod name).
-    pub worker_id: String,
-    /// `leaseCounter` when the lease was taken: identifies this hold.
-    pub session: u64,
-}
-
-/// The user's record processing.
-pub trait RecordHandler: Send + Sync + 'static {
-    /// Processes one batch, in order. The batch is checkpointed after this
-    /// returns `Ok`; an `Err` stops the shard (it is released and retaken,
-    /// so the batch is processed again: at least once).
-    fn handle(
-        &self,
-        context: &ShardContext,
-        records: &[Record],
-    ) -> impl Future<Output = anyhow::Result<()>> + Send;
-}
 
 /// Worker settings.
 #[derive(Debug, Clone)]

@@ -46,7 +46,7 @@ fn settled(balance: BalanceMode) -> Observation {
     let mut group = fixtures::static_group("prod", "orders", "consumers", 8, "orders-{index}");
     group.spec.balance = balance;
     group.spec.rebalance = fixtures::rebalance("0s");
-    if balance == BalanceMode::Throughput {
+    if balance.weighs_load() {
         group.spec.throughput = Some(ThroughputSpec::default());
     }
     let topology = Topology::of_partitions(group.spec.source.named_partitions().unwrap());

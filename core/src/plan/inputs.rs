@@ -277,9 +277,9 @@ pub(super) fn run_engine(
             .pool_share
             .ceilings
             .clone()
-            .filter(|_| obs.group.spec.balance == BalanceMode::Count),
+            .filter(|_| obs.group.spec.balance.counts_shards()),
         standby_ceilings: obs.pool_share.standby_ceilings.clone(),
-        pool_load: if obs.group.spec.balance == BalanceMode::Throughput {
+        pool_load: if obs.group.spec.balance.weighs_load() {
             obs.pool_share.load.clone()
         } else {
             BTreeMap::new()

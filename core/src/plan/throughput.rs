@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::conditions::reason;
-use crate::crds::shard_group::{BalanceMode, ShardGroupSpec, ThroughputStatus};
+use crate::crds::shard_group::{ShardGroupSpec, ThroughputStatus};
 use crate::engine::{PlanOutput, Pod, Rebalance, ShardLoad, ShardState};
 use crate::events::EventNote;
 use crate::load::scaling::{Demand, recommended_replicas};
@@ -39,7 +39,7 @@ pub(crate) const LOAD_POLL_MIN: Duration = Duration::from_secs(5);
 
 /// Whether `spec` balances by throughput.
 pub(crate) fn by_throughput(spec: &ShardGroupSpec) -> bool {
-    spec.balance == BalanceMode::Throughput
+    spec.balance.weighs_load()
 }
 
 /// The engine's loads: each readable shard's estimate once it has

@@ -41,7 +41,7 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 
 use crate::crds::ConsumerPool;
-use crate::crds::shard_group::{BalanceMode, PoolBalanceStatus};
+use crate::crds::shard_group::PoolBalanceStatus;
 use crate::engine::PodLoad;
 use crate::engine::pool::PoolLoads;
 use crate::identity::Returning;
@@ -172,7 +172,7 @@ impl PoolBook {
         // Count mode: the ⌈⌉ quotas.
         let count_groups: Vec<(String, String, u64)> = peers
             .iter()
-            .filter(|p| p.balance == BalanceMode::Count)
+            .filter(|p| p.balance.counts_shards())
             .map(|p| (p.group.clone(), p.pool.clone(), p.readable))
             .collect();
         let count_members = count_groups.len();
@@ -228,14 +228,11 @@ impl PoolBook {
         );
 
         // Throughput: the others' load on each pod, one decider at a time.
-        let throughput: Vec<&Peer> = peers
-            .iter()
-            .filter(|p| p.balance == BalanceMode::Throughput)
-            .collect();
+        let throughput: Vec<&Peer> = peers.iter().filter(|p| p.balance.weighs_load()).collect();
         self.throughput = throughput.iter().map(|p| p.group.clone()).collect();
         let mut load = BTreeMap::new();
         let mut turn_taken_by = None;
-        if own.balance == BalanceMode::Throughput && throughput.len() > 1 && !own.loads.is_empty() {
+        if own.balance.weighs_load() && throughput.len() > 1 && !own.loads.is_empty() {
             let mut loads = PoolLoads::default();
             for peer in &throughput {
                 let owners = peer
@@ -256,10 +253,12 @@ impl PoolBook {
                 changed.push(name);
             }
         }
-        let by_mode = match own.balance {
-            BalanceMode::Count if count.pods.is_some() => count_members,
-            BalanceMode::Throughput if throughput.len() > 1 => throughput.len(),
-            _ => 1,
+        let by_mode = if own.balance.counts_shards() && count.pods.is_some() {
+            count_members
+        } else if own.balance.weighs_load() && throughput.len() > 1 {
+            throughput.len()
+        } else {
+            1
         };
         let standby_groups = if standby.pods.is_some() {
             standby_members

@@ -65,7 +65,7 @@ impl Peer {
 
 /// The measured loads of a throughput group's observation, by shard.
 pub fn measured_loads(obs: &Observation) -> BTreeMap<String, ShardLoad> {
-    if obs.group.spec.balance != BalanceMode::Throughput {
+    if !obs.group.spec.balance.weighs_load() {
         return BTreeMap::new();
     }
     measured_loads_of(&obs.loads)

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::crds::assignment::{ShardPhase, ShardRecord};
+use crate::crds::shard_group::BalanceMode;
 use crate::crds::{AssignmentDocument, ConsumerPool};
 use crate::engine::ShardLoad;
 use crate::fixtures::{now, pod_info, pool};

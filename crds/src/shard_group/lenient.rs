@@ -20,10 +20,10 @@
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
 use super::move_log::MoveLogEntry;
-use super::status::HandoffRecord;
 
 /// An optional RFC 3339 time; one that does not parse is `None`.
 pub(super) fn time<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Timestamp>, D::Error> {
@@ -63,9 +63,11 @@ pub(super) fn move_log<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<MoveLogEnt
     Ok(texts.iter().filter_map(|t| t.parse().ok()).collect())
 }
 
-/// The recent handoffs; entries that do not parse (a hand-edited time) are
-/// left out.
-pub(super) fn handoffs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<HandoffRecord>, D::Error> {
+/// A list of records (the recent handoffs); entries that do not parse (a
+/// hand-edited time) are left out.
+pub(super) fn entries<'de, D: Deserializer<'de>, T: DeserializeOwned>(
+    d: D,
+) -> Result<Vec<T>, D::Error> {
     let values = Vec::<serde_json::Value>::deserialize(d)?;
     Ok(values
         .into_iter()

@@ -17,18 +17,22 @@
 //!   (`scaling`);
 //! - `status`: the observed state, with `move_log` (an entry of the move
 //!   budget's log) and `lenient` (how its stored times are read);
-//! - `error`: the error of a typed spec accessor.
+//! - `error`: the error of a typed spec accessor;
+//! - `rules`: the CEL rules the schema of several fields shares.
 
 mod error;
 mod lenient;
 mod load;
 mod move_log;
 mod movement;
+mod rules;
 mod source;
 mod spec;
 mod status;
 #[cfg(test)]
 mod tests;
+
+use rules::{DURATION, ENDPOINT_URL, POSITIVE_DURATION, REGION};
 
 pub use error::SpecError;
 pub use load::{ScalingSpec, ThroughputSpec};
@@ -40,13 +44,3 @@ pub use status::{
     HandoffRecord, PodCounts, PoolBalanceStatus, RECENT_HANDOFFS, ShardCounts, ShardGroupStatus,
     ThroughputStatus,
 };
-
-/// CEL: a positive Go-style duration (`30s`, `1m30s`, `250ms`).
-const POSITIVE_DURATION: &str =
-    "self.matches('^([0-9]+(ms|s|m|h))+$') && duration(self) > duration('0s')";
-/// CEL: a Go-style duration that may be zero.
-const DURATION: &str = "self.matches('^([0-9]+(ms|s|m|h))+$')";
-/// CEL: an endpoint URL.
-const ENDPOINT_URL: &str = "self.matches('^https?://[^\\\\s/]+(/.*)?$')";
-/// CEL: an AWS region name.
-const REGION: &str = "self.matches('^[a-z]{2}(-[a-z]+)+-[0-9]+$')";

@@ -119,6 +119,27 @@ pub enum BalanceMode {
     Throughput,
 }
 
+impl BalanceMode {
+    /// Whether each shard weighs its measured load (`throughput`): the group
+    /// reads its shards' loads, is planned with the load its pool's other
+    /// such groups put on each pod, and its pool reports the load spread.
+    pub const fn weighs_load(self) -> bool {
+        match self {
+            Self::Throughput => true,
+            Self::Count | Self::HashRange => false,
+        }
+    }
+
+    /// Whether every shard weighs the same (`count`), so the pool's deal
+    /// gives each pod a quota of the group's shards (⌊S/P⌋ or ⌈S/P⌉).
+    pub const fn counts_shards(self) -> bool {
+        match self {
+            Self::Count => true,
+            Self::HashRange | Self::Throughput => false,
+        }
+    }
+}
+
 /// Names of the published outputs.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]

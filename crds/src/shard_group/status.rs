@@ -145,7 +145,7 @@ pub struct ShardGroupStatus {
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
-        deserialize_with = "lenient::handoffs"
+        deserialize_with = "lenient::entries"
     )]
     pub recent_handoffs: Vec<HandoffRecord>,
     /// Standard conditions: Ready, Balanced, Progressing, Degraded (and

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use shardring_engine::{Balance, PlanError, PlanInput, PlanOutput, model::range_weight};
+use shardring_engine::{PlanError, PlanInput, PlanOutput, model::range_weight};
 
 /// Arguments of `shardring-dev plan`.
 #[derive(Debug, clap::Args)]
@@ -98,7 +98,7 @@ pub(crate) fn culprit_line(text: &str, error: &PlanError) -> Option<usize> {
 
 /// The per-pod table and balance summary.
 pub fn table(input: &PlanInput, output: &PlanOutput) -> String {
-    let ranged = input.options.balance == Balance::HashRange;
+    let ranged = input.options.balance.weighs_key_space();
     // Key-space share per pod (hashRange mode), in units of 2^64 keys.
     let mut keyspace: BTreeMap<&str, u128> = BTreeMap::new();
     let mut standby: BTreeMap<&str, u64> = BTreeMap::new();

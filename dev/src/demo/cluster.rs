@@ -26,7 +26,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::consumers::ConsumerProcess;
-use shardring_core::departed::Departed;
+use shardring_core::departures::DepartureMemory;
 use shardring_core::departures::{Departure, RETENTION};
 use shardring_core::observation::{Containers, PodInfo};
 
@@ -37,9 +37,7 @@ use shardring_crds::shard_group::{
 };
 use shardring_crds::{AssignmentDocument, ConsumerPool, ShardGroup};
 
-mod reconcile;
-
-pub use self::reconcile::Reconcile;
+pub mod reconcile;
 
 /// Namespace of every demo object.
 pub(crate) const NAMESPACE: &str = "default";
@@ -153,7 +151,7 @@ pub struct Cluster {
     pub record_logs: Vec<PathBuf>,
     /// The controller's memory of departed pods (what its pod watch saw
     /// leave; a restarted controller starts a new one).
-    pub departed: Departed,
+    pub departed: DepartureMemory,
     /// The StatefulSets whose pods the cluster's pods are, by name, with
     /// their replicas (empty until the story makes its pods a set's).
     pub stateful_sets: shardring_core::identity::StatefulSets,
@@ -276,7 +274,7 @@ impl Cluster {
             published: None,
             record_logs: Vec::new(),
             // The cluster starts empty: the controller sees every pod leave.
-            departed: Departed::watched_from(Timestamp::MIN, RETENTION),
+            departed: DepartureMemory::watched_from(Timestamp::MIN, RETENTION),
             stateful_sets: BTreeMap::new(),
             dir: dir.to_path_buf(),
             next_uid: 1,

@@ -23,8 +23,8 @@ use super::cluster::{Cluster, DemoPod};
 use super::report::{self, MoveEvent, MoveKind};
 use shardring::controller::ControllerMetrics;
 use shardring::endpoint::EndpointState;
-use shardring::source::ShardSource;
-use shardring::source::kinesis::{KinesisObservation, KinesisShardSource};
+use shardring::source::TopologySource;
+use shardring::source::kinesis::{KinesisObservation, KinesisTopologySource};
 use shardring_core::cycle::{self, cycle};
 use shardring_core::leases::LeaseTable;
 use shardring_core::observation::{LeaseObservation, TopologyObservation};
@@ -377,7 +377,7 @@ fn diff(
 /// Runs the control loop every `tick` until `stop`.
 pub async fn run(
     shared: Arc<Mutex<Shared>>,
-    source: Arc<KinesisShardSource>,
+    source: Arc<KinesisTopologySource>,
     tick: Duration,
     stop: CancellationToken,
 ) {
@@ -396,7 +396,7 @@ pub async fn run(
 }
 
 /// The source's description, as status shows it.
-pub fn describe(source: &KinesisShardSource) -> String {
+pub fn describe(source: &KinesisTopologySource) -> String {
     source.describe()
 }
 

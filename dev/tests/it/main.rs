@@ -1,12 +1,14 @@
 //! The developer tooling's integration tests, in one test binary: the demo
 //! end to end (`demo_run`), the e2e suite's scenarios on the demo's embedded
-//! stage (`embedded_scenarios`), and `shardring-dev plan` and `hash-keys`
-//! through the built binary (`cli_plan`). Run one module with
+//! stage (`embedded_scenarios`), `shardring-dev plan` and `hash-keys`
+//! through the built binary (`cli_plan`), and the workspace's import circles
+//! (`import_circles`). Run one module with
 //! `cargo test -p shardring-dev --test it <module>::`.
 
 mod cli_plan;
 mod demo_run;
 mod embedded_scenarios;
+mod import_circles;
 
 /// The demo's stage (two emulators, a producer and several consumer
 /// processes) runs once at a time: `demo_run` and each of the

@@ -33,7 +33,7 @@
 //! writes produce the same resourceVersions and watch events as HTTP ones.
 
 mod applied;
-mod direct;
+pub mod direct;
 mod faults;
 mod handlers;
 mod http;
@@ -60,7 +60,6 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
-pub use direct::ResourceRef;
 pub use faults::RequestRecord;
 pub use options::{MockOptions, TokenReviewer, unauthenticated_reviewer};
 

@@ -16,67 +16,18 @@
 //! over a pool's reconciles (the comparison bench and the tests).
 
 mod deal;
+mod input;
 mod load;
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
 pub use deal::deal;
+pub use input::{Ceilings, PoolGroup, PoolInput};
 pub use load::PoolLoads;
 
 use crate::PlanError;
 use crate::model::readable_count;
-use crate::types::{Balance, MoveKind, PlanInput, PlanOutput, Pod, Previous, ShardMove};
-
-/// One count-mode ShardGroup of the pool.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PoolGroup {
-    /// The group's name (`namespace/name`): the deal's order.
-    pub name: String,
-    /// Readable shards it assigns.
-    pub readable: u64,
-    /// Readable shards each pod holds now, by pod name.
-    #[serde(default)]
-    pub holdings: BTreeMap<String, u64>,
-    /// The pods the pool's previous deal gave this group's ⌈⌉ quotas.
-    #[serde(default)]
-    pub previous: Vec<String>,
-    /// When the deal spans pools that share pods: the eligible pods of
-    /// this group's own pool, with the capacity that pool gives them (names
-    /// not among the input's `pods` are ignored). Absent: every pod of the
-    /// input, at its capacity there.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pods: Option<Vec<Pod>>,
-    /// Most shards per pod for this group, when its pool's cap differs from
-    /// the input's `maxShardsPerPod` (0: no cap).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_shards_per_pod: Option<u32>,
-    /// Its units are where something else puts them, not where the deal
-    /// says (the standby slots of a group whose standbys take every pod
-    /// but a shard's owner): its ⌈⌉ pods are its holders, and the other
-    /// groups are dealt around them.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub fixed: bool,
-}
-
-/// Everything one deal needs.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PoolInput {
-    /// The pool's pods, in any order: the eligible ones (ready, not
-    /// terminating) take part, by name, capacity and `readySince`.
-    pub pods: Vec<Pod>,
-    /// Most shards per pod and group; 0: no cap.
-    #[serde(default)]
-    pub max_shards_per_pod: u32,
-    /// The pool's count-mode groups, in any order.
-    pub groups: Vec<PoolGroup>,
-}
-
-/// The deal: per group, the pods that take its ⌈⌉ quotas, sorted by name.
-pub type Ceilings = BTreeMap<String, Vec<String>>;
+use crate::types::{MoveKind, PlanInput, PlanOutput, Previous, ShardMove};
 
 /// Plans every group of one pool together, as the operator does over a
 /// pool's reconciles (the comparison bench and the tests): deals the ⌈⌉
@@ -113,7 +64,10 @@ pub fn plan_together(
         (pool.groups.len() > 1).then(|| deal(&pool))
     };
     let ceilings = dealt(&|input| {
-        (input.options.balance == Balance::Count)
+        input
+            .options
+            .balance
+            .counts_shards()
             .then(|| (readable_count(&input.shards), owners_per_pod(input)))
     });
     let eligible = first
@@ -140,7 +94,7 @@ pub fn plan_together(
             standby_ceilings: row(&standby_ceilings, name),
             ..input.clone()
         };
-        if input.options.balance == Balance::Throughput {
+        if input.options.balance.weighs_load() {
             throughput.push((name, input));
         } else {
             outputs.insert(name.clone(), crate::plan(&input)?);

@@ -12,7 +12,7 @@ use anyhow::Context as _;
 use serde::Serialize;
 
 use crate::engine::{HashKeyRange, ShardState};
-use crate::lease::{Checkpoint, LeaseReader, LeaseTable, dynamodb_client};
+use crate::lease_table::{Checkpoint, LeaseTable, LeaseTableReader, dynamodb_client};
 use crate::source::kinesis::lifecycle::{self, LifecycleMemory};
 use crate::source::kinesis::reader::emulator_credentials;
 use crate::source::kinesis::{
@@ -134,7 +134,8 @@ pub async fn run(args: TopologyArgs) -> anyhow::Result<ExitCode> {
         None => None,
         Some(table) => {
             let client = dynamodb_client(&base, region, args.lease_endpoint.as_deref());
-            let lease_reader = LeaseReader::new(client, table, Some(stream.name.clone()), None);
+            let lease_reader =
+                LeaseTableReader::new(client, table, Some(stream.name.clone()), None);
             let table = lease_reader
                 .read(jiff::Timestamp::now())
                 .await

@@ -50,7 +50,7 @@ pub use cached_pod::CachedPod;
 pub use groups::{GroupRegistry, GroupTable};
 pub use metrics::ControllerMetrics;
 pub use observe::Stores;
-pub use pod_cache::{PodCache, PodRecord};
+pub use pod_cache::{PodRecord, PodRecords};
 pub use pools::Pools;
 pub use runner::{ControllerConfig, run_controller};
 pub use scope::WatchScope;

@@ -40,7 +40,7 @@ pub use shardring_core::observation::{
 
 use self::documents::DocumentCache;
 use super::cached_pod::{CachedContainerState, CachedContainerStatus, CachedPod};
-use super::pod_cache::{PodCache, PodRecord};
+use super::pod_cache::{PodRecord, PodRecords};
 use crate::GroupKey;
 use crate::crds::{ConsumerPool, ShardGroup};
 
@@ -105,13 +105,13 @@ pub struct Stores {
     /// ConsumerPools (a malformed one is held as an error, never stalls the watch).
     pub pools: Store<DeserializeGuard<ConsumerPool>>,
     /// Pods, by namespace.
-    pub pods: PodCache,
+    pub pods: PodRecords,
     /// Nodes' metadata (zone labels).
     pub nodes: Store<PartialObjectMeta<Node>>,
     /// ConfigMaps managed by shardring.
     pub config_maps: Store<ConfigMap>,
     /// Pods that left the API, fed by the pod watch.
-    pub departed: departed::Departed,
+    pub departed: departed::DepartureMemory,
     /// The groups' decoded documents, by their ConfigMaps' resourceVersion.
     pub documents: DocumentCache,
     /// StatefulSets, their replicas only (stable identity: whether a pod

@@ -13,7 +13,7 @@
 //! short list. And a reconcile reads its own namespace's pods only, where a
 //! store of all pods made every reconcile of 1,000 groups walk all 50,000.
 //! (What it saves in peak memory is measured by `apiserver_scale`; see
-//! docs/deploy.md.)
+//! docs/benchmarks.md.)
 //!
 //! A relist (the watch's `Init` … `InitDone`) fills a new set while reads
 //! still see the old one, then replaces it, as a reflector store does.
@@ -150,7 +150,7 @@ type Namespaces = HashMap<String, BTreeMap<String, PodRecord>>;
 
 /// The pod cache. Cheap to clone: clones share one cache.
 #[derive(Debug, Clone, Default)]
-pub struct PodCache {
+pub struct PodRecords {
     inner: Arc<RwLock<Inner>>,
 }
 
@@ -163,7 +163,7 @@ struct Inner {
     keep: KeptAnnotations,
 }
 
-impl PodCache {
+impl PodRecords {
     /// Keeps, besides shardring's own, the annotations named `keys` (the
     /// ShardGroups' custom `spec.output.annotationKey`s) of the pods seen
     /// from now on (a pod already cached gets them with its next event).

@@ -143,7 +143,7 @@ impl PoolSeen {
                 .filter(|name| **name != pool.name_any())
                 .cloned()
                 .collect(),
-            pooled_throughput: obs.group.spec.balance == BalanceMode::Throughput
+            pooled_throughput: obs.group.spec.balance.weighs_load()
                 && obs
                     .pool_share
                     .balance
@@ -225,7 +225,7 @@ impl Pools {
             let readable = document
                 .as_deref()
                 .map_or_else(|| member.static_count.map_or(0, u64::from), readable_in);
-            let peer_loads = if member.balance == BalanceMode::Throughput {
+            let peer_loads = if member.balance.weighs_load() {
                 shardring_core::pool::measured_loads_of(&loads.peek(&member.key))
             } else {
                 BTreeMap::new()
@@ -471,7 +471,7 @@ impl Pools {
             .unwrap_or_default();
         let load_spread = if seen.pooled_throughput {
             spread
-        } else if groups.iter().any(|g| g.balance == BalanceMode::Throughput) {
+        } else if groups.iter().any(|g| g.balance.weighs_load()) {
             written_spread.or_else(|| seen.pool.status.as_ref()?.load_spread.clone())
         } else {
             None

@@ -40,7 +40,7 @@ use super::observe::departed::WatchDeparted as _;
 use super::observe::documents::DocumentCache;
 use super::observe::{self, Stores};
 use super::own_writes::OwnWrites;
-use super::pod_cache::PodCache;
+use super::pod_cache::PodRecords;
 use super::scope::{WatchScope, scoped_watcher};
 use super::sources::Sources;
 use super::sync::{CacheSync, cache};
@@ -121,7 +121,7 @@ pub async fn run_controller(
 
     let (groups, group_writer) = reflector::store::<DeserializeGuard<ShardGroup>>();
     let class = controller_class_selector(config.controller_class.as_deref());
-    let pods = PodCache::default();
+    let pods = PodRecords::default();
     let group_events = scoped_watcher::<DeserializeGuard<ShardGroup>>(
         &client,
         scope,
@@ -153,7 +153,7 @@ pub async fn run_controller(
         .touched_objects();
 
     let write_limit = super::apply::WriteLimit::new(config.write_concurrency);
-    let departed = observe::departed::Departed::default();
+    let departed = observe::departed::DepartureMemory::default();
     let pod_events = pod_watch(
         &client,
         scope,
@@ -291,7 +291,7 @@ async fn shutdown_before_listed(
     }
 }
 
-/// The pod watch: pods cached as records in `pods` (the [`PodCache`]),
+/// The pod watch: pods cached as records in `pods` (the [`PodRecords`]),
 /// every event fed to the memory of departed pods, and the changed pods
 /// mapped to their groups unless the event is the echo of the operator's
 /// own annotation write.
@@ -299,8 +299,8 @@ fn pod_watch(
     client: &Client,
     scope: &WatchScope,
     sync: &CacheSync,
-    pods: &PodCache,
-    departed: &observe::departed::Departed,
+    pods: &PodRecords,
+    departed: &observe::departed::DepartureMemory,
     own_writes: OwnWrites,
 ) -> impl Stream<Item = Result<CachedPod, watcher::Error>> + Send + 'static {
     let records = pods.clone();
@@ -429,7 +429,7 @@ fn report_synced(sync: &CacheSync, health: Option<Health>, shutdown: &Cancellati
 /// shardring's own. Computed on group events only, not on every pod event.
 fn keep_custom_annotations<E>(
     groups: Store<DeserializeGuard<ShardGroup>>,
-    pods: PodCache,
+    pods: PodRecords,
 ) -> impl FnMut(&Result<watcher::Event<DeserializeGuard<ShardGroup>>, E>) + Send + 'static {
     move |event| {
         // A relist's objects reach the store at its `InitDone`.
@@ -453,7 +453,7 @@ fn keep_custom_annotations<E>(
 /// Drops an object's `metadata.managedFields` before its store keeps it:
 /// nothing in the operator reads them, and they are most of a watched
 /// object's size (the field sets of every manager, the status writer's
-/// included, as JSON trees; docs/deploy.md, Memory).
+/// included, as JSON trees).
 fn without_managed_fields<K: Resource>(object: &mut K) {
     object.meta_mut().managed_fields = None;
 }

@@ -28,7 +28,7 @@ use super::apply::{MANAGED_BY, MANAGED_BY_LABEL};
 use super::cached_pod::CachedPod;
 use super::observe::documents::DocumentCache;
 use super::observe::{Reads, Stores};
-use super::pod_cache::PodCache;
+use super::pod_cache::PodRecords;
 use super::pools::Pools;
 use crate::GroupKey;
 use crate::crds::{AssignmentDocument, ConsumerPool, ShardGroup, ShardPhase};
@@ -115,7 +115,7 @@ impl Snapshot {
         stateful_sets: Vec<StatefulSet>,
         now: Timestamp,
     ) -> Self {
-        let pod_cache = PodCache::default();
+        let pod_cache = PodRecords::default();
         pod_cache.apply_watcher_event(&watcher::Event::Init);
         for pod in &pods {
             pod_cache.apply_watcher_event(&watcher::Event::InitApply(CachedPod::from(pod)));

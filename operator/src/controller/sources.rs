@@ -18,11 +18,11 @@ use super::groups::GroupTable;
 use crate::GroupKey;
 use crate::crds::shard_group::{LeaseTableSpec, ShardSource as SourceSpec};
 use crate::crds::{ShardGroup, ShardGroupSpec};
-use crate::source::{Providers, ShardSource};
+use crate::source::{Providers, TopologySource};
 
 /// A source being built (one may first load its configuration).
 pub(crate) type BuildFuture =
-    Pin<Box<dyn Future<Output = Result<Box<dyn ShardSource>, SourceError>> + Send>>;
+    Pin<Box<dyn Future<Output = Result<Box<dyn TopologySource>, SourceError>> + Send>>;
 
 /// Builds a source from a spec ([`Providers::build`] over the instance's
 /// providers unless replaced in tests).
@@ -33,7 +33,7 @@ pub(crate) struct GroupSource {
     /// What the source was built from.
     pub(crate) spec: (SourceSpec, Option<LeaseTableSpec>),
     /// `None` until a build succeeds: a failed build is retried at the next read.
-    source: Option<Arc<dyn ShardSource>>,
+    source: Option<Arc<dyn TopologySource>>,
     /// Shared with every observation made from it (tens of thousands of
     /// shards are not copied per reconcile).
     last_good: Option<Arc<Topology>>,
@@ -110,7 +110,7 @@ impl Sources {
 
     /// Sources built by a synchronous `build` (tests inject fixed or failing ones).
     pub fn from_fn(
-        build: impl Fn(&ShardGroupSpec) -> Result<Box<dyn ShardSource>, SourceError>
+        build: impl Fn(&ShardGroupSpec) -> Result<Box<dyn TopologySource>, SourceError>
         + Send
         + Sync
         + 'static,
@@ -247,7 +247,7 @@ mod tests {
         failing: Arc<AtomicBool>,
     }
 
-    impl ShardSource for Flaky {
+    impl TopologySource for Flaky {
         fn describe(&self) -> String {
             "flaky".into()
         }
@@ -309,7 +309,7 @@ mod tests {
         reads: Arc<std::sync::atomic::AtomicUsize>,
     }
 
-    impl ShardSource for Counted {
+    impl TopologySource for Counted {
         fn describe(&self) -> String {
             "counted".into()
         }
@@ -329,7 +329,7 @@ mod tests {
         let sources = Sources::from_fn(move |_| {
             Ok(Box::new(Counted {
                 reads: counter.clone(),
-            }) as Box<dyn ShardSource>)
+            }) as Box<dyn TopologySource>)
         });
         let mut g = group(false);
         let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
@@ -355,7 +355,7 @@ mod tests {
         let sources = Sources::from_fn(move |_| {
             Ok(Box::new(Flaky {
                 failing: flag.clone(),
-            }) as Box<dyn ShardSource>)
+            }) as Box<dyn TopologySource>)
         });
         let g = group(false);
         let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
@@ -415,7 +415,7 @@ mod tests {
         let sources = Sources::from_fn(|_| {
             Ok(Box::new(Flaky {
                 failing: Arc::default(),
-            }) as Box<dyn ShardSource>)
+            }) as Box<dyn TopologySource>)
         });
         let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
         let without = group(false);

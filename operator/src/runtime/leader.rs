@@ -21,7 +21,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::lease::{Attempt, LeaseError, LeaseLock};
+use super::leader_lease::{Attempt, LeaderLease, LeaderLeaseError};
 use crate::clock::Clock;
 
 /// Default time a Lease stays valid without renewal.
@@ -69,7 +69,7 @@ pub enum LeaderError {
     EmptyIdentity,
     /// A Lease request failed in a way retrying cannot fix (e.g. RBAC).
     #[error(transparent)]
-    Lease(#[from] LeaseError),
+    Lease(#[from] LeaderLeaseError),
 }
 
 impl LeaderError {
@@ -198,7 +198,7 @@ pub fn spawn(client: Client, config: LeaderConfig, shutdown: CancellationToken) 
 /// Builder for the election task (for a custom clock or metrics).
 #[derive(Debug)]
 pub struct LeaderElector {
-    lock: LeaseLock,
+    lock: LeaderLease,
     config: LeaderConfig,
     metrics: LeaderMetrics,
 }
@@ -206,7 +206,7 @@ pub struct LeaderElector {
 impl LeaderElector {
     /// An elector for `config` using the system clock.
     pub fn new(client: Client, config: LeaderConfig) -> Self {
-        let lock = LeaseLock::new(
+        let lock = LeaderLease::new(
             client,
             &config.namespace,
             &config.lease_name,

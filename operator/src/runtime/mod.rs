@@ -35,7 +35,7 @@
 pub mod crd_wait;
 pub mod health;
 pub mod leader;
-pub mod lease;
+pub mod leader_lease;
 pub mod metrics;
 pub mod server;
 pub mod shutdown;

@@ -11,9 +11,9 @@ use prometheus_client::registry::Registry;
 
 use super::kinesis::{AwsSettings, KinesisProvider};
 use super::rabbitmq::{RabbitMqProvider, Secrets};
-use super::{ShardSource, SourceError, StaticSource};
+use super::{SourceError, StaticTopologySource, TopologySource};
 use crate::crds::ShardGroupSpec;
-use crate::crds::shard_group::ShardSource as SourceSpec;
+use crate::crds::shard_group::ShardSource;
 
 /// What the sources of one operator instance may use.
 #[derive(Debug, Clone)]
@@ -86,11 +86,11 @@ impl Providers {
     pub(crate) async fn build(
         &self,
         spec: &ShardGroupSpec,
-    ) -> Result<Box<dyn ShardSource>, SourceError> {
+    ) -> Result<Box<dyn TopologySource>, SourceError> {
         match &spec.source {
-            SourceSpec::Kinesis(_) => Ok(Box::new(self.kinesis.source_for(spec).await?)),
-            SourceSpec::Static(fixed) => Ok(Box::new(StaticSource::new(fixed.clone()))),
-            SourceSpec::Rabbitmq(rabbitmq) => Ok(Box::new(self.rabbitmq.source_for(rabbitmq)?)),
+            ShardSource::Kinesis(_) => Ok(Box::new(self.kinesis.source_for(spec).await?)),
+            ShardSource::Static(fixed) => Ok(Box::new(StaticTopologySource::new(fixed.clone()))),
+            ShardSource::Rabbitmq(rabbitmq) => Ok(Box::new(self.rabbitmq.source_for(rabbitmq)?)),
         }
     }
 
@@ -98,8 +98,8 @@ impl Providers {
     /// stream's reader goes once no other group reads it).
     pub(crate) fn forget(&self, spec: &ShardGroupSpec) {
         match &spec.source {
-            SourceSpec::Kinesis(_) => self.kinesis.forget(spec),
-            SourceSpec::Static(_) | SourceSpec::Rabbitmq(_) => {}
+            ShardSource::Kinesis(_) => self.kinesis.forget(spec),
+            ShardSource::Static(_) | ShardSource::Rabbitmq(_) => {}
         }
     }
 }

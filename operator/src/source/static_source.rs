@@ -6,15 +6,15 @@
 use shardring_core::topology::Topology;
 use shardring_crds::shard_group::StaticSource as StaticSpec;
 
-use super::{ReadFuture, ShardSource};
+use super::{ReadFuture, TopologySource};
 
-/// A [`ShardSource`] over a fixed set of partition names.
+/// A [`TopologySource`] over a fixed set of partition names.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StaticSource {
+pub struct StaticTopologySource {
     spec: StaticSpec,
 }
 
-impl StaticSource {
+impl StaticTopologySource {
     /// A source for the given `static` spec.
     pub fn new(spec: StaticSpec) -> Self {
         Self { spec }
@@ -26,7 +26,7 @@ impl StaticSource {
     }
 }
 
-impl ShardSource for StaticSource {
+impl TopologySource for StaticTopologySource {
     fn describe(&self) -> String {
         format!("static:{}", self.spec.count)
     }
@@ -55,7 +55,7 @@ mod tests {
 
     #[tokio::test]
     async fn expands_the_template_in_index_order() {
-        let source = StaticSource::new(spec(3, "orders-{index}"));
+        let source = StaticTopologySource::new(spec(3, "orders-{index}"));
         let topology = source.read().await.unwrap();
         let ids: Vec<_> = topology.shards.iter().map(|s| s.id.as_str()).collect();
         assert_eq!(ids, ["orders-0", "orders-1", "orders-2"]);
@@ -70,7 +70,7 @@ mod tests {
 
     #[test]
     fn template_may_repeat_the_index() {
-        let topology = StaticSource::new(spec(2, "q{index}-{index}")).topology();
+        let topology = StaticTopologySource::new(spec(2, "q{index}-{index}")).topology();
         assert_eq!(topology.shards[1].id, "q1-1");
     }
 }

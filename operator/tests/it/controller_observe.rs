@@ -10,7 +10,7 @@ use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::watcher;
 use shardring::controller::apply::document_config_map;
 use shardring::controller::observe::{ZONE_LABEL, groups_for_pod, groups_for_pool};
-use shardring::controller::{CachedPod, PodCache, Stores};
+use shardring::controller::{CachedPod, PodRecords, Stores};
 use shardring::crds::{AssignmentDocument, ShardGroup, ShardRecord};
 use shardring_core::observation::{Published, PublishedVersion};
 
@@ -20,7 +20,7 @@ fn stores(pods: &[Pod], nodes: &[(&str, &str)], cms: &[ConfigMap]) -> Stores {
     let (pools, mut pool_writer) =
         reflector::store::<DeserializeGuard<shardring::crds::ConsumerPool>>();
     pool_writer.apply_watcher_event(&watcher::Event::Apply(DeserializeGuard(Ok(pool(30)))));
-    let pod_cache = PodCache::default();
+    let pod_cache = PodRecords::default();
     for p in pods {
         pod_cache.apply_watcher_event(&watcher::Event::Apply(CachedPod::from(p)));
     }

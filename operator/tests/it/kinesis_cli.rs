@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use shardring::lease::{Checkpoint, LeaseRecord};
+use shardring::lease_table::{Checkpoint, LeaseRecord};
 
 use crate::support;
 use crate::support::kcl_lease;

@@ -12,9 +12,9 @@ use std::time::Duration;
 use shardring::controller::Sources;
 use shardring::crds::ShardPhase;
 use shardring::crds::shard_group::{KinesisSource, ShardSource as SourceSpec};
-use shardring::source::ShardSource;
+use shardring::source::TopologySource;
 use shardring::source::kinesis::pacing::Backoff;
-use shardring::source::kinesis::{KinesisShardSource, ReaderOptions};
+use shardring::source::kinesis::{KinesisTopologySource, ReaderOptions};
 use shardring_core::conditions::{self, DEGRADED, ORDERING_NOT_ENFORCED};
 use shardring_core::plan;
 
@@ -41,9 +41,10 @@ async fn a_split_without_a_lease_table_is_placed_at_once_with_its_lineage() {
         ..support::fast_options(None)
     };
     let reader = Arc::new(support::reader_with(&proxy.endpoint(), "orders", options, None).await);
-    let source = Arc::new(KinesisShardSource::new(reader, None));
+    let source = Arc::new(KinesisTopologySource::new(reader, None));
     let shared = source.clone();
-    let sources = Sources::from_fn(move |_| Ok(Box::new(shared.clone()) as Box<dyn ShardSource>));
+    let sources =
+        Sources::from_fn(move |_| Ok(Box::new(shared.clone()) as Box<dyn TopologySource>));
 
     let mut obs = observation(1, pods(2));
     obs.group.metadata.uid = Some(GROUP_UID.into());

@@ -197,7 +197,7 @@ async fn a_failed_read_observes_the_last_topology_as_stale() {
     support::create_stream(&admin, "flaky", 2).await;
     let proxy = FaultProxy::start(&kinesis.endpoint()).await;
     let reader = std::sync::Arc::new(reader_via(&proxy, "flaky", BACKOFF, None).await);
-    let source = shardring::source::kinesis::KinesisShardSource::new(reader, None);
+    let source = shardring::source::kinesis::KinesisTopologySource::new(reader, None);
 
     // Never read yet: a failure has nothing to fall back on.
     proxy.push(std::iter::repeat_n(
@@ -288,7 +288,7 @@ fn kinesis_spec(endpoint: &str, region: Option<&str>) -> shardring::crds::ShardG
 
 #[tokio::test]
 async fn missing_credentials_and_region_are_named_as_such() {
-    use shardring::source::ShardSource;
+    use shardring::source::TopologySource;
     use shardring::source::kinesis::{AwsSettings, KinesisProvider};
 
     let kinesis = support::kinesis();
@@ -308,7 +308,7 @@ async fn missing_credentials_and_region_are_named_as_such() {
         .source_for(&kinesis_spec(&endpoint, Some(support::REGION)))
         .await
         .unwrap();
-    let error = ShardSource::read(&source).await.unwrap_err();
+    let error = TopologySource::read(&source).await.unwrap_err();
     assert_eq!(error.reason(), "NoCredentials", "{error}");
     assert!(error.to_string().contains("IRSA"), "{error}");
 

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use shardring::engine::{PlanInput, PlanOutput, Pod, Previous, ShardState, plan};
-use shardring::lease::{Checkpoint, LeaseReader, LeaseRecord};
-use shardring::source::ShardSource;
-use shardring::source::kinesis::{KinesisObservation, KinesisShardSource};
+use shardring::lease_table::{Checkpoint, LeaseRecord, LeaseTableReader};
+use shardring::source::TopologySource;
+use shardring::source::kinesis::{KinesisObservation, KinesisTopologySource};
 
 use crate::support;
 use crate::support::kcl_lease;
@@ -43,10 +43,10 @@ fn owner(output: &PlanOutput, shard: &str) -> Option<String> {
     output.assignment.get(shard).and_then(|a| a.owner.clone())
 }
 
-async fn source(kinesis: &str, dynamo: Option<&str>, stream: &str) -> KinesisShardSource {
+async fn source(kinesis: &str, dynamo: Option<&str>, stream: &str) -> KinesisTopologySource {
     let reader = Arc::new(support::reader(kinesis, stream, None).await);
     let leases = match dynamo {
-        Some(endpoint) => Some(Arc::new(LeaseReader::new(
+        Some(endpoint) => Some(Arc::new(LeaseTableReader::new(
             support::dynamodb_admin(endpoint).await,
             TABLE,
             Some(stream.to_owned()),
@@ -54,7 +54,7 @@ async fn source(kinesis: &str, dynamo: Option<&str>, stream: &str) -> KinesisSha
         ))),
         None => None,
     };
-    KinesisShardSource::new(reader, leases)
+    KinesisTopologySource::new(reader, leases)
 }
 
 #[tokio::test]
@@ -253,7 +253,7 @@ async fn without_a_lease_table_children_are_assigned_at_once() {
         3,
         "parent (closed, still draining) and both children: {output:?}"
     );
-    // The ShardSource view is the same shards.
+    // The TopologySource view is the same shards.
     let topology = source.read().await.expect("read");
     assert_eq!(topology.shards, observation.lifecycle.shards);
 }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use jiff::Timestamp;
-use shardring::lease::{Checkpoint, CheckpointKind, LeaseReader, LeaseRecord};
+use shardring::lease_table::{Checkpoint, CheckpointKind, LeaseRecord, LeaseTableReader};
 
 use crate::support;
 use crate::support::kcl_lease;
@@ -78,8 +78,8 @@ async fn scans_every_page_and_tracks_counter_changes() {
     .await;
 
     let mut registry = prometheus_client::registry::Registry::with_prefix("shardring");
-    let metrics = shardring::lease::LeaseMetrics::register(&mut registry);
-    let reader = LeaseReader::new(
+    let metrics = shardring::lease_table::LeaseTableMetrics::register(&mut registry);
+    let reader = LeaseTableReader::new(
         support::dynamodb_admin(&dynamo.endpoint()).await,
         "orders-app",
         Some("orders".into()),
@@ -158,7 +158,7 @@ async fn scans_every_page_and_tracks_counter_changes() {
 #[tokio::test]
 async fn a_missing_table_is_table_not_found() {
     let dynamo = support::dynamodb();
-    let reader = LeaseReader::new(
+    let reader = LeaseTableReader::new(
         support::dynamodb_admin(&dynamo.endpoint()).await,
         "no-such-table",
         None,

@@ -17,11 +17,11 @@ use shardring::controller::Sources;
 use shardring::crds::ShardGroup;
 use std::time::Duration;
 
-use shardring::crds::shard_group::ShardSource as ShardSourceSpec;
+use shardring::crds::shard_group::ShardSource;
 use shardring::source::rabbitmq::{
     BROKER_UNREACHABLE, Credentials, FixedSecrets, RabbitMqProvider, VHOST_NOT_FOUND,
 };
-use shardring::source::{Providers, ShardSource, SourceSettings};
+use shardring::source::{Providers, SourceSettings, TopologySource};
 use shardring_core::EventKind;
 use shardring_core::conditions::{self, DEGRADED};
 use shardring_core::fixtures::{document, now, observation, pods, settle};
@@ -209,7 +209,7 @@ async fn lists_the_matching_queues_and_never_shrinks_on_an_outage() {
             password: PASSWORD.into(),
         },
     ))));
-    let ShardSourceSpec::Rabbitmq(spec) = &g.spec.source else {
+    let ShardSource::Rabbitmq(spec) = &g.spec.source else {
         unreachable!()
     };
     let paced = provider

@@ -14,7 +14,7 @@ use kube::client::Body;
 use serde_json::{Value, json};
 use shardring::clock::Clock;
 use shardring::runtime::leader::{LeaderConfig, LeaderElector, LeaderMetrics};
-use shardring::runtime::lease::{Attempt, LeaseLock};
+use shardring::runtime::leader_lease::{Attempt, LeaderLease};
 use tokio_util::sync::CancellationToken;
 use tower_test::mock::{self, Handle, SendResponse};
 
@@ -117,8 +117,8 @@ async fn serve_get(handle: &mut ApiHandle, lease: Option<Value>) {
     }
 }
 
-fn lock(client: kube::Client, identity: &str) -> LeaseLock {
-    LeaseLock::new(client, NS, NAME, identity, Duration::from_secs(15))
+fn lock(client: kube::Client, identity: &str) -> LeaderLease {
+    LeaderLease::new(client, NS, NAME, identity, Duration::from_secs(15))
         .with_clock(TestClock::at(NOW))
 }
 

@@ -19,7 +19,7 @@
 //! still land before the next reconcile.
 //!
 //! Its memory also holds the real memory of departed pods
-//! ([`shardring_core::departed`]), fed with every pod object that
+//! ([`shardring_core::departures`]), fed with every pod object that
 //! leaves the API while its watch runs: not while it is down (a crash starts
 //! an empty one), nor during a watch gap (a relist).
 //!
@@ -49,7 +49,7 @@ use crate::crds::{AssignmentDocument, ConsumerPool, fixtures};
 use crate::rng::Rng;
 use crate::world::{Ms, SimPod, World};
 use shardring_core::cycle::{self, cycle};
-use shardring_core::departed::{CAPACITY, Departed};
+use shardring_core::departures::{CAPACITY, DepartureMemory};
 use shardring_core::load::LoadObservation;
 use shardring_core::plan::Decision;
 use shardring_core::pool::PoolBook;
@@ -80,7 +80,7 @@ pub struct Operator {
     pub fired: FaultCounts,
     /// The memory of departed pods (lost in a crash): one pod watch serves
     /// every group.
-    pub departed: Departed,
+    pub departed: DepartureMemory,
     /// The pod watch is relisting until then: departures are not seen.
     watch_gap_until: Option<Ms>,
     /// The pool's balance (pool mode; lost in a crash).
@@ -119,7 +119,7 @@ impl Operator {
             faults: Faults::default(),
             fired: FaultCounts::default(),
             // The world starts empty: the first operator sees every pod leave.
-            departed: Departed::watched_from(Timestamp::MIN, retention()),
+            departed: DepartureMemory::watched_from(Timestamp::MIN, retention()),
             watch_gap_until: None,
             book: PoolBook::default(),
         }
@@ -209,7 +209,7 @@ impl Operator {
         }
         // The new operator's watch lists the pods when it starts: it sees
         // every departure from then on, none before.
-        self.departed = Departed::with_limits(retention(), CAPACITY);
+        self.departed = DepartureMemory::with_limits(retention(), CAPACITY);
         self.departed.listed(ts(self.down_until));
         self.watch_gap_until = None;
         self.book = PoolBook::default();

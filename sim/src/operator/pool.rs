@@ -15,7 +15,6 @@ use std::collections::BTreeMap;
 
 use super::{Group, Operator};
 use crate::crds::AssignmentDocument;
-use crate::crds::shard_group::BalanceMode;
 use crate::rng::Rng;
 use crate::world::{Ms, World};
 use shardring_core::Observation;
@@ -137,7 +136,7 @@ fn peer_of(group: &Group) -> Peer {
         || spec.source.named_partition_count().map_or(0, u64::from),
         readable_in,
     );
-    let loads = if spec.balance == BalanceMode::Throughput {
+    let loads = if spec.balance.weighs_load() {
         measured_loads_of(&group.loads.observe())
     } else {
         BTreeMap::new()

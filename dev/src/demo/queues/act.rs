@@ -33,14 +33,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::pods;
 use super::producer::QueueProducer;
+use super::{GROUP, PREFETCH};
 use crate::demo::cluster::{Cluster, GroupTiming, NAMESPACE, PodProcess};
 use crate::demo::controller::{CycleEndpoint, Shared};
 use crate::demo::partitioned::{LocalEndpoint, announce, control_loop};
 use crate::demo::stage::{STEP_DEADLINE, wait_on};
 use crate::demo::{DemoConfig, DemoError};
 
-/// The act's ShardGroup.
-pub(super) const GROUP: &str = "rabbitmq";
 /// Its vhost, and the pattern of its partition queues.
 const VHOST: &str = "demo";
 const PATTERN: &str = r"orders\.[0-9]+";
@@ -49,8 +48,6 @@ const QUEUES: u32 = 6;
 /// The management user the operator lists queues as, and its Secret.
 const LISTING: (&str, &str) = ("shardring-listing", "listing-only");
 const SECRET: &str = "shardring-rabbitmq";
-/// Messages unacknowledged per queue and consumer.
-pub(super) const PREFETCH: u16 = 10;
 
 /// What the RabbitMQ act showed.
 #[derive(Debug, Clone)]

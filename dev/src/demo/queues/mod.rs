@@ -15,6 +15,11 @@ use std::time::Duration;
 use super::DemoError;
 use super::consumers::{ConsumerProcess, common_args, start};
 
+/// The RabbitMQ act's ShardGroup.
+const GROUP: &str = "rabbitmq";
+/// Messages unacknowledged per queue and consumer in the act.
+const PREFETCH: u16 = 10;
+
 /// The consumer endpoint as a queue consumer reaches it.
 #[derive(Debug, Clone)]
 pub struct QueueEndpoint {

@@ -15,7 +15,7 @@ use shardring_consumer::rabbitmq::{QueueConfig, QueueReader};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use super::act::{GROUP, PREFETCH};
+use super::{GROUP, PREFETCH};
 use crate::demo::cluster::NAMESPACE;
 use crate::demo::partitioned::pods::PodEndpoint;
 

@@ -13,8 +13,8 @@ use tokio_util::sync::CancellationToken;
 use super::super::controller;
 use super::super::{LEASE_TABLE, REGION, STREAM};
 use super::Stage;
-use shardring::lease::LeaseReader;
-use shardring::source::kinesis::{KinesisShardSource, ReaderOptions, StreamId, TopologyReader};
+use shardring::lease_table::LeaseTableReader;
+use shardring::source::kinesis::{KinesisTopologySource, ReaderOptions, StreamId, TopologyReader};
 
 /// How often the control loop reconciles.
 const TICK: Duration = Duration::from_millis(200);
@@ -26,7 +26,7 @@ pub(super) struct ControlLoop {
 }
 
 impl Stage {
-    pub(super) fn start_control_loop(&mut self, source: Arc<KinesisShardSource>) {
+    pub(super) fn start_control_loop(&mut self, source: Arc<KinesisTopologySource>) {
         let stop = self._cleanup.stop.child_token();
         let task = tokio::spawn(controller::run(
             self.shared.clone(),
@@ -58,7 +58,7 @@ impl Stage {
             state.leases = None;
             // The new controller's pod watch lists the pods when it starts:
             // it has seen no pod leave before that.
-            let departed = shardring::controller::observe::departed::Departed::default();
+            let departed = shardring::controller::observe::departed::DepartureMemory::default();
             departed.listed(Timestamp::now());
             state.cluster.departed = departed;
         }
@@ -74,7 +74,7 @@ pub(super) fn source(
     sdk: &aws_config::SdkConfig,
     kinesis_url: &str,
     dynamo_url: &str,
-) -> Arc<KinesisShardSource> {
+) -> Arc<KinesisTopologySource> {
     let reader = TopologyReader::new(
         shardring::source::kinesis::kinesis_client(sdk, Some(REGION), Some(kinesis_url)),
         StreamId::named(STREAM),
@@ -84,13 +84,13 @@ pub(super) fn source(
         },
         None,
     );
-    let leases = LeaseReader::new(
-        shardring::lease::dynamodb_client(sdk, Some(REGION), Some(dynamo_url)),
+    let leases = LeaseTableReader::new(
+        shardring::lease_table::dynamodb_client(sdk, Some(REGION), Some(dynamo_url)),
         LEASE_TABLE,
         Some(STREAM.to_owned()),
         None,
     );
-    Arc::new(KinesisShardSource::new(
+    Arc::new(KinesisTopologySource::new(
         Arc::new(reader),
         Some(Arc::new(leases)),
     ))

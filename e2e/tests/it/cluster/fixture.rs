@@ -13,7 +13,11 @@ use shardring_crds::assignment::CONFIGMAP_SUFFIX;
 use shardring_crds::{ConsumerPool, ShardGroup};
 use shardring_e2e::default_annotation_key;
 
-use super::{PODS, TestResult};
+/// Consumer pods created for the test.
+pub(super) const PODS: usize = 3;
+
+/// What the cluster test's steps return.
+pub(super) type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 /// The samples under test and what the checks derive from them.
 pub(super) struct Fixture {

@@ -33,15 +33,10 @@ use shardring_e2e::harness::{MANAGER, STEP_TIMEOUT};
 use shardring_e2e::namespace::{apply_crds, create_namespace, delete_namespace, unique_namespace};
 use shardring_e2e::{Operator, Probe, wait_for};
 
-use self::fixture::Fixture;
+use self::fixture::{Fixture, PODS, TestResult};
 use self::waits::{
     wait_for_annotations, wait_for_assignment, wait_for_no_annotations, wait_for_ready,
 };
-
-/// Consumer pods created for the test.
-const PODS: usize = 3;
-
-type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 #[tokio::test]
 async fn publishes_assignment_and_rebalances_on_a_real_cluster() {

@@ -15,8 +15,8 @@
 //! Why an update and not server-side apply: on a real API server an apply
 //! of the document's ConfigMap took about twice as long as a PUT of the same
 //! bytes, and about as long as a JSON patch with a `test` of the version
-//! (`cargo bench -p shardring --bench apiserver_scale -- --verbs`; numbers in
-//! docs/deploy.md), and it sits on the path from a pod event to the
+//! (`cargo bench -p shardring --bench apiserver_scale -- --verbs` prints
+//! the times), and it sits on the path from a pod event to the
 //! published document. The update replaces the whole object, so it carries
 //! over what others set on the observed ConfigMap: labels, annotations,
 //! finalizers, other owner references and data keys other than the

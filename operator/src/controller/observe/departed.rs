@@ -1,13 +1,13 @@
 //! The pod watch's side of the memory of departed pods
-//! ([`shardring_core::departed`], where the memory itself lives, pure): the
+//! ([`shardring_core::departures`], where the memory itself lives, pure): the
 //! runner feeds it every event of the pod watch ([`WatchDeparted::recorder`]),
 //! each DELETED event a departure with the final state of its pod, each
 //! relist a gap in what was seen; the observe step reads it
-//! ([`Departed::departures`]).
+//! ([`DepartureMemory::departures`]).
 
 use jiff::Timestamp;
 use kube::runtime::watcher;
-pub use shardring_core::departed::{CAPACITY, Departed};
+pub use shardring_core::departures::{CAPACITY, DepartureMemory};
 pub use shardring_core::departures::{Departure, Departures, RETENTION};
 
 use super::{containers_of, has_generated_name};
@@ -29,7 +29,7 @@ fn departure_of(pod: &CachedPod, at: Timestamp) -> Departure {
     }
 }
 
-/// Feeding a [`Departed`] memory from the pod watch.
+/// Feeding a [`DepartureMemory`] from the pod watch.
 pub trait WatchDeparted {
     /// An `inspect` callback for the pod watch stream, with the system
     /// clock.
@@ -43,7 +43,7 @@ pub trait WatchDeparted {
     fn record_event(&self, event: &watcher::Event<CachedPod>, now: Timestamp);
 }
 
-impl WatchDeparted for Departed {
+impl WatchDeparted for DepartureMemory {
     fn recorder(
         &self,
     ) -> impl FnMut(&Result<watcher::Event<CachedPod>, watcher::Error>) + Send + 'static {
@@ -130,7 +130,7 @@ mod tests {
 
     #[test]
     fn deleted_events_are_remembered_with_their_final_state() {
-        let departed = Departed::default();
+        let departed = DepartureMemory::default();
         departed.record_event(&watcher::Event::Init, t(0));
         departed.record_event(&watcher::Event::InitApply(pod("prod", "a", false)), t(0));
         departed.record_event(&watcher::Event::InitDone, t(1));
@@ -154,7 +154,7 @@ mod tests {
 
     #[test]
     fn a_relist_restarts_what_was_seen_and_departures_expire() {
-        let departed = Departed::default();
+        let departed = DepartureMemory::default();
         assert_eq!(departed.departures("prod", all, t(0)).watched_since, None);
         departed.record_event(&watcher::Event::Init, t(0));
         departed.record_event(&watcher::Event::InitDone, t(1));
@@ -174,7 +174,7 @@ mod tests {
 
     #[test]
     fn a_full_memory_forgets_the_oldest_and_says_so() {
-        let departed = Departed::with_limits(RETENTION, 2);
+        let departed = DepartureMemory::with_limits(RETENTION, 2);
         departed.listed(t(0));
         for (i, name) in ["a", "b", "c"].into_iter().enumerate() {
             let at = t(10 + i64::try_from(i).expect("three names"));
@@ -190,10 +190,10 @@ mod tests {
     #[test]
     fn a_memory_watched_from_the_start_covers_everything() {
         let now = t(10_000);
-        let everything = Departed::watched_from(Timestamp::MIN, RETENTION);
+        let everything = DepartureMemory::watched_from(Timestamp::MIN, RETENTION);
         assert!(everything.departures("prod", all, now).covers(None, now));
         assert!(
-            !Departed::default()
+            !DepartureMemory::default()
                 .departures("prod", all, now)
                 .covers(None, now)
         );

@@ -29,17 +29,17 @@ fn pod(namespace: &str, name: &str, labels: &[(&str, &str)]) -> CachedPod {
     })
 }
 
-fn names(cache: &PodCache, namespace: &str) -> Vec<String> {
+fn names(cache: &PodRecords, namespace: &str) -> Vec<String> {
     cache.read_namespace(namespace, |pods| pods.map(|p| p.name.clone()).collect())
 }
 
-fn apply(cache: &PodCache, pod: CachedPod) {
+fn apply(cache: &PodRecords, pod: CachedPod) {
     cache.apply_watcher_event(&watcher::Event::Apply(pod));
 }
 
 #[test]
 fn a_namespace_reads_its_own_pods_in_name_order() {
-    let cache = PodCache::default();
+    let cache = PodRecords::default();
     for (ns, name) in [("a", "c-2"), ("b", "c-1"), ("a", "c-0"), ("a", "c-1")] {
         apply(&cache, pod(ns, name, &[("app", "c")]));
     }
@@ -59,7 +59,7 @@ fn a_namespace_reads_its_own_pods_in_name_order() {
 
 #[test]
 fn pods_with_the_same_labels_share_one_label_set() {
-    let cache = PodCache::default();
+    let cache = PodRecords::default();
     for i in 0..10 {
         apply(
             &cache,
@@ -84,7 +84,7 @@ fn pods_with_the_same_labels_share_one_label_set() {
 
 #[test]
 fn a_relist_replaces_the_pods_once_it_is_complete() {
-    let cache = PodCache::default();
+    let cache = PodRecords::default();
     apply(&cache, pod("a", "gone", &[]));
     apply(&cache, pod("a", "kept", &[]));
     cache.apply_watcher_event(&watcher::Event::Init);
@@ -263,7 +263,7 @@ fn a_record_reads_the_containers_of_the_pod_as_delivered() {
 
 #[test]
 fn custom_annotation_keys_are_kept_once_the_groups_name_them() {
-    let cache = PodCache::default();
+    let cache = PodRecords::default();
     let mut carrier = pod("ns", "c-0", &[]);
     carrier.metadata.annotations = Some(
         [

@@ -1,7 +1,7 @@
 //! The Kinesis side of one operator instance: the AWS configuration (loaded
 //! from the default chain only when the first Kinesis ShardGroup needs it, or
 //! given up front by tests and the local stage), the shared reader registry
-//! and one [`KinesisShardSource`] per distinct (stream, lease table) spec.
+//! and one [`KinesisTopologySource`] per distinct (stream, lease table) spec.
 //!
 //! Nothing here is process-wide: two operators in one process (tests, the
 //! demo, the e2e replicas) each own their provider, and an operator whose
@@ -15,10 +15,10 @@ use std::sync::Arc;
 use prometheus_client::registry::Registry;
 use tokio::sync::OnceCell;
 
-use super::{KinesisMetrics, KinesisShardSource, ReaderOptions, ReaderRegistry};
+use super::{KinesisMetrics, KinesisTopologySource, ReaderOptions, ReaderRegistry};
 use crate::crds::ShardGroupSpec;
-use crate::crds::shard_group::ShardSource as ShardSourceSpec;
-use crate::lease::LeaseMetrics;
+use crate::crds::shard_group::ShardSource;
+use crate::lease_table::LeaseTableMetrics;
 use shardring_core::topology::SourceError;
 
 /// Reason of a Kinesis group whose stream has no region: neither the spec
@@ -41,9 +41,9 @@ pub struct KinesisProvider {
     settings: AwsSettings,
     options: ReaderOptions,
     kinesis_metrics: Option<KinesisMetrics>,
-    lease_metrics: Option<LeaseMetrics>,
+    lease_metrics: Option<LeaseTableMetrics>,
     registry: OnceCell<ReaderRegistry>,
-    sources: Mutex<HashMap<String, Arc<KinesisShardSource>>>,
+    sources: Mutex<HashMap<String, Arc<KinesisTopologySource>>>,
 }
 
 impl KinesisProvider {
@@ -54,7 +54,7 @@ impl KinesisProvider {
         let (kinesis_metrics, lease_metrics) = match metrics {
             Some(registry) => (
                 Some(KinesisMetrics::register(registry)),
-                Some(LeaseMetrics::register(registry)),
+                Some(LeaseTableMetrics::register(registry)),
             ),
             None => (None, None),
         };
@@ -107,14 +107,14 @@ impl KinesisProvider {
     pub async fn source_for(
         &self,
         spec: &ShardGroupSpec,
-    ) -> Result<Arc<KinesisShardSource>, SourceError> {
+    ) -> Result<Arc<KinesisTopologySource>, SourceError> {
         let key = serde_json::to_string(&(&spec.source, &spec.lease_table))
             .map_err(|e| SourceError::Invalid(format!("unserialisable source: {e}")))?;
         if let Some(source) = self.sources.lock().get(&key) {
             return Ok(source.clone());
         }
         let readers = self.readers().await;
-        if let ShardSourceSpec::Kinesis(kinesis) = &spec.source
+        if let ShardSource::Kinesis(kinesis) = &spec.source
             && kinesis.region().is_none()
             && readers.sdk_config().region().is_none()
         {
@@ -127,7 +127,7 @@ impl KinesisProvider {
                 ),
             });
         }
-        let source = Arc::new(KinesisShardSource::for_spec(
+        let source = Arc::new(KinesisTopologySource::for_spec(
             spec,
             readers,
             self.lease_metrics.clone(),

@@ -17,6 +17,7 @@
 
 pub mod credentials;
 pub mod management;
+mod reasons;
 
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -31,18 +32,10 @@ use regex::Regex;
 
 pub use credentials::{Credentials, FixedSecrets, KubeSecrets, Secrets};
 pub use management::{ManagementClient, Queue};
+pub use reasons::{BROKER_UNREACHABLE, CREDENTIALS_UNAVAILABLE, VHOST_NOT_FOUND};
 
-use super::{ReadFuture, ShardSource, SourceError, Topology};
+use super::{ReadFuture, SourceError, Topology, TopologySource};
 use crate::crds::shard_group::RabbitMqSource as RabbitMqSpec;
-
-/// Reason: the management API did not answer (connection refused, a
-/// timeout, a 5xx).
-pub const BROKER_UNREACHABLE: &str = "BrokerUnreachable";
-/// Reason: the vhost does not exist (or the URL is not the management
-/// API's).
-pub const VHOST_NOT_FOUND: &str = "VhostNotFound";
-/// Reason: the credentials Secret is missing, unreadable or incomplete.
-pub const CREDENTIALS_UNAVAILABLE: &str = "CredentialsUnavailable";
 
 /// The shortest time between two listings of one group's queues.
 pub const MIN_LISTING_INTERVAL: Duration = Duration::from_secs(1);
@@ -68,7 +61,7 @@ impl RabbitMqProvider {
     /// The source of a `rabbitmq` spec. Fails, waiting for a spec change,
     /// when its pattern is not a regular expression or a duration does not
     /// parse.
-    pub fn source_for(&self, spec: &RabbitMqSpec) -> Result<RabbitMqShardSource, SourceError> {
+    pub fn source_for(&self, spec: &RabbitMqSpec) -> Result<RabbitMqTopologySource, SourceError> {
         let pattern = Regex::new(&format!("^(?:{})$", spec.queue_pattern)).map_err(|e| {
             SourceError::Invalid(format!(
                 "spec.source.rabbitmq.queuePattern {:?} is not a regular expression: {e}",
@@ -85,7 +78,7 @@ impl RabbitMqProvider {
                 .into(),
         })?;
         let http = self.http.get_or_init(management::http_client).clone();
-        Ok(RabbitMqShardSource {
+        Ok(RabbitMqTopologySource {
             spec: spec.clone(),
             pattern,
             refresh,
@@ -99,7 +92,7 @@ impl RabbitMqProvider {
 
 /// The RabbitMQ source of one ShardGroup.
 #[derive(Debug)]
-pub struct RabbitMqShardSource {
+pub struct RabbitMqTopologySource {
     spec: RabbitMqSpec,
     pattern: Regex,
     refresh: Duration,
@@ -110,7 +103,7 @@ pub struct RabbitMqShardSource {
     last: Mutex<Option<(Instant, Vec<String>)>>,
 }
 
-impl RabbitMqShardSource {
+impl RabbitMqTopologySource {
     /// Lists at most once per `interval` (default [`MIN_LISTING_INTERVAL`]).
     #[must_use]
     pub fn with_min_interval(mut self, interval: Duration) -> Self {
@@ -146,7 +139,7 @@ impl RabbitMqShardSource {
     }
 }
 
-impl ShardSource for RabbitMqShardSource {
+impl TopologySource for RabbitMqTopologySource {
     fn describe(&self) -> String {
         crate::crds::shard_group::ShardSource::Rabbitmq(self.spec.clone()).summary()
     }

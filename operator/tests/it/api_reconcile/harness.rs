@@ -14,7 +14,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher;
 use shardring::controller::apply::document_config_map;
-use shardring::controller::{CachedPod, Context, ControllerMetrics, PodCache, Stores, reconcile};
+use shardring::controller::{CachedPod, Context, ControllerMetrics, PodRecords, Stores, reconcile};
 use shardring::crds::{ConsumerPool, ShardGroup};
 use shardring_core::plan;
 
@@ -51,7 +51,7 @@ pub(super) fn world(pool: Option<ConsumerPool>, pods: &[Pod]) -> World {
     let mut world = World {
         stores: Stores {
             pools: pool_reader,
-            pods: PodCache::default(),
+            pods: PodRecords::default(),
             nodes: node_reader,
             config_maps: cm_reader,
             departed: Default::default(),

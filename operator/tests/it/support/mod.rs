@@ -3,7 +3,7 @@
 //! them on first use), builds SDK clients with dummy credentials in
 //! us-east-1, and offers the setup calls tests need (streams, resharding,
 //! KCL-format lease tables, whose items are written by the one KCL lease
-//! record, `shardring::lease::record`).
+//! record, `shardring::lease_table::record`).
 
 pub mod proxy;
 
@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use shardring::engine::Pod;
-use shardring::lease::record::attribute;
-use shardring::lease::{Checkpoint, LeaseRecord};
+use shardring::lease_table::record::attribute;
+use shardring::lease_table::{Checkpoint, LeaseRecord};
 use shardring::source::kinesis::reader::emulator_credentials;
 use shardring::source::kinesis::{
     KinesisMetrics, ReaderOptions, StreamId, TopologyReader, kinesis_client,
@@ -50,7 +50,7 @@ pub async fn kinesis_admin(endpoint: &str) -> aws_sdk_kinesis::Client {
 
 /// A DynamoDB client for setup calls.
 pub async fn dynamodb_admin(endpoint: &str) -> aws_sdk_dynamodb::Client {
-    shardring::lease::dynamodb_client(&sdk_config().await, Some(REGION), Some(endpoint))
+    shardring::lease_table::dynamodb_client(&sdk_config().await, Some(REGION), Some(endpoint))
 }
 
 /// Reader options with fast test pacing (1 ms between calls, no refresh

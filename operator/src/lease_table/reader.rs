@@ -13,7 +13,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use super::LeaseError;
+use super::LeaseTableError;
 use super::record::LeaseRecord;
 use super::snapshot::{LeaseTable, build};
 use crate::aws::{Backoff, chain, client_config, is_access_code, is_throttle_code};
@@ -22,14 +22,14 @@ type TableLabels = Vec<(String, String)>;
 
 /// Lease-table metrics: scan duration and size, per table.
 #[derive(Debug, Clone)]
-pub struct LeaseMetrics {
+pub struct LeaseTableMetrics {
     /// Seconds one full scan took (all pages and retries).
     pub scan_seconds: Family<TableLabels, Histogram>,
     /// Leases in the last scan.
     pub leases: Family<TableLabels, Gauge>,
 }
 
-impl LeaseMetrics {
+impl LeaseTableMetrics {
     /// Creates and registers the metrics.
     pub fn register(registry: &mut Registry) -> Self {
         let metrics = Self {
@@ -64,24 +64,24 @@ pub fn dynamodb_client(
 
 /// Reads one lease table, remembering the previous snapshot.
 #[derive(Debug)]
-pub struct LeaseReader {
+pub struct LeaseTableReader {
     client: Client,
     table: String,
     stream: Option<String>,
     page_size: Option<i32>,
     backoff: Backoff,
     previous: Mutex<Option<LeaseTable>>,
-    metrics: Option<LeaseMetrics>,
+    metrics: Option<LeaseTableMetrics>,
 }
 
-impl LeaseReader {
+impl LeaseTableReader {
     /// A reader of `table`; with `stream`, multi-stream leases of other
     /// streams are ignored.
     pub fn new(
         client: Client,
         table: impl Into<String>,
         stream: Option<String>,
-        metrics: Option<LeaseMetrics>,
+        metrics: Option<LeaseTableMetrics>,
     ) -> Self {
         Self {
             client,
@@ -119,7 +119,7 @@ impl LeaseReader {
     /// Scans the table and returns the snapshot as of `now`, keeping it as
     /// the previous snapshot for the next read. A failed scan leaves the
     /// previous snapshot untouched.
-    pub async fn read(&self, now: Timestamp) -> Result<LeaseTable, LeaseError> {
+    pub async fn read(&self, now: Timestamp) -> Result<LeaseTable, LeaseTableError> {
         let started = std::time::Instant::now();
         let (records, items) = self.scan().await?;
         let mut previous = self.previous.lock();
@@ -147,7 +147,7 @@ impl LeaseReader {
 
     /// Scans every page with ConsistentRead; returns the parsed records and
     /// the number of items seen.
-    pub async fn scan(&self) -> Result<(Vec<LeaseRecord>, usize), LeaseError> {
+    pub async fn scan(&self) -> Result<(Vec<LeaseRecord>, usize), LeaseTableError> {
         let mut records = Vec::new();
         let mut items = 0usize;
         let mut start_key = None;
@@ -185,11 +185,11 @@ impl LeaseReader {
     }
 }
 
-/// Maps a DynamoDB error to a [`LeaseError`] and whether to retry.
+/// Maps a DynamoDB error to a [`LeaseTableError`] and whether to retry.
 fn classify<E>(
     error: &SdkError<E, aws_sdk_dynamodb::config::http::HttpResponse>,
     table: &str,
-) -> (LeaseError, bool)
+) -> (LeaseTableError, bool)
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
 {
@@ -203,20 +203,24 @@ where
                 err.message().unwrap_or("")
             );
             match err.code() {
-                Some("ResourceNotFoundException") => (LeaseError::TableNotFound(detail), false),
-                Some(code) if is_access_code(code) => (LeaseError::AccessDenied(detail), false),
-                Some(code) if is_throttle_code(code) => (LeaseError::Throttled(detail), true),
-                _ if status == 429 => (LeaseError::Throttled(detail), true),
-                _ if status == 403 => (LeaseError::AccessDenied(detail), false),
-                _ => (LeaseError::Other(detail), status >= 500),
+                Some("ResourceNotFoundException") => {
+                    (LeaseTableError::TableNotFound(detail), false)
+                }
+                Some(code) if is_access_code(code) => {
+                    (LeaseTableError::AccessDenied(detail), false)
+                }
+                Some(code) if is_throttle_code(code) => (LeaseTableError::Throttled(detail), true),
+                _ if status == 429 => (LeaseTableError::Throttled(detail), true),
+                _ if status == 403 => (LeaseTableError::AccessDenied(detail), false),
+                _ => (LeaseTableError::Other(detail), status >= 500),
             }
         }
         SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => (
-            LeaseError::Other(format!("{table}: {}", chain(error))),
+            LeaseTableError::Other(format!("{table}: {}", chain(error))),
             true,
         ),
         other => (
-            LeaseError::Other(format!("{table}: {}", chain(other))),
+            LeaseTableError::Other(format!("{table}: {}", chain(other))),
             false,
         ),
     }

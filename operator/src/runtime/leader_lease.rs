@@ -20,7 +20,7 @@ use kube::{Api, Client};
 
 use crate::clock::Clock;
 
-/// Result of one [`LeaseLock::try_acquire_or_renew`].
+/// Result of one [`LeaderLease::try_acquire_or_renew`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Attempt {
     /// We took a missing, free or expired Lease.
@@ -43,7 +43,7 @@ impl Attempt {
 /// Errors of Lease operations (409 Conflict is not an error: it is
 /// [`Attempt::Conflict`]).
 #[derive(Debug, thiserror::Error)]
-pub enum LeaseError {
+pub enum LeaderLeaseError {
     /// The API server refused or failed a request.
     #[error("cannot {op} Lease {namespace}/{name}: {source}")]
     Api {
@@ -59,11 +59,11 @@ pub enum LeaseError {
     },
 }
 
-impl LeaseError {
+impl LeaderLeaseError {
     /// True for errors retrying cannot fix: forbidden (RBAC needs
     /// get/create/update on leases), an invalid Lease, or a missing namespace.
     pub fn is_fatal(&self) -> bool {
-        let LeaseError::Api { op, source, .. } = self;
+        let LeaderLeaseError::Api { op, source, .. } = self;
         match source.as_ref() {
             kube::Error::Api(status) => {
                 status.code == 403 || status.code == 422 || (*op == "create" && status.code == 404)
@@ -84,7 +84,7 @@ impl LeaseError {
 
 /// A Lease used as a leader lock by one identity.
 #[derive(Clone)]
-pub struct LeaseLock {
+pub struct LeaderLease {
     api: Api<Lease>,
     namespace: String,
     name: String,
@@ -93,9 +93,9 @@ pub struct LeaseLock {
     clock: Arc<dyn Clock>,
 }
 
-impl std::fmt::Debug for LeaseLock {
+impl std::fmt::Debug for LeaderLease {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LeaseLock")
+        f.debug_struct("LeaderLease")
             .field("namespace", &self.namespace)
             .field("name", &self.name)
             .field("identity", &self.identity)
@@ -104,7 +104,7 @@ impl std::fmt::Debug for LeaseLock {
     }
 }
 
-impl LeaseLock {
+impl LeaderLease {
     /// The Lease `namespace/name`, held as `identity` for `lease_duration`
     /// (rounded down to whole seconds, at least 1).
     pub fn new(
@@ -139,8 +139,8 @@ impl LeaseLock {
         i32::try_from(self.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX)
     }
 
-    fn error(&self, op: &'static str, source: kube::Error) -> LeaseError {
-        LeaseError::Api {
+    fn error(&self, op: &'static str, source: kube::Error) -> LeaderLeaseError {
+        LeaderLeaseError::Api {
             op,
             namespace: self.namespace.clone(),
             name: self.name.clone(),
@@ -150,7 +150,7 @@ impl LeaseLock {
 
     /// Reads the Lease and, when it is missing, free, expired or already
     /// ours, writes it with us as holder. One read and at most one write.
-    pub async fn try_acquire_or_renew(&self) -> Result<Attempt, LeaseError> {
+    pub async fn try_acquire_or_renew(&self) -> Result<Attempt, LeaderLeaseError> {
         let now = self.clock.now();
         let current = self
             .api
@@ -212,7 +212,7 @@ impl LeaseLock {
     /// 1 s duration for readers that only look at expiry) so a successor takes
     /// over at its next retry instead of waiting for expiry. Returns whether
     /// a release was written.
-    pub async fn release(&self) -> Result<bool, LeaseError> {
+    pub async fn release(&self) -> Result<bool, LeaderLeaseError> {
         let current = self
             .api
             .get_opt(&self.name)
