@@ -6,8 +6,8 @@
 //!
 //! No reconcile decides before every cache has completed its first list,
 //! and every completed list reconciles every group ([`super::sync`]). The
-//! operator's own status (of groups and pools), document and annotation
-//! writes wake no reconcile ([`super::triggers`]).
+//! operator's own status, document and annotation writes wake no reconcile
+//! ([`super::triggers`]).
 //!
 //! Leadership: the watches run on every replica (so a standby is ready with
 //! warm caches), but a reconcile writes only while this replica leads; when
@@ -146,10 +146,6 @@ pub async fn run_controller(
         .modify(without_managed_fields)
         .reflect(pool_writer)
         .inspect(sync.tracker(cache::CONSUMER_POOLS))
-        .filter({
-            let mut changes = triggers::PoolChanges::default();
-            move |event| ready(changes.wakes(event))
-        })
         .touched_objects();
 
     let write_limit = super::apply::WriteLimit::new(config.write_concurrency);

@@ -15,13 +15,6 @@
 //!   already known ([`DocumentCache::knows`]): the operator's own write, or
 //!   one a reconcile already read. A deletion always wakes it (the document
 //!   is rebuilt);
-//! * a ConsumerPool wakes its groups when its generation (the spec) or its
-//!   deletion timestamp changes, when it is created or deleted, never for a
-//!   status write ([`PoolChanges`]): the operator writes a pool's status
-//!   after its groups' reconciles, and each write woke every group of the
-//!   pool (six reconciles per pod event for one group of 20,000 shards,
-//!   fifty per write for a pool of fifty groups), though no plan reads it.
-//!   A pool that cannot be read wakes them at every change;
 //! * a pod wakes its groups unless it is the echo of the operator's own
 //!   annotation write: at exactly the version that write produced
 //!   ([`OwnWrites`]); the same holds for the document's ConfigMap, whose
@@ -30,17 +23,15 @@
 //!
 //! The caches still apply every event: only the wake-up is skipped.
 
-use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::Resource;
 use kube::core::DeserializeGuard;
 use kube::runtime::watcher;
 
 use super::observe::documents::DocumentCache;
 use super::own_writes::OwnWrites;
-use crate::crds::{ConsumerPool, ShardGroup};
+use crate::crds::ShardGroup;
 
 /// The predicate of the ShardGroup watch (`predicate_filter`): a reconcile
 /// runs when this value changes.
@@ -57,59 +48,6 @@ pub fn group_change(group: &DeserializeGuard<ShardGroup>) -> Option<u64> {
     )))
 }
 
-/// The ConsumerPool watch's memory of what each pool's groups last planned
-/// from (by uid: a pool deleted and created again under its name is new).
-#[derive(Debug, Default)]
-pub(crate) struct PoolChanges {
-    seen: HashMap<String, u64>,
-}
-
-impl PoolChanges {
-    /// Whether `event` wakes the groups of its pool: a pool seen for the
-    /// first time, one whose [`pool_change`] differs from the last seen, or
-    /// a deletion; not a write of its status (or of metadata no plan
-    /// reads). Errors and the markers of a list pass as they are.
-    pub(crate) fn wakes(
-        &mut self,
-        event: &Result<watcher::Event<DeserializeGuard<ConsumerPool>>, watcher::Error>,
-    ) -> bool {
-        match event {
-            Ok(watcher::Event::Apply(pool) | watcher::Event::InitApply(pool)) => {
-                let change = pool_change(pool);
-                self.seen.insert(uid(pool), change) != Some(change)
-            }
-            Ok(watcher::Event::Delete(pool)) => {
-                self.seen.remove(&uid(pool));
-                true
-            }
-            _ => true,
-        }
-    }
-}
-
-/// What of a pool its groups plan from: its generation (the spec) and its
-/// deletion timestamp; every version of a pool that cannot be read.
-fn pool_change(pool: &DeserializeGuard<ConsumerPool>) -> u64 {
-    match &pool.0 {
-        Ok(pool) => hash(&(
-            pool.metadata.generation,
-            pool.metadata.deletion_timestamp.as_ref().map(|t| t.0),
-        )),
-        Err(invalid) => hash(&invalid.metadata.resource_version),
-    }
-}
-
-fn uid(pool: &DeserializeGuard<ConsumerPool>) -> String {
-    let meta = pool.meta();
-    meta.uid.clone().unwrap_or_else(|| {
-        format!(
-            "{}/{}",
-            meta.namespace.as_deref().unwrap_or_default(),
-            meta.name.as_deref().unwrap_or_default()
-        )
-    })
-}
-
 /// Whether `event` is a ConfigMap update whose document is already known,
 /// which wakes no reconcile.
 pub(crate) fn known_document_update(
@@ -122,7 +60,7 @@ pub(crate) fn known_document_update(
 /// Whether `event` is the echo of the operator's own write (to a pod or the
 /// document's ConfigMap), which wakes no reconcile. A deletion forgets the
 /// object's last write.
-pub(crate) fn own_write_echo<K: Resource<DynamicType = ()>>(
+pub(crate) fn own_write_echo<K: kube::Resource<DynamicType = ()>>(
     own: &OwnWrites,
     event: &Result<watcher::Event<K>, watcher::Error>,
 ) -> bool {
@@ -245,38 +183,5 @@ mod tests {
         let deleted = Ok(watcher::Event::Delete(config_map("9")));
         assert!(!own_write_echo(&own, &deleted));
         assert!(!own_write_echo(&own, &apply("9")));
-    }
-
-    #[test]
-    fn a_pool_wakes_its_groups_for_its_spec_and_deletion_never_its_status() {
-        let pool = |uid: &str, generation: i64, version: &str| {
-            let mut pool = crate::crds::fixtures::pool("ns", "p", &[("app", "c")], 0);
-            pool.metadata.uid = Some(uid.into());
-            pool.metadata.generation = Some(generation);
-            pool.metadata.resource_version = Some(version.into());
-            DeserializeGuard(Ok(pool))
-        };
-        let apply = |p| Ok(watcher::Event::Apply(p));
-        let mut changes = PoolChanges::default();
-        assert!(changes.wakes(&apply(pool("u1", 1, "10"))), "a new pool");
-        // Its status written (the generation stays): nothing to plan anew.
-        assert!(!changes.wakes(&apply(pool("u1", 1, "11"))));
-        assert!(!changes.wakes(&apply(pool("u1", 1, "12"))));
-        // A relist that finds it as it was wakes nothing either (the list's
-        // completion reconciles every group anyway).
-        assert!(!changes.wakes(&Ok(watcher::Event::InitApply(pool("u1", 1, "12")))));
-        assert!(
-            changes.wakes(&apply(pool("u1", 2, "13"))),
-            "its spec changed"
-        );
-        let mut deleting = pool("u1", 2, "14");
-        if let Ok(p) = &mut deleting.0 {
-            p.metadata.deletion_timestamp = Some(Time("2026-01-01T00:00:00Z".parse().unwrap()));
-        }
-        assert!(changes.wakes(&apply(deleting)), "being deleted");
-        assert!(changes.wakes(&Ok(watcher::Event::Delete(pool("u1", 2, "15")))));
-        // The same name created again is a new pool.
-        assert!(changes.wakes(&apply(pool("u2", 1, "16"))));
-        assert!(changes.wakes(&Ok(watcher::Event::InitDone)));
     }
 }
