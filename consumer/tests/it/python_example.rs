@@ -28,6 +28,23 @@ fn python() -> String {
     std::env::var("SHARDRING_PYTHON").unwrap_or_else(|_| "python3".to_owned())
 }
 
+/// Whether [`python`] can import `module`; says SKIPPED with how to get it
+/// when it cannot.
+fn python_has(module: &str, install: &str) -> bool {
+    let has = Command::new(python())
+        .args(["-c", &format!("import {module}")])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has {
+        eprintln!(
+            "SKIPPED: {} has no {module} ({install}, or set SHARDRING_PYTHON)",
+            python()
+        );
+    }
+    has
+}
+
 #[test]
 fn self_test_of_the_contract_logic() {
     let Ok(output) = Command::new(python())
@@ -149,16 +166,7 @@ async fn endpoint_mode_acknowledges_releases_and_obeys_the_server() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_and_rust_consumers_share_leases_and_hand_over() {
-    let has_boto3 = Command::new(python())
-        .args(["-c", "import boto3"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !has_boto3 {
-        eprintln!(
-            "SKIPPED: {} has no boto3 (pip install boto3, or set SHARDRING_PYTHON)",
-            python()
-        );
+    if !python_has("boto3", "pip install boto3") {
         return;
     }
     let setup = support::setup(STREAM, TABLE, 2, "python").await;
@@ -256,16 +264,7 @@ async fn python_and_rust_consumers_share_leases_and_hand_over() {
 /// no duplicate. Skipped (saying so) without pika or rabbitmq-server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_queue_consumer_hands_queues_back_in_order() {
-    let has_pika = Command::new(python())
-        .args(["-c", "import pika"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !has_pika {
-        eprintln!(
-            "SKIPPED: {} has no pika (apt-get install python3-pika, or set SHARDRING_PYTHON)",
-            python()
-        );
+    if !python_has("pika", "apt-get install python3-pika") {
         return;
     }
     let Some(broker) = shardring_devkit::broker::Broker::start_or_skip("python rabbitmq").await
