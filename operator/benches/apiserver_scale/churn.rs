@@ -31,7 +31,7 @@ use shardring_devkit::fixtures;
 
 use crate::common;
 use crate::operator::Operator;
-use crate::populate::{self, create_pod, force_delete, mark_ready, now_rfc3339};
+use crate::populate::{self, pod_event};
 use crate::server::Server;
 use crate::timeline::Timeline;
 
@@ -128,7 +128,19 @@ pub async fn run(server: &Server, pods: usize, shards: u32, run: usize, extra: &
         // The operator's event.
         settle(&timeline, &ns).await;
         let before = operator.writes();
-        let t0 = pod_event(client, &pods_api, &timeline, &ns, "j", k, join, "consumer").await;
+        let t0 = pod_event(
+            client,
+            &pods_api,
+            &ns,
+            "j",
+            k,
+            join,
+            "consumer",
+            async || {
+                settle(&timeline, &ns).await;
+            },
+        )
+        .await;
         let wall = jiff::Timestamp::now() - jiff::SignedDuration::try_from(t0.elapsed()).unwrap();
         let latency = timeline
             .config_map_change(DOCUMENT, t0, EVENT_DEADLINE)
@@ -141,7 +153,10 @@ pub async fn run(server: &Server, pods: usize, shards: u32, run: usize, extra: &
         settle(&timeline, &ns).await;
         writes += operator.writes().saturating_sub(before);
         // The floor's.
-        let t0 = pod_event(client, &pods_api, &timeline, &ns, "f", k, join, "floor").await;
+        let t0 = pod_event(client, &pods_api, &ns, "f", k, join, "floor", async || {
+            settle(&timeline, &ns).await;
+        })
+        .await;
         let version = floor.put(&timeline, k).await;
         let at = timeline
             .config_map_at(FLOOR, &version, EVENT_DEADLINE)
@@ -202,34 +217,6 @@ async fn plain_client(
         .await
         .expect("the plain client's writes delivered");
     last - started
-}
-
-/// Event `k` of one side: a join creates pod `<prefix>-k` labelled `app`,
-/// waits until the namespace is quiet and marks it Ready; a leave deletes
-/// the pod of the join before it. Returns when the event's write began.
-#[allow(clippy::too_many_arguments)]
-async fn pod_event(
-    client: &kube::Client,
-    pods: &Api<Pod>,
-    timeline: &Timeline,
-    ns: &str,
-    prefix: &str,
-    k: usize,
-    join: bool,
-    app: &str,
-) -> Instant {
-    if join {
-        let name = format!("{prefix}-{k}");
-        create_pod(client, ns, &name, app).await;
-        settle(timeline, ns).await;
-        let t0 = Instant::now();
-        mark_ready(pods, &name, &now_rfc3339()).await;
-        t0
-    } else {
-        let t0 = Instant::now();
-        force_delete(pods, &format!("{prefix}-{}", k - 1)).await;
-        t0
-    }
 }
 
 /// Waits until group `g` has no move in flight, its status is at the epoch
@@ -367,7 +354,8 @@ impl EventLog {
     }
 }
 
-fn percentiles(mut latencies: Vec<Duration>) -> (Duration, Duration) {
+/// The p50 and p99 of `latencies`.
+pub(crate) fn percentiles(mut latencies: Vec<Duration>) -> (Duration, Duration) {
     latencies.sort();
     (
         common::percentile(&latencies, 0.5),

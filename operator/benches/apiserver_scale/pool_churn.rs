@@ -23,9 +23,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, ObjectMeta, PostParams};
 use shardring_devkit::fixtures;
 
-use crate::common;
+use crate::churn::percentiles;
 use crate::operator::Operator;
-use crate::populate::{self, create_pod, force_delete, mark_ready, now_rfc3339};
+use crate::populate::{self, pod_event};
 use crate::server::Server;
 use crate::timeline::{State, Timeline};
 
@@ -94,13 +94,14 @@ pub async fn run(
         let t0 = pod_event(
             client,
             &pods_api,
-            &timeline,
             &ns,
-            &group_names,
             "j",
             k,
             join,
             "consumer",
+            async || {
+                settle(&timeline, &ns, &group_names).await;
+            },
         )
         .await;
         // The first document the event changed, then the pool settled.
@@ -127,17 +128,9 @@ pub async fn run(
                 .map(|cm| (cm.data.clone().unwrap_or_default(), cm.binary_data.clone()))
                 .collect()
         };
-        let t0 = pod_event(
-            client,
-            &pods_api,
-            &timeline,
-            &ns,
-            &group_names,
-            "f",
-            k,
-            join,
-            "floor",
-        )
+        let t0 = pod_event(client, &pods_api, &ns, "f", k, join, "floor", async || {
+            settle(&timeline, &ns, &group_names).await;
+        })
         .await;
         if sizes.is_empty() {
             continue;
@@ -216,34 +209,6 @@ fn first_changes(state: &State, groups: &[String], t0: Instant) -> BTreeMap<Stri
         .collect()
 }
 
-/// A join (the pod created, the namespace settled, then its Ready write:
-/// the event's time) or a leave (the previous join's pod deleted).
-#[allow(clippy::too_many_arguments)]
-async fn pod_event(
-    client: &kube::Client,
-    pods: &Api<Pod>,
-    timeline: &Timeline,
-    ns: &str,
-    groups: &[String],
-    prefix: &str,
-    k: usize,
-    join: bool,
-    app: &str,
-) -> Instant {
-    if join {
-        let name = format!("{prefix}-{k}");
-        create_pod(client, ns, &name, app).await;
-        settle(timeline, ns, groups).await;
-        let t0 = Instant::now();
-        mark_ready(pods, &name, &now_rfc3339()).await;
-        t0
-    } else {
-        let t0 = Instant::now();
-        force_delete(pods, &format!("{prefix}-{}", k - 1)).await;
-        t0
-    }
-}
-
 /// Waits until the namespace was quiet for [`QUIET`] and every group's
 /// status has caught up with its document with no move in flight.
 async fn settle(timeline: &Timeline, ns: &str, groups: &[String]) {
@@ -274,12 +239,4 @@ async fn settle(timeline: &Timeline, ns: &str, groups: &[String]) {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-fn percentiles(mut latencies: Vec<Duration>) -> (Duration, Duration) {
-    latencies.sort();
-    (
-        common::percentile(&latencies, 0.5),
-        common::percentile(&latencies, 0.99),
-    )
 }

@@ -272,3 +272,33 @@ pub async fn annotate_every_pod(api: &Api<Pod>, names: &[String], patch: &Value)
         )
         .await;
 }
+
+/// Event `k` of one side of a churn run: a join creates pod `<prefix>-k`
+/// labelled `app`, waits for `settled` (the namespace quiet, the groups
+/// caught up) and marks it Ready; a leave deletes the pod of the join
+/// before it. Returns when the event's write began (the Ready write or the
+/// deletion).
+#[allow(clippy::too_many_arguments)]
+pub async fn pod_event(
+    client: &Client,
+    pods: &Api<Pod>,
+    ns: &str,
+    prefix: &str,
+    k: usize,
+    join: bool,
+    app: &str,
+    settled: impl AsyncFnOnce(),
+) -> Instant {
+    if join {
+        let name = format!("{prefix}-{k}");
+        create_pod(client, ns, &name, app).await;
+        settled().await;
+        let t0 = Instant::now();
+        mark_ready(pods, &name, &now_rfc3339()).await;
+        t0
+    } else {
+        let t0 = Instant::now();
+        force_delete(pods, &format!("{prefix}-{}", k - 1)).await;
+        t0
+    }
+}
