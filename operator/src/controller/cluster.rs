@@ -228,6 +228,18 @@ impl Apply for Reconcile<'_> {
         )
         .await?;
         self.ctx.metrics.write("configmap");
+        // The document is published: its revokes may be acknowledged from
+        // now on. A consumer that watches the ConfigMap sees them at once
+        // and releases; told `FutureEpoch` until this cycle's annotations
+        // and status are written too (its last step serves the endpoint),
+        // it backed off for tens of milliseconds of every handoff. Only
+        // the views wait for the end of the cycle: a view must never run
+        // ahead of the pod's annotation.
+        if let Some(endpoint) = &self.ctx.endpoint {
+            endpoint
+                .releases
+                .sync_group(&GroupKey::of(self.group), Some(&write.document));
+        }
         Ok(version)
     }
 

@@ -68,10 +68,21 @@ async fn start(
     leader: Option<tokio::sync::watch::Receiver<bool>>,
     shutdown: &CancellationToken,
 ) -> (MockApiServer, (String, String), tokio::task::JoinHandle<()>) {
+    start_group(endpoint, leader, shutdown, |_| ()).await
+}
+
+/// [`start`], with the group changed by `customize` first.
+async fn start_group(
+    endpoint: &EndpointState,
+    leader: Option<tokio::sync::watch::Receiver<bool>>,
+    shutdown: &CancellationToken,
+    customize: impl FnOnce(&mut serde_json::Value),
+) -> (MockApiServer, (String, String), tokio::task::JoinHandle<()>) {
     let mock = MockApiServer::start(MockOptions::default()).await;
     mock.create_many(fixtures::crds());
     let mut group = fixtures::static_group(NS, "g", "p", 4);
     group["spec"]["handoff"]["drainTimeout"] = json!("60s");
+    customize(&mut group);
     let since = "2026-01-01T00:00:00Z";
     let mut objects = vec![
         fixtures::namespace(NS),
@@ -205,6 +216,77 @@ async fn losing_the_leadership_forgets_the_endpoint_state_and_regaining_it_rebui
     );
     assert_eq!(written["metadata"]["ownerReferences"][0]["name"], "g");
 
+    shutdown.cancel();
+    run.await.unwrap();
+}
+
+/// A revoke is acknowledged as soon as the document that carries it is
+/// written, not only once the cycle's annotations and status are written
+/// too (when the endpoint serves the views): a consumer that watches the
+/// ConfigMap sees the revoke at once and releases, and a `FutureEpoch`
+/// answer made it back off on every handoff. Here every pod write fails, so
+/// the cycle that writes the revoke never gets past its annotations.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoke_is_acknowledged_once_its_document_is_written_before_the_annotations() {
+    let endpoint = EndpointState::default();
+    let shutdown = CancellationToken::new();
+    let (mock, (ua, ub), run) = start_group(&endpoint, None, &shutdown, |group| {
+        group["spec"]["rebalance"]["delay"] = json!("0s");
+    })
+    .await;
+    wait_until("a's view served", || {
+        let a = view(&endpoint, "a", &ua)?;
+        (a.view.active.len() == 2)
+            .then_some(())
+            .ok_or_else(|| "not yet".to_owned())
+    })
+    .await;
+    mock.fail_next("PATCH", "/pods/", 500, 1_000_000);
+    let mut pod = fixtures::ready_pod(NS, "c", "consumer", "2026-01-01T00:00:00Z");
+    pod["status"]["podIP"] = json!(ip().to_string());
+    mock.create(pod);
+    let (document, shard, owner) = wait_until("a revoke in the written document", || {
+        let cm = mock
+            .get("v1", "ConfigMap", Some(NS), "g-assignment")
+            .ok_or("no document")?;
+        let cm: k8s_openapi::api::core::v1::ConfigMap =
+            serde_json::from_value(cm).map_err(|e| e.to_string())?;
+        let document = shardring_core::codec::decode(&cm).map_err(|e| e.to_string())?;
+        let revoking = document
+            .shards
+            .iter()
+            .find(|(_, r)| r.state == shardring_crds::ShardPhase::Revoking)
+            .map(|(id, r)| (id.clone(), r.owner.clone().unwrap()));
+        match revoking {
+            Some((shard, owner)) => Ok((document, shard, owner)),
+            None => Err(format!("epoch {} revokes nothing", document.epoch)),
+        }
+    })
+    .await;
+    let uid = if owner == "a" { &ua } else { &ub };
+    let release = ReleaseRequest {
+        shard: shard.clone(),
+        epoch: document.epoch,
+        checkpoint: None,
+    };
+    let outcome = endpoint
+        .releases
+        .submit(
+            &GroupKey::new(NS, "g"),
+            &owner,
+            uid,
+            &release,
+            jiff::Timestamp::now(),
+        )
+        .unwrap_or_else(|refused| panic!("the release of {shard} by {owner}: {refused}"));
+    assert_eq!(outcome, shardring_crds::endpoint::ReleaseOutcome::Accepted);
+    let served = view(&endpoint, &owner, uid).unwrap();
+    assert!(
+        served.view.epoch < document.epoch,
+        "the view waits for the annotations: served epoch {}, document epoch {}",
+        served.view.epoch,
+        document.epoch
+    );
     shutdown.cancel();
     run.await.unwrap();
 }
