@@ -22,6 +22,10 @@ use shardring_crds::{ShardGroup, fixtures};
 
 const NS: &str = "bench";
 
+/// The operator's allocator, with its settings (`.cargo/config.toml`).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn group(shards: u32) -> ShardGroup {
     let mut group = fixtures::static_group(NS, "orders", "consumers", shards, "orders-{index}");
     group.metadata.uid = Some("bench-uid".into());
