@@ -25,7 +25,6 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::api::Api;
 use kube::core::DeserializeGuard;
 use kube::core::PartialObjectMeta;
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, predicates, watcher};
 use kube::{Client, Resource};
@@ -34,7 +33,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::apply::{MANAGED_BY, MANAGED_BY_LABEL};
 use super::cached_pod::CachedPod;
-use super::endpoint_sync;
 use super::metrics::ControllerMetrics;
 use super::observe::departed::WatchDeparted as _;
 use super::observe::documents::DocumentCache;
@@ -183,35 +181,21 @@ pub async fn run_controller(
     };
     report_synced(&sync, health, &shutdown);
 
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: "shardring".into(),
-            instance: config.instance.clone(),
-        },
-    );
-    let mut context = Context::new(client.clone(), stores.clone(), metrics)
-        .with_recorder(recorder)
-        .with_sources(sources)
-        .with_write_limit(write_limit)
-        .with_cache_sync(sync.clone());
+    let mut context = Context::builder(client.clone(), metrics)
+        .publish_events(config.instance.clone())
+        .sources(sources)
+        .loads(Arc::clone(&config.loads))
+        .write_limit(write_limit)
+        .cache_sync(sync.clone())
+        .shard_groups(groups.clone());
     if let Some(rx) = leader.clone() {
-        context = context.with_leader(rx);
+        context = context.leader(rx);
     }
-    context = context.with_loads(Arc::clone(&config.loads));
-    let pools = super::pools::Pools::new(groups.clone());
-    let redealt = requested_groups(pools.requests(), groups.clone());
-    context = context.with_pools(pools);
     if let Some(endpoint) = config.endpoint.clone() {
-        endpoint
-            .directory
-            .set_pod_cache(Arc::new(endpoint_sync::StorePods::new(
-                stores.clone(),
-                groups.clone(),
-            )));
-        context = context.with_endpoint(endpoint);
+        context = context.endpoint(endpoint);
     }
-    let context = Arc::new(context);
+    let context = Arc::new(context.build(stores.clone()));
+    let redealt = requested_groups(context.pools.requests(), groups.clone());
     let endpoint_tasks = endpoint_streams(&context, groups.clone());
 
     let pod_groups = groups.clone();
