@@ -155,6 +155,12 @@ impl ContextBuilder {
         self
     }
 
+    /// The client the context will reach the API server through (the
+    /// runner's watches use it too).
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
     /// Decides only once every cache `sync` tracks has completed its first
     /// list (without: the stores are complete from the start).
     pub(crate) fn cache_sync(mut self, sync: CacheSync) -> Self {
