@@ -26,7 +26,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use crate::cluster::Cluster;
-use shardring::controller::{ControllerConfig, ControllerMetrics, Sources, run_controller};
+use shardring::controller::{
+    Context, ControllerConfig, ControllerMetrics, Sources, run_controller,
+};
 use shardring::endpoint::{EndpointMetrics, EndpointServer, EndpointServerConfig, EndpointState};
 use shardring::runtime::health::Health;
 use shardring::source::kinesis::AwsSettings;
@@ -188,22 +190,24 @@ impl Operator {
             }
             None => None,
         };
+        let mut context = Context::builder(client.clone(), metrics)
+            .sources(emulator_sources(region, client, home(cluster, namespace)).await)
+            .publish_events(None);
+        if let Some(state) = state {
+            context = context.endpoint(state);
+        }
         let config = ControllerConfig {
             scope: shardring::controller::WatchScope::of([namespace.to_owned()]),
             controller_class: Some(crate::harness::CONTROLLER_CLASS.to_owned()),
-            endpoint: state,
             ..ControllerConfig::default()
         };
         let health = Health::new();
         health.set_crds_established();
         let task = tokio::spawn(run_controller(
-            client.clone(),
+            context,
             config,
-            metrics,
-            emulator_sources(region, client, home(cluster, namespace)).await,
             Some(health.clone()),
             token.clone(),
-            None,
         ));
         Ok(Self::InProcess {
             guard: token.drop_guard(),

@@ -9,7 +9,9 @@
 use std::time::Duration;
 
 use crate::cluster::Cluster;
-use shardring::controller::{ControllerConfig, ControllerMetrics, WatchScope, run_controller};
+use shardring::controller::{
+    Context, ControllerConfig, ControllerMetrics, WatchScope, run_controller,
+};
 use shardring::runtime::leader::{self, LeaderConfig};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -58,19 +60,22 @@ impl Replica {
         let handle = leader::spawn(client.clone(), config, shutdown.clone());
         let mut registry = shardring::runtime::metrics::new_registry();
         let metrics = ControllerMetrics::register(&mut registry);
+        let sources =
+            crate::operator::emulator_sources(crate::harness::REGION, client, lease_namespace)
+                .await;
+        let context = Context::builder(client.clone(), metrics)
+            .sources(sources)
+            .publish_events(None)
+            .leader(handle.is_leader.clone());
         let controller = tokio::spawn(run_controller(
-            client.clone(),
+            context,
             ControllerConfig {
                 scope: WatchScope::of([namespace.to_owned()]),
                 controller_class: Some(crate::harness::CONTROLLER_CLASS.to_owned()),
                 ..ControllerConfig::default()
             },
-            metrics,
-            crate::operator::emulator_sources(crate::harness::REGION, client, lease_namespace)
-                .await,
             None,
             shutdown.clone(),
-            Some(handle.is_leader.clone()),
         ));
         Self {
             identity: identity.to_owned(),

@@ -26,7 +26,6 @@ use kube::Client;
 use kube::api::ObjectMeta;
 use kube::client::Body;
 use kube::core::{DeserializeGuard, PartialObjectMeta};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
@@ -249,20 +248,14 @@ impl World {
     async fn reconcile(&mut self) -> (Duration, Vec<Seen>) {
         self.advance(Duration::from_secs(1));
         let (client, log) = mock_client();
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: "shardring".into(),
-                instance: None,
-            },
-        );
         let clock = self.clock.clone();
         let ctx = Arc::new(
-            Context::new(client, self.stores.clone(), ControllerMetrics::default())
-                .with_recorder(recorder)
-                .with_clock(Arc::new(move || {
+            Context::builder(client, ControllerMetrics::default())
+                .publish_events(None)
+                .clock(Arc::new(move || {
                     jiff::Timestamp::from_millisecond(clock.load(Ordering::SeqCst)).unwrap()
-                })),
+                }))
+                .build(self.stores.clone()),
         );
         let started = Instant::now();
         reconcile(Arc::new(DeserializeGuard(Ok(self.group.clone()))), ctx)

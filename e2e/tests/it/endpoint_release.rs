@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::{Api, Client};
 use serde_json::json;
 use shardring::GroupKey;
-use shardring::controller::{ControllerConfig, ControllerMetrics, Sources, run_controller};
+use shardring::controller::{Context, ControllerConfig, ControllerMetrics, run_controller};
 use shardring::endpoint::{Caller, EndpointState, Lookup};
 use shardring_crds::endpoint::{
     CA_CONFIGMAP_KEY, CA_CONFIGMAP_NAME, ReleaseOutcome, ReleaseRequest, ViewResponse,
@@ -70,20 +70,19 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
     let (ua, ub) = (uids["a"].clone(), uids["b"].clone());
     let endpoint = EndpointState::default();
     endpoint.ca.send_replace(Some(Arc::from(CA)));
+    let context = Context::builder(client.clone(), ControllerMetrics::default())
+        .publish_events(None)
+        .endpoint(endpoint.clone());
     let run = tokio::spawn(run_controller(
-        client.clone(),
+        context,
         ControllerConfig {
             scope: shardring::controller::WatchScope::of([namespace.to_owned()]),
             controller_class: Some(CONTROLLER_CLASS.to_owned()),
             watch_nodes: false,
-            endpoint: Some(endpoint.clone()),
             ..ControllerConfig::default()
         },
-        ControllerMetrics::default(),
-        Sources::default(),
         None,
         shutdown.clone(),
-        None,
     ));
     let key = GroupKey::new(namespace, GROUP);
 

@@ -15,7 +15,9 @@ use anyhow::Context as _;
 use kube::Client;
 use tokio_util::sync::CancellationToken;
 
-use crate::controller::{ControllerConfig, ControllerMetrics, Sources, WatchScope, run_controller};
+use crate::controller::{
+    Context, ControllerConfig, ControllerMetrics, Sources, WatchScope, run_controller,
+};
 use crate::endpoint::{EndpointMetrics, EndpointServer, EndpointServerConfig, EndpointState};
 use crate::runtime::health::Health;
 use crate::runtime::leader::{LeaderConfig, LeaderElector, LeaderMetrics, default_identity};
@@ -241,25 +243,26 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         (Some(state), Some(tokio::spawn(server.serve(token.clone()))))
     };
 
+    // The load books are the registered ones, with or without the endpoint
+    // (whose own they are).
+    let mut context = Context::builder(client, controller_metrics)
+        .sources(sources)
+        .loads(Arc::clone(&endpoint_state.loads))
+        .publish_events(std::env::var("POD_NAME").ok());
+    if let Some(leader) = leader {
+        context = context.leader(leader);
+    }
+    if let Some(endpoint) = endpoint {
+        context = context.endpoint(endpoint);
+    }
     let config = ControllerConfig {
         scope: WatchScope::of(args.namespace.iter().chain(&args.watch_namespaces).cloned()),
         watch_nodes: !args.no_node_watch,
-        instance: std::env::var("POD_NAME").ok(),
         concurrency: args.concurrency,
         write_concurrency: args.write_concurrency,
         controller_class: args.controller_class.clone(),
-        endpoint,
-        loads: Arc::clone(&endpoint_state.loads),
     };
-    let controller = run_controller(
-        client,
-        config,
-        controller_metrics,
-        sources,
-        Some(health),
-        token.clone(),
-        leader,
-    );
+    let controller = run_controller(context, config, Some(health), token.clone());
     tokio::pin!(controller);
 
     let code = match lease_task {

@@ -119,33 +119,29 @@ pub struct GroupRegistry {
 }
 
 impl GroupRegistry {
-    /// A registry over `table` whose groups' series live in `metrics`.
-    pub(crate) fn new(table: GroupTable, metrics: ControllerMetrics) -> Self {
+    /// A registry over `table` whose groups' series live in `metrics`, and
+    /// which also forgets what `providers` keep for a group, the views and
+    /// releases of `endpoint`, and the measured loads in `loads` (the
+    /// endpoint's, when there is one).
+    pub(crate) fn new(
+        table: GroupTable,
+        metrics: ControllerMetrics,
+        providers: Option<Arc<Providers>>,
+        endpoint: Option<EndpointState>,
+        loads: Arc<Loads>,
+    ) -> Self {
         Self {
             table,
-            endpoint: None,
-            loads: Arc::default(),
+            endpoint,
+            loads,
             metrics,
-            providers: None,
+            providers,
         }
     }
 
     /// The table of the groups' own state.
     pub(crate) fn table(&self) -> &GroupTable {
         &self.table
-    }
-
-    pub(crate) fn set_endpoint(&mut self, endpoint: EndpointState) {
-        self.loads = Arc::clone(&endpoint.loads);
-        self.endpoint = Some(endpoint);
-    }
-
-    pub(crate) fn set_loads(&mut self, loads: Arc<Loads>) {
-        self.loads = loads;
-    }
-
-    pub(crate) fn set_providers(&mut self, providers: Option<Arc<Providers>>) {
-        self.providers = providers;
     }
 
     /// A reconcile of `key` failed (`stale_read`: only because a cache
@@ -220,9 +216,13 @@ mod tests {
     fn filled(names: &[&str]) -> (GroupRegistry, DocumentCache, EndpointState) {
         let documents = DocumentCache::default();
         let endpoint = EndpointState::default();
-        let mut registry =
-            GroupRegistry::new(documents.table().clone(), ControllerMetrics::default());
-        registry.set_endpoint(endpoint.clone());
+        let registry = GroupRegistry::new(
+            documents.table().clone(),
+            ControllerMetrics::default(),
+            None,
+            Some(endpoint.clone()),
+            Arc::clone(&endpoint.loads),
+        );
         for name in names {
             let key = GroupKey::new("ns", *name);
             let document = Arc::new(AssignmentDocument::new(key.to_string(), 3));

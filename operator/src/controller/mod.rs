@@ -5,15 +5,16 @@
 //! sources and the endpoint, apply through [`apply`]'s requests, serve
 //! through [`endpoint_sync`] and the document cache).
 //! Each I/O step lives in its own module, and [`groups`] keeps everything
-//! held per group between reconciles; this one holds the shared
-//! [`Context`], the reconcile and error-policy functions kube's
-//! `Controller` calls, and the finalizer that cleans pod annotations up (and
-//! forgets the group) when a ShardGroup is deleted.
+//! held per group between reconciles; [`context`] holds the shared
+//! [`Context`] and wires it. This one holds the reconcile and error-policy
+//! functions kube's `Controller` calls, and the finalizer that cleans pod
+//! annotations up (and forgets the group) when a ShardGroup is deleted.
 //! [`runner`] builds the watches and runs it all.
 
 pub mod apply;
 pub(crate) mod cached_pod;
 mod cluster;
+pub mod context;
 pub mod endpoint_sync;
 pub mod groups;
 pub mod metrics;
@@ -33,20 +34,19 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt;
 use kube::api::Api;
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
-use kube::runtime::events::Recorder;
 use kube::runtime::finalizer::{self, Event as FinalizerEvent};
 use kube::runtime::reflector::ObjectRef;
-use kube::{Client, ResourceExt};
-use tokio::sync::watch;
 use tracing::instrument;
 
 use shardring_core::EventNote;
 
 pub use apply::ApplyError;
 pub use cached_pod::CachedPod;
+pub use context::{Context, ContextBuilder};
 pub use groups::{GroupRegistry, GroupTable};
 pub use metrics::ControllerMetrics;
 pub use observe::Stores;
@@ -58,135 +58,8 @@ pub use sources::Sources;
 pub use sync::CacheSync;
 
 use crate::GroupKey;
-use crate::clock::Clock;
 use crate::crds::assignment::encoding::payload_bytes;
 use crate::crds::{FINALIZER, ShardGroup};
-
-/// Everything a reconcile needs, shared by all reconciles.
-pub struct Context {
-    /// API client.
-    pub client: Client,
-    /// Reflector stores the observe step reads.
-    pub stores: Stores,
-    /// Builds and reads the groups' sources.
-    pub sources: Sources,
-    /// Everything kept per group, forgotten in one place.
-    pub groups: GroupRegistry,
-    /// Controller metrics.
-    pub metrics: ControllerMetrics,
-    /// Event recorder; `None` publishes no Events.
-    pub recorder: Option<Recorder>,
-    /// The clock a reconcile reads `now` from (a fixed one in tests).
-    pub clock: Arc<dyn Clock>,
-    /// Whether this replica may write (the leader); `None` means always.
-    pub leader: Option<watch::Receiver<bool>>,
-    /// The bound on pod writes in flight, shared by every reconcile.
-    pub writes: apply::WriteLimit,
-    /// Whether the caches hold complete lists; `None` (tests that fill the
-    /// stores themselves) means they do.
-    pub cache_sync: Option<CacheSync>,
-    /// The consumer endpoint's shared state (`None`: no endpoint).
-    pub(crate) endpoint: Option<crate::endpoint::EndpointState>,
-    /// The measured loads (the endpoint's, when there is one: its reports
-    /// and the lease table's throughput go into the same books).
-    pub(crate) loads: Arc<crate::endpoint::Loads>,
-    /// The pools' deals of the count-mode groups' ⌈⌉ quotas (pool-wide
-    /// balance); the default knows no group, so every group is planned alone.
-    pub pools: Pools,
-}
-
-impl Context {
-    /// A context with the system clock, no recorder and no leader gate.
-    pub fn new(client: Client, stores: Stores, metrics: ControllerMetrics) -> Self {
-        // One table for every group's state: the document cache's (which
-        // the ConfigMap watch shares), the sources' and the registry's.
-        let table = stores.documents.table().clone();
-        let sources = Sources::default().sharing(&table);
-        let mut groups = GroupRegistry::new(table, metrics.clone());
-        groups.set_providers(sources.providers());
-        Self {
-            client,
-            stores,
-            sources,
-            groups,
-            metrics,
-            recorder: None,
-            clock: crate::clock::system(),
-            leader: None,
-            cache_sync: None,
-            writes: apply::WriteLimit::default(),
-            endpoint: None,
-            loads: Arc::default(),
-            pools: Pools::default(),
-        }
-    }
-
-    /// Deals the ⌈⌉ quotas of the groups of each pool together ([`pools`]).
-    pub fn with_pools(mut self, pools: Pools) -> Self {
-        self.pools = pools;
-        self
-    }
-
-    /// Publishes views into, and reads releases from, `endpoint`.
-    pub fn with_endpoint(mut self, endpoint: crate::endpoint::EndpointState) -> Self {
-        self.loads = Arc::clone(&endpoint.loads);
-        self.groups.set_endpoint(endpoint.clone());
-        self.endpoint = Some(endpoint);
-        self
-    }
-
-    /// Keeps the measured loads in `loads`.
-    pub(crate) fn with_loads(mut self, loads: Arc<crate::endpoint::Loads>) -> Self {
-        self.groups.set_loads(Arc::clone(&loads));
-        self.loads = loads;
-        self
-    }
-
-    /// Publishes Events with `recorder`.
-    pub fn with_recorder(mut self, recorder: Recorder) -> Self {
-        self.recorder = Some(recorder);
-        self
-    }
-
-    /// Reads time from `clock`.
-    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
-        self
-    }
-
-    /// Writes only while `leader` is true.
-    pub fn with_leader(mut self, leader: watch::Receiver<bool>) -> Self {
-        self.leader = Some(leader);
-        self
-    }
-
-    /// Builds sources with `sources` (tests inject failing ones).
-    pub(crate) fn with_sources(mut self, sources: Sources) -> Self {
-        self.sources = sources.sharing(self.groups.table());
-        self.groups.set_providers(self.sources.providers());
-        self
-    }
-
-    /// Writes at most `limit`'s bound of pod annotations at once.
-    pub(crate) fn with_write_limit(mut self, limit: apply::WriteLimit) -> Self {
-        self.writes = limit;
-        self
-    }
-
-    /// Decides only once every cache has completed its first list.
-    pub(crate) fn with_cache_sync(mut self, sync: CacheSync) -> Self {
-        self.cache_sync = Some(sync);
-        self
-    }
-
-    fn caches_synced(&self) -> bool {
-        self.cache_sync.as_ref().is_none_or(CacheSync::is_synced)
-    }
-
-    fn may_write(&self) -> bool {
-        self.leader.as_ref().is_none_or(|rx| *rx.borrow())
-    }
-}
 
 /// Why a reconcile failed.
 #[derive(Debug, thiserror::Error)]

@@ -25,7 +25,6 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::api::Api;
 use kube::core::DeserializeGuard;
 use kube::core::PartialObjectMeta;
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, predicates, watcher};
 use kube::{Client, Resource};
@@ -34,33 +33,29 @@ use tokio_util::sync::CancellationToken;
 
 use super::apply::{MANAGED_BY, MANAGED_BY_LABEL};
 use super::cached_pod::CachedPod;
-use super::endpoint_sync;
-use super::metrics::ControllerMetrics;
 use super::observe::departed::WatchDeparted as _;
 use super::observe::documents::DocumentCache;
 use super::observe::{self, Stores};
 use super::own_writes::OwnWrites;
 use super::pod_cache::PodRecords;
 use super::scope::{WatchScope, scoped_watcher};
-use super::sources::Sources;
 use super::sync::{CacheSync, cache};
 // Every watch retries on the consumer's schedule: back within 4 s of an API
 // server that returns, never more than once every 2-4 s while it is down.
-use super::{Context, error_policy, reconcile, triggers};
+use super::{Context, ContextBuilder, error_policy, reconcile, triggers};
 use crate::crds::{ConsumerPool, ShardGroup, controller_class_selector};
 use crate::endpoint::{ReconcileRequests, Requested};
 use crate::runtime::health::Health;
 use shardring_backoff::watch::watch_backoff;
 
-/// How the controller runs.
+/// How the controller runs: values only (what it runs with is given to
+/// its [`ContextBuilder`]).
 #[derive(Debug, Clone)]
 pub struct ControllerConfig {
     /// The namespaces watched (default: all).
     pub scope: WatchScope,
     /// Whether to watch Nodes for zone labels (needs cluster-wide `list`/`watch` on nodes).
     pub watch_nodes: bool,
-    /// Reporting instance of Events (the pod name), if known.
-    pub instance: Option<String>,
     /// Most reconciles at once (0: unlimited).
     pub concurrency: u16,
     /// Most pod annotation writes in flight, over all reconciles.
@@ -69,13 +64,6 @@ pub struct ControllerConfig {
     /// (`None`: only those without the label); see
     /// [`crate::crds::CONTROLLER_CLASS_LABEL`].
     pub controller_class: Option<String>,
-    /// The consumer endpoint's shared state: the controller publishes views
-    /// and the endpoint CA into it and reads acknowledged releases from it
-    /// (`None`: no endpoint).
-    pub endpoint: Option<crate::endpoint::EndpointState>,
-    /// The measured loads' books (the endpoint's, when it has one; without
-    /// one, the lease table's throughput still feeds them).
-    pub loads: Arc<crate::endpoint::Loads>,
 }
 
 impl Default for ControllerConfig {
@@ -83,29 +71,25 @@ impl Default for ControllerConfig {
         Self {
             scope: WatchScope::All,
             watch_nodes: true,
-            instance: None,
             concurrency: 8,
             write_concurrency: super::apply::DEFAULT_WRITE_CONCURRENCY,
             controller_class: None,
-            endpoint: None,
-            loads: Arc::default(),
         }
     }
 }
 
-/// Runs the controller until `shutdown` is cancelled. Shards come from
-/// `sources` (one operator instance's own: nothing process-wide). Writes
-/// happen only while `leader` is true (`None`: always). `health` is told when
+/// Runs the controller until `shutdown` is cancelled, with the context
+/// `context` builds over the stores of the watches this starts (its
+/// sources, leader gate, endpoint and Events are the builder's: one
+/// operator instance's own, nothing process-wide). `health` is told when
 /// every cache has completed its first list.
 pub async fn run_controller(
-    client: Client,
+    context: ContextBuilder,
     config: ControllerConfig,
-    metrics: ControllerMetrics,
-    sources: Sources,
     health: Option<Health>,
     shutdown: CancellationToken,
-    leader: Option<watch::Receiver<bool>>,
 ) {
+    let client = context.client().clone();
     let scope = &config.scope;
     let mut caches = vec![
         cache::SHARD_GROUPS,
@@ -183,35 +167,13 @@ pub async fn run_controller(
     };
     report_synced(&sync, health, &shutdown);
 
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: "shardring".into(),
-            instance: config.instance.clone(),
-        },
-    );
-    let mut context = Context::new(client.clone(), stores.clone(), metrics)
-        .with_recorder(recorder)
-        .with_sources(sources)
-        .with_write_limit(write_limit)
-        .with_cache_sync(sync.clone());
-    if let Some(rx) = leader.clone() {
-        context = context.with_leader(rx);
-    }
-    context = context.with_loads(Arc::clone(&config.loads));
-    let pools = super::pools::Pools::new(groups.clone());
-    let redealt = requested_groups(pools.requests(), groups.clone());
-    context = context.with_pools(pools);
-    if let Some(endpoint) = config.endpoint.clone() {
-        endpoint
-            .directory
-            .set_pod_cache(Arc::new(endpoint_sync::StorePods::new(
-                stores.clone(),
-                groups.clone(),
-            )));
-        context = context.with_endpoint(endpoint);
-    }
-    let context = Arc::new(context);
+    let context = context
+        .write_limit(write_limit)
+        .cache_sync(sync.clone())
+        .shard_groups(groups.clone());
+    let context = Arc::new(context.build(stores.clone()));
+    let leader = context.leader.clone();
+    let redealt = requested_groups(context.pools.requests(), groups.clone());
     let endpoint_tasks = endpoint_streams(&context, groups.clone());
 
     let pod_groups = groups.clone();

@@ -14,7 +14,7 @@ use kube::Client;
 use kube::client::Body;
 use serde_json::{Value, json};
 use shardring::controller::{
-    ControllerConfig, ControllerMetrics, Sources, WatchScope, run_controller,
+    Context, ContextBuilder, ControllerConfig, ControllerMetrics, WatchScope, run_controller,
 };
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -87,11 +87,15 @@ fn respond(method: &http::Method, path: &str, body: &Value) -> Response<Body> {
     json_response(200, &value)
 }
 
+/// The context of a controller on `client`, publishing Events as `test`.
+fn context(client: Client) -> ContextBuilder {
+    Context::builder(client, ControllerMetrics::default()).publish_events(Some("test".into()))
+}
+
 fn config() -> ControllerConfig {
     ControllerConfig {
         scope: WatchScope::of([NS.to_owned()]),
         watch_nodes: false,
-        instance: Some("test".into()),
         concurrency: 2,
         ..ControllerConfig::default()
     }
@@ -139,13 +143,10 @@ async fn listed_groups_are_reconciled_into_a_published_assignment() {
     let (client, seen) = mock_api();
     let shutdown = CancellationToken::new();
     let run = tokio::spawn(run_controller(
-        client,
+        context(client),
         config(),
-        ControllerMetrics::default(),
-        Sources::default(),
         None,
         shutdown.clone(),
-        None,
     ));
     wait_seen(&seen, "the document and three annotations", published).await;
 
@@ -211,13 +212,10 @@ async fn a_standby_writes_nothing_until_it_leads() {
     let shutdown = CancellationToken::new();
     let (leading, leader) = watch::channel(false);
     let run = tokio::spawn(run_controller(
-        client,
+        context(client).leader(leader),
         config(),
-        ControllerMetrics::default(),
-        Sources::default(),
         None,
         shutdown.clone(),
-        Some(leader),
     ));
     // The standby watches (its caches stay warm)...
     wait_seen(&seen, "the standby's lists", |seen| {

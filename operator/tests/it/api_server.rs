@@ -21,7 +21,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use shardring::controller::{ControllerConfig, ControllerMetrics, Sources, run_controller};
+use shardring::controller::{Context, ControllerConfig, ControllerMetrics, run_controller};
 use shardring_devkit::apiserver::{MockApiServer, MockOptions};
 use shardring_devkit::fixtures;
 use tokio_util::sync::CancellationToken;
@@ -120,16 +120,13 @@ async fn spawn_controller(
     shutdown: &CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(run_controller(
-        mock.client().await,
+        Context::builder(mock.client().await, ControllerMetrics::default()).publish_events(None),
         ControllerConfig {
             watch_nodes: false,
             ..ControllerConfig::default()
         },
-        ControllerMetrics::default(),
-        Sources::default(),
         None,
         shutdown.clone(),
-        None,
     ))
 }
 

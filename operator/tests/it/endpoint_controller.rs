@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use shardring::GroupKey;
 use shardring::controller::{
-    ControllerConfig, ControllerMetrics, Sources, WatchScope, run_controller,
+    Context, ControllerConfig, ControllerMetrics, WatchScope, run_controller,
 };
 use shardring::endpoint::{Caller, EndpointState, Lookup};
 use shardring_crds::endpoint::{ReleaseRequest, ViewResponse};
@@ -97,19 +97,21 @@ async fn start_group(
     mock.create_many(objects);
     let uids = (uid_of(&mock, "a"), uid_of(&mock, "b"));
     endpoint.ca.send_replace(Some(Arc::from(CA)));
+    let mut context = Context::builder(mock.client().await, ControllerMetrics::default())
+        .publish_events(None)
+        .endpoint(endpoint.clone());
+    if let Some(leader) = leader {
+        context = context.leader(leader);
+    }
     let run = tokio::spawn(run_controller(
-        mock.client().await,
+        context,
         ControllerConfig {
             scope: WatchScope::of([NS.to_owned()]),
             watch_nodes: false,
-            endpoint: Some(endpoint.clone()),
             ..ControllerConfig::default()
         },
-        ControllerMetrics::default(),
-        Sources::default(),
         None,
         shutdown.clone(),
-        leader,
     ));
     (mock, uids, run)
 }

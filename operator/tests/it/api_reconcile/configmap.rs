@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::core::DeserializeGuard;
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::watcher;
 use shardring::controller::{Context, ControllerMetrics, reconcile};
 use shardring::crds::PodView;
@@ -27,17 +26,11 @@ async fn a_failed_write_is_retried_with_backoff_and_reported_once() {
     let group = group(6);
     let world = world(Some(pool(0)), &three_pods());
     let (client, seen) = mock_client_with(group.clone(), CmAnswer::Fail);
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: "shardring".into(),
-            instance: None,
-        },
-    );
     let ctx = Arc::new(
-        Context::new(client, world.stores.clone(), ControllerMetrics::default())
-            .with_recorder(recorder)
-            .with_clock(Arc::new(now)),
+        Context::builder(client, ControllerMetrics::default())
+            .publish_events(None)
+            .clock(Arc::new(now))
+            .build(world.stores.clone()),
     );
     let obj = Arc::new(DeserializeGuard(Ok(group)));
     let error = reconcile(obj.clone(), ctx.clone())
@@ -110,18 +103,12 @@ async fn a_conflict_on_the_first_create_stops_the_reconcile() {
 async fn conflicts_are_retried_quietly_then_with_backoff_and_one_warning() {
     let (group, world) = settled_with_a_joining_pod().await;
     let (client, seen) = mock_client_with(group.clone(), CmAnswer::Conflict);
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: "shardring".into(),
-            instance: None,
-        },
-    );
     let metrics = ControllerMetrics::default();
     let ctx = Arc::new(
-        Context::new(client, world.stores.clone(), metrics)
-            .with_recorder(recorder)
-            .with_clock(Arc::new(now)),
+        Context::builder(client, metrics)
+            .publish_events(None)
+            .clock(Arc::new(now))
+            .build(world.stores.clone()),
     );
     let obj = Arc::new(DeserializeGuard(Ok(group)));
     let error = reconcile(obj.clone(), ctx.clone()).await.unwrap_err();

@@ -10,7 +10,6 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::Client;
 use kube::core::{DeserializeGuard, PartialObjectMeta};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher;
 use shardring::controller::apply::document_config_map;
@@ -68,17 +67,11 @@ pub(super) fn world(pool: Option<ConsumerPool>, pods: &[Pod]) -> World {
 }
 
 fn context(client: Client, stores: Stores) -> Arc<Context> {
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: "shardring".into(),
-            instance: Some("test".into()),
-        },
-    );
     Arc::new(
-        Context::new(client, stores, ControllerMetrics::default())
-            .with_recorder(recorder)
-            .with_clock(Arc::new(now)),
+        Context::builder(client, ControllerMetrics::default())
+            .publish_events(Some("test".into()))
+            .clock(Arc::new(now))
+            .build(stores),
     )
 }
 

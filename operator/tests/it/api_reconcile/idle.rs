@@ -27,7 +27,9 @@ async fn a_standby_replica_never_writes() {
     let (client, seen) = mock_client(group.clone());
     let (_tx, rx) = tokio::sync::watch::channel(false);
     let ctx = Arc::new(
-        Context::new(client, world.stores.clone(), ControllerMetrics::default()).with_leader(rx),
+        Context::builder(client, ControllerMetrics::default())
+            .leader(rx)
+            .build(world.stores.clone()),
     );
     reconcile(Arc::new(DeserializeGuard(Ok(group))), ctx)
         .await
@@ -44,8 +46,9 @@ async fn time_passing_alone_writes_nothing() {
     let (client, seen) = mock_client(group.clone());
     let later = now() + jiff::SignedDuration::from_secs(3600);
     let ctx = Arc::new(
-        Context::new(client, world.stores.clone(), ControllerMetrics::default())
-            .with_clock(Arc::new(move || later)),
+        Context::builder(client, ControllerMetrics::default())
+            .clock(Arc::new(move || later))
+            .build(world.stores.clone()),
     );
     reconcile(Arc::new(DeserializeGuard(Ok(group))), ctx)
         .await
