@@ -6,13 +6,16 @@
 //! a pure function of their names ([`Topology::of_partitions`]), so it
 //! lives here too.
 
+use std::sync::Arc;
+
 use shardring_engine::{Shard, ShardState};
 
 /// The shards a source reported at one moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Topology {
-    /// Every shard the source still lists (open and closed), in source order.
-    pub shards: Vec<Shard>,
+    /// Every shard the source still lists (open and closed), in source
+    /// order; shared with the engine's input rather than copied into it.
+    pub shards: Arc<Vec<Shard>>,
 }
 
 impl Topology {
@@ -41,7 +44,9 @@ impl Topology {
             })
             .collect();
         shards.sort_unstable_by(|a, b| a.id.cmp(&b.id));
-        Topology { shards }
+        Topology {
+            shards: shards.into(),
+        }
     }
 }
 

@@ -65,7 +65,8 @@ fn assign(
                         parents: Vec::new(),
                         state: ShardState::Open,
                     })
-                    .collect(),
+                    .collect::<Vec<_>>()
+                    .into(),
                 pods: pods
                     .iter()
                     .enumerate()

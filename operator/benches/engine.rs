@@ -24,7 +24,8 @@ fn input(shards: usize, pods: usize) -> PlanInput {
                 parents: Vec::new(),
                 state: ShardState::Open,
             })
-            .collect(),
+            .collect::<Vec<_>>()
+            .into(),
         pods: (0..pods).map(|i| pod(&format!("consumer-{i}"))).collect(),
         previous: BTreeMap::new(),
         loads: BTreeMap::new(),

@@ -95,7 +95,8 @@ impl Pool {
                             parents: Vec::new(),
                             state: ShardState::Open,
                         })
-                        .collect(),
+                        .collect::<Vec<_>>()
+                        .into(),
                     pods: pods.to_vec(),
                     previous,
                     ..PlanInput::default()

@@ -399,7 +399,8 @@ fn reconcile(s: &State, template: &Operator) -> State {
             parents: Vec::new(),
             state: ShardState::Open,
         })
-        .collect();
+        .collect::<Vec<_>>()
+        .into();
     let obs = Observation {
         group,
         pool: Some(template.pool.clone()),

@@ -4,6 +4,7 @@
 //! options, and the engine run under the pacing of optional moves.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -266,7 +267,7 @@ pub(super) fn run_engine(
     super::throughput::damp(obs, &mut pacing, &pods, previous_doc);
     let input = PlanInput {
         options: plan_options(obs, pool, &pacing),
-        shards: topology.shards.clone(),
+        shards: Arc::clone(&topology.shards),
         pods,
         previous: handoff::engine_previous(previous_doc),
         loads: super::throughput::engine_loads(obs, topology),

@@ -158,7 +158,7 @@ impl Shared {
         let (error, leases) = match observed {
             Ok(observation) => {
                 let topology = Topology {
-                    shards: observation.lifecycle.shards,
+                    shards: observation.lifecycle.shards.into(),
                 };
                 if self.topology.as_ref() != Some(&topology) {
                     self.topology = Some(topology);
@@ -458,7 +458,8 @@ mod tests {
                     parents: Vec::new(),
                     state: ShardState::Open,
                 })
-                .collect(),
+                .collect::<Vec<_>>()
+                .into(),
         });
         shared.topology_read_at = Some(Timestamp::now());
         add(&mut shared, "a");

@@ -67,7 +67,7 @@ impl Pool {
                 consumer_name: name.to_owned(),
                 ..PlanOptions::default()
             },
-            shards: shards(count),
+            shards: shards(count).into(),
             pods: pods.to_vec(),
             previous: previous_of(self.outputs.get(name)),
             ..PlanInput::default()
@@ -374,7 +374,7 @@ fn standby_slots_are_balanced_over_the_pool() {
                         standbys: 1,
                         ..PlanOptions::default()
                     },
-                    shards: shards(2),
+                    shards: shards(2).into(),
                     pods: pods.clone(),
                     previous: outputs
                         .get(&name)
@@ -451,7 +451,7 @@ fn pools_that_share_pods_are_dealt_as_one() {
                 consumer_name: name.clone(),
                 ..PlanOptions::default()
             },
-            shards: shards(*count),
+            shards: shards(*count).into(),
             pods: pods.to_vec(),
             ceilings: ceilings.get(name).cloned(),
             ..PlanInput::default()

@@ -72,7 +72,7 @@ fn a_pod_kept_over_its_quota_does_not_keep_the_others_there() {
             standbys: 2,
             ..PlanOptions::default()
         },
-        shards: shards.clone(),
+        shards: shards.clone().into(),
         pods,
         previous,
         // In a pool's deal: 20 slots over 5 pods leave no extra slot.

@@ -46,7 +46,7 @@ fn inputs(
                     balance: Balance::Throughput,
                     ..PlanOptions::default()
                 },
-                shards,
+                shards: shards.into(),
                 pods: pods.to_vec(),
                 previous: before.get(&name).map(previous_of).unwrap_or_default(),
                 loads,

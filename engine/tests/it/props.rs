@@ -147,7 +147,7 @@ proptest! {
         let out = run(&inp);
         check_consistent(&inp, &out);
         let mut shuffled = inp.clone();
-        shuffle(&mut shuffled.shards, seed);
+        shuffle(std::sync::Arc::make_mut(&mut shuffled.shards).as_mut_slice(), seed);
         shuffle(&mut shuffled.pods, seed.rotate_left(17));
         prop_assert_eq!(&run(&shuffled), &out);
         // Re-planning from the result moves no owner; standbys that a

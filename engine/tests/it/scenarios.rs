@@ -199,7 +199,8 @@ fn hash_range_bound() {
 #[test]
 fn errors_name_the_culprit() {
     let mut inp = input(shards(2), pods(2));
-    inp.shards[1].id = inp.shards[0].id.clone();
+    let list = std::sync::Arc::make_mut(&mut inp.shards);
+    list[1].id = list[0].id.clone();
     assert_eq!(
         shardring_engine::plan(&inp),
         Err(PlanError::DuplicateShard("shardId-000000000000".into()))
@@ -211,8 +212,12 @@ fn errors_name_the_culprit() {
         Err(PlanError::DuplicatePod("consumer-0".into()))
     );
     let mut inp = input(ranged_shards(2), pods(2));
-    inp.shards[0].hash_key_range.as_mut().unwrap().start = "5".into();
-    inp.shards[0].hash_key_range.as_mut().unwrap().end = "4".into();
+    let range = std::sync::Arc::make_mut(&mut inp.shards)[0]
+        .hash_key_range
+        .as_mut()
+        .unwrap();
+    range.start = "5".into();
+    range.end = "4".into();
     assert!(matches!(
         shardring_engine::plan(&inp),
         Err(PlanError::BadHashKeyRange { .. })

@@ -61,7 +61,7 @@ pub fn count_start(n: usize, p: usize) -> Vec<usize> {
             consumer_name: "orders".into(),
             ..PlanOptions::default()
         },
-        shards: shard_ids(n),
+        shards: shard_ids(n).into(),
         pods: pod_list(p),
         ..PlanInput::default()
     };
@@ -128,7 +128,7 @@ impl Throughput {
                     band_percent: Some(10),
                     ..PlanOptions::default()
                 },
-                shards: shard_ids(n),
+                shards: shard_ids(n).into(),
                 pods: pod_list(p),
                 ..PlanInput::default()
             },

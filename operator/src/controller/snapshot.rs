@@ -347,6 +347,7 @@ fn document_topology(document: &AssignmentDocument) -> Topology {
                 ShardState::Open
             },
         })
-        .collect();
+        .collect::<Vec<_>>()
+        .into();
     Topology { shards }
 }

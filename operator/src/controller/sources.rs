@@ -263,7 +263,8 @@ mod tests {
                             hash_key_range: None,
                             parents: vec![],
                             state: ShardState::Open,
-                        }],
+                        }]
+                        .into(),
                     })
                 }
             })
@@ -315,7 +316,11 @@ mod tests {
         }
         fn read(&self) -> ReadFuture<'_> {
             self.reads.fetch_add(1, Ordering::SeqCst);
-            Box::pin(async { Ok(Topology { shards: Vec::new() }) })
+            Box::pin(async {
+                Ok(Topology {
+                    shards: Default::default(),
+                })
+            })
         }
         fn is_fixed(&self) -> bool {
             true

@@ -59,7 +59,8 @@ fn split_observation(lease_table: bool, pods: usize) -> Observation {
             shard("p", ShardState::Closed, &[]),
             shard("c1", ShardState::Open, parents),
             shard("c2", ShardState::Open, parents),
-        ],
+        ]
+        .into(),
     }));
     obs.topology.ordering_enforced = Some(lease_table);
     obs.topology.lineage = BTreeMap::from([
@@ -182,7 +183,8 @@ fn an_oversized_pod_view_is_not_written_and_the_other_pods_get_theirs() {
     obs.topology.last_good = Some(std::sync::Arc::new(Topology {
         shards: (0..11_000)
             .map(|i| shard(&format!("shardId-{i:012}"), ShardState::Open, &[]))
-            .collect(),
+            .collect::<Vec<_>>()
+            .into(),
     }));
     let decision = plan(&obs);
     let doc = decision
@@ -272,7 +274,9 @@ fn hash_range_groups_plan_with_key_space_weights() {
     obs.group = kinesis_group(true);
     obs.group.spec.balance = BalanceMode::HashRange;
     obs.topology.ordering_enforced = Some(true);
-    obs.topology.last_good = Some(std::sync::Arc::new(Topology { shards }));
+    obs.topology.last_good = Some(std::sync::Arc::new(Topology {
+        shards: shards.into(),
+    }));
     let decision = plan(&obs);
     let doc = decision.document_write.expect("first publish").document;
     let big_owner = doc.shards["big"].owner.clone().expect("placed");

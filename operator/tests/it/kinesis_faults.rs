@@ -84,7 +84,7 @@ async fn persistent_throttling_is_an_error_and_the_last_topology_survives() {
         state: shardring::engine::ShardState::Open,
     });
     let input = PlanInput {
-        shards: shards.collect(),
+        shards: shards.collect::<Vec<_>>().into(),
         pods: pods.clone(),
         ..PlanInput::default()
     };

@@ -31,7 +31,7 @@ fn plan_from(observation: &KinesisObservation, previous: &PlanOutput) -> PlanOut
         .filter_map(|(id, a)| Some((id.clone(), Previous::Owner(a.owner.clone()?))))
         .collect::<BTreeMap<_, _>>();
     let input = PlanInput {
-        shards: observation.lifecycle.shards.clone(),
+        shards: observation.lifecycle.shards.clone().into(),
         pods: pods(),
         previous,
         ..PlanInput::default()
@@ -255,5 +255,5 @@ async fn without_a_lease_table_children_are_assigned_at_once() {
     );
     // The TopologySource view is the same shards.
     let topology = source.read().await.expect("read");
-    assert_eq!(topology.shards, observation.lifecycle.shards);
+    assert_eq!(*topology.shards, observation.lifecycle.shards);
 }

@@ -232,8 +232,8 @@ async fn lists_the_matching_queues_and_never_shrinks_on_an_outage() {
         .await
         .unwrap()
         .shards
-        .into_iter()
-        .map(|s| s.id)
+        .iter()
+        .map(|s| s.id.clone())
         .collect();
     assert_eq!(fresh, ["orders.0", "orders.2", "orders.3", "orders.4"]);
 

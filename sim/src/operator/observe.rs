@@ -76,7 +76,8 @@ impl Operator {
                     ShardState::Closed
                 },
             })
-            .collect();
+            .collect::<Vec<_>>()
+            .into();
         Topology { shards }
     }
 

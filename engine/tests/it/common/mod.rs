@@ -69,7 +69,7 @@ pub fn input(shards: Vec<Shard>, pods: Vec<Pod>) -> PlanInput {
             consumer_name: "orders".to_owned(),
             ..PlanOptions::default()
         },
-        shards,
+        shards: shards.into(),
         pods,
         previous: BTreeMap::new(),
         loads: BTreeMap::new(),

@@ -224,7 +224,7 @@ impl TopologySource for KinesisTopologySource {
         Box::pin(async move {
             let observation = self.observe(jiff::Timestamp::now()).await?;
             Ok(Topology {
-                shards: observation.lifecycle.shards,
+                shards: observation.lifecycle.shards.into(),
             })
         })
     }
