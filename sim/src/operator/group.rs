@@ -12,12 +12,12 @@ use super::apply::Write;
 use crate::crds::shard_group::{KinesisSource, ShardSource};
 use crate::crds::{AssignmentDocument, ShardGroup, ShardGroupStatus, fixtures};
 use crate::world::Ms;
+use shardring_core::group_state::TopologyMemory;
 use shardring_core::leases::LeaseTable;
 use shardring_core::load::LoadBook;
 use shardring_core::observation::ReleaseAck;
 use shardring_core::plan::PlanMemory;
 use shardring_core::retry::Failures;
-use shardring_core::topology::Topology;
 
 /// The namespace of the simulated objects.
 pub const NAMESPACE: &str = "sim";
@@ -39,7 +39,8 @@ pub struct Group {
     /// The ShardGroup status.
     pub status: Option<ShardGroupStatus>,
     pub(super) late: Vec<(Ms, Write)>,
-    pub(super) last_good: Option<(Topology, Ms)>,
+    /// The last good topology the operator read (lost in a crash).
+    pub(super) topology: TopologyMemory,
     pub(super) lease_prev: Option<LeaseTable>,
     /// Next reconcile.
     pub next_reconcile: Ms,
@@ -130,7 +131,7 @@ impl Group {
             doc_version: 0,
             status: None,
             late: Vec::new(),
-            last_good: None,
+            topology: TopologyMemory::default(),
             lease_prev: None,
             next_reconcile: 0,
             handoffs: Vec::new(),
@@ -169,7 +170,7 @@ impl Group {
     /// The operator crashed: its memory of this group is lost, and the new
     /// one reconciles it when it starts at `up`.
     pub(super) fn forget_memory(&mut self, up: Ms) {
-        self.last_good = None;
+        self.topology.reset();
         self.lease_prev = None;
         self.blocked_without_pods = false;
         self.next_reconcile = up;

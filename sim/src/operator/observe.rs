@@ -14,9 +14,10 @@ use crate::rng::Rng;
 use crate::world::{Checkpoint, Ms, SimPod, World};
 use shardring_core::cycle::{Observe, Observed};
 use shardring_core::departures::Departure;
+use shardring_core::group_state::TopologyRead;
 use shardring_core::leases::{LeaseSnapshot, LeaseTable};
 use shardring_core::observation::{
-    LeaseObservation, Observation, PodInfo, Published, ReleaseAcks, TopologyObservation,
+    LeaseObservation, Observation, PodInfo, Published, ReleaseAcks,
 };
 use shardring_core::topology::{SourceError, Topology};
 
@@ -87,29 +88,26 @@ impl Operator {
         let truth = Self::true_topology(world, g);
         let (faults, fired) = (self.faults, &mut self.fired);
         let group = &mut self.groups[g];
-        let mut error = None;
-        if rng.chance(faults.topology_fail) {
+        // The read, as an event of the operator's own memory of the last
+        // good topology (the core's, which the operator feeds the same way).
+        let read = if rng.chance(faults.topology_fail) {
             fired.topology_failed += 1;
             group.fault(now);
-            error = Some(SourceError::Throttled("simulated".into()));
-        } else if group.last_good.is_some() && rng.chance(faults.topology_stale) {
-            // A cached read: the topology is not refreshed (it never goes
-            // back before what this operator already saw).
+            Some(TopologyRead::Failed(SourceError::Throttled(
+                "simulated".into(),
+            )))
+        } else if group.topology.is_known() && rng.chance(faults.topology_stale) {
+            // A cached read: the source serves what it read before, so
+            // nothing new reaches the memory (it never goes back before
+            // what this operator already saw).
             fired.topology_stale += 1;
             group.fault(now);
+            None
         } else {
-            group.last_good = Some((truth, now));
-        }
-        let topology = TopologyObservation {
-            source: "sim".into(),
-            last_good: group
-                .last_good
-                .as_ref()
-                .map(|(t, _)| std::sync::Arc::new(t.clone())),
-            read_at: group.last_good.as_ref().map(|(_, at)| ts(*at)),
-            error,
-            ..Default::default()
+            Some(TopologyRead::Read(truth))
         };
+        let error = read.and_then(|read| group.topology.apply(read, ts(now)));
+        let topology = group.topology.observation("sim".into(), error);
         let leases = if !world.sources[g].lease_table {
             LeaseObservation::NotConfigured
         } else if rng.chance(faults.lease_fail) {
