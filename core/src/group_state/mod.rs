@@ -5,9 +5,13 @@
 //! are fed `apply` / `delete` / `reset`.
 //!
 //! What lives here, one concern per module: the last good topology with its
-//! read error ([`topology`]). The README's architecture section says what
+//! read error ([`topology`]); the pod facts, one pod as a small record
+//! and its one translation into what the plan step and the memory of
+//! departed pods see ([`pods`]). The README's architecture section says what
 //! the adapters feed it.
 
+pub mod pods;
 pub mod topology;
 
+pub use pods::{PodRecord, collect_pods};
 pub use topology::{TopologyMemory, TopologyRead};

@@ -310,7 +310,7 @@ fn diff(
                 let pod = from
                     .as_ref()
                     .and_then(|name| pods.get(name))
-                    .map(|p| &p.info);
+                    .map(|p| &p.record);
                 let reason = match pod {
                     None => "required: pod gone",
                     Some(p) if p.deletion_timestamp.is_some() => "required: pod terminating",

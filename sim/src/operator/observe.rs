@@ -14,7 +14,7 @@ use crate::rng::Rng;
 use crate::world::{Checkpoint, Ms, SimPod, World};
 use shardring_core::cycle::{Observe, Observed};
 use shardring_core::departures::Departure;
-use shardring_core::group_state::TopologyRead;
+use shardring_core::group_state::{PodRecord, TopologyRead, collect_pods};
 use shardring_core::leases::{LeaseSnapshot, LeaseTable};
 use shardring_core::observation::{
     LeaseObservation, Observation, PodInfo, Published, ReleaseAcks,
@@ -124,7 +124,7 @@ impl Operator {
         Observation {
             group: shard_group,
             pool: Some(self.pool.clone()),
-            pods: pod_infos(world, g),
+            pods: pod_infos(world, g, &group.shard_group.annotation_key()),
             topology,
             published: group
                 .doc
@@ -195,45 +195,48 @@ fn stateful_sets(world: &World) -> shardring_core::identity::StatefulSets {
     }
 }
 
-/// The pods as the API shows them to group `g` (its annotation on each).
-pub fn pod_infos(world: &World, g: usize) -> Vec<PodInfo> {
-    let mut out: Vec<PodInfo> = world
+/// Pod `pod` as the operator's pod cache records it, with `annotations`
+/// (the simulated pods carry no labels: the pool selects every one).
+fn record_of(pod: &SimPod, annotations: Vec<(String, String)>) -> PodRecord {
+    PodRecord {
+        name: pod.name.clone(),
+        uid: pod.uid.clone(),
+        annotations,
+        created: Some(ts(pod.created)),
+        deletion_timestamp: pod.deletion.map(|(at, _)| ts(at)),
+        deletion_grace_seconds: pod.deletion.map(|(_, grace)| grace),
+        generated_name: pod.generated_name,
+        node_name: pod.scheduled.then(|| format!("node-{}", pod.node)),
+        ready: pod.ready_since.is_some(),
+        ready_since: pod.ready_since.map(ts),
+        containers: pod.containers,
+        // A StatefulSet's pods (fixed names) are set `pod`'s.
+        stateful_set: (!pod.generated_name).then(|| STATEFUL_SET.to_owned()),
+        ..PodRecord::default()
+    }
+}
+
+/// The pods as the API shows them to group `g`, whose annotation (under
+/// `annotation_key`) each may carry.
+pub(super) fn pod_infos(world: &World, g: usize, annotation_key: &str) -> Vec<PodInfo> {
+    let records: Vec<PodRecord> = world
         .pods
         .iter()
         .filter(|p| p.object)
-        .map(|p| PodInfo {
-            name: p.name.clone(),
-            uid: p.uid.clone(),
-            labels: BTreeMap::new(),
-            selected: true,
-            ready: p.ready_since.is_some(),
-            ready_since: p.ready_since.map(ts),
-            deletion_timestamp: p.deletion.map(|(at, _)| ts(at)),
-            deletion_grace_seconds: p.deletion.map(|(_, g)| g),
-            node_name: p.scheduled.then(|| format!("node-{}", p.node)),
-            zone: None,
-            annotation: p.annotations.get(&g).cloned(),
-            containers: p.containers,
-            created: Some(ts(p.created)),
-            generated_name: p.generated_name,
-            ip: None,
-            // A StatefulSet's pods (fixed names) are set `pod`'s.
-            stateful_set: (!p.generated_name).then(|| STATEFUL_SET.to_owned()),
+        .map(|p| {
+            let annotation = p.annotations.get(&g);
+            let annotations = annotation
+                .map(|value| (annotation_key.to_owned(), value.clone()))
+                .into_iter()
+                .collect();
+            record_of(p, annotations)
         })
         .collect();
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    out
+    collect_pods(records.iter(), |_| true, None, annotation_key, |_| None)
 }
 
 /// The departure of `pod`, whose object left the API at `now`, as the
 /// watch's DELETED event shows it.
-pub fn departure_of(pod: &SimPod, now: Ms) -> Departure {
-    Departure {
-        uid: pod.uid.clone(),
-        at: ts(now),
-        containers: pod.containers,
-        scheduled: pod.scheduled,
-        created: Some(ts(pod.created)),
-        generated_name: pod.generated_name,
-    }
+pub(super) fn departure_of(pod: &SimPod, now: Ms) -> Departure {
+    record_of(pod, Vec::new()).departure(ts(now))
 }

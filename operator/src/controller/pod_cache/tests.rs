@@ -8,7 +8,9 @@ use k8s_openapi::api::core::v1::{
     ContainerStatus, Pod, PodCondition, PodSpec, PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use jiff::Timestamp;
 use kube::api::ObjectMeta;
+use shardring_core::observation::Containers;
 
 fn pod(namespace: &str, name: &str, labels: &[(&str, &str)]) -> CachedPod {
     CachedPod::from(&Pod {
