@@ -7,11 +7,14 @@
 //! What lives here, one concern per module: the last good topology with its
 //! read error ([`topology`]); the pod facts, one pod as a small record
 //! and its one translation into what the plan step and the memory of
-//! departed pods see ([`pods`]). The README's architecture section says what
+//! departed pods see ([`pods`]); the published document as last read or
+//! written at its version ([`document`]). The README's architecture section says what
 //! the adapters feed it.
 
+pub mod document;
 pub mod pods;
 pub mod topology;
 
+pub use document::DocumentMemory;
 pub use pods::{PodRecord, collect_pods};
 pub use topology::{TopologyMemory, TopologyRead};

@@ -191,10 +191,7 @@ impl Stores {
         // is what its consumers may still act on: the plan rebuilds from it.
         let published = match config_map.as_deref() {
             Some(cm) => self.documents.published(key, cm),
-            None => self
-                .documents
-                .latest(key)
-                .map_or(Published::Missing, Published::Deleted),
+            None => self.documents.missing(key),
         };
         let version = config_map
             .as_deref()

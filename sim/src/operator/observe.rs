@@ -37,9 +37,9 @@ impl Observe for Reconcile<'_> {
         let g = self.g;
         let published = self.op.groups[g].doc_base();
         let mut observation = self.op.observe(g, self.world, self.rng);
-        let group = &mut self.op.groups[g];
-        // The document read is in the operator's document table.
-        group.table = group.doc.clone().map(std::sync::Arc::new);
+        // The document as the operator's memory of it reads it (a plan at
+        // rest reads the ConfigMap and leaves that memory alone).
+        observation.published = self.op.groups[g].read_document();
         if self.op.pooled() {
             self.op
                 .deal_into(g, &mut observation, self.world.now, self.rng);
