@@ -70,7 +70,9 @@ impl PodRecord {
     /// Sets annotation `key` to `value`, or removes it (`None`): an
     /// annotation write as the API server applies it.
     pub fn set_annotation(&mut self, key: &str, value: Option<String>) {
-        let at = self.annotations.binary_search_by(|(k, _)| k.as_str().cmp(key));
+        let at = self
+            .annotations
+            .binary_search_by(|(k, _)| k.as_str().cmp(key));
         match (at, value) {
             (Ok(i), Some(value)) => self.annotations[i].1 = value,
             (Ok(i), None) => {
@@ -217,7 +219,10 @@ mod tests {
         pod.set_annotation("b", Some("3".into()));
         assert_eq!(
             pod.annotations,
-            [("a".to_owned(), "2".to_owned()), ("b".to_owned(), "3".to_owned())]
+            [
+                ("a".to_owned(), "2".to_owned()),
+                ("b".to_owned(), "3".to_owned())
+            ]
         );
         pod.set_annotation("a", None);
         pod.set_annotation("z", None);
@@ -231,7 +236,13 @@ mod tests {
         pod.containers = Containers::Stopped;
         let gone = pod.departure(t(5));
         assert_eq!(
-            (gone.uid.as_str(), gone.at, gone.containers, gone.scheduled, gone.created),
+            (
+                gone.uid.as_str(),
+                gone.at,
+                gone.containers,
+                gone.scheduled,
+                gone.created
+            ),
             ("uid-a", t(5), Containers::Stopped, true, Some(t(-10)))
         );
         pod.node_name = Some(String::new());

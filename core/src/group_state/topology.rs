@@ -131,7 +131,10 @@ mod tests {
     #[test]
     fn a_failed_read_keeps_the_last_good_topology_and_its_times() {
         let mut memory = TopologyMemory::default();
-        assert_eq!(memory.apply(TopologyRead::Read(topology(&["a"])), t(0)), None);
+        assert_eq!(
+            memory.apply(TopologyRead::Read(topology(&["a"])), t(0)),
+            None
+        );
         let error = SourceError::Throttled("slow down".into());
         let failed = memory.apply(TopologyRead::Failed(error.clone()), t(60));
         let seen = memory.observation("src".into(), failed);
@@ -149,12 +152,21 @@ mod tests {
         memory.apply(TopologyRead::Read(topology(&["a"])), t(10));
         let again = memory.observation(String::new(), None);
         assert!(Arc::ptr_eq(&first, again.last_good.as_ref().expect("kept")));
-        assert_eq!((again.read_at, again.confirmed_at), (Some(t(0)), Some(t(10))));
+        assert_eq!(
+            (again.read_at, again.confirmed_at),
+            (Some(t(0)), Some(t(10)))
+        );
         memory.apply(TopologyRead::Unchanged, t(20));
-        assert_eq!(memory.observation(String::new(), None).confirmed_at, Some(t(20)));
+        assert_eq!(
+            memory.observation(String::new(), None).confirmed_at,
+            Some(t(20))
+        );
         memory.apply(TopologyRead::Read(topology(&["a", "b"])), t(30));
         let changed = memory.observation(String::new(), None);
-        assert_eq!((changed.read_at, changed.confirmed_at), (Some(t(30)), Some(t(30))));
+        assert_eq!(
+            (changed.read_at, changed.confirmed_at),
+            (Some(t(30)), Some(t(30)))
+        );
     }
 
     #[test]

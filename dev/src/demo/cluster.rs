@@ -438,7 +438,8 @@ impl Cluster {
         let at = Timestamp::now();
         for name in gone {
             if let Some(pod) = self.pods.remove(&name) {
-                self.departed.record(NAMESPACE, &name, pod.record.departure(at));
+                self.departed
+                    .record(NAMESPACE, &name, pod.record.departure(at));
                 reaped.removed.push(name);
             }
         }

@@ -39,11 +39,11 @@ pub use shardring_core::observation::{
 };
 
 use self::documents::DocumentCache;
-use shardring_core::group_state::collect_pods;
 use super::cached_pod::{CachedContainerState, CachedContainerStatus, CachedPod};
 use super::pod_cache::{PodRecord, PodRecords};
 use crate::GroupKey;
 use crate::crds::{ConsumerPool, ShardGroup};
+use shardring_core::group_state::collect_pods;
 
 pub use shardring_core::group_state::pods::ZONE_LABEL;
 
@@ -219,8 +219,11 @@ impl Stores {
         let selector = pool.as_ref().map(|p| &p.spec.selector);
         let capacity_label = pool.as_ref().and_then(|p| p.spec.capacity.label.as_deref());
         let selector = selector.map(PodSelector::new);
-        let selects =
-            |pod: &PodRecord| selector.as_ref().is_some_and(|s| s.matches(Some(&pod.labels)));
+        let selects = |pod: &PodRecord| {
+            selector
+                .as_ref()
+                .is_some_and(|s| s.matches(Some(&pod.labels)))
+        };
         let pods = self.pods.read_namespace(&namespace, |pods| {
             collect_pods(pods, selects, capacity_label, &key, zone_of)
         });

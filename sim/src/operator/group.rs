@@ -13,9 +13,9 @@ use crate::crds::shard_group::{KinesisSource, ShardSource};
 use crate::crds::{AssignmentDocument, ShardGroup, ShardGroupStatus, fixtures};
 use crate::world::Ms;
 use shardring_core::group_state::{DocumentMemory, TopologyMemory};
-use shardring_core::observation::Published;
 use shardring_core::leases::LeaseTable;
 use shardring_core::load::LoadBook;
+use shardring_core::observation::Published;
 use shardring_core::observation::ReleaseAck;
 use shardring_core::plan::PlanMemory;
 use shardring_core::retry::Failures;
@@ -206,7 +206,9 @@ impl Group {
         let version = self.doc_version.to_string();
         match self.document.at(&name, &version) {
             Some(known) => Published::Document(known),
-            None => self.document.decoded(&name, Some(&version), Ok(doc.clone())),
+            None => self
+                .document
+                .decoded(&name, Some(&version), Ok(doc.clone())),
         }
     }
 
@@ -214,6 +216,7 @@ impl Group {
     /// holds `document` at its new version.
     pub(super) fn wrote_document(&mut self, document: Arc<AssignmentDocument>) {
         let name = self.shard_group.config_map_name();
-        self.document.apply(&name, self.doc_version.to_string(), document);
+        self.document
+            .apply(&name, self.doc_version.to_string(), document);
     }
 }

@@ -16,9 +16,7 @@ use shardring_core::cycle::{Observe, Observed};
 use shardring_core::departures::Departure;
 use shardring_core::group_state::{PodRecord, TopologyRead, collect_pods};
 use shardring_core::leases::{LeaseSnapshot, LeaseTable};
-use shardring_core::observation::{
-    LeaseObservation, Observation, PodInfo, Published, ReleaseAcks,
-};
+use shardring_core::observation::{LeaseObservation, Observation, PodInfo, Published, ReleaseAcks};
 use shardring_core::topology::{SourceError, Topology};
 
 impl Observe for Reconcile<'_> {

@@ -91,7 +91,11 @@ impl Cluster {
             };
             // The uid precondition of the real apply: a write meant for
             // another pod of the same name is refused.
-            if write.uid.as_deref().is_some_and(|uid| uid != pod.record.uid) {
+            if write
+                .uid
+                .as_deref()
+                .is_some_and(|uid| uid != pod.record.uid)
+            {
                 continue;
             }
             let annotation = write.view.as_ref().map(|v| v.to_annotation());

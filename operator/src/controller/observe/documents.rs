@@ -112,7 +112,11 @@ impl DocumentCache {
         config_map: &str,
         version: &str,
     ) -> Option<Arc<AssignmentDocument>> {
-        self.groups.lock().get(group)?.document.at(config_map, version)
+        self.groups
+            .lock()
+            .get(group)?
+            .document
+            .at(config_map, version)
     }
 }
 

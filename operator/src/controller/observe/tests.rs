@@ -208,7 +208,13 @@ fn pod_info_keeps_only_the_capacity_label_and_reads_the_zone_from_all() {
 /// What the plan step sees of `pod`, selected, with `capacity_label`.
 fn pod_info(pod: &CachedPod, capacity_label: Option<&str>) -> PodInfo {
     let record = PodRecord::from(pod);
-    let mut seen = collect_pods(std::iter::once(&record), |_| true, capacity_label, "", |_| None);
+    let mut seen = collect_pods(
+        std::iter::once(&record),
+        |_| true,
+        capacity_label,
+        "",
+        |_| None,
+    );
     seen.remove(0)
 }
 
