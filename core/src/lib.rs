@@ -10,7 +10,9 @@
 //! of `balance: throughput` and the scaling signal ([`load`]), the one
 //! reconcile cycle ([`cycle()`]: observe → plan → apply through the
 //! [`Observe`] and [`Apply`] traits, writes in the contract's order) and
-//! when a group is reconciled again after it ([`retry`]). What only the
+//! when a group is reconciled again after it ([`retry`]), and the state
+//! kept of each group between its reconciles, fed by events
+//! ([`group_state`]: the last good topology). What only the
 //! core itself uses is `pub(crate)`: the public items are what the operator,
 //! the simulation, the demo and the tests call.
 //!
@@ -33,6 +35,7 @@ pub(crate) mod events;
 #[cfg(feature = "fixtures")]
 pub mod fixtures;
 mod group_key;
+pub mod group_state;
 pub mod handoff;
 pub mod identity;
 pub mod leases;

@@ -16,6 +16,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
@@ -26,9 +27,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::consumers::ConsumerProcess;
-use shardring_core::departures::DepartureMemory;
-use shardring_core::departures::{Departure, RETENTION};
-use shardring_core::observation::{Containers, PodInfo};
+use shardring_core::departures::{DepartureMemory, RETENTION};
+use shardring_core::group_state::PodRecord;
+use shardring_core::observation::Containers;
 
 use shardring_crds::consumer_pool::ConsumerPoolSpec;
 use shardring_crds::shard_group::{
@@ -109,8 +110,9 @@ impl PodProcess {
 /// One pod object and the process kubelet runs for it.
 #[derive(Debug)]
 pub struct DemoPod {
-    /// What the controller sees of the pod.
-    pub info: PodInfo,
+    /// The pod object, as the operator's pod cache records it (the core
+    /// translates it into what the plan step sees).
+    pub record: PodRecord,
     /// The downward-API annotations file its consumer reads.
     pub annotations_file: PathBuf,
     /// Its consumer's record log.
@@ -119,21 +121,6 @@ pub struct DemoPod {
     pub process: Option<PodProcess>,
     /// When kubelet gives up on a graceful stop and kills the process.
     pub kill_at: Option<Instant>,
-}
-
-impl DemoPod {
-    /// The departure of this pod as the pod watch reports it: its final
-    /// status, at `now`.
-    fn departure(&self, now: Timestamp) -> Departure {
-        Departure {
-            uid: self.info.uid.clone(),
-            at: now,
-            containers: self.info.containers,
-            scheduled: self.info.node_name.is_some(),
-            created: self.info.created,
-            generated_name: self.info.generated_name,
-        }
-    }
 }
 
 /// The in-process API objects of the demo's ShardGroup.
@@ -292,7 +279,7 @@ impl Cluster {
         });
         self.stateful_sets.insert(set.to_owned(), replicas);
         for pod in self.pods.values_mut() {
-            pod.info.stateful_set = set_of(&self.stateful_sets, &pod.info.name);
+            pod.record.stateful_set = set_of(&self.stateful_sets, &pod.record.name);
         }
     }
 
@@ -334,11 +321,13 @@ impl Cluster {
         now: Timestamp,
     ) {
         self.record_logs.push(record_log.clone());
-        let info = PodInfo {
+        let record = PodRecord {
             name: name.to_owned(),
             uid,
-            labels: BTreeMap::from([(APP_LABEL.0.to_owned(), APP_LABEL.1.to_owned())]),
-            selected: true,
+            labels: Arc::new(BTreeMap::from([(
+                APP_LABEL.0.to_owned(),
+                APP_LABEL.1.to_owned(),
+            )])),
             ready: true,
             ready_since: Some(now),
             node_name: Some("demo-node".to_owned()),
@@ -348,12 +337,12 @@ impl Cluster {
             containers: Containers::Running,
             created: Some(now),
             stateful_set: set_of(&self.stateful_sets, name),
-            ..PodInfo::default()
+            ..PodRecord::default()
         };
         self.pods.insert(
             name.to_owned(),
             DemoPod {
-                info,
+                record,
                 annotations_file,
                 record_log,
                 process: Some(process.into()),
@@ -369,11 +358,11 @@ impl Cluster {
         let Some(pod) = self.pods.get_mut(name) else {
             return false;
         };
-        if pod.info.deletion_timestamp.is_some() {
+        if pod.record.deletion_timestamp.is_some() {
             return true;
         }
-        pod.info.deletion_timestamp = Some(now);
-        pod.info.deletion_grace_seconds =
+        pod.record.deletion_timestamp = Some(now);
+        pod.record.deletion_grace_seconds =
             Some(i64::try_from(grace.as_secs().max(1)).unwrap_or(i64::MAX));
         pod.kill_at = Some(Instant::now() + grace);
         if let Some(process) = &pod.process {
@@ -391,7 +380,7 @@ impl Cluster {
             return false;
         };
         self.departed
-            .record(NAMESPACE, name, pod.departure(Timestamp::now()));
+            .record(NAMESPACE, name, pod.record.departure(Timestamp::now()));
         if let Some(mut process) = pod.process.take() {
             process.kill();
         }
@@ -424,11 +413,11 @@ impl Cluster {
                 // Terminating with nothing running: the status shows the
                 // container terminated first, the object goes at the call
                 // after.
-                if pod.info.deletion_timestamp.is_some() {
-                    if pod.info.containers == Containers::Stopped {
+                if pod.record.deletion_timestamp.is_some() {
+                    if pod.record.containers == Containers::Stopped {
                         gone.push(name.clone());
                     } else {
-                        pod.info.containers = Containers::Stopped;
+                        pod.record.containers = Containers::Stopped;
                     }
                 }
                 continue;
@@ -438,8 +427,8 @@ impl Cluster {
                 reaped.killed.push(name.clone());
             }
             if let Some(status) = process.exited() {
-                if pod.info.deletion_timestamp.is_some() {
-                    pod.info.containers = Containers::Stopped;
+                if pod.record.deletion_timestamp.is_some() {
+                    pod.record.containers = Containers::Stopped;
                 } else {
                     reaped.crashed.push((name.clone(), status));
                 }
@@ -449,7 +438,8 @@ impl Cluster {
         let at = Timestamp::now();
         for name in gone {
             if let Some(pod) = self.pods.remove(&name) {
-                self.departed.record(NAMESPACE, &name, pod.departure(at));
+                self.departed
+                    .record(NAMESPACE, &name, pod.record.departure(at));
                 reaped.removed.push(name);
             }
         }
@@ -460,8 +450,8 @@ impl Cluster {
     pub(crate) fn live_pods(&self) -> Vec<String> {
         self.pods
             .values()
-            .filter(|p| p.info.deletion_timestamp.is_none())
-            .map(|p| p.info.name.clone())
+            .filter(|p| p.record.deletion_timestamp.is_none())
+            .map(|p| p.record.name.clone())
             .collect()
     }
 

@@ -26,6 +26,7 @@ use shardring::endpoint::EndpointState;
 use shardring::source::TopologySource;
 use shardring::source::kinesis::{KinesisObservation, KinesisTopologySource};
 use shardring_core::cycle::{self, cycle};
+use shardring_core::group_state::{TopologyMemory, TopologyRead};
 use shardring_core::leases::LeaseTable;
 use shardring_core::observation::{LeaseObservation, TopologyObservation};
 use shardring_core::plan::{Decision, DocumentWrite};
@@ -37,10 +38,9 @@ use shardring_crds::{AssignmentDocument, ShardPhase};
 pub struct Shared {
     /// The in-process cluster.
     pub cluster: Cluster,
-    /// The last topology read (engine shards with lifecycle states).
-    pub topology: Option<Topology>,
-    /// When `topology` was first read with its content.
-    pub topology_read_at: Option<Timestamp>,
+    /// The last good topology read (engine shards with lifecycle states),
+    /// kept as the operator keeps it.
+    pub topology: TopologyMemory,
     /// The last lease snapshot.
     pub leases: Option<LeaseTable>,
     /// When the published document last changed.
@@ -87,8 +87,7 @@ impl Shared {
     pub fn new(cluster: Cluster, source_name: String) -> Self {
         Self {
             cluster,
-            topology: None,
-            topology_read_at: None,
+            topology: TopologyMemory::default(),
             leases: None,
             published_at: None,
             moves: Vec::new(),
@@ -120,16 +119,9 @@ impl Shared {
     /// [`Self::reconcile`] of a fixed topology (a static source, whose read
     /// never fails) without a lease table.
     pub fn reconcile_fixed(&mut self, topology: &Topology, now: Timestamp) {
-        if self.topology.as_ref() != Some(topology) {
-            self.topology = Some(topology.clone());
-            self.topology_read_at = Some(now);
-        }
-        let topology = TopologyObservation {
-            source: self.source_name.clone(),
-            last_good: self.topology.clone().map(Arc::new),
-            read_at: self.topology_read_at,
-            ..Default::default()
-        };
+        let read = TopologyRead::Read(topology.clone());
+        let error = self.topology.apply(read, now);
+        let topology = self.topology.observation(self.source_name.clone(), error);
         self.plan_and_apply(topology, LeaseObservation::NotConfigured, now);
         self.kubelet();
     }
@@ -155,15 +147,15 @@ impl Shared {
         observed: Result<KinesisObservation, SourceError>,
         now: Timestamp,
     ) -> (TopologyObservation, LeaseObservation) {
-        let (error, leases) = match observed {
+        let (read, leases) = match observed {
             Ok(observation) => {
                 let topology = Topology {
                     shards: observation.lifecycle.shards.into(),
                 };
-                if self.topology.as_ref() != Some(&topology) {
-                    self.topology = Some(topology);
-                    self.topology_read_at = Some(now);
-                }
+                let read = match observation.stale {
+                    None => TopologyRead::Read(topology),
+                    Some(error) => TopologyRead::Stale(topology, error),
+                };
                 let leases = match (observation.leases, observation.lease_error) {
                     (Some(table), _) => {
                         self.leases = Some(table.clone());
@@ -172,20 +164,15 @@ impl Shared {
                     (None, Some(error)) => LeaseObservation::Failed(error.to_string()),
                     (None, None) => LeaseObservation::Failed("no lease snapshot".into()),
                 };
-                (observation.stale, leases)
+                (read, leases)
             }
             Err(error) => (
-                Some(error),
+                TopologyRead::Failed(error),
                 LeaseObservation::Failed("the source read failed".into()),
             ),
         };
-        let topology = TopologyObservation {
-            source: self.source_name.clone(),
-            last_good: self.topology.clone().map(Arc::new),
-            read_at: self.topology_read_at,
-            error,
-            ..Default::default()
-        };
+        let error = self.topology.apply(read, now);
+        let topology = self.topology.observation(self.source_name.clone(), error);
         (topology, leases)
     }
 
@@ -323,7 +310,7 @@ fn diff(
                 let pod = from
                     .as_ref()
                     .and_then(|name| pods.get(name))
-                    .map(|p| &p.info);
+                    .map(|p| &p.record);
                 let reason = match pod {
                     None => "required: pod gone",
                     Some(p) if p.deletion_timestamp.is_some() => "required: pod terminating",
@@ -450,7 +437,7 @@ mod tests {
         };
         let cluster = Cluster::new("orders", "orders", "leases", timing, &dir);
         let mut shared = Shared::new(cluster, "kinesis:orders".into());
-        shared.topology = Some(Topology {
+        let read = TopologyRead::Read(Topology {
             shards: (0..4)
                 .map(|i| Shard {
                     id: format!("shardId-00000000000{i}"),
@@ -461,7 +448,7 @@ mod tests {
                 .collect::<Vec<_>>()
                 .into(),
         });
-        shared.topology_read_at = Some(Timestamp::now());
+        shared.topology.apply(read, Timestamp::now());
         add(&mut shared, "a");
         add(&mut shared, "b");
         shared.reconcile(failed_read(), Timestamp::now());

@@ -117,7 +117,7 @@ pub(crate) fn pod_table(doc: &AssignmentDocument, cluster: &Cluster) -> String {
                 .map(|s| s.iter().map(|id| short(id)).collect::<Vec<_>>().join(" "))
                 .unwrap_or_default()
         };
-        let state = if pod.info.deletion_timestamp.is_some() {
+        let state = if pod.record.deletion_timestamp.is_some() {
             "terminating"
         } else {
             "ready"

@@ -16,10 +16,10 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, MutexGuard};
 use shardring_core::PlanMemory;
+use shardring_core::group_state::DocumentMemory;
 use shardring_core::retry::{Failures, Retry};
 
 use super::metrics::{ControllerMetrics, GroupLabels};
-use super::observe::documents::KnownDocument;
 use super::sources::GroupSource;
 use crate::GroupKey;
 use crate::crds::ShardGroup;
@@ -34,7 +34,7 @@ pub(crate) struct GroupState {
     pub(crate) source: Option<GroupSource>,
     /// The published document as decoded (or written) at its ConfigMap's
     /// resourceVersion ([`super::observe::documents`]).
-    pub(crate) document: Option<KnownDocument>,
+    pub(crate) document: DocumentMemory,
     /// Failed reconciles in a row, for the retry backoff.
     pub(crate) failures: Failures,
     /// What the group's plans keep between them (the engine's last ring),
@@ -240,7 +240,7 @@ mod tests {
         let (gone, kept) = (GroupKey::new("ns", "gone"), GroupKey::new("ns", "kept"));
         let table = documents.table().lock();
         assert!(!table.contains_key(&gone));
-        assert!(table[&kept].document.is_some());
+        assert!(table[&kept].document.latest().is_some());
         assert_ne!(table[&kept].failures, Failures::default());
         assert!(!endpoint.directory.is_wanted(&gone));
         assert!(endpoint.directory.is_wanted(&kept));
@@ -252,7 +252,7 @@ mod tests {
         registry.clear();
         let key = GroupKey::new("ns", "g");
         assert!(!endpoint.directory.is_wanted(&key));
-        assert!(documents.table().lock()[&key].document.is_some());
+        assert!(documents.table().lock()[&key].document.latest().is_some());
     }
 
     #[test]

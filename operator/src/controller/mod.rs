@@ -232,7 +232,7 @@ pub(crate) async fn cleanup_group(group: &ShardGroup, ctx: &Context) -> Result<A
         .stores
         .pods
         .read_namespace(&namespace, |pods| {
-            observe::collect_pods(pods, None, None, &key, |_| None)
+            shardring_core::group_state::collect_pods(pods, |_| false, None, &key, |_| None)
         })
         .into_iter()
         .map(|p| (p.name, Some(p.uid).filter(|u| !u.is_empty())))

@@ -43,9 +43,9 @@ use super::cached_pod::{CachedContainerState, CachedContainerStatus, CachedPod};
 use super::pod_cache::{PodRecord, PodRecords};
 use crate::GroupKey;
 use crate::crds::{ConsumerPool, ShardGroup};
+use shardring_core::group_state::collect_pods;
 
-/// Node label that names a node's zone (also read from the pod when present).
-pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+pub use shardring_core::group_state::pods::ZONE_LABEL;
 
 /// What the status of `pod` says of its containers (see [`Containers`]).
 pub(crate) fn containers_of(pod: &CachedPod) -> Containers {
@@ -191,10 +191,7 @@ impl Stores {
         // is what its consumers may still act on: the plan rebuilds from it.
         let published = match config_map.as_deref() {
             Some(cm) => self.documents.published(key, cm),
-            None => self
-                .documents
-                .latest(key)
-                .map_or(Published::Missing, Published::Deleted),
+            None => self.documents.missing(key),
         };
         let version = config_map
             .as_deref()
@@ -221,8 +218,14 @@ impl Stores {
         };
         let selector = pool.as_ref().map(|p| &p.spec.selector);
         let capacity_label = pool.as_ref().and_then(|p| p.spec.capacity.label.as_deref());
+        let selector = selector.map(PodSelector::new);
+        let selects = |pod: &PodRecord| {
+            selector
+                .as_ref()
+                .is_some_and(|s| s.matches(Some(&pod.labels)))
+        };
         let pods = self.pods.read_namespace(&namespace, |pods| {
-            collect_pods(pods, selector, capacity_label, &key, zone_of)
+            collect_pods(pods, selects, capacity_label, &key, zone_of)
         });
         // Only the departures of pods the published document names matter
         // (every pod, when there is no document to go by).
@@ -291,8 +294,10 @@ impl Stores {
             meta.labels().get(ZONE_LABEL).cloned()
         };
         let capacity_label = pool.spec.capacity.label.as_deref();
+        let selector = PodSelector::new(&pool.spec.selector);
+        let selects = |pod: &PodRecord| selector.matches(Some(&pod.labels));
         self.pods.read_namespace(namespace, |pods| {
-            collect_pods(pods, Some(&pool.spec.selector), capacity_label, "", zone_of)
+            collect_pods(pods, selects, capacity_label, "", zone_of)
         })
     }
 
@@ -310,69 +315,6 @@ pub(crate) fn published_version(cm: &ConfigMap) -> PublishedVersion {
         .clone()
         .filter(|version| !version.is_empty())
         .map_or(PublishedVersion::Absent, PublishedVersion::At)
-}
-
-/// Selects the pods of one group from a namespace's pods: those the selector
-/// matches plus those carrying `annotation_key`, as [`PodInfo`], sorted by
-/// name. Of the labels only `capacity_label` is kept: it is the one the plan
-/// reads, and a copy of every pod's labels was a tenth of a large
-/// reconcile's peak memory.
-pub(crate) fn collect_pods<'a>(
-    pods: impl Iterator<Item = &'a PodRecord>,
-    selector: Option<&LabelSelector>,
-    capacity_label: Option<&str>,
-    annotation_key: &str,
-    zone_of: impl Fn(&str) -> Option<String>,
-) -> Vec<PodInfo> {
-    let selector = selector.map(PodSelector::new);
-    let mut out: Vec<PodInfo> = pods
-        .filter_map(|pod| {
-            let selected = selector
-                .as_ref()
-                .is_some_and(|s| s.matches(Some(pod.labels.as_ref())));
-            let annotation = pod.annotation(annotation_key);
-            (selected || annotation.is_some())
-                .then(|| pod_info(pod, selected, capacity_label, annotation, &zone_of))
-        })
-        .collect();
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    out
-}
-
-fn pod_info(
-    pod: &PodRecord,
-    selected: bool,
-    capacity_label: Option<&str>,
-    annotation: Option<&str>,
-    zone_of: &impl Fn(&str) -> Option<String>,
-) -> PodInfo {
-    let labels = capacity_label
-        .and_then(|key| Some((key.to_owned(), pod.labels.get(key)?.clone())))
-        .into_iter()
-        .collect();
-    let zone = pod
-        .labels
-        .get(ZONE_LABEL)
-        .cloned()
-        .or_else(|| pod.node_name.as_deref().and_then(zone_of));
-    PodInfo {
-        name: pod.name.clone(),
-        uid: pod.uid.clone(),
-        labels,
-        selected,
-        ready: pod.ready,
-        ready_since: pod.ready_since,
-        deletion_timestamp: pod.deletion_timestamp,
-        deletion_grace_seconds: pod.deletion_grace_seconds,
-        node_name: pod.node_name.clone(),
-        zone,
-        annotation: annotation.map(str::to_owned),
-        containers: pod.containers,
-        created: pod.created,
-        generated_name: pod.generated_name,
-        ip: pod.ip,
-        stateful_set: pod.stateful_set.clone(),
-    }
 }
 
 /// A pool's label selector, evaluated by kube's [`Selector`] (matchLabels

@@ -19,67 +19,23 @@
 //! still see the old one, then replaces it, as a reflector store does.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::net::IpAddr;
 use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-use jiff::Timestamp;
 use kube::runtime::watcher;
-use shardring_core::observation::Containers;
+pub use shardring_core::group_state::pods::{Labels, PodRecord};
 
 use super::cached_pod::CachedPod;
 use super::observe::{containers_of, has_generated_name};
 use crate::crds::assignment::ANNOTATION_PREFIX;
 
-/// A label set, shared by the records that carry the same one.
-pub type Labels = Arc<BTreeMap<String, String>>;
-
-/// One pod as the observe step reads it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PodRecord {
-    /// Name.
-    pub name: String,
-    /// Uid.
-    pub uid: String,
-    /// Every label (for pool selectors and the capacity label).
-    pub labels: Labels,
-    /// The annotations the cache keeps (shardring's), sorted by key.
-    pub annotations: Vec<(String, String)>,
-    /// `metadata.creationTimestamp`.
-    pub created: Option<Timestamp>,
-    /// `metadata.deletionTimestamp`.
-    pub deletion_timestamp: Option<Timestamp>,
-    /// `metadata.deletionGracePeriodSeconds`.
-    pub deletion_grace_seconds: Option<i64>,
-    /// Whether the name was generated from `metadata.generateName`.
-    pub generated_name: bool,
-    /// `spec.nodeName`.
-    pub node_name: Option<String>,
-    /// Whether the `Ready` condition is `True`.
-    pub ready: bool,
-    /// The `Ready` condition's `lastTransitionTime`.
-    pub ready_since: Option<Timestamp>,
-    /// What the container statuses say.
-    pub containers: Containers,
-    /// `status.podIP`, parsed.
-    pub ip: Option<IpAddr>,
-    /// The StatefulSet that controls it (its controller owner reference).
-    pub stateful_set: Option<String>,
-}
-
-impl PodRecord {
-    /// The value of annotation `key`, when the pod carries it.
-    pub fn annotation(&self, key: &str) -> Option<&str> {
-        self.annotations
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
-    }
-
+// The record of one pod (the core's, which the simulation and the demo
+// fill from their own pods) from a pod as the watch delivered it.
+impl PodRecords {
     /// The record of a pod as the watch delivered it, its label set taken
     /// from `labels`, keeping the annotations `keep` names.
-    fn new(pod: &CachedPod, labels: &mut LabelSets, keep: &KeptAnnotations) -> Self {
+    fn record(pod: &CachedPod, labels: &mut LabelSets, keep: &KeptAnnotations) -> PodRecord {
         let meta = &pod.metadata;
         let ready = pod
             .status
@@ -94,7 +50,7 @@ impl PodRecord {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         annotations.shrink_to_fit();
-        Self {
+        PodRecord {
             name: meta.name.clone().unwrap_or_default(),
             uid: meta.uid.clone().unwrap_or_default(),
             labels: labels.intern(meta.labels.as_ref()),
@@ -128,7 +84,7 @@ impl From<&CachedPod> for PodRecord {
     /// The record of one pod, with a label set of its own and the
     /// annotations under shardring's prefix.
     fn from(pod: &CachedPod) -> Self {
-        PodRecord::new(pod, &mut LabelSets::default(), &KeptAnnotations::default())
+        PodRecords::record(pod, &mut LabelSets::default(), &KeptAnnotations::default())
     }
 }
 
@@ -183,7 +139,7 @@ impl PodRecords {
         let inner = &mut *inner;
         match event {
             watcher::Event::Apply(pod) => {
-                let record = PodRecord::new(pod, &mut inner.labels, &inner.keep);
+                let record = Self::record(pod, &mut inner.labels, &inner.keep);
                 insert(&mut inner.live, pod, record);
             }
             watcher::Event::Delete(pod) => {
@@ -198,7 +154,7 @@ impl PodRecords {
             }
             watcher::Event::Init => inner.relist = Some(Namespaces::new()),
             watcher::Event::InitApply(pod) => {
-                let record = PodRecord::new(pod, &mut inner.labels, &inner.keep);
+                let record = Self::record(pod, &mut inner.labels, &inner.keep);
                 insert(inner.relist.get_or_insert_default(), pod, record);
             }
             watcher::Event::InitDone => {

@@ -1,18 +1,21 @@
 //! Per-ShardGroup source state kept in memory between reconciles: the source
 //! built from the spec (rebuilt when `spec.source` or `spec.leaseTable`
-//! changes) and the last topology read successfully, with the time it was
-//! first seen. A failed read keeps the last good topology and reports the
-//! error, so the plan step never mistakes a failure for "no shards". Each
-//! group's is its [`GroupState::source`](super::groups::GroupState) in the
-//! controller's one [`GroupTable`].
+//! changes) and the last topology read successfully, kept by the core's
+//! [`TopologyMemory`] (the simulation and the demo feed the same one): a
+//! failed read keeps the last good topology and reports the error, so the
+//! plan step never mistakes a failure for "no shards". This module owns the
+//! I/O only: building the source and reading it. Each group's is its
+//! [`GroupState::source`](super::groups::GroupState) in the controller's
+//! one [`GroupTable`].
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
 use jiff::Timestamp;
+use shardring_core::group_state::{TopologyMemory, TopologyRead};
 use shardring_core::observation::{LeaseObservation, TopologyObservation};
-use shardring_core::topology::{SourceError, Topology};
+use shardring_core::topology::SourceError;
 
 use super::groups::GroupTable;
 use crate::GroupKey;
@@ -34,11 +37,8 @@ pub(crate) struct GroupSource {
     pub(crate) spec: (SourceSpec, Option<LeaseTableSpec>),
     /// `None` until a build succeeds: a failed build is retried at the next read.
     source: Option<Arc<dyn TopologySource>>,
-    /// Shared with every observation made from it (tens of thousands of
-    /// shards are not copied per reconcile).
-    last_good: Option<Arc<Topology>>,
-    read_at: Option<Timestamp>,
-    confirmed_at: Option<Timestamp>,
+    /// The last good topology, fed each read.
+    memory: TopologyMemory,
 }
 
 impl GroupSource {
@@ -47,9 +47,7 @@ impl GroupSource {
         Self {
             spec,
             source: None,
-            last_good: None,
-            read_at: None,
-            confirmed_at: None,
+            memory: TopologyMemory::default(),
         }
     }
 }
@@ -136,7 +134,7 @@ impl Sources {
                 // A different source: the old topology says nothing about it.
                 *entry = GroupSource::new(wanted);
             }
-            (entry.source.clone(), entry.last_good.is_some())
+            (entry.source.clone(), entry.memory.is_known())
         };
         let source = match existing {
             Some(source) => Ok(source),
@@ -173,40 +171,28 @@ impl Sources {
         let (ordering_enforced, lineage, refresh_after) = extras;
         let mut groups = self.groups.lock();
         let Some(entry) = groups.get_mut(&key).and_then(|state| state.source.as_mut()) else {
-            // Forgotten while reading (the group was deleted).
+            // Forgotten while reading (the group was deleted): nothing is
+            // kept of this read.
             return TopologyObservation {
-                source: describe,
-                error: result.err(),
                 ordering_enforced,
                 refresh_after,
-                ..Default::default()
+                ..TopologyMemory::default().observation(describe, result.err())
             };
         };
         if let Ok(source) = source {
             entry.source.get_or_insert(source);
         }
-        let error = match result {
-            Ok(topology) => {
-                if let Some(topology) = topology
-                    && entry.last_good.as_deref() != Some(&topology)
-                {
-                    entry.read_at = Some(now);
-                    entry.last_good = Some(Arc::new(topology));
-                }
-                entry.confirmed_at = Some(now);
-                None
-            }
-            Err(error) => Some(error),
+        let read = match result {
+            Ok(Some(topology)) => TopologyRead::Read(topology),
+            Ok(None) => TopologyRead::Unchanged,
+            Err(error) => TopologyRead::Failed(error),
         };
+        let error = entry.memory.apply(read, now);
         TopologyObservation {
-            source: describe,
-            last_good: entry.last_good.clone(),
-            read_at: entry.read_at,
-            error,
-            confirmed_at: entry.confirmed_at,
             ordering_enforced,
             lineage,
             refresh_after,
+            ..entry.memory.observation(describe, error)
         }
     }
 
@@ -241,6 +227,7 @@ mod tests {
     use crate::engine::{Shard, ShardState};
     use crate::source::ReadFuture;
     use shardring_core::leases::LeaseTable;
+    use shardring_core::topology::Topology;
 
     /// A source that fails while `failing` is set and reports a lease snapshot.
     struct Flaky {

@@ -70,9 +70,9 @@ impl Reconcile<'_> {
             _ => None,
         };
         if op.commit(self.g, self.world, write) {
-            // The operator's document table keeps what it wrote.
-            if document.is_some() {
-                op.groups[self.g].table = document;
+            // The operator's memory keeps what it wrote, at its version.
+            if let Some(document) = document {
+                op.groups[self.g].wrote_document(document);
             }
             Ok(())
         } else {

@@ -12,12 +12,13 @@ use super::apply::Write;
 use crate::crds::shard_group::{KinesisSource, ShardSource};
 use crate::crds::{AssignmentDocument, ShardGroup, ShardGroupStatus, fixtures};
 use crate::world::Ms;
+use shardring_core::group_state::{DocumentMemory, TopologyMemory};
 use shardring_core::leases::LeaseTable;
 use shardring_core::load::LoadBook;
+use shardring_core::observation::Published;
 use shardring_core::observation::ReleaseAck;
 use shardring_core::plan::PlanMemory;
 use shardring_core::retry::Failures;
-use shardring_core::topology::Topology;
 
 /// The namespace of the simulated objects.
 pub const NAMESPACE: &str = "sim";
@@ -39,7 +40,8 @@ pub struct Group {
     /// The ShardGroup status.
     pub status: Option<ShardGroupStatus>,
     pub(super) late: Vec<(Ms, Write)>,
-    pub(super) last_good: Option<(Topology, Ms)>,
+    /// The last good topology the operator read (lost in a crash).
+    pub(super) topology: TopologyMemory,
     pub(super) lease_prev: Option<LeaseTable>,
     /// Next reconcile.
     pub next_reconcile: Ms,
@@ -80,8 +82,9 @@ pub struct Group {
     /// The plan memory the operator keeps per group (lost in a crash).
     pub(super) plan_memory: PlanMemory,
     /// The document this operator last wrote (a write that went through)
-    /// or read of the group: its document table (lost in a crash).
-    pub(super) table: Option<Arc<AssignmentDocument>>,
+    /// or read of the group, at its ConfigMap's version: the operator's
+    /// own memory of it (lost in a crash).
+    pub(super) document: DocumentMemory,
     /// The document as the operator's ConfigMap cache holds it: the
     /// published one as of the start of the step (its watch delivers a
     /// write a step later).
@@ -130,7 +133,7 @@ impl Group {
             doc_version: 0,
             status: None,
             late: Vec::new(),
-            last_good: None,
+            topology: TopologyMemory::default(),
             lease_prev: None,
             next_reconcile: 0,
             handoffs: Vec::new(),
@@ -145,7 +148,7 @@ impl Group {
             revokes: Vec::new(),
             pod_changes: Vec::new(),
             plan_memory: PlanMemory::default(),
-            table: None,
+            document: DocumentMemory::default(),
             cached: None,
             writes: WriteCounts::default(),
         }
@@ -169,7 +172,7 @@ impl Group {
     /// The operator crashed: its memory of this group is lost, and the new
     /// one reconciles it when it starts at `up`.
     pub(super) fn forget_memory(&mut self, up: Ms) {
-        self.last_good = None;
+        self.topology.reset();
         self.lease_prev = None;
         self.blocked_without_pods = false;
         self.next_reconcile = up;
@@ -178,17 +181,42 @@ impl Group {
         self.releases.clear();
         self.loads = LoadBook::default();
         self.plan_memory = PlanMemory::default();
-        self.table = None;
+        self.document.reset();
     }
 
     /// The freshest document the operator knows of this group: of its
     /// document table's and the ConfigMap cache's, the higher epoch (as the
     /// operator's pools take a peer's: epochs only grow).
     pub(crate) fn freshest(&self) -> Option<Arc<AssignmentDocument>> {
-        match (&self.table, &self.cached) {
+        match (self.document.latest(), &self.cached) {
             (Some(table), Some(cached)) if cached.epoch > table.epoch => Some(cached.clone()),
-            (Some(table), _) => Some(table.clone()),
+            (Some(table), _) => Some(table),
             (None, cached) => cached.clone(),
         }
+    }
+
+    /// The published document as this operator's reconcile reads it: the
+    /// one it knows at the ConfigMap's version, else the ConfigMap's
+    /// (the simulated API server holds it decoded), kept at that version.
+    pub(super) fn read_document(&mut self) -> Published {
+        let name = self.shard_group.config_map_name();
+        let Some(doc) = &self.doc else {
+            return self.document.missing();
+        };
+        let version = self.doc_version.to_string();
+        match self.document.at(&name, &version) {
+            Some(known) => Published::Document(known),
+            None => self
+                .document
+                .decoded(&name, Some(&version), Ok(doc.clone())),
+        }
+    }
+
+    /// This operator's own document write went through: the ConfigMap
+    /// holds `document` at its new version.
+    pub(super) fn wrote_document(&mut self, document: Arc<AssignmentDocument>) {
+        let name = self.shard_group.config_map_name();
+        self.document
+            .apply(&name, self.doc_version.to_string(), document);
     }
 }

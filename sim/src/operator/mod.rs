@@ -57,7 +57,7 @@ use shardring_core::pool::PoolBook;
 pub use self::apply::WriteError;
 pub use self::faults::{FaultCounts, Faults};
 pub use self::group::{Group, KINESIS_REFRESH, NAMESPACE, WriteCounts};
-pub use self::observe::{departure_of, pod_infos};
+use self::observe::departure_of;
 pub use self::pool::BookAtRest;
 
 /// How long the simulated operator remembers departed pods (shorter than

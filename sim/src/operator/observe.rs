@@ -14,10 +14,9 @@ use crate::rng::Rng;
 use crate::world::{Checkpoint, Ms, SimPod, World};
 use shardring_core::cycle::{Observe, Observed};
 use shardring_core::departures::Departure;
+use shardring_core::group_state::{PodRecord, TopologyRead, collect_pods};
 use shardring_core::leases::{LeaseSnapshot, LeaseTable};
-use shardring_core::observation::{
-    LeaseObservation, Observation, PodInfo, Published, ReleaseAcks, TopologyObservation,
-};
+use shardring_core::observation::{LeaseObservation, Observation, PodInfo, Published, ReleaseAcks};
 use shardring_core::topology::{SourceError, Topology};
 
 impl Observe for Reconcile<'_> {
@@ -36,9 +35,9 @@ impl Observe for Reconcile<'_> {
         let g = self.g;
         let published = self.op.groups[g].doc_base();
         let mut observation = self.op.observe(g, self.world, self.rng);
-        let group = &mut self.op.groups[g];
-        // The document read is in the operator's document table.
-        group.table = group.doc.clone().map(std::sync::Arc::new);
+        // The document as the operator's memory of it reads it (a plan at
+        // rest reads the ConfigMap and leaves that memory alone).
+        observation.published = self.op.groups[g].read_document();
         if self.op.pooled() {
             self.op
                 .deal_into(g, &mut observation, self.world.now, self.rng);
@@ -88,29 +87,26 @@ impl Operator {
         let truth = Self::true_topology(world, g);
         let (faults, fired) = (self.faults, &mut self.fired);
         let group = &mut self.groups[g];
-        let mut error = None;
-        if rng.chance(faults.topology_fail) {
+        // The read, as an event of the operator's own memory of the last
+        // good topology (the core's, which the operator feeds the same way).
+        let read = if rng.chance(faults.topology_fail) {
             fired.topology_failed += 1;
             group.fault(now);
-            error = Some(SourceError::Throttled("simulated".into()));
-        } else if group.last_good.is_some() && rng.chance(faults.topology_stale) {
-            // A cached read: the topology is not refreshed (it never goes
-            // back before what this operator already saw).
+            Some(TopologyRead::Failed(SourceError::Throttled(
+                "simulated".into(),
+            )))
+        } else if group.topology.is_known() && rng.chance(faults.topology_stale) {
+            // A cached read: the source serves what it read before, so
+            // nothing new reaches the memory (it never goes back before
+            // what this operator already saw).
             fired.topology_stale += 1;
             group.fault(now);
+            None
         } else {
-            group.last_good = Some((truth, now));
-        }
-        let topology = TopologyObservation {
-            source: "sim".into(),
-            last_good: group
-                .last_good
-                .as_ref()
-                .map(|(t, _)| std::sync::Arc::new(t.clone())),
-            read_at: group.last_good.as_ref().map(|(_, at)| ts(*at)),
-            error,
-            ..Default::default()
+            Some(TopologyRead::Read(truth))
         };
+        let error = read.and_then(|read| group.topology.apply(read, ts(now)));
+        let topology = group.topology.observation("sim".into(), error);
         let leases = if !world.sources[g].lease_table {
             LeaseObservation::NotConfigured
         } else if rng.chance(faults.lease_fail) {
@@ -127,7 +123,7 @@ impl Operator {
         Observation {
             group: shard_group,
             pool: Some(self.pool.clone()),
-            pods: pod_infos(world, g),
+            pods: pod_infos(world, g, &group.shard_group.annotation_key()),
             topology,
             published: group
                 .doc
@@ -198,45 +194,48 @@ fn stateful_sets(world: &World) -> shardring_core::identity::StatefulSets {
     }
 }
 
-/// The pods as the API shows them to group `g` (its annotation on each).
-pub fn pod_infos(world: &World, g: usize) -> Vec<PodInfo> {
-    let mut out: Vec<PodInfo> = world
+/// Pod `pod` as the operator's pod cache records it, with `annotations`
+/// (the simulated pods carry no labels: the pool selects every one).
+fn record_of(pod: &SimPod, annotations: Vec<(String, String)>) -> PodRecord {
+    PodRecord {
+        name: pod.name.clone(),
+        uid: pod.uid.clone(),
+        annotations,
+        created: Some(ts(pod.created)),
+        deletion_timestamp: pod.deletion.map(|(at, _)| ts(at)),
+        deletion_grace_seconds: pod.deletion.map(|(_, grace)| grace),
+        generated_name: pod.generated_name,
+        node_name: pod.scheduled.then(|| format!("node-{}", pod.node)),
+        ready: pod.ready_since.is_some(),
+        ready_since: pod.ready_since.map(ts),
+        containers: pod.containers,
+        // A StatefulSet's pods (fixed names) are set `pod`'s.
+        stateful_set: (!pod.generated_name).then(|| STATEFUL_SET.to_owned()),
+        ..PodRecord::default()
+    }
+}
+
+/// The pods as the API shows them to group `g`, whose annotation (under
+/// `annotation_key`) each may carry.
+pub(super) fn pod_infos(world: &World, g: usize, annotation_key: &str) -> Vec<PodInfo> {
+    let records: Vec<PodRecord> = world
         .pods
         .iter()
         .filter(|p| p.object)
-        .map(|p| PodInfo {
-            name: p.name.clone(),
-            uid: p.uid.clone(),
-            labels: BTreeMap::new(),
-            selected: true,
-            ready: p.ready_since.is_some(),
-            ready_since: p.ready_since.map(ts),
-            deletion_timestamp: p.deletion.map(|(at, _)| ts(at)),
-            deletion_grace_seconds: p.deletion.map(|(_, g)| g),
-            node_name: p.scheduled.then(|| format!("node-{}", p.node)),
-            zone: None,
-            annotation: p.annotations.get(&g).cloned(),
-            containers: p.containers,
-            created: Some(ts(p.created)),
-            generated_name: p.generated_name,
-            ip: None,
-            // A StatefulSet's pods (fixed names) are set `pod`'s.
-            stateful_set: (!p.generated_name).then(|| STATEFUL_SET.to_owned()),
+        .map(|p| {
+            let annotation = p.annotations.get(&g);
+            let annotations = annotation
+                .map(|value| (annotation_key.to_owned(), value.clone()))
+                .into_iter()
+                .collect();
+            record_of(p, annotations)
         })
         .collect();
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    out
+    collect_pods(records.iter(), |_| true, None, annotation_key, |_| None)
 }
 
 /// The departure of `pod`, whose object left the API at `now`, as the
 /// watch's DELETED event shows it.
-pub fn departure_of(pod: &SimPod, now: Ms) -> Departure {
-    Departure {
-        uid: pod.uid.clone(),
-        at: ts(now),
-        containers: pod.containers,
-        scheduled: pod.scheduled,
-        created: Some(ts(pod.created)),
-        generated_name: pod.generated_name,
-    }
+pub(super) fn departure_of(pod: &SimPod, now: Ms) -> Departure {
+    record_of(pod, Vec::new()).departure(ts(now))
 }

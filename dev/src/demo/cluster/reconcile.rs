@@ -9,6 +9,7 @@
 
 use jiff::Timestamp;
 use shardring_core::cycle::{Apply, Observe, Observed};
+use shardring_core::group_state::collect_pods;
 use shardring_core::load::LoadObservation;
 use shardring_core::observation::{
     LeaseObservation, Observation, Published, PublishedVersion, ReleaseAcks, TopologyObservation,
@@ -49,7 +50,14 @@ impl Cluster {
         Observation {
             group: self.group.clone(),
             pool: Some(self.pool.clone()),
-            pods: self.pods.values().map(|p| p.info.clone()).collect(),
+            // Every demo pod carries the pool's label: the pool selects each.
+            pods: collect_pods(
+                self.pods.values().map(|p| &p.record),
+                |_| true,
+                self.pool.spec.capacity.label.as_deref(),
+                &self.group.annotation_key(),
+                |_| None,
+            ),
             topology,
             published: self
                 .published
@@ -83,11 +91,16 @@ impl Cluster {
             };
             // The uid precondition of the real apply: a write meant for
             // another pod of the same name is refused.
-            if write.uid.as_deref().is_some_and(|uid| uid != pod.info.uid) {
+            if write
+                .uid
+                .as_deref()
+                .is_some_and(|uid| uid != pod.record.uid)
+            {
                 continue;
             }
-            pod.info.annotation = write.view.as_ref().map(|v| v.to_annotation());
-            let text = match &pod.info.annotation {
+            let annotation = write.view.as_ref().map(|v| v.to_annotation());
+            pod.record.set_annotation(&key, annotation);
+            let text = match pod.record.annotation(&key) {
                 Some(value) => format!("{key}={}\n", go_quote(value)),
                 None => String::new(),
             };

@@ -53,8 +53,7 @@ impl Stage {
         self.stop_control_loop().await;
         {
             let mut state = self.state();
-            state.topology = None;
-            state.topology_read_at = None;
+            state.topology.reset();
             state.leases = None;
             // The new controller's pod watch lists the pods when it starts:
             // it has seen no pod leave before that.

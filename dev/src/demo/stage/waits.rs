@@ -113,7 +113,7 @@ pub(crate) fn every_owner_reading(state: &Shared) -> bool {
     state.cluster.pods.values().all(|pod| {
         let holds = doc
             .pods
-            .get(&pod.info.name)
+            .get(&pod.record.name)
             .is_some_and(|p| !p.active.is_empty());
         !holds
             || std::fs::metadata(&pod.record_log)

@@ -10,23 +10,13 @@ use kube::runtime::watcher;
 pub use shardring_core::departures::{CAPACITY, DepartureMemory};
 pub use shardring_core::departures::{Departure, Departures, RETENTION};
 
-use super::{containers_of, has_generated_name};
 use crate::controller::cached_pod::CachedPod;
+use crate::controller::pod_cache::PodRecord;
 
-/// The departure of `pod`, reported at `at`.
+/// The departure of `pod`, reported at `at`: the core's, of the pod's
+/// record.
 fn departure_of(pod: &CachedPod, at: Timestamp) -> Departure {
-    Departure {
-        uid: pod.metadata.uid.clone().unwrap_or_default(),
-        at,
-        containers: containers_of(pod),
-        scheduled: pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .is_some_and(|n| !n.is_empty()),
-        created: pod.metadata.creation_timestamp.as_ref().map(|t| t.0),
-        generated_name: has_generated_name(&pod.metadata),
-    }
+    PodRecord::from(pod).departure(at)
 }
 
 /// Feeding a [`DepartureMemory`] from the pod watch.

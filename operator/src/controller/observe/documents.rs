@@ -1,14 +1,9 @@
 //! The decoded published documents, one per owned ConfigMap, kept while the
-//! ConfigMap's `metadata.resourceVersion` is unchanged.
-//!
-//! Why: every reconcile reads the group's published document, and at 20,000
-//! shards inflating and parsing it costs tens of milliseconds and several
-//! megabytes each time, although it changes only when the operator itself
-//! publishes. A stored object's resourceVersion changes with every write, so
-//! a document decoded at a version is the document of that version; after
-//! its own write the operator remembers the document it wrote at the version
-//! the API server answered (when the stored content is exactly what it sent),
-//! so the next reconcile decodes nothing at all.
+//! ConfigMap's `metadata.resourceVersion` is unchanged: each group's is the
+//! core's [`DocumentMemory`] (the simulation feeds the same one; why it is
+//! kept is said there), in the group's state. This module reads the
+//! ConfigMaps and decodes them (outside the table's lock), and names the
+//! group a ConfigMap belongs to.
 
 use std::sync::Arc;
 
@@ -20,6 +15,7 @@ use crate::controller::apply::GROUP_LABEL;
 use crate::controller::groups::GroupTable;
 use crate::crds::AssignmentDocument;
 use shardring_core::codec;
+use shardring_core::group_state::DocumentMemory;
 
 /// The decoded published documents, each its group's
 /// [`GroupState::document`](crate::controller::groups::GroupState). Cheap
@@ -27,14 +23,6 @@ use shardring_core::codec;
 #[derive(Clone, Default)]
 pub struct DocumentCache {
     groups: GroupTable,
-}
-
-/// A group's published document as decoded (or written) at a version of
-/// its ConfigMap.
-pub(crate) struct KnownDocument {
-    config_map: String,
-    version: String,
-    document: Arc<AssignmentDocument>,
 }
 
 impl DocumentCache {
@@ -59,20 +47,17 @@ impl DocumentCache {
             return Published::Document(known);
         }
         // Decoded outside the lock: other groups' reconciles go on meanwhile.
-        match codec::decode(config_map) {
-            Ok(document) => {
-                let document = Arc::new(document);
-                if let Some(version) = version {
-                    self.remember(group, name, version.to_owned(), document.clone());
-                }
-                Published::Document(document)
-            }
-            Err(error) => {
-                if let Some(state) = self.groups.lock().get_mut(group) {
-                    state.document = None;
-                }
-                Published::Unreadable(error.to_string())
-            }
+        let decoded = codec::decode(config_map).map_err(|error| error.to_string());
+        let mut groups = self.groups.lock();
+        // Only a document kept makes a group's state (as an own write does).
+        let memory = if decoded.is_ok() && version.is_some() {
+            Some(&mut groups.entry(group.clone()).or_default().document)
+        } else {
+            groups.get_mut(group).map(|state| &mut state.document)
+        };
+        match memory {
+            Some(memory) => memory.decoded(name, version, decoded),
+            None => DocumentMemory::default().decoded(name, version, decoded),
         }
     }
 
@@ -102,18 +87,23 @@ impl DocumentCache {
             .lock()
             .entry(group.clone())
             .or_default()
-            .document = Some(KnownDocument {
-            config_map: config_map.to_owned(),
-            version,
-            document,
-        });
+            .document
+            .apply(config_map, version, document);
     }
 
     /// The latest document known of `group` (written by this operator or
     /// decoded), whatever the ConfigMap's version in the cache.
     pub(crate) fn latest(&self, group: &GroupKey) -> Option<Arc<AssignmentDocument>> {
+        self.groups.lock().get(group)?.document.latest()
+    }
+
+    /// What the plan step sees of `group`'s document when its ConfigMap
+    /// is gone: the last document known, else nothing published yet.
+    pub(crate) fn missing(&self, group: &GroupKey) -> Published {
         let groups = self.groups.lock();
-        Some(groups.get(group)?.document.as_ref()?.document.clone())
+        groups
+            .get(group)
+            .map_or(Published::Missing, |state| state.document.missing())
     }
 
     fn known(
@@ -122,9 +112,11 @@ impl DocumentCache {
         config_map: &str,
         version: &str,
     ) -> Option<Arc<AssignmentDocument>> {
-        let groups = self.groups.lock();
-        let known = groups.get(group)?.document.as_ref()?;
-        (known.config_map == config_map && known.version == version).then(|| known.document.clone())
+        self.groups
+            .lock()
+            .get(group)?
+            .document
+            .at(config_map, version)
     }
 }
 
@@ -192,7 +184,7 @@ mod tests {
         let groups = cache.groups.lock();
         groups
             .values()
-            .filter(|state| state.document.is_some())
+            .filter(|state| state.document.latest().is_some())
             .count()
     }
 

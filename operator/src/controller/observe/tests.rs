@@ -180,14 +180,14 @@ fn pod_info_carries_what_the_evidence_rule_reads() {
     pod.metadata.generate_name = Some("consumer-7d9f-".into());
     pod.metadata.name = Some("consumer-7d9f-abcde".into());
     pod.metadata.creation_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
-    let info = pod_info(&PodRecord::from(&pod), true, None, None, &|_: &str| None);
+    let info = pod_info(&pod, None);
     assert_eq!(info.containers, Containers::Stopped);
     assert_eq!(info.created, Some(Timestamp::UNIX_EPOCH));
     assert!(info.generated_name);
     // A StatefulSet's pod: its name is its own, and comes back.
     pod.metadata.generate_name = None;
     pod.metadata.name = Some("consumer-0".into());
-    assert!(!pod_info(&PodRecord::from(&pod), true, None, None, &|_: &str| None).generated_name);
+    assert!(!pod_info(&pod, None).generated_name);
     pod.metadata.generate_name = Some("other-".into());
     assert!(!has_generated_name(&pod.metadata));
 }
@@ -196,25 +196,26 @@ fn pod_info_carries_what_the_evidence_rule_reads() {
 fn pod_info_keeps_only_the_capacity_label_and_reads_the_zone_from_all() {
     let mut pod = pod_with("Running", true, vec![], vec![]);
     pod.metadata.labels = Some(labels(&[("app", "c"), ("weight", "4"), (ZONE_LABEL, "z1")]));
-    let info = pod_info(
-        &PodRecord::from(&pod),
-        true,
-        Some("weight"),
-        None,
-        &|_: &str| None,
-    );
+    let info = pod_info(&pod, Some("weight"));
     assert_eq!(info.labels, labels(&[("weight", "4")]));
     assert_eq!(info.zone.as_deref(), Some("z1"));
-    let info = pod_info(&PodRecord::from(&pod), true, None, None, &|_: &str| None);
+    let info = pod_info(&pod, None);
     assert!(info.labels.is_empty());
-    let info = pod_info(
-        &PodRecord::from(&pod),
-        true,
-        Some("absent"),
-        None,
-        &|_: &str| None,
+    let info = pod_info(&pod, Some("absent"));
+    assert!(info.labels.is_empty());
+}
+
+/// What the plan step sees of `pod`, selected, with `capacity_label`.
+fn pod_info(pod: &CachedPod, capacity_label: Option<&str>) -> PodInfo {
+    let record = PodRecord::from(pod);
+    let mut seen = collect_pods(
+        std::iter::once(&record),
+        |_| true,
+        capacity_label,
+        "",
+        |_| None,
     );
-    assert!(info.labels.is_empty());
+    seen.remove(0)
 }
 
 fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {

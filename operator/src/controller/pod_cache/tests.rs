@@ -3,12 +3,14 @@
 //! once it is complete.
 
 use super::*;
+use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{
     ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
     ContainerStatus, Pod, PodCondition, PodSpec, PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ObjectMeta;
+use shardring_core::observation::Containers;
 
 fn pod(namespace: &str, name: &str, labels: &[(&str, &str)]) -> CachedPod {
     CachedPod::from(&Pod {
