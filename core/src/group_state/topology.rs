@@ -124,8 +124,10 @@ mod tests {
                 parents: Vec::new(),
                 state: ShardState::Open,
             })
-            .collect();
-        Topology { shards }
+            .collect::<Vec<_>>();
+        Topology {
+            shards: shards.into(),
+        }
     }
 
     #[test]
