@@ -109,25 +109,13 @@ impl TopologyMemory {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{Shard, ShardState};
 
     fn t(s: i64) -> Timestamp {
         Timestamp::from_second(1_800_000_000 + s).expect("valid")
     }
 
     fn topology(ids: &[&str]) -> Topology {
-        let shards = ids
-            .iter()
-            .map(|id| Shard {
-                id: (*id).to_owned(),
-                hash_key_range: None,
-                parents: Vec::new(),
-                state: ShardState::Open,
-            })
-            .collect::<Vec<_>>();
-        Topology {
-            shards: shards.into(),
-        }
+        Topology::of_partitions(ids.iter().map(|id| (*id).to_owned()))
     }
 
     #[test]
