@@ -115,6 +115,13 @@ impl Subscription {
             () = interrupt => return Batch::Empty,
         };
         let first = match waited {
+            // Nothing within the poll. A consumer whose channel died without
+            // its stream hearing of it (seen once after a broker restart:
+            // every other queue of the connection ended, this one waited on)
+            // would look idle for ever, so a closed channel ends the hold.
+            Err(_) if !self.channel.status().connected() => {
+                return Batch::Ended("the queue's channel is no longer open".into());
+            }
             Err(_) => return Batch::Empty,
             Ok(None) => return Batch::Ended("the broker cancelled the consumer".into()),
             Ok(Some(Err(error))) => return Batch::Ended(error.to_string()),
