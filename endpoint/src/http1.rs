@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::FutureExt as _;
 use http::Response;
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -85,12 +86,15 @@ pub(crate) async fn serve<IO>(
         let app = app.clone();
         hyper::service::service_fn(move |request: hyper::Request<Incoming>| -> Answering {
             let guard = activity.start_request();
-            let app = app.clone();
-            Box::pin(async move {
-                let response = routes::handle(app, peer, request).await;
+            // Made here, and mapped rather than awaited in an async block:
+            // the block would keep room for the request, or for the answer's
+            // future twice (the one it holds and the one it awaits), for as
+            // long as the answer (a long-poll) waits.
+            let answer = routes::handle(app.clone(), peer, request);
+            Box::pin(answer.map(move |response| {
                 drop(guard);
                 Ok(response)
-            })
+            }))
         })
     };
     let io = TokioIo::new(ConnIo::new(io, activity.clone()));

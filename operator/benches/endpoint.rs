@@ -3,6 +3,11 @@
 //! consumers that are the `shardring-consumer` crate's endpoint client.
 //!
 //!     cargo bench -p shardring --bench endpoint [-- --drain 30s] [-- --pods 5000]
+//!     cargo bench -p shardring --bench endpoint -- --only load --polls-only
+//!
+//! (`--only deploy|load` runs one part; `--polls-only` stops the load part
+//! after its RSS figures.) The operator allocates as the binary does:
+//! jemalloc with `.cargo/config.toml`'s settings.
 //!
 //! 1. **Handoffs of a static source, with and without release acks**: 10
 //!    pods over 100 partitions (no lease table, drain timeout `--drain`,
@@ -13,7 +18,9 @@
 //!    new owner's start (both seen by the consumers, p50/p99), and the
 //!    deploy's wall time; the same run without acks is the baseline.
 //! 2. **Load** at `--pods` pods (5,000) over 4 shards each: the operator's
-//!    RSS before any consumer asked and with every pod's long-poll open;
+//!    RSS before any consumer asked and with every pod's long-poll open,
+//!    each read once the pages the operator freed were given back
+//!    (`SETTLE`);
 //!    responses written when one pod joins (per moved shard); requests/s of
 //!    immediate view requests with TokenReview cached, against a plain
 //!    hyper HTTPS server (hyper's HTTP/1 over rustls, a fixed answer) in
@@ -42,6 +49,9 @@ use shardring_devkit::fixtures;
 const NS: &str = "bench";
 const AUDIENCE: &str = "shardring.io";
 const SINCE: &str = "2026-01-01T00:00:00Z";
+/// How long RSS is left to settle before it is read: twice the operator's
+/// `dirty_decay_ms`.
+const SETTLE: Duration = Duration::from_secs(10);
 
 /// `shardring run`, killed when dropped.
 struct Operator {
@@ -105,6 +115,15 @@ impl Operator {
 
     fn status_mib(&self, field: &str) -> f64 {
         common::status_mib(&self.child.id().to_string(), field)
+    }
+
+    /// The operator's RSS once the pages it freed were given back: its
+    /// jemalloc returns freed pages within `dirty_decay_ms` (5 s,
+    /// `.cargo/config.toml`), so RSS read sooner still holds some of what
+    /// the last work (a publish, 5,000 TLS handshakes) allocated and freed.
+    async fn settled_rss(&self) -> f64 {
+        tokio::time::sleep(SETTLE).await;
+        self.status_mib("VmRSS:")
     }
 }
 
@@ -412,8 +431,7 @@ async fn load(pods: usize) -> Load {
         (group["status"]["pods"]["eligible"] == pods).then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let rss_idle = op.status_mib("VmRSS:");
+    let rss_idle = op.settled_rss().await;
 
     // Every pod's long-poll open.
     let clients: Vec<(String, EndpointClient)> = (0..pods)
@@ -457,9 +475,9 @@ async fn load(pods: usize) -> Load {
         (open.load(Ordering::SeqCst) == u64::try_from(pods).unwrap()).then_some(())
     })
     .await;
-    // The last request of each is in flight once the server counts it.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let rss_polls = op.status_mib("VmRSS:");
+    // The last request of each is in flight once the server counts it, well
+    // within the settling time.
+    let rss_polls = op.settled_rss().await;
     if std::env::args().any(|a| a == "--polls-only") {
         println!(
             "operator RSS before any request {rss_idle:.1} MiB, with {pods} long-polls open {rss_polls:.1} MiB"

@@ -19,6 +19,10 @@ use std::time::Duration;
 ///
 /// `SHARDRING_BENCH_OPERATOR=/path/to/shardring` runs that binary instead of
 /// the one built with the bench (an older build, to compare back to back).
+/// The endpoint bench stops the operator by its process name, `shardring`
+/// (under a wrapper too), so name the file so. heaptrack sees only what goes
+/// through `malloc`, not the binary's own allocations (jemalloc's): to see
+/// those, wrap a build whose `main.rs` sets no `#[global_allocator]`.
 pub fn operator_command() -> Command {
     let binary = std::env::var("SHARDRING_BENCH_OPERATOR")
         .unwrap_or_else(|_| env!("CARGO_BIN_EXE_shardring").to_owned());
