@@ -107,6 +107,10 @@ struct GroupReleases {
     /// Acknowledged releases, by shard: kept until the shard is revoked
     /// again, so a repeated acknowledgement is a duplicate.
     acks: HashMap<String, ReleaseAck>,
+    /// How many releases were accepted so far (never reset while the
+    /// group is known): a cycle that sees it grow knows a reconcile of
+    /// the group is already requested.
+    accepted: u64,
 }
 
 /// The acknowledged releases of every group the leader reconciles.
@@ -189,6 +193,7 @@ impl Releases {
                 at: now,
             },
         );
+        state.accepted += 1;
         drop(groups);
         // The controller may be gone (shutting down): the release is
         // recorded all the same, and the next leader's consumers resend.
@@ -242,6 +247,16 @@ impl Releases {
                     .collect(),
             })
             .unwrap_or_default()
+    }
+
+    /// How many releases of `group` were accepted so far: each asked for a
+    /// reconcile of the group, so a count that grew since a cycle observed
+    /// it says the next reconcile is already on its way.
+    pub fn accepted(&self, group: &GroupKey) -> u64 {
+        self.groups
+            .lock()
+            .get(group)
+            .map_or(0, |state| state.accepted)
     }
 
     /// Forgets a deleted group.

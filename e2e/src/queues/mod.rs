@@ -51,7 +51,7 @@ const LISTING_PASSWORD: &str = "listing-only";
 /// Messages unacknowledged per queue and consumer.
 pub const PREFETCH: u16 = 10;
 /// How often the producer publishes one message to every queue.
-const PUBLISH_INTERVAL: Duration = Duration::from_millis(40);
+const PUBLISH_INTERVAL: Duration = Duration::from_millis(10);
 /// The group's drain timeout; a SIGTERMed consumer waits as long for its revoke.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 

@@ -63,6 +63,13 @@ pub(crate) struct Reconcile<'a> {
     status_may_wait: bool,
     /// A status write held back, and how much longer it may wait.
     status_held: Option<Duration>,
+    /// How many releases of the group the endpoint had accepted when the
+    /// cycle began observing (`None` without an endpoint).
+    releases_accepted: Option<u64>,
+    /// How long each write step took, in the cycle's order.
+    steps: StepTimes,
+    /// Elapsed since `started` when the last step ended.
+    lap_from: Duration,
 }
 
 /// How long a status write of bookkeeping only may wait for the writes
@@ -91,6 +98,20 @@ pub(crate) struct Timings {
     pub(crate) observed: Duration,
     /// Until the plan step decided.
     pub(crate) planned: Duration,
+    /// Each write step's own time.
+    pub(crate) steps: StepTimes,
+}
+
+/// How long each write step of the apply phase took (zero when it had
+/// nothing to write): where a slow apply's time went, in the reconcile's
+/// debug log.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct StepTimes {
+    pub(crate) document: Duration,
+    pub(crate) annotations: Duration,
+    pub(crate) status: Duration,
+    pub(crate) events: Duration,
+    pub(crate) serve: Duration,
 }
 
 impl<'a> Reconcile<'a> {
@@ -116,6 +137,9 @@ impl<'a> Reconcile<'a> {
             moved: false,
             status_may_wait: false,
             status_held: None,
+            releases_accepted: None,
+            steps: StepTimes::default(),
+            lap_from: Duration::ZERO,
         }
     }
 
@@ -130,6 +154,29 @@ impl<'a> Reconcile<'a> {
         Timings {
             observed: self.observed,
             planned: self.planned,
+            steps: self.steps,
+        }
+    }
+
+    /// The time since the last step ended (or the plan step decided): the
+    /// cycle runs its steps one after the other, so this is the step that
+    /// just ended.
+    fn lap(&mut self) -> Duration {
+        let now = self.started.elapsed();
+        let step = now.saturating_sub(self.lap_from);
+        self.lap_from = now;
+        step
+    }
+
+    /// Whether a release was accepted since this cycle observed the group:
+    /// it asked for the next reconcile, which starts as soon as this one
+    /// ends and writes the status anew.
+    fn release_followed(&self) -> bool {
+        match (&self.ctx.endpoint, self.releases_accepted) {
+            (Some(endpoint), Some(seen)) => {
+                endpoint.releases.accepted(&GroupKey::of(self.group)) > seen
+            }
+            _ => false,
         }
     }
 
@@ -150,6 +197,10 @@ impl Observe for Reconcile<'_> {
     /// lease scan, with the published ConfigMap's version.
     async fn observe(&mut self, now: jiff::Timestamp) -> Observed {
         let (group, ctx) = (self.group, self.ctx);
+        self.releases_accepted = ctx
+            .endpoint
+            .as_ref()
+            .map(|endpoint| endpoint.releases.accepted(&GroupKey::of(group)));
         let (document, version) = ctx.stores.published(group);
         let leases = ctx.sources.leases(group);
         let reads = Reads {
@@ -198,6 +249,7 @@ impl Apply for Reconcile<'_> {
             && decision.events.is_empty()
             && decision.status.only_bookkeeping();
         self.planned = self.started.elapsed();
+        self.lap_from = self.planned;
         self.ctx
             .metrics
             .plan_duration
@@ -240,6 +292,7 @@ impl Apply for Reconcile<'_> {
                 .releases
                 .sync_group(&GroupKey::of(self.group), Some(&write.document));
         }
+        self.steps.document = self.lap();
         Ok(version)
     }
 
@@ -255,16 +308,22 @@ impl Apply for Reconcile<'_> {
             &self.ctx.writes,
             &self.ctx.metrics,
         )
-        .await
+        .await?;
+        self.steps.annotations = self.lap();
+        Ok(())
     }
 
-    /// Writes the status, unless it is bookkeeping only and may still wait
-    /// ([`STATUS_HOLD`]: the reconcile is requeued for when it is due).
+    /// Writes the status, unless it may still wait ([`STATUS_HOLD`]: the
+    /// reconcile is requeued for when it is due): when it is bookkeeping
+    /// only, or when a release accepted during this cycle already asked
+    /// for the next reconcile. That one cannot start before this one ends,
+    /// and the new owner's grant waits for it: a status it rewrites anyway
+    /// is not worth a write on the handoff's path.
     async fn status(&mut self, status: &ShardGroupStatus) -> Result<(), ApplyError> {
         self.namespace()?;
         let key = GroupKey::of(self.group);
         let table = self.ctx.groups.table();
-        if self.status_may_wait {
+        if self.status_may_wait || self.release_followed() {
             self.status_held = table.hold_status(&key, Instant::now(), STATUS_HOLD);
             if self.status_held.is_some() {
                 return Ok(());
@@ -273,6 +332,7 @@ impl Apply for Reconcile<'_> {
         apply::patch_status(&self.ctx.client, self.group, status).await?;
         table.status_written(&key);
         self.ctx.metrics.write("status");
+        self.steps.status = self.lap();
         Ok(())
     }
 
@@ -285,6 +345,7 @@ impl Apply for Reconcile<'_> {
             apply::publish_event(recorder, self.group, note).await;
             self.ctx.metrics.write("event");
         }
+        self.steps.events = self.lap();
     }
 
     /// Load reports are checked against the document now published; the
@@ -348,5 +409,6 @@ impl Apply for Reconcile<'_> {
                 self.status_held = Some(self.status_held.map_or(due, |held| held.min(due)));
             }
         }
+        self.steps.serve = self.lap();
     }
 }

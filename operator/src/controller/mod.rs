@@ -201,6 +201,11 @@ pub(crate) async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result
             .elapsed()
             .saturating_sub(timings.planned)
             .as_millis(),
+        document_ms = timings.steps.document.as_millis(),
+        annotations_ms = timings.steps.annotations.as_millis(),
+        status_ms = timings.steps.status.as_millis(),
+        events_ms = timings.steps.events.as_millis(),
+        serve_ms = timings.steps.serve.as_millis(),
         "reconciled"
     );
     let document_bytes = match &decision.document_write {

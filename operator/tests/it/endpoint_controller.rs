@@ -292,3 +292,130 @@ async fn a_revoke_is_acknowledged_once_its_document_is_written_before_the_annota
     shutdown.cancel();
     run.await.unwrap();
 }
+
+/// A release accepted while the cycle that revoked the shard is still
+/// writing asks for the next reconcile, which grants the shard to its new
+/// owner; that reconcile cannot start before the revoking one ends. So the
+/// revoking cycle leaves its status to it rather than make the handoff wait
+/// for a status write the next cycle makes anyway: between the document
+/// that revokes and the one that grants, the group's status is not
+/// written, and it is written after. Every request here is answered
+/// 300 ms late, so the release arrives while the revoke's annotations are
+/// being written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_during_the_revoking_cycle_leaves_its_status_to_the_granting_one() {
+    let endpoint = EndpointState::default();
+    let shutdown = CancellationToken::new();
+    let (mock, (ua, ub), run) = start_group(&endpoint, None, &shutdown, |group| {
+        group["spec"]["rebalance"]["delay"] = json!("0s");
+    })
+    .await;
+    wait_until("both views served", || {
+        let (a, b) = (view(&endpoint, "a", &ua)?, view(&endpoint, "b", &ub)?);
+        (a.view.active.len() == 2 && b.view.active.len() == 2)
+            .then_some(())
+            .ok_or_else(|| "not yet".to_owned())
+    })
+    .await;
+    let slow_from = Instant::now();
+    mock.set_request_delay(Duration::from_millis(300));
+    let mut pod = fixtures::ready_pod(NS, "c", "consumer", "2026-01-01T00:00:00Z");
+    pod["status"]["podIP"] = json!(ip().to_string());
+    mock.create(pod);
+    let (document, shard, owner) = wait_until("a revoke in the written document", || {
+        let cm = mock
+            .get("v1", "ConfigMap", Some(NS), "g-assignment")
+            .ok_or("no document")?;
+        let cm: k8s_openapi::api::core::v1::ConfigMap =
+            serde_json::from_value(cm).map_err(|e| e.to_string())?;
+        let document = shardring_core::codec::decode(&cm).map_err(|e| e.to_string())?;
+        let revoking = document
+            .shards
+            .iter()
+            .find(|(_, r)| r.state == shardring_crds::ShardPhase::Revoking)
+            .map(|(id, r)| (id.clone(), r.owner.clone().unwrap()));
+        match revoking {
+            Some((shard, owner)) => Ok((document, shard, owner)),
+            None => Err(format!("epoch {} revokes nothing", document.epoch)),
+        }
+    })
+    .await;
+    let uid = if owner == "a" { &ua } else { &ub };
+    let release = ReleaseRequest {
+        shard: shard.clone(),
+        epoch: document.epoch,
+        checkpoint: None,
+    };
+    // As a consumer does: a document the store has not synced yet is
+    // answered `FutureEpoch`, and retried.
+    let group = GroupKey::new(NS, "g");
+    wait_until("the release accepted", || {
+        endpoint
+            .releases
+            .submit(&group, &owner, uid, &release, jiff::Timestamp::now())
+            .map_err(|refused| refused.to_string())
+    })
+    .await;
+    let granted = wait_until("the shard granted to its new owner", || {
+        let cm = mock
+            .get("v1", "ConfigMap", Some(NS), "g-assignment")
+            .ok_or("no document")?;
+        let cm: k8s_openapi::api::core::v1::ConfigMap =
+            serde_json::from_value(cm).map_err(|e| e.to_string())?;
+        let document = shardring_core::codec::decode(&cm).map_err(|e| e.to_string())?;
+        let record = &document.shards[&shard];
+        (record.state == shardring_crds::ShardPhase::Active && record.owner.as_deref() == Some("c"))
+            .then_some(document.epoch)
+            .ok_or_else(|| format!("epoch {}: {record:?}", document.epoch))
+    })
+    .await;
+    let epoch_of_status = || {
+        let group = mock.get("shardring.io/v1alpha1", "ShardGroup", Some(NS), "g");
+        group
+            .and_then(|g| g["status"]["epoch"].as_u64())
+            .unwrap_or(0)
+    };
+    wait_until("the status written at the granting epoch", || {
+        let epoch = epoch_of_status();
+        (epoch >= granted)
+            .then_some(())
+            .ok_or_else(|| format!("status epoch {epoch}"))
+    })
+    .await;
+    let writes: Vec<_> = mock
+        .requests()
+        .into_iter()
+        .filter(|r| r.at >= slow_from && r.method != "GET")
+        .filter(|r| {
+            r.path.ends_with("/configmaps/g-assignment")
+                || r.path.ends_with("/shardgroups/g/status")
+        })
+        .map(|r| {
+            let what = if r.path.ends_with("/status") {
+                "status"
+            } else {
+                "document"
+            };
+            what.to_owned()
+        })
+        .collect();
+    let documents: Vec<usize> = (0..writes.len())
+        .filter(|&i| writes[i] == "document")
+        .collect();
+    assert!(
+        documents.len() >= 2,
+        "the revoke and the grant were written: {writes:?}"
+    );
+    assert!(
+        writes[documents[0]..documents[1]]
+            .iter()
+            .all(|w| w == "document"),
+        "no status write between the revoking document and the granting one: {writes:?}"
+    );
+    assert!(
+        writes[documents[1]..].iter().any(|w| w == "status"),
+        "the status is written after the grant: {writes:?}"
+    );
+    shutdown.cancel();
+    run.await.unwrap();
+}
