@@ -88,8 +88,8 @@ pub struct Model<'a> {
     pub zones: usize,
     /// Number of distinct nodes among eligible pods (unknown counts as one).
     pub nodes: usize,
-    /// `(xxh3(name), index)` of every eligible pod, sorted, for name lookups.
-    by_hash: Vec<(u64, u32)>,
+    /// Every eligible pod by name, for name lookups ([`Model::pod_index`]).
+    by_name: PodIndex,
     /// Count mode in a pool of several groups: per eligible pod, whether the
     /// pool-wide deal gives it this group's ⌈⌉ quota (`PlanInput::ceilings`).
     pub ceilings: Option<Vec<bool>>,
@@ -258,20 +258,15 @@ impl<'a> Model<'a> {
             rec.parents = parents;
         }
 
-        // Previous owners as eligible-pod indices, through a hash index:
+        // Previous owners as eligible-pod indices, through a hash table:
         // 100,000 binary searches over pod names cost more than all the rest.
-        let mut by_hash: Vec<(u64, u32)> = pods
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (xxh3_64(p.name.as_bytes()), index(i)))
-            .collect();
-        by_hash.sort_unstable();
+        let by_name = PodIndex::new(&pods);
         let mut model = Model {
             pods,
             shards,
             zones,
             nodes,
-            by_hash,
+            by_name,
             ceilings: None,
             standby_ceilings: None,
             pool_load: Vec::new(),
@@ -314,14 +309,59 @@ impl<'a> Model<'a> {
 
     /// Eligible-pod index of a pod name, or `NONE`.
     pub fn pod_index(&self, name: &str) -> u32 {
-        let hash = xxh3_64(name.as_bytes());
-        let from = self.by_hash.partition_point(|&(h, _)| h < hash);
-        self.by_hash[from..]
-            .iter()
-            .take_while(|&&(h, _)| h == hash)
-            .find(|&&(_, i)| self.pods[i as usize].name == name)
-            .map_or(NONE, |&(_, i)| i)
+        self.by_name.find(&self.pods, name)
     }
+}
+
+/// An open-addressing hash table of pod names (keyed by `xxh3(name)`, linear
+/// probing, at most half full): a lookup is a hash and mostly one probe.
+struct PodIndex {
+    /// `index + 1` of the pod whose name hashes to this slot (or was pushed
+    /// on from an earlier one), 0 for an empty slot; a power of two long.
+    slots: Vec<u32>,
+    /// Per pod, `xxh3(name)`.
+    hashes: Vec<u64>,
+}
+
+impl PodIndex {
+    fn new(pods: &[PodRec<'_>]) -> Self {
+        let len = (pods.len() * 2).next_power_of_two().max(2);
+        let mask = len - 1;
+        let mut slots = vec![0u32; len];
+        let hashes: Vec<u64> = pods.iter().map(|p| xxh3_64(p.name.as_bytes())).collect();
+        for (i, &hash) in hashes.iter().enumerate() {
+            let mut at = slot(hash, mask);
+            while slots[at] != 0 {
+                at = (at + 1) & mask;
+            }
+            slots[at] = index(i) + 1;
+        }
+        PodIndex { slots, hashes }
+    }
+
+    /// The index in `pods` (those it was built of) of `name`, or `NONE`.
+    fn find(&self, pods: &[PodRec<'_>], name: &str) -> u32 {
+        let hash = xxh3_64(name.as_bytes());
+        let mask = self.slots.len() - 1;
+        let mut at = slot(hash, mask);
+        loop {
+            let entry = self.slots[at];
+            if entry == 0 {
+                return NONE;
+            }
+            let i = entry - 1;
+            if self.hashes[i as usize] == hash && pods[i as usize].name == name {
+                return i;
+            }
+            at = (at + 1) & mask;
+        }
+    }
+}
+
+/// The slot of `hash` in a table of `mask + 1` slots.
+#[allow(clippy::cast_possible_truncation)] // masked to the table's length
+fn slot(hash: u64, mask: usize) -> usize {
+    (hash as usize) & mask
 }
 
 /// The lifecycle class of `shard` among `order` (every shard of the input,
