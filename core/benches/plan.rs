@@ -4,7 +4,9 @@
 //! (everything published and every annotation current), of a pod leaving
 //! (its shards start a revoke) and of a pod joining (balancing moves start),
 //! with the engine run alone on the same input as the baseline measured in
-//! the same run: what the plan costs above the assignment itself.
+//! the same run: what the plan costs above the assignment itself (and the
+//! engine alone again with the group's memory kept, what it costs when
+//! nothing changed).
 //!
 //!     cargo bench -p shardring-core --bench plan [-- --pods N --shards M --rounds R]
 //!
@@ -216,6 +218,19 @@ fn main() {
         })
         .collect();
     let engine = median_and_max(engine_times);
+    // The engine again, with the memory the operator keeps for the group
+    // (after one plan of the same input): what a plan costs the engine
+    // when nothing changed.
+    let mut memory = shardring_engine::EngineMemory::default();
+    drop(shardring_engine::plan_with(&input, &mut memory));
+    let engine_kept_times: Vec<Duration> = (0..rounds)
+        .map(|_| {
+            let start = Instant::now();
+            std::hint::black_box(shardring_engine::plan_with(&input, &mut memory).unwrap());
+            start.elapsed()
+        })
+        .collect();
+    let engine_kept = median_and_max(engine_kept_times);
 
     let leave_times = time(&left(obs.clone()), &obs, rounds);
     let join_times = time(&joined(obs.clone()), &obs, rounds);
@@ -226,6 +241,7 @@ fn main() {
     println!("{:<40} {:>10} {:>10}", "step", "median", "max");
     for (step, (median, max)) in [
         ("baseline: engine alone (no-op input)", engine),
+        ("engine alone, its memory kept", engine_kept),
         ("first plan (nothing published)", (first, first)),
         ("no-op plan", noop),
         ("pod leaves (revokes start)", leave_times),

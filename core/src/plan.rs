@@ -202,11 +202,12 @@ pub struct Moves {
 
 /// What one ShardGroup's plans keep between them, owned by the caller (the
 /// operator keeps one per group, the simulation and tests none): the
-/// engine's last ring ([`engine::RingMemory`]). No decision depends on it:
-/// [`plan_with`] decides exactly as [`plan`] does, only quicker.
+/// engine's last ring and shard table ([`engine::EngineMemory`]). No
+/// decision depends on it: [`plan_with`] decides exactly as [`plan`] does,
+/// only quicker.
 #[derive(Debug, Clone, Default)]
 pub struct PlanMemory {
-    ring: engine::RingMemory,
+    engine: engine::EngineMemory,
 }
 
 /// What a plan is done with but did not free (at 20,000 shards the
@@ -301,8 +302,8 @@ fn plan_assignment(
         pacing,
         output,
         mut input,
-    } = run_engine(obs, pool, pods, topology, previous_doc, &mut memory.ring)?;
-    outcome.deferred_moves = deferred_by_budget(&mut input, &mut memory.ring, &output);
+    } = run_engine(obs, pool, pods, topology, previous_doc, &mut memory.engine)?;
+    outcome.deferred_moves = deferred_by_budget(&mut input, &mut memory.engine, &output);
     // The input (a copy of the topology and of the previous assignment) is
     // kept only while the rebalance delay may call for a second, unpaced
     // engine run: at 20,000 shards it is megabytes the rest of the plan
@@ -344,7 +345,7 @@ fn plan_assignment(
         || {
             input
                 .as_mut()
-                .is_some_and(|input| rebalances_unpaced(input, &mut memory.ring))
+                .is_some_and(|input| rebalances_unpaced(input, &mut memory.engine))
         },
     );
     outcome.problem = obs.topology.error.as_ref().map(|error| Problem {

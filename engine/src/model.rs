@@ -2,7 +2,10 @@
 //! placement passes work on: pods sorted by name, shards sorted by id, every
 //! shard classified as readable, pending or complete, previous owners resolved
 //! to pod indices. Sorting once here is what makes the output independent of
-//! the input order.
+//! the input order. What the shards and the consumer name alone decide (the
+//! shards' order, ring positions, lifecycle, parents, key-space weights) is
+//! a [`ShardTable`] of its own, which a caller planning the same shards again
+//! keeps instead of building anew ([`EngineMemory`](crate::EngineMemory)).
 
 use crate::error::PlanError;
 use crate::hash::{self, hash_pair};
@@ -75,7 +78,7 @@ pub struct ShardRec<'a> {
     /// Previous owner as an eligible-pod index, or `NONE`.
     pub prev_owner: u32,
     /// Parent shard indices (only parents present in the input).
-    pub parents: Vec<u32>,
+    pub parents: &'a [u32],
 }
 
 /// The interned input.
@@ -88,8 +91,8 @@ pub struct Model<'a> {
     pub zones: usize,
     /// Number of distinct nodes among eligible pods (unknown counts as one).
     pub nodes: usize,
-    /// `(xxh3(name), index)` of every eligible pod, sorted, for name lookups.
-    by_hash: Vec<(u64, u32)>,
+    /// Every eligible pod by name, for name lookups ([`Model::pod_index`]).
+    by_name: PodIndex,
     /// Count mode in a pool of several groups: per eligible pod, whether the
     /// pool-wide deal gives it this group's ⌈⌉ quota (`PlanInput::ceilings`).
     pub ceilings: Option<Vec<bool>>,
@@ -104,8 +107,11 @@ pub struct Model<'a> {
 }
 
 impl<'a> Model<'a> {
-    /// Validates and interns `input`.
-    pub fn build(input: &'a PlanInput) -> Result<Self, PlanError> {
+    /// Validates and interns `input`, on `table`, the [`ShardTable`] of its
+    /// shards and consumer name ([`ShardTable::build`], or kept from an
+    /// earlier plan on the same shards).
+    pub fn build(input: &'a PlanInput, table: &'a ShardTable) -> Result<Self, PlanError> {
+        debug_assert!(table.fits(input), "a shard table of other shards");
         let consumer = input.options.consumer_name.as_bytes();
         let mut buf = Vec::with_capacity(128);
         if input.pods.len() > MAX_PODS {
@@ -154,15 +160,17 @@ impl<'a> Model<'a> {
         let zones = distinct(|p| p.zone);
         let nodes = distinct(|p| p.node);
 
-        // Shards sorted by id; the previous map is sorted too, so a merge join
-        // resolves previous entries without per-shard map lookups.
-        let mut order: Vec<&Shard> = input.shards.iter().collect();
-        order.sort_unstable_by(|a, b| a.id.cmp(&b.id));
-        for pair in order.windows(2) {
-            if pair[0].id == pair[1].id {
-                return Err(PlanError::DuplicateShard(pair[0].id.clone()));
-            }
+        // Shards sorted by id (the table's order); the previous map is
+        // sorted too, so a merge join resolves previous entries without
+        // per-shard map lookups.
+        if let Some(id) = &table.duplicate {
+            return Err(PlanError::DuplicateShard(id.clone()));
         }
+        let order: Vec<&'a Shard> = table
+            .order
+            .iter()
+            .map(|&i| &input.shards[i as usize])
+            .collect();
         let ranged = input.options.balance.weighs_key_space();
         let throughput = input.options.balance.weighs_load();
         if throughput {
@@ -183,27 +191,20 @@ impl<'a> Model<'a> {
                 return Err(PlanError::UnknownLoad(id.clone()));
             }
         }
+        if let Some(error) = &table.invalid {
+            return Err(error.clone());
+        }
         let mut prev_iter = input.previous.iter().peekable();
         let mut load_iter = input.loads.iter().peekable();
         let mut unmeasured = Vec::new();
         let mut shards = Vec::with_capacity(order.len());
-        for shard in &order {
-            if shard.id.is_empty() {
-                return Err(PlanError::EmptyName("shard id"));
-            }
-            let weight = match &shard.hash_key_range {
-                Some(range) => {
-                    let weight = range_weight(&range.start, &range.end).map_err(|reason| {
-                        PlanError::BadHashKeyRange {
-                            shard: shard.id.clone(),
-                            reason,
-                        }
-                    })?;
-                    if ranged { weight } else { 1 }
-                }
+        for (at, shard) in order.iter().enumerate() {
+            let weight = match table.key_weight[at] {
                 // A shard without a range weighs 0 for now; hashRange mode
                 // gives it the mean weight below.
-                None => u64::from(!ranged),
+                0 => u64::from(!ranged),
+                weight if ranged => weight,
+                _ => 1,
             };
             let (weight, noise, shift) = if throughput {
                 match joined(&mut load_iter, &shard.id) {
@@ -216,30 +217,18 @@ impl<'a> Model<'a> {
             } else {
                 (weight, 0, 0)
             };
-            let mut previous = None;
-            while let Some((id, entry)) = prev_iter.peek() {
-                match id.as_str().cmp(shard.id.as_str()) {
-                    std::cmp::Ordering::Less => {
-                        prev_iter.next();
-                    }
-                    std::cmp::Ordering::Equal => {
-                        previous = Some(*entry);
-                        prev_iter.next();
-                        break;
-                    }
-                    std::cmp::Ordering::Greater => break,
-                }
-            }
+            let previous = joined(&mut prev_iter, &shard.id);
+            let parents = table.parents_of(at);
             shards.push(ShardRec {
                 id: &shard.id,
-                hash: hash_pair(&mut buf, consumer, shard.id.as_bytes()),
+                hash: table.hash[at],
                 weight,
                 noise,
                 shift,
-                class: Class::Readable,
+                class: table.class[at],
                 previous,
                 prev_owner: NONE,
-                parents: Vec::new(),
+                parents,
             });
         }
         if ranged {
@@ -249,29 +238,15 @@ impl<'a> Model<'a> {
             fill_unmeasured(&mut shards, &unmeasured);
         }
 
-        // Lifecycle. A parent id absent from the input is treated as complete:
-        // Kinesis trims a parent after retention, long after it was read.
-        for (at, shard) in order.iter().enumerate() {
-            let (class, parents) = lifecycle(shard, &order);
-            let rec = &mut shards[at];
-            rec.class = class;
-            rec.parents = parents;
-        }
-
-        // Previous owners as eligible-pod indices, through a hash index:
+        // Previous owners as eligible-pod indices, through a hash table:
         // 100,000 binary searches over pod names cost more than all the rest.
-        let mut by_hash: Vec<(u64, u32)> = pods
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (xxh3_64(p.name.as_bytes()), index(i)))
-            .collect();
-        by_hash.sort_unstable();
+        let by_name = PodIndex::new(&pods);
         let mut model = Model {
             pods,
             shards,
             zones,
             nodes,
-            by_hash,
+            by_name,
             ceilings: None,
             standby_ceilings: None,
             pool_load: Vec::new(),
@@ -314,13 +289,174 @@ impl<'a> Model<'a> {
 
     /// Eligible-pod index of a pod name, or `NONE`.
     pub fn pod_index(&self, name: &str) -> u32 {
+        self.by_name.find(&self.pods, name)
+    }
+}
+
+/// An open-addressing hash table of pod names (keyed by `xxh3(name)`, linear
+/// probing, at most half full): a lookup is a hash and mostly one probe.
+struct PodIndex {
+    /// `index + 1` of the pod whose name hashes to this slot (or was pushed
+    /// on from an earlier one), 0 for an empty slot; a power of two long.
+    slots: Vec<u32>,
+    /// Per pod, `xxh3(name)`.
+    hashes: Vec<u64>,
+}
+
+impl PodIndex {
+    fn new(pods: &[PodRec<'_>]) -> Self {
+        let len = (pods.len() * 2).next_power_of_two().max(2);
+        let mask = len - 1;
+        let mut slots = vec![0u32; len];
+        let hashes: Vec<u64> = pods.iter().map(|p| xxh3_64(p.name.as_bytes())).collect();
+        for (i, &hash) in hashes.iter().enumerate() {
+            let mut at = slot(hash, mask);
+            while slots[at] != 0 {
+                at = (at + 1) & mask;
+            }
+            slots[at] = index(i) + 1;
+        }
+        PodIndex { slots, hashes }
+    }
+
+    /// The index in `pods` (those it was built of) of `name`, or `NONE`.
+    fn find(&self, pods: &[PodRec<'_>], name: &str) -> u32 {
         let hash = xxh3_64(name.as_bytes());
-        let from = self.by_hash.partition_point(|&(h, _)| h < hash);
-        self.by_hash[from..]
-            .iter()
-            .take_while(|&&(h, _)| h == hash)
-            .find(|&&(_, i)| self.pods[i as usize].name == name)
-            .map_or(NONE, |&(_, i)| i)
+        let mask = self.slots.len() - 1;
+        let mut at = slot(hash, mask);
+        loop {
+            let entry = self.slots[at];
+            if entry == 0 {
+                return NONE;
+            }
+            let i = entry - 1;
+            if self.hashes[i as usize] == hash && pods[i as usize].name == name {
+                return i;
+            }
+            at = (at + 1) & mask;
+        }
+    }
+}
+
+/// The slot of `hash` in a table of `mask + 1` slots.
+#[allow(clippy::cast_possible_truncation)] // masked to the table's length
+fn slot(hash: u64, mask: usize) -> usize {
+    (hash as usize) & mask
+}
+
+/// What a plan's model takes from the shards alone and the consumer name:
+/// their order by id, ring positions, lifecycle classes, parents and
+/// key-space weights, and the first validation error they hold. Building it
+/// sorts, hashes and parses every shard; a caller that plans the same
+/// shards again keeps it ([`EngineMemory`](crate::EngineMemory)), and a
+/// kept table is the table built afresh, so no output depends on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardTable {
+    /// The consumer name the hashes are of.
+    consumer: String,
+    /// Number of shards it was built of.
+    len: usize,
+    /// Indices into the input's shards, sorted by id.
+    order: Vec<u32>,
+    /// Per shard in id order: `xxh3(consumerName ‖ 0 ‖ id)`.
+    hash: Vec<u64>,
+    /// Per shard in id order: its lifecycle class.
+    class: Vec<Class>,
+    /// Parents of the shard at `s` (id order) are
+    /// `parents[parents_at[s]..parents_at[s + 1]]`.
+    parents_at: Vec<u32>,
+    parents: Vec<u32>,
+    /// Per shard in id order: the weight of its hash key range
+    /// ([`range_weight`], at least 1), 0 without one.
+    key_weight: Vec<u64>,
+    /// The first id listed twice: the input is refused.
+    duplicate: Option<String>,
+    /// The first shard (in id order) with an empty id or a bad hash key
+    /// range: the input is refused (after the checks of loads).
+    invalid: Option<PlanError>,
+}
+
+impl ShardTable {
+    /// The table of `input`'s shards and consumer name.
+    pub fn build(input: &PlanInput) -> Self {
+        let consumer = &input.options.consumer_name;
+        let mut table = ShardTable {
+            consumer: consumer.clone(),
+            len: input.shards.len(),
+            order: Vec::new(),
+            hash: Vec::new(),
+            class: Vec::new(),
+            parents_at: Vec::new(),
+            parents: Vec::new(),
+            key_weight: Vec::new(),
+            duplicate: None,
+            invalid: None,
+        };
+        if input.shards.len() > MAX_SHARDS {
+            // Refused before the table is looked at.
+            return table;
+        }
+        let shards = &input.shards;
+        let mut at: Vec<u32> = (0..index(shards.len())).collect();
+        at.sort_unstable_by(|&a, &b| shards[a as usize].id.cmp(&shards[b as usize].id));
+        let order: Vec<&Shard> = at.iter().map(|&i| &shards[i as usize]).collect();
+        if let Some(pair) = order.windows(2).find(|pair| pair[0].id == pair[1].id) {
+            table.duplicate = Some(pair[0].id.clone());
+            return table;
+        }
+        table.order = at;
+        let mut buf = Vec::with_capacity(128);
+        let n = order.len();
+        table.hash.reserve_exact(n);
+        table.class.reserve_exact(n);
+        table.key_weight.reserve_exact(n);
+        table.parents_at.reserve_exact(n + 1);
+        table.parents_at.push(0);
+        for shard in &order {
+            if table.invalid.is_none() && shard.id.is_empty() {
+                table.invalid = Some(PlanError::EmptyName("shard id"));
+            }
+            let weight = match &shard.hash_key_range {
+                Some(range) => match range_weight(&range.start, &range.end) {
+                    Ok(weight) => weight,
+                    Err(reason) => {
+                        if table.invalid.is_none() {
+                            table.invalid = Some(PlanError::BadHashKeyRange {
+                                shard: shard.id.clone(),
+                                reason,
+                            });
+                        }
+                        0
+                    }
+                },
+                None => 0,
+            };
+            table.key_weight.push(weight);
+            table.hash.push(hash_pair(
+                &mut buf,
+                consumer.as_bytes(),
+                shard.id.as_bytes(),
+            ));
+            // Lifecycle. A parent id absent from the input is treated as
+            // complete: Kinesis trims a parent after retention, long after
+            // it was read.
+            let (class, parents) = lifecycle(shard, &order);
+            table.class.push(class);
+            table.parents.extend(parents);
+            table.parents_at.push(index(table.parents.len()));
+        }
+        table
+    }
+
+    /// Parent indices (id order) of the shard at `at` (id order).
+    fn parents_of(&self, at: usize) -> &[u32] {
+        &self.parents[self.parents_at[at] as usize..self.parents_at[at + 1] as usize]
+    }
+
+    /// Whether this is the table of `input`'s shards, given that they are
+    /// the shards it was built of: the same consumer name and count.
+    pub(crate) fn fits(&self, input: &PlanInput) -> bool {
+        self.consumer == input.options.consumer_name && self.len == input.shards.len()
     }
 }
 

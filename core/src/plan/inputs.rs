@@ -251,7 +251,7 @@ pub(super) fn run_engine(
     pods: Vec<engine::Pod>,
     topology: &Topology,
     previous_doc: Option<&AssignmentDocument>,
-    ring: &mut engine::RingMemory,
+    memory: &mut engine::EngineMemory,
 ) -> Result<Engined, Problem> {
     let current = obs.group.status.clone().unwrap_or_default();
     let mut pacing = pacing::pace(
@@ -286,7 +286,7 @@ pub(super) fn run_engine(
             BTreeMap::new()
         },
     };
-    let output = engine::plan_with(&input, ring).map_err(|error| Problem {
+    let output = engine::plan_with(&input, memory).map_err(|error| Problem {
         reason: reason::PLAN_FAILED,
         message: format!("the assignment engine refused the input: {error}"),
         blocks_ready: true,

@@ -13,14 +13,14 @@ use crate::engine::{self, PlanInput, PlanOutput, Rebalance};
 /// refuses the input (it accepted the same input paced, so only a bug).
 fn optional_moves_with(
     input: &mut PlanInput,
-    ring: &mut engine::RingMemory,
+    memory: &mut engine::EngineMemory,
     rebalance: Rebalance,
     max_optional_moves: Option<u32>,
 ) -> Option<u64> {
     let paced = (input.options.rebalance, input.options.max_optional_moves);
     input.options.rebalance = rebalance;
     input.options.max_optional_moves = max_optional_moves;
-    let moves = engine::plan_with(input, ring)
+    let moves = engine::plan_with(input, memory)
         .ok()
         .map(|o| o.optional_moves());
     (input.options.rebalance, input.options.max_optional_moves) = paced;
@@ -29,8 +29,8 @@ fn optional_moves_with(
 
 /// Whether the engine, free of the rebalance delay and the move budget,
 /// would make optional moves from `input`.
-pub(super) fn rebalances_unpaced(input: &mut PlanInput, ring: &mut engine::RingMemory) -> bool {
-    optional_moves_with(input, ring, Rebalance::All, None).is_some_and(|moves| moves > 0)
+pub(super) fn rebalances_unpaced(input: &mut PlanInput, memory: &mut engine::EngineMemory) -> bool {
+    optional_moves_with(input, memory, Rebalance::All, None).is_some_and(|moves| moves > 0)
 }
 
 /// How many optional moves the move budget held back from `output`, the
@@ -40,7 +40,7 @@ pub(super) fn rebalances_unpaced(input: &mut PlanInput, ring: &mut engine::RingM
 /// after a pod change and are not the budget's) beyond the ones made.
 pub(super) fn deferred_by_budget(
     input: &mut PlanInput,
-    ring: &mut engine::RingMemory,
+    memory: &mut engine::EngineMemory,
     output: &PlanOutput,
 ) -> u64 {
     let Some(allowed) = input.options.max_optional_moves else {
@@ -51,6 +51,6 @@ pub(super) fn deferred_by_budget(
         return 0;
     }
     let rebalance = input.options.rebalance;
-    optional_moves_with(input, ring, rebalance, None)
+    optional_moves_with(input, memory, rebalance, None)
         .map_or(0, |unbudgeted| unbudgeted.saturating_sub(made))
 }

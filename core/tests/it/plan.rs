@@ -1,13 +1,14 @@
 //! Pure tests of the controller's plan step: no API server, just
 //! observations in and decisions out.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use shardring_core::EventKind;
 use shardring_core::conditions::{self, reason};
 use shardring_core::observation::Published;
 use shardring_core::plan::{self, Moves, plan};
-use shardring_core::topology::SourceError;
+use shardring_core::topology::{SourceError, Topology};
 use shardring_crds::ShardPhase;
 
 use shardring_core::fixtures::*;
@@ -114,8 +115,9 @@ fn the_same_observation_gives_the_same_decision() {
 
 /// One group's plan memory, kept across a sequence of plans as the operator
 /// keeps it (pods joining, leaving, several at once, the whole pool
-/// replaced, a pool too small to keep a ring), never changes a decision:
-/// each equals the plan without memory.
+/// replaced, a pool too small to keep a ring, the source read again into a
+/// new list of shards, one partition replaced by another, one fewer), never
+/// changes a decision: each equals the plan without memory.
 #[test]
 fn a_plan_with_the_groups_memory_decides_as_a_plan_without() {
     let mut memory = plan::PlanMemory::default();
@@ -136,6 +138,17 @@ fn a_plan_with_the_groups_memory_decides_as_a_plan_without() {
             o.pods
                 .extend((0..290).map(|i| pod_info(&format!("back-{i}"))))
         },
+        |o| o.topology.last_good = Some(Arc::new(reread(o, |_| {}))),
+        |o| {
+            o.topology.last_good = Some(Arc::new(reread(o, |shards| {
+                shards[0].id = "orders-replaced".into();
+            })))
+        },
+        |o| {
+            o.topology.last_good = Some(Arc::new(reread(o, |shards| {
+                shards.pop();
+            })))
+        },
     ];
     for (n, step) in steps.iter().enumerate() {
         step(&mut obs);
@@ -144,6 +157,19 @@ fn a_plan_with_the_groups_memory_decides_as_a_plan_without() {
             assert_eq!(with_memory, plan(&obs), "step {n}");
             obs = settle(later(obs, 31));
         }
+    }
+}
+
+/// The topology of `obs` read again: its shards in a new list, changed by
+/// `change`.
+fn reread(
+    obs: &shardring_core::Observation,
+    change: impl FnOnce(&mut Vec<shardring_engine::Shard>),
+) -> Topology {
+    let mut shards = (*obs.topology.last_good.as_ref().unwrap().shards).clone();
+    change(&mut shards);
+    Topology {
+        shards: Arc::new(shards),
     }
 }
 

@@ -8,6 +8,7 @@
 
 mod common;
 mod golden;
+mod memory;
 mod pool;
 mod pool_standby;
 mod pool_throughput;
