@@ -2,6 +2,10 @@
 //! changed (the epoch moves only then), and derives each pod's annotation view
 //! and the minimal set of annotation writes.
 //!
+//! A record the plan leaves as published comes borrowed from the published
+//! document ([`NextRecord::Kept`]): at 20,000 shards a pod event must not
+//! cost a copy and a comparison of every record, only what it changed.
+//!
 //! A pod's view keeps the epoch at which its lists last changed: a pod whose
 //! shards did not change keeps its annotation (and its older epoch), so a
 //! churn event writes only the pods it affects. Epochs a pod sees still only
@@ -13,7 +17,8 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Deserialize;
 
 use crate::crds::assignment::ViewError;
-use crate::crds::{AssignmentDocument, PodAssignment, PodView, ShardRecord};
+use crate::crds::assignment::{ASSIGNMENT_API_VERSION, ASSIGNMENT_KIND};
+use crate::crds::{AssignmentDocument, PodAssignment, PodView, ShardPhase, ShardRecord};
 
 use crate::observation::PodInfo;
 
@@ -29,46 +34,268 @@ pub struct AnnotationWrite {
     pub view: Option<PodView>,
 }
 
+/// A shard's record in the next document: its published record, kept as it
+/// is (borrowed from the published document), or a new one.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum NextRecord<'a> {
+    /// The published record, unchanged.
+    Kept(&'a ShardRecord),
+    /// A record built by this plan (which may still equal the published one).
+    New(ShardRecord),
+}
+
+impl NextRecord<'_> {
+    /// The record.
+    pub(crate) fn get(&self) -> &ShardRecord {
+        match self {
+            Self::Kept(record) => record,
+            Self::New(record) => record,
+        }
+    }
+
+    /// The record, owned.
+    pub(crate) fn into_owned(self) -> ShardRecord {
+        match self {
+            Self::Kept(record) => record.clone(),
+            Self::New(record) => record,
+        }
+    }
+}
+
+/// The records of the next document by shard id: sorted, each id once.
+pub(crate) type NextRecords<'a> = Vec<(&'a str, NextRecord<'a>)>;
+
 /// The next document: `previous` itself (borrowed: nothing to write) when the
 /// content is unchanged, else the new content at `base_epoch + 1`.
 ///
 /// `base_epoch` is the highest epoch known (the previous document's and the
 /// status's), so a deleted or unreadable ConfigMap never makes the epoch go back.
-pub fn next_document<'a>(
+///
+/// The content is unchanged when `previous` has the same group, exactly
+/// these records and the pod lists they index. Records kept from
+/// `previous` are known equal without a comparison, so a plan that changes
+/// nothing builds nothing; one that moves a few shards copies the rest of
+/// `previous`'s records.
+pub(crate) fn next_document<'a>(
     shard_group: String,
-    shards: BTreeMap<String, ShardRecord>,
+    shards: NextRecords<'_>,
     previous: Option<&'a AssignmentDocument>,
     base_epoch: u64,
 ) -> Cow<'a, AssignmentDocument> {
-    let mut doc =
-        AssignmentDocument::from_shards(shard_group, base_epoch + 1, shards, std::iter::empty());
-    if let Some(prev) = previous
-        && prev.shard_group == doc.shard_group
-        && prev.api_version == doc.api_version
-        && prev.kind == doc.kind
-        && prev.shards == doc.shards
-        && prev.pods == doc.pods
+    let Some(prev) = previous else {
+        return Cow::Owned(build(shard_group, base_epoch + 1, collect(shards)));
+    };
+    // Whether the ids are the published ones in order (compared even for
+    // kept records: cheap, and a record kept under another id cannot pass),
+    // and whether every record is the published one too.
+    let aligned = shards.len() == prev.shards.len()
+        && shards
+            .iter()
+            .zip(prev.shards.keys())
+            .all(|((id, _), prev_id)| *id == prev_id.as_str());
+    let same_records = aligned
+        && shards
+            .iter()
+            .zip(prev.shards.values())
+            .all(|((_, record), prev_record)| match record {
+                NextRecord::Kept(kept) => std::ptr::eq(*kept, prev_record) || *kept == prev_record,
+                NextRecord::New(record) => record == prev_record,
+            });
+    if same_records
+        && prev.shard_group == shard_group
+        && prev.api_version == ASSIGNMENT_API_VERSION
+        && prev.kind == ASSIGNMENT_KIND
+        && indexes_its_shards(prev)
     {
         return Cow::Borrowed(prev);
     }
+    if !aligned {
+        return Cow::Owned(build(shard_group, base_epoch + 1, collect(shards)));
+    }
+    // The same shards, a few of them changed (a plan moves few): the
+    // published records with the new ones put in their place (copying the
+    // tree compares no ids), and the published pod lists with the changed
+    // shards moved, when they index the published records.
+    let changed: Vec<(&str, &ShardRecord, &ShardRecord)> = shards
+        .iter()
+        .zip(prev.shards.values())
+        .filter_map(|((id, record), prev_record)| match record {
+            NextRecord::Kept(kept) if std::ptr::eq(*kept, prev_record) => None,
+            // Rebuilt as it was (a shard given its lineage again, say).
+            _ if record.get() == prev_record => None,
+            _ => Some((*id, prev_record, record.get())),
+        })
+        .collect();
+    let pods = indexes_its_shards(prev).then(|| moved(&prev.pods, &changed));
+    let mut records = prev.shards.clone();
+    for ((slot, prev_record), (_, record)) in
+        records.values_mut().zip(prev.shards.values()).zip(shards)
+    {
+        match record {
+            NextRecord::Kept(kept) if std::ptr::eq(kept, prev_record) => {}
+            NextRecord::Kept(kept) => slot.clone_from(kept),
+            NextRecord::New(record) => *slot = record,
+        }
+    }
+    match pods {
+        Some(pods) => {
+            let mut doc = AssignmentDocument::new(shard_group, base_epoch + 1);
+            doc.shards = records;
+            doc.pods = pods;
+            Cow::Owned(doc)
+        }
+        None => Cow::Owned(build(shard_group, base_epoch + 1, records)),
+    }
+}
+
+/// The pod lists `pods` (those of the published records) with each shard
+/// of `changed` (id, published record, next record) taken off the lists of
+/// its published record and put on those of its next one: the lists
+/// [`AssignmentDocument::from_shards`] builds of the next records, pods
+/// left with nothing dropped.
+fn moved(
+    pods: &BTreeMap<String, PodAssignment>,
+    changed: &[(&str, &ShardRecord, &ShardRecord)],
+) -> BTreeMap<String, PodAssignment> {
+    let mut pods = pods.clone();
+    let position = |list: &[String], id: &str| list.binary_search_by(|at| at.as_str().cmp(id));
+    for (id, before, _) in changed {
+        for (pod, list) in listings(before) {
+            // Listed: `pods` indexes the published records.
+            if let Some(lists) = pods.get_mut(pod) {
+                let list = list_of(lists, list);
+                if let Ok(at) = position(list, id) {
+                    list.remove(at);
+                }
+            }
+        }
+    }
+    for (id, _, after) in changed {
+        for (pod, list) in listings(after) {
+            if !pods.contains_key(pod) {
+                pods.insert(pod.to_owned(), PodAssignment::default());
+            }
+            let list = list_of(pods.get_mut(pod).expect("just inserted"), list);
+            let (Ok(at) | Err(at)) = position(list, id);
+            list.insert(at, (*id).to_owned());
+        }
+    }
+    pods.retain(|_, p| !p.is_empty());
+    pods
+}
+
+/// The pod lists a record is in (as [`AssignmentDocument::from_shards`]
+/// indexes it): its owner's list for its state, and each standby's
+/// `standby` list, as indices of [`list_of`].
+fn listings(record: &ShardRecord) -> impl Iterator<Item = (&str, usize)> {
+    let list = match record.state {
+        ShardPhase::Active => Some(0),
+        ShardPhase::Revoking => Some(2),
+        ShardPhase::Held => Some(3),
+        ShardPhase::Pending | ShardPhase::Complete => None,
+    };
+    let owner = list.and_then(|list| Some((record.owner.as_deref()?, list)));
+    let standbys = list
+        .is_some()
+        .then_some(&record.standbys)
+        .into_iter()
+        .flatten()
+        .map(|standby| (standby.as_str(), 1));
+    owner.into_iter().chain(standbys)
+}
+
+/// A pod's list by index: `active`, `standby`, `revoking`, `held`.
+fn list_of(lists: &mut PodAssignment, list: usize) -> &mut Vec<String> {
+    match list {
+        0 => &mut lists.active,
+        1 => &mut lists.standby,
+        2 => &mut lists.revoking,
+        _ => &mut lists.held,
+    }
+}
+
+/// `shards` as a map (sorted and unique: built in bulk).
+fn collect(shards: NextRecords<'_>) -> BTreeMap<String, ShardRecord> {
+    shards
+        .into_iter()
+        .map(|(id, record)| (id.to_owned(), record.into_owned()))
+        .collect()
+}
+
+/// The document of `shards`, with the pod lists they index.
+fn build(
+    shard_group: String,
+    epoch: u64,
+    shards: BTreeMap<String, ShardRecord>,
+) -> AssignmentDocument {
+    let mut doc = AssignmentDocument::from_shards(shard_group, epoch, shards, std::iter::empty());
     // Pods that hold nothing are left out of the document.
     doc.pods.retain(|_, p| !p.is_empty());
-    Cow::Owned(doc)
+    doc
+}
+
+/// Whether `doc.pods` is exactly what its shards index: what
+/// [`AssignmentDocument::from_shards`] builds from them (every pod that
+/// holds something, its lists in shard order), checked without building it.
+fn indexes_its_shards(doc: &AssignmentDocument) -> bool {
+    // Per pod: its lists and how far each was matched.
+    let mut cursors: HashMap<&str, (&PodAssignment, [usize; 4])> = doc
+        .pods
+        .iter()
+        .map(|(name, lists)| (name.as_str(), (lists, [0; 4])))
+        .collect();
+    let mut next = |pod: &str, list: usize, id: &str| {
+        let Some((lists, at)) = cursors.get_mut(pod) else {
+            return false;
+        };
+        let list_of = [&lists.active, &lists.standby, &lists.revoking, &lists.held];
+        let matched = list_of[list]
+            .get(at[list])
+            .is_some_and(|listed| listed == id);
+        at[list] += 1;
+        matched
+    };
+    for (id, shard) in &doc.shards {
+        let list = match shard.state {
+            ShardPhase::Active => 0,
+            ShardPhase::Revoking => 2,
+            ShardPhase::Held => 3,
+            ShardPhase::Pending | ShardPhase::Complete => continue,
+        };
+        if let Some(owner) = &shard.owner
+            && !next(owner, list, id)
+        {
+            return false;
+        }
+        if !shard.standbys.iter().all(|standby| next(standby, 1, id)) {
+            return false;
+        }
+    }
+    cursors.values().all(|(lists, at)| {
+        !lists.is_empty()
+            && at[0] == lists.active.len()
+            && at[1] == lists.standby.len()
+            && at[2] == lists.revoking.len()
+            && at[3] == lists.held.len()
+    })
 }
 
 /// Adds each child's parents from the source's `lineage` to records that
 /// carry none: without a lease table the engine shards have no parents (so
 /// children are placed at once), but consumers still see the lineage.
-pub fn add_lineage(
-    shards: &mut BTreeMap<String, ShardRecord>,
-    lineage: &BTreeMap<String, Vec<String>>,
-) {
+pub(crate) fn add_lineage(shards: &mut NextRecords<'_>, lineage: &BTreeMap<String, Vec<String>>) {
     for (id, parents) in lineage {
-        if let Some(record) = shards.get_mut(id)
-            && record.parents.is_empty()
-        {
-            record.parents = parents.clone();
+        let Ok(at) = shards.binary_search_by(|(shard, _)| (*shard).cmp(id.as_str())) else {
+            continue;
+        };
+        let record = &mut shards[at].1;
+        if !record.get().parents.is_empty() {
+            continue;
         }
+        let mut new =
+            std::mem::replace(record, NextRecord::New(ShardRecord::default())).into_owned();
+        new.parents = parents.clone();
+        *record = NextRecord::New(new);
     }
 }
 
@@ -191,3 +418,6 @@ fn same(current: &[Cow<'_, str>], wanted: &[String]) -> bool {
 fn uid(pod: &PodInfo) -> Option<String> {
     Some(pod.uid.clone()).filter(|u| !u.is_empty())
 }
+
+#[cfg(test)]
+mod tests;

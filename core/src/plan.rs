@@ -310,7 +310,7 @@ fn plan_assignment(
     // does not need.
     let mut input = pacing.next_change.is_some().then_some(input);
 
-    let mut step = handoff::step(
+    let (step, mut records) = handoff::step(
         obs,
         timing(obs),
         topology,
@@ -319,7 +319,6 @@ fn plan_assignment(
         kept_epoch,
         &identities,
     );
-    let mut records = std::mem::take(&mut step.records);
     document::add_lineage(&mut records, &obs.topology.lineage);
     let doc = document::next_document(obs.group.qualified_name(), records, published, kept_epoch);
     let changed = matches!(doc, Cow::Owned(_));

@@ -11,7 +11,8 @@ use jiff::Timestamp;
 use super::clocks::{Deliveries, Timing, drain_clocks, graceful_pods, remembered_deliveries};
 use super::evidence::Evidence;
 use crate::crds::{AssignmentDocument, Handoff, HashKeyRange, ReturnHold, ShardPhase, ShardRecord};
-use crate::engine::{PlanOutput, Previous, ShardState};
+use crate::document::{NextRecord, NextRecords};
+use crate::engine::{PlanOutput, Previous, Shard, ShardAssignment, ShardState};
 use crate::identity::{Identities, Returning};
 use crate::observation::{Observation, PodInfo};
 use crate::topology::Topology;
@@ -48,8 +49,6 @@ pub struct HoldEnded {
 /// The result of the handoff step.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct HandoffResult {
-    /// The shard records to publish.
-    pub records: BTreeMap<String, ShardRecord>,
     /// Handoffs completed in this plan.
     pub completed: Vec<Completed>,
     /// Revokes started in this plan.
@@ -101,16 +100,18 @@ pub(crate) fn engine_previous(
         .collect()
 }
 
-/// Runs the handoff step for one plan.
-pub(crate) fn step(
+/// Runs the handoff step for one plan: its bookkeeping, and the shard
+/// records to publish (sorted by id, each id once), those equal to their
+/// published record borrowed from it.
+pub(crate) fn step<'a>(
     obs: &Observation,
     timing: Timing,
-    topology: &Topology,
+    topology: &'a Topology,
     output: &PlanOutput,
-    published: Option<&AssignmentDocument>,
+    published: Option<&'a AssignmentDocument>,
     kept_epoch: u64,
     identities: &Identities,
-) -> HandoffResult {
+) -> (HandoffResult, NextRecords<'a>) {
     let now = obs.now;
     let current = obs.group.status.clone().unwrap_or_default();
     let pods: BTreeMap<&str, &PodInfo> = obs.pods.iter().map(|p| (p.name.as_str(), p)).collect();
@@ -145,53 +146,52 @@ pub(crate) fn step(
     // shard id: walking the shards in id order joins all three in one pass,
     // without a map lookup per shard (at 20,000 shards the lookups and the
     // one-by-one inserts were a third of the plan), and the records come
-    // out sorted, so the map is built in bulk.
+    // out sorted, as the document lists them.
     let mut assigned = SortedCursor::new(output.assignment.iter());
     let mut published_records = SortedCursor::new(published.into_iter().flat_map(|d| &d.shards));
-    let mut records = Vec::with_capacity(topology.shards.len());
+    let mut records: NextRecords<'a> = Vec::with_capacity(topology.shards.len());
     for shard in topology.sorted_by_id() {
-        let mut record = ShardRecord {
-            parents: shard.parents.clone(),
-            hash_key_range: shard.hash_key_range.as_ref().map(|r| {
-                Box::new(HashKeyRange {
-                    start: r.start.clone(),
-                    end: r.end.clone(),
-                })
-            }),
-            ..Default::default()
-        };
         let target = assigned.get(&shard.id);
         let previous = published_records.get(&shard.id);
-        if shard.state == ShardState::Complete {
-            record.state = ShardPhase::Complete;
-        } else if pending.contains(shard.id.as_str()) {
-            record.state = ShardPhase::Pending;
-        } else {
-            let owner = target.and_then(|a| a.owner.clone());
-            let standbys = target.map(|a| a.standbys.clone()).unwrap_or_default();
-            ctx.place(
-                &shard.id,
-                previous,
-                owner,
-                standbys,
-                &mut record,
-                &mut result,
-            );
+        let readable = shard.state != ShardState::Complete && !pending.contains(shard.id.as_str());
+        // Most shards stay where they are: their published record is kept
+        // as it is, without building (and comparing) a copy of it.
+        let record = match (previous, target) {
+            (Some(previous), Some(target)) if readable && ctx.stays_as(shard, previous, target) => {
+                if cfg!(debug_assertions) {
+                    // What the step would have done, rebuilt: every test
+                    // and simulation checks the shortcut against it (the
+                    // record equal to the published one, nothing noted).
+                    let mut noted = HandoffResult::default();
+                    let rebuilt = ctx.record(shard, true, Some(target), Some(previous), &mut noted);
+                    assert_eq!(rebuilt, *previous, "shard {} kept", shard.id);
+                    assert!(
+                        noted.completed.is_empty()
+                            && noted.revokes_started == 0
+                            && noted.holds_ended.is_empty()
+                            && noted.next_check.is_none(),
+                        "shard {} kept: {noted:?}",
+                        shard.id
+                    );
+                }
+                NextRecord::Kept(previous)
+            }
+            _ => NextRecord::New(ctx.record(shard, readable, target, previous, &mut result)),
+        };
+        // A repeated id keeps its last record.
+        match records.last_mut() {
+            Some((id, last)) if *id == shard.id => *last = record,
+            _ => records.push((&shard.id, record)),
         }
-        note_hold_end(&shard.id, previous, &record, &mut result);
-        records.push((shard.id.clone(), record));
     }
     if let Some(deadline) = identities.next_deadline() {
         let wait = deadline.duration_since(now).unsigned_abs();
         result.next_check = Some(result.next_check.map_or(wait, |w| w.min(wait)));
     }
-    // Sorted input: `collect` only checks the order and builds the tree in
-    // bulk (a repeated id keeps its last record, as inserting would).
-    result.records = records.into_iter().collect();
     // Keep only the bookkeeping of pods that still hold revoking shards.
-    let holders: BTreeSet<&str> = result
-        .records
-        .values()
+    let holders: BTreeSet<&str> = records
+        .iter()
+        .map(|(_, r)| r.get())
         .filter(|r| r.state == ShardPhase::Revoking)
         .filter_map(|r| r.owner.as_deref())
         .collect();
@@ -204,14 +204,13 @@ pub(crate) fn step(
         .filter(|(p, _)| holders.contains(p.as_str()))
         .collect();
     let revokes = || {
-        result
-            .records
-            .values()
-            .filter_map(|r| r.handoff.as_ref())
+        records
+            .iter()
+            .filter_map(|(_, r)| r.get().handoff.as_ref())
             .map(|h| h.since)
     };
     (result.oldest_revoke, result.youngest_revoke) = (revokes().min(), revokes().max());
-    result
+    (result, records)
 }
 
 /// Records in `result` the end of the hold `previous` carried, when
@@ -265,6 +264,18 @@ fn return_hold(returning: &Returning) -> Box<ReturnHold> {
     })
 }
 
+/// Whether a record's hash key range is the topology's.
+fn same_range(
+    record: Option<&HashKeyRange>,
+    topology: Option<&crate::engine::HashKeyRange>,
+) -> bool {
+    match (record, topology) {
+        (None, None) => true,
+        (Some(r), Some(t)) => r.start == t.start && r.end == t.end,
+        _ => false,
+    }
+}
+
 /// A cursor over a map's entries in key order, asked for keys in ascending
 /// order: each entry is passed over once, whatever the number of asks.
 struct SortedCursor<'a, V: 'a, I: Iterator<Item = (&'a String, &'a V)>> {
@@ -308,6 +319,67 @@ pub(super) struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// Whether the step leaves `shard`'s published record `previous` as it
+    /// is: a readable shard the engine keeps on its active owner (`target`),
+    /// nobody waited for, with the same standbys, parents and hash key
+    /// range, and no handoff or hold to end. Exactly the records
+    /// [`Ctx::record`] would rebuild equal to `previous`, decided without
+    /// building one (most shards of a plan; see the tests).
+    fn stays_as(&self, shard: &Shard, previous: &ShardRecord, target: &ShardAssignment) -> bool {
+        let Some(owner) = previous.owner.as_deref() else {
+            return false;
+        };
+        previous.state == ShardPhase::Active
+            && previous.handoff.is_none()
+            && previous.return_hold.is_none()
+            && target.owner.as_deref() == Some(owner)
+            && self.identities.hold_for(owner).is_none()
+            && previous.parents == shard.parents
+            && same_range(
+                previous.hash_key_range.as_deref(),
+                shard.hash_key_range.as_ref(),
+            )
+            && previous.standbys.iter().map(String::as_str).eq(target
+                .standbys
+                .iter()
+                .map(String::as_str)
+                .filter(|s| self.identities.hold_for(s).is_none()))
+    }
+
+    /// Builds `shard`'s next record from the engine's placement (`target`)
+    /// and its published record (`previous`), noting in `result` what
+    /// started, completed or ended.
+    fn record(
+        &self,
+        shard: &Shard,
+        readable: bool,
+        target: Option<&ShardAssignment>,
+        previous: Option<&ShardRecord>,
+        result: &mut HandoffResult,
+    ) -> ShardRecord {
+        let mut record = ShardRecord {
+            parents: shard.parents.clone(),
+            hash_key_range: shard.hash_key_range.as_ref().map(|r| {
+                Box::new(HashKeyRange {
+                    start: r.start.clone(),
+                    end: r.end.clone(),
+                })
+            }),
+            ..Default::default()
+        };
+        if shard.state == ShardState::Complete {
+            record.state = ShardPhase::Complete;
+        } else if !readable {
+            record.state = ShardPhase::Pending;
+        } else {
+            let owner = target.and_then(|a| a.owner.clone());
+            let standbys = target.map(|a| a.standbys.clone()).unwrap_or_default();
+            self.place(&shard.id, previous, owner, standbys, &mut record, result);
+        }
+        note_hold_end(&shard.id, previous, &record, result);
+        record
+    }
+
     /// Fills `record` for a readable shard the engine placed on `owner`.
     /// A shard placed on a pod that is away and waited for is never made
     /// active: it is revoked from whoever reads it, and held once they let
