@@ -42,7 +42,8 @@
 //! flush, so that [`encode_with`] and the [`EncodeCache`] of the last
 //! encode recompress only the chunks whose JSON changed: at 20,000 shards
 //! a pod event re-gzipped several megabytes of JSON, now the few chunks
-//! it touched. The bytes do not depend on the cache ([`chunks`] says how).
+//! it touched. The bytes do not depend on the cache (`encoding/chunks.rs`
+//! says how).
 
 mod chunks;
 

@@ -37,7 +37,8 @@ use crate::assignment::AssignmentDocument;
 /// but compress worse and reset the compressor more often.
 pub const RECORDS_PER_CHUNK: u64 = 128;
 
-/// The chunks of one document's compact JSON kept by [`encode_with`] from
+/// The chunks of one document's compact JSON kept by
+/// [`encode_with`](super::encode_with) from
 /// its last encode, for the next: each chunk's JSON (about the size of the
 /// document's JSON in all) and its deflate bytes at each level used. Owned
 /// by whoever encodes one document after another (the operator: one per
