@@ -238,6 +238,7 @@ fn main() {
 
     let leave_times = time(&left(obs.clone()), &obs, rounds);
     let join_times = time(&joined(obs.clone()), &obs, rounds);
+    let leave_warm = time_from(&left(obs.clone()), &obs, rounds, &published_memory);
     let join_warm = time_from(&joined(obs.clone()), &obs, rounds, &published_memory);
     let encoding = encode_alone(&obs, rounds);
     let leave_plain = time_without_memory(&left(obs.clone()), rounds);
@@ -251,6 +252,7 @@ fn main() {
         ("no-op plan", noop),
         ("pod leaves (revokes start)", leave_times),
         ("pod joins (balancing moves)", join_times),
+        ("pod leaves, encode cache warm", leave_warm),
         ("pod joins, encode cache warm", join_warm),
         ("pod leaves, no memory, freed inside", leave_plain),
         ("pod joins, no memory, freed inside", join_plain),
