@@ -280,24 +280,26 @@ fn deflate_chunk(
         }
         None => compress.insert(Compress::new(Compression::new(level), false)),
     };
-    let mut consumed = 0;
-    loop {
-        // Room for the chunk compressed, and more on each round.
-        let spare = out.capacity() - out.len();
-        if spare < 256 {
-            out.reserve((chunk.len() - consumed) / 2 + 1024);
-        }
-        let before = compress.total_in();
-        compress
-            .compress_vec(&chunk[consumed..], out, FlushCompress::Full)
-            .map_err(std::io::Error::from)?;
-        consumed += usize::try_from(compress.total_in() - before).expect("at most the chunk");
-        // The flush is complete once everything is consumed and the
-        // compressor stopped short of filling the output.
-        if consumed == chunk.len() && out.len() < out.capacity() {
-            return Ok(());
-        }
+    // Room for more than the chunk's worst case (stored blocks: 5 bytes of
+    // header per 16 KiB, the flush's marker, the bits left to align), so
+    // one call compresses it all and the output never ends exactly at the
+    // end of the room: zlib.h, a flush that fills the output is repeated
+    // by the next call (a second empty stored block), which would make the
+    // bytes depend on the buffer's capacity, not on the chunk alone.
+    out.reserve(chunk.len() + chunk.len() / 1024 + 64);
+    let room = out.capacity() - out.len();
+    let before = compress.total_in();
+    compress
+        .compress_vec(chunk, out, FlushCompress::Full)
+        .map_err(std::io::Error::from)?;
+    let consumed = compress.total_in() - before;
+    if usize::try_from(consumed).ok() != Some(chunk.len()) || out.capacity() - out.len() == 0 {
+        return Err(std::io::Error::other(format!(
+            "deflate of a {}-byte chunk took {consumed} bytes and filled {room} bytes of room",
+            chunk.len()
+        )));
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -371,6 +373,28 @@ mod tests {
             for level in LEVELS {
                 let gzip = json.gzip(level, None).unwrap();
                 assert_eq!(inflated(&gzip), json.bytes);
+            }
+        }
+    }
+
+    #[test]
+    fn a_chunks_bytes_do_not_depend_on_the_room_left_in_the_output() {
+        // zlib.h: a flush ending exactly at the end of the output space
+        // repeats its marker when called again for the rest (it did,
+        // before the room reserved for the worst case).
+        let ids: Vec<(String, u8)> = (0..600)
+            .map(|i| (format!("s-{i}"), u8::try_from(i % 16).unwrap()))
+            .collect();
+        let json = Chunked::of(&document(1, &ids, 9), 0).unwrap();
+        for chunk in json.chunks().take(3) {
+            for level in LEVELS {
+                let mut alone = Vec::new();
+                deflate_chunk(&mut None, level, chunk, &mut alone).unwrap();
+                for room in alone.len().saturating_sub(8)..alone.len() + 8 {
+                    let mut out = Vec::with_capacity(room);
+                    deflate_chunk(&mut None, level, chunk, &mut out).unwrap();
+                    assert_eq!(out, alone, "level {level}, {room} bytes of room");
+                }
             }
         }
     }
