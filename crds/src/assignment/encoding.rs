@@ -53,8 +53,8 @@ use std::io::Read as _;
 use flate2::read::GzDecoder;
 use k8s_openapi::ByteString;
 
-use self::chunks::Chunked;
 pub use self::chunks::{EncodeCache, RECORDS_PER_CHUNK};
+use self::chunks::{GzipChunks, write_chunks};
 
 use super::{
     ASSIGNMENT_API_VERSION, ASSIGNMENT_KIND, AssignmentDocument, CONFIGMAP_GZIP_KEY, CONFIGMAP_KEY,
@@ -220,36 +220,29 @@ fn encode_chunked(
     document: &AssignmentDocument,
     mut cache: Option<&mut EncodeCache>,
 ) -> Result<EncodedDocument, EncodeError> {
-    let capacity = cache.as_deref().map_or(0, |cache| cache.json_bytes);
-    let json = Chunked::of(document, capacity)?;
-    let json_bytes = json.bytes.len();
-    if let Some(cache) = cache.as_deref_mut() {
-        cache.json_bytes = json_bytes;
-    }
-    if json_bytes <= PLAIN_LIMIT_BYTES {
-        let json = String::from_utf8(json.bytes).expect("serde_json writes UTF-8");
-        return Ok(EncodedDocument {
-            data: BTreeMap::from([(CONFIGMAP_KEY.to_owned(), json)]),
-            binary_data: BTreeMap::new(),
-            encoding: Encoding::Plain,
-            json_bytes,
-            hash_key_ranges_omitted: false,
-        });
-    }
-    let mut encoded = gzipped(&json, json_bytes, false, &mut cache)?;
-    drop(json);
+    let (first, json_bytes) = first_pass(document, cache.as_deref_mut())?;
+    let gzip = match first {
+        First::Plain { json, .. } => {
+            let json = String::from_utf8(json).expect("serde_json writes UTF-8");
+            return Ok(EncodedDocument {
+                data: BTreeMap::from([(CONFIGMAP_KEY.to_owned(), json)]),
+                binary_data: BTreeMap::new(),
+                encoding: Encoding::Plain,
+                json_bytes,
+                hash_key_ranges_omitted: false,
+            });
+        }
+        First::Gzip(gzip) => gzip.finish(),
+    };
+    let mut encoded = gzipped(document, gzip, json_bytes, false, &mut cache)?;
     let has_ranges = document
         .shards
         .values()
         .any(|shard| shard.hash_key_range.is_some());
     if encoded.encoded_bytes() > MAX_ENCODED_BYTES && has_ranges {
-        let mut compact = document.clone();
-        compact
-            .shards
-            .values_mut()
-            .for_each(|shard| shard.hash_key_range = None);
-        let json = Chunked::of(&compact, json_bytes)?;
-        encoded = gzipped(&json, json_bytes, true, &mut cache)?;
+        drop(encoded);
+        let gzip = compressed(document, true, LEVELS[0], cache.as_deref_mut())?;
+        encoded = gzipped(document, gzip, json_bytes, true, &mut cache)?;
     }
     let encoded_bytes = encoded.encoded_bytes();
     if encoded_bytes > MAX_ENCODED_BYTES {
@@ -271,15 +264,15 @@ fn encode_chunked(
 /// default level too.
 const LEVELS: [u32; 2] = [2, 6];
 
-/// `json` gzip-compressed at the first level, or at the next level when
-/// that does not fit but nearly does.
+/// `gzip` (the document at the first level) as stored, or compressed again
+/// at the next level when it does not fit but nearly does.
 fn gzipped(
-    json: &Chunked,
+    document: &AssignmentDocument,
+    mut gzip: Vec<u8>,
     json_bytes: usize,
     hash_key_ranges_omitted: bool,
     cache: &mut Option<&mut EncodeCache>,
 ) -> Result<EncodedDocument, EncodeError> {
-    let mut gzip = json.gzip(LEVELS[0], cache.as_deref_mut())?;
     for &level in &LEVELS[1..] {
         let stored = CONFIGMAP_GZIP_KEY.len() + gzip.len();
         // Fits, or so far over that a higher level (under 10% smaller)
@@ -287,7 +280,13 @@ fn gzipped(
         if stored <= MAX_ENCODED_BYTES || stored > MAX_ENCODED_BYTES / 10 * 11 {
             break;
         }
-        gzip = json.gzip(level, cache.as_deref_mut())?;
+        drop(gzip);
+        gzip = compressed(
+            document,
+            hash_key_ranges_omitted,
+            level,
+            cache.as_deref_mut(),
+        )?;
     }
     Ok(EncodedDocument {
         data: BTreeMap::new(),
@@ -296,6 +295,78 @@ fn gzipped(
         json_bytes,
         hash_key_ranges_omitted,
     })
+}
+
+/// What the first pass over a document made of it.
+enum First<'c> {
+    /// Its compact JSON so far, while it is at most [`PLAIN_LIMIT_BYTES`],
+    /// and where its chunks end.
+    Plain { json: Vec<u8>, ends: Vec<usize> },
+    /// Past that, its gzip at the first level.
+    Gzip(Box<GzipChunks<'c>>),
+}
+
+impl<'c> First<'c> {
+    /// Appends a chunk: to the JSON while the JSON fits
+    /// [`PLAIN_LIMIT_BYTES`]; past that, the chunks held so far and this
+    /// one go to gzip and the JSON is freed.
+    fn chunk(
+        &mut self,
+        chunk: &[u8],
+        cache: &mut Option<&'c mut EncodeCache>,
+    ) -> std::io::Result<()> {
+        match self {
+            Self::Plain { json, ends } if json.len() + chunk.len() <= PLAIN_LIMIT_BYTES => {
+                json.extend_from_slice(chunk);
+                ends.push(json.len());
+            }
+            Self::Plain { json, ends } => {
+                let mut gzip = GzipChunks::new(LEVELS[0], cache.take());
+                let mut start = 0;
+                for &end in ends.iter() {
+                    gzip.chunk(&json[start..end])?;
+                    start = end;
+                }
+                gzip.chunk(chunk)?;
+                *self = Self::Gzip(Box::new(gzip));
+            }
+            Self::Gzip(gzip) => gzip.chunk(chunk)?,
+        }
+        Ok(())
+    }
+}
+
+/// Serializes `document` chunk by chunk: kept as JSON while it fits
+/// [`PLAIN_LIMIT_BYTES`], gzip-compressed at the first level past that,
+/// with the JSON's size. Why streamed: at 20,000 shards the JSON is several
+/// megabytes, and holding it beside the document and its gzip was the
+/// largest single allocation of a publish; one chunk is held at a time.
+fn first_pass<'c>(
+    document: &AssignmentDocument,
+    cache: Option<&'c mut EncodeCache>,
+) -> Result<(First<'c>, usize), EncodeError> {
+    let mut cache = cache;
+    let mut first = First::Plain {
+        json: Vec::new(),
+        ends: Vec::new(),
+    };
+    let json_bytes = write_chunks(document, false, &mut |chunk| first.chunk(chunk, &mut cache))?;
+    Ok((first, json_bytes))
+}
+
+/// `document` (without its ranges if `omit_hash_key_ranges`) as gzip at
+/// `level`, however small, streamed chunk by chunk.
+fn compressed(
+    document: &AssignmentDocument,
+    omit_hash_key_ranges: bool,
+    level: u32,
+    cache: Option<&mut EncodeCache>,
+) -> Result<Vec<u8>, EncodeError> {
+    let mut gzip = GzipChunks::new(level, cache);
+    write_chunks(document, omit_hash_key_ranges, &mut |chunk| {
+        gzip.chunk(chunk)
+    })?;
+    Ok(gzip.finish())
 }
 
 /// Reads the document from a ConfigMap's `data` and `binaryData` (pass

@@ -46,6 +46,30 @@ fn document(epoch: u64, shards: &[(String, u8)], pods: usize) -> AssignmentDocum
     AssignmentDocument::from_shards("ns/g\\\"", epoch, records, pods)
 }
 
+/// The chunks [`write_chunks`] hands over, checking the size it returns.
+fn chunks_of(document: &AssignmentDocument, omit_hash_key_ranges: bool) -> Vec<Vec<u8>> {
+    let mut chunks = Vec::new();
+    let written = write_chunks(document, omit_hash_key_ranges, &mut |chunk| {
+        chunks.push(chunk.to_vec());
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(written, chunks.iter().map(Vec::len).sum::<usize>());
+    chunks
+}
+
+/// `chunks` as one gzip member at `level`.
+fn gzip(chunks: &[Vec<u8>], level: u32, cache: Option<&mut EncodeCache>) -> Vec<u8> {
+    let mut gzip = GzipChunks::new(level, cache);
+    for chunk in chunks {
+        gzip.chunk(chunk).unwrap();
+    }
+    let len = gzip.len();
+    let gzip = gzip.finish();
+    assert_eq!(gzip.len(), len);
+    gzip
+}
+
 fn inflated(gzip: &[u8]) -> Vec<u8> {
     let mut json = Vec::new();
     GzDecoder::new(gzip).read_to_end(&mut json).unwrap();
@@ -59,19 +83,31 @@ fn chunks_are_exactly_the_json_serde_writes() {
             .map(|i| (format!("shard-{i}/\u{1}"), u8::try_from(i % 16).unwrap()))
             .collect();
         let doc = document(7, &ids, pods);
-        let json = Chunked::of(&doc, 0).unwrap();
-        assert_eq!(json.bytes, serde_json::to_vec(&doc).unwrap());
-        assert_eq!(json.chunks().collect::<Vec<_>>().concat(), json.bytes);
-        assert!(json.chunks().all(|chunk| !chunk.is_empty()));
+        let chunks = chunks_of(&doc, false);
+        let json = chunks.concat();
+        assert_eq!(json, serde_json::to_vec(&doc).unwrap());
+        assert!(chunks.iter().all(|chunk| !chunk.is_empty()));
         // The head is a chunk of its own; a large map is in several.
-        assert!(json.chunks().next().unwrap().ends_with(b"\"pods\":{"));
+        assert!(chunks[0].ends_with(b"\"pods\":{"));
         if shards >= 3_000 {
-            assert!(json.ends.len() > 10, "{} chunks", json.ends.len());
+            assert!(chunks.len() > 10, "{} chunks", chunks.len());
         }
         for level in LEVELS {
-            let gzip = json.gzip(level, None).unwrap();
-            assert_eq!(inflated(&gzip), json.bytes);
+            assert_eq!(inflated(&gzip(&chunks, level, None)), json);
+            let mut cache = EncodeCache::default();
+            assert_eq!(inflated(&gzip(&chunks, level, Some(&mut cache))), json);
         }
+        // Without the ranges: the JSON of the document without them,
+        // however the records are shaped.
+        let mut compact = doc.clone();
+        compact
+            .shards
+            .values_mut()
+            .for_each(|record| record.hash_key_range = None);
+        assert_eq!(
+            chunks_of(&doc, true).concat(),
+            serde_json::to_vec(&compact).unwrap()
+        );
     }
 }
 
@@ -83,8 +119,8 @@ fn a_chunks_bytes_do_not_depend_on_the_room_left_in_the_output() {
     let ids: Vec<(String, u8)> = (0..600)
         .map(|i| (format!("s-{i}"), u8::try_from(i % 16).unwrap()))
         .collect();
-    let json = Chunked::of(&document(1, &ids, 9), 0).unwrap();
-    for chunk in json.chunks().take(3) {
+    let chunks = chunks_of(&document(1, &ids, 9), false);
+    for chunk in chunks.iter().take(3) {
         for level in LEVELS {
             let mut alone = Vec::new();
             deflate_chunk(&mut None, level, chunk, &mut alone).unwrap();
@@ -100,21 +136,22 @@ fn a_chunks_bytes_do_not_depend_on_the_room_left_in_the_output() {
 #[test]
 fn the_gzip_is_one_member_with_a_fixed_header() {
     let ids: Vec<(String, u8)> = (0..2_000).map(|i| (format!("s-{i}"), 1)).collect();
-    let json = Chunked::of(&document(1, &ids, 30), 0).unwrap();
-    let gzip = json.gzip(LEVELS[0], None).unwrap();
+    let chunks = chunks_of(&document(1, &ids, 30), false);
+    let json = chunks.concat();
+    let gzip = gzip(&chunks, LEVELS[0], None);
     assert_eq!(gzip[..10], GZIP_HEADER);
     // A single-member reader consumes every byte: nothing follows the
     // member's trailer.
     let mut decoder = GzDecoder::new(&gzip[..]);
     let mut out = Vec::new();
     decoder.read_to_end(&mut out).unwrap();
-    assert_eq!(out, json.bytes);
+    assert_eq!(out, json);
     let mut decoder = flate2::bufread::GzDecoder::new(&gzip[..]);
     std::io::copy(&mut decoder, &mut std::io::sink()).unwrap();
     assert!(decoder.into_inner().is_empty());
     // The raw deflate stream ends exactly before the trailer.
     let mut inflate = flate2::Decompress::new(false);
-    let mut raw = Vec::with_capacity(json.bytes.len() + 1);
+    let mut raw = Vec::with_capacity(json.len() + 1);
     let status = inflate
         .decompress_vec(&gzip[10..], &mut raw, flate2::FlushDecompress::Finish)
         .unwrap();
@@ -123,7 +160,7 @@ fn the_gzip_is_one_member_with_a_fixed_header() {
         usize::try_from(inflate.total_in()).unwrap(),
         gzip.len() - 18
     );
-    assert_eq!(raw, json.bytes);
+    assert_eq!(raw, json);
 }
 
 use proptest::prelude::*;
@@ -179,19 +216,20 @@ proptest! {
                 }
             }
             let doc = document(u64::try_from(epoch).unwrap(), &ids, pods);
-            let json = Chunked::of(&doc, 0).unwrap();
-            prop_assert_eq!(&json.bytes, &serde_json::to_vec(&doc).unwrap());
+            let chunks = chunks_of(&doc, false);
+            let json = chunks.concat();
+            prop_assert_eq!(&json, &serde_json::to_vec(&doc).unwrap());
             for level in LEVELS {
-                let cold = json.gzip(level, None).unwrap();
-                prop_assert_eq!(inflated(&cold), json.bytes.clone());
+                let cold = gzip(&chunks, level, None);
+                prop_assert_eq!(inflated(&cold), json.clone());
                 // The main cache encodes every document in turn; the
                 // other one only every second (filled by other documents).
                 cache.generation += 1;
-                let warm = json.gzip(level, Some(&mut cache)).unwrap();
+                let warm = gzip(&chunks, level, Some(&mut cache));
                 prop_assert_eq!(&warm, &cold);
                 if epoch % 2 == 0 {
                     other.generation += 1;
-                    prop_assert_eq!(&json.gzip(level, Some(&mut other)).unwrap(), &cold);
+                    prop_assert_eq!(&gzip(&chunks, level, Some(&mut other)), &cold);
                 }
             }
             prop_assert_eq!(encode_with(&doc, &mut cache).unwrap(), encode(&doc).unwrap());
@@ -208,8 +246,19 @@ fn the_cache_keeps_only_the_last_encode() {
     assert_eq!(first.encoding, Encoding::Gzip);
     let chunks = cache.chunks();
     assert!(chunks > 100, "{chunks}");
-    let json = first.json_bytes;
-    assert!(cache.bytes() > json, "{} bytes held", cache.bytes());
+    // Each chunk's deflate bytes once, and no JSON: the gzip's size and
+    // the map's entries.
+    let stored = first.binary_data[crate::assignment::CONFIGMAP_GZIP_KEY]
+        .0
+        .len();
+    let bound = stored + chunks * 2 * size_of::<(Fingerprint, CachedChunk)>();
+    assert!(
+        cache.bytes() <= bound,
+        "{} bytes held for {stored} of gzip",
+        cache.bytes()
+    );
+    assert!(cache.bytes() >= stored - 20);
+    assert!(cache.bytes() < first.json_bytes / 3);
     // A changed record and epoch: every other chunk is a hit, and the
     // cache holds this encode's chunks only.
     let mut changed = doc.clone();
