@@ -52,7 +52,7 @@ pub const RECORDS_PER_CHUNK: u64 = 128;
 /// The chunks of the gzip of the last document encoded by
 /// [`encode_with`](super::encode_with), for the next: each chunk's deflate
 /// bytes at each level used, under a fingerprint of its JSON; no
-/// JSON (about the gzip's size in all, 0.86 MB at 20,000 shards on 5,000
+/// JSON (about the gzip's size in all, 871 KB at 20,000 shards on 5,000
 /// pods). Owned by whoever encodes one document after another (the
 /// operator: one per ShardGroup); it never changes what is encoded, only
 /// how long it takes.
