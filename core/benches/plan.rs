@@ -11,12 +11,16 @@
 //!     cargo bench -p shardring-core --bench plan [-- --pods N --shards M --rounds R]
 //!
 //! `--only no-op|leave|join` times that one case alone, `rounds` times (to
-//! profile it).
+//! profile it). Last, the encoding alone of the document a pod's joining
+//! publishes: with no cache, with the cache of the document before it
+//! (as the group's memory holds it), and gzip over the whole JSON in one
+//! stream (as documents were compressed before chunks), with the sizes.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
+use shardring_core::codec::{self, EncodeCache};
 use shardring_core::{
     Observation, PlanMemory, PodInfo, Published, Topology, TopologyObservation, plan, plan_with,
 };
@@ -71,9 +75,20 @@ fn applied(mut obs: Observation) -> Observation {
 /// before the event), and without freeing what the plan is done with (the
 /// operator frees it once the document is on its way): (median, max).
 fn time(obs: &Observation, before: &Observation, rounds: usize) -> (Duration, Duration) {
+    time_from(obs, before, rounds, &PlanMemory::default())
+}
+
+/// [`time`], the group's memory being `memory` before the plan of
+/// `before` (a memory that encoded `before`'s document: warm encode cache).
+fn time_from(
+    obs: &Observation,
+    before: &Observation,
+    rounds: usize,
+    memory: &PlanMemory,
+) -> (Duration, Duration) {
     let times: Vec<Duration> = (0..rounds)
         .map(|_| {
-            let mut memory = PlanMemory::default();
+            let mut memory = memory.clone();
             drop(plan_with(before, &mut memory));
             let start = Instant::now();
             let planned = std::hint::black_box(plan_with(std::hint::black_box(obs), &mut memory));
@@ -162,6 +177,10 @@ fn main() {
         stateful_sets: Default::default(),
     };
     let (first, _) = time_without_memory(&obs, 3);
+    // The memory of the plan that published the document: its encode cache
+    // holds that document's chunks.
+    let mut published_memory = PlanMemory::default();
+    drop(plan_with(&obs, &mut published_memory));
     obs = applied(obs);
     let noop = time(&obs, &obs, rounds);
     if let Some(case) = only() {
@@ -234,6 +253,9 @@ fn main() {
 
     let leave_times = time(&left(obs.clone()), &obs, rounds);
     let join_times = time(&joined(obs.clone()), &obs, rounds);
+    let leave_warm = time_from(&left(obs.clone()), &obs, rounds, &published_memory);
+    let join_warm = time_from(&joined(obs.clone()), &obs, rounds, &published_memory);
+    let encoding = encode_alone(&obs, rounds);
     let leave_plain = time_without_memory(&left(obs.clone()), rounds);
     let join_plain = time_without_memory(&joined(obs), rounds);
 
@@ -246,6 +268,8 @@ fn main() {
         ("no-op plan", noop),
         ("pod leaves (revokes start)", leave_times),
         ("pod joins (balancing moves)", join_times),
+        ("pod leaves, encode cache warm", leave_warm),
+        ("pod joins, encode cache warm", join_warm),
         ("pod leaves, no memory, freed inside", leave_plain),
         ("pod joins, no memory, freed inside", join_plain),
     ] {
@@ -255,4 +279,68 @@ fn main() {
         "no-op plan / engine alone: {:.2}x",
         noop.0.as_secs_f64() / engine.0.as_secs_f64()
     );
+    println!("encoding alone of a join's document");
+    for (step, (median, max), bytes) in encoding {
+        println!("{step:<40} {:>10} {:>10} {bytes:>9} B", ms(median), ms(max));
+    }
+}
+
+/// Times the encoding of the document a pod's joining publishes: each row
+/// (median, max) and the bytes it stores.
+fn encode_alone(
+    obs: &Observation,
+    rounds: usize,
+) -> Vec<(&'static str, (Duration, Duration), usize)> {
+    let before = obs.published.document().expect("published").clone();
+    let after = plan(&joined(obs.clone()))
+        .document_write
+        .expect("a join publishes")
+        .document;
+    let mut warm = EncodeCache::default();
+    codec::encode_with(&before, &mut warm).expect("fits");
+    let mut bytes = (0, 0, 0);
+    let cold = median_and_max(
+        (0..rounds)
+            .map(|_| {
+                let start = Instant::now();
+                let encoded = codec::encode(std::hint::black_box(&after)).expect("fits");
+                let took = start.elapsed();
+                bytes.0 = encoded.encoded_bytes();
+                took
+            })
+            .collect(),
+    );
+    let warm = median_and_max(
+        (0..rounds)
+            .map(|_| {
+                let mut cache = warm.clone();
+                let start = Instant::now();
+                let encoded = codec::encode_with(std::hint::black_box(&after), &mut cache);
+                let took = start.elapsed();
+                bytes.1 = encoded.expect("fits").encoded_bytes();
+                took
+            })
+            .collect(),
+    );
+    let one_stream = median_and_max(
+        (0..rounds)
+            .map(|_| {
+                let start = Instant::now();
+                let mut gzip = std::io::BufWriter::with_capacity(
+                    64 * 1024,
+                    flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(2)),
+                );
+                serde_json::to_writer(&mut gzip, std::hint::black_box(&after)).unwrap();
+                let gzip = gzip.into_inner().ok().unwrap().finish().unwrap();
+                let took = start.elapsed();
+                bytes.2 = gzip.len() + shardring_crds::assignment::CONFIGMAP_GZIP_KEY.len();
+                took
+            })
+            .collect(),
+    );
+    vec![
+        ("encode, no cache", cold, bytes.0),
+        ("encode, cache of the document before", warm, bytes.1),
+        ("one gzip stream, level 2 (as before)", one_stream, bytes.2),
+    ]
 }

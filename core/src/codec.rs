@@ -7,11 +7,22 @@ use k8s_openapi::api::core::v1::ConfigMap;
 
 use crate::crds::AssignmentDocument;
 use crate::crds::assignment::encoding;
-pub use crate::crds::assignment::encoding::{DecodeError, EncodeError, EncodedDocument};
+pub use crate::crds::assignment::encoding::{
+    DecodeError, EncodeCache, EncodeError, EncodedDocument,
+};
 
 /// Encodes a document for the ConfigMap's `data` / `binaryData`.
 pub fn encode(doc: &AssignmentDocument) -> Result<EncodedDocument, EncodeError> {
     encoding::encode(doc)
+}
+
+/// [`encode`], recompressing only what changed since `cache`'s last
+/// encode: the same bytes, whatever `cache` holds.
+pub fn encode_with(
+    doc: &AssignmentDocument,
+    cache: &mut EncodeCache,
+) -> Result<EncodedDocument, EncodeError> {
+    encoding::encode_with(doc, cache)
 }
 
 /// Decodes the document of a ConfigMap written by [`encode`].

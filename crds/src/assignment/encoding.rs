@@ -33,14 +33,28 @@
 //!
 //! The encoding is deterministic (fixed gzip header, no timestamp), so an
 //! unchanged document yields identical bytes and a no-op apply.
+//!
+//! # Compressed in chunks
+//!
+//! The gzip value is one gzip member (one deflate stream, one trailer) of
+//! exactly the compact JSON `serde_json` writes, as any gzip reader
+//! expects. Inside, the JSON is deflated in chunks, each ended by a full
+//! flush, so that [`encode_with`] and the [`EncodeCache`] of the last
+//! encode recompress only the chunks whose JSON changed: at 20,000 shards
+//! a pod event re-gzipped several megabytes of JSON, now the few chunks
+//! it touched. The bytes do not depend on the cache (`encoding/chunks.rs`
+//! says how).
+
+mod chunks;
 
 use std::collections::BTreeMap;
-use std::io::{Read as _, Write};
+use std::io::Read as _;
 
-use flate2::Compression;
 use flate2::read::GzDecoder;
-use flate2::write::GzEncoder;
 use k8s_openapi::ByteString;
+
+pub use self::chunks::{EncodeCache, RECORDS_PER_CHUNK};
+use self::chunks::{GzipChunks, write_chunks};
 
 use super::{
     ASSIGNMENT_API_VERSION, ASSIGNMENT_KIND, AssignmentDocument, CONFIGMAP_GZIP_KEY, CONFIGMAP_KEY,
@@ -184,11 +198,31 @@ pub enum DecodeError {
 /// Encodes `document` for its ConfigMap: plain JSON while it is at most
 /// [`PLAIN_LIMIT_BYTES`], gzip in `binaryData` above that (without hash key
 /// ranges if needed), or [`EncodeError::TooLarge`] when even that exceeds
-/// [`MAX_ENCODED_BYTES`].
+/// [`MAX_ENCODED_BYTES`]. The same bytes as [`encode_with`], without a cache.
 pub fn encode(document: &AssignmentDocument) -> Result<EncodedDocument, EncodeError> {
-    let (first, json_bytes) = serialize(document, LEVELS[0])?;
+    encode_chunked(document, None)
+}
+
+/// [`encode`], recompressing only the chunks of JSON that are not in
+/// `cache`, which then holds the chunks of this encode (and no others).
+/// The result is exactly [`encode`]'s, whatever the cache held.
+pub fn encode_with(
+    document: &AssignmentDocument,
+    cache: &mut EncodeCache,
+) -> Result<EncodedDocument, EncodeError> {
+    cache.begin_encode();
+    let encoded = encode_chunked(document, Some(cache));
+    cache.end_encode();
+    encoded
+}
+
+fn encode_chunked(
+    document: &AssignmentDocument,
+    mut cache: Option<&mut EncodeCache>,
+) -> Result<EncodedDocument, EncodeError> {
+    let (first, json_bytes) = first_pass(document, cache.as_deref_mut())?;
     let gzip = match first {
-        Serialized::Plain(json) => {
+        First::Plain { json, .. } => {
             let json = String::from_utf8(json).expect("serde_json writes UTF-8");
             return Ok(EncodedDocument {
                 data: BTreeMap::from([(CONFIGMAP_KEY.to_owned(), json)]),
@@ -198,21 +232,17 @@ pub fn encode(document: &AssignmentDocument) -> Result<EncodedDocument, EncodeEr
                 hash_key_ranges_omitted: false,
             });
         }
-        Serialized::Gzip(gzip) => gzip,
+        First::Gzip(gzip) => gzip.finish(),
     };
-    let mut encoded = gzipped(document, gzip, json_bytes, false)?;
+    let mut encoded = gzipped(document, gzip, json_bytes, false, &mut cache)?;
     let has_ranges = document
         .shards
         .values()
         .any(|shard| shard.hash_key_range.is_some());
     if encoded.encoded_bytes() > MAX_ENCODED_BYTES && has_ranges {
-        let mut compact = document.clone();
-        compact
-            .shards
-            .values_mut()
-            .for_each(|shard| shard.hash_key_range = None);
-        let gzip = compressed(&compact, LEVELS[0])?;
-        encoded = gzipped(&compact, gzip, json_bytes, true)?;
+        drop(encoded);
+        let gzip = compressed(document, true, LEVELS[0], cache.as_deref_mut())?;
+        encoded = gzipped(document, gzip, json_bytes, true, &mut cache)?;
     }
     let encoded_bytes = encoded.encoded_bytes();
     if encoded_bytes > MAX_ENCODED_BYTES {
@@ -241,6 +271,7 @@ fn gzipped(
     mut gzip: Vec<u8>,
     json_bytes: usize,
     hash_key_ranges_omitted: bool,
+    cache: &mut Option<&mut EncodeCache>,
 ) -> Result<EncodedDocument, EncodeError> {
     for &level in &LEVELS[1..] {
         let stored = CONFIGMAP_GZIP_KEY.len() + gzip.len();
@@ -249,7 +280,13 @@ fn gzipped(
         if stored <= MAX_ENCODED_BYTES || stored > MAX_ENCODED_BYTES / 10 * 11 {
             break;
         }
-        gzip = compressed(document, level)?;
+        drop(gzip);
+        gzip = compressed(
+            document,
+            hash_key_ranges_omitted,
+            level,
+            cache.as_deref_mut(),
+        )?;
     }
     Ok(EncodedDocument {
         data: BTreeMap::new(),
@@ -260,91 +297,76 @@ fn gzipped(
     })
 }
 
-/// A document serialized by [`serialize`].
-enum Serialized {
-    /// Its compact JSON, at most [`PLAIN_LIMIT_BYTES`].
-    Plain(Vec<u8>),
-    /// Its compact JSON, larger, gzip-compressed.
-    Gzip(Vec<u8>),
+/// What the first pass over a document made of it.
+enum First<'c> {
+    /// Its compact JSON so far, while it is at most [`PLAIN_LIMIT_BYTES`],
+    /// and where its chunks end.
+    Plain { json: Vec<u8>, ends: Vec<usize> },
+    /// Past that, its gzip at the first level.
+    Gzip(Box<GzipChunks<'c>>),
 }
 
-/// Serializes `document` as compact JSON, kept as is while it fits
-/// [`PLAIN_LIMIT_BYTES`] and streamed into gzip at `level` past that, with
-/// the JSON's size. Why streamed: at 20,000 shards the JSON is several
-/// megabytes, and holding it (in a buffer grown by doubling) beside the
-/// document was the largest single allocation of a publish.
-fn serialize(
-    document: &AssignmentDocument,
-    level: u32,
-) -> Result<(Serialized, usize), EncodeError> {
-    let mut spill = std::io::BufWriter::with_capacity(
-        SPILL_BUFFER_BYTES,
-        Spill {
-            sink: Sink::Plain(Vec::new()),
-            level,
-            written: 0,
-        },
-    );
-    serde_json::to_writer(&mut spill, document).map_err(std::io::Error::from)?;
-    let spill = spill.into_inner().map_err(|e| e.into_error())?;
-    let serialized = match spill.sink {
-        Sink::Plain(json) => Serialized::Plain(json),
-        Sink::Gzip(encoder) => Serialized::Gzip(encoder.finish()?),
-    };
-    Ok((serialized, spill.written))
-}
-
-/// `document` gzip-compressed at `level`, however small.
-fn compressed(document: &AssignmentDocument, level: u32) -> Result<Vec<u8>, EncodeError> {
-    let mut encoder = std::io::BufWriter::with_capacity(SPILL_BUFFER_BYTES, gzip_encoder(level));
-    serde_json::to_writer(&mut encoder, document).map_err(std::io::Error::from)?;
-    let encoder = encoder.into_inner().map_err(|e| e.into_error())?;
-    Ok(encoder.finish()?)
-}
-
-/// Writes of serde_json are small: they reach the sink in blocks this large.
-const SPILL_BUFFER_BYTES: usize = 64 * 1024;
-
-/// `GzEncoder::new` writes a fixed header (mtime 0, no file name), so the
-/// output depends on the input only.
-fn gzip_encoder(level: u32) -> GzEncoder<Vec<u8>> {
-    GzEncoder::new(Vec::new(), Compression::new(level))
-}
-
-/// Where [`serialize`] writes: the plain JSON until it outgrows
-/// [`PLAIN_LIMIT_BYTES`], then a gzip stream that starts with it.
-struct Spill {
-    sink: Sink,
-    level: u32,
-    written: usize,
-}
-
-enum Sink {
-    Plain(Vec<u8>),
-    Gzip(Box<GzEncoder<Vec<u8>>>),
-}
-
-impl Write for Spill {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.written += buf.len();
-        match &mut self.sink {
-            Sink::Plain(json) if json.len() + buf.len() <= PLAIN_LIMIT_BYTES => {
-                json.extend_from_slice(buf);
+impl<'c> First<'c> {
+    /// Appends a chunk: to the JSON while the JSON fits
+    /// [`PLAIN_LIMIT_BYTES`]; past that, the chunks held so far and this
+    /// one go to gzip and the JSON is freed.
+    fn chunk(
+        &mut self,
+        chunk: &[u8],
+        cache: &mut Option<&'c mut EncodeCache>,
+    ) -> std::io::Result<()> {
+        match self {
+            Self::Plain { json, ends } if json.len() + chunk.len() <= PLAIN_LIMIT_BYTES => {
+                json.extend_from_slice(chunk);
+                ends.push(json.len());
             }
-            Sink::Plain(json) => {
-                let mut encoder = gzip_encoder(self.level);
-                encoder.write_all(json)?;
-                encoder.write_all(buf)?;
-                self.sink = Sink::Gzip(Box::new(encoder));
+            Self::Plain { json, ends } => {
+                let mut gzip = GzipChunks::new(LEVELS[0], cache.take());
+                let mut start = 0;
+                for &end in ends.iter() {
+                    gzip.chunk(&json[start..end])?;
+                    start = end;
+                }
+                gzip.chunk(chunk)?;
+                *self = Self::Gzip(Box::new(gzip));
             }
-            Sink::Gzip(encoder) => encoder.write_all(buf)?,
+            Self::Gzip(gzip) => gzip.chunk(chunk)?,
         }
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
+}
+
+/// Serializes `document` chunk by chunk: kept as JSON while it fits
+/// [`PLAIN_LIMIT_BYTES`], gzip-compressed at the first level past that,
+/// with the JSON's size. Why streamed: at 20,000 shards the JSON is several
+/// megabytes, and holding it beside the document and its gzip was the
+/// largest single allocation of a publish; one chunk is held at a time.
+fn first_pass<'c>(
+    document: &AssignmentDocument,
+    cache: Option<&'c mut EncodeCache>,
+) -> Result<(First<'c>, usize), EncodeError> {
+    let mut cache = cache;
+    let mut first = First::Plain {
+        json: Vec::new(),
+        ends: Vec::new(),
+    };
+    let json_bytes = write_chunks(document, false, &mut |chunk| first.chunk(chunk, &mut cache))?;
+    Ok((first, json_bytes))
+}
+
+/// `document` (without its ranges if `omit_hash_key_ranges`) as gzip at
+/// `level`, however small, streamed chunk by chunk.
+fn compressed(
+    document: &AssignmentDocument,
+    omit_hash_key_ranges: bool,
+    level: u32,
+    cache: Option<&mut EncodeCache>,
+) -> Result<Vec<u8>, EncodeError> {
+    let mut gzip = GzipChunks::new(level, cache);
+    write_chunks(document, omit_hash_key_ranges, &mut |chunk| {
+        gzip.chunk(chunk)
+    })?;
+    Ok(gzip.finish())
 }
 
 /// Reads the document from a ConfigMap's `data` and `binaryData` (pass
@@ -396,6 +418,11 @@ fn parse(json: &[u8]) -> Result<AssignmentDocument, DecodeError> {
 
 #[cfg(test)]
 mod tests {
+    use std::io::Write as _;
+
+    use flate2::Compression;
+    use flate2::write::GzEncoder;
+
     use super::*;
     use crate::assignment::{ShardPhase, ShardRecord};
 

@@ -37,8 +37,9 @@ pub(crate) struct GroupState {
     pub(crate) document: DocumentMemory,
     /// Failed reconciles in a row, for the retry backoff.
     pub(crate) failures: Failures,
-    /// What the group's plans keep between them (the engine's last ring),
-    /// lent to one reconcile at a time ([`super::cluster::Reconcile`]).
+    /// What the group's plans keep between them (the engine's last ring,
+    /// the gzip chunks of the last document encoded), lent to one
+    /// reconcile at a time ([`super::cluster::Reconcile`]).
     pub(crate) plan_memory: PlanMemory,
     /// Since when a status write of bookkeeping only has been held back
     /// ([`GroupTable::hold_status`]).
