@@ -23,6 +23,12 @@
 //! shares), drops; so the loop ends, at a placement a re-plan leaves as it
 //! is. It also ends when the optional-move budget is spent.
 //!
+//! In a pool, a pod still beyond its target at the end may hold only this
+//! group's shards, none movable without pushing another pod as far out:
+//! the others have nothing on it to move, so it would stay outside for
+//! good. Its excess is then handed to a pod the pool's other groups can
+//! settle with one move of theirs (see [`hand_over`]).
+//!
 //! A shard placed in this plan (new or orphaned) moves for free; moving a
 //! shard back to its previous owner gives a move back.
 
@@ -111,9 +117,108 @@ pub(crate) fn run(placement: &mut Placement<'_, '_>, band: f64, budget: u64) {
             _ => stuck[x] = true,
         }
         if used >= budget {
-            break;
+            return;
         }
     }
+    // What this group's own changes leave outside, the pool's others may
+    // settle once the pod's excess is on a pod where they hold shards.
+    let gauge = Gauge::new(placement, band);
+    let worst = (0..pods)
+        .map(|e| (gauge.violation(e, placement.load[e]), e))
+        .filter(|&(v, e)| v > epsilon.max(gauge.slack(e)))
+        .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)));
+    if let Some((_, x)) = worst
+        && let Some(change) = hand_over(placement, &gauge, x, budget - used)
+    {
+        make(placement, &change);
+        // Moving a pod's heaviest shard moves the fair shares: kept only
+        // if the pod is inside its target by them too.
+        let after = Gauge::new(placement, band);
+        if after.violation(x, placement.load[x]) > epsilon.max(after.slack(x)) {
+            let back = Change {
+                from: change.to,
+                to: change.from,
+                ..change
+            };
+            make(placement, &back);
+        }
+    }
+}
+
+/// Makes `change` (from `from` to `to`).
+fn make(placement: &mut Placement<'_, '_>, change: &Change) {
+    for &going in change.going.iter().flatten() {
+        placement.move_to(going, change.to);
+    }
+    for &back in change.back.iter().flatten() {
+        placement.move_to(back, change.from);
+    }
+}
+
+/// In a pool, a pod over its band that nothing of this group's own can
+/// settle (its shards are each too heavy to move or trade without pushing
+/// another pod as far out) is handed over: one of its shards trades places
+/// with a lighter one of another pod (or moves there) so that it ends
+/// inside its target, and the other pod ends beyond its own by no more
+/// than the heaviest shard the pool's other groups put on it, so a move of
+/// theirs can settle it. Otherwise a pod holding only this group's heavy
+/// shards stays outside for good: no change of this group's lowers the
+/// excess, and the others have nothing on it to move. The least excess
+/// left on the other pod wins. One hand-over per plan, the last change of
+/// its repair: the next plans (the peers', woken by the move) settle it.
+fn hand_over(placement: &Placement<'_, '_>, gauge: &Gauge, x: usize, left: i64) -> Option<Change> {
+    if placement.model.pool_load.is_empty() || placement.load[x] <= gauge.fair[x] {
+        return None;
+    }
+    let from = crate::model::index(x);
+    let mut best: Option<Change> = None;
+    for o in 0..placement.load.len() {
+        let peers = placement.pool_heaviest[o];
+        if o == x || peers <= 0.0 {
+            continue;
+        }
+        let to = crate::model::index(o);
+        let mut backs: Vec<Option<u32>> = placement.members[o].iter().map(|&t| Some(t)).collect();
+        backs.push(None);
+        for &s in &placement.members[x] {
+            for &t in &backs {
+                if t.is_none() && !placement.has_room(to) {
+                    continue;
+                }
+                let delta = placement.weight(s) - t.map_or(0.0, |t| placement.weight(t));
+                if delta <= 0.0 {
+                    continue;
+                }
+                let cost = cost(placement, s, to) + t.map_or(0, |t| cost(placement, t, from));
+                if cost > left {
+                    continue;
+                }
+                if gauge.violation(x, placement.load[x] - delta) > 0.0 {
+                    continue;
+                }
+                let lean = SETTLE_SIGMAS * gauge.sigma[o];
+                let pushed = gauge.violation(o, placement.load[o] + delta + lean);
+                if pushed > peers {
+                    continue;
+                }
+                let (_, offset) = worth(placement, gauge, x, o, true, delta);
+                // The less excess left for the peers, the better.
+                let change = Change {
+                    going: [Some(s), None],
+                    from,
+                    to,
+                    back: [t, None],
+                    gain: -pushed,
+                    offset,
+                    cost,
+                };
+                if best.as_ref().is_none_or(|b| change.beats(b)) {
+                    best = Some(change);
+                }
+            }
+        }
+    }
+    best
 }
 
 /// Makes `change` and keeps it only if the load beyond the targets, summed

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use shardring_engine::pool::{self, PoolLoads};
 use shardring_engine::throughput::fair_shares;
 use shardring_engine::{
-    Balance, PlanInput, PlanOptions, PlanOutput, Pod, PodLoad, ShardLoad, plan,
+    Balance, PlanInput, PlanOptions, PlanOutput, Pod, PodLoad, Previous, ShardLoad, plan,
 };
 
 use crate::common::{pod, previous_of, shards};
@@ -181,4 +181,79 @@ fn an_unmeasured_group_is_balanced_by_count() {
     let out = pool::plan_together(&groups).expect("plan");
     let counts: Vec<u64> = out["ns/g-02"].loads.values().copied().collect();
     assert_eq!(counts, vec![2; 4]);
+}
+
+/// A pod that holds only two heavy shards of one group and reads just past
+/// the band (from a simulation seed: the group had filled a new pod with
+/// them). No change of the group's own settles it: either shard moved or
+/// traded for a lighter one pushes the other pod as far out, and the
+/// pool's other groups hold nothing on it to move. The group hands it
+/// over: the pod ends inside, and the pod that takes the excess is over by
+/// less than the others' heaviest shard there, so one move of theirs can
+/// settle it.
+#[test]
+fn a_pod_of_one_groups_heavy_shards_is_handed_to_the_pool() {
+    let pods = named_pods(6, |_| 1);
+    // The group's shards (kB/s) by pod, and the others' load on each pod
+    // (kB/s, heaviest shard).
+    let held: [&[u64]; 6] = [
+        &[1460],
+        &[519],
+        &[519, 786],
+        &[2741, 2955],
+        &[1208],
+        &[834, 836],
+    ];
+    let others = [
+        (2986, 1214),
+        (4201, 2688),
+        (3152, 1159),
+        (0, 0),
+        (3247, 1032),
+        (3316, 1008),
+    ];
+    let rates: Vec<u64> = held
+        .iter()
+        .flat_map(|r| r.iter().map(|r| r * 1000))
+        .collect();
+    let mut input = inputs(1, rates.len(), &rates, &pods, &BTreeMap::new())
+        .remove("ns/g-00")
+        .expect("the group");
+    let mut ids = input.shards.iter().map(|s| s.id.clone());
+    for (p, list) in held.iter().enumerate() {
+        for _ in list.iter() {
+            let id = ids.next().expect("a shard");
+            input
+                .previous
+                .insert(id, Previous::Owner(pods[p].name.clone()));
+        }
+    }
+    input.pool_load = pods
+        .iter()
+        .zip(others)
+        .filter(|(_, (rate, _))| *rate > 0)
+        .map(|(p, (rate, heaviest))| {
+            let load = PodLoad {
+                rate: rate * 1000,
+                noise: 0,
+                heaviest: heaviest * 1000,
+            };
+            (p.name.clone(), load)
+        })
+        .collect();
+    let out = plan(&input).expect("plan");
+    let report = out.throughput.as_ref().expect("a report");
+    assert_eq!(report.out_of_band, 1);
+    assert!(out.moves > 0, "nothing moved");
+    let heavy = &pods[3].name;
+    let band = |name: &str| {
+        let pod = &report.pods[name];
+        (pod.load as f64 - pod.fair as f64) / pod.fair as f64
+    };
+    assert!(band(heavy).abs() <= 0.10, "{heavy}: {}", band(heavy));
+    for (p, (_, heaviest)) in pods.iter().zip(others) {
+        let pod = &report.pods[&p.name];
+        let over = pod.load.saturating_sub(pod.fair + pod.fair / 10);
+        assert!(over <= heaviest * 1000, "{}: {over} over", p.name);
+    }
 }
