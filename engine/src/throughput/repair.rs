@@ -130,28 +130,25 @@ pub(crate) fn run(placement: &mut Placement<'_, '_>, band: f64, budget: u64) {
     if let Some((_, x)) = worst
         && let Some(change) = hand_over(placement, &gauge, x, budget - used)
     {
-        make(placement, &change);
+        make(placement, &change, change.from, change.to);
         // Moving a pod's heaviest shard moves the fair shares: kept only
         // if the pod is inside its target by them too.
         let after = Gauge::new(placement, band);
         if after.violation(x, placement.load[x]) > epsilon.max(after.slack(x)) {
-            let back = Change {
-                from: change.to,
-                to: change.from,
-                ..change
-            };
-            make(placement, &back);
+            make(placement, &change, change.to, change.from);
         }
     }
 }
 
-/// Makes `change` (from `from` to `to`).
-fn make(placement: &mut Placement<'_, '_>, change: &Change) {
+/// Moves `change`'s going shards to `to` and its shards given back to
+/// `from`: makes it with (`change.from`, `change.to`), undoes it with the
+/// two swapped.
+fn make(placement: &mut Placement<'_, '_>, change: &Change, from: u32, to: u32) {
     for &going in change.going.iter().flatten() {
-        placement.move_to(going, change.to);
+        placement.move_to(going, to);
     }
     for &back in change.back.iter().flatten() {
-        placement.move_to(back, change.from);
+        placement.move_to(back, from);
     }
 }
 
@@ -241,20 +238,12 @@ fn lowers_the_excess(
             .sum()
     };
     let was = excess(placement, before);
-    let make = |placement: &mut Placement<'_, '_>, from: u32, to: u32| {
-        for &going in change.going.iter().flatten() {
-            placement.move_to(going, to);
-        }
-        for &back in change.back.iter().flatten() {
-            placement.move_to(back, from);
-        }
-    };
-    make(placement, change.from, change.to);
+    make(placement, change, change.from, change.to);
     let after = Gauge::new(placement, band);
     if excess(placement, &after) < was - epsilon {
         return true;
     }
-    make(placement, change.to, change.from);
+    make(placement, change, change.to, change.from);
     false
 }
 
