@@ -248,36 +248,29 @@ fn indexes_its_shards(doc: &AssignmentDocument) -> bool {
         let Some((lists, at)) = cursors.get_mut(pod) else {
             return false;
         };
-        let list_of = [&lists.active, &lists.standby, &lists.revoking, &lists.held];
-        let matched = list_of[list]
+        let matched = lists_of(lists)[list]
             .get(at[list])
             .is_some_and(|listed| listed == id);
         at[list] += 1;
         matched
     };
     for (id, shard) in &doc.shards {
-        let list = match shard.state {
-            ShardPhase::Active => 0,
-            ShardPhase::Revoking => 2,
-            ShardPhase::Held => 3,
-            ShardPhase::Pending | ShardPhase::Complete => continue,
-        };
-        if let Some(owner) = &shard.owner
-            && !next(owner, list, id)
-        {
-            return false;
-        }
-        if !shard.standbys.iter().all(|standby| next(standby, 1, id)) {
+        if !listings(shard).all(|(pod, list)| next(pod, list, id)) {
             return false;
         }
     }
     cursors.values().all(|(lists, at)| {
         !lists.is_empty()
-            && at[0] == lists.active.len()
-            && at[1] == lists.standby.len()
-            && at[2] == lists.revoking.len()
-            && at[3] == lists.held.len()
+            && lists_of(lists)
+                .iter()
+                .zip(at)
+                .all(|(list, matched)| list.len() == *matched)
     })
+}
+
+/// A pod's lists, in [`list_of`]'s order.
+fn lists_of(lists: &PodAssignment) -> [&Vec<String>; 4] {
+    [&lists.active, &lists.standby, &lists.revoking, &lists.held]
 }
 
 /// Adds each child's parents from the source's `lineage` to records that
