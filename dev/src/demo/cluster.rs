@@ -455,6 +455,22 @@ impl Cluster {
             .collect()
     }
 
+    /// Deletes every pod gracefully with `grace` ([`Cluster::delete_pod`]).
+    pub fn delete_all(&mut self, grace: Duration, now: Timestamp) {
+        let names: Vec<String> = self.pods.keys().cloned().collect();
+        for name in names {
+            self.delete_pod(&name, grace, now);
+        }
+    }
+
+    /// Whether every consumer process (or task) has ended.
+    pub fn all_exited(&mut self) -> bool {
+        self.pods
+            .values_mut()
+            .filter_map(|pod| pod.process.as_mut())
+            .all(|process| process.exited().is_some())
+    }
+
     /// Kills every consumer process now and waits for them (cleanup).
     pub fn kill_all(&mut self) {
         for pod in self.pods.values_mut() {

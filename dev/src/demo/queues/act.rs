@@ -373,6 +373,18 @@ impl Act {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        // The pods are deleted and stop as a deletion stops them: each
+        // releases its queues and closes its broker connection. A pod task
+        // aborted with its connection open leaves lapin's I/O thread to
+        // panic when the runtime drops the task under it.
+        self.shared
+            .lock()
+            .cluster
+            .delete_all(STEP_DEADLINE, Timestamp::now());
+        let deadline = Instant::now() + STEP_DEADLINE;
+        while !self.shared.lock().cluster.all_exited() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         self.stop.cancel();
         for task in self.tasks.drain(..) {
             let _ = task.await;
