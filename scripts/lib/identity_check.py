@@ -123,6 +123,12 @@ def settled(watch, pods):
         not e.get("revoking") and not e.get("held") for e in entries.values())
 
 
+def returned(watch, pods):
+    """Every pod of `pods` was seen away and back since the last mark."""
+    with watch.lock:
+        return not watch.away_since and all(p in watch.restarts for p in pods)
+
+
 def wait(what, cond, timeout=240):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -212,7 +218,11 @@ def rollout(namespace, watch, pods, label):
     started = time.monotonic()
     kubectl("-n", namespace, "rollout", "restart", "statefulset/web")
     kubectl("-n", namespace, "rollout", "status", "statefulset/web", "--timeout=300s")
-    wait("the rolling restart settled", lambda: settled(watch, pods))
+    # Settled, and every pod's return seen: `kubectl get pods,configmaps`
+    # lists the pods before the ConfigMap, so one poll can show a pod's
+    # partitions active again while listing that pod as not yet Ready; its
+    # restart is recorded by the next poll.
+    wait("the rolling restart settled", lambda: settled(watch, pods) and returned(watch, pods))
     with watch.lock:
         moves = watch.moves - before
         unread = list(watch.unread)
