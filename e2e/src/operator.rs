@@ -1,15 +1,17 @@
 //! Running the operator under test, in one of two ways:
-//! - **in-process** (default): `shardring::controller::run_controller` on the
-//!   test's own client, scoped to the test's namespace, with its own source
-//!   providers: Kinesis on the emulators' static credentials, Secrets (a
-//!   RabbitMQ source's credentials) read in its own namespace with its
-//!   client (nothing process-wide),
-//!   stopped through its cancellation token;
-//! - **binary** (`SHARDRING_E2E_OPERATOR=binary`): `shardring run` as a child
-//!   process with the test's environment (same KUBECONFIG) plus the
-//!   emulators' credentials and region for the default AWS chain, from the
-//!   test's target directory (`cargo build -p shardring` builds it; `cargo
-//!   test --workspace` already has), killed when the handle is dropped.
+//! - **binary** (default; `SHARDRING_E2E_OPERATOR=binary`): `shardring run`,
+//!   the path a user takes, as a child process with the test's environment
+//!   (same KUBECONFIG) plus the emulators' credentials and region for the
+//!   default AWS chain, from the test's target directory (`cargo build -p
+//!   shardring` builds it; `cargo test --workspace` already has), killed
+//!   when the handle is dropped;
+//! - **in-process** (`SHARDRING_E2E_OPERATOR=in-process`, for a debugger or
+//!   the operator's logs in the test's output):
+//!   `shardring::controller::run_controller` on the test's own client,
+//!   scoped to the test's namespace, with its own source providers: Kinesis
+//!   on the emulators' static credentials, Secrets (a RabbitMQ source's
+//!   credentials) read in its own namespace with its client (nothing
+//!   process-wide), stopped through its cancellation token.
 //!
 //! The operator reaches the cluster as the [`Cluster`] it is given says
 //! (the operator's ServiceAccount where [`crate::account`] made it). The
@@ -52,11 +54,11 @@ pub enum OperatorMode {
 }
 
 impl OperatorMode {
-    /// The mode [`MODE_ENV`] selects (default: in-process).
+    /// The mode [`MODE_ENV`] selects (default: the binary).
     pub fn from_env() -> Result<Self, OperatorError> {
         match std::env::var(MODE_ENV).as_deref() {
-            Err(_) | Ok("") | Ok("in-process") => Ok(Self::InProcess),
-            Ok("binary") => Ok(Self::Binary),
+            Err(_) | Ok("") | Ok("binary") => Ok(Self::Binary),
+            Ok("in-process") => Ok(Self::InProcess),
             Ok(other) => Err(OperatorError::Mode(other.to_owned())),
         }
     }
