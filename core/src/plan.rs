@@ -33,7 +33,7 @@ use self::outcome::{
     moves_in_flight, note_oversized, protocol_status, published_message, record_assignment,
     stale_message,
 };
-use self::requeue::{next_requeue, requeue_after};
+use self::requeue::{MIN_REQUEUE, next_requeue, requeue_after};
 use self::unpaced::{deferred_by_budget, rebalances_unpaced};
 use crate::codec;
 use crate::conditions::reason;
@@ -47,22 +47,7 @@ use crate::status::{self, Outcome, Problem};
 
 pub use self::inputs::eligible;
 pub(crate) use self::inputs::engine_pods;
-
-/// Retry interval after a failed topology read, when shorter than the refresh.
-pub(crate) const ERROR_RETRY: Duration = Duration::from_secs(30);
-/// Refresh used when a source's refresh interval cannot be read.
-pub(crate) const DEFAULT_REFRESH: Duration = Duration::from_secs(30);
-/// How often a group with handoffs in flight looks for evidence again (the
-/// lease table and pod deletions do not trigger a reconcile by themselves).
-pub const IN_FLIGHT_POLL: Duration = Duration::from_secs(2);
-/// The first look at the lease table after a revoke: a consumer that
-/// follows its view releases within a few hundred milliseconds, and nothing
-/// tells the operator when (the lease table is not watched). The looks
-/// after it double in step with the youngest revoke's age, up to
-/// [`IN_FLIGHT_POLL`]: about five extra reconciles per wave of revokes.
-pub const EVIDENCE_POLL: Duration = Duration::from_millis(100);
-/// Shortest requeue for a timer (a drain timeout or the rebalance delay).
-pub(crate) const MIN_REQUEUE: Duration = Duration::from_millis(100);
+pub use self::requeue::{EVIDENCE_POLL, IN_FLIGHT_POLL};
 
 /// What one reconcile should do.
 #[derive(Debug, Clone, PartialEq)]

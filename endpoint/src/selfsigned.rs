@@ -198,6 +198,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_generated_pair_loads_and_a_mismatched_key_is_refused() {
+        let one = SelfSigned::generate(&["localhost".into()]).unwrap();
+        let two = SelfSigned::generate(&["localhost".into()]).unwrap();
+        let provider = crate::tls::provider();
+        one.pair().certified_key(&provider).unwrap();
+        let mixed = PemPair {
+            key: two.pair().key,
+            ..one.pair()
+        };
+        assert!(mixed.certified_key(&provider).is_err());
+        let garbage = PemPair {
+            cert: b"not pem".to_vec(),
+            ..one.pair()
+        };
+        assert!(garbage.certified_key(&provider).is_err());
+    }
+
+    #[test]
     fn names_cover_the_service_localhost_and_extra_names_once() {
         let names = subject_names("ops", &["ep.example.com".into(), "localhost".into()]);
         assert_eq!(

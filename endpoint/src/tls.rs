@@ -219,25 +219,6 @@ pub(crate) async fn watch_dir(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::selfsigned::SelfSigned;
-
-    #[test]
-    fn a_pair_loads_and_a_mismatched_key_is_refused() {
-        let one = SelfSigned::generate(&["localhost".into()]).unwrap();
-        let two = SelfSigned::generate(&["localhost".into()]).unwrap();
-        let provider = provider();
-        one.pair().certified_key(&provider).unwrap();
-        let mixed = PemPair {
-            key: two.pair().key,
-            ..one.pair()
-        };
-        assert!(mixed.certified_key(&provider).is_err());
-        let garbage = PemPair {
-            cert: b"not pem".to_vec(),
-            ..one.pair()
-        };
-        assert!(garbage.certified_key(&provider).is_err());
-    }
 
     #[test]
     fn a_directory_without_files_has_no_pair_and_half_a_pair_is_an_error() {

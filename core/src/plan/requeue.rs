@@ -5,8 +5,23 @@
 
 use std::time::Duration;
 
-use super::{DEFAULT_REFRESH, ERROR_RETRY, EVIDENCE_POLL, IN_FLIGHT_POLL, MIN_REQUEUE};
 use crate::observation::Observation;
+
+/// Retry interval after a failed topology read, when shorter than the refresh.
+const ERROR_RETRY: Duration = Duration::from_secs(30);
+/// Refresh used when a source's refresh interval cannot be read.
+const DEFAULT_REFRESH: Duration = Duration::from_secs(30);
+/// How often a group with handoffs in flight looks for evidence again (the
+/// lease table and pod deletions do not trigger a reconcile by themselves).
+pub const IN_FLIGHT_POLL: Duration = Duration::from_secs(2);
+/// The first look at the lease table after a revoke: a consumer that
+/// follows its view releases within a few hundred milliseconds, and nothing
+/// tells the operator when (the lease table is not watched). The looks
+/// after it double in step with the youngest revoke's age, up to
+/// [`IN_FLIGHT_POLL`]: about five extra reconciles per wave of revokes.
+pub const EVIDENCE_POLL: Duration = Duration::from_millis(100);
+/// Shortest requeue for a timer (a drain timeout or the rebalance delay).
+pub(crate) const MIN_REQUEUE: Duration = Duration::from_millis(100);
 
 /// When to look again: the source's refresh (sooner after a failed read), or
 /// when the next pod finishes `minReadySeconds`, whichever comes first. The

@@ -1,5 +1,6 @@
 //! The pod as the operator's cache holds it: a Kubernetes `Pod` with only
-//! the fields the observe step and the memory of departed pods read.
+//! the fields the observe step and the memory of departed pods read, and
+//! what those fields say (its containers, whether its name was generated).
 //!
 //! The pod watch decodes the API server's JSON straight into [`CachedPod`]
 //! (serde skips every field not declared here), so the spec's containers,
@@ -16,6 +17,7 @@
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::{Deserialize, Serialize};
+use shardring_core::observation::Containers;
 
 /// A pod, with what shardring reads of it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -131,6 +133,58 @@ impl From<&Pod> for CachedPod {
     fn from(pod: &Pod) -> Self {
         let json = serde_json::to_value(pod).expect("a Pod serializes to JSON");
         serde_json::from_value(json).expect("every Pod decodes as a CachedPod")
+    }
+}
+
+/// What the status of `pod` says of its containers (see [`Containers`]).
+pub(crate) fn containers_of(pod: &CachedPod) -> Containers {
+    let Some(status) = pod.status.as_ref() else {
+        return Containers::Running;
+    };
+    let lists = [
+        status.container_statuses.as_deref().unwrap_or_default(),
+        status
+            .init_container_statuses
+            .as_deref()
+            .unwrap_or_default(),
+        status
+            .ephemeral_container_statuses
+            .as_deref()
+            .unwrap_or_default(),
+    ];
+    let all = || lists.iter().flat_map(|l| l.iter());
+    let phase = status.phase.as_deref();
+    let terminating = pod.metadata.deletion_timestamp.is_some();
+    let terminal = matches!(phase, Some("Succeeded" | "Failed"));
+    let regular = status.container_statuses.as_deref().unwrap_or_default();
+    if (terminating || terminal) && !regular.is_empty() && all().all(is_terminated) {
+        return Containers::Stopped;
+    }
+    if phase == Some("Pending") && !all().any(ever_started) {
+        return Containers::NeverRan;
+    }
+    Containers::Running
+}
+
+fn is_terminated(status: &CachedContainerStatus) -> bool {
+    status
+        .state
+        .as_ref()
+        .is_some_and(|s| s.terminated.is_some())
+}
+
+fn ever_started(status: &CachedContainerStatus) -> bool {
+    let started = |s: &CachedContainerState| s.running.is_some() || s.terminated.is_some();
+    status.state.as_ref().is_some_and(started) || status.last_state.as_ref().is_some_and(started)
+}
+
+/// Whether the API server generated the pod's name from
+/// `metadata.generateName` (a Deployment's pods): such a name is not reused
+/// by a later pod, unlike a StatefulSet's.
+pub(crate) fn has_generated_name(meta: &ObjectMeta) -> bool {
+    match (meta.generate_name.as_deref(), meta.name.as_deref()) {
+        (Some(prefix), Some(name)) => !prefix.is_empty() && name.starts_with(prefix),
+        _ => false,
     }
 }
 

@@ -29,7 +29,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::ResourceExt;
-use kube::core::{DeserializeGuard, ObjectMeta, PartialObjectMeta, Selector, SelectorExt};
+use kube::core::{DeserializeGuard, PartialObjectMeta, Selector, SelectorExt};
 use kube::runtime::reflector::{ObjectRef, Store};
 
 pub use shardring_core::load::LoadObservation;
@@ -39,65 +39,15 @@ pub use shardring_core::observation::{
 };
 
 use self::documents::DocumentCache;
-use super::cached_pod::{CachedContainerState, CachedContainerStatus, CachedPod};
+use super::cached_pod::CachedPod;
+#[cfg(test)]
+use super::cached_pod::{containers_of, has_generated_name};
 use super::pod_cache::{PodRecord, PodRecords};
 use crate::GroupKey;
 use crate::crds::{ConsumerPool, ShardGroup};
 use shardring_core::group_state::collect_pods;
 
 pub use shardring_core::group_state::pods::ZONE_LABEL;
-
-/// What the status of `pod` says of its containers (see [`Containers`]).
-pub(crate) fn containers_of(pod: &CachedPod) -> Containers {
-    let Some(status) = pod.status.as_ref() else {
-        return Containers::Running;
-    };
-    let lists = [
-        status.container_statuses.as_deref().unwrap_or_default(),
-        status
-            .init_container_statuses
-            .as_deref()
-            .unwrap_or_default(),
-        status
-            .ephemeral_container_statuses
-            .as_deref()
-            .unwrap_or_default(),
-    ];
-    let all = || lists.iter().flat_map(|l| l.iter());
-    let phase = status.phase.as_deref();
-    let terminating = pod.metadata.deletion_timestamp.is_some();
-    let terminal = matches!(phase, Some("Succeeded" | "Failed"));
-    let regular = status.container_statuses.as_deref().unwrap_or_default();
-    if (terminating || terminal) && !regular.is_empty() && all().all(is_terminated) {
-        return Containers::Stopped;
-    }
-    if phase == Some("Pending") && !all().any(ever_started) {
-        return Containers::NeverRan;
-    }
-    Containers::Running
-}
-
-fn is_terminated(status: &CachedContainerStatus) -> bool {
-    status
-        .state
-        .as_ref()
-        .is_some_and(|s| s.terminated.is_some())
-}
-
-fn ever_started(status: &CachedContainerStatus) -> bool {
-    let started = |s: &CachedContainerState| s.running.is_some() || s.terminated.is_some();
-    status.state.as_ref().is_some_and(started) || status.last_state.as_ref().is_some_and(started)
-}
-
-/// Whether the API server generated the pod's name from
-/// `metadata.generateName` (a Deployment's pods): such a name is not reused
-/// by a later pod, unlike a StatefulSet's.
-pub(crate) fn has_generated_name(meta: &ObjectMeta) -> bool {
-    match (meta.generate_name.as_deref(), meta.name.as_deref()) {
-        (Some(prefix), Some(name)) => !prefix.is_empty() && name.starts_with(prefix),
-        _ => false,
-    }
-}
 
 /// Reads of the reflector stores the observe step needs.
 #[derive(Clone)]

@@ -26,8 +26,7 @@ use parking_lot::RwLock;
 use kube::runtime::watcher;
 pub use shardring_core::group_state::pods::{Labels, PodRecord};
 
-use super::cached_pod::CachedPod;
-use super::observe::{containers_of, has_generated_name};
+use super::cached_pod::{CachedPod, containers_of, has_generated_name};
 use crate::crds::assignment::ANNOTATION_PREFIX;
 
 // The record of one pod (the core's, which the simulation and the demo

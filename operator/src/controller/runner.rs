@@ -42,7 +42,9 @@ use super::scope::{WatchScope, scoped_watcher};
 use super::sync::{CacheSync, cache};
 // Every watch retries on the consumer's schedule: back within 4 s of an API
 // server that returns, never more than once every 2-4 s while it is down.
-use super::{Context, ContextBuilder, error_policy, reconcile, triggers};
+use super::context::{Context, ContextBuilder};
+use super::reconcile::{error_policy, reconcile};
+use super::triggers;
 use crate::crds::{ConsumerPool, ShardGroup, controller_class_selector};
 use crate::endpoint::{ReconcileRequests, Requested};
 use crate::runtime::health::Health;

@@ -32,7 +32,8 @@ use kube::{Client, Resource, ResourceExt};
 use shardring_core::codec;
 use shardring_core::observation::PublishedVersion;
 
-use super::{ApplyError, GROUP_LABEL, MANAGED_BY, MANAGED_BY_LABEL, MANAGER};
+use super::error::ApplyError;
+use super::names::{GROUP_LABEL, MANAGED_BY, MANAGED_BY_LABEL, MANAGER};
 use crate::controller::own_writes::OwnWrites;
 use crate::crds::assignment::{CONFIGMAP_GZIP_KEY, CONFIGMAP_KEY};
 use crate::crds::{AssignmentDocument, ShardGroup};

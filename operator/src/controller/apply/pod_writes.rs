@@ -1,4 +1,5 @@
-//! Pod annotation writes, coalesced per pod ([`PodWrites`]).
+//! Pod annotation writes, coalesced per pod ([`PodWrites`]), and the bound
+//! on those in flight ([`WriteLimit`]).
 //!
 //! Every ShardGroup annotates the pods it assigns under its own key, and
 //! the groups of a pool reconcile at the same time after one pod event (a
@@ -22,11 +23,13 @@ use std::sync::Arc;
 use kube::api::{Api, Patch, PatchParams};
 use parking_lot::Mutex;
 use serde_json::json;
-use tokio::sync::oneshot;
+use tokio::sync::{Semaphore, oneshot};
 
-use super::{ApplyError, MANAGER, WriteLimit, replaced};
+use super::error::{ApplyError, replaced};
+use super::names::MANAGER;
 use crate::controller::cached_pod::CachedPod;
 use crate::controller::metrics::ControllerMetrics;
+use crate::controller::own_writes::OwnWrites;
 
 /// One pod object: its namespace, name and uid (when known).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -237,6 +240,51 @@ async fn patch(
         Err(source) => Err(Arc::new(source)),
     }
 }
+
+/// The bound on pod writes in flight, shared by every reconcile of one
+/// controller: thousands of annotations (a first publish, a rolling deploy)
+/// go out concurrently but never as an unbounded burst. The API server's
+/// priority and fairness answers an excess with 429 and `Retry-After`, which
+/// the client honours (kube's default retry policy) before the write counts
+/// as failed.
+///
+/// It also remembers the pod versions those writes produced
+/// ([`OwnWrites`]), so the pod watch can tell their echoes from changes,
+/// and coalesces the keys several reconciles write to one pod at once
+/// ([`PodWrites`]).
+#[derive(Debug, Clone)]
+pub struct WriteLimit {
+    permits: Arc<Semaphore>,
+    pub(super) concurrency: usize,
+    /// The versions the writes produced.
+    pub own: OwnWrites,
+    /// The pod writes in flight and the keys waiting for them.
+    pub(super) pods: PodWrites,
+}
+
+impl WriteLimit {
+    /// At most `concurrency` writes in flight (at least one).
+    pub fn new(concurrency: usize) -> Self {
+        let concurrency = concurrency.max(1);
+        Self {
+            permits: Arc::new(Semaphore::new(concurrency)),
+            concurrency,
+            own: OwnWrites::default(),
+            pods: PodWrites::default(),
+        }
+    }
+}
+
+impl Default for WriteLimit {
+    /// [`DEFAULT_WRITE_CONCURRENCY`] writes in flight.
+    fn default() -> Self {
+        Self::new(DEFAULT_WRITE_CONCURRENCY)
+    }
+}
+
+/// Pod writes in flight by default: the throughput of a 16-thread client,
+/// well inside the API server's default priority-and-fairness share.
+pub const DEFAULT_WRITE_CONCURRENCY: usize = 16;
 
 #[cfg(test)]
 mod tests {
