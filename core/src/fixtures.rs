@@ -13,7 +13,7 @@ use shardring_crds::shard_group::StaticSource as StaticSpec;
 use shardring_crds::{AssignmentDocument, ConsumerPool, FINALIZER, ShardGroup, fixtures};
 
 use crate::observation::{Observation, PodInfo, Published, TopologyObservation};
-use crate::plan::plan;
+use crate::plan::{Decision, plan};
 use crate::topology::Topology;
 
 /// Namespace of every fixture.
@@ -118,10 +118,17 @@ pub fn observation(count: u32, pods: Vec<PodInfo>) -> Observation {
     }
 }
 
-/// Applies a decision to an observation as the API server would: the
+/// Plans `obs` and applies the decision as the API server would: the
 /// document, the annotations and the status become the new current state.
-pub fn settle(mut obs: Observation) -> Observation {
+pub fn settle(obs: Observation) -> Observation {
     let decision = plan(&obs);
+    apply(obs, decision)
+}
+
+/// `obs` after `decision` was applied as the API server would: its
+/// document published (the decision's own, shared), the annotations
+/// written, the status set.
+pub fn apply(mut obs: Observation, decision: Decision) -> Observation {
     if let Some(write) = decision.document_write.clone() {
         obs.published = Published::from(write.document);
     }

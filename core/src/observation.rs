@@ -213,8 +213,13 @@ impl From<Arc<AssignmentDocument>> for Published {
 impl Published {
     /// The document, when one was decoded.
     pub fn document(&self) -> Option<&AssignmentDocument> {
+        self.shared_document().map(Arc::as_ref)
+    }
+
+    /// [`Published::document`], as shared.
+    pub fn shared_document(&self) -> Option<&Arc<AssignmentDocument>> {
         match self {
-            Published::Document(doc) => Some(doc.as_ref()),
+            Published::Document(doc) => Some(doc),
             _ => None,
         }
     }

@@ -25,7 +25,7 @@ pub(crate) mod throughput;
 mod unpaced;
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use self::inputs::{Engined, Inputs, inputs, run_engine};
@@ -195,6 +195,21 @@ pub struct Moves {
 pub struct PlanMemory {
     engine: engine::EngineMemory,
     encoding: codec::EncodeCache,
+    /// The last document known to index its shards in its pod lists (one
+    /// this step published, or a published one it checked), held weakly:
+    /// while it lives, a document at its address is that one.
+    indexed: Weak<AssignmentDocument>,
+}
+
+impl PlanMemory {
+    /// Whether `published` is the document [`PlanMemory::indexed`] holds.
+    fn knows_indexed(&self, published: Option<&Arc<AssignmentDocument>>) -> bool {
+        published.is_some_and(|doc| {
+            self.indexed
+                .upgrade()
+                .is_some_and(|known| Arc::ptr_eq(&known, doc))
+        })
+    }
 }
 
 /// What a plan is done with but did not free (at 20,000 shards the
@@ -307,8 +322,19 @@ fn plan_assignment(
         &identities,
     );
     document::add_lineage(&mut records, &obs.topology.lineage);
-    let doc = document::next_document(obs.group.qualified_name(), records, published, kept_epoch);
+    let published_arc = obs.published.shared_document();
+    let doc = document::next_document(
+        obs.group.qualified_name(),
+        records,
+        published,
+        memory.knows_indexed(published_arc),
+        kept_epoch,
+    );
     let changed = matches!(doc, Cow::Owned(_));
+    if !changed && let Some(published) = published_arc {
+        // Borrowed: its pod lists were found to index its shards.
+        memory.indexed = Arc::downgrade(published);
+    }
     let (encoded, (annotation_writes, oversized)) =
         encode_beside_annotations(&doc, changed, kept_epoch, obs, &mut memory.encoding);
     let encoded = encoded.transpose()?;
@@ -353,11 +379,16 @@ fn plan_assignment(
             ),
         );
     }
+    let document_write = encoded.map(|encoded| DocumentWrite {
+        document: Arc::new(doc.into_owned()),
+        encoded,
+    });
+    if let Some(write) = &document_write {
+        // Built by `next_document`: its pod lists index its shards.
+        memory.indexed = Arc::downgrade(&write.document);
+    }
     let decision = Decision {
-        document_write: encoded.map(|encoded| DocumentWrite {
-            document: Arc::new(doc.into_owned()),
-            encoded,
-        }),
+        document_write,
         annotation_writes,
         status: StatusWrite::new(obs.group.status.as_ref(), status),
         events,
