@@ -226,7 +226,8 @@ fn main() {
                 let owner = r.owner.clone().unwrap();
                 (id.clone(), shardring_engine::Previous::Owner(owner))
             })
-            .collect(),
+            .collect::<BTreeMap<_, _>>()
+            .into(),
         ..Default::default()
     };
     let engine_times: Vec<Duration> = (0..rounds)

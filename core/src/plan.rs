@@ -25,6 +25,7 @@ pub(crate) mod throughput;
 mod unpaced;
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -199,9 +200,36 @@ pub struct PlanMemory {
     /// this step published, or a published one it checked), held weakly:
     /// while it lives, a document at its address is that one.
     indexed: Weak<AssignmentDocument>,
+    /// The engine's view of the previous assignment, and the published
+    /// document it was read from (held weakly, as `indexed`).
+    previous: Option<(Weak<AssignmentDocument>, Arc<engine::PreviousAssignment>)>,
 }
 
 impl PlanMemory {
+    /// The engine's view of `previous_doc` ([`handoff::engine_previous`]):
+    /// the one kept when `previous_doc` is the published document it was
+    /// read from, else read afresh (and kept when it is the published one).
+    fn engine_previous(
+        &mut self,
+        obs: &Observation,
+        previous_doc: Option<&AssignmentDocument>,
+    ) -> Arc<engine::PreviousAssignment> {
+        let published = obs.published.shared_document().filter(|doc| {
+            previous_doc.is_some_and(|previous| std::ptr::eq(doc.as_ref(), previous))
+        });
+        let Some(published) = published else {
+            return Arc::new(handoff::engine_previous(previous_doc));
+        };
+        if let Some((of, kept)) = &self.previous
+            && of.upgrade().is_some_and(|of| Arc::ptr_eq(&of, published))
+        {
+            return Arc::clone(kept);
+        }
+        let previous = Arc::new(handoff::engine_previous(previous_doc));
+        self.previous = Some((Arc::downgrade(published), Arc::clone(&previous)));
+        previous
+    }
+
     /// Whether `published` is the document [`PlanMemory::indexed`] holds.
     fn knows_indexed(&self, published: Option<&Arc<AssignmentDocument>>) -> bool {
         published.is_some_and(|doc| {
@@ -304,7 +332,15 @@ fn plan_assignment(
         pacing,
         output,
         mut input,
-    } = run_engine(obs, pool, pods, topology, previous_doc, &mut memory.engine)?;
+    } = run_engine(
+        obs,
+        pool,
+        pods,
+        topology,
+        previous_doc,
+        memory.engine_previous(obs, previous_doc),
+        &mut memory.engine,
+    )?;
     outcome.deferred_moves = deferred_by_budget(&mut input, &mut memory.engine, &output);
     // The input (a copy of the topology and of the previous assignment) is
     // kept only while the rebalance delay may call for a second, unpaced
@@ -498,8 +534,7 @@ fn hold_expired_events(
     ended: &[handoff::HoldEnded],
     identities: &crate::identity::Identities,
 ) -> Vec<EventNote> {
-    let mut by_pod: std::collections::BTreeMap<&str, (u64, jiff::Timestamp)> =
-        std::collections::BTreeMap::new();
+    let mut by_pod: BTreeMap<&str, (u64, jiff::Timestamp)> = BTreeMap::new();
     for end in ended.iter().filter(|e| !e.returned) {
         let entry = by_pod.entry(end.pod.as_str()).or_insert((0, end.since));
         entry.0 += 1;

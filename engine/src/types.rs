@@ -22,9 +22,12 @@ pub struct PlanInput {
     /// The pods of the pool, in any order.
     #[serde(default)]
     pub pods: Vec<Pod>,
-    /// The previous assignment: shard id -> owner (and standbys).
+    /// The previous assignment: shard id -> owner (and standbys). Shared,
+    /// not copied: a caller that plans again from the same assignment (the
+    /// operator, from the same published document) keeps one (at 20,000
+    /// shards building it was a tenth of a plan).
     #[serde(default)]
-    pub previous: BTreeMap<String, Previous>,
+    pub previous: Arc<PreviousAssignment>,
     /// Measured load per shard id (`balance: throughput`; ignored by the
     /// other modes). A readable shard without an entry is unmeasured: it
     /// weighs the mean of the measured ones.
@@ -248,6 +251,9 @@ pub struct Pod {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_since: Option<i64>,
 }
+
+/// A previous assignment: shard id -> owner (and standbys).
+pub type PreviousAssignment = BTreeMap<String, Previous>;
 
 /// A shard's previous owner: a pod name, or `{owner, standbys}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

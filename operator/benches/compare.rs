@@ -83,7 +83,8 @@ fn assign(
                 previous: previous
                     .iter()
                     .map(|(k, v)| (k.clone(), Previous::Owner(v.clone())))
-                    .collect(),
+                    .collect::<BTreeMap<_, _>>()
+                    .into(),
                 loads: BTreeMap::new(),
                 ..PlanInput::default()
             };

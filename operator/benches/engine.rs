@@ -27,7 +27,7 @@ fn input(shards: usize, pods: usize) -> PlanInput {
             .collect::<Vec<_>>()
             .into(),
         pods: (0..pods).map(|i| pod(&format!("consumer-{i}"))).collect(),
-        previous: BTreeMap::new(),
+        previous: Default::default(),
         loads: BTreeMap::new(),
         ..PlanInput::default()
     }
@@ -67,7 +67,7 @@ fn bench(c: &mut Criterion) {
         });
 
         let mut steady = fresh.clone();
-        steady.previous = previous_of(&plan(&fresh).unwrap());
+        steady.previous = previous_of(&plan(&fresh).unwrap()).into();
         group.bench_function(format!("{label}/steady"), |b| {
             b.iter(|| plan(black_box(&steady)).unwrap())
         });

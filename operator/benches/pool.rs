@@ -98,7 +98,7 @@ impl Pool {
                         .collect::<Vec<_>>()
                         .into(),
                     pods: pods.to_vec(),
-                    previous,
+                    previous: previous.into(),
                     ..PlanInput::default()
                 };
                 (name, input)

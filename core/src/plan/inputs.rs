@@ -251,6 +251,7 @@ pub(super) fn run_engine(
     pods: Vec<engine::Pod>,
     topology: &Topology,
     previous_doc: Option<&AssignmentDocument>,
+    previous: Arc<engine::PreviousAssignment>,
     memory: &mut engine::EngineMemory,
 ) -> Result<Engined, Problem> {
     let current = obs.group.status.clone().unwrap_or_default();
@@ -269,7 +270,7 @@ pub(super) fn run_engine(
         options: plan_options(obs, pool, &pacing),
         shards: Arc::clone(&topology.shards),
         pods,
-        previous: handoff::engine_previous(previous_doc),
+        previous,
         loads: super::throughput::engine_loads(obs, topology),
         // The pool's balance: its deal's rows (the ⌈⌉ quotas in count mode
         // only, the standby slots in any mode) and, balanced by throughput,

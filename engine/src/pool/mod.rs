@@ -20,6 +20,7 @@ mod input;
 mod load;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 pub use deal::deal;
 pub use input::{Ceilings, PoolGroup, PoolInput};
@@ -137,7 +138,7 @@ fn plan_throughput(
         for ((name, input), &measured) in groups.iter().zip(&measured) {
             let mut input = input.clone();
             if let Some(out) = last.get(name.as_str()) {
-                input.previous = previous_of(out);
+                input.previous = Arc::new(previous_of(out));
             }
             if measured {
                 input.pool_load = loads.others(name);

@@ -9,6 +9,7 @@
 //! place or another name rebuild it, and each of those changes shows in the
 //! output, so a stale table would too.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use proptest::prelude::*;
@@ -277,7 +278,8 @@ proptest! {
                         .assignment
                         .iter()
                         .filter_map(|(id, a)| Some((id.clone(), Previous::Owner(a.owner.clone()?))))
-                        .collect();
+                        .collect::<BTreeMap<_, _>>()
+                        .into();
                 }
                 Err(_) => {
                     // A duplicate id: taken out again, else every later

@@ -69,7 +69,7 @@ impl Pool {
             },
             shards: shards(count).into(),
             pods: pods.to_vec(),
-            previous: previous_of(self.outputs.get(name)),
+            previous: previous_of(self.outputs.get(name)).into(),
             ..PlanInput::default()
         }
     }

@@ -74,7 +74,7 @@ fn a_pod_kept_over_its_quota_does_not_keep_the_others_there() {
         },
         shards: shards.clone().into(),
         pods,
-        previous,
+        previous: previous.into(),
         // In a pool's deal: 20 slots over 5 pods leave no extra slot.
         standby_ceilings: Some(Vec::new()),
         ..PlanInput::default()

@@ -5,6 +5,7 @@
 //! pool's load, and a pool at rest moves nothing.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use shardring_engine::pool::{self, PoolLoads};
 use shardring_engine::throughput::fair_shares;
@@ -223,9 +224,7 @@ fn a_pod_of_one_groups_heavy_shards_is_handed_to_the_pool() {
     for (p, list) in held.iter().enumerate() {
         for _ in list.iter() {
             let id = ids.next().expect("a shard");
-            input
-                .previous
-                .insert(id, Previous::Owner(pods[p].name.clone()));
+            Arc::make_mut(&mut input.previous).insert(id, Previous::Owner(pods[p].name.clone()));
         }
     }
     input.pool_load = pods

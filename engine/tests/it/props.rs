@@ -1,6 +1,7 @@
 //! Property tests: every rule of the engine over random inputs.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use proptest::prelude::*;
 use shardring_engine::{
@@ -43,7 +44,7 @@ pub(crate) fn apply_previous(inp: &mut PlanInput, owners: &[Option<usize>]) {
                 .pods
                 .get(*o)
                 .map_or("vanished".to_owned(), |p| p.name.clone());
-            inp.previous.insert(shard.id.clone(), Previous::Owner(name));
+            Arc::make_mut(&mut inp.previous).insert(shard.id.clone(), Previous::Owner(name));
         }
     }
 }
@@ -147,7 +148,7 @@ proptest! {
         let out = run(&inp);
         check_consistent(&inp, &out);
         let mut shuffled = inp.clone();
-        shuffle(std::sync::Arc::make_mut(&mut shuffled.shards).as_mut_slice(), seed);
+        shuffle(Arc::make_mut(&mut shuffled.shards).as_mut_slice(), seed);
         shuffle(&mut shuffled.pods, seed.rotate_left(17));
         prop_assert_eq!(&run(&shuffled), &out);
         // Re-planning from the result moves no owner; standbys that a
@@ -208,7 +209,7 @@ proptest! {
         check_consistent(&inp, &out);
         let ok = eligible(&inp);
         let mut orphans = 0;
-        for (id, prev) in &inp.previous {
+        for (id, prev) in inp.previous.iter() {
             if ok.contains_key(prev.owner()) {
                 prop_assert_eq!(out.assignment[id].owner.as_deref(), Some(prev.owner()));
             } else if !ok.is_empty() {

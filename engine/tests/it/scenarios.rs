@@ -1,5 +1,7 @@
 //! Hand-written scenarios for every rule of the engine, with exact expectations.
 
+use std::sync::Arc;
+
 use shardring_engine::{Balance, PlanError, Pod, Previous, Rebalance, ShardState};
 
 use crate::common::*;
@@ -199,7 +201,7 @@ fn hash_range_bound() {
 #[test]
 fn errors_name_the_culprit() {
     let mut inp = input(shards(2), pods(2));
-    let list = std::sync::Arc::make_mut(&mut inp.shards);
+    let list = Arc::make_mut(&mut inp.shards);
     list[1].id = list[0].id.clone();
     assert_eq!(
         shardring_engine::plan(&inp),
@@ -212,7 +214,7 @@ fn errors_name_the_culprit() {
         Err(PlanError::DuplicatePod("consumer-0".into()))
     );
     let mut inp = input(ranged_shards(2), pods(2));
-    let range = std::sync::Arc::make_mut(&mut inp.shards)[0]
+    let range = Arc::make_mut(&mut inp.shards)[0]
         .hash_key_range
         .as_mut()
         .unwrap();
@@ -227,12 +229,12 @@ fn errors_name_the_culprit() {
 #[test]
 fn previous_owner_forms_are_equivalent() {
     let mut a = input(shards(5), pods(2));
-    a.previous.insert(
+    Arc::make_mut(&mut a.previous).insert(
         "shardId-000000000000".into(),
         Previous::Owner("consumer-1".into()),
     );
     let mut b = a.clone();
-    b.previous.insert(
+    Arc::make_mut(&mut b.previous).insert(
         "shardId-000000000000".into(),
         Previous::Full {
             owner: "consumer-1".into(),

@@ -3,6 +3,8 @@
 //! unmeasured shards balance counts, and the options (band, budget,
 //! requiredOnly, cap) hold.
 
+use std::sync::Arc;
+
 use proptest::prelude::*;
 use shardring_engine::hash::mix;
 use shardring_engine::{Balance, PlanError, PlanInput, PlanOutput, Previous, Rebalance, ShardLoad};
@@ -235,7 +237,7 @@ fn a_difference_its_noise_explains_moves_nothing() {
     let previous = |inp: &mut PlanInput| {
         for (i, shard) in inp.shards.iter().enumerate() {
             let owner = if i < 2 { "consumer-0" } else { "consumer-1" };
-            inp.previous
+            Arc::make_mut(&mut inp.previous)
                 .insert(shard.id.clone(), Previous::Owner(owner.into()));
         }
     };
@@ -264,7 +266,7 @@ fn a_pod_a_shift_pushed_past_the_edge_is_repaired_within_the_noise_margin() {
     let mut rates = vec![1000.0; n];
     let layout = |inp: &mut PlanInput| {
         for (i, shard) in inp.shards.iter().enumerate() {
-            inp.previous.insert(
+            Arc::make_mut(&mut inp.previous).insert(
                 shard.id.clone(),
                 Previous::Owner(format!("consumer-{}", i / 10)),
             );
@@ -403,7 +405,7 @@ fn unequal_capacities_place_by_load_per_unit_of_capacity() {
         let mut sticky = fresh_input.clone();
         for (k, &shard) in by_weight.iter().enumerate() {
             let pod = &pool[smallest_first[k % pool.len()]].name;
-            sticky.previous.insert(
+            Arc::make_mut(&mut sticky.previous).insert(
                 sticky.shards[shard].id.clone(),
                 Previous::Owner(pod.clone()),
             );
@@ -459,7 +461,7 @@ fn a_shard_for_two_repairs_what_no_move_or_swap_can() {
             .enumerate()
             .flat_map(|(p, r)| r.iter().map(move |_| p));
         for (shard, p) in inp.shards.iter().zip(owners) {
-            inp.previous
+            Arc::make_mut(&mut inp.previous)
                 .insert(shard.id.clone(), Previous::Owner(format!("consumer-{p}")));
         }
         let out = run(&inp);
@@ -481,7 +483,7 @@ fn a_pod_over_the_cap_releases_shards_as_required_moves() {
     let rates = vec![100.0; 12];
     let mut inp = with_loads(input(shards(12), pods(3)), &rates, 0.0);
     for shard in inp.shards.iter() {
-        inp.previous
+        Arc::make_mut(&mut inp.previous)
             .insert(shard.id.clone(), Previous::Owner("consumer-0".into()));
     }
     inp.options.max_shards_per_pod = 5;
@@ -540,7 +542,7 @@ proptest! {
             prop_assert!(out.loads.values().all(|&l| l <= u64::from(cap)));
         }
         let mut shuffled = inp.clone();
-        shuffle(std::sync::Arc::make_mut(&mut shuffled.shards).as_mut_slice(), seed);
+        shuffle(Arc::make_mut(&mut shuffled.shards).as_mut_slice(), seed);
         shuffle(&mut shuffled.pods, seed.rotate_left(17));
         prop_assert_eq!(&run(&shuffled), &out);
         let mut again = inp.clone();

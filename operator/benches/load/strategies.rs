@@ -168,7 +168,8 @@ impl Strategy for Throughput {
             .iter()
             .zip(&self.owners)
             .map(|(s, &p)| (s.id.clone(), Previous::Owner(input.pods[p].name.clone())))
-            .collect();
+            .collect::<BTreeMap<_, _>>()
+            .into();
         let news_after = shift_news_after(self.last_rebalance, self.damping, self.half_life, now);
         input.loads = input
             .shards

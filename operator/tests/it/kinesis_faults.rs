@@ -105,9 +105,9 @@ async fn persistent_throttling_is_an_error_and_the_last_topology_survives() {
         .assignment
         .iter()
         .filter_map(|(id, a)| Some((id.clone(), Previous::Owner(a.owner.clone()?))))
-        .collect();
+        .collect::<std::collections::BTreeMap<_, _>>();
     let again = plan(&PlanInput {
-        previous,
+        previous: previous.into(),
         ..input.clone()
     })
     .expect("plan");

@@ -33,7 +33,7 @@ fn plan_from(observation: &KinesisObservation, previous: &PlanOutput) -> PlanOut
     let input = PlanInput {
         shards: observation.lifecycle.shards.clone().into(),
         pods: pods(),
-        previous,
+        previous: previous.into(),
         ..PlanInput::default()
     };
     plan(&input).expect("plan")

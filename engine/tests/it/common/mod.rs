@@ -1,6 +1,7 @@
 //! Builders shared by the engine's integration tests.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use shardring_engine::{
     Balance, HashKeyRange, PlanInput, PlanOptions, PlanOutput, Pod, Previous, Rebalance, Shard,
@@ -71,7 +72,7 @@ pub fn input(shards: Vec<Shard>, pods: Vec<Pod>) -> PlanInput {
         },
         shards: shards.into(),
         pods,
-        previous: BTreeMap::new(),
+        previous: Default::default(),
         loads: BTreeMap::new(),
         ceilings: None,
         ..PlanInput::default()
@@ -79,7 +80,7 @@ pub fn input(shards: Vec<Shard>, pods: Vec<Pod>) -> PlanInput {
 }
 
 /// The output's owners as a `previous` map for the next plan.
-pub fn previous_of(output: &PlanOutput) -> BTreeMap<String, Previous> {
+pub fn previous_of(output: &PlanOutput) -> Arc<BTreeMap<String, Previous>> {
     output
         .assignment
         .iter()
@@ -97,7 +98,8 @@ pub fn previous_of(output: &PlanOutput) -> BTreeMap<String, Previous> {
                 },
             ))
         })
-        .collect()
+        .collect::<BTreeMap<_, _>>()
+        .into()
 }
 
 /// Plans, panicking on error.
