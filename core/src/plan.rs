@@ -17,6 +17,7 @@
 
 #[cfg(test)]
 mod bookkeeping_tests;
+mod eligible;
 mod hold;
 mod inputs;
 mod outcome;
@@ -46,7 +47,7 @@ use crate::handoff;
 use crate::observation::{LeaseObservation, Observation};
 use crate::status::{self, Outcome, Problem};
 
-pub use self::inputs::eligible;
+pub use self::eligible::eligible;
 pub(crate) use self::inputs::engine_pods;
 pub use self::requeue::{EVIDENCE_POLL, IN_FLIGHT_POLL};
 

@@ -9,43 +9,9 @@
 use jiff::Timestamp;
 
 use super::clocks::{add, delivered_at};
-use super::step::{Ctx, HandoffResult, Revoke};
+use super::step_context::{Ctx, Evidence, HandoffResult, Revoke};
 use crate::departures::{Departure, Departures};
 use crate::observation::{Containers, LeaseObservation, PodInfo, ReleaseAck};
-
-/// Why a revoked owner is known to have let a shard go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Evidence {
-    /// The kubelet reported the owner's containers stopped (or never
-    /// started), and no earlier pod of its name can still run.
-    PodStopped,
-    /// The owner acknowledged the release through the consumer endpoint, at
-    /// the revoke's epoch or later, and no earlier pod of its name can
-    /// still run.
-    ReleaseAcked,
-    /// The lease table shows the owner no longer holds the shard's lease.
-    LeaseReleased,
-    /// The owner's pod is gone after a graceful deletion.
-    PodGone,
-    /// The drain timeout passed and the owner's lease expired.
-    LeaseExpired,
-    /// No lease table: the drain timeout passed (unfenced).
-    DrainTimeout,
-}
-
-impl Evidence {
-    /// Label for metrics and Events.
-    pub fn label(self) -> &'static str {
-        match self {
-            Evidence::PodStopped => "pod_stopped",
-            Evidence::ReleaseAcked => "release_acked",
-            Evidence::LeaseReleased => "lease_released",
-            Evidence::PodGone => "pod_gone",
-            Evidence::LeaseExpired => "lease_expired",
-            Evidence::DrainTimeout => "drain_timeout",
-        }
-    }
-}
 
 impl Ctx<'_> {
     /// `from`'s lease counter of `shard` in this reconcile's lease scan (the

@@ -62,16 +62,17 @@ mod clocks;
 mod evidence;
 mod recover;
 mod step;
+mod step_context;
 #[cfg(test)]
 mod tests;
 
 pub(crate) use bookkeeping::ProtocolStatus;
 pub(crate) use clocks::Timing;
-pub use evidence::Evidence;
 pub use recover::UNKNOWN_READER;
 pub(crate) use recover::{recover_previous, revoke_unknown_readers, trusted_memory};
-pub use step::{Completed, HoldEnded};
-pub(crate) use step::{HandoffResult, engine_previous, step};
+pub(crate) use step::{engine_previous, step};
+pub(crate) use step_context::HandoffResult;
+pub use step_context::{Completed, Evidence, HoldEnded};
 
 /// Progressing reason while handoffs run without a lease table (the weaker,
 /// unfenced guarantee: see `docs/handoff.md`).

@@ -4,70 +4,15 @@
 //! the engine's view of the previous assignment that the plan feeds it.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
 
-use jiff::Timestamp;
-
-use super::clocks::{Deliveries, Timing, drain_clocks, graceful_pods, remembered_deliveries};
-use super::evidence::Evidence;
+use super::clocks::{Timing, drain_clocks, graceful_pods, remembered_deliveries};
+use super::step_context::{Completed, Ctx, HandoffResult, HoldEnded, Revoke};
 use crate::crds::{AssignmentDocument, Handoff, HashKeyRange, ReturnHold, ShardPhase, ShardRecord};
 use crate::document::{NextRecord, NextRecords};
 use crate::engine::{PlanOutput, Previous, Shard, ShardAssignment, ShardState};
 use crate::identity::{Identities, Returning};
 use crate::observation::{Observation, PodInfo};
 use crate::topology::Topology;
-
-/// A handoff that completed in this plan.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Completed {
-    /// The shard.
-    pub shard: String,
-    /// Its previous owner.
-    pub from: String,
-    /// Its new owner (`None`: no eligible pod had room).
-    pub to: Option<String>,
-    /// What showed the previous owner let go.
-    pub evidence: Evidence,
-    /// Time from the revoke to now.
-    pub duration: Duration,
-}
-
-/// A hold for a returning pod that ended in this plan.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HoldEnded {
-    /// The shard.
-    pub shard: String,
-    /// The pod it waited for.
-    pub pod: String,
-    /// When the pod went away.
-    pub since: Timestamp,
-    /// Whether the pod came back for it (else it moved to another pod, or
-    /// stays unassigned).
-    pub returned: bool,
-}
-
-/// The result of the handoff step.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct HandoffResult {
-    /// Handoffs completed in this plan.
-    pub completed: Vec<Completed>,
-    /// Revokes started in this plan.
-    pub revokes_started: u64,
-    /// Pods seen terminating gracefully that still hold revoking shards.
-    pub graceful_pods: Vec<String>,
-    /// Drain clocks per pod holding revoking shards: when its revokes were
-    /// delivered.
-    pub drain_deliveries: Deliveries,
-    /// When the oldest revoke in flight was published.
-    pub oldest_revoke: Option<Timestamp>,
-    /// When the youngest revoke in flight was published.
-    pub youngest_revoke: Option<Timestamp>,
-    /// How long until some revoke in flight may complete by a timeout, or
-    /// a hold for a returning pod ends, if any.
-    pub next_check: Option<Duration>,
-    /// Holds for returning pods that ended in this plan.
-    pub holds_ended: Vec<HoldEnded>,
-}
 
 /// The engine's view of the previous assignment: an `Active` shard is on its
 /// owner; a `Revoking` shard is on its destination (so the engine neither
@@ -305,19 +250,6 @@ impl<'a, V: 'a, I: Iterator<Item = (&'a String, &'a V)>> SortedCursor<'a, V, I> 
     }
 }
 
-/// What one step decides from: the observation, the timing rules, the pods
-/// by name, the pods known to be terminating gracefully and the drain clocks.
-pub(super) struct Ctx<'a> {
-    pub(super) obs: &'a Observation,
-    pub(super) timing: Timing,
-    pub(super) pods: &'a BTreeMap<&'a str, &'a PodInfo>,
-    pub(super) graceful: &'a BTreeSet<String>,
-    pub(super) drain: &'a Deliveries,
-    pub(super) next_epoch: u64,
-    pub(super) published_epoch: u64,
-    pub(super) identities: &'a Identities,
-}
-
 impl Ctx<'_> {
     /// Whether the step leaves `shard`'s published record `previous` as it
     /// is: a readable shard the engine keeps on its active owner (`target`),
@@ -479,13 +411,4 @@ impl Ctx<'_> {
             lease_counter,
         }));
     }
-}
-
-/// A revoke in flight: when it was first published, at which epoch, and
-/// the revoked owner's lease counter then (with a lease table).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Revoke {
-    pub(super) since: Timestamp,
-    pub(super) epoch: u64,
-    pub(super) lease_counter: Option<u64>,
 }

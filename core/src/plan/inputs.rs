@@ -5,10 +5,10 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use jiff::Timestamp;
 
+use super::eligible::ready_for;
 use crate::conditions::reason;
 use crate::crds::shard_group::{BalanceMode, PodCounts, ShardGroupSpec};
 use crate::crds::{AssignmentDocument, ConsumerPool};
@@ -140,28 +140,6 @@ fn plan_options(obs: &Observation, pool: &ConsumerPool, pacing: &pacing::Pacing)
         rebalance: pacing.rebalance,
         max_optional_moves: pacing.max_optional_moves,
     }
-}
-
-/// Whether a pod may receive shards at `now`: Ready for the pool's
-/// `minReadySeconds` and not terminating.
-pub fn eligible(pod: &PodInfo, min_ready: Duration, now: Timestamp) -> bool {
-    pod.selected && pod.deletion_timestamp.is_none() && ready_for(pod, min_ready, now)
-}
-
-fn ready_for(pod: &PodInfo, min_ready: Duration, now: Timestamp) -> bool {
-    if !pod.ready {
-        return false;
-    }
-    if min_ready.is_zero() {
-        return true;
-    }
-    // Without a transition time the pod has been Ready as long as we know.
-    pod.ready_since.is_none_or(|since| {
-        since
-            .as_millisecond()
-            .saturating_add(i64::try_from(min_ready.as_millis()).unwrap_or(i64::MAX))
-            <= now.as_millisecond()
-    })
 }
 
 /// The pool's selected pods as engine pods (not-yet-eligible pods are passed
