@@ -19,8 +19,8 @@ use shardring_core::PlanMemory;
 use shardring_core::group_state::DocumentMemory;
 use shardring_core::retry::{Failures, Retry};
 
+use super::group_source::GroupSource;
 use super::metrics::{ControllerMetrics, GroupLabels};
-use super::sources::GroupSource;
 use crate::GroupKey;
 use crate::crds::ShardGroup;
 use crate::endpoint::{EndpointState, Loads};
@@ -206,7 +206,6 @@ impl GroupRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::observe::documents::DocumentCache;
     use crate::crds::{AssignmentDocument, fixtures};
 
     fn group(name: &str) -> ShardGroup {
@@ -214,11 +213,11 @@ mod tests {
     }
 
     /// A registry whose every per-group map holds something of `names`.
-    fn filled(names: &[&str]) -> (GroupRegistry, DocumentCache, EndpointState) {
-        let documents = DocumentCache::default();
+    fn filled(names: &[&str]) -> (GroupRegistry, GroupTable, EndpointState) {
+        let table = GroupTable::default();
         let endpoint = EndpointState::default();
         let registry = GroupRegistry::new(
-            documents.table().clone(),
+            table.clone(),
             ControllerMetrics::default(),
             None,
             Some(endpoint.clone()),
@@ -227,19 +226,24 @@ mod tests {
         for name in names {
             let key = GroupKey::new("ns", *name);
             let document = Arc::new(AssignmentDocument::new(key.to_string(), 3));
-            documents.remember(&key, &format!("{name}-assignment"), "7".into(), document);
+            // As the document cache remembers the operator's own write.
+            table.lock().entry(key.clone()).or_default().document.apply(
+                &format!("{name}-assignment"),
+                "7".into(),
+                document,
+            );
             registry.failed(&key, false);
             endpoint.directory.want(&key);
         }
-        (registry, documents, endpoint)
+        (registry, table, endpoint)
     }
 
     #[test]
     fn forgetting_a_group_drops_all_its_state_and_only_its() {
-        let (registry, documents, endpoint) = filled(&["gone", "kept"]);
+        let (registry, table, endpoint) = filled(&["gone", "kept"]);
         registry.forget(&group("gone"));
         let (gone, kept) = (GroupKey::new("ns", "gone"), GroupKey::new("ns", "kept"));
-        let table = documents.table().lock();
+        let table = table.lock();
         assert!(!table.contains_key(&gone));
         assert!(table[&kept].document.latest().is_some());
         assert_ne!(table[&kept].failures, Failures::default());
@@ -249,21 +253,21 @@ mod tests {
 
     #[test]
     fn losing_the_leadership_clears_what_a_leader_serves_and_keeps_the_groups() {
-        let (registry, documents, endpoint) = filled(&["g"]);
+        let (registry, table, endpoint) = filled(&["g"]);
         registry.clear();
         let key = GroupKey::new("ns", "g");
         assert!(!endpoint.directory.is_wanted(&key));
-        assert!(documents.table().lock()[&key].document.latest().is_some());
+        assert!(table.lock()[&key].document.latest().is_some());
     }
 
     #[test]
     fn a_success_ends_the_streak_and_a_forgotten_group_stays_forgotten() {
-        let (registry, documents, _) = filled(&["g"]);
+        let (registry, table, _) = filled(&["g"]);
         let key = GroupKey::new("ns", "g");
         registry.succeeded(&key);
-        assert_eq!(documents.table().lock()[&key].failures, Failures::default());
+        assert_eq!(table.lock()[&key].failures, Failures::default());
         registry.forget(&group("g"));
         registry.succeeded(&key);
-        assert!(documents.table().lock().is_empty());
+        assert!(table.lock().is_empty());
     }
 }

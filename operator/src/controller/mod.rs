@@ -16,6 +16,7 @@ pub(crate) mod cached_pod;
 mod cluster;
 pub mod context;
 pub mod endpoint_sync;
+mod group_source;
 pub mod groups;
 pub mod metrics;
 pub mod observe;

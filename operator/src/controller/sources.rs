@@ -17,9 +17,9 @@ use shardring_core::group_state::{TopologyMemory, TopologyRead};
 use shardring_core::observation::{LeaseObservation, TopologyObservation};
 use shardring_core::topology::SourceError;
 
+use super::group_source::GroupSource;
 use super::groups::GroupTable;
 use crate::GroupKey;
-use crate::crds::shard_group::{LeaseTableSpec, ShardSource as SourceSpec};
 use crate::crds::{ShardGroup, ShardGroupSpec};
 use crate::source::{Providers, TopologySource};
 
@@ -30,27 +30,6 @@ pub(crate) type BuildFuture =
 /// Builds a source from a spec ([`Providers::build`] over the instance's
 /// providers unless replaced in tests).
 pub(crate) type SourceFactory = Arc<dyn Fn(&ShardGroupSpec) -> BuildFuture + Send + Sync>;
-
-/// One group's source and what it last read.
-pub(crate) struct GroupSource {
-    /// What the source was built from.
-    pub(crate) spec: (SourceSpec, Option<LeaseTableSpec>),
-    /// `None` until a build succeeds: a failed build is retried at the next read.
-    source: Option<Arc<dyn TopologySource>>,
-    /// The last good topology, fed each read.
-    memory: TopologyMemory,
-}
-
-impl GroupSource {
-    /// Nothing built or read yet for `spec`.
-    fn new(spec: (SourceSpec, Option<LeaseTableSpec>)) -> Self {
-        Self {
-            spec,
-            source: None,
-            memory: TopologyMemory::default(),
-        }
-    }
-}
 
 /// Builds and reads the sources of every ShardGroup, keeping each one and
 /// its last good topology in the group's state.
@@ -223,7 +202,9 @@ mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
 
     use super::*;
-    use crate::crds::shard_group::{PoolRef, StaticSource as StaticSpec};
+    use crate::crds::shard_group::{
+        LeaseTableSpec, PoolRef, ShardSource as SourceSpec, StaticSource as StaticSpec,
+    };
     use crate::engine::{Shard, ShardState};
     use crate::source::ReadFuture;
     use shardring_core::leases::LeaseTable;
