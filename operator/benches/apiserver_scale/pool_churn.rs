@@ -35,6 +35,9 @@ const EVENTS: usize = 40;
 const QUIET: Duration = Duration::from_millis(300);
 /// The longest wait for the pool to settle.
 const SETTLE: Duration = Duration::from_secs(60);
+/// How long nothing may change before the steady state is watched: longer
+/// than the operator's hold of bookkeeping-only status writes (1 s).
+const REST_QUIET: Duration = Duration::from_secs(2);
 /// How long the steady state is watched for writes.
 const STEADY: Duration = Duration::from_secs(20);
 /// Groups the operator reconciles at once (`shardring run`'s default).
@@ -173,6 +176,10 @@ pub async fn run(
         theirs.push(last - t0);
     }
     settle(&timeline, &ns, &group_names).await;
+    // At rest means after the last event's writes: a group's status write
+    // of bookkeeping only may wait up to a second after its document (the
+    // operator's status hold), longer than the settle's quiet.
+    quiet_for(&timeline, REST_QUIET).await;
     let (writes_before, changes_before) = (operator.writes(), timeline.lock().changes);
     tokio::time::sleep(STEADY).await;
     let steady = (
@@ -207,6 +214,20 @@ fn first_changes(state: &State, groups: &[String], t0: Instant) -> BTreeMap<Stri
             Some((name, at))
         })
         .collect()
+}
+
+/// Waits until nothing in the namespace changed for `quiet` (a minute at
+/// most).
+async fn quiet_for(timeline: &Timeline, quiet: Duration) {
+    let started = Instant::now();
+    while timeline
+        .lock()
+        .last_change
+        .is_some_and(|at| at.elapsed() < quiet)
+        && started.elapsed() < Duration::from_secs(60)
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Waits until the namespace was quiet for [`QUIET`] and every group's
