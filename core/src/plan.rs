@@ -218,15 +218,19 @@ impl PlanMemory {
         let published = obs.published.shared_document().filter(|doc| {
             previous_doc.is_some_and(|previous| std::ptr::eq(doc.as_ref(), previous))
         });
-        let Some(published) = published else {
-            return Arc::new(handoff::engine_previous(previous_doc));
-        };
-        if let Some((of, kept)) = &self.previous
+        if let (Some(published), Some((of, kept))) = (published, &self.previous)
             && of.upgrade().is_some_and(|of| Arc::ptr_eq(&of, published))
         {
             return Arc::clone(kept);
         }
+        // A view of another document is stale: freed before the new one is
+        // built, so a plan never holds two (at 20,000 shards each is about
+        // 2 MiB).
+        self.previous = None;
         let previous = Arc::new(handoff::engine_previous(previous_doc));
+        let Some(published) = published else {
+            return previous;
+        };
         self.previous = Some((Arc::downgrade(published), Arc::clone(&previous)));
         previous
     }
