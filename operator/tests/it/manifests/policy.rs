@@ -52,7 +52,7 @@ fn the_policy_names_what_the_operator_writes() {
         );
     }
     // The names the policy relies on are the code's.
-    let source = read(&root().join("operator/src/controller/apply.rs"));
+    let source = read(&root().join("operator/src/controller/apply/names.rs"));
     assert!(
         source.contains(&format!("\"{group_label}\"")),
         "GROUP_LABEL"
