@@ -176,6 +176,12 @@ impl Incarnation {
 /// 3. No earlier pod of that name can have left unseen: its name was
 ///    generated (never reused), or the memory saw every departure of the
 ///    retention period (or the pod is older than that).
+/// 4. With no object of that name, no later pod of it either: the memory
+///    has watched since the latest remembered departure. A StatefulSet
+///    recreates the pod under its name, and the new one, force-deleted
+///    while the watch relisted, leaves no departure and may still run;
+///    the departure remembered is its predecessor's (rule 3's "older than
+///    the retention" speaks of pods before the latest, not after it).
 fn pod_stopped(
     pod: Option<&PodInfo>,
     departed: &Departures,
@@ -187,7 +193,14 @@ fn pod_stopped(
     let latest = match pod {
         Some(pod) => Incarnation::of_pod(pod),
         None => match earlier.iter().max_by_key(|d| d.at) {
-            Some(d) => Incarnation::of_departure(d),
+            Some(d) => {
+                let incarnation = Incarnation::of_departure(d);
+                let watched_since_it = departed.watched_since.is_some_and(|w| w <= d.at);
+                if !incarnation.generated_name && !watched_since_it {
+                    return false;
+                }
+                incarnation
+            }
             None => return false,
         },
     };

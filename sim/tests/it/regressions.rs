@@ -17,7 +17,11 @@
 //! added it here):
 //! - 480, 3890: a StatefulSet pod deleted and recreated under its name
 //!   restarted its drain clock; 802, 1883, 3133: a plan blocked for want of
-//!   an eligible pod was counted as over at its last reconcile.
+//!   an eligible pod was counted as over at its last reconcile;
+//!   910585342, 910585750 (two readers, no lease table): a StatefulSet
+//!   pod force-deleted while the pod watch relisted left no departure,
+//!   and its predecessor's, stopped and remembered, counted as
+//!   `pod_stopped` for the revoke of the pod that still ran.
 //! - throughput 364, 480, 800, 802, 1883, 3540: the engine's repair undid
 //!   its own swaps, drain clocks per revoke, damping from every plan that
 //!   moved shards; 5240, 5302: the quiet checks ran while a late move was
@@ -52,7 +56,7 @@ use shardring_sim::{self as sim, SimConfig};
 
 #[test]
 fn seeds_fresh_ranges_found_keep_every_invariant() {
-    for seed in [480, 802, 1883, 3133, 3890] {
+    for seed in [480, 802, 1883, 3133, 3890, 910585342, 910585750] {
         let outcome = sim::run_seed(seed, SimConfig::default());
         assert_eq!(outcome.violation, None, "seed {seed}");
     }

@@ -110,6 +110,38 @@ fn gone_unseen_is_no_evidence() {
 }
 
 #[test]
+fn gone_with_only_a_predecessor_remembered_needs_a_watch_since_its_departure() {
+    both(|lease_table| {
+        // A StatefulSet pod whose object is gone, and whose memory holds
+        // only its predecessor's departure (stopped, long ago): the pod
+        // itself may have been force-deleted while the watch relisted,
+        // leaving no departure, and still run (simulation seed
+        // 910585342: two readers). Its predecessor's name being older
+        // than the retention says nothing about pods after it.
+        let mut obs = a_not_ready(lease_table);
+        obs.pods.remove(0);
+        let mut predecessor = departure(Containers::Stopped);
+        predecessor.uid = "uid-a-before".into();
+        predecessor.generated_name = false;
+        predecessor.at = t0() - secs(1_200);
+        predecessor.created = Some(t0() - secs(3_600));
+        let mut departed = remembered(vec![predecessor]);
+        // Relisting now, or listed again since that departure: no evidence.
+        departed.watched_since = None;
+        obs.departed = departed.clone();
+        assert_eq!(evidence(&plan(&obs)), [], "{lease_table}");
+        departed.watched_since = Some(t0() - secs(300));
+        obs.departed = departed.clone();
+        assert_eq!(evidence(&plan(&obs)), [], "{lease_table}");
+        // Watching since before it: a later pod of the name that left
+        // would be remembered, so the predecessor was the last.
+        departed.watched_since = Some(t0() - secs(1_500));
+        obs.departed = departed;
+        assert_eq!(evidence(&plan(&obs)), [Evidence::PodStopped; 2]);
+    });
+}
+
+#[test]
 fn a_node_that_stopped_reporting_is_no_evidence() {
     both(|lease_table| {
         // Terminating, and its status still says running (its kubelet
