@@ -189,27 +189,54 @@ pub struct Moves {
 
 /// What one ShardGroup's plans keep between them, owned by the caller (the
 /// operator keeps one per group, the simulation and tests none): the
-/// engine's last ring and shard table ([`engine::EngineMemory`]) and the
-/// chunks of the last document it encoded ([`codec::EncodeCache`]). No
+/// engine's last ring and shard table ([`engine::EngineMemory`]), the
+/// chunks of the last document it encoded ([`codec::EncodeCache`]), and
+/// what it knows of the last document it published or planned from. No
 /// decision depends on it: [`plan_with`] decides exactly as [`plan`] does,
 /// and encodes the same bytes, only quicker.
 #[derive(Debug, Clone, Default)]
 pub struct PlanMemory {
     engine: engine::EngineMemory,
     encoding: codec::EncodeCache,
-    /// The last document known to index its shards in its pod lists (one
-    /// this step published, or a published one it checked), held weakly:
-    /// while it lives, a document at its address is that one.
-    indexed: Weak<AssignmentDocument>,
-    /// The engine's view of the previous assignment, and the published
-    /// document it was read from (held weakly, as `indexed`).
-    previous: Option<(Weak<AssignmentDocument>, Arc<engine::PreviousAssignment>)>,
+    /// What it knows of the last document it published or planned from.
+    known: KnownDocument,
+}
+
+/// What the plan step knows of one document (the last it published, or the
+/// published one it last planned from), held weakly: while it lives, a
+/// document at its address is that one; a different document replaces
+/// everything known of this one.
+#[derive(Debug, Clone, Default)]
+struct KnownDocument {
+    of: Weak<AssignmentDocument>,
+    /// Its pod lists index its shards: this step built it, or checked it.
+    indexed: bool,
+    /// The engine's view of its assignment ([`handoff::engine_previous`]),
+    /// once read: at 20,000 shards about 2 MiB, rebuilt by every plan
+    /// before it was kept.
+    previous: Option<Arc<engine::PreviousAssignment>>,
 }
 
 impl PlanMemory {
-    /// The engine's view of `previous_doc` ([`handoff::engine_previous`]):
-    /// the one kept when `previous_doc` is the published document it was
-    /// read from, else read afresh (and kept when it is the published one).
+    /// What is known of `doc`: nothing yet when it is not the document
+    /// known (the stale knowledge, and its view, freed at once).
+    fn known(&mut self, doc: &Arc<AssignmentDocument>) -> &mut KnownDocument {
+        if !self
+            .known
+            .of
+            .upgrade()
+            .is_some_and(|known| Arc::ptr_eq(&known, doc))
+        {
+            self.known = KnownDocument {
+                of: Arc::downgrade(doc),
+                ..KnownDocument::default()
+            };
+        }
+        &mut self.known
+    }
+
+    /// The engine's view of `previous_doc`: the one kept when it is the
+    /// published document, else read afresh.
     fn engine_previous(
         &mut self,
         obs: &Observation,
@@ -218,30 +245,19 @@ impl PlanMemory {
         let published = obs.published.shared_document().filter(|doc| {
             previous_doc.is_some_and(|previous| std::ptr::eq(doc.as_ref(), previous))
         });
-        if let (Some(published), Some((of, kept))) = (published, &self.previous)
-            && of.upgrade().is_some_and(|of| Arc::ptr_eq(&of, published))
-        {
-            return Arc::clone(kept);
+        match published {
+            Some(published) => Arc::clone(
+                self.known(published)
+                    .previous
+                    .get_or_insert_with(|| Arc::new(handoff::engine_previous(previous_doc))),
+            ),
+            None => Arc::new(handoff::engine_previous(previous_doc)),
         }
-        // A view of another document is stale: freed before the new one is
-        // built, so a plan never holds two (at 20,000 shards each is about
-        // 2 MiB).
-        self.previous = None;
-        let previous = Arc::new(handoff::engine_previous(previous_doc));
-        let Some(published) = published else {
-            return previous;
-        };
-        self.previous = Some((Arc::downgrade(published), Arc::clone(&previous)));
-        previous
     }
 
-    /// Whether `published` is the document [`PlanMemory::indexed`] holds.
-    fn knows_indexed(&self, published: Option<&Arc<AssignmentDocument>>) -> bool {
-        published.is_some_and(|doc| {
-            self.indexed
-                .upgrade()
-                .is_some_and(|known| Arc::ptr_eq(&known, doc))
-        })
+    /// Whether `published`'s pod lists are known to index its shards.
+    fn knows_indexed(&mut self, published: Option<&Arc<AssignmentDocument>>) -> bool {
+        published.is_some_and(|doc| self.known(doc).indexed)
     }
 }
 
@@ -374,7 +390,7 @@ fn plan_assignment(
     let changed = matches!(doc, Cow::Owned(_));
     if !changed && let Some(published) = published_arc {
         // Borrowed: its pod lists were found to index its shards.
-        memory.indexed = Arc::downgrade(published);
+        memory.known(published).indexed = true;
     }
     let (encoded, (annotation_writes, oversized)) =
         encode_beside_annotations(&doc, changed, kept_epoch, obs, &mut memory.encoding);
@@ -426,7 +442,7 @@ fn plan_assignment(
     });
     if let Some(write) = &document_write {
         // Built by `next_document`: its pod lists index its shards.
-        memory.indexed = Arc::downgrade(&write.document);
+        memory.known(&write.document).indexed = true;
     }
     let decision = Decision {
         document_write,
