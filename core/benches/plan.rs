@@ -21,9 +21,9 @@ use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 use shardring_core::codec::{self, EncodeCache};
+use shardring_core::fixtures::apply;
 use shardring_core::{
-    Decision, Observation, PlanMemory, PodInfo, Published, Topology, TopologyObservation, plan,
-    plan_with,
+    Observation, PlanMemory, PodInfo, Published, Topology, TopologyObservation, plan, plan_with,
 };
 use shardring_crds::{ShardGroup, fixtures};
 
@@ -53,22 +53,6 @@ fn pod(name: &str) -> PodInfo {
         created: Some(Timestamp::UNIX_EPOCH),
         ..Default::default()
     }
-}
-
-/// The observation after `decision` (planned from `obs`) was applied as
-/// the API server would: the document published (the decision's own, as
-/// the operator's cache keeps it), the annotations written, the status set.
-fn applied(mut obs: Observation, decision: Decision) -> Observation {
-    if let Some(write) = decision.document_write {
-        obs.published = Published::from(write.document);
-    }
-    let key = obs.group.annotation_key();
-    for write in decision.annotation_writes {
-        let pod = obs.pods.iter_mut().find(|p| p.name == write.pod).unwrap();
-        pod.annotation = write.view.map(|v| v.to_checked_annotation(&key).unwrap());
-    }
-    obs.group.status = Some(decision.status.into_status());
-    obs
 }
 
 /// Times `plan_with(obs)` `rounds` times, as the operator runs it: each
@@ -183,7 +167,7 @@ fn main() {
     // plan's own (as the operator's cache keeps it).
     let mut published_memory = PlanMemory::default();
     let (decision, _) = plan_with(&obs, &mut published_memory);
-    obs = applied(obs, decision);
+    obs = apply(obs, decision);
     let noop = time(&obs, &obs, rounds);
     if let Some(case) = only() {
         // For a profiler: one case alone, `rounds` times.
