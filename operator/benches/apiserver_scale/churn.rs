@@ -319,10 +319,10 @@ impl Floor {
 }
 
 /// The per-event lines of `SHARDRING_BENCH_EVENTS`, when it is set.
-struct EventLog(Option<std::fs::File>);
+pub(crate) struct EventLog(Option<std::fs::File>);
 
 impl EventLog {
-    fn from_env() -> Self {
+    pub(crate) fn from_env() -> Self {
         Self(std::env::var_os("SHARDRING_BENCH_EVENTS").map(|path| {
             std::fs::OpenOptions::new()
                 .create(true)
@@ -332,7 +332,7 @@ impl EventLog {
         }))
     }
 
-    fn write(
+    pub(crate) fn write(
         &mut self,
         k: usize,
         join: bool,

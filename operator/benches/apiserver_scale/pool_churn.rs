@@ -14,6 +14,10 @@
 //! floor's (`app=floor`, selected by no pool), each after the namespace
 //! was quiet and every group settled. Also counted: the operator's write
 //! requests per event and at steady state.
+//!
+//! `SHARDRING_BENCH_EVENTS=<file>` appends one line per event there, as the
+//! single-group churn does (its number, join or leave, the wall-clock time
+//! of its pod write, the operator's and the floor's latency in ms).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -23,7 +27,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, ObjectMeta, PostParams};
 use shardring_devkit::fixtures;
 
-use crate::churn::percentiles;
+use crate::churn::{EventLog, percentiles};
 use crate::operator::Operator;
 use crate::populate::{self, pod_event};
 use crate::server::Server;
@@ -91,6 +95,7 @@ pub async fn run(
     let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     let (mut ours, mut theirs, mut documents, mut writes) = (Vec::new(), Vec::new(), 0, 0);
     let mut missed = 0;
+    let mut event_log = EventLog::from_env();
     for k in 0..EVENTS {
         let join = k % 2 == 0;
         let before = operator.writes();
@@ -107,6 +112,7 @@ pub async fn run(
             },
         )
         .await;
+        let wall = jiff::Timestamp::now() - jiff::SignedDuration::try_from(t0.elapsed()).unwrap();
         // The first document the event changed, then the pool settled.
         let reacted = timeline
             .wait(SETTLE, |state| {
@@ -116,13 +122,17 @@ pub async fn run(
         settle(&timeline, &ns, &group_names).await;
         writes += operator.writes().saturating_sub(before);
         let changed = first_changes(&timeline.lock(), &group_names, t0);
-        match changed.values().max() {
+        let latency = match changed.values().max() {
             Some(&last) if reacted.is_some() => {
                 ours.push(last - t0);
                 documents += changed.len();
+                Some(last - t0)
             }
-            _ => missed += 1,
-        }
+            _ => {
+                missed += 1;
+                None
+            }
+        };
         let sizes: Vec<(BTreeMap<String, String>, Option<_>)> = {
             let state = timeline.lock();
             changed
@@ -174,6 +184,7 @@ pub async fn run(
             last = last.max(at);
         }
         theirs.push(last - t0);
+        event_log.write(k, join, wall, latency, last - t0);
     }
     settle(&timeline, &ns, &group_names).await;
     // At rest means after the last event's writes: a group's status write
