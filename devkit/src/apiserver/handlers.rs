@@ -15,7 +15,7 @@ use hyper::body::Frame;
 use serde::{Serialize, Serializer};
 use serde_json::{Value, json};
 
-use super::http::{Body, Req, Shared, json_response};
+use super::exchange::{Body, Req, Shared, json_response};
 use super::resources::ResourceType;
 use super::route::{Route, route};
 use super::selector::{FieldSelector, Filter, LabelSelector};
