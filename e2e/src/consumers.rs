@@ -24,13 +24,15 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 use shardring_consumer::check::{self, ProcessedRecord};
+use shardring_crds::ShardGroup;
 use shardring_crds::endpoint::DEFAULT_AUDIENCE;
 use shardring_dev::demo::consumers::{ConsumerProcess, ConsumerSettings, ViewSource};
 use shardring_dev::demo::queues::QueueConsumerSettings;
 
 use crate::tokens::pod_token;
 
-use crate::harness::{CONFIG_MAP, DRAIN_TIMEOUT, HarnessError, NAME, STEP_TIMEOUT, wait_eligible};
+use crate::error::HarnessError;
+use crate::settings::{CONFIG_MAP, DRAIN_TIMEOUT, NAME, STEP_TIMEOUT};
 use shardring_devkit::wait::{Probe, wait_for};
 
 /// Keeps a deleted pod terminating until its consumer process has exited.
@@ -451,4 +453,33 @@ fn container_status(state: serde_json::Value, ready: bool) -> serde_json::Value 
         "started": ready,
         "state": state
     })
+}
+
+/// Waits until ShardGroup [`NAME`] in `namespace` counts `live` pods
+/// eligible (after adding `names`).
+pub(crate) async fn wait_eligible(
+    client: &Client,
+    namespace: &str,
+    live: u64,
+    names: &[&str],
+) -> Result<(), HarnessError> {
+    let groups = Api::<ShardGroup>::namespaced(client.clone(), namespace);
+    wait_for(
+        &format!("{live} pods eligible (after adding {names:?})"),
+        STEP_TIMEOUT,
+        || async {
+            let eligible = groups
+                .get(NAME)
+                .await?
+                .status
+                .map_or(0, |s| s.pods.eligible);
+            Ok::<_, HarnessError>(if eligible >= live {
+                Probe::Done(())
+            } else {
+                Probe::Pending(format!("{eligible} eligible"))
+            })
+        },
+    )
+    .await?;
+    Ok(())
 }

@@ -23,38 +23,19 @@ use shardring_devkit::emulators::Emulator;
 use crate::cluster::Cluster;
 use crate::consumers::{ConsumerCommand, ConsumerSpec, Pods};
 use crate::namespace::{apply_crds, create_namespace, delete_namespace, unique_namespace};
-use crate::operator::{Operator, OperatorError, OperatorMode};
-use crate::published::{PublishedError, assignment_document};
+use crate::operator::{Operator, OperatorMode};
+use crate::published::assignment_document;
 use crate::settled::settled;
 use crate::stream;
 use shardring_dev::demo::consumers::ConsumerSettings;
-use shardring_devkit::wait::{Probe, WaitError, wait_for, wait_for_every};
+use shardring_devkit::wait::{Probe, WaitError, wait_for_every};
 
-/// Field manager of everything the harness applies.
-pub const MANAGER: &str = "shardring-e2e";
-/// Region every client uses (the emulators accept any).
-pub const REGION: &str = "us-east-1";
-/// The stream, lease table, pool and ShardGroup name in every scenario.
-pub const NAME: &str = "orders";
-/// The published ConfigMap (the operator's default name for [`NAME`]).
-pub const CONFIG_MAP: &str = "orders-assignment";
-/// The controller class of the suite's operators and ShardGroups (see
-/// [`CONTROLLER_CLASS_LABEL`]): an operator installed in the cluster under
-/// test ignores the suite's groups, and the suite's operators ignore every
-/// other group.
-pub const CONTROLLER_CLASS: &str = "shardring-e2e";
-/// Longest any one wait of a scenario may take (cold cluster, debug build).
-pub const STEP_TIMEOUT: Duration = Duration::from_secs(120);
-/// Drain timeout and lease failover of the ShardGroup, and how long a
-/// SIGTERMed consumer keeps reading while it waits for its revoke.
-pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
-/// Lease failover of the ShardGroup and the consumers.
-pub const LEASE_FAILOVER: Duration = Duration::from_secs(4);
-/// The pool's `minReadySeconds`: long enough for the pods a scenario adds
-/// together to all report Ready before the first of them is eligible (the
-/// group's first publish then waits for every one of them), short enough
-/// not to slow a scenario down.
-pub const MIN_READY: Duration = Duration::from_secs(2);
+pub use crate::error::HarnessError;
+pub use crate::settings::{
+    CONFIG_MAP, CONTROLLER_CLASS, DRAIN_TIMEOUT, LEASE_FAILOVER, MANAGER, MIN_READY, NAME, REGION,
+    STEP_TIMEOUT,
+};
+
 /// How often a wait for a settled assignment looks.
 const SETTLE_POLL: Duration = Duration::from_millis(100);
 /// How often [`Harness::wait_revoking`] looks.
@@ -62,49 +43,6 @@ const FAST_POLL: Duration = Duration::from_millis(20);
 /// Records per PutRecords call, and the pause between calls.
 const BATCH: usize = 10;
 const BATCH_INTERVAL: Duration = Duration::from_millis(100);
-
-/// Why a scenario step failed.
-#[derive(Debug, thiserror::Error)]
-pub enum HarnessError {
-    /// A Kubernetes API call failed.
-    #[error("Kubernetes API: {0}")]
-    Kube(#[from] kube::Error),
-    /// An emulator could not be installed or started.
-    #[error(transparent)]
-    Emulator(#[from] shardring_devkit::emulators::EmulatorError),
-    /// A Kinesis or DynamoDB call on the emulators failed.
-    #[error("AWS emulator call failed: {0}")]
-    Aws(String),
-    /// A condition did not hold in time.
-    #[error(transparent)]
-    Wait(#[from] WaitError),
-    /// The operator failed, stopped early or did not stop.
-    #[error(transparent)]
-    Operator(#[from] OperatorError),
-    /// A consumer process could not be found, started or stopped.
-    #[error("consumer: {0}")]
-    Consumer(String),
-    /// Local files (record logs, consumer logs).
-    #[error("harness files: {0}")]
-    Io(#[from] std::io::Error),
-    /// An object could not be built from JSON.
-    #[error("building an object: {0}")]
-    Json(#[from] serde_json::Error),
-    /// The published ConfigMap could not be read.
-    #[error(transparent)]
-    Published(#[from] PublishedError),
-    /// The RabbitMQ broker could not be set up or restarted.
-    #[error("RabbitMQ broker: {0}")]
-    Broker(String),
-    /// A record log could not be parsed.
-    #[error("record log {path}: {detail}")]
-    Log {
-        /// The log.
-        path: String,
-        /// What is wrong.
-        detail: String,
-    },
-}
 
 pub(crate) fn aws<E: std::error::Error + 'static>(error: E) -> HarnessError {
     HarnessError::Aws(aws_sdk_kinesis::error::DisplayErrorContext(&error).to_string())
@@ -517,49 +455,7 @@ where
     }
 }
 
-/// Waits until ShardGroup [`NAME`] in `namespace` counts `live` pods
-/// eligible (after adding `names`).
-pub(crate) async fn wait_eligible(
-    client: &Client,
-    namespace: &str,
-    live: u64,
-    names: &[&str],
-) -> Result<(), HarnessError> {
-    let groups = Api::<ShardGroup>::namespaced(client.clone(), namespace);
-    wait_for(
-        &format!("{live} pods eligible (after adding {names:?})"),
-        STEP_TIMEOUT,
-        || async {
-            let eligible = groups
-                .get(NAME)
-                .await?
-                .status
-                .map_or(0, |s| s.pods.eligible);
-            Ok::<_, HarnessError>(if eligible >= live {
-                Probe::Done(())
-            } else {
-                Probe::Pending(format!("{eligible} eligible"))
-            })
-        },
-    )
-    .await?;
-    Ok(())
-}
-
 /// Where the scenario's files are kept.
 pub fn files_dir(namespace: &str) -> PathBuf {
     std::env::temp_dir().join(namespace)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_config_map_is_the_operator_default_for_the_group() {
-        assert_eq!(
-            CONFIG_MAP,
-            format!("{NAME}{}", shardring_crds::assignment::CONFIGMAP_SUFFIX)
-        );
-    }
 }

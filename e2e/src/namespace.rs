@@ -15,7 +15,8 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 use shardring_crds::ShardGroup;
 
-use crate::harness::{HarnessError, MANAGER, STEP_TIMEOUT};
+use crate::error::HarnessError;
+use crate::settings::{MANAGER, STEP_TIMEOUT};
 use shardring_devkit::wait::{Probe, wait_for};
 
 /// A namespace name of its own for `scenario`: `sr-e2e-<scenario>-<random>`.

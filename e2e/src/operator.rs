@@ -200,7 +200,7 @@ impl Operator {
         }
         let config = ControllerConfig {
             scope: shardring::controller::WatchScope::of([namespace.to_owned()]),
-            controller_class: Some(crate::harness::CONTROLLER_CLASS.to_owned()),
+            controller_class: Some(crate::settings::CONTROLLER_CLASS.to_owned()),
             ..ControllerConfig::default()
         };
         let health = Health::new();
@@ -368,7 +368,7 @@ fn binary_command(
             "--metrics-addr",
             &metrics.to_string(),
             "--controller-class",
-            crate::harness::CONTROLLER_CLASS,
+            crate::settings::CONTROLLER_CLASS,
             "--endpoint-addr",
             &endpoint_addr,
         ])

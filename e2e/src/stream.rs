@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use aws_sdk_kinesis::Client;
 use shardring_devkit::stream::reshard::{self, ReshardError};
 
-use crate::harness::HarnessError;
+use crate::error::HarnessError;
 
 fn harness(error: ReshardError) -> HarnessError {
     HarnessError::Aws(error.to_string())

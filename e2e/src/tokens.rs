@@ -16,7 +16,7 @@ use kube::{Api, Client};
 use shardring_crds::endpoint::{CA_CONFIGMAP_KEY, CA_CONFIGMAP_NAME};
 use shardring_devkit::wait::{Probe, WaitError, wait_for};
 
-use crate::harness::STEP_TIMEOUT;
+use crate::settings::STEP_TIMEOUT;
 
 /// Why a token could not be issued.
 #[derive(Debug, thiserror::Error)]

@@ -35,7 +35,8 @@ use super::metrics::{EndpointMetrics, LimitLabel};
 use super::ratelimit::{Admission, FixedWindow};
 use super::request_body;
 use super::serving::Serving;
-use super::{Caller, EndpointState, LoadRefusal, Lookup, ReleaseRejection, ServedView};
+use super::state::EndpointState;
+use super::{Caller, LoadRefusal, Lookup, ReleaseRejection, ServedView};
 use shardring_core::GroupKey;
 
 /// What the request handlers share.

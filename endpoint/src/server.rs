@@ -23,7 +23,6 @@ use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
-use super::EndpointState;
 use super::auth::{Authenticator, DEFAULT_CACHE_CAPACITY, LocalTokens, TokenCheck};
 use super::http1::{self, Timeouts};
 use super::leader_label::LeaderLabel;
@@ -32,6 +31,7 @@ use super::ratelimit::FixedWindow;
 use super::routes::App;
 use super::selfsigned::{self, Origin, SelfSigned};
 use super::serving::Serving;
+use super::state::EndpointState;
 use super::tls::{self, CertResolver, PemPair, TlsError};
 
 /// How the endpoint is served (`shardring run`'s `--endpoint-*` flags).

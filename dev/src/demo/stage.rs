@@ -6,17 +6,21 @@
 //! reference-consumer processes. This module sets the stage up and owns
 //! what it holds; dropping it stops the control loop and kills every
 //! process it started. The rest is split by concern:
-//! - `control`: the control loop, the operator's source on the emulators,
-//!   a controller restart;
+//! - `control`: the control loop, a controller restart;
+//! - `source`: the operator's source on the emulators;
 //! - `pods`: add, delete, kill, hang and resume consumer pods;
 //! - `stream`: split, merge, UpdateShardCount;
-//! - `waits`: waits on conditions with deadlines, and the published
-//!   owners and phases;
+//! - `conditions`: a wait on the shared state with a deadline, and what it
+//!   asks of the published document, for the stage and the other demos;
+//! - `waits`: the stage's waits (a condition, a settled assignment, more
+//!   records) and the published owners and phases;
 //! - `finish`: drain, stop everything, and run the checker.
 
+mod conditions;
 mod control;
 mod finish;
 mod pods;
+mod source;
 mod stream;
 mod waits;
 
@@ -26,22 +30,20 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use shardring_consumer::clients;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use waits::shards_in;
-pub(crate) use waits::{every_owner_reading, wait_on};
+pub use conditions::{STEP_DEADLINE, shards_in};
+pub(crate) use conditions::{every_owner_reading, wait_on};
 
 use super::cluster::{Cluster, GroupTiming};
 use super::consumers::{self, ConsumerSettings};
 use super::controller::{self, Shared};
 use super::producer::Producer;
 use super::{DemoError, LEASE_TABLE, REGION, SHARD_GROUP, STREAM};
-use control::{ControlLoop, source};
 use shardring_devkit::emulators::Emulator;
 use shardring_devkit::stream::reshard;
-
-/// The longest any one wait may take before the stage gives up.
-pub const STEP_DEADLINE: Duration = Duration::from_secs(90);
+use source::source;
 
 /// Records per PutRecords call, and calls per second.
 pub const BATCH: usize = 10;
@@ -75,6 +77,12 @@ impl Drop for Cleanup {
         self.stop.cancel();
         self.shared.lock().cluster.kill_all();
     }
+}
+
+/// The running control loop: its task and the token that stops it.
+struct ControlLoop {
+    stop: CancellationToken,
+    task: JoinHandle<()>,
 }
 
 /// The emulators, the control loop, the producer and the consumer pods.

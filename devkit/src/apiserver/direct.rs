@@ -10,7 +10,9 @@ use serde_json::{Value, json};
 
 use super::MockApiServer;
 use super::resources::ResourceType;
-use super::store::{DeleteOpts, UpdateOp, obj_key};
+use super::store::delete::DeleteOpts;
+use super::store::obj_key;
+use super::store::write::UpdateOp;
 
 /// Field manager of direct writes.
 const MANAGER: &str = "shardring-devkit";

@@ -15,12 +15,15 @@ use hyper::body::Frame;
 use serde::{Serialize, Serializer};
 use serde_json::{Value, json};
 
-use super::http::{Body, Req, Shared, json_response};
+use super::exchange::{Body, Req, Shared, json_response};
 use super::resources::ResourceType;
 use super::route::{Route, route};
 use super::selector::{FieldSelector, Filter, LabelSelector};
 use super::status::{ApiError, success_status};
-use super::store::{DeleteOpts, Deleted, Page, UpdateOp, WatchFrom, Written, partial_value};
+use super::store::delete::{DeleteOpts, Deleted};
+use super::store::read::{Page, WatchFrom};
+use super::store::write::UpdateOp;
+use super::store::{Written, partial_value};
 use super::watch::{self, WatchSpec};
 
 /// A watch with no `timeoutSeconds` lasts this long.

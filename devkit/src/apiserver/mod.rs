@@ -34,6 +34,7 @@
 
 mod applied;
 pub mod direct;
+mod exchange;
 mod faults;
 mod handlers;
 mod http;
@@ -63,8 +64,8 @@ use tokio_util::sync::CancellationToken;
 pub use faults::RequestRecord;
 pub use options::{MockOptions, TokenReviewer, unauthenticated_reviewer};
 
+use exchange::Shared;
 use faults::Faults;
-use http::Shared;
 use resources::Registry;
 use store::{HistoryLimits, Store};
 

@@ -20,7 +20,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::selector::Filter;
 use super::status::ApiError;
-use super::store::{EventType, Notice, WatchEvent, WatchStart, partial_metadata};
+use super::store::read::WatchStart;
+use super::store::{EventType, Notice, WatchEvent, partial_metadata};
 
 /// Objects above this size are sent as three chunks (prefix, object,
 /// suffix) instead of being copied into one line.

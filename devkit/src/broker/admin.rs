@@ -15,7 +15,7 @@ use hyper_util::rt::TokioExecutor;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Value, json};
 
-use super::BrokerError;
+use super::error::BrokerError;
 
 /// Everything but RFC 3986's unreserved characters is encoded in a path
 /// segment (the default vhost `/` is `%2F`).

@@ -16,6 +16,7 @@
 //! (CI) makes them fail ([`Broker::start_or_skip`]).
 
 pub mod admin;
+mod error;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -23,11 +24,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub use admin::Admin;
+pub use error::{BrokerError, SERVER_ENV};
 
 use crate::emulators::{free_port, log_tail};
 
-/// Overrides where the broker's start script is.
-pub const SERVER_ENV: &str = "SHARDRING_RABBITMQ_SERVER";
 /// The start script of Debian's package (it runs the node in the
 /// foreground as the calling user; `/usr/sbin/rabbitmq-server` would
 /// switch to the `rabbitmq` user).
@@ -40,30 +40,6 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(60);
 pub const ADMIN_USER: &str = "guest";
 /// Its password.
 pub const ADMIN_PASSWORD: &str = "guest";
-
-/// Why a broker could not be started or stopped.
-#[derive(Debug, thiserror::Error)]
-pub enum BrokerError {
-    /// `rabbitmq-server` is not installed.
-    #[error(
-        "rabbitmq-server is not installed (apt-get install rabbitmq-server, or point {SERVER_ENV} at its start script)"
-    )]
-    NotInstalled,
-    /// Files or processes of the broker.
-    #[error("broker: {0}")]
-    Io(#[from] std::io::Error),
-    /// It did not come up or go down in time, or exited early.
-    #[error("broker {node}: {detail}")]
-    Process {
-        /// Its node name.
-        node: String,
-        /// What went wrong, with its log's tail.
-        detail: String,
-    },
-    /// A management API call failed.
-    #[error("management API: {0}")]
-    Admin(String),
-}
 
 /// The ports of one broker, all on 127.0.0.1.
 #[derive(Debug, Clone, Copy)]

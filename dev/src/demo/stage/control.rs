@@ -1,29 +1,20 @@
-//! The stage's control loop: the operator's own Kinesis source and lease
-//! reader on the emulators, the task that runs the core's cycle against the
-//! in-process cluster every [`TICK`], and a controller restart that loses
+//! The stage's control loop: the task that runs the core's cycle against
+//! the in-process cluster every [`TICK`] with the operator's own source on
+//! the emulators (`source`'s), and a controller restart that loses
 //! everything the loop kept in memory.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 use super::super::controller;
-use super::super::{LEASE_TABLE, REGION, STREAM};
-use super::Stage;
-use shardring::lease_table::LeaseTableReader;
-use shardring::source::kinesis::{KinesisTopologySource, ReaderOptions, StreamId, TopologyReader};
+use super::source::source;
+use super::{ControlLoop, Stage};
+use shardring::source::kinesis::KinesisTopologySource;
 
 /// How often the control loop reconciles.
 const TICK: Duration = Duration::from_millis(200);
-
-/// The running control loop: its task and the token that stops it.
-pub(super) struct ControlLoop {
-    stop: CancellationToken,
-    task: JoinHandle<()>,
-}
 
 impl Stage {
     pub(super) fn start_control_loop(&mut self, source: Arc<KinesisTopologySource>) {
@@ -65,32 +56,4 @@ impl Stage {
         let source = source(&self.sdk, &self.kinesis_url, &self.dynamo_url);
         self.start_control_loop(source);
     }
-}
-
-/// The operator's own source and lease reader on the emulators, as
-/// `shardring run` builds them (fresh caches each time).
-pub(super) fn source(
-    sdk: &aws_config::SdkConfig,
-    kinesis_url: &str,
-    dynamo_url: &str,
-) -> Arc<KinesisTopologySource> {
-    let reader = TopologyReader::new(
-        shardring::source::kinesis::kinesis_client(sdk, Some(REGION), Some(kinesis_url)),
-        StreamId::named(STREAM),
-        ReaderOptions {
-            min_refresh_interval: Duration::from_millis(300),
-            ..ReaderOptions::default()
-        },
-        None,
-    );
-    let leases = LeaseTableReader::new(
-        shardring::lease_table::dynamodb_client(sdk, Some(REGION), Some(dynamo_url)),
-        LEASE_TABLE,
-        Some(STREAM.to_owned()),
-        None,
-    );
-    Arc::new(KinesisTopologySource::new(
-        Arc::new(reader),
-        Some(Arc::new(leases)),
-    ))
 }

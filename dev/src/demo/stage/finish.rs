@@ -11,7 +11,8 @@ use shardring_consumer::check::{self, ProcessedRecord, ProducedRecord};
 
 use super::super::report::Verdict;
 use super::super::{DemoError, STREAM};
-use super::{STEP_DEADLINE, Stage};
+use super::Stage;
+use super::conditions::STEP_DEADLINE;
 use shardring_devkit::stream::reshard;
 
 impl Stage {

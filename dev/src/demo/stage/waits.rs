@@ -3,19 +3,15 @@
 //! consumer died unasked), a settled and balanced assignment, more records
 //! processed; and the published document's owners and phases.
 
-use parking_lot::Mutex;
-use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::super::controller::Shared;
 use super::super::{DemoError, STREAM};
+use super::Stage;
+use super::conditions::{POLL, STEP_DEADLINE, every_owner_reading, wait_on};
 use super::finish::read_logs;
-use super::{STEP_DEADLINE, Stage};
 use shardring_crds::ShardPhase;
 use shardring_devkit::stream::reshard;
-
-/// How often a wait looks at its condition.
-const POLL: Duration = Duration::from_millis(100);
 
 impl Stage {
     /// Waits until `condition` holds (checked every [`POLL`]), failing
@@ -77,51 +73,6 @@ impl Stage {
     }
 }
 
-/// Waits until `condition` holds on `shared` (checked every [`POLL`]),
-/// failing after [`STEP_DEADLINE`] or as soon as a consumer died unasked.
-pub(crate) async fn wait_on(
-    shared: &Mutex<Shared>,
-    what: &str,
-    condition: impl Fn(&Shared) -> bool,
-) -> Result<(), DemoError> {
-    let started = Instant::now();
-    loop {
-        {
-            let state = shared.lock();
-            if let Some(problem) = state.problems.first() {
-                return Err(DemoError::Consumer(problem.clone()));
-            }
-            if condition(&state) {
-                return Ok(());
-            }
-        }
-        if started.elapsed() >= STEP_DEADLINE {
-            return Err(DemoError::Timeout {
-                what: what.to_owned(),
-                after: STEP_DEADLINE,
-            });
-        }
-        tokio::time::sleep(POLL).await;
-    }
-}
-
-/// Whether every live pod that holds active shards has processed a record.
-pub(crate) fn every_owner_reading(state: &Shared) -> bool {
-    let Some(doc) = &state.cluster.published else {
-        return false;
-    };
-    state.cluster.pods.values().all(|pod| {
-        let holds = doc
-            .pods
-            .get(&pod.record.name)
-            .is_some_and(|p| !p.active.is_empty());
-        !holds
-            || std::fs::metadata(&pod.record_log)
-                .map(|m| m.len() > 0)
-                .unwrap_or(false)
-    })
-}
-
 /// Whether every shard of `open` is active in the published document.
 fn covers(state: &Shared, open: &[String]) -> bool {
     state.cluster.published.as_ref().is_some_and(|doc| {
@@ -131,20 +82,4 @@ fn covers(state: &Shared, open: &[String]) -> bool {
                 .is_some_and(|r| r.state == ShardPhase::Active)
         })
     })
-}
-
-/// The published document's shards by phase (for scenario assertions).
-pub fn shards_in(state: &Shared, phase: ShardPhase) -> BTreeMap<String, Option<String>> {
-    state
-        .cluster
-        .published
-        .as_ref()
-        .map(|doc| {
-            doc.shards
-                .iter()
-                .filter(|(_, r)| r.state == phase)
-                .map(|(id, r)| (id.clone(), r.owner.clone()))
-                .collect()
-        })
-        .unwrap_or_default()
 }

@@ -4,6 +4,8 @@
 //! existing name, the system metadata it owns set afresh (uid,
 //! creationTimestamp, generation), status and defaults initialised, a CRD
 //! established and served, and, for an apply, the fields it applied recorded.
+//! The name checks and the system metadata are replace's and patch's too
+//! ([`super::write`]).
 
 use std::sync::Arc;
 
@@ -13,8 +15,47 @@ use super::super::applied::{self, Applied};
 use super::super::meta::{self, meta_mut, meta_str};
 use super::super::resources::ResourceType;
 use super::super::status::ApiError;
-use super::write::{SYSTEM_META, Written, check_names};
-use super::{Change, State, Store, obj_key};
+use super::{Change, State, Store, Written, obj_key};
+
+/// Fields of `metadata` only the server sets.
+pub(super) const SYSTEM_META: [&str; 8] = [
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+    "resourceVersion",
+    "managedFields",
+    "selfLink",
+];
+
+pub(super) fn check_names(
+    rt: &ResourceType,
+    obj: &Value,
+    ns: Option<&str>,
+    name: &str,
+) -> Result<(), ApiError> {
+    if let Some(n) = meta_str(obj, "name").filter(|n| *n != name) {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({n}) does not match the name on the URL ({name})"
+        )));
+    }
+    if rt.namespaced
+        && let Some(n) = meta_str(obj, "namespace").filter(|n| Some(*n) != ns)
+    {
+        return Err(ApiError::bad_request(format!(
+            "the namespace of the provided object ({n}) does not match the namespace sent on the request ({})",
+            ns.unwrap_or_default()
+        )));
+    }
+    if let Some(kind) = obj["kind"].as_str().filter(|k| *k != rt.kind) {
+        return Err(ApiError::bad_request(format!(
+            "the kind of the provided object ({kind}) does not match the resource ({})",
+            rt.kind
+        )));
+    }
+    Ok(())
+}
 
 impl Store {
     /// Creates an object (POST, or an apply of an absent object when

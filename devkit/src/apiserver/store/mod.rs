@@ -7,9 +7,9 @@
 //! see one order.
 
 mod create;
-mod delete;
-mod read;
-mod write;
+pub(super) mod delete;
+pub(super) mod read;
+pub(super) mod write;
 
 use parking_lot::{Mutex, MutexGuard};
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -19,10 +19,6 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-pub(crate) use delete::{DeleteOpts, Deleted};
-pub(crate) use read::{Page, WatchFrom, WatchStart};
-pub(crate) use write::{UpdateOp, Written};
-
 use super::applied::Applied;
 use super::resources::{Registry, ResourceType};
 use super::selector::FilterKey;
@@ -30,6 +26,17 @@ use super::selector::FilterKey;
 /// Namespace and name of a stored object (namespace empty when
 /// cluster-scoped).
 pub(crate) type ObjKey = (String, String);
+
+/// The result of a successful write.
+#[derive(Debug, Clone)]
+pub(crate) struct Written {
+    /// The object as stored (or as it was when removed).
+    pub obj: Arc<Value>,
+    /// Its serialization.
+    pub bytes: Bytes,
+    /// The write created the object (201).
+    pub created: bool,
+}
 
 /// A stored object.
 #[derive(Debug)]

@@ -7,15 +7,14 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::super::applied::{self, Applied};
 use super::super::meta::{self, meta_mut, meta_str};
 use super::super::resources::ResourceType;
 use super::super::status::ApiError;
-use super::create::create_locked;
-use super::{Change, State, Store, obj_key};
+use super::create::{SYSTEM_META, check_names, create_locked};
+use super::{Change, State, Store, Written, obj_key};
 
 /// A write to an existing object.
 #[derive(Debug, Clone)]
@@ -29,57 +28,6 @@ pub(crate) enum UpdateOp {
     /// Server-side apply of a (partial) object (always as if forced:
     /// conflicts are not emulated).
     Apply { body: Value },
-}
-
-/// The result of a successful write.
-#[derive(Debug, Clone)]
-pub(crate) struct Written {
-    /// The object as stored (or as it was when removed).
-    pub obj: Arc<Value>,
-    /// Its serialization.
-    pub bytes: Bytes,
-    /// The write created the object (201).
-    pub created: bool,
-}
-
-/// Fields of `metadata` only the server sets.
-pub(super) const SYSTEM_META: [&str; 8] = [
-    "uid",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "generation",
-    "resourceVersion",
-    "managedFields",
-    "selfLink",
-];
-
-pub(super) fn check_names(
-    rt: &ResourceType,
-    obj: &Value,
-    ns: Option<&str>,
-    name: &str,
-) -> Result<(), ApiError> {
-    if let Some(n) = meta_str(obj, "name").filter(|n| *n != name) {
-        return Err(ApiError::bad_request(format!(
-            "the name of the object ({n}) does not match the name on the URL ({name})"
-        )));
-    }
-    if rt.namespaced
-        && let Some(n) = meta_str(obj, "namespace").filter(|n| Some(*n) != ns)
-    {
-        return Err(ApiError::bad_request(format!(
-            "the namespace of the provided object ({n}) does not match the namespace sent on the request ({})",
-            ns.unwrap_or_default()
-        )));
-    }
-    if let Some(kind) = obj["kind"].as_str().filter(|k| *k != rt.kind) {
-        return Err(ApiError::bad_request(format!(
-            "the kind of the provided object ({kind}) does not match the resource ({})",
-            rt.kind
-        )));
-    }
-    Ok(())
 }
 
 fn rv_precondition(
