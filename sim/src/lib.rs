@@ -36,7 +36,8 @@
 //! Time only moves in the simulation; the same seed replays the same run.
 //!
 //! The crate: [`run`] (one seed, many seeds, their summary), [`sim`] (the
-//! simulated system and its step), `inject` (the random faults and events
+//! simulated system and its step), `counts` (what a run counts of itself:
+//! events injected, pool mode's notes), `inject` (the random faults and events
 //! of a step), `quiet` (the checks once the system went quiet), [`pool`]
 //! (pool seeds and their checks), [`standbys`] (what the pool checks hold
 //! standbys to), [`revokes`] (the bound on a revoke),
@@ -49,6 +50,7 @@
 use shardring_crds as crds;
 use shardring_engine as engine;
 
+mod counts;
 pub mod explore;
 mod inject;
 pub mod load;

@@ -22,6 +22,7 @@
 
 use std::collections::BTreeMap;
 
+pub use crate::counts::PoolNotes;
 use crate::crds::shard_group::ShardSource;
 use crate::load::balance_by_throughput;
 use crate::operator::{BookAtRest, Group, Operator, WriteCounts};
@@ -133,41 +134,6 @@ fn setup(seed: u64, throughput: bool) -> Sim {
         sim.add_pod();
     }
     sim
-}
-
-/// What pool mode's checks judged, and what they let pass, of one seed or
-/// summed over seeds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PoolNotes {
-    /// Seeds whose standby slots were held to one slot of each other over
-    /// the pool once quiet.
-    pub standby_spread_judged: u64,
-    /// Groups that a plan once quiet would give other standbys (and change
-    /// nothing else), where they are planned alone or a limit binds.
-    pub standby_replans: u64,
-    /// Groups that a new leader's plan once quiet would give other
-    /// standbys (and change nothing else), where they are planned alone or
-    /// a limit binds.
-    pub new_leader_standby_rewrites: u64,
-    /// Status writes of groups balanced by throughput in the quiet period
-    /// after convergence (they report measurements: load figures, a pod
-    /// noise carries across the band's edge for a moment).
-    pub measured_statuses_at_rest: u64,
-    /// Document writes of groups balanced by throughput in the quiet
-    /// period after convergence (a pod outside the band beyond its noise
-    /// for the confirmation).
-    pub measured_documents_at_rest: u64,
-}
-
-impl PoolNotes {
-    /// Adds `other`'s counts.
-    pub fn add(&mut self, other: &PoolNotes) {
-        self.standby_spread_judged += other.standby_spread_judged;
-        self.standby_replans += other.standby_replans;
-        self.new_leader_standby_rewrites += other.new_leader_standby_rewrites;
-        self.measured_statuses_at_rest += other.measured_statuses_at_rest;
-        self.measured_documents_at_rest += other.measured_documents_at_rest;
-    }
 }
 
 impl Sim {

@@ -4,8 +4,9 @@
 
 use std::collections::BTreeMap;
 
+pub use crate::counts::EventCounts;
+use crate::counts::PoolNotes;
 use crate::operator::{FaultCounts, Faults, Operator};
-use crate::pool::PoolNotes;
 use crate::rng::Rng;
 use crate::sim::Sim;
 use crate::world::Rules;
@@ -26,33 +27,6 @@ impl Default for SimConfig {
             quiet_steps: 400,
         }
     }
-}
-
-/// Pod and stream events injected in a run.
-#[derive(Debug, Clone, Default)]
-pub struct EventCounts {
-    /// Pods added.
-    pub joins: u64,
-    /// Graceful deletions.
-    pub graceful_deletes: u64,
-    /// Processes killed with SIGKILL.
-    pub kills: u64,
-    /// Force deletions (grace 0).
-    pub force_deletes: u64,
-    /// Node partitions.
-    pub partitions: u64,
-    /// Shard splits.
-    pub splits: u64,
-    /// Shard merges.
-    pub merges: u64,
-    /// Pods created unscheduled (bound to a node later, or never).
-    pub unscheduled: u64,
-    /// StatefulSet pods recreated under the name of one that was removed.
-    pub recreated: u64,
-    /// Shards held for a returning pod that came back for them.
-    pub holds_returned: u64,
-    /// Shards held for a returning pod that moved when the hold ended.
-    pub holds_expired: u64,
 }
 
 /// The result of one seed.

@@ -5,9 +5,9 @@
 //! act, records arrive, consumers run and the operator reconciles each
 //! group whose reconcile is due, one at a time.
 
+use crate::counts::{EventCounts, PoolNotes};
 use crate::operator::Operator;
 use crate::rng::Rng;
-use crate::run::EventCounts;
 use crate::world::{Ms, Rules, SimPod, Source, World};
 use shardring_core::observation::Containers;
 
@@ -40,7 +40,7 @@ pub struct Sim {
     /// When the quiet phase began (faults and events stopped).
     pub quiet_since: Option<Ms>,
     /// Pool mode: what the standby checks judged and let pass.
-    pub pool_notes: crate::pool::PoolNotes,
+    pub pool_notes: PoolNotes,
     /// Pool mode: the further quiet period after convergence runs, in
     /// which nothing may move without a confirmed reason.
     pub(crate) resting: bool,
