@@ -7,8 +7,9 @@
 
 use std::collections::BTreeSet;
 
+use super::group::Write;
 use super::{Group, Operator, Reconcile, sim_ms};
-use crate::crds::{AssignmentDocument, PodView, ShardGroupStatus, ShardPhase};
+use crate::crds::{ShardGroupStatus, ShardPhase};
 use crate::rng::Rng;
 use crate::world::{Ms, World};
 use shardring_core::AnnotationWrite;
@@ -18,16 +19,6 @@ use shardring_core::plan::{Decision, DocumentWrite};
 
 /// Longest delay of a late document write, ms (reconciles run every 0.5–3 s).
 const LATE_DOC_MAX_MS: Ms = 60_000;
-
-/// A write the API server will apply later.
-#[derive(Debug, Clone)]
-pub(super) enum Write {
-    /// The document, conditioned on the ConfigMap version the reconcile read
-    /// (`Absent`: a create, refused once a ConfigMap exists).
-    Doc(Box<AssignmentDocument>, PublishedVersion),
-    Annotation(String, String, Option<PodView>),
-    Status(Box<ShardGroupStatus>),
-}
 
 /// Why a simulated write did not go through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

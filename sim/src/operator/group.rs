@@ -1,22 +1,21 @@
 //! One ShardGroup of the simulated operator ([`Group`]): its API objects
 //! (the ShardGroup, the published document and its version, the status,
-//! writes that will land late), the operator's memory of it (last good
-//! topology, previous lease scan, plan memory, the endpoint's release
-//! acknowledgements and load book, its failures in a row, when it
+//! writes that will land late, each a `Write`), the operator's memory of it
+//! (last good topology, previous lease scan, plan memory, the endpoint's
+//! release acknowledgements and load book, its failures in a row, when it
 //! reconciles next; all lost in a crash) and what the checks count of it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::apply::Write;
 use crate::crds::shard_group::{KinesisSource, ShardSource};
-use crate::crds::{AssignmentDocument, ShardGroup, ShardGroupStatus, fixtures};
+use crate::crds::{AssignmentDocument, PodView, ShardGroup, ShardGroupStatus, fixtures};
 use crate::world::Ms;
 use shardring_core::group_state::{DocumentMemory, TopologyMemory};
 use shardring_core::leases::LeaseTable;
 use shardring_core::load::LoadBook;
-use shardring_core::observation::Published;
 use shardring_core::observation::ReleaseAck;
+use shardring_core::observation::{Published, PublishedVersion};
 use shardring_core::plan::PlanMemory;
 use shardring_core::retry::Failures;
 
@@ -105,6 +104,16 @@ pub struct WriteCounts {
     /// Status writes that changed more than the move budget's log (moves
     /// leave it as its window passes, at the next reconcile).
     pub statuses_beyond_move_log: u64,
+}
+
+/// A write the API server will apply later.
+#[derive(Debug, Clone)]
+pub(super) enum Write {
+    /// The document, conditioned on the ConfigMap version the reconcile read
+    /// (`Absent`: a create, refused once a ConfigMap exists).
+    Doc(Box<AssignmentDocument>, PublishedVersion),
+    Annotation(String, String, Option<PodView>),
+    Status(Box<ShardGroupStatus>),
 }
 
 impl Group {
