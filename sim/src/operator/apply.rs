@@ -7,8 +7,9 @@
 
 use std::collections::BTreeSet;
 
+use super::clock::sim_ms;
 use super::group::Write;
-use super::{Group, Operator, Reconcile, sim_ms};
+use super::{Group, Operator, Reconcile};
 use crate::crds::{ShardGroupStatus, ShardPhase};
 use crate::rng::Rng;
 use crate::world::{Ms, World};

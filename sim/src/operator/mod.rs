@@ -31,11 +31,12 @@
 //!
 //! This module holds the operator process (its memory, crashes, watch gaps,
 //! wake-ups) and its reconcile; [`group`] one group's objects and memory,
-//! `faults` the fault probabilities and counts, `observe` the observe half,
-//! `apply` the apply half and the simulated API server's writes, `pool` the
-//! pool's balance.
+//! `faults` the fault probabilities and counts, `clock` the simulated
+//! clock's timestamps, `observe` the observe half, `apply` the apply half
+//! and the simulated API server's writes, `pool` the pool's balance.
 
 mod apply;
+mod clock;
 mod faults;
 pub mod group;
 mod observe;
@@ -43,7 +44,7 @@ mod pool;
 
 use std::collections::BTreeSet;
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 
 use crate::crds::{AssignmentDocument, ConsumerPool, fixtures};
 use crate::rng::Rng;
@@ -55,6 +56,7 @@ use shardring_core::plan::Decision;
 use shardring_core::pool::PoolBook;
 
 pub use self::apply::WriteError;
+pub use self::clock::{sim_ms, ts};
 pub use self::faults::{FaultCounts, Faults};
 pub use self::group::{Group, KINESIS_REFRESH, NAMESPACE, WriteCounts};
 use self::observe::departure_of;
@@ -85,16 +87,6 @@ pub struct Operator {
     watch_gap_until: Option<Ms>,
     /// The pool's balance (pool mode; lost in a crash).
     book: PoolBook,
-}
-
-/// Simulated epoch zero.
-pub fn ts(ms: Ms) -> Timestamp {
-    Timestamp::from_second(1_800_000_000).expect("valid") + SignedDuration::from_millis(ms)
-}
-
-/// The simulated time of `t` (the inverse of [`ts`]).
-pub fn sim_ms(t: Timestamp) -> Ms {
-    t.as_millisecond() - ts(0).as_millisecond()
 }
 
 impl Operator {

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 
-use super::{Group, NAMESPACE, Operator, Reconcile, ts};
+use super::clock::ts;
+use super::{Group, NAMESPACE, Operator, Reconcile};
 use crate::engine::{Shard, ShardState};
 use crate::rng::Rng;
 use crate::world::{Checkpoint, Ms, SimPod, World};
