@@ -29,11 +29,12 @@
 //! takes its share of the pool's balance from the real
 //! [`shardring_core::pool::PoolBook`] (`pool`), which a crash loses too.
 //!
-//! This module holds the operator process (its memory, crashes, watch gaps,
-//! wake-ups) and its reconcile; [`group`] one group's objects and memory,
-//! `faults` the fault probabilities and counts, `clock` the simulated
-//! clock's timestamps, `observe` the observe half, `apply` the apply half
-//! and the simulated API server's writes, `pool` the pool's balance.
+//! This module holds what the operator process does (crashes, watch gaps,
+//! wake-ups) and its reconcile; `process` the process's state
+//! ([`Operator`]), [`group`] one group's objects and memory, `faults` the
+//! fault probabilities and counts, `clock` the simulated clock's
+//! timestamps, `observe` the observe half, `apply` the apply half and the
+//! simulated API server's writes, `pool` the pool's balance.
 
 mod apply;
 mod clock;
@@ -41,12 +42,13 @@ mod faults;
 pub mod group;
 mod observe;
 mod pool;
+mod process;
 
 use std::collections::BTreeSet;
 
 use jiff::Timestamp;
 
-use crate::crds::{AssignmentDocument, ConsumerPool, fixtures};
+use crate::crds::{AssignmentDocument, fixtures};
 use crate::rng::Rng;
 use crate::world::{Ms, SimPod, World};
 use shardring_core::cycle::{self, cycle};
@@ -61,33 +63,11 @@ pub use self::faults::{FaultCounts, Faults};
 pub use self::group::{Group, KINESIS_REFRESH, NAMESPACE, WriteCounts};
 use self::observe::departure_of;
 pub use self::pool::BookAtRest;
+pub use self::process::Operator;
 
 /// How long the simulated operator remembers departed pods (shorter than
 /// the real operator's, so runs of a few simulated minutes see it expire).
 pub const DEPARTED_RETENTION_MS: Ms = 60_000;
-
-/// The API server's objects plus the operator process.
-#[derive(Debug, Clone)]
-pub struct Operator {
-    /// The pool every group references.
-    pub pool: ConsumerPool,
-    /// The ShardGroups (by index): their objects and the operator's memory
-    /// of each.
-    pub groups: Vec<Group>,
-    /// Not running until then (crashed, a new leader takes over).
-    pub down_until: Ms,
-    /// Fault probabilities.
-    pub faults: Faults,
-    /// Fault counts.
-    pub fired: FaultCounts,
-    /// The memory of departed pods (lost in a crash): one pod watch serves
-    /// every group.
-    pub departed: DepartureMemory,
-    /// The pod watch is relisting until then: departures are not seen.
-    watch_gap_until: Option<Ms>,
-    /// The pool's balance (pool mode; lost in a crash).
-    book: PoolBook,
-}
 
 impl Operator {
     /// An operator for one group with the given timings.

@@ -13,7 +13,8 @@
 
 use std::collections::BTreeMap;
 
-use super::{Group, Operator};
+use super::group::Group;
+use super::process::Operator;
 use crate::crds::AssignmentDocument;
 use crate::rng::Rng;
 use crate::world::{Ms, World};
