@@ -7,10 +7,10 @@
 
 use std::collections::BTreeSet;
 
-use super::Reconcile;
 use super::clock::sim_ms;
 use super::group::{Group, Write};
 use super::process::Operator;
+use super::reconcile::Reconcile;
 use crate::crds::{ShardGroupStatus, ShardPhase};
 use crate::rng::Rng;
 use crate::world::{Ms, World};

@@ -31,10 +31,13 @@
 //!
 //! This module holds what the operator process does (crashes, watch gaps,
 //! wake-ups) and its reconcile; `process` the process's state
-//! ([`Operator`]), [`group`] one group's objects and memory, `faults` the
-//! fault probabilities and counts, `clock` the simulated clock's
-//! timestamps, `observe` the observe half, `apply` the apply half and the
-//! simulated API server's writes, `pool` the pool's balance.
+//! ([`Operator`]), `reconcile` one reconcile's reach that the halves work
+//! on, [`group`] one group's objects and memory, `faults` the fault
+//! probabilities and counts, `clock` the simulated clock's timestamps,
+//! `observe` the observe half, `apply` the apply half and the simulated API
+//! server's writes, `pool` the pool's balance. A file imports only from
+//! the files after it in this order: this one; `observe`, `apply`, `pool`;
+//! `reconcile`; `process`; `group`, `faults`, `clock`.
 
 mod apply;
 mod clock;
@@ -43,6 +46,7 @@ pub mod group;
 mod observe;
 mod pool;
 mod process;
+mod reconcile;
 
 use std::collections::BTreeSet;
 
@@ -64,6 +68,7 @@ pub use self::group::{Group, KINESIS_REFRESH, NAMESPACE, WriteCounts};
 use self::observe::departure_of;
 pub use self::pool::BookAtRest;
 pub use self::process::Operator;
+use self::reconcile::Reconcile;
 
 /// How long the simulated operator remembers departed pods (shorter than
 /// the real operator's, so runs of a few simulated minutes see it expire).
@@ -358,21 +363,6 @@ fn check_holds(doc: &AssignmentDocument, decision: &Decision, now: Timestamp, wo
 
 /// The shortest requeue a plan asks for (its timers' floor).
 const MIN_LOOK: std::time::Duration = std::time::Duration::from_millis(100);
-
-/// One reconcile's reach: the operator, the group, the world it runs in
-/// and the run's randomness, for the cycle's observe and apply halves; with
-/// what the observe half saw that the checks of the decision need.
-struct Reconcile<'a> {
-    op: &'a mut Operator,
-    /// The group reconciled (its index).
-    g: usize,
-    world: &'a mut World,
-    rng: &'a mut Rng,
-    /// The topology read or the lease scan failed.
-    read_error: bool,
-    /// The shards of the document the reconcile read.
-    before: BTreeSet<String>,
-}
 
 /// Whether a decision is blocked because no pod is eligible.
 fn blocked_without_pods(decision: &Decision) -> bool {

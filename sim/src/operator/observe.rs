@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 
-use super::Reconcile;
 use super::clock::ts;
 use super::group::{Group, NAMESPACE};
 use super::process::Operator;
+use super::reconcile::Reconcile;
 use crate::engine::{Shard, ShardState};
 use crate::rng::Rng;
 use crate::world::{Checkpoint, Ms, SimPod, World};
