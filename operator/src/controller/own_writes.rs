@@ -12,8 +12,15 @@
 //! because the echo can arrive while the rest of the reconcile's writes are
 //! still going out. The caches apply the echo as any event; only the
 //! wake-up is skipped (see `triggers`).
+//!
+//! One object can have several own writes whose echoes are still to come:
+//! the groups of a pool reconcile at once, and each writes its annotation
+//! on the pod that joined. Every such version is remembered, not only the
+//! last: when only the last was, the echo of each earlier write woke every
+//! group of the pool (on 50 groups, a round of 50 reconciles that change
+//! nothing per write, in the middle of the pod event's own).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -23,35 +30,54 @@ use kube::{Resource, ResourceExt};
 /// (kind, namespace, name) of a written object.
 type Key = (String, String, String);
 
-/// The version of each object's last write by this operator. Holds at most
-/// one entry per object written: an entry goes when its echo arrives, when
-/// the object is deleted, or when a newer write replaces it. Cheap to clone:
+/// Own writes to one object whose echoes may still come, at most this
+/// many (the oldest goes first): more than the groups that write one pod at
+/// once, and a bound on what echoes that never come (a watch that relisted
+/// past them) leave behind.
+const PENDING_PER_OBJECT: usize = 16;
+
+/// The versions of each object's writes by this operator whose echoes have
+/// not arrived, oldest first. An entry goes when its echo or a later one
+/// arrives (a watch delivers an object's versions in order), when the
+/// object is deleted, or past [`PENDING_PER_OBJECT`]. Cheap to clone:
 /// clones share one memory.
 #[derive(Debug, Clone, Default)]
 pub struct OwnWrites {
-    versions: Arc<Mutex<HashMap<Key, String>>>,
+    versions: Arc<Mutex<HashMap<Key, VecDeque<String>>>>,
 }
 
 impl OwnWrites {
     /// Remembers `written`, the object as the API server answered a write.
     pub fn record<K: Resource<DynamicType = ()>>(&self, written: &K) {
         if let (Some(key), Some(version)) = (key_of(written), written.resource_version()) {
-            self.versions.lock().insert(key, version);
+            let mut versions = self.versions.lock();
+            let pending = versions.entry(key).or_default();
+            if pending.len() == PENDING_PER_OBJECT {
+                pending.pop_front();
+            }
+            pending.push_back(version);
         }
     }
 
-    /// Whether `object` is exactly what the operator's last write to it left
-    /// (its echo); the entry is spent by the answer yes.
+    /// Whether `object` is exactly what one of the operator's writes to it
+    /// left (its echo); that write's entry, and those of the writes before
+    /// it, are spent by the answer yes.
     pub(crate) fn is_echo<K: Resource<DynamicType = ()>>(&self, object: &K) -> bool {
         let (Some(key), Some(version)) = (key_of(object), object.resource_version()) else {
             return false;
         };
         let mut versions = self.versions.lock();
-        if versions.get(&key) == Some(&version) {
+        let Some(pending) = versions.get_mut(&key) else {
+            return false;
+        };
+        let Some(at) = pending.iter().position(|v| *v == version) else {
+            return false;
+        };
+        pending.drain(..=at);
+        if pending.is_empty() {
             versions.remove(&key);
-            return true;
         }
-        false
+        true
     }
 
     /// Forgets `object` (deleted: a same-named successor starts afresh).
@@ -61,10 +87,10 @@ impl OwnWrites {
         }
     }
 
-    /// Objects with a write whose echo has not arrived yet.
+    /// Writes whose echo has not arrived yet.
     #[cfg(test)]
     fn pending(&self) -> usize {
-        self.versions.lock().len()
+        self.versions.lock().values().map(VecDeque::len).sum()
     }
 }
 
@@ -119,14 +145,37 @@ mod tests {
     }
 
     #[test]
-    fn a_newer_write_replaces_the_older_and_a_deletion_forgets() {
+    fn each_of_several_writes_to_one_object_is_an_echo_and_a_deletion_forgets() {
+        let own = OwnWrites::default();
+        // Three groups annotate one pod at once; a fourth change between
+        // them is somebody else's.
+        own.record(&pod("a", "10"));
+        own.record(&pod("a", "12"));
+        own.record(&pod("a", "13"));
+        assert!(own.is_echo(&pod("a", "10")));
+        assert!(!own.is_echo(&pod("a", "11")));
+        assert!(own.is_echo(&pod("a", "12")));
+        assert_eq!(own.pending(), 1);
+        own.forget(&pod("a", "13"));
+        assert_eq!(own.pending(), 0);
+        assert!(!own.is_echo(&pod("a", "13")));
+    }
+
+    #[test]
+    fn a_later_echo_spends_the_earlier_writes_and_the_pending_are_bounded() {
         let own = OwnWrites::default();
         own.record(&pod("a", "10"));
         own.record(&pod("a", "12"));
-        assert!(!own.is_echo(&pod("a", "10")));
-        assert_eq!(own.pending(), 1);
-        own.forget(&pod("a", "12"));
+        // The watch relisted past 10: its echo never comes, 12's does.
+        assert!(own.is_echo(&pod("a", "12")));
         assert_eq!(own.pending(), 0);
-        assert!(!own.is_echo(&pod("a", "12")));
+        assert!(!own.is_echo(&pod("a", "10")));
+        for version in 0..2 * PENDING_PER_OBJECT {
+            own.record(&pod("b", &version.to_string()));
+        }
+        assert_eq!(own.pending(), PENDING_PER_OBJECT);
+        assert!(!own.is_echo(&pod("b", "0")), "the oldest went");
+        assert!(own.is_echo(&pod("b", &(2 * PENDING_PER_OBJECT - 1).to_string())));
+        assert_eq!(own.pending(), 0);
     }
 }

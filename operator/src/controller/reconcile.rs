@@ -157,6 +157,14 @@ pub(crate) async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result
     let timings = cluster.timings();
     let status_held = cluster.status_held();
     let (decision, _) = done.into_result()?;
+    let document_bytes = match &decision.document_write {
+        Some(write) => Some(write.encoded.encoded_bytes()),
+        None => published_bytes(ctx, group),
+    };
+    ctx.metrics.record(group, &decision, document_bytes, now);
+    let requeue = status_held.map_or(decision.requeue_after, |due| {
+        decision.requeue_after.min(due)
+    });
     tracing::debug!(
         read_ms = read.as_millis(),
         observe_ms = timings.observed.saturating_sub(read).as_millis(),
@@ -170,16 +178,10 @@ pub(crate) async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result
         status_ms = timings.steps.status.as_millis(),
         events_ms = timings.steps.events.as_millis(),
         serve_ms = timings.steps.serve.as_millis(),
+        requeue_ms = requeue.as_millis(),
+        plan_requeue_ms = decision.requeue_after.as_millis(),
         "reconciled"
     );
-    let document_bytes = match &decision.document_write {
-        Some(write) => Some(write.encoded.encoded_bytes()),
-        None => published_bytes(ctx, group),
-    };
-    ctx.metrics.record(group, &decision, document_bytes, now);
-    let requeue = status_held.map_or(decision.requeue_after, |due| {
-        decision.requeue_after.min(due)
-    });
     Ok(Action::requeue(requeue))
 }
 

@@ -128,10 +128,13 @@ pub async fn run_controller(
     }
 
     let (pools, pool_writer) = reflector::store::<DeserializeGuard<ConsumerPool>>();
+    let mut pool_changes = triggers::PoolChanges::default();
     let pool_events = scoped_watcher(&client, scope, watcher::Config::default())
         .modify(without_managed_fields)
         .reflect(pool_writer)
         .inspect(sync.tracker(cache::CONSUMER_POOLS))
+        // The store above has every event; the groups wake for some.
+        .filter(move |event| ready(pool_changes.wakes(event)))
         .touched_objects();
 
     let write_limit = super::apply::WriteLimit::new(config.write_concurrency);

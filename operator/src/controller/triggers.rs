@@ -15,6 +15,14 @@
 //!   already known ([`DocumentCache::knows`]): the operator's own write, or
 //!   one a reconcile already read. A deletion always wakes it (the document
 //!   is rebuilt);
+//! * a ConsumerPool wakes its groups when it appears (a relist delivers it
+//!   again), is deleted, or its generation (the spec), labels, annotations
+//!   or deletion timestamp change ([`PoolChanges`]), never for a status
+//!   write: the operator writes the pool's status after a group's writes,
+//!   and on a pool of many groups each of those writes woke every group of
+//!   the pool, a round of reconciles that change nothing, in the middle of
+//!   the pod event's own (no decision reads the pool's status). A pool that
+//!   cannot be read wakes them at every change;
 //! * a pod wakes its groups unless it is the echo of the operator's own
 //!   annotation write: at exactly the version that write produced
 //!   ([`OwnWrites`]); the same holds for the document's ConfigMap, whose
@@ -23,6 +31,7 @@
 //!
 //! The caches still apply every event: only the wake-up is skipped.
 
+use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -31,7 +40,7 @@ use kube::runtime::watcher;
 
 use super::observe::documents::DocumentCache;
 use super::own_writes::OwnWrites;
-use crate::crds::ShardGroup;
+use crate::crds::{ConsumerPool, ShardGroup};
 
 /// The predicate of the ShardGroup watch (`predicate_filter`): a reconcile
 /// runs when this value changes.
@@ -72,6 +81,63 @@ pub(crate) fn own_write_echo<K: kube::Resource<DynamicType = ()>>(
         }
         _ => false,
     }
+}
+
+/// The filter of the ConsumerPool watch's events (before they map to
+/// groups): what each pool's wake-up value ([`pool_change`]) was when it
+/// last woke them.
+#[derive(Debug, Default)]
+pub(crate) struct PoolChanges {
+    /// By namespace and name.
+    woke_at: HashMap<(String, String), u64>,
+}
+
+impl PoolChanges {
+    /// Whether `event` wakes the groups of its pool: a deletion and a
+    /// relist always do, an update when its wake-up value changed.
+    pub(crate) fn wakes(
+        &mut self,
+        event: &Result<watcher::Event<DeserializeGuard<ConsumerPool>>, watcher::Error>,
+    ) -> bool {
+        match event {
+            Ok(watcher::Event::Apply(pool)) => {
+                let value = pool_change(pool);
+                self.woke_at.insert(pool_key(pool), value) != Some(value)
+            }
+            Ok(watcher::Event::InitApply(pool)) => {
+                self.woke_at.insert(pool_key(pool), pool_change(pool));
+                true
+            }
+            Ok(watcher::Event::Delete(pool)) => {
+                self.woke_at.remove(&pool_key(pool));
+                true
+            }
+            _ => true,
+        }
+    }
+}
+
+fn pool_key(pool: &DeserializeGuard<ConsumerPool>) -> (String, String) {
+    let meta = kube::Resource::meta(pool);
+    (
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default(),
+    )
+}
+
+/// What a pool's groups are woken by: its spec (generation), labels,
+/// annotations and deletion; every change of a pool that cannot be read.
+fn pool_change(pool: &DeserializeGuard<ConsumerPool>) -> u64 {
+    let meta = match &pool.0 {
+        Ok(pool) => &pool.metadata,
+        Err(invalid) => return hash(&invalid.metadata.resource_version),
+    };
+    hash(&(
+        meta.generation,
+        &meta.labels,
+        &meta.annotations,
+        meta.deletion_timestamp.as_ref().map(|t| t.0),
+    ))
 }
 
 fn hash(value: &impl Hash) -> u64 {
@@ -140,6 +206,71 @@ mod tests {
         for other in [spec, finalized, deleted] {
             assert_ne!(change(&before), change(&other), "{:?}", other.metadata);
         }
+    }
+
+    #[test]
+    fn a_pool_status_write_wakes_no_group_and_its_spec_labels_deletion_relist_do() {
+        use crate::crds::ConsumerPoolStatus;
+        use crate::crds::fixtures;
+        let mut pool = fixtures::pool("ns", "p", &[], 0);
+        pool.metadata.generation = Some(1);
+        pool.metadata.resource_version = Some("5".into());
+        let event = |pool: &ConsumerPool, kind: fn(_) -> watcher::Event<_>| {
+            Ok(kind(DeserializeGuard(Ok(pool.clone()))))
+        };
+        let mut changes = PoolChanges::default();
+        assert!(
+            changes.wakes(&event(&pool, watcher::Event::Apply)),
+            "first seen"
+        );
+
+        let mut status_only = pool.clone();
+        status_only.status = Some(ConsumerPoolStatus {
+            pods: 7,
+            ..Default::default()
+        });
+        status_only.metadata.resource_version = Some("6".into());
+        assert!(!changes.wakes(&event(&status_only, watcher::Event::Apply)));
+
+        let mut spec = status_only.clone();
+        spec.metadata.generation = Some(2);
+        assert!(changes.wakes(&event(&spec, watcher::Event::Apply)));
+        assert!(
+            !changes.wakes(&event(&spec, watcher::Event::Apply)),
+            "the same again"
+        );
+        let mut labelled = spec.clone();
+        labelled.metadata.labels = Some([("team".to_owned(), "a".to_owned())].into());
+        assert!(changes.wakes(&event(&labelled, watcher::Event::Apply)));
+        let mut deleting = labelled.clone();
+        deleting.metadata.deletion_timestamp = Some(Time("2026-01-01T00:00:00Z".parse().unwrap()));
+        assert!(changes.wakes(&event(&deleting, watcher::Event::Apply)));
+
+        // A relist and a deletion always wake; after the deletion the same
+        // pool created again is new.
+        assert!(changes.wakes(&event(&labelled, watcher::Event::InitApply)));
+        assert!(changes.wakes(&event(&labelled, watcher::Event::Delete)));
+        assert!(changes.wakes(&event(&labelled, watcher::Event::Apply)));
+    }
+
+    #[test]
+    fn an_unreadable_pool_wakes_its_groups_at_every_change() {
+        let invalid = |version: &str| {
+            let object: kube::core::DynamicObject = serde_json::from_value(serde_json::json!({
+                "apiVersion": "shardring.io/v1alpha1",
+                "kind": "ConsumerPool",
+                "metadata": {"namespace": "ns", "name": "p", "resourceVersion": version, "generation": 1},
+                "spec": {"selector": 3},
+            }))
+            .unwrap();
+            let guard: DeserializeGuard<ConsumerPool> =
+                serde_json::from_value(serde_json::to_value(object).unwrap()).unwrap();
+            assert!(guard.0.is_err(), "a pool the operator cannot read");
+            Ok(watcher::Event::Apply(guard))
+        };
+        let mut changes = PoolChanges::default();
+        assert!(changes.wakes(&invalid("5")));
+        assert!(changes.wakes(&invalid("6")));
     }
 
     fn config_map(version: &str) -> ConfigMap {
