@@ -405,7 +405,11 @@ impl Apply for Reconcile<'_> {
                 ctx.metrics
                     .pool_spread(&key.namespace, &seen.name(), fewest, most);
             }
-            if let Some(due) = ctx.pools.publish_status(&ctx.client, &seen, status).await {
+            if let Some(due) = ctx
+                .pools
+                .publish_status(&ctx.client, &seen, &key, status)
+                .await
+            {
                 self.status_held = Some(self.status_held.map_or(due, |held| held.min(due)));
             }
         }

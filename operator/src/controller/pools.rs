@@ -85,8 +85,19 @@ fn freshest(stores: &Stores, member: &Member) -> Option<Arc<AssignmentDocument>>
     }
 }
 
-/// Each pool's (namespace, name) status last written, and when.
-type WrittenStatuses = HashMap<(String, String), (ConsumerPoolStatus, Instant)>;
+/// Each pool's (namespace, name) status last written.
+type WrittenStatuses = HashMap<(String, String), WrittenStatus>;
+
+/// A pool's status as last written, and when; and whether a group was
+/// asked to look again when the next write of counts alone is due.
+#[derive(Debug, Clone)]
+struct WrittenStatus {
+    status: ConsumerPoolStatus,
+    at: Instant,
+    /// The group asked to come back when a held write is due: the others
+    /// need not (on 50 groups, 50 requeued reconciles of which one wrote).
+    looks_again: Option<GroupKey>,
+}
 
 /// What a reconcile took from its balance's book: the book and the group,
 /// to give the group's turn back when the reconcile ends.
@@ -467,7 +478,12 @@ impl Pools {
             .written
             .lock()
             .get(&(namespace, seen.pool.name_any()))
-            .map(|(s, _)| (Some(s.conditions.clone()), s.load_spread.clone()))
+            .map(|w| {
+                (
+                    Some(w.status.conditions.clone()),
+                    w.status.load_spread.clone(),
+                )
+            })
             .unwrap_or_default();
         let load_spread = if seen.pooled_throughput {
             spread
@@ -503,20 +519,22 @@ impl Pools {
     /// field manager). A status whose conditions stay as they are (counts
     /// changed: a pod event, a group's new document) is written at most once
     /// per [`super::cluster::STATUS_HOLD`]: `Some` is how long until it is
-    /// due, for the caller to look again then. Best effort: a failure is
-    /// logged and the next group's writes try again.
+    /// due, for the caller to look again then, said to the first caller
+    /// only (any group's reconcile after that writes it). Best effort: a
+    /// failure is logged and the next group's writes try again.
     pub(crate) async fn publish_status(
         &self,
         client: &Client,
         seen: &PoolSeen,
+        group: &GroupKey,
         status: ConsumerPoolStatus,
     ) -> Option<std::time::Duration> {
         let namespace = seen.pool.namespace().unwrap_or_default();
         let name = seen.pool.name_any();
         let key = (namespace.clone(), name.clone());
         let now = Instant::now();
-        if let Some((last, at)) = self.written.lock().get(&key) {
-            if *last == status {
+        if let Some(written) = self.written.lock().get_mut(&key) {
+            if written.status == status {
                 return None;
             }
             let kinds = |s: &ConsumerPoolStatus| -> Vec<(String, String, String)> {
@@ -525,9 +543,15 @@ impl Pools {
                     .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()))
                     .collect()
             };
-            let left = super::cluster::STATUS_HOLD.checked_sub(now.duration_since(*at));
-            if kinds(last) == kinds(&status) && left.is_some_and(|l| !l.is_zero()) {
-                return left;
+            let left = super::cluster::STATUS_HOLD.checked_sub(now.duration_since(written.at));
+            if kinds(&written.status) == kinds(&status)
+                && let Some(left) = left.filter(|left| !left.is_zero())
+            {
+                // One group comes back when it is due (asked again at each
+                // of its reconciles, which may replace its requeue); once
+                // due, whichever group reconciles first writes it.
+                let looks_again = written.looks_again.get_or_insert_with(|| group.clone());
+                return (looks_again == group).then_some(left);
             }
         }
         let body = serde_json::json!({
@@ -539,7 +563,14 @@ impl Pools {
         let params = PatchParams::apply(POOL_MANAGER).force();
         match api.patch_status(&name, &params, &Patch::Apply(&body)).await {
             Ok(_) => {
-                self.written.lock().insert(key, (status, now));
+                self.written.lock().insert(
+                    key,
+                    WrittenStatus {
+                        status,
+                        at: now,
+                        looks_again: None,
+                    },
+                );
             }
             Err(error) => {
                 tracing::warn!(%error, pool = %name, "cannot write the ConsumerPool status");

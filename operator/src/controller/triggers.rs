@@ -224,7 +224,7 @@ mod tests {
             "first seen"
         );
 
-        let mut status_only = pool.clone();
+        let mut status_only = pool;
         status_only.status = Some(ConsumerPoolStatus {
             pods: 7,
             ..Default::default()
@@ -232,14 +232,14 @@ mod tests {
         status_only.metadata.resource_version = Some("6".into());
         assert!(!changes.wakes(&event(&status_only, watcher::Event::Apply)));
 
-        let mut spec = status_only.clone();
+        let mut spec = status_only;
         spec.metadata.generation = Some(2);
         assert!(changes.wakes(&event(&spec, watcher::Event::Apply)));
         assert!(
             !changes.wakes(&event(&spec, watcher::Event::Apply)),
             "the same again"
         );
-        let mut labelled = spec.clone();
+        let mut labelled = spec;
         labelled.metadata.labels = Some([("team".to_owned(), "a".to_owned())].into());
         assert!(changes.wakes(&event(&labelled, watcher::Event::Apply)));
         let mut deleting = labelled.clone();
