@@ -141,7 +141,7 @@ pub async fn run(server: &Server, pods: usize, shards: u32, run: usize, extra: &
             },
         )
         .await;
-        let wall = jiff::Timestamp::now() - jiff::SignedDuration::try_from(t0.elapsed()).unwrap();
+        let wall = wall_clock_of(t0);
         let latency = timeline
             .config_map_change(DOCUMENT, t0, EVENT_DEADLINE)
             .await
@@ -316,6 +316,11 @@ impl Floor {
         self.version = Some(version.clone());
         version
     }
+}
+
+/// The wall-clock time of `at` (to match an operator's log).
+pub(crate) fn wall_clock_of(at: Instant) -> jiff::Timestamp {
+    jiff::Timestamp::now() - jiff::SignedDuration::try_from(at.elapsed()).expect("a short time ago")
 }
 
 /// The per-event lines of `SHARDRING_BENCH_EVENTS`, when it is set.

@@ -27,7 +27,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, ObjectMeta, PostParams};
 use shardring_devkit::fixtures;
 
-use crate::churn::{EventLog, percentiles};
+use crate::churn::{EventLog, percentiles, wall_clock_of};
 use crate::operator::Operator;
 use crate::populate::{self, pod_event};
 use crate::server::Server;
@@ -112,7 +112,7 @@ pub async fn run(
             },
         )
         .await;
-        let wall = jiff::Timestamp::now() - jiff::SignedDuration::try_from(t0.elapsed()).unwrap();
+        let wall = wall_clock_of(t0);
         // The first document the event changed, then the pool settled.
         let reacted = timeline
             .wait(SETTLE, |state| {

@@ -35,7 +35,9 @@ use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::DeserializeGuard;
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
 use super::observe::documents::DocumentCache;
@@ -45,16 +47,26 @@ use crate::crds::{ConsumerPool, ShardGroup};
 /// The predicate of the ShardGroup watch (`predicate_filter`): a reconcile
 /// runs when this value changes.
 pub fn group_change(group: &DeserializeGuard<ShardGroup>) -> Option<u64> {
-    let meta = match &group.0 {
-        Ok(group) => &group.metadata,
-        // Unreadable: every change may be the fix.
-        Err(invalid) => return Some(hash(&invalid.metadata.resource_version)),
-    };
-    Some(hash(&(
-        meta.generation,
-        meta.deletion_timestamp.as_ref().map(|t| t.0),
-        &meta.finalizers,
-    )))
+    Some(wake_value(group, |meta| {
+        hash(&(
+            meta.generation,
+            meta.deletion_timestamp.as_ref().map(|t| t.0),
+            &meta.finalizers,
+        ))
+    }))
+}
+
+/// What wakes the reconciles of `object`'s kind: `of_readable` of its
+/// metadata, or, when it cannot be read, its version (every change may be
+/// the fix).
+fn wake_value<K>(object: &DeserializeGuard<K>, of_readable: impl FnOnce(&ObjectMeta) -> u64) -> u64
+where
+    K: kube::Resource,
+{
+    match &object.0 {
+        Ok(readable) => of_readable(readable.meta()),
+        Err(invalid) => hash(&invalid.metadata.resource_version),
+    }
 }
 
 /// Whether `event` is a ConfigMap update whose document is already known,
@@ -88,8 +100,7 @@ pub(crate) fn own_write_echo<K: kube::Resource<DynamicType = ()>>(
 /// last woke them.
 #[derive(Debug, Default)]
 pub(crate) struct PoolChanges {
-    /// By namespace and name.
-    woke_at: HashMap<(String, String), u64>,
+    woke_at: HashMap<ObjectRef<DeserializeGuard<ConsumerPool>>, u64>,
 }
 
 impl PoolChanges {
@@ -102,14 +113,15 @@ impl PoolChanges {
         match event {
             Ok(watcher::Event::Apply(pool)) => {
                 let value = pool_change(pool);
-                self.woke_at.insert(pool_key(pool), value) != Some(value)
+                self.woke_at.insert(ObjectRef::from_obj(pool), value) != Some(value)
             }
             Ok(watcher::Event::InitApply(pool)) => {
-                self.woke_at.insert(pool_key(pool), pool_change(pool));
+                self.woke_at
+                    .insert(ObjectRef::from_obj(pool), pool_change(pool));
                 true
             }
             Ok(watcher::Event::Delete(pool)) => {
-                self.woke_at.remove(&pool_key(pool));
+                self.woke_at.remove(&ObjectRef::from_obj(pool));
                 true
             }
             _ => true,
@@ -117,27 +129,17 @@ impl PoolChanges {
     }
 }
 
-fn pool_key(pool: &DeserializeGuard<ConsumerPool>) -> (String, String) {
-    let meta = kube::Resource::meta(pool);
-    (
-        meta.namespace.clone().unwrap_or_default(),
-        meta.name.clone().unwrap_or_default(),
-    )
-}
-
 /// What a pool's groups are woken by: its spec (generation), labels,
 /// annotations and deletion; every change of a pool that cannot be read.
 fn pool_change(pool: &DeserializeGuard<ConsumerPool>) -> u64 {
-    let meta = match &pool.0 {
-        Ok(pool) => &pool.metadata,
-        Err(invalid) => return hash(&invalid.metadata.resource_version),
-    };
-    hash(&(
-        meta.generation,
-        &meta.labels,
-        &meta.annotations,
-        meta.deletion_timestamp.as_ref().map(|t| t.0),
-    ))
+    wake_value(pool, |meta| {
+        hash(&(
+            meta.generation,
+            &meta.labels,
+            &meta.annotations,
+            meta.deletion_timestamp.as_ref().map(|t| t.0),
+        ))
+    })
 }
 
 fn hash(value: &impl Hash) -> u64 {
@@ -154,7 +156,6 @@ mod tests {
     use crate::crds::shard_group::{PoolRef, ShardSource, StaticSource};
     use crate::crds::{AssignmentDocument, ShardGroupSpec, ShardGroupStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-    use kube::api::ObjectMeta;
     use std::sync::Arc;
 
     fn group() -> ShardGroup {
