@@ -33,6 +33,8 @@ pub(super) struct DealtFrom {
 pub(super) struct Row {
     pub(super) pods: Option<Vec<String>>,
     pub(super) changed: Vec<String>,
+    /// The deal was made again for this row (its inputs changed).
+    pub(super) dealt: bool,
 }
 
 /// The last deal of one kind and what it was dealt from.
@@ -56,7 +58,8 @@ impl DealBook {
             return Row::default();
         }
         let mut changed = Vec::new();
-        if self.last.as_ref().is_none_or(|(last, _)| *last != from) {
+        let dealt = self.last.as_ref().is_none_or(|(last, _)| *last != from);
+        if dealt {
             let before = self.last.take().map(|(_, c)| c).unwrap_or_default();
             let ceilings = deal(&input(&from, &before, holdings));
             changed = ceilings
@@ -75,6 +78,7 @@ impl DealBook {
                     .unwrap_or_default(),
             ),
             changed,
+            dealt,
         }
     }
 }

@@ -36,7 +36,7 @@ mod peer;
 mod tests;
 pub mod turn;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::Timestamp;
 
@@ -87,9 +87,11 @@ pub struct PoolPods<'a> {
     pub returning: &'a BTreeMap<String, Returning>,
 }
 
-/// A group's share, and the other groups whose rows a new deal changed:
-/// they must plan again (a pod event wakes them anyway; a group that
-/// joined, left or changed its shard count does not).
+/// A group's share, and the other groups a new deal concerns (their rows
+/// changed, or they hold shards or slots on a pod the deal no longer has):
+/// they must plan again (a pod event wakes them anyway, and the operator
+/// reconciles them before the others of the pool; a group that joined,
+/// left or changed its shard count wakes nobody else).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Shared {
     /// The group's share.
@@ -251,6 +253,27 @@ impl PoolBook {
         for name in standby.changed {
             if !changed.contains(&name) {
                 changed.push(name);
+            }
+        }
+        if count.dealt || standby.dealt {
+            // A group whose row is the same must still plan again when it
+            // holds shards or slots on a pod the deal no longer has (a row
+            // lists the pods of ⌈⌉ quotas only: 56 shards on 8 pods or on 7
+            // have none).
+            let here: BTreeSet<&str> = eligible
+                .iter()
+                .flat_map(|(_, pods, _)| pods.iter().map(|p| p.name.as_str()))
+                .collect();
+            for peer in &peers {
+                if peer.group != group
+                    && !changed.contains(&peer.group)
+                    && peer
+                        .document
+                        .as_deref()
+                        .is_some_and(|doc| peer::holds_outside(doc, &here))
+                {
+                    changed.push(peer.group.clone());
+                }
             }
         }
         let by_mode = if own.balance.counts_shards() && count.pods.is_some() {

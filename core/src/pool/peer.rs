@@ -5,7 +5,7 @@
 //! peers from its caches, the simulation and the tests from their
 //! observations ([`Peer::of`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::crds::AssignmentDocument;
@@ -123,6 +123,18 @@ pub fn standby_holdings_in(doc: &AssignmentDocument) -> BTreeMap<String, u64> {
         *holdings.entry(pod.clone()).or_insert(0) += 1;
     }
     holdings
+}
+
+/// Whether a published document has a shard owned, or a standby slot, on a
+/// pod outside `here`.
+pub(crate) fn holds_outside(doc: &AssignmentDocument, here: &BTreeSet<&str>) -> bool {
+    doc.shards.values().any(|record| {
+        record
+            .owner
+            .iter()
+            .chain(&record.standbys)
+            .any(|pod| !here.contains(pod.as_str()))
+    })
 }
 
 /// Each readable shard of a published document and the pod that reads

@@ -169,6 +169,31 @@ fn a_pod_event_deals_again_from_what_every_group_holds() {
 }
 
 #[test]
+fn a_group_on_a_pod_that_left_is_woken_even_when_its_row_stays_the_same() {
+    // 56 shards on 8 pods or on 7 have no ⌈⌉ pod: every row is empty
+    // before and after the pod leaves, yet each group must move the 7
+    // shards it had there.
+    let pool = pool(0);
+    let readable = [56, 56];
+    let held: BTreeMap<String, BTreeMap<String, u64>> = (0..2)
+        .map(|g| (name(g), (0..8).map(|p| (format!("p-{p}"), 7)).collect()))
+        .collect();
+    let mut book = PoolBook::default();
+    shares(&mut book, &readable, &pool, &pods(8), &held);
+    let before = shares(&mut book, &readable, &pool, &pods(8), &held);
+    assert!(before.values().all(|s| s.changed.is_empty()));
+    let after = shares(&mut book, &readable, &pool, &pods(7), &held);
+    assert_eq!(
+        after[&name(0)].share.ceilings,
+        before[&name(0)].share.ceilings
+    );
+    assert_eq!(after[&name(0)].changed, vec![name(1)]);
+    // The deal is not made again for the next group: nobody else is woken
+    // (the group woken holds there until its own plan moves them).
+    assert!(after[&name(1)].changed.is_empty());
+}
+
+#[test]
 fn a_group_whose_count_changed_deals_at_once_and_its_peers_with_the_same_count() {
     let (pool, pods) = (pool(0), pods(8));
     let mut book = PoolBook::default();

@@ -23,6 +23,7 @@ pub mod observe;
 pub mod own_writes;
 pub mod pod_cache;
 pub mod pools;
+mod precedence;
 pub mod reconcile;
 pub mod runner;
 pub mod scope;

@@ -31,6 +31,7 @@ use shardring_core::pool::{Peer, PoolBook, PoolPods, domain_of, domains, readabl
 use shardring_core::pool_conditions::{PoolCounts, pool_conditions};
 
 use super::observe::Stores;
+use super::precedence::{BookKey, Precedence};
 use crate::GroupKey;
 use crate::crds::shard_group::BalanceMode;
 use crate::crds::{AssignmentDocument, ConsumerPool, ConsumerPoolStatus, ShardGroup};
@@ -47,6 +48,11 @@ pub struct Pools {
     /// written, and one whose counts alone changed at most once per
     /// [`super::cluster::STATUS_HOLD`].
     written: Arc<Mutex<WrittenStatuses>>,
+    /// The groups a new deal concerns reconcile before the others.
+    precedence: Arc<Mutex<Precedence>>,
+    /// Shares taken so far (each ticket's number, taken under the books'
+    /// lock: a reconcile that took its share after a deal has a higher one).
+    shares_taken: Arc<Mutex<u64>>,
 }
 
 /// A group that references a pool, as the pool sees it.
@@ -103,8 +109,10 @@ struct WrittenStatus {
 /// to give the group's turn back when the reconcile ends.
 #[derive(Debug, Clone)]
 pub struct PoolTicket {
-    book: (String, String),
+    book: BookKey,
     group: String,
+    /// When it was taken ([`Pools::shares_taken`]).
+    seq: u64,
 }
 
 /// Field manager of the pool status writes.
@@ -180,6 +188,8 @@ impl Pools {
             books: Arc::default(),
             requests: ReconcileRequests::default(),
             written: Arc::default(),
+            precedence: Arc::default(),
+            shares_taken: Arc::default(),
         }
     }
 
@@ -282,17 +292,43 @@ impl Pools {
             })
             .collect();
         let key = (namespace, names.join("+"));
-        let shared = {
+        let (shared, seq) = {
             let mut books = self.books.lock();
+            let seq = {
+                let mut taken = self.shares_taken.lock();
+                *taken += 1;
+                *taken
+            };
             let book = books.entry(key.clone()).or_default();
-            book.share(&own, &pools, peers, obs.now)
+            let shared = book.share(&own, &pools, peers, obs.now);
+            // Under the books' lock: a group first in line takes its share
+            // (and gives it back) only after it is marked so.
+            self.precedence
+                .lock()
+                .first_in_line(&key, &shared.changed, seq, Instant::now());
+            (shared, seq)
         };
         self.wake(&shared.changed);
         obs.pool_share = shared.share;
         Some(PoolTicket {
             book: key,
             group: own,
+            seq,
         })
+    }
+
+    /// Whether `group` defers the reconcile it is starting, and for how
+    /// long at most: other groups of its pool that a new deal concerns go
+    /// first ([`Precedence`]). A group being deleted never waits.
+    pub(crate) fn defer(&self, group: &ShardGroup) -> Option<std::time::Duration> {
+        if group.metadata.deletion_timestamp.is_some() {
+            return None;
+        }
+        self.precedence.lock().defer(
+            &GroupKey::of(group),
+            &group.spec.pool_ref.name,
+            Instant::now(),
+        )
     }
 
     /// The reconcile that took `ticket` is over and `moved` shards (or
@@ -303,6 +339,13 @@ impl Pools {
             None => Vec::new(),
         };
         self.wake(&wake);
+        let deferred = self
+            .precedence
+            .lock()
+            .done(&ticket.book, &ticket.group, ticket.seq);
+        for group in &deferred {
+            self.requests.request(group);
+        }
     }
 
     /// Asks each of `groups` (`namespace/name`) to reconcile.
@@ -378,6 +421,9 @@ impl Pools {
             }
         }
         self.wake(&wake);
+        for deferred in self.precedence.lock().forget(&gone) {
+            self.requests.request(&deferred);
+        }
         for peer in self.referencing(&namespace, &group.spec.pool_ref.name) {
             if peer.key != gone {
                 self.requests.request(&peer.key);

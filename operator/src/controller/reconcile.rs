@@ -123,6 +123,15 @@ pub async fn reconcile(
         // reconciles every ShardGroup (see `runner`).
         return Ok(Action::await_change());
     }
+    if let Some(wait) = ctx.pools.defer(group) {
+        // Groups of its pool whose documents a new deal changes go first;
+        // this one is woken when they are done (at most `wait` from now).
+        tracing::debug!(
+            wait_ms = wait.as_millis(),
+            "deferred behind the groups a new deal concerns"
+        );
+        return Ok(Action::requeue(wait));
+    }
     let api: Api<ShardGroup> =
         Api::namespaced(ctx.client.clone(), &group.namespace().unwrap_or_default());
     let result = finalizer::finalizer(&api, FINALIZER, Arc::new(group.clone()), |event| async {
