@@ -214,8 +214,9 @@ pub fn publish(
 /// its deletion wake those groups' reconciles, which write it back.
 ///
 /// Writes the CA into `namespace`'s ConfigMap unless the cached one
-/// (`config_maps`) already holds it, owned by every group of `groups` there.
-/// Best effort: a failure is logged and retried at the next reconcile of a
+/// (`config_maps`) already holds it, owned by every group of `groups` there,
+/// or this operator's last write of it has not come back through the watch
+/// (the cache lags it: two reconciles in a row wrote it twice). Best effort: a failure is logged and retried at the next reconcile of a
 /// group there.
 pub(crate) async fn ensure_ca(
     client: &Client,
@@ -235,6 +236,13 @@ pub(crate) async fn ensure_ca(
     }
     let cached = config_maps.get(&ObjectRef::new(CA_CONFIGMAP_NAME).within(namespace));
     if cached.is_some_and(|cm| holds_ca(&cm, &ca, &owners)) {
+        return;
+    }
+    if own.awaits_echo::<ConfigMap>(namespace, CA_CONFIGMAP_NAME) {
+        // The cache has not shown this operator's last write yet: what it
+        // holds is older than that write, no reason to write again (the
+        // echo's arrival is no trigger, but every later reconcile of a
+        // group here looks again).
         return;
     }
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);

@@ -22,6 +22,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -36,6 +37,12 @@ type Key = (String, String, String);
 /// past them) leave behind.
 const PENDING_PER_OBJECT: usize = 16;
 
+/// How long after a write the cache may still be taken to lag it
+/// ([`OwnWrites::awaits_echo`]): a watch delivers an echo in milliseconds,
+/// and one that never comes (a relist past it) must not hide the object's
+/// state for good.
+const ECHO_DUE: Duration = Duration::from_secs(10);
+
 /// The versions of each object's writes by this operator whose echoes have
 /// not arrived, oldest first. An entry goes when its echo or a later one
 /// arrives (a watch delivers an object's versions in order), when the
@@ -43,7 +50,7 @@ const PENDING_PER_OBJECT: usize = 16;
 /// clones share one memory.
 #[derive(Debug, Clone, Default)]
 pub struct OwnWrites {
-    versions: Arc<Mutex<HashMap<Key, VecDeque<String>>>>,
+    versions: Arc<Mutex<HashMap<Key, VecDeque<(String, Instant)>>>>,
 }
 
 impl OwnWrites {
@@ -55,7 +62,7 @@ impl OwnWrites {
             if pending.len() == PENDING_PER_OBJECT {
                 pending.pop_front();
             }
-            pending.push_back(version);
+            pending.push_back((version, Instant::now()));
         }
     }
 
@@ -70,7 +77,7 @@ impl OwnWrites {
         let Some(pending) = versions.get_mut(&key) else {
             return false;
         };
-        let Some(at) = pending.iter().position(|v| *v == version) else {
+        let Some(at) = pending.iter().position(|(v, _)| *v == version) else {
             return false;
         };
         pending.drain(..=at);
@@ -78,6 +85,27 @@ impl OwnWrites {
             versions.remove(&key);
         }
         true
+    }
+
+    /// Whether a write to the `K` named `name` in `namespace` made in the
+    /// last [`ECHO_DUE`] has not come back through its watch: the cache
+    /// does not show it yet, and a decision to write it again would be
+    /// made from the state before it.
+    pub(crate) fn awaits_echo<K: Resource<DynamicType = ()>>(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> bool {
+        let key = (
+            K::kind(&()).into_owned(),
+            namespace.to_owned(),
+            name.to_owned(),
+        );
+        self.versions
+            .lock()
+            .get(&key)
+            .and_then(VecDeque::back)
+            .is_some_and(|(_, at)| at.elapsed() < ECHO_DUE)
     }
 
     /// Forgets `object` (deleted: a same-named successor starts afresh).
@@ -123,6 +151,25 @@ mod tests {
             metadata: meta(name, version),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_write_awaits_its_echo_until_it_or_a_deletion_comes() {
+        let own = OwnWrites::default();
+        let config_map = |version: &str| ConfigMap {
+            metadata: meta("ca", version),
+            ..Default::default()
+        };
+        assert!(!own.awaits_echo::<ConfigMap>("ns", "ca"));
+        own.record(&config_map("3"));
+        assert!(own.awaits_echo::<ConfigMap>("ns", "ca"));
+        assert!(!own.awaits_echo::<ConfigMap>("other", "ca"));
+        assert!(!own.awaits_echo::<CachedPod>("ns", "ca"));
+        assert!(own.is_echo(&config_map("3")));
+        assert!(!own.awaits_echo::<ConfigMap>("ns", "ca"));
+        own.record(&config_map("4"));
+        own.forget(&config_map("4"));
+        assert!(!own.awaits_echo::<ConfigMap>("ns", "ca"));
     }
 
     #[test]
