@@ -104,10 +104,22 @@ impl Ctx<'_> {
             }
             LeaseObservation::Failed(_) => None,
             LeaseObservation::NotConfigured => {
-                let clock = if pod.is_some() {
-                    delivered_at(self.drain.get(from)?, since)?
-                } else {
-                    since
+                let delivered = self.drain.get(from).and_then(|d| delivered_at(d, since));
+                let clock = match (pod, delivered) {
+                    (Some(_), delivered) => delivered?,
+                    (None, Some(_)) => since,
+                    // Gone before the revoke reached it: its process never
+                    // learned of it and reads on until the kubelet kills it
+                    // (a force deletion: seconds later), so the drain counts
+                    // from when it left the API, as far as the departure
+                    // memory knows.
+                    (None, None) => self
+                        .obs
+                        .departed
+                        .pods
+                        .get(from)
+                        .and_then(|left| left.last())
+                        .map_or(since, |left| left.at.max(since)),
                 };
                 let due = add(clock, self.timing.drain_timeout);
                 if now >= due {

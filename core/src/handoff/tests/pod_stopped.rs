@@ -73,22 +73,43 @@ fn gone_after_a_force_deletion_waits_for_the_old_rules() {
         obs.departed = remembered(vec![departure(Containers::Running)]);
         assert_eq!(evidence(&plan(&obs)), [], "{lease_table}");
         // The old rules still apply: with a lease table the drain
-        // timeout and the lease expired; without one the drain timeout
-        // since the revoke.
+        // timeout and the lease expired; without one the drain timeout,
+        // counted from when the pod left (t0 + 1 s): no plan saw the
+        // revoke in its annotation, so its process, which the kubelet
+        // kills some time after a force deletion, may never have learned
+        // of it and reads on meanwhile.
         obs.now = t0() + secs(30);
-        let expected = if lease_table {
+        if lease_table {
             obs.leases = leases(&obs, lease_table);
             if let LeaseObservation::Read(table) = &mut obs.leases {
                 for lease in table.leases.values_mut() {
                     lease.counter_changed_at = t0();
                 }
             }
-            Evidence::LeaseExpired
+            assert_eq!(evidence(&plan(&obs)), [Evidence::LeaseExpired; 2]);
         } else {
-            Evidence::DrainTimeout
-        };
-        assert_eq!(evidence(&plan(&obs)), [expected; 2]);
+            assert_eq!(evidence(&plan(&obs)), []);
+            obs.now = t0() + secs(31);
+            assert_eq!(evidence(&plan(&obs)), [Evidence::DrainTimeout; 2]);
+        }
     });
+}
+
+#[test]
+fn a_revoke_seen_delivered_before_a_force_deletion_counts_from_the_revoke() {
+    // Without a lease table: the plan at t0 + 1 s sees the revoke in a's
+    // annotation (delivered), then a is force-deleted at t0 + 20 s. Its
+    // process learned of the revoke and stops on its own: the drain counts
+    // from the revoke, as before.
+    let mut obs = a_not_ready(false);
+    let seen = plan(&obs);
+    obs.group.status = Some(seen.status.into_status());
+    obs.pods.remove(0);
+    let mut gone = departure(Containers::Running);
+    gone.at = t0() + secs(20);
+    obs.departed = remembered(vec![gone]);
+    obs.now = t0() + secs(30);
+    assert_eq!(evidence(&plan(&obs)), [Evidence::DrainTimeout; 2]);
 }
 
 #[test]
