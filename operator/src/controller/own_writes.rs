@@ -37,6 +37,10 @@ type Key = (String, String, String);
 /// past them) leave behind.
 const PENDING_PER_OBJECT: usize = 16;
 
+/// An object's writes whose echoes may still come: each one's
+/// resourceVersion and when it was written, oldest first.
+type Pending = VecDeque<(String, Instant)>;
+
 /// How long after a write the cache may still be taken to lag it
 /// ([`OwnWrites::awaits_echo`]): a watch delivers an echo in milliseconds,
 /// and one that never comes (a relist past it) must not hide the object's
@@ -50,7 +54,7 @@ const ECHO_DUE: Duration = Duration::from_secs(10);
 /// clones share one memory.
 #[derive(Debug, Clone, Default)]
 pub struct OwnWrites {
-    versions: Arc<Mutex<HashMap<Key, VecDeque<(String, Instant)>>>>,
+    versions: Arc<Mutex<HashMap<Key, Pending>>>,
 }
 
 impl OwnWrites {
@@ -104,7 +108,7 @@ impl OwnWrites {
         self.versions
             .lock()
             .get(&key)
-            .and_then(VecDeque::back)
+            .and_then(Pending::back)
             .is_some_and(|(_, at)| at.elapsed() < ECHO_DUE)
     }
 
