@@ -9,7 +9,7 @@ use crate::counts::PoolNotes;
 use crate::operator::{FaultCounts, Faults, Operator};
 use crate::rng::Rng;
 use crate::sim::Sim;
-use crate::world::Rules;
+use crate::world::{Ms, Rules};
 
 /// How a run is shaped.
 #[derive(Debug, Clone, Copy)]
@@ -176,20 +176,42 @@ pub(crate) fn drive(mut sim: Sim, config: SimConfig) -> Sim {
     // throughput, once an out-of-band reading is confirmed) is still in
     // flight. Keep stepping, within a bound, until no handoff is in flight
     // and the published epoch has held for longer than a consumer's refresh.
+    // A group whose last write failed before the quiet phase is retried
+    // after its backoff, up to the retry rule's longest: the bound waits
+    // for that retry too (an API brownout that ends in a quiet cluster
+    // leaves nothing else to wake the group).
     let settle = 2 * sim.world.rules.max_refresh;
     let mut epoch = published_epochs(&sim);
     let mut held_since = sim.world.now;
-    for _ in 0..config.quiet_steps {
+    let longest_retry =
+        Ms::try_from(shardring_core::retry::BACKOFF_MAX.as_millis()).unwrap_or(Ms::MAX);
+    let retried_by = sim.world.now + longest_retry + settle;
+    let mut steps = 0;
+    let mut retried_at: Option<Ms> = None;
+    loop {
+        let now = sim.world.now;
+        let waiting_for_retry = now <= retried_by
+            && (sim.op.retry_pending() || retried_at.is_some_and(|at| now - at <= settle));
         if sim.world.violation.is_some()
+            || (steps >= config.quiet_steps && !waiting_for_retry)
             || (sim.world.now - held_since > settle
                 && !handoffs_in_flight(&sim)
-                && !sim.load_unsettled())
+                && !sim.load_unsettled()
+                && !sim.op.retry_pending())
         {
             break;
         }
+        steps += 1;
+        let retry_was_pending = sim.op.retry_pending();
         sim.step();
         let now_epoch = published_epochs(&sim);
-        if now_epoch != epoch {
+        // A retry that went through may have written what the consumers
+        // still have to see.
+        let retried = retry_was_pending && !sim.op.retry_pending();
+        if retried {
+            retried_at = Some(sim.world.now);
+        }
+        if now_epoch != epoch || retried {
             epoch = now_epoch;
             held_since = sim.world.now;
         }

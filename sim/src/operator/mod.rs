@@ -102,6 +102,15 @@ impl Operator {
         }
     }
 
+    /// Whether a group's last reconcile failed (its retry, up to the core
+    /// retry rule's longest backoff away, is still to come) or a write the
+    /// client gave up on has yet to land.
+    pub fn retry_pending(&self) -> bool {
+        self.groups
+            .iter()
+            .any(|group| group.failures.count() > 0 || !group.late.is_empty())
+    }
+
     /// Whether several groups share the pool (its balance is dealt).
     pub fn pooled(&self) -> bool {
         self.groups.len() > 1
@@ -301,7 +310,8 @@ impl Operator {
             group.fault(world.now + Ms::try_from(after.as_millis()).unwrap_or(Ms::MAX / 4));
         }
         group.next_reconcile = world.now + Ms::try_from(after.as_millis()).unwrap_or(Ms::MAX / 2);
-        if std::mem::take(&mut group.landed_during_reconcile) {
+        let landed_during_reconcile = std::mem::take(&mut group.landed_during_reconcile);
+        if landed_during_reconcile {
             let latency = rng.range(10, 300);
             self.wake(g, world.now, latency);
         }
@@ -316,7 +326,12 @@ impl Operator {
                 .document_write
                 .as_ref()
                 .map(|w| w.document.as_ref());
-            if let Some(doc) = planned.or(group.doc.as_ref()) {
+            // A plan that writes nothing decided on the document it read:
+            // when a late write of an earlier plan landed meanwhile, the
+            // document now is that plan's (its holds as of then), and the
+            // wake-up above brings a plan that is checked on it.
+            let current = group.doc.as_ref().filter(|_| !landed_during_reconcile);
+            if let Some(doc) = planned.or(current) {
                 check_holds(doc, &done.decision, now, world);
             }
         }
