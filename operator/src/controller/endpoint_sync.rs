@@ -216,8 +216,9 @@ pub fn publish(
 /// Writes the CA into `namespace`'s ConfigMap unless the cached one
 /// (`config_maps`) already holds it, owned by every group of `groups` there,
 /// or this operator's last write of it has not come back through the watch
-/// (the cache lags it: two reconciles in a row wrote it twice). Best effort: a failure is logged and retried at the next reconcile of a
-/// group there.
+/// (the cache lags it: two reconciles in a row wrote it twice). Best
+/// effort: a failure is logged and retried at the next reconcile of a group
+/// there.
 pub(crate) async fn ensure_ca(
     client: &Client,
     endpoint: &EndpointState,

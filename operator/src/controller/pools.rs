@@ -18,6 +18,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use kube::api::{Api, Patch, PatchParams};
@@ -52,7 +53,7 @@ pub struct Pools {
     precedence: Arc<Mutex<Precedence>>,
     /// Shares taken so far (each ticket's number, taken under the books'
     /// lock: a reconcile that took its share after a deal has a higher one).
-    shares_taken: Arc<Mutex<u64>>,
+    shares_taken: Arc<AtomicU64>,
 }
 
 /// A group that references a pool, as the pool sees it.
@@ -294,11 +295,7 @@ impl Pools {
         let key = (namespace, names.join("+"));
         let (shared, seq) = {
             let mut books = self.books.lock();
-            let seq = {
-                let mut taken = self.shares_taken.lock();
-                *taken += 1;
-                *taken
-            };
+            let seq = self.shares_taken.fetch_add(1, Ordering::Relaxed) + 1;
             let book = books.entry(key.clone()).or_default();
             let shared = book.share(&own, &pools, peers, obs.now);
             // Under the books' lock: a group first in line takes its share
