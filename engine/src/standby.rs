@@ -88,10 +88,12 @@ pub fn place(
         model.standby_ceilings.as_deref(),
     );
     let mut load = vec![0u64; p];
-    let previous_of = |s: u32| -> &[u32] {
-        previous
-            .binary_search_by_key(&s, |(shard, _)| *shard)
-            .map_or(&[], |at| &previous[at].1)
+    let was_standby = |s: u32, e: u32| {
+        model.shards[s as usize].previous.is_some_and(|prev| {
+            prev.standbys()
+                .iter()
+                .any(|name| model.pod_index(name) == e)
+        })
     };
     for (s, list) in &previous {
         let (s, list) = (*s, list.iter().copied());
@@ -152,7 +154,10 @@ pub fn place(
             let e = match best {
                 Some((sc, e)) if sc & HARD == 0 => e,
                 _ => {
-                    let was = |e: u32| !previous_of(s).contains(&e);
+                    // Where it was, even in a worse place than topology
+                    // would like (no other node had room): placed afresh,
+                    // an equal choice would alternate between plans.
+                    let was = |e: u32| !was_standby(s, e);
                     (0..index(p))
                         .filter(|&e| e as usize != o && !mine.contains(&e))
                         .min_by_key(|&e| {

@@ -94,3 +94,58 @@ fn a_pod_kept_over_its_quota_does_not_keep_the_others_there() {
     let second = &out.assignment[&shards[2].id].standbys;
     assert!(!second.contains(&"p-2".to_owned()), "{second:?}");
 }
+
+/// Four pods, three on node `a` (p-0, p-1, p-3) and p-2 alone on `b`;
+/// three shards owned by p-2, p-0 and p-1 with two standbys each. A shard
+/// owned on `a` has only p-2 on another node, so its second standby must
+/// share its owner's node: topology allows no better. Planning again from
+/// its own output must keep every standby (a pool at rest writes
+/// nothing). The pool simulation's seed 19177 found the plan alternating
+/// between two placements every reconcile: the same-node standbys were
+/// not kept, and placed again without preferring where they were.
+#[test]
+fn a_standby_on_its_owners_node_stays_when_no_other_node_has_room() {
+    let pods = vec![
+        pod("p-0", "a"),
+        pod("p-1", "a"),
+        pod("p-2", "b"),
+        pod("p-3", "a"),
+    ];
+    let shards = shards(3);
+    let owners = ["p-2", "p-0", "p-1"];
+    for standbys in [
+        [["p-1", "p-3"], ["p-2", "p-3"], ["p-0", "p-2"]],
+        [["p-0", "p-3"], ["p-1", "p-2"], ["p-2", "p-3"]],
+    ] {
+        for ceilings in [Some(vec!["p-2".to_owned(), "p-3".to_owned()]), None] {
+            let previous: BTreeMap<String, Previous> = shards
+                .iter()
+                .zip(owners.iter().zip(standbys))
+                .map(|(shard, (owner, standbys))| {
+                    let previous = Previous::Full {
+                        owner: (*owner).to_owned(),
+                        standbys: standbys.iter().map(|s| (*s).to_owned()).collect(),
+                    };
+                    (shard.id.clone(), previous)
+                })
+                .collect();
+            let input = PlanInput {
+                options: PlanOptions {
+                    consumer_name: "ns/g".into(),
+                    standbys: 2,
+                    ..PlanOptions::default()
+                },
+                shards: shards.clone().into(),
+                pods: pods.clone(),
+                previous: previous.into(),
+                standby_ceilings: ceilings.clone(),
+                ..PlanInput::default()
+            };
+            let out = plan(&input).expect("plan");
+            for (shard, want) in shards.iter().zip(standbys) {
+                let got = &out.assignment[&shard.id].standbys;
+                assert_eq!(got, &want, "{} with ceilings {ceilings:?}", shard.id);
+            }
+        }
+    }
+}
