@@ -199,7 +199,8 @@ impl World {
     /// the watches would deliver them.
     fn absorb(&mut self, seen: &[Seen]) {
         for s in seen {
-            if s.path.ends_with("/status") {
+            // The pool's status (also `/status`) is not the group's.
+            if s.path.contains("/shardgroups/") && s.path.ends_with("/status") {
                 let body: Value = serde_json::from_slice(&s.body).unwrap();
                 self.group.status = Some(
                     serde_json::from_value::<ShardGroupStatus>(body["status"].clone()).unwrap(),
