@@ -179,7 +179,8 @@ pub(crate) fn drive(mut sim: Sim, config: SimConfig) -> Sim {
     // A group whose last write failed before the quiet phase is retried
     // after its backoff, up to the retry rule's longest: the bound waits
     // for that retry too (an API brownout that ends in a quiet cluster
-    // leaves nothing else to wake the group).
+    // leaves nothing else to wake the group), and what that retry decides
+    // gets a quiet phase of its own.
     let settle = 2 * sim.world.rules.max_refresh;
     let mut epoch = published_epochs(&sim);
     let mut held_since = sim.world.now;
@@ -210,6 +211,11 @@ pub(crate) fn drive(mut sim: Sim, config: SimConfig) -> Sim {
         let retried = retry_was_pending && !sim.op.retry_pending();
         if retried {
             retried_at = Some(sim.world.now);
+            // What the retry decided (optional moves after the rebalance
+            // delay, their drain) gets as long to settle as the quiet
+            // phase gave everything else: the retry is the system's last
+            // event.
+            steps = 0;
         }
         if now_epoch != epoch || retried {
             epoch = now_epoch;
