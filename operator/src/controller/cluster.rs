@@ -180,6 +180,15 @@ impl<'a> Reconcile<'a> {
         }
     }
 
+    /// Waits, in a pool, until the other groups a new deal put first in
+    /// line have their documents out: this group's bookkeeping must not
+    /// hold theirs up on the API server ([`super::precedence`]).
+    async fn documents_first(&self) {
+        if let Some(ticket) = &self.pool_ticket {
+            self.ctx.pools.documents_first(ticket).await;
+        }
+    }
+
     fn namespace(&self) -> Result<String, ApplyError> {
         self.group
             .namespace()
@@ -248,6 +257,11 @@ impl Apply for Reconcile<'_> {
             && decision.annotation_writes.is_empty()
             && decision.events.is_empty()
             && decision.status.only_bookkeeping();
+        if decision.document_write.is_none()
+            && let Some(ticket) = &self.pool_ticket
+        {
+            self.ctx.pools.document_out(ticket);
+        }
         self.planned = self.started.elapsed();
         self.lap_from = self.planned;
         self.ctx
@@ -280,6 +294,9 @@ impl Apply for Reconcile<'_> {
         )
         .await?;
         self.ctx.metrics.write("configmap");
+        if let Some(ticket) = &self.pool_ticket {
+            self.ctx.pools.document_out(ticket);
+        }
         // The document is published: its revokes may be acknowledged from
         // now on. A consumer that watches the ConfigMap sees them at once
         // and releases; told `FutureEpoch` until this cycle's annotations
@@ -329,6 +346,7 @@ impl Apply for Reconcile<'_> {
                 return Ok(());
             }
         }
+        self.documents_first().await;
         apply::patch_status(&self.ctx.client, self.group, status).await?;
         table.status_written(&key);
         self.ctx.metrics.write("status");
@@ -341,6 +359,7 @@ impl Apply for Reconcile<'_> {
         let Some(recorder) = &self.ctx.recorder else {
             return;
         };
+        self.documents_first().await;
         for note in events {
             apply::publish_event(recorder, self.group, note).await;
             self.ctx.metrics.write("event");

@@ -51,6 +51,9 @@ pub struct Pools {
     written: Arc<Mutex<WrittenStatuses>>,
     /// The groups a new deal concerns reconcile before the others.
     precedence: Arc<Mutex<Precedence>>,
+    /// Told when a group first in line has its document out or ends
+    /// ([`Pools::documents_first`]).
+    documents_out: Arc<tokio::sync::Notify>,
     /// Shares taken so far (each ticket's number, taken under the books'
     /// lock: a reconcile that took its share after a deal has a higher one).
     shares_taken: Arc<AtomicU64>,
@@ -190,6 +193,7 @@ impl Pools {
             requests: ReconcileRequests::default(),
             written: Arc::default(),
             precedence: Arc::default(),
+            documents_out: Arc::default(),
             shares_taken: Arc::default(),
         }
     }
@@ -300,9 +304,9 @@ impl Pools {
             let shared = book.share(&own, &pools, peers, obs.now);
             // Under the books' lock: a group first in line takes its share
             // (and gives it back) only after it is marked so.
-            self.precedence
-                .lock()
-                .first_in_line(&key, &shared.changed, seq, Instant::now());
+            let mut precedence = self.precedence.lock();
+            precedence.first_in_line(&key, &shared.changed, seq, Instant::now());
+            precedence.started(&key, &own, seq);
             (shared, seq)
         };
         self.wake(&shared.changed);
@@ -340,8 +344,44 @@ impl Pools {
             .precedence
             .lock()
             .done(&ticket.book, &ticket.group, ticket.seq);
+        self.documents_out.notify_waiters();
         for group in &deferred {
             self.requests.request(group);
+        }
+    }
+
+    /// The reconcile that took `ticket` wrote its document, or has none
+    /// to write: the bookkeeping of the others first in line may go.
+    pub(crate) fn document_out(&self, ticket: &PoolTicket) {
+        self.precedence
+            .lock()
+            .document_out(&ticket.book, &ticket.group, ticket.seq);
+        self.documents_out.notify_waiters();
+    }
+
+    /// Returns once the reconcile that took `ticket` may write its status
+    /// and Events: no other group first in line in its balance is writing
+    /// its document ([`Precedence::documents_pending`]), or the window
+    /// closed.
+    pub(crate) async fn documents_first(&self, ticket: &PoolTicket) {
+        loop {
+            let notified = self.documents_out.notified();
+            let mut notified = std::pin::pin!(notified);
+            // Registered before the check: a document out between the
+            // check and the wait still wakes it.
+            notified.as_mut().enable();
+            let pending = self.precedence.lock().documents_pending(
+                &ticket.book,
+                &ticket.group,
+                Instant::now(),
+            );
+            let Some(until) = pending else {
+                return;
+            };
+            tokio::select! {
+                () = notified => {}
+                () = tokio::time::sleep_until(until.into()) => {}
+            }
         }
     }
 
@@ -418,7 +458,9 @@ impl Pools {
             }
         }
         self.wake(&wake);
-        for deferred in self.precedence.lock().forget(&gone) {
+        let deferred = self.precedence.lock().forget(&gone);
+        self.documents_out.notify_waiters();
+        for deferred in deferred {
             self.requests.request(&deferred);
         }
         for peer in self.referencing(&namespace, &group.spec.pool_ref.name) {

@@ -15,6 +15,16 @@
 //! after it opened), whichever is first. Only the order changes: every
 //! group woken still reconciles, a deferred one at most [`WINDOW`] later.
 //!
+//! Inside a window, the groups first in line also put their documents
+//! before their bookkeeping: a group's status and Events wait until every
+//! other group first in line whose reconcile is under way has its document
+//! out ([`Precedence::documents_pending`]). Those writes meet the others'
+//! document writes on the same API server otherwise (on the kit's pool of
+//! 50 groups, status writes of 13–76 ms beside document PUTs of 5–49 ms).
+//! Only reconciles already under way are waited for, and they wait for
+//! nothing before their document, so no group waits on one that waits.
+//! The annotations do not wait: they are what a consumer reads.
+//!
 //! Pure bookkeeping: the caller wakes the groups it returns.
 
 use std::collections::{BTreeSet, HashMap};
@@ -45,6 +55,11 @@ struct Window {
     first: HashMap<String, u64>,
     /// The groups deferred, woken when the window closes.
     deferred: BTreeSet<GroupKey>,
+    /// Each group first in line whose reconcile (which took its share at
+    /// the sequence number kept, at or after the deal that marked it) is
+    /// under way and has not yet written its document (or found it has
+    /// none to write).
+    writing: HashMap<String, u64>,
     until: Instant,
 }
 
@@ -65,6 +80,7 @@ impl Precedence {
         let window = self.windows.entry(book.clone()).or_insert_with(|| Window {
             first: HashMap::new(),
             deferred: BTreeSet::new(),
+            writing: HashMap::new(),
             until: now + WINDOW,
         });
         for group in groups {
@@ -90,6 +106,41 @@ impl Precedence {
         Some(window.until - now)
     }
 
+    /// `group` took its share at `seq` for a reconcile now under way: when
+    /// it is first in line since a deal at or before `seq`, the others'
+    /// bookkeeping waits for its document.
+    pub(crate) fn started(&mut self, book: &BookKey, group: &str, seq: u64) {
+        if let Some(window) = self.windows.get_mut(book)
+            && window.first.get(group).is_some_and(|&marked| seq >= marked)
+        {
+            window.writing.insert(group.to_owned(), seq);
+        }
+    }
+
+    /// The reconcile of `group` that took its share at `seq` wrote its
+    /// document, or has none to write.
+    pub(crate) fn document_out(&mut self, book: &BookKey, group: &str, seq: u64) {
+        if let Some(window) = self.windows.get_mut(book)
+            && window.writing.get(group) == Some(&seq)
+        {
+            window.writing.remove(group);
+        }
+    }
+
+    /// Until when `group`'s status and Events wait at `now`: the window's
+    /// end, while another group first in line in `book` is writing its
+    /// document; `None` when they may go.
+    pub(crate) fn documents_pending(
+        &self,
+        book: &BookKey,
+        group: &str,
+        now: Instant,
+    ) -> Option<Instant> {
+        let window = self.windows.get(book)?;
+        (window.until > now && window.writing.keys().any(|other| other != group))
+            .then_some(window.until)
+    }
+
     /// `group`'s reconcile, which took its share at deal `seq`, is over:
     /// the groups to wake (the deferred ones, when it was the last first in
     /// line).
@@ -97,6 +148,9 @@ impl Precedence {
         let Some(window) = self.windows.get_mut(book) else {
             return Vec::new();
         };
+        if window.writing.get(group) == Some(&seq) {
+            window.writing.remove(group);
+        }
         if window.first.get(group).is_some_and(|&marked| seq > marked) {
             window.first.remove(group);
         }
@@ -111,6 +165,7 @@ impl Precedence {
         for book in books {
             if let Some(window) = self.windows.get_mut(&book) {
                 window.first.remove(&own);
+                window.writing.remove(&own);
                 window.deferred.remove(group);
             }
             wake.extend(self.close_if_done(&book));
@@ -194,6 +249,51 @@ mod tests {
                 .is_some()
         );
         assert_eq!(precedence.defer(&key("g-4"), "a", t0 + WINDOW), None);
+    }
+
+    #[test]
+    fn bookkeeping_waits_for_the_documents_of_the_groups_under_way() {
+        let mut precedence = Precedence::default();
+        let t0 = Instant::now();
+        precedence.first_in_line(
+            &book(),
+            &["ns/g-1".into(), "ns/g-2".into(), "ns/g-3".into()],
+            5,
+            t0,
+        );
+        // Nobody under way: nothing to wait for (g-3 may never start
+        // while the others hold the controller's slots).
+        assert_eq!(precedence.documents_pending(&book(), "ns/g-1", t0), None);
+        // g-1 and g-2 start; a reconcile that took its share before the
+        // deal is not one the others wait for.
+        precedence.started(&book(), "ns/g-1", 5);
+        precedence.started(&book(), "ns/g-2", 6);
+        precedence.started(&book(), "ns/g-3", 4);
+        let until = t0 + WINDOW;
+        assert_eq!(
+            precedence.documents_pending(&book(), "ns/g-1", t0),
+            Some(until)
+        );
+        // g-2's document is out: g-1 waits for nobody but itself.
+        precedence.document_out(&book(), "ns/g-2", 6);
+        assert_eq!(precedence.documents_pending(&book(), "ns/g-1", t0), None);
+        assert_eq!(
+            precedence.documents_pending(&book(), "ns/g-2", t0),
+            Some(until)
+        );
+        // A reconcile that ends without writing (a failed write) counts as
+        // out; an older reconcile of the same group does not.
+        precedence.document_out(&book(), "ns/g-1", 4);
+        assert!(
+            precedence
+                .documents_pending(&book(), "ns/g-2", t0)
+                .is_some()
+        );
+        precedence.done(&book(), "ns/g-1", 5);
+        assert_eq!(precedence.documents_pending(&book(), "ns/g-2", t0), None);
+        // Never past the window's end.
+        precedence.started(&book(), "ns/g-2", 7);
+        assert_eq!(precedence.documents_pending(&book(), "ns/g-1", until), None);
     }
 
     #[test]
