@@ -39,7 +39,11 @@
 //!   with standbys next asked, minutes later); 681, 1105: a shard held for
 //!   a returning pod was not counted among its group's shards in the deal,
 //!   so once active again the group's row was one ⌈⌉ short until its next
-//!   reconcile (a static group's, 300 s later).
+//!   reconcile (a static group's, 300 s later); 19177, 50004648: a
+//!   standby that topology left on its owner's node was placed afresh at
+//!   each plan and alternated between two placements, rewriting a pool at
+//!   rest; 50008951: a retry after a 300 s backoff decided moves just
+//!   before the settling's bound, which now restarts at a retry.
 //! - pool throughput 422: a pod that holds none of a throughput group's
 //!   shards because the pool's other groups fill it counted as a new pod
 //!   after the last pod change, which lifts the confirmation: noise moved
@@ -82,7 +86,7 @@ fn once_failing_seeds_keep_every_invariant() {
 
 #[test]
 fn pool_seeds_fresh_ranges_found_keep_every_invariant() {
-    for seed in [295, 681, 1105, 1968] {
+    for seed in [295, 681, 1105, 1968, 19177, 50004648, 50008951] {
         let outcome = sim::run_pool_seed(seed, SimConfig::default());
         assert_eq!(outcome.violation, None, "pool seed {seed}");
     }
