@@ -6,9 +6,45 @@
 
 use std::collections::BTreeMap;
 
-use shardring_engine::{PlanInput, PlanOptions, Pod, Previous, plan};
+use shardring_engine::{PlanInput, PlanOptions, PlanOutput, Pod, Previous, Shard, plan};
 
 use crate::common::shards;
+
+/// The plan of `shards` on `pods` with two standbys each, from the
+/// previous owners and standbys given in shard order, with the pool's
+/// slot ceilings `ceilings`.
+fn plan_from(
+    pods: &[Pod],
+    shards: &[Shard],
+    owners: &[&str],
+    standbys: &[&[&str]],
+    ceilings: Option<Vec<String>>,
+) -> PlanOutput {
+    let previous: BTreeMap<String, Previous> = shards
+        .iter()
+        .zip(owners.iter().zip(standbys))
+        .map(|(shard, (owner, standbys))| {
+            let previous = Previous::Full {
+                owner: (*owner).to_owned(),
+                standbys: standbys.iter().map(|s| (*s).to_owned()).collect(),
+            };
+            (shard.id.clone(), previous)
+        })
+        .collect();
+    let input = PlanInput {
+        options: PlanOptions {
+            consumer_name: "ns/g".into(),
+            standbys: 2,
+            ..PlanOptions::default()
+        },
+        shards: shards.to_vec().into(),
+        pods: pods.to_vec(),
+        previous: previous.into(),
+        standby_ceilings: ceilings,
+        ..PlanInput::default()
+    };
+    plan(&input).expect("plan")
+}
 
 fn pod(name: &str, node: &str) -> Pod {
     Pod {
@@ -55,31 +91,8 @@ fn a_pod_kept_over_its_quota_does_not_keep_the_others_there() {
         &["p-1", "p-2"],
         &["p-1", "p-2"],
     ];
-    let previous: BTreeMap<String, Previous> = shards
-        .iter()
-        .zip(owners.iter().zip(standbys))
-        .map(|(shard, (owner, standbys))| {
-            let previous = Previous::Full {
-                owner: (*owner).to_owned(),
-                standbys: standbys.iter().map(|s| (*s).to_owned()).collect(),
-            };
-            (shard.id.clone(), previous)
-        })
-        .collect();
-    let input = PlanInput {
-        options: PlanOptions {
-            consumer_name: "ns/g".into(),
-            standbys: 2,
-            ..PlanOptions::default()
-        },
-        shards: shards.clone().into(),
-        pods,
-        previous: previous.into(),
-        // In a pool's deal: 20 slots over 5 pods leave no extra slot.
-        standby_ceilings: Some(Vec::new()),
-        ..PlanInput::default()
-    };
-    let out = plan(&input).expect("plan");
+    // In a pool's deal: 20 slots over 5 pods leave no extra slot.
+    let out = plan_from(&pods, &shards, &owners, &standbys, Some(Vec::new()));
     let mut slots: BTreeMap<&str, u64> = BTreeMap::new();
     for a in out.assignment.values() {
         for pod in &a.standbys {
@@ -118,30 +131,8 @@ fn a_standby_on_its_owners_node_stays_when_no_other_node_has_room() {
         [["p-0", "p-3"], ["p-1", "p-2"], ["p-2", "p-3"]],
     ] {
         for ceilings in [Some(vec!["p-2".to_owned(), "p-3".to_owned()]), None] {
-            let previous: BTreeMap<String, Previous> = shards
-                .iter()
-                .zip(owners.iter().zip(standbys))
-                .map(|(shard, (owner, standbys))| {
-                    let previous = Previous::Full {
-                        owner: (*owner).to_owned(),
-                        standbys: standbys.iter().map(|s| (*s).to_owned()).collect(),
-                    };
-                    (shard.id.clone(), previous)
-                })
-                .collect();
-            let input = PlanInput {
-                options: PlanOptions {
-                    consumer_name: "ns/g".into(),
-                    standbys: 2,
-                    ..PlanOptions::default()
-                },
-                shards: shards.clone().into(),
-                pods: pods.clone(),
-                previous: previous.into(),
-                standby_ceilings: ceilings.clone(),
-                ..PlanInput::default()
-            };
-            let out = plan(&input).expect("plan");
+            let lists: Vec<&[&str]> = standbys.iter().map(|l| &l[..]).collect();
+            let out = plan_from(&pods, &shards, &owners, &lists, ceilings.clone());
             for (shard, want) in shards.iter().zip(standbys) {
                 let got = &out.assignment[&shard.id].standbys;
                 assert_eq!(got, &want, "{} with ceilings {ceilings:?}", shard.id);
