@@ -458,6 +458,9 @@ impl Pools {
             }
         }
         self.wake(&wake);
+        // The pool's other groups are asked to reconcile below: the first
+        // to find its status held comes back when it is due instead.
+        release_looks_again(&mut self.written.lock(), &gone);
         let deferred = self.precedence.lock().forget(&gone);
         self.documents_out.notify_waiters();
         for deferred in deferred {
@@ -662,5 +665,43 @@ impl Pools {
             }
         }
         None
+    }
+}
+
+/// `gone` was the group asked to come back when a held pool status is due:
+/// nobody is now, so the next group that finds the status held is.
+/// Without this a deleted group kept the task, and the held counts were
+/// written only at the pool's next change.
+fn release_looks_again(written: &mut WrittenStatuses, gone: &GroupKey) {
+    for status in written.values_mut() {
+        if status.looks_again.as_ref() == Some(gone) {
+            status.looks_again = None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(by: &str) -> WrittenStatus {
+        WrittenStatus {
+            status: ConsumerPoolStatus::default(),
+            at: Instant::now(),
+            looks_again: Some(GroupKey::new("ns", by)),
+        }
+    }
+
+    #[test]
+    fn a_deleted_group_no_longer_holds_the_task_of_writing_a_held_pool_status() {
+        let mut written: WrittenStatuses = HashMap::new();
+        written.insert(("ns".into(), "a".into()), held("g-1"));
+        written.insert(("ns".into(), "b".into()), held("g-2"));
+        release_looks_again(&mut written, &GroupKey::new("ns", "g-1"));
+        assert_eq!(written[&("ns".into(), "a".into())].looks_again, None);
+        assert_eq!(
+            written[&("ns".into(), "b".into())].looks_again,
+            Some(GroupKey::new("ns", "g-2"))
+        );
     }
 }
