@@ -392,7 +392,7 @@ impl Apply for Reconcile<'_> {
                 written.is_some(),
                 now,
             );
-            endpoint_sync::ensure_ca(
+            let look_again = endpoint_sync::ensure_ca(
                 &ctx.client,
                 endpoint,
                 &key.namespace,
@@ -401,6 +401,17 @@ impl Apply for Reconcile<'_> {
                 &ctx.writes.own,
             )
             .await;
+            if let Some(after) = look_again {
+                // Held back for an echo that may already have come: this
+                // group looks again once it is no longer awaited (its own
+                // requeue may be minutes away).
+                let requests = ctx.pools.requests().clone();
+                let group = key.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(after).await;
+                    requests.request(&group);
+                });
+            }
         }
         if let (Some(Some(version)), Some(write)) = (receipt, written) {
             ctx.stores.documents.remember(

@@ -216,9 +216,9 @@ pub fn publish(
 /// Writes the CA into `namespace`'s ConfigMap unless the cached one
 /// (`config_maps`) already holds it, owned by every group of `groups` there,
 /// or this operator's last write of it has not come back through the watch
-/// (the cache lags it: two reconciles in a row wrote it twice). Best
-/// effort: a failure is logged and retried at the next reconcile of a group
-/// there.
+/// (the cache lags it: two reconciles in a row wrote it twice): then
+/// `Some`, how long until the caller should look again. Best effort: a
+/// failure is logged and retried at the next reconcile of a group there.
 pub(crate) async fn ensure_ca(
     client: &Client,
     endpoint: &EndpointState,
@@ -226,25 +226,26 @@ pub(crate) async fn ensure_ca(
     groups: &Store<DeserializeGuard<ShardGroup>>,
     config_maps: &Store<ConfigMap>,
     own: &OwnWrites,
-) {
+) -> Option<std::time::Duration> {
     let Some(ca) = endpoint.ca.borrow().clone() else {
-        return;
+        return None;
     };
     let owners = ca_owners(groups, namespace);
     if owners.is_empty() {
         // The group store has not seen the namespace's groups yet.
-        return;
+        return None;
     }
     let cached = config_maps.get(&ObjectRef::new(CA_CONFIGMAP_NAME).within(namespace));
     if cached.is_some_and(|cm| holds_ca(&cm, &ca, &owners)) {
-        return;
+        return None;
     }
-    if own.awaits_echo::<ConfigMap>(namespace, CA_CONFIGMAP_NAME) {
+    if let Some(left) = own.awaits_echo::<ConfigMap>(namespace, CA_CONFIGMAP_NAME) {
         // The cache has not shown this operator's last write yet: what it
-        // holds is older than that write, no reason to write again (the
-        // echo's arrival is no trigger, but every later reconcile of a
-        // group here looks again).
-        return;
+        // holds is older than that write, no reason to write again. Or the
+        // echo came before the write's answer was recorded, and the cache
+        // holds a later edit: the caller looks again once the echo is no
+        // longer awaited (the echo's arrival is no trigger).
+        return Some(left);
     }
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     let body = json!({
@@ -268,6 +269,7 @@ pub(crate) async fn ensure_ca(
             tracing::warn!(%namespace, %error, "cannot publish the consumer endpoint's CA");
         }
     }
+    None
 }
 
 /// An owner reference (not a controller one) to every readable ShardGroup

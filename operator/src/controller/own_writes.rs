@@ -95,11 +95,16 @@ impl OwnWrites {
     /// last [`ECHO_DUE`] has not come back through its watch: the cache
     /// does not show it yet, and a decision to write it again would be
     /// made from the state before it.
+    ///
+    /// `Some` is how long it may still be awaited: the caller that holds
+    /// back a write for it looks again then, since the echo may have come
+    /// before the write's answer was recorded (the watch can beat the
+    /// response), and then nothing else says it came.
     pub(crate) fn awaits_echo<K: Resource<DynamicType = ()>>(
         &self,
         namespace: &str,
         name: &str,
-    ) -> bool {
+    ) -> Option<Duration> {
         let key = (
             K::kind(&()).into_owned(),
             namespace.to_owned(),
@@ -109,7 +114,8 @@ impl OwnWrites {
             .lock()
             .get(&key)
             .and_then(Pending::back)
-            .is_some_and(|(_, at)| at.elapsed() < ECHO_DUE)
+            .and_then(|(_, at)| ECHO_DUE.checked_sub(at.elapsed()))
+            .filter(|left| !left.is_zero())
     }
 
     /// Forgets `object` (deleted: a same-named successor starts afresh).
@@ -164,16 +170,18 @@ mod tests {
             metadata: meta("ca", version),
             ..Default::default()
         };
-        assert!(!own.awaits_echo::<ConfigMap>("ns", "ca"));
+        assert_eq!(own.awaits_echo::<ConfigMap>("ns", "ca"), None);
         own.record(&config_map("3"));
-        assert!(own.awaits_echo::<ConfigMap>("ns", "ca"));
-        assert!(!own.awaits_echo::<ConfigMap>("other", "ca"));
-        assert!(!own.awaits_echo::<CachedPod>("ns", "ca"));
+        // Awaited for at most ECHO_DUE: the caller looks again by then.
+        let left = own.awaits_echo::<ConfigMap>("ns", "ca");
+        assert!(left.is_some_and(|left| left <= ECHO_DUE), "{left:?}");
+        assert_eq!(own.awaits_echo::<ConfigMap>("other", "ca"), None);
+        assert_eq!(own.awaits_echo::<CachedPod>("ns", "ca"), None);
         assert!(own.is_echo(&config_map("3")));
-        assert!(!own.awaits_echo::<ConfigMap>("ns", "ca"));
+        assert_eq!(own.awaits_echo::<ConfigMap>("ns", "ca"), None);
         own.record(&config_map("4"));
         own.forget(&config_map("4"));
-        assert!(!own.awaits_echo::<ConfigMap>("ns", "ca"));
+        assert_eq!(own.awaits_echo::<ConfigMap>("ns", "ca"), None);
     }
 
     #[test]
