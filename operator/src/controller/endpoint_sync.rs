@@ -227,9 +227,7 @@ pub(crate) async fn ensure_ca(
     config_maps: &Store<ConfigMap>,
     own: &OwnWrites,
 ) -> Option<std::time::Duration> {
-    let Some(ca) = endpoint.ca.borrow().clone() else {
-        return None;
-    };
+    let ca = endpoint.ca.borrow().clone()?;
     let owners = ca_owners(groups, namespace);
     if owners.is_empty() {
         // The group store has not seen the namespace's groups yet.
