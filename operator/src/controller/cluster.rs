@@ -13,6 +13,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
@@ -28,6 +29,7 @@ use super::endpoint_sync::{self, EndpointSeen};
 use super::observe::Reads;
 use crate::GroupKey;
 use crate::crds::{ShardGroup, ShardGroupStatus};
+use shardring_crds::endpoint::CA_CONFIGMAP_NAME;
 
 /// One reconcile's reach into the cluster.
 pub(crate) struct Reconcile<'a> {
@@ -404,12 +406,16 @@ impl Apply for Reconcile<'_> {
             if let Some(after) = look_again {
                 // Held back for an echo that may already have come: this
                 // group looks again once it is no longer awaited (its own
-                // requeue may be minutes away).
+                // requeue may be minutes away), unless the echo came
+                // meanwhile (then a later edit wakes a group itself).
                 let requests = ctx.pools.requests().clone();
+                let own = ctx.writes.own.clone();
                 let group = key.clone();
                 tokio::spawn(async move {
                     tokio::time::sleep(after).await;
-                    requests.request(&group);
+                    if own.unspent::<ConfigMap>(&group.namespace, CA_CONFIGMAP_NAME) {
+                        requests.request(&group);
+                    }
                 });
             }
         }

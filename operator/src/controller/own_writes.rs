@@ -118,6 +118,22 @@ impl OwnWrites {
             .filter(|left| !left.is_zero())
     }
 
+    /// Whether a write to the `K` named `name` in `namespace` is still
+    /// unspent, however old: its echo never came through the watch (or
+    /// came before the write was recorded).
+    pub(crate) fn unspent<K: Resource<DynamicType = ()>>(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> bool {
+        let key = (
+            K::kind(&()).into_owned(),
+            namespace.to_owned(),
+            name.to_owned(),
+        );
+        self.versions.lock().contains_key(&key)
+    }
+
     /// Forgets `object` (deleted: a same-named successor starts afresh).
     pub(crate) fn forget<K: Resource<DynamicType = ()>>(&self, object: &K) {
         if let Some(key) = key_of(object) {
@@ -177,8 +193,10 @@ mod tests {
         assert!(left.is_some_and(|left| left <= ECHO_DUE), "{left:?}");
         assert_eq!(own.awaits_echo::<ConfigMap>("other", "ca"), None);
         assert_eq!(own.awaits_echo::<CachedPod>("ns", "ca"), None);
+        assert!(own.unspent::<ConfigMap>("ns", "ca"));
         assert!(own.is_echo(&config_map("3")));
         assert_eq!(own.awaits_echo::<ConfigMap>("ns", "ca"), None);
+        assert!(!own.unspent::<ConfigMap>("ns", "ca"));
         own.record(&config_map("4"));
         own.forget(&config_map("4"));
         assert_eq!(own.awaits_echo::<ConfigMap>("ns", "ca"), None);
