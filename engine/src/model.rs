@@ -261,7 +261,7 @@ impl<'a> Model<'a> {
             for (name, load) in &input.pool_load {
                 let at = model.pod_index(name);
                 if at != NONE {
-                    pool_load[at as usize] = *load;
+                    pool_load[at as usize] = load.clone();
                 }
             }
             model.pool_load = pool_load;

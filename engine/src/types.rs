@@ -58,7 +58,7 @@ pub struct PlanInput {
 }
 
 /// The load a pod carries for other groups of its pool (throughput mode).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PodLoad {
     /// Summed rate of those shards, bytes per second.
@@ -71,7 +71,18 @@ pub struct PodLoad {
     /// shares in `docs/engine.md`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub heaviest: u64,
+    /// The rates of those shards, heaviest first, at most
+    /// [`PEER_SHARDS`]: what a move of the other groups can take off the
+    /// pod (a group that cannot settle a pod alone trades through them:
+    /// see the hand-over in `docs/engine.md`). Empty: only the sums are
+    /// known.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shards: Vec<u64>,
 }
+
+/// How many of a pod's heaviest shards of the pool's other groups
+/// [`PodLoad::shards`] lists.
+pub const PEER_SHARDS: usize = 16;
 
 /// One shard's measured load: a smoothed rate and how uncertain it is.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -412,6 +412,7 @@ fn a_pod_the_pools_other_groups_fill_is_no_new_pod() {
             rate: 400,
             noise: 1,
             heaviest: 100,
+            shards: vec![100; 4],
         },
     )]);
     obs.now = t0() + secs(10);

@@ -10,35 +10,43 @@
 
 use std::collections::BTreeMap;
 
-use crate::types::{PodLoad, ShardLoad};
+use crate::types::{PEER_SHARDS, PodLoad, ShardLoad};
 
 /// One pod's load from one group, summed exactly.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Sum {
     rate: u64,
     /// Summed squared noise.
     variance: u128,
-    heaviest: u64,
+    /// The heaviest shards' rates, heaviest first, at most [`PEER_SHARDS`].
+    heaviest: Vec<u64>,
 }
 
 impl Sum {
     fn add(&mut self, rate: u64, noise: u64) {
         self.rate = self.rate.saturating_add(rate);
         self.variance += u128::from(noise) * u128::from(noise);
-        self.heaviest = self.heaviest.max(rate);
+        let at = self.heaviest.partition_point(|&r| r >= rate);
+        if at < PEER_SHARDS {
+            self.heaviest.insert(at, rate);
+            self.heaviest.truncate(PEER_SHARDS);
+        }
     }
 
     fn merge(&mut self, other: &Sum) {
         self.rate = self.rate.saturating_add(other.rate);
         self.variance += other.variance;
-        self.heaviest = self.heaviest.max(other.heaviest);
+        self.heaviest.extend_from_slice(&other.heaviest);
+        self.heaviest.sort_unstable_by(|a, b| b.cmp(a));
+        self.heaviest.truncate(PEER_SHARDS);
     }
 
     fn pod_load(&self) -> PodLoad {
         PodLoad {
             rate: self.rate,
             noise: u64::try_from(self.variance.isqrt()).unwrap_or(u64::MAX),
-            heaviest: self.heaviest,
+            heaviest: self.heaviest.first().copied().unwrap_or(0),
+            shards: self.heaviest.clone(),
         }
     }
 }
@@ -130,7 +138,8 @@ mod tests {
             PodLoad {
                 rate: 300,
                 noise: 30,
-                heaviest: 300
+                heaviest: 300,
+                shards: vec![300],
             }
         );
         assert_eq!(
@@ -138,7 +147,8 @@ mod tests {
             PodLoad {
                 rate: 100,
                 noise: 40,
-                heaviest: 100
+                heaviest: 100,
+                shards: vec![100],
             }
         );
         let totals = pool.totals();
@@ -147,12 +157,32 @@ mod tests {
             PodLoad {
                 rate: 400,
                 noise: 30,
-                heaviest: 300
+                heaviest: 300,
+                shards: vec![300, 50, 50],
             }
         );
         // A group with nothing measured adds nothing, and replaces what it
         // added before.
         assert!(!pool.add("a", [("s1", "p")], &BTreeMap::new()));
         assert_eq!(pool.totals()["p"].rate, 100);
+    }
+
+    /// A pod lists only its heaviest shards of the others, heaviest first.
+    #[test]
+    fn a_pod_lists_the_others_heaviest_shards_only() {
+        let mut pool = PoolLoads::default();
+        let count = PEER_SHARDS as u64 + 4;
+        let ids: Vec<String> = (0..count).map(|i| format!("s{i}")).collect();
+        let loads = ids
+            .iter()
+            .zip(1..)
+            .map(|(id, rate)| (id.clone(), load(rate, 0)))
+            .collect();
+        assert!(pool.add("a", ids.iter().map(|id| (id.as_str(), "p")), &loads));
+        let p = &pool.others("b")["p"];
+        let expected: Vec<u64> = (5..=count).rev().collect();
+        assert_eq!(p.shards, expected);
+        assert_eq!(p.heaviest, count);
+        assert_eq!(p.rate, count * (count + 1) / 2);
     }
 }

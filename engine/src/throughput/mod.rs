@@ -25,6 +25,7 @@
 //! output on every machine.
 
 mod fair;
+mod hand_over;
 mod placement;
 mod repair;
 

@@ -27,7 +27,7 @@
 //! group's shards, none movable without pushing another pod as far out:
 //! the others have nothing on it to move, so it would stay outside for
 //! good. Its excess is then handed to a pod the pool's other groups can
-//! settle with one move of theirs (see [`hand_over`]).
+//! settle with one move of theirs (see [`super::hand_over`]).
 //!
 //! A shard placed in this plan (new or orphaned) moves for free; moving a
 //! shard back to its previous owner gives a move back.
@@ -58,25 +58,25 @@ enum Kind {
 /// One candidate change: a move (one shard goes, `back` empty), a swap (one
 /// each way) or a shard for two (one and two). `from` gives load, net.
 #[derive(Debug, Clone, Copy)]
-struct Change {
+pub(super) struct Change {
     /// The shards that go from `from` to `to` (the first is always set).
-    going: [Option<u32>; 2],
-    from: u32,
-    to: u32,
+    pub(super) going: [Option<u32>; 2],
+    pub(super) from: u32,
+    pub(super) to: u32,
     /// The shards that come back from `to` to `from`.
-    back: [Option<u32>; 2],
+    pub(super) back: [Option<u32>; 2],
     /// Load brought within the targets.
-    gain: f64,
+    pub(super) gain: f64,
     /// How far the worse of the two pods ends from its fair share,
     /// relative to it (lower is better).
-    offset: f64,
+    pub(super) offset: f64,
     /// Moves it costs against the budget.
-    cost: i64,
+    pub(super) cost: i64,
 }
 
 impl Change {
     /// Whether `self` is a better choice than `other`.
-    fn beats(&self, other: &Change) -> bool {
+    pub(super) fn beats(&self, other: &Change) -> bool {
         self.gain
             .total_cmp(&other.gain)
             .then(other.offset.total_cmp(&self.offset))
@@ -122,100 +122,19 @@ pub(crate) fn run(placement: &mut Placement<'_, '_>, band: f64, budget: u64) {
     }
     // What this group's own changes leave outside, the pool's others may
     // settle once the pod's excess is on a pod where they hold shards.
-    let gauge = Gauge::new(placement, band);
-    let worst = (0..pods)
-        .map(|e| (gauge.violation(e, placement.load[e]), e))
-        .filter(|&(v, e)| v > epsilon.max(gauge.slack(e)))
-        .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)));
-    if let Some((_, x)) = worst
-        && let Some(change) = hand_over(placement, &gauge, x, budget - used)
-    {
-        make(placement, &change, change.from, change.to);
-        // Moving a pod's heaviest shard moves the fair shares: kept only
-        // if the pod is inside its target by them too.
-        let after = Gauge::new(placement, band);
-        if after.violation(x, placement.load[x]) > epsilon.max(after.slack(x)) {
-            make(placement, &change, change.to, change.from);
-        }
-    }
+    super::hand_over::run(placement, band, budget - used, epsilon);
 }
 
 /// Moves `change`'s going shards to `to` and its shards given back to
 /// `from`: makes it with (`change.from`, `change.to`), undoes it with the
 /// two swapped.
-fn make(placement: &mut Placement<'_, '_>, change: &Change, from: u32, to: u32) {
+pub(super) fn make(placement: &mut Placement<'_, '_>, change: &Change, from: u32, to: u32) {
     for &going in change.going.iter().flatten() {
         placement.move_to(going, to);
     }
     for &back in change.back.iter().flatten() {
         placement.move_to(back, from);
     }
-}
-
-/// In a pool, a pod over its band that nothing of this group's own can
-/// settle (its shards are each too heavy to move or trade without pushing
-/// another pod as far out) is handed over: one of its shards trades places
-/// with a lighter one of another pod (or moves there) so that it ends
-/// inside its target, and the other pod ends beyond its own by no more
-/// than the heaviest shard the pool's other groups put on it, so a move of
-/// theirs can settle it. Otherwise a pod holding only this group's heavy
-/// shards stays outside for good: no change of this group's lowers the
-/// excess, and the others have nothing on it to move. The least excess
-/// left on the other pod wins. One hand-over per plan, the last change of
-/// its repair: the next plans (the peers', woken by the move) settle it.
-fn hand_over(placement: &Placement<'_, '_>, gauge: &Gauge, x: usize, left: i64) -> Option<Change> {
-    if placement.model.pool_load.is_empty() || placement.load[x] <= gauge.fair[x] {
-        return None;
-    }
-    let from = crate::model::index(x);
-    let mut best: Option<Change> = None;
-    for o in 0..placement.load.len() {
-        let peers = placement.pool_heaviest[o];
-        if o == x || peers <= 0.0 {
-            continue;
-        }
-        let to = crate::model::index(o);
-        let mut backs: Vec<Option<u32>> = placement.members[o].iter().map(|&t| Some(t)).collect();
-        backs.push(None);
-        for &s in &placement.members[x] {
-            for &t in &backs {
-                if t.is_none() && !placement.has_room(to) {
-                    continue;
-                }
-                let delta = placement.weight(s) - t.map_or(0.0, |t| placement.weight(t));
-                if delta <= 0.0 {
-                    continue;
-                }
-                let cost = cost(placement, s, to) + t.map_or(0, |t| cost(placement, t, from));
-                if cost > left {
-                    continue;
-                }
-                if gauge.violation(x, placement.load[x] - delta) > 0.0 {
-                    continue;
-                }
-                let lean = SETTLE_SIGMAS * gauge.sigma[o];
-                let pushed = gauge.violation(o, placement.load[o] + delta + lean);
-                if pushed > peers {
-                    continue;
-                }
-                let (_, offset) = worth(placement, gauge, x, o, true, delta);
-                // The less excess left for the peers, the better.
-                let change = Change {
-                    going: [Some(s), None],
-                    from,
-                    to,
-                    back: [t, None],
-                    gain: -pushed,
-                    offset,
-                    cost,
-                };
-                if best.as_ref().is_none_or(|b| change.beats(b)) {
-                    best = Some(change);
-                }
-            }
-        }
-    }
-    best
 }
 
 /// Makes `change` and keeps it only if the load beyond the targets, summed
@@ -249,7 +168,7 @@ fn lowers_the_excess(
 
 /// What moving shard `s` from its owner to `to` costs: a move when it
 /// leaves its previous owner, a move given back when it returns to it.
-fn cost(placement: &Placement<'_, '_>, s: u32, to: u32) -> i64 {
+pub(super) fn cost(placement: &Placement<'_, '_>, s: u32, to: u32) -> i64 {
     let previous = placement.model.shards[s as usize].prev_owner;
     if previous == NONE {
         0
@@ -287,7 +206,7 @@ fn partners(placement: &Placement<'_, '_>, gauge: &Gauge, x: usize, over: bool) 
 /// `other`'s measured load were [`SETTLE_SIGMAS`] standard errors worse than
 /// it reads (so noise never makes a move look free); and how far the worse
 /// of the two pods ends from its fair share, relative to it.
-fn worth(
+pub(super) fn worth(
     placement: &Placement<'_, '_>,
     gauge: &Gauge,
     x: usize,

@@ -78,7 +78,7 @@ fn totals(
 /// engine's water-filled shares: a shard heavier than a pod's share is
 /// that pod's whole share).
 fn most_over_fair(totals: &BTreeMap<String, PodLoad>, pods: &[Pod]) -> f64 {
-    let get = |p: &Pod| totals.get(&p.name).copied().unwrap_or_default();
+    let get = |p: &Pod| totals.get(&p.name).cloned().unwrap_or_default();
     let load: Vec<f64> = pods.iter().map(|p| get(p).rate as f64).collect();
     let heaviest: Vec<f64> = pods.iter().map(|p| get(p).heaviest as f64).collect();
     let capacity: Vec<f64> = pods.iter().map(|p| f64::from(p.capacity)).collect();
@@ -236,6 +236,7 @@ fn a_pod_of_one_groups_heavy_shards_is_handed_to_the_pool() {
                 rate: rate * 1000,
                 noise: 0,
                 heaviest: heaviest * 1000,
+                shards: Vec::new(),
             };
             (p.name.clone(), load)
         })
@@ -255,4 +256,90 @@ fn a_pod_of_one_groups_heavy_shards_is_handed_to_the_pool() {
         let over = pod.load.saturating_sub(pod.fair + pod.fair / 10);
         assert!(over <= heaviest * 1000, "{}: {over} over", p.name);
     }
+}
+
+/// A throughput group `name` whose shards (kB/s) each pod of `pods` holds
+/// as `held` lists them.
+fn group_holding(name: &str, pods: &[Pod], held: &[&[u64]]) -> PlanInput {
+    let rates: Vec<u64> = held
+        .iter()
+        .flat_map(|r| r.iter().map(|r| r * 1000))
+        .collect();
+    let mut input = inputs(1, rates.len(), &rates, pods, &BTreeMap::new())
+        .remove("ns/g-00")
+        .expect("the group");
+    input.options.consumer_name = name.to_owned();
+    let mut ids = input.shards.iter().map(|s| s.id.clone());
+    for (p, list) in held.iter().enumerate() {
+        for _ in list.iter() {
+            let id = ids.next().expect("a shard");
+            Arc::make_mut(&mut input.previous).insert(id, Previous::Owner(pods[p].name.clone()));
+        }
+    }
+    input
+}
+
+/// Two groups whose pods barely overlap (pool throughput simulation seed
+/// 7002073): pods 3 and 4 hold only heavy shards of `b` and read 12–13%
+/// over their share, while `a`'s pods 5 and 6 read under. No change of
+/// either group alone brings them in: every `b` shard is too heavy to move
+/// to a pod without one, trading within `b` makes 3 or 4 heavier, and `a`
+/// has nothing on them. A trade across the groups does it: `b` hands a
+/// shard over to a pod where one of `a`'s lighter shards can come back,
+/// and `a`'s next plan brings it back. The pool then lands inside the band
+/// and stays at rest.
+#[test]
+fn pods_one_group_cannot_settle_alone_are_settled_by_a_trade_across_groups() {
+    let pods = named_pods(6, |_| 1);
+    let a: [&[u64]; 6] = [
+        &[1441],
+        &[],
+        &[],
+        &[],
+        &[1175, 1059, 821],
+        &[593, 407, 888, 1015],
+    ];
+    let b: [&[u64]; 6] = [
+        &[1495],
+        &[1459, 1450],
+        &[1129, 1269, 1128],
+        &[1010, 1377, 1166],
+        &[],
+        &[],
+    ];
+    let mut groups = BTreeMap::from([
+        ("ns/a".to_owned(), group_holding("ns/a", &pods, &a)),
+        ("ns/b".to_owned(), group_holding("ns/b", &pods, &b)),
+    ]);
+    let whole = |p: usize| -> u64 { a[p].iter().chain(b[p]).sum() };
+    let fair = (0..6).map(whole).sum::<u64>() as f64 / 6.0;
+    assert!(
+        whole(3) as f64 / fair > 1.12,
+        "the case starts outside the band"
+    );
+    let mut rounds = 0;
+    let outputs = loop {
+        let next = pool::plan_together(&groups).expect("plan");
+        let moved: u64 = next.values().map(|out| out.moves).sum();
+        if moved == 0 {
+            break next;
+        }
+        rounds += 1;
+        assert!(rounds <= 4, "the pool keeps moving shards");
+        for (name, input) in &mut groups {
+            input.previous = previous_of(&next[name]);
+        }
+    };
+    let ratio = most_over_fair(&totals(&groups, &outputs), &pods);
+    let least = {
+        let spread = totals(&groups, &outputs);
+        let total: u64 = spread.values().map(|l| l.rate).sum();
+        let fair = total as f64 / pods.len() as f64;
+        pods.iter()
+            .map(|p| spread.get(&p.name).map_or(0, |l| l.rate) as f64 / fair)
+            .fold(f64::MAX, f64::min)
+    };
+    println!("after {rounds} rounds: most load ÷ fair share {ratio:.3}, least {least:.3}");
+    assert!(ratio <= 1.10, "most load ÷ fair share: {ratio}");
+    assert!(least >= 0.90, "least load ÷ fair share: {least}");
 }
