@@ -106,20 +106,25 @@ impl Ctx<'_> {
             LeaseObservation::NotConfigured => {
                 let delivered = self.drain.get(from).and_then(|d| delivered_at(d, since));
                 let clock = match (pod, delivered) {
-                    (Some(_), delivered) => delivered?,
-                    (None, Some(_)) => since,
+                    // Its reader was told when its annotation listed the
+                    // revoke, whatever its object did since (the revoke's
+                    // publication can be long before: the annotation
+                    // writes may have failed for a while).
+                    (_, Some(delivered)) => delivered,
+                    (Some(_), None) => return None,
                     // Gone before the revoke reached it: its process never
                     // learned of it and reads on until the kubelet kills it
                     // (a force deletion: seconds later), so the drain counts
-                    // from when it left the API, as far as the departure
-                    // memory knows.
-                    (None, None) => self
-                        .obs
-                        .departed
-                        .pods
-                        .get(from)
-                        .and_then(|left| left.last())
-                        .map_or(since, |left| left.at.max(since)),
+                    // from when it left the API.
+                    (None, None) => match left_api_by(&self.obs.departed, from) {
+                        Some(left) => left.max(since),
+                        // A relist runs: once it ends, the drain counts
+                        // from then at the earliest.
+                        None => {
+                            note_due(result, now, add(now, self.timing.drain_timeout));
+                            return None;
+                        }
+                    },
                 };
                 let due = add(clock, self.timing.drain_timeout);
                 if now >= due {
@@ -130,6 +135,24 @@ impl Ctx<'_> {
             }
         }
     }
+}
+
+/// When pod `from`, absent from the API now, left it at the latest, as far
+/// as the departure memory can tell: its remembered departure, if the
+/// memory has watched since then (no later pod of the name can have left
+/// unseen: rule 4 of [`pod_stopped`]); else the start of the memory's
+/// watch (its last list: a pod that left during a relist, or before the
+/// operator started, left by then). `None` while a relist runs: nothing
+/// bounds it yet.
+fn left_api_by(departed: &Departures, from: &str) -> Option<Timestamp> {
+    let watched_since = departed.watched_since?;
+    let seen = departed
+        .pods
+        .get(from)
+        .and_then(|left| left.last())
+        .map(|left| left.at)
+        .filter(|at| *at >= watched_since);
+    Some(seen.unwrap_or(watched_since))
 }
 
 /// One pod object the kubelet's word is about: the pod as it is now, or as

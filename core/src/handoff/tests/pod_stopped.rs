@@ -96,11 +96,13 @@ fn gone_after_a_force_deletion_waits_for_the_old_rules() {
 }
 
 #[test]
-fn a_revoke_seen_delivered_before_a_force_deletion_counts_from_the_revoke() {
-    // Without a lease table: the plan at t0 + 1 s sees the revoke in a's
-    // annotation (delivered), then a is force-deleted at t0 + 20 s. Its
-    // process learned of the revoke and stops on its own: the drain counts
-    // from the revoke, as before.
+fn a_revoke_seen_delivered_before_a_force_deletion_counts_from_its_delivery() {
+    // Without a lease table: the plan at t0 + 1 s sees the revoke (made at
+    // t0) in a's annotation (delivered), then a is force-deleted at t0 +
+    // 20 s. Its process learned of the revoke when its annotation listed
+    // it and stops on its own: the drain counts from that delivery, as
+    // for a pod still there (the revoke's publication can be much
+    // earlier: annotation writes that failed for a while).
     let mut obs = a_not_ready(false);
     let seen = plan(&obs);
     obs.group.status = Some(seen.status.into_status());
@@ -109,6 +111,33 @@ fn a_revoke_seen_delivered_before_a_force_deletion_counts_from_the_revoke() {
     gone.at = t0() + secs(20);
     obs.departed = remembered(vec![gone]);
     obs.now = t0() + secs(30);
+    assert_eq!(evidence(&plan(&obs)), []);
+    obs.now = t0() + secs(31);
+    assert_eq!(evidence(&plan(&obs)), [Evidence::DrainTimeout; 2]);
+}
+
+#[test]
+fn gone_during_a_relist_before_the_revoke_reached_it_drains_from_the_relist() {
+    // Without a lease table: a's annotation never listed the revoke (made
+    // at t0), and a left the API while the pod watch relisted, so the
+    // memory holds no departure of it, only an older pod's of its name
+    // (simulation pool seed 30006413: two readers). Its process never
+    // learned of the revoke and reads on until the kubelet kills it: the
+    // drain counts from when the relist ended at the earliest, not from
+    // the revoke nor the older departure.
+    let mut obs = a_not_ready(false);
+    obs.pods.remove(0);
+    let mut older = departure(Containers::Stopped);
+    older.uid = "uid-a-before".into();
+    older.generated_name = false;
+    older.at = t0() - secs(60);
+    obs.departed = remembered(vec![older]);
+    obs.departed.watched_since = None;
+    obs.now = t0() + secs(40);
+    assert_eq!(evidence(&plan(&obs)), [], "relisting: nothing bounds it");
+    obs.departed.watched_since = Some(t0() + secs(20));
+    assert_eq!(evidence(&plan(&obs)), []);
+    obs.now = t0() + secs(50);
     assert_eq!(evidence(&plan(&obs)), [Evidence::DrainTimeout; 2]);
 }
 
