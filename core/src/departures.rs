@@ -60,6 +60,11 @@ pub struct Departures {
     /// Since when every departure was seen; `None`: no memory (nothing
     /// listed yet, a relist in progress, or a caller without a watch).
     pub watched_since: Option<Timestamp>,
+    /// Whether a relist of the pod watch runs (then `watched_since` is
+    /// `None` too): pods leave unseen now, and a pod absent from the API
+    /// may have left a moment ago. `false` with `watched_since` `None`: no
+    /// memory at all (a caller without a pod watch).
+    pub relisting: bool,
     /// How long departures are kept: one older than this may be forgotten.
     pub retention: Duration,
     /// Per pod name, the remembered departures, oldest first.
@@ -70,6 +75,7 @@ impl Default for Departures {
     fn default() -> Self {
         Self {
             watched_since: None,
+            relisting: false,
             retention: RETENTION,
             pods: BTreeMap::new(),
         }
@@ -111,6 +117,7 @@ struct Entry {
 struct Memory {
     entries: VecDeque<Entry>,
     watched_since: Option<Timestamp>,
+    relisting: bool,
     retention: Duration,
     capacity: usize,
 }
@@ -149,6 +156,7 @@ impl DepartureMemory {
             memory: Arc::new(Mutex::new(Memory {
                 entries: VecDeque::new(),
                 watched_since: None,
+                relisting: false,
                 retention,
                 capacity: capacity.max(1),
             })),
@@ -168,13 +176,16 @@ impl DepartureMemory {
     /// leaves until the list completes ([`Self::listed`]) may not be seen,
     /// so nothing is known to have been seen from now on.
     pub fn relisting(&self) {
-        self.memory.lock().watched_since = None;
+        let mut memory = self.memory.lock();
+        memory.watched_since = None;
+        memory.relisting = true;
     }
 
     /// A complete list of the pods was seen at `at`: every departure from
     /// then on is seen (unless a list already covers an earlier time).
     pub fn listed(&self, at: Timestamp) {
         let mut memory = self.memory.lock();
+        memory.relisting = false;
         if memory.watched_since.is_none() {
             memory.watched_since = Some(at);
         }
@@ -220,6 +231,7 @@ impl DepartureMemory {
         }
         Departures {
             watched_since: memory.watched_since,
+            relisting: memory.relisting,
             retention: memory.retention,
             pods,
         }

@@ -143,9 +143,12 @@ impl Ctx<'_> {
 /// unseen: rule 4 of [`pod_stopped`]); else the start of the memory's
 /// watch (its last list: a pod that left during a relist, or before the
 /// operator started, left by then). `None` while a relist runs: nothing
-/// bounds it yet.
+/// bounds it yet. `Timestamp::MIN` without any memory (a caller without a
+/// pod watch): nothing to go by but the revoke.
 fn left_api_by(departed: &Departures, from: &str) -> Option<Timestamp> {
-    let watched_since = departed.watched_since?;
+    let Some(watched_since) = departed.watched_since else {
+        return (!departed.relisting).then_some(Timestamp::MIN);
+    };
     let seen = departed
         .pods
         .get(from)

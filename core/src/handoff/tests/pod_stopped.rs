@@ -133,9 +133,11 @@ fn gone_during_a_relist_before_the_revoke_reached_it_drains_from_the_relist() {
     older.at = t0() - secs(60);
     obs.departed = remembered(vec![older]);
     obs.departed.watched_since = None;
+    obs.departed.relisting = true;
     obs.now = t0() + secs(40);
     assert_eq!(evidence(&plan(&obs)), [], "relisting: nothing bounds it");
     obs.departed.watched_since = Some(t0() + secs(20));
+    obs.departed.relisting = false;
     assert_eq!(evidence(&plan(&obs)), []);
     obs.now = t0() + secs(50);
     assert_eq!(evidence(&plan(&obs)), [Evidence::DrainTimeout; 2]);

@@ -151,10 +151,13 @@ mod tests {
         departed.record_event(&watcher::Event::Delete(pod("prod", "a", true)), t(2));
         // The watch expired: what left during the relist is not seen.
         departed.record_event(&watcher::Event::Init, t(10));
-        assert_eq!(departed.departures("prod", all, t(11)).watched_since, None);
+        let relisting = departed.departures("prod", all, t(11));
+        assert_eq!(relisting.watched_since, None);
+        assert!(relisting.relisting, "a relist is told apart from no memory");
         departed.record_event(&watcher::Event::InitDone, t(12));
         let seen = departed.departures("prod", all, t(13));
         assert_eq!(seen.watched_since, Some(t(12)));
+        assert!(!seen.relisting);
         assert_eq!(seen.pods["a"].len(), 1, "what was seen before stays");
         // Past the retention it is forgotten (assumed long over).
         let later = t(2) + RETENTION + Duration::from_secs(1);
