@@ -54,7 +54,13 @@
 //!   new pod with two of its heavy shards and left it just past the band,
 //!   where none of its own changes helped and the others held nothing to
 //!   move (the repair now hands such a pod's excess to a pod the others
-//!   can settle).
+//!   can settle); 7002073: two groups on barely overlapping
+//!   pods, two pods of one group's heavy shards 12–13% over the band with
+//!   no pod the others could settle in one move, fixed only by a trade
+//!   across the groups (the hand-over through the peers' shards);
+//!   30006413 (two readers, no lease table): a pod whose annotation never
+//!   showed its revoke was force-deleted during a relist, and its drain
+//!   counted from the revoke, not from when it could have left.
 
 use shardring_sim::{self as sim, SimConfig};
 
@@ -90,7 +96,7 @@ fn pool_seeds_fresh_ranges_found_keep_every_invariant() {
         let outcome = sim::run_pool_seed(seed, SimConfig::default());
         assert_eq!(outcome.violation, None, "pool seed {seed}");
     }
-    for seed in [346, 422, 283717364] {
+    for seed in [346, 422, 283717364, 7002073, 30006413] {
         let outcome = sim::run_pool_load_seed(seed, SimConfig::default());
         assert_eq!(outcome.violation, None, "pool throughput seed {seed}");
     }
