@@ -1,6 +1,6 @@
-//! The hand-over, the last step of a pool group's repair: pods over their
-//! band that nothing of this group's own can settle are handed to the
-//! pool's other groups.
+//! The hand-over, the last step of a pool group's repair: pods outside
+//! their band that nothing of this group's own can settle are settled
+//! together with the pool's other groups.
 //!
 //! A pod holding only this group's heavy shards, each too heavy to move or
 //! trade without pushing another pod as far out, stays outside for good
@@ -23,6 +23,11 @@
 //!   found two pods of one group's shards stuck 13% over while the other
 //!   group's pods sat 8% under).
 //!
+//! - **Filling through the peers:** a pod under its band that holds only
+//!   the others' shards, each too heavy for their groups to trade, takes a
+//!   shard of this group's from a pod where one of the others' shards on
+//!   it could go in return, both pods then inside their targets.
+//!
 //! Each pod stuck outside is handed over once per plan, each to a pod of
 //! its own: the next plans (the peers', woken by the moves) settle them,
 //! and a second stuck pod does not wait a damping interval for its turn.
@@ -37,6 +42,18 @@ use super::repair::{Change, cost, make, worth};
 struct HandOver {
     change: Change,
     returned: f64,
+}
+
+impl HandOver {
+    /// Pod `x`'s load once the peers brought back what they are counted
+    /// on for, from `load` (its load after this group's change).
+    fn settled(&self, x: usize, load: f64) -> f64 {
+        if self.change.from as usize == x {
+            load + self.returned
+        } else {
+            load - self.returned
+        }
+    }
 }
 
 /// Hands over the pods still beyond their target, the worst first, with
@@ -66,18 +83,20 @@ pub(super) fn run(placement: &mut Placement<'_, '_>, band: f64, mut left: i64, e
         // if the pod is inside its target by them too (once what the peers
         // bring back is back).
         let after = Gauge::new(placement, band);
-        let settled = placement.load[x] + hand.returned;
+        let settled = hand.settled(x, placement.load[x]);
         if after.violation(x, settled) > epsilon.max(after.slack(x)) {
             make(placement, change, change.to, change.from);
             continue;
         }
+        involved[change.from as usize] = true;
         involved[change.to as usize] = true;
         left -= change.cost;
     }
 }
 
-/// The best hand-over of pod `x` (over its share) to a pod not yet
-/// `involved`: a plain one if any, else one through the peers.
+/// The best hand-over of pod `x` with a pod not yet `involved`: over its
+/// share, a plain one if any, else one through the peers; under it, one
+/// through the peers.
 fn best(
     placement: &Placement<'_, '_>,
     gauge: &Gauge,
@@ -86,7 +105,7 @@ fn best(
     involved: &[bool],
 ) -> Option<HandOver> {
     if placement.load[x] <= gauge.fair[x] {
-        return None;
+        return best_to_fill(placement, gauge, x, left, involved);
     }
     let mut plain: Option<Change> = None;
     let mut through_peers: Option<HandOver> = None;
@@ -114,6 +133,68 @@ fn best(
             returned: 0.0,
         })
         .or(through_peers)
+}
+
+/// The best hand-over that fills pod `x` (under its share, holding shards
+/// of the pool's others) through the peers: a shard of this group's moves
+/// to `x` from a pod `o` not yet `involved`, where one of the others'
+/// shards on `x` lighter by just enough would, moved to `o`, leave both
+/// pods inside their targets (`o` judged as if its load read
+/// [`SETTLE_SIGMAS`] standard errors lower). A pod holding only the
+/// others' shards, each too heavy to trade within their groups, is
+/// otherwise left short for good (pool throughput simulation seeds
+/// 60002942 and 60005293: 15–18% under). Ties go to the trade that leaves
+/// both pods nearest their fair share.
+fn best_to_fill(
+    placement: &Placement<'_, '_>,
+    gauge: &Gauge,
+    x: usize,
+    left: i64,
+    involved: &[bool],
+) -> Option<HandOver> {
+    let to = crate::model::index(x);
+    let peer_shards = &placement.model.pool_load[x].shards;
+    if peer_shards.is_empty() || !placement.has_room(to) {
+        return None;
+    }
+    let mut best: Option<HandOver> = None;
+    for (o, &taken) in involved.iter().enumerate() {
+        if o == x || taken {
+            continue;
+        }
+        let from = crate::model::index(o);
+        let lean = SETTLE_SIGMAS * gauge.sigma[o];
+        for &s in &placement.members[o] {
+            let cost = cost(placement, s, to);
+            if cost > left {
+                continue;
+            }
+            for &peer in peer_shards {
+                let returned = peer as f64;
+                let delta = placement.weight(s) - returned;
+                if delta <= 0.0
+                    || gauge.violation(x, placement.load[x] + delta) > 0.0
+                    || gauge.violation(o, placement.load[o] - delta - lean) > 0.0
+                {
+                    continue;
+                }
+                let (_, offset) = worth(placement, gauge, x, o, false, delta);
+                let change = Change {
+                    going: [Some(s), None],
+                    from,
+                    to,
+                    back: [None, None],
+                    gain: 0.0,
+                    offset,
+                    cost,
+                };
+                if best.as_ref().is_none_or(|b| change.beats(&b.change)) {
+                    best = Some(HandOver { change, returned });
+                }
+            }
+        }
+    }
+    best
 }
 
 /// The best plain hand-over of pod `x` to pod `o`: a shard of `x` moves

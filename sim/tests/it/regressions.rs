@@ -58,6 +58,8 @@
 //!   pods, two pods of one group's heavy shards 12–13% over the band with
 //!   no pod the others could settle in one move, fixed only by a trade
 //!   across the groups (the hand-over through the peers' shards);
+//!   60002942, 60005293: a pod holding only one group's heavy shards
+//!   15–18% under its share, filled only by a trade across the groups;
 //!   30006413 (two readers, no lease table): a pod whose annotation never
 //!   showed its revoke was force-deleted during a relist, and its drain
 //!   counted from the revoke, not from when it could have left.
@@ -96,7 +98,7 @@ fn pool_seeds_fresh_ranges_found_keep_every_invariant() {
         let outcome = sim::run_pool_seed(seed, SimConfig::default());
         assert_eq!(outcome.violation, None, "pool seed {seed}");
     }
-    for seed in [346, 422, 283717364, 7002073, 30006413] {
+    for seed in [346, 422, 283717364, 7002073, 30006413, 60002942, 60005293] {
         let outcome = sim::run_pool_load_seed(seed, SimConfig::default());
         assert_eq!(outcome.violation, None, "pool throughput seed {seed}");
     }
