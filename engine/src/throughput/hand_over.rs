@@ -108,7 +108,7 @@ fn best(
         return best_to_fill(placement, gauge, x, left, involved);
     }
     let mut plain: Option<Change> = None;
-    let mut through_peers: Option<HandOver> = None;
+    let mut traded: Option<HandOver> = None;
     for (o, &taken) in involved.iter().enumerate() {
         if o == x || taken || placement.pool_heaviest[o] <= 0.0 {
             continue;
@@ -119,12 +119,10 @@ fn best(
             plain = Some(change);
         }
         if plain.is_none()
-            && let Some(hand) = through_peers_to(placement, gauge, x, o, left)
-            && through_peers
-                .as_ref()
-                .is_none_or(|b| hand.change.beats(&b.change))
+            && let Some(hand) = through_peers(placement, gauge, x, o, true, left)
+            && traded.as_ref().is_none_or(|b| hand.change.beats(&b.change))
         {
-            through_peers = Some(hand);
+            traded = Some(hand);
         }
     }
     plain
@@ -132,19 +130,15 @@ fn best(
             change,
             returned: 0.0,
         })
-        .or(through_peers)
+        .or(traded)
 }
 
 /// The best hand-over that fills pod `x` (under its share, holding shards
-/// of the pool's others) through the peers: a shard of this group's moves
-/// to `x` from a pod `o` not yet `involved`, where one of the others'
-/// shards on `x` lighter by just enough would, moved to `o`, leave both
-/// pods inside their targets (`o` judged as if its load read
-/// [`SETTLE_SIGMAS`] standard errors lower). A pod holding only the
-/// others' shards, each too heavy to trade within their groups, is
-/// otherwise left short for good (pool throughput simulation seeds
-/// 60002942 and 60005293: 15–18% under). Ties go to the trade that leaves
-/// both pods nearest their fair share.
+/// of the pool's others) through the peers, from a pod not yet
+/// `involved` (see [`through_peers`]). A pod holding only the others'
+/// shards, each too heavy to trade within their groups, is otherwise left
+/// short for good (pool throughput simulation seeds 60002942 and
+/// 60005293: 15–18% under).
 fn best_to_fill(
     placement: &Placement<'_, '_>,
     gauge: &Gauge,
@@ -152,46 +146,15 @@ fn best_to_fill(
     left: i64,
     involved: &[bool],
 ) -> Option<HandOver> {
-    let to = crate::model::index(x);
-    let peer_shards = &placement.model.pool_load[x].shards;
-    if peer_shards.is_empty() || !placement.has_room(to) {
-        return None;
-    }
     let mut best: Option<HandOver> = None;
     for (o, &taken) in involved.iter().enumerate() {
         if o == x || taken {
             continue;
         }
-        let from = crate::model::index(o);
-        let lean = SETTLE_SIGMAS * gauge.sigma[o];
-        for &s in &placement.members[o] {
-            let cost = cost(placement, s, to);
-            if cost > left {
-                continue;
-            }
-            for &peer in peer_shards {
-                let returned = peer as f64;
-                let delta = placement.weight(s) - returned;
-                if delta <= 0.0
-                    || gauge.violation(x, placement.load[x] + delta) > 0.0
-                    || gauge.violation(o, placement.load[o] - delta - lean) > 0.0
-                {
-                    continue;
-                }
-                let (_, offset) = worth(placement, gauge, x, o, false, delta);
-                let change = Change {
-                    going: [Some(s), None],
-                    from,
-                    to,
-                    back: [None, None],
-                    gain: 0.0,
-                    offset,
-                    cost,
-                };
-                if best.as_ref().is_none_or(|b| change.beats(&b.change)) {
-                    best = Some(HandOver { change, returned });
-                }
-            }
+        if let Some(hand) = through_peers(placement, gauge, x, o, false, left)
+            && best.as_ref().is_none_or(|b| hand.change.beats(&b.change))
+        {
+            best = Some(hand);
         }
     }
     best
@@ -249,40 +212,45 @@ fn plain_to(
     best
 }
 
-/// The best hand-over of pod `x` to pod `o` through the peers: a shard of
-/// `x` moves to `o`, where a lighter shard of the pool's others would,
-/// moved to `x`, leave both pods inside their targets (`o` judged as if
-/// its load read [`SETTLE_SIGMAS`] standard errors worse). Ties go to the
-/// trade that leaves both pods nearest their fair share.
-fn through_peers_to(
+/// The best trade of pod `x` with pod `o` through the peers: a shard of
+/// this group's moves from the pod that gives load (`x` when `x_gives`,
+/// else `o`) to the other, where one of the pool's others' shards, lighter
+/// by just enough, would, moved back the other way, leave both pods
+/// inside their targets (`o` judged as if its load read [`SETTLE_SIGMAS`]
+/// standard errors further out). Ties go to the trade that leaves both
+/// pods nearest their fair share.
+fn through_peers(
     placement: &Placement<'_, '_>,
     gauge: &Gauge,
     x: usize,
     o: usize,
+    x_gives: bool,
     left: i64,
 ) -> Option<HandOver> {
-    let (from, to) = (crate::model::index(x), crate::model::index(o));
+    let (giver, taker) = if x_gives { (x, o) } else { (o, x) };
+    let (from, to) = (crate::model::index(giver), crate::model::index(taker));
     if !placement.has_room(to) {
         return None;
     }
-    let peer_shards = &placement.model.pool_load[o].shards;
+    // Load `x` gives, net, for each unit the trade shifts.
+    let sign = if x_gives { 1.0 } else { -1.0 };
     let lean = SETTLE_SIGMAS * gauge.sigma[o];
     let mut best: Option<HandOver> = None;
-    for &s in &placement.members[x] {
+    for &s in &placement.members[giver] {
         let cost = cost(placement, s, to);
         if cost > left {
             continue;
         }
-        for &peer in peer_shards {
+        for &peer in &placement.model.pool_load[taker].shards {
             let returned = peer as f64;
             let delta = placement.weight(s) - returned;
             if delta <= 0.0
-                || gauge.violation(x, placement.load[x] - delta) > 0.0
-                || gauge.violation(o, placement.load[o] + delta + lean) > 0.0
+                || gauge.violation(x, placement.load[x] - sign * delta) > 0.0
+                || gauge.violation(o, placement.load[o] + sign * (delta + lean)) > 0.0
             {
                 continue;
             }
-            let (_, offset) = worth(placement, gauge, x, o, true, delta);
+            let (_, offset) = worth(placement, gauge, x, o, x_gives, delta);
             let change = Change {
                 going: [Some(s), None],
                 from,
