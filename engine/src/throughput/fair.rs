@@ -91,6 +91,24 @@ impl Gauge {
         }
     }
 
+    /// The pod furthest beyond its target among those `excluded` leaves
+    /// out, if one is beyond it by more than its noise explains (or a
+    /// shift pushed it there) and by more than `epsilon`; ties to the
+    /// lowest index.
+    pub(crate) fn worst(
+        &self,
+        placement: &Placement<'_, '_>,
+        epsilon: f64,
+        excluded: &[bool],
+    ) -> Option<usize> {
+        (0..self.fair.len())
+            .filter(|&e| !excluded[e])
+            .map(|e| (self.violation(e, placement.load[e]), e))
+            .filter(|&(v, e)| v > epsilon.max(self.slack(e)))
+            .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)))
+            .map(|(_, e)| e)
+    }
+
     /// Pods outside their band (by more than their noise explains).
     pub(crate) fn outside_count(&self, placement: &Placement<'_, '_>) -> u32 {
         let outside = (0..self.fair.len())

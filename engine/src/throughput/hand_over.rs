@@ -67,12 +67,9 @@ pub(super) fn run(placement: &mut Placement<'_, '_>, band: f64, mut left: i64, e
     let mut involved = vec![false; pods];
     while left > 0 {
         let gauge = Gauge::new(placement, band);
-        let worst = (0..pods)
-            .filter(|&e| !involved[e])
-            .map(|e| (gauge.violation(e, placement.load[e]), e))
-            .filter(|&(v, e)| v > epsilon.max(gauge.slack(e)))
-            .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)));
-        let Some((_, x)) = worst else { return };
+        let Some(x) = gauge.worst(placement, epsilon, &involved) else {
+            return;
+        };
         involved[x] = true;
         let Some(hand) = best(placement, &gauge, x, left, &involved) else {
             continue;

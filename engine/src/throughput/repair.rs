@@ -99,12 +99,9 @@ pub(crate) fn run(placement: &mut Placement<'_, '_>, band: f64, budget: u64) {
         let gauge = Gauge::new(placement, band);
         // Only a pod beyond its target by more than its noise explains
         // (or pushed there by a shift).
-        let worst = (0..pods)
-            .filter(|&e| !stuck[e])
-            .map(|e| (gauge.violation(e, placement.load[e]), e))
-            .filter(|&(v, e)| v > epsilon.max(gauge.slack(e)))
-            .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)));
-        let Some((_, x)) = worst else { break };
+        let Some(x) = gauge.worst(placement, epsilon, &stuck) else {
+            break;
+        };
         let left = budget - used;
         let change = [Kind::Move, Kind::Swap, Kind::ForTwo]
             .into_iter()
