@@ -173,11 +173,11 @@ impl PodRecords {
         read: impl FnOnce(&mut dyn Iterator<Item = &PodRecord>) -> R,
     ) -> R {
         let inner = self.inner.read();
-        let mut pods = inner
-            .live
-            .get(namespace)
-            .into_iter()
-            .flat_map(BTreeMap::values);
+        // An iterator that knows its length, so the reader can size its
+        // output once (5,000 pods grown by doubling were a tenth of the
+        // observe step's time, in copies).
+        let none = BTreeMap::new();
+        let mut pods = inner.live.get(namespace).unwrap_or(&none).values();
         read(&mut pods)
     }
 
