@@ -16,8 +16,12 @@
 //! then a shard for two of another pod's, either way (three moves: a pod
 //! holding two heavy shards, each too heavy to move alone and too light to
 //! trade for one, or a pod short of its share by less than any shard and
-//! holding the heaviest shards, is fixed no other way). A pod nothing helps
-//! is skipped until some other move changes the picture.
+//! holding the heaviest shards, is fixed no other way). When none of those
+//! helps either, a move that settles the pod but pushes the pod at its
+//! other end out, followed by the move or swap that then settles that one
+//! ([`chained`]: a pod short of its share by less than any shard a
+//! neighbour can spare). A pod nothing helps is skipped until some other
+//! move changes the picture.
 //! A change is kept only if the load beyond the targets over all pods,
 //! measured again after it (moving a pod's heaviest shard moves the fair
 //! shares), drops; so the loop ends, at a placement a re-plan leaves as it
@@ -106,12 +110,18 @@ pub(crate) fn run(placement: &mut Placement<'_, '_>, band: f64, budget: u64) {
         let change = [Kind::Move, Kind::Swap, Kind::ForTwo]
             .into_iter()
             .find_map(|kind| best_change(placement, &gauge, x, left, epsilon, kind));
-        match change {
+        let made = match change {
             Some(change) if lowers_the_excess(placement, &gauge, band, &change, epsilon) => {
-                used += change.cost;
+                Some(change.cost)
+            }
+            _ => chained(placement, &gauge, x, left, band, epsilon),
+        };
+        match made {
+            Some(cost) => {
+                used += cost;
                 stuck.fill(false);
             }
-            _ => stuck[x] = true,
+            None => stuck[x] = true,
         }
         if used >= budget {
             return;
@@ -120,6 +130,117 @@ pub(crate) fn run(placement: &mut Placement<'_, '_>, band: f64, budget: u64) {
     // What this group's own changes leave outside, the pool's others may
     // settle once the pod's excess is on a pod where they hold shards.
     super::hand_over::run(placement, band, budget - used, epsilon);
+}
+
+/// The excess of `placement` over every pod's target: what the repair
+/// lowers with every change it keeps.
+fn excess(placement: &Placement<'_, '_>, gauge: &Gauge) -> f64 {
+    (0..placement.load.len())
+        .map(|e| gauge.violation(e, placement.load[e]))
+        .sum()
+}
+
+/// When no change of its own helps pod `x`, a move that settles it but
+/// pushes the pod at its other end beyond that pod's target, followed by
+/// the move or swap that then settles that pod: kept (both made) only when
+/// the two together lower the excess. A pod short of its share by less than
+/// any shard a neighbour can spare is filled no other way: the neighbour
+/// that gives it one is left short itself, and trades a shard for a
+/// heavier one with a third pod. Tried with the [`FIRST_MOVES`] moves that
+/// bring `x` nearest its target. Returns the moves it cost.
+fn chained(
+    placement: &mut Placement<'_, '_>,
+    gauge: &Gauge,
+    x: usize,
+    left: i64,
+    band: f64,
+    epsilon: f64,
+) -> Option<i64> {
+    let was = excess(placement, gauge);
+    for first in first_moves(placement, gauge, x, left, epsilon) {
+        make(placement, &first, first.from, first.to);
+        let pushed = if first.from as usize == x {
+            first.to
+        } else {
+            first.from
+        } as usize;
+        let between = Gauge::new(placement, band);
+        let left = left - first.cost;
+        for kind in [Kind::Move, Kind::Swap] {
+            let Some(second) = best_change(placement, &between, pushed, left, epsilon, kind) else {
+                continue;
+            };
+            make(placement, &second, second.from, second.to);
+            if excess(placement, &Gauge::new(placement, band)) < was - epsilon {
+                return Some(first.cost + second.cost);
+            }
+            make(placement, &second, second.to, second.from);
+        }
+        make(placement, &first, first.to, first.from);
+    }
+    None
+}
+
+/// First moves tried by [`chained`].
+const FIRST_MOVES: usize = 4;
+
+/// The single moves (of a shard of `x`'s when it is over, to it when it is
+/// under) that bring pod `x` nearest its target, whatever they do to the
+/// pod at the other end: at most [`FIRST_MOVES`], best first.
+fn first_moves(
+    placement: &Placement<'_, '_>,
+    gauge: &Gauge,
+    x: usize,
+    left: i64,
+    epsilon: f64,
+) -> Vec<Change> {
+    let over = placement.load[x] > gauge.fair[x];
+    let mut moves: Vec<Change> = Vec::new();
+    for other in partners(placement, gauge, x, over) {
+        let (from, to) = if over {
+            (crate::model::index(x), other)
+        } else {
+            (other, crate::model::index(x))
+        };
+        if !placement.has_room(to) {
+            continue;
+        }
+        for &s in &placement.members[from as usize] {
+            let cost = cost(placement, s, to);
+            let delta = placement.weight(s);
+            if cost > left || delta <= 0.0 {
+                continue;
+            }
+            let after = if over {
+                placement.load[x] - delta
+            } else {
+                placement.load[x] + delta
+            };
+            let gain = gauge.violation(x, placement.load[x]) - gauge.violation(x, after);
+            // Settles `x` (or brings it nearer): the pod pushed is the
+            // second move's.
+            if gain <= epsilon {
+                continue;
+            }
+            moves.push(Change {
+                going: [Some(s), None],
+                from,
+                to,
+                back: [None, None],
+                gain,
+                offset: (after - gauge.fair[x]).abs(),
+                cost,
+            });
+        }
+    }
+    moves.sort_by(|a, b| {
+        b.gain
+            .total_cmp(&a.gain)
+            .then(a.offset.total_cmp(&b.offset))
+            .then(a.going.cmp(&b.going))
+    });
+    moves.truncate(FIRST_MOVES);
+    moves
 }
 
 /// Moves `change`'s going shards to `to` and its shards given back to
@@ -148,11 +269,6 @@ fn lowers_the_excess(
     change: &Change,
     epsilon: f64,
 ) -> bool {
-    let excess = |placement: &Placement<'_, '_>, gauge: &Gauge| -> f64 {
-        (0..placement.load.len())
-            .map(|e| gauge.violation(e, placement.load[e]))
-            .sum()
-    };
     let was = excess(placement, before);
     make(placement, change, change.from, change.to);
     let after = Gauge::new(placement, band);

@@ -377,3 +377,32 @@ fn a_pod_under_its_share_is_filled_by_a_trade_across_groups() {
     assert!(most <= 1.10, "most load ÷ fair share: {most}");
     assert!(least >= 0.90, "least load ÷ fair share: {least}");
 }
+
+/// A pod short of its share by less than any shard a neighbour can spare
+/// (pool throughput simulation seed 20001175): pod 4 holds only two of
+/// `b`'s shards and reads 13% under. Every shard of `a` that would fill it
+/// leaves the pod that gives it short, every swap of `b`'s makes pod 4
+/// lighter, and the trades across groups need a shard of `b`'s lighter than
+/// pod 4 can spare. `a` fills it by a move and a swap in one plan: its 571
+/// goes from pod 5 to pod 4, and pod 5, left short, trades its 1125 for
+/// pod 2's 1317.
+#[test]
+fn a_pod_short_by_less_than_any_spare_shard_is_filled_by_a_move_and_a_swap() {
+    let pods = named_pods(6, |_| 1);
+    let a: [&[u64]; 6] = [
+        &[1071],
+        &[],
+        &[1317, 1324],
+        &[811, 521, 764],
+        &[],
+        &[1125, 571, 761, 815],
+    ];
+    let b: [&[u64]; 6] = [&[1174, 1195], &[2926], &[714], &[1157], &[1274, 1465], &[]];
+    let groups = BTreeMap::from([
+        ("ns/a".to_owned(), group_holding("ns/a", &pods, &a)),
+        ("ns/b".to_owned(), group_holding("ns/b", &pods, &b)),
+    ]);
+    let (most, least) = settle_together(groups, &pods);
+    assert!(most <= 1.10, "most load ÷ fair share: {most}");
+    assert!(least >= 0.90, "least load ÷ fair share: {least}");
+}

@@ -60,6 +60,9 @@
 //!   across the groups (the hand-over through the peers' shards);
 //!   60002942, 60005293: a pod holding only one group's heavy shards
 //!   15–18% under its share, filled only by a trade across the groups;
+//!   20001175, 20004247: a pod 13–14% under its share by less than any
+//!   shard a neighbour could spare, filled only by a move that left the
+//!   giver short and the swap that then settled it, in one plan;
 //!   30006413 (two readers, no lease table): a pod whose annotation never
 //!   showed its revoke was force-deleted during a relist, and its drain
 //!   counted from the revoke, not from when it could have left.
@@ -98,7 +101,9 @@ fn pool_seeds_fresh_ranges_found_keep_every_invariant() {
         let outcome = sim::run_pool_seed(seed, SimConfig::default());
         assert_eq!(outcome.violation, None, "pool seed {seed}");
     }
-    for seed in [346, 422, 283717364, 7002073, 30006413, 60002942, 60005293] {
+    for seed in [
+        346, 422, 283717364, 7002073, 30006413, 60002942, 60005293, 20001175, 20004247,
+    ] {
         let outcome = sim::run_pool_load_seed(seed, SimConfig::default());
         assert_eq!(outcome.violation, None, "pool throughput seed {seed}");
     }
