@@ -63,6 +63,8 @@
 //!   20001175, 20004247: a pod 13–14% under its share by less than any
 //!   shard a neighbour could spare, filled only by a move that left the
 //!   giver short and the swap that then settled it, in one plan;
+//!   210005030: a pod 15% under for good before that move and swap as
+//!   well (its state not read);
 //!   30006413 (two readers, no lease table): a pod whose annotation never
 //!   showed its revoke was force-deleted during a relist, and its drain
 //!   counted from the revoke, not from when it could have left.
@@ -102,7 +104,7 @@ fn pool_seeds_fresh_ranges_found_keep_every_invariant() {
         assert_eq!(outcome.violation, None, "pool seed {seed}");
     }
     for seed in [
-        346, 422, 283717364, 7002073, 30006413, 60002942, 60005293, 20001175, 20004247,
+        346, 422, 283717364, 7002073, 30006413, 60002942, 60005293, 20001175, 20004247, 210005030,
     ] {
         let outcome = sim::run_pool_load_seed(seed, SimConfig::default());
         assert_eq!(outcome.violation, None, "pool throughput seed {seed}");
