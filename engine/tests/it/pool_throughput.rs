@@ -287,6 +287,18 @@ fn settle_together(mut groups: BTreeMap<String, PlanInput>, pods: &[Pod]) -> (f6
     (most, least)
 }
 
+/// Groups `a` and `b` holding the shards (kB/s) each of six pods of
+/// capacity 1 holds as they list them, settled together
+/// ([`settle_together`]).
+fn settle_two(a: &[&[u64]; 6], b: &[&[u64]; 6]) -> (f64, f64) {
+    let pods = named_pods(6, |_| 1);
+    let groups = BTreeMap::from([
+        ("ns/a".to_owned(), group_holding("ns/a", &pods, a)),
+        ("ns/b".to_owned(), group_holding("ns/b", &pods, b)),
+    ]);
+    settle_together(groups, &pods)
+}
+
 /// A throughput group `name` whose shards (kB/s) each pod of `pods` holds
 /// as `held` lists them.
 fn group_holding(name: &str, pods: &[Pod], held: &[&[u64]]) -> PlanInput {
@@ -319,7 +331,6 @@ fn group_holding(name: &str, pods: &[Pod], held: &[&[u64]]) -> PlanInput {
 /// and stays at rest.
 #[test]
 fn pods_one_group_cannot_settle_alone_are_settled_by_a_trade_across_groups() {
-    let pods = named_pods(6, |_| 1);
     let a: [&[u64]; 6] = [
         &[1441],
         &[],
@@ -336,17 +347,13 @@ fn pods_one_group_cannot_settle_alone_are_settled_by_a_trade_across_groups() {
         &[],
         &[],
     ];
-    let groups = BTreeMap::from([
-        ("ns/a".to_owned(), group_holding("ns/a", &pods, &a)),
-        ("ns/b".to_owned(), group_holding("ns/b", &pods, &b)),
-    ]);
     let whole = |p: usize| -> u64 { a[p].iter().chain(b[p]).sum() };
     let fair = (0..6).map(whole).sum::<u64>() as f64 / 6.0;
     assert!(
         whole(3) as f64 / fair > 1.12,
         "the case starts outside the band"
     );
-    let (ratio, least) = settle_together(groups, &pods);
+    let (ratio, least) = settle_two(&a, &b);
     assert!(ratio <= 1.10, "most load ÷ fair share: {ratio}");
     assert!(least >= 0.90, "least load ÷ fair share: {least}");
 }
@@ -359,7 +366,6 @@ fn pods_one_group_cannot_settle_alone_are_settled_by_a_trade_across_groups() {
 /// can go in return, and `a`'s next plan sends it.
 #[test]
 fn a_pod_under_its_share_is_filled_by_a_trade_across_groups() {
-    let pods = named_pods(6, |_| 1);
     let a: [&[u64]; 6] = [
         &[],
         &[1215],
@@ -369,11 +375,7 @@ fn a_pod_under_its_share_is_filled_by_a_trade_across_groups() {
         &[1212, 766, 1233],
     ];
     let b: [&[u64]; 6] = [&[637, 1451, 1056], &[694, 970], &[1504, 789], &[], &[], &[]];
-    let groups = BTreeMap::from([
-        ("ns/a".to_owned(), group_holding("ns/a", &pods, &a)),
-        ("ns/b".to_owned(), group_holding("ns/b", &pods, &b)),
-    ]);
-    let (most, least) = settle_together(groups, &pods);
+    let (most, least) = settle_two(&a, &b);
     assert!(most <= 1.10, "most load ÷ fair share: {most}");
     assert!(least >= 0.90, "least load ÷ fair share: {least}");
 }
@@ -388,7 +390,6 @@ fn a_pod_under_its_share_is_filled_by_a_trade_across_groups() {
 /// pod 2's 1317.
 #[test]
 fn a_pod_short_by_less_than_any_spare_shard_is_filled_by_a_move_and_a_swap() {
-    let pods = named_pods(6, |_| 1);
     let a: [&[u64]; 6] = [
         &[1071],
         &[],
@@ -398,11 +399,7 @@ fn a_pod_short_by_less_than_any_spare_shard_is_filled_by_a_move_and_a_swap() {
         &[1125, 571, 761, 815],
     ];
     let b: [&[u64]; 6] = [&[1174, 1195], &[2926], &[714], &[1157], &[1274, 1465], &[]];
-    let groups = BTreeMap::from([
-        ("ns/a".to_owned(), group_holding("ns/a", &pods, &a)),
-        ("ns/b".to_owned(), group_holding("ns/b", &pods, &b)),
-    ]);
-    let (most, least) = settle_together(groups, &pods);
+    let (most, least) = settle_two(&a, &b);
     assert!(most <= 1.10, "most load ÷ fair share: {most}");
     assert!(least >= 0.90, "least load ÷ fair share: {least}");
 }
