@@ -43,32 +43,14 @@ pub async fn sdk_config() -> aws_config::SdkConfig {
         .await
 }
 
-/// A Kinesis client for setup calls (the reader builds its own). Unlike
-/// the operator's clients (no retries: a reconcile retries), it retries
-/// as the SDK does by default: a setup call that meets a connection the
-/// emulator just reset is not the test's subject.
+/// A Kinesis client for setup calls (the reader builds its own).
 pub async fn kinesis_admin(endpoint: &str) -> aws_sdk_kinesis::Client {
-    let client = kinesis_client(&sdk_config().await, Some(REGION), Some(endpoint));
-    aws_sdk_kinesis::Client::from_conf(
-        client
-            .config()
-            .to_builder()
-            .retry_config(aws_config::retry::RetryConfig::standard())
-            .build(),
-    )
+    kinesis_client(&sdk_config().await, Some(REGION), Some(endpoint))
 }
 
-/// A DynamoDB client for setup calls, retrying as [`kinesis_admin`] does.
+/// A DynamoDB client for setup calls.
 pub async fn dynamodb_admin(endpoint: &str) -> aws_sdk_dynamodb::Client {
-    let client =
-        shardring::lease_table::dynamodb_client(&sdk_config().await, Some(REGION), Some(endpoint));
-    aws_sdk_dynamodb::Client::from_conf(
-        client
-            .config()
-            .to_builder()
-            .retry_config(aws_config::retry::RetryConfig::standard())
-            .build(),
-    )
+    shardring::lease_table::dynamodb_client(&sdk_config().await, Some(REGION), Some(endpoint))
 }
 
 /// Reader options with fast test pacing (1 ms between calls, no refresh
