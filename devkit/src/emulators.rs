@@ -2,9 +2,10 @@
 //! tests start: `kinesis-local` (kinesis-mock) and `dynalite`, pinned in
 //! `e2e/package.json`. Installs them once with `npm ci` when
 //! `e2e/node_modules` is missing (a file lock keeps concurrent test binaries
-//! from installing twice), starts each on a free loopback port, waits for
-//! the port to accept connections, and kills the process by pid when the
-//! handle is dropped.
+//! from installing twice), starts each on a free loopback port, waits until
+//! that port's listener is the started process's own (not another test's
+//! that took the port first), and kills the process by pid when the handle
+//! is dropped.
 
 use std::fs::{File, OpenOptions};
 use std::io::Read;
@@ -278,12 +279,11 @@ impl Emulator {
 
     fn wait_ready(&mut self, timeout: Duration) -> Result<(), EmulatorError> {
         let deadline = Instant::now() + timeout;
-        let address = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
                 return Err(self.failure(format!("exited with {status}")));
             }
-            if TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_ok() {
+            if self.listens() {
                 return Ok(());
             }
             if Instant::now() >= deadline {
@@ -291,6 +291,15 @@ impl Emulator {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// Whether the child itself listens on its port. Where `/proc` cannot be
+    /// read, an accepted connection is the best available sign.
+    fn listens(&self) -> bool {
+        crate::listening::process_listens_on(self.child.id(), self.port).unwrap_or_else(|_| {
+            let address = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
+            TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_ok()
+        })
     }
 
     fn failure(&self, detail: String) -> EmulatorError {

@@ -26,6 +26,7 @@ pub mod broker;
 pub mod emulators;
 #[cfg(feature = "apiserver")]
 pub mod fixtures;
+pub mod listening;
 pub mod process;
 pub mod stream;
 pub mod wait;
