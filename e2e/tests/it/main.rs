@@ -24,6 +24,7 @@ mod leader_readiness;
 mod least_privilege;
 mod mock_scenarios;
 mod namespace_scoped;
+mod pod_wakes;
 mod pool_balance;
 mod pool_shared;
 mod rabbitmq;

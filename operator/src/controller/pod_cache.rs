@@ -132,14 +132,18 @@ impl PodRecords {
         self.inner.write().keep.custom = keys;
     }
 
-    /// Applies one watch event, as a reflector store does.
-    pub fn apply_watcher_event(&self, event: &watcher::Event<CachedPod>) {
+    /// Applies one watch event, as a reflector store does, and says whether
+    /// it changed what a reconcile reads of its pod: an update of a pod
+    /// whose record comes out as cached (a condition, phase or field no
+    /// decision reads, another tool's annotation) did not; an update that
+    /// changed the record, a deletion and a relist's pods did.
+    pub fn apply_watcher_event(&self, event: &watcher::Event<CachedPod>) -> bool {
         let mut inner = self.inner.write();
         let inner = &mut *inner;
         match event {
             watcher::Event::Apply(pod) => {
                 let record = Self::record(pod, &mut inner.labels, &inner.keep);
-                insert(&mut inner.live, pod, record);
+                insert(&mut inner.live, pod, record)
             }
             watcher::Event::Delete(pod) => {
                 let (namespace, name) = key_of(pod);
@@ -150,17 +154,23 @@ impl PodRecords {
                     }
                 }
                 inner.labels.forget_unused();
+                true
             }
-            watcher::Event::Init => inner.relist = Some(Namespaces::new()),
+            watcher::Event::Init => {
+                inner.relist = Some(Namespaces::new());
+                true
+            }
             watcher::Event::InitApply(pod) => {
                 let record = Self::record(pod, &mut inner.labels, &inner.keep);
                 insert(inner.relist.get_or_insert_default(), pod, record);
+                true
             }
             watcher::Event::InitDone => {
                 if let Some(listed) = inner.relist.take() {
                     inner.live = listed;
                     inner.labels.forget_unused();
                 }
+                true
             }
         }
     }
@@ -212,16 +222,22 @@ fn key_of(pod: &CachedPod) -> (&str, &str) {
     )
 }
 
-fn insert(namespaces: &mut Namespaces, pod: &CachedPod, record: PodRecord) {
+/// Puts `record` in `pod`'s place; whether it differs from the one there.
+fn insert(namespaces: &mut Namespaces, pod: &CachedPod, record: PodRecord) -> bool {
     let (namespace, name) = key_of(pod);
     let pods = match namespaces.get_mut(namespace) {
         Some(pods) => pods,
         None => namespaces.entry(namespace.to_owned()).or_default(),
     };
     match pods.get_mut(name) {
-        Some(slot) => *slot = record,
+        Some(slot) if *slot == record => false,
+        Some(slot) => {
+            *slot = record;
+            true
+        }
         None => {
             pods.insert(name.to_owned(), record);
+            true
         }
     }
 }

@@ -18,6 +18,7 @@
 
 use std::future::ready;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec};
@@ -257,7 +258,13 @@ async fn shutdown_before_listed(
 /// The pod watch: pods cached as records in `pods` (the [`PodRecords`]),
 /// every event fed to the memory of departed pods, and the changed pods
 /// mapped to their groups unless the event is the echo of the operator's
-/// own annotation write.
+/// own annotation write or left the pod's record as it was.
+///
+/// Why the second: kubelet writes a starting pod's status four to six
+/// times (scheduled, initialized, IP, containers started, Ready), and a
+/// deployment's controllers touch its metadata; most of those change
+/// nothing a decision reads, and at 20,000 shards each woken reconcile is
+/// a whole plan that the next event with news has to wait behind.
 fn pod_watch(
     client: &Client,
     scope: &WatchScope,
@@ -267,6 +274,12 @@ fn pod_watch(
     own_writes: OwnWrites,
 ) -> impl Stream<Item = Result<CachedPod, watcher::Error>> + Send + 'static {
     let records = pods.clone();
+    // Whether the event now passing changed its pod's record: set where the
+    // cache applies it (before the departure memory and the sync tracker
+    // see it, as they need), read by the filter below for the same event
+    // (a stream hands its items through its adapters one at a time).
+    let changed = Arc::new(AtomicBool::new(true));
+    let changed_at_filter = changed.clone();
     // Pods are listed in pages at the latest resourceVersion, not at "0":
     // a list at "0" is served whole from the API server's watch cache,
     // whatever the limit, and thousands of full pods in one response are
@@ -274,12 +287,16 @@ fn pod_watch(
     scoped_watcher::<CachedPod>(client, scope, watcher::Config::default())
         .inspect(move |event| {
             if let Ok(event) = event {
-                records.apply_watcher_event(event);
+                changed.store(records.apply_watcher_event(event), Ordering::Relaxed);
             }
         })
         .inspect(departed.recorder())
         .inspect(sync.tracker(cache::PODS))
-        .filter(move |event| ready(!triggers::own_write_echo(&own_writes, event)))
+        .filter(move |event| {
+            // Asked of every event: an echo spends its entry in `own_writes`.
+            let echo = triggers::own_write_echo(&own_writes, event);
+            ready(event.is_err() || (!echo && changed_at_filter.load(Ordering::Relaxed)))
+        })
         .touched_objects()
 }
 

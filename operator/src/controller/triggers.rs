@@ -27,7 +27,13 @@
 //!   annotation write: at exactly the version that write produced
 //!   ([`OwnWrites`]); the same holds for the document's ConfigMap, whose
 //!   echo can arrive before the written document is in the cache. A deleted
-//!   object always wakes them.
+//!   object always wakes them;
+//! * nor does a pod update that leaves the pod's record in the cache as it
+//!   was ([`PodRecords::apply_watcher_event`]): kubelet's status writes
+//!   around a start, a readiness gate's condition, another tool's
+//!   annotation. The record is every fact a decision reads of a pod, so a
+//!   reconcile woken by such an update could only decide again what the
+//!   last one did (the simulation wakes on the same rule).
 //!
 //! The caches still apply every event: only the wake-up is skipped.
 
@@ -42,6 +48,8 @@ use kube::runtime::watcher;
 
 use super::observe::documents::DocumentCache;
 use super::own_writes::OwnWrites;
+#[cfg(doc)]
+use super::pod_cache::PodRecords;
 use crate::crds::{ConsumerPool, ShardGroup};
 
 /// The predicate of the ShardGroup watch (`predicate_filter`): a reconcile

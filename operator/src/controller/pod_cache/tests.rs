@@ -287,3 +287,77 @@ fn custom_annotation_keys_are_kept_once_the_groups_name_them() {
     assert_eq!(record.annotation("assignment.shardring.io/g"), Some("{}"));
     assert_eq!(record.annotation("other"), None);
 }
+
+/// `pod` as kubelet leaves it: scheduled on `node`, Ready as `ready` says.
+fn with_status(mut pod: Pod, ready: bool, conditions: &[&str], node: &str) -> Pod {
+    let condition = |type_: &str, status: bool| PodCondition {
+        type_: type_.into(),
+        status: if status { "True" } else { "False" }.into(),
+        last_transition_time: Some(Time(Timestamp::from_second(100).unwrap())),
+        ..Default::default()
+    };
+    let mut all: Vec<PodCondition> = conditions.iter().map(|c| condition(c, true)).collect();
+    all.push(condition("Ready", ready));
+    pod.spec = Some(PodSpec {
+        node_name: Some(node.into()),
+        ..Default::default()
+    });
+    pod.status = Some(PodStatus {
+        phase: Some("Running".into()),
+        conditions: Some(all),
+        ..Default::default()
+    });
+    pod
+}
+
+#[test]
+fn an_update_changes_the_cache_only_when_it_changes_what_a_reconcile_reads() {
+    let cache = PodRecords::default();
+    let base = Pod {
+        metadata: ObjectMeta {
+            namespace: Some("a".into()),
+            name: Some("c-0".into()),
+            uid: Some("uid-c-0".into()),
+            labels: Some([("app".to_owned(), "c".to_owned())].into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let changes =
+        |pod: &Pod| cache.apply_watcher_event(&watcher::Event::Apply(CachedPod::from(pod)));
+    let scheduled = with_status(base.clone(), false, &["PodScheduled"], "node-1");
+    assert!(changes(&scheduled), "a new pod");
+    assert!(!changes(&scheduled), "the same pod again");
+
+    // kubelet's writes between scheduling and Ready, and another tool's
+    // annotation: nothing a decision reads.
+    let mut starting = with_status(
+        base.clone(),
+        false,
+        &["PodScheduled", "Initialized", "PodReadyToStartContainers"],
+        "node-1",
+    );
+    starting.metadata.resource_version = Some("7".into());
+    starting.metadata.annotations =
+        Some([("example.com/owner".to_owned(), "team".to_owned())].into());
+    let status = starting.status.as_mut().unwrap();
+    status.host_ip = Some("10.0.0.1".into());
+    status.start_time = Some(Time(Timestamp::from_second(90).unwrap()));
+    assert!(
+        !changes(&starting),
+        "conditions, host IP, start time, a foreign annotation"
+    );
+
+    // What the plan reads: Ready, its pod IP, shardring's annotation, labels.
+    let mut ready = with_status(base, true, &["PodScheduled"], "node-1");
+    assert!(changes(&ready), "Ready");
+    ready.status.as_mut().unwrap().pod_ip = Some("10.1.0.7".into());
+    assert!(changes(&ready), "its pod IP");
+    ready.metadata.annotations =
+        Some([(format!("{ANNOTATION_PREFIX}orders"), "{}".to_owned())].into());
+    assert!(changes(&ready), "shardring's annotation");
+    ready.metadata.labels = Some([("app".to_owned(), "d".to_owned())].into());
+    assert!(changes(&ready), "a label");
+    assert!(!changes(&ready), "as cached");
+    assert!(cache.apply_watcher_event(&watcher::Event::Delete(CachedPod::from(&ready))));
+}

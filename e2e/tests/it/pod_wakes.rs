@@ -1,0 +1,116 @@
+//! A pod update that changes nothing a decision reads wakes no reconcile,
+//! through `shardring run`'s own watch on the real control plane. A static
+//! group `g` of 4 partitions on two Ready pods; once it is published, ten
+//! updates of the kind kubelet and other controllers make all the time
+//! (another tool's annotation, a condition of a readiness gate) go to the
+//! pods; then a change of the group's spec, whose reconcile shows in its
+//! status (`observedGeneration`), closes the window. The operator's
+//! `shardring_reconciles_total` counts the reconciles in between: that one
+//! and at most one timer's, where every update woke one before.
+//! Without a cluster it prints `SKIPPED: ...` and passes.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::json;
+use shardring_crds::ShardGroup;
+
+use crate::kit_group::{
+    GROUP, Running, TestResult, free_port, in_fresh_namespace, install, scrape_metrics,
+    shardring_run, wait_until,
+};
+
+const WAIT: Duration = Duration::from_secs(90);
+const IP: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1));
+const PODS: [&str; 2] = ["c-0", "c-1"];
+/// Pod updates that change nothing read, sent in the window.
+const UPDATES: usize = 10;
+
+#[tokio::test]
+async fn pod_updates_that_change_nothing_read_wake_no_reconcile() {
+    in_fresh_namespace("pod-wakes", "pod-wakes", scenario).await;
+}
+
+async fn scenario(client: &Client, namespace: &str) -> TestResult {
+    install(client, namespace, 4, "30s", &PODS, IP).await?;
+    let metrics_port = free_port()?;
+    let _operator = Running(
+        shardring_run(client, namespace, "operator-0", None)
+            .await?
+            .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
+            .args(["--endpoint-addr", "127.0.0.1:0"])
+            .spawn()?,
+    );
+    let groups = Api::<ShardGroup>::namespaced(client.clone(), namespace);
+    let before = reconciled_spec(&groups, metrics_port, "31s").await?;
+
+    let pods = Api::<Pod>::namespaced(client.clone(), namespace);
+    for i in 0..UPDATES {
+        let pod = PODS[i % PODS.len()];
+        if i % 2 == 0 {
+            // Another tool's annotation (shardring keeps only its own).
+            let patch =
+                json!({ "metadata": { "annotations": { "example.com/probe": i.to_string() } } });
+            pods.patch(pod, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+        } else {
+            // A readiness gate's condition, merged by type beside Ready.
+            let status = if i % 4 == 1 { "True" } else { "False" };
+            let patch = json!({ "status": { "conditions": [
+                { "type": "example.com/Gate", "status": status }
+            ] } });
+            pods.patch_status(pod, &PatchParams::default(), &Patch::Strategic(&patch))
+                .await?;
+        }
+    }
+
+    let after = reconciled_spec(&groups, metrics_port, "32s").await?;
+    let woken = after - before;
+    println!(
+        "pod wakes: {UPDATES} pod updates that change nothing read, {woken} reconciles (the spec change's included)"
+    );
+    assert!(
+        woken <= 2.0,
+        "{UPDATES} pod updates that change nothing a decision reads woke {woken} reconciles; \
+         want the spec change's own and at most one timer's"
+    );
+    Ok(())
+}
+
+/// Sets the group's drain timeout to `drain` (a new generation), waits
+/// until a reconcile has published its document and seen that generation
+/// (its status says so), and returns the operator's reconciles so far
+/// (counted as each starts: that one included).
+async fn reconciled_spec(
+    groups: &Api<ShardGroup>,
+    metrics_port: u16,
+    drain: &str,
+) -> TestResult<f64> {
+    let patch = json!({ "spec": { "handoff": { "drainTimeout": drain } } });
+    let generation = groups
+        .patch(GROUP, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?
+        .metadata
+        .generation;
+    wait_until("the group's new spec reconciled", WAIT, || async {
+        let group = groups.get(GROUP).await.map_err(|e| e.to_string())?;
+        let status = group.status.unwrap_or_default();
+        if status.observed_generation == generation && status.epoch > 0 {
+            Ok(())
+        } else {
+            Err(format!(
+                "observedGeneration {:?} of {generation:?}, epoch {}",
+                status.observed_generation, status.epoch
+            ))
+        }
+    })
+    .await?;
+    let text = scrape_metrics(metrics_port)?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("shardring_reconciles_total "))
+        .and_then(|n| n.trim().parse().ok())
+        .ok_or_else(|| format!("no shardring_reconciles_total in /metrics:\n{text}").into())
+}
