@@ -52,6 +52,11 @@ pub struct PoolNotes {
     /// period after convergence (a pod outside the band beyond its noise
     /// for the confirmation).
     pub measured_documents_at_rest: u64,
+    /// Band checks of groups balanced by throughput (in pool mode or
+    /// alone; each group is checked once quiet and again after the rest
+    /// period) let pass with pods outside the band because no placement
+    /// of their loads meets it ([`crate::band_reachable`]).
+    pub band_unreachable: u64,
 }
 
 impl PoolNotes {
@@ -62,5 +67,6 @@ impl PoolNotes {
         self.new_leader_standby_rewrites += other.new_leader_standby_rewrites;
         self.measured_statuses_at_rest += other.measured_statuses_at_rest;
         self.measured_documents_at_rest += other.measured_documents_at_rest;
+        self.band_unreachable += other.band_unreachable;
     }
 }

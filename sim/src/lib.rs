@@ -50,6 +50,7 @@
 use shardring_crds as crds;
 use shardring_engine as engine;
 
+pub mod band_reachable;
 mod counts;
 pub mod explore;
 mod inject;

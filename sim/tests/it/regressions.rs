@@ -68,6 +68,11 @@
 //!   30006413 (two readers, no lease table): a pod whose annotation never
 //!   showed its revoke was force-deleted during a relist, and its drain
 //!   counted from the revoke, not from when it could have left.
+//!
+//! And seeds whose loads no placement fits within the band (the check let
+//! them pass only since it asks `band_reachable` first): 962984958 (six
+//! pods, twelve shards of 180–1,458 kB/s, a pod at 0.80 of its share) and
+//! 210002183 (a pod at 0.86).
 
 use shardring_sim::{self as sim, SimConfig};
 
@@ -108,5 +113,18 @@ fn pool_seeds_fresh_ranges_found_keep_every_invariant() {
     ] {
         let outcome = sim::run_pool_load_seed(seed, SimConfig::default());
         assert_eq!(outcome.violation, None, "pool throughput seed {seed}");
+    }
+}
+
+#[test]
+fn seeds_whose_loads_fit_no_placement_within_the_band_pass_and_say_so() {
+    for seed in [962984958, 210002183] {
+        let outcome = sim::run_pool_load_seed(seed, SimConfig::default());
+        assert_eq!(outcome.violation, None, "pool throughput seed {seed}");
+        assert!(
+            outcome.pool.band_unreachable > 0,
+            "seed {seed} passed without its band found unreachable: {:?}",
+            outcome.pool
+        );
     }
 }
