@@ -286,7 +286,7 @@ impl Apply for Reconcile<'_> {
             .stores
             .config_maps
             .get(&ObjectRef::new(&self.group.config_map_name()).within(&namespace));
-        let version = apply::publish_document(
+        let published = apply::publish_document(
             &self.ctx.client,
             self.group,
             write.encoded.clone(),
@@ -295,6 +295,11 @@ impl Apply for Reconcile<'_> {
             &self.ctx.writes.own,
         )
         .await?;
+        if published.changed_meanwhile {
+            // The watch's wake-up for that change was held for the write.
+            self.ctx.pools.requests().request(&GroupKey::of(self.group));
+        }
+        let version = published.version;
         self.ctx.metrics.write("configmap");
         if let Some(ticket) = &self.pool_ticket {
             self.ctx.pools.document_out(ticket);

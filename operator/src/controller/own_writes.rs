@@ -13,6 +13,15 @@
 //! still going out. The caches apply the echo as any event; only the
 //! wake-up is skipped (see `triggers`).
 //!
+//! The watch can beat the write's answer: the echo then arrives before its
+//! version is known, and it woke a reconcile that decides nothing new (at
+//! 20,000 shards a whole plan, seen after most first publishes on the real
+//! API server). So a write is announced before it is sent
+//! ([`OwnWrites::begin`]); an event of the object that arrives while a
+//! write to it is on its way is held ([`OwnWrites::holds_while_in_flight`])
+//! and judged when the write's answer is in ([`Flight::land`]): the echo
+//! is spent, anything else asks its caller to wake the group after all.
+//!
 //! One object can have several own writes whose echoes are still to come:
 //! the groups of a pool reconcile at once, and each writes its annotation
 //! on the pod that joined. Every such version is remembered, not only the
@@ -55,6 +64,56 @@ const ECHO_DUE: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone, Default)]
 pub struct OwnWrites {
     versions: Arc<Mutex<HashMap<Key, Pending>>>,
+    /// Writes sent and not yet answered, by object.
+    in_flight: Arc<Mutex<HashMap<Key, InFlight>>>,
+}
+
+/// The writes to one object on their way, and the versions of its events
+/// that arrived meanwhile (held until the last of those writes lands).
+#[derive(Debug, Default)]
+struct InFlight {
+    writes: usize,
+    arrived: Vec<String>,
+}
+
+/// A write on its way ([`OwnWrites::begin`]). Dropped without
+/// [`Flight::land`] (the write failed), the events it held are let go
+/// unjudged: the failed write's reconcile is retried, and that retry
+/// reads them.
+#[derive(Debug)]
+#[must_use = "a write's flight ends with its answer (`land`)"]
+pub(crate) struct Flight {
+    own: OwnWrites,
+    key: Key,
+    landed: bool,
+}
+
+impl Flight {
+    /// The write was answered with `written` (`None`: stored otherwise
+    /// than sent, so no echo of it is known). Whether an event of the
+    /// object held while it was on its way was not its echo: a change by
+    /// someone else, for which the caller must wake the group.
+    pub(crate) fn land<K: Resource<DynamicType = ()>>(mut self, written: Option<&K>) -> bool {
+        if let Some(written) = written {
+            self.own.record(written);
+        }
+        self.landed = true;
+        // Judge each (an echo spends its entry), then say whether any was
+        // someone else's.
+        let mut changed = false;
+        for version in self.own.end_flight(&self.key) {
+            changed |= !self.own.spend(&self.key, &version);
+        }
+        changed
+    }
+}
+
+impl Drop for Flight {
+    fn drop(&mut self) {
+        if !self.landed {
+            self.own.end_flight(&self.key);
+        }
+    }
 }
 
 impl OwnWrites {
@@ -77,18 +136,73 @@ impl OwnWrites {
         let (Some(key), Some(version)) = (key_of(object), object.resource_version()) else {
             return false;
         };
+        self.spend(&key, &version)
+    }
+
+    /// [`Self::is_echo`] of `key` at `version`.
+    fn spend(&self, key: &Key, version: &str) -> bool {
         let mut versions = self.versions.lock();
-        let Some(pending) = versions.get_mut(&key) else {
+        let Some(pending) = versions.get_mut(key) else {
             return false;
         };
-        let Some(at) = pending.iter().position(|(v, _)| *v == version) else {
+        let Some(at) = pending.iter().position(|(v, _)| v == version) else {
             return false;
         };
         pending.drain(..=at);
         if pending.is_empty() {
-            versions.remove(&key);
+            versions.remove(key);
         }
         true
+    }
+
+    /// Announces a write to the `K` named `name` in `namespace`, before it
+    /// is sent: its object's events are held until it lands.
+    pub(crate) fn begin<K: Resource<DynamicType = ()>>(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Flight {
+        let key = (
+            K::kind(&()).into_owned(),
+            namespace.to_owned(),
+            name.to_owned(),
+        );
+        self.in_flight.lock().entry(key.clone()).or_default().writes += 1;
+        Flight {
+            own: self.clone(),
+            key,
+            landed: false,
+        }
+    }
+
+    /// Whether `object`'s event is held for a write to it on its way (it
+    /// is judged when that write lands): asked of an event that is no
+    /// known echo.
+    pub(crate) fn holds_while_in_flight<K: Resource<DynamicType = ()>>(&self, object: &K) -> bool {
+        let (Some(key), Some(version)) = (key_of(object), object.resource_version()) else {
+            return false;
+        };
+        match self.in_flight.lock().get_mut(&key) {
+            Some(flight) => {
+                flight.arrived.push(version);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// One write to `key` landed (or failed): the events held for it, when
+    /// it was the last on its way.
+    fn end_flight(&self, key: &Key) -> Vec<String> {
+        let mut in_flight = self.in_flight.lock();
+        let Some(flight) = in_flight.get_mut(key) else {
+            return Vec::new();
+        };
+        flight.writes -= 1;
+        if flight.writes > 0 {
+            return Vec::new();
+        }
+        in_flight.remove(key).map(|f| f.arrived).unwrap_or_default()
     }
 
     /// Whether a write to the `K` named `name` in `namespace` made in the
@@ -177,6 +291,68 @@ mod tests {
             metadata: meta(name, version),
             ..Default::default()
         }
+    }
+
+    fn config_map(version: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: meta("doc", version),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn an_echo_that_beats_its_answer_is_held_and_spent_when_the_write_lands() {
+        let own = OwnWrites::default();
+        let flight = own.begin::<ConfigMap>("ns", "doc");
+        // The watch delivers version 5 before the write's answer is in.
+        assert!(!own.is_echo(&config_map("5")));
+        assert!(own.holds_while_in_flight(&config_map("5")));
+        // Another object's event is not held.
+        assert!(!own.holds_while_in_flight(&pod("doc", "5")));
+        assert!(
+            !flight.land(Some(&config_map("5"))),
+            "its own echo: no wake"
+        );
+        assert_eq!(own.pending(), 0, "the echo was spent");
+        assert!(
+            !own.holds_while_in_flight(&config_map("6")),
+            "no flight left"
+        );
+    }
+
+    #[test]
+    fn a_change_held_during_a_write_asks_for_the_wake_it_was_held_from() {
+        let own = OwnWrites::default();
+        let flight = own.begin::<ConfigMap>("ns", "doc");
+        // Someone else's change lands just before the write.
+        assert!(own.holds_while_in_flight(&config_map("4")));
+        assert!(flight.land(Some(&config_map("5"))));
+        // The write's own echo is still to come, and is one.
+        assert!(own.is_echo(&config_map("5")));
+        // Stored otherwise than sent: nothing held is taken for its echo.
+        let flight = own.begin::<ConfigMap>("ns", "doc");
+        assert!(own.holds_while_in_flight(&config_map("7")));
+        assert!(flight.land::<ConfigMap>(None));
+    }
+
+    #[test]
+    fn a_failed_write_lets_what_it_held_go_and_ends_its_flight() {
+        let own = OwnWrites::default();
+        let first = own.begin::<ConfigMap>("ns", "doc");
+        let second = own.begin::<ConfigMap>("ns", "doc");
+        assert!(own.holds_while_in_flight(&config_map("4")));
+        drop(first);
+        // Still held while the other write is on its way; it judges them.
+        assert!(own.holds_while_in_flight(&config_map("5")));
+        assert!(second.land(Some(&config_map("5"))), "4 was not its echo");
+        let failed = own.begin::<ConfigMap>("ns", "doc");
+        assert!(own.holds_while_in_flight(&config_map("8")));
+        drop(failed);
+        assert!(
+            !own.holds_while_in_flight(&config_map("9")),
+            "no flight left"
+        );
+        assert_eq!(own.pending(), 0);
     }
 
     #[test]

@@ -323,7 +323,7 @@ fn config_map_watch(
             .filter(move |event| {
                 ready(
                     !triggers::known_document_update(&known, event)
-                        && !triggers::own_write_echo(&own_writes, event),
+                        && !triggers::own_write_echo_or_held(&own_writes, event),
                 )
             })
             .touched_objects();

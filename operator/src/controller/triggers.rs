@@ -86,6 +86,20 @@ pub(crate) fn known_document_update(
     matches!(event, Ok(watcher::Event::Apply(cm)) if documents.knows(cm))
 }
 
+/// Whether `event` is the echo of the operator's own write to the
+/// document's ConfigMap, or an event of it held while such a write is on
+/// its way (judged when that write lands, see [`OwnWrites::begin`]):
+/// either wakes no reconcile now. A deletion forgets the object's writes.
+pub(crate) fn own_write_echo_or_held(
+    own: &OwnWrites,
+    event: &Result<watcher::Event<ConfigMap>, watcher::Error>,
+) -> bool {
+    match event {
+        Ok(watcher::Event::Apply(cm)) => own.is_echo(cm) || own.holds_while_in_flight(cm),
+        _ => own_write_echo(own, event),
+    }
+}
+
 /// Whether `event` is the echo of the operator's own write (to a pod or the
 /// document's ConfigMap), which wakes no reconcile. A deletion forgets the
 /// object's last write.
