@@ -134,6 +134,20 @@ pub(crate) async fn shardring_run(
     Ok(command)
 }
 
+/// [`shardring_run`] started as `operator-0` with its metrics on a free
+/// loopback port and its endpoint on another; the process and that port.
+pub(crate) async fn start_operator(client: &Client, namespace: &str) -> TestResult<(Running, u16)> {
+    let metrics_port = free_port()?;
+    let operator = Running(
+        shardring_run(client, namespace, "operator-0", None)
+            .await?
+            .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
+            .args(["--endpoint-addr", "127.0.0.1:0"])
+            .spawn()?,
+    );
+    Ok((operator, metrics_port))
+}
+
 /// The leader Lease of [`shardring_run`]'s operator for `namespace`: its
 /// name and namespace (the operator's home, see [`operator_home`]).
 pub(crate) fn lease_of(namespace: &str) -> TestResult<(String, String)> {

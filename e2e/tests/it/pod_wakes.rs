@@ -19,8 +19,7 @@ use serde_json::json;
 use shardring_crds::ShardGroup;
 
 use crate::kit_group::{
-    GROUP, Running, TestResult, free_port, in_fresh_namespace, install, scrape_metrics,
-    shardring_run, wait_until,
+    GROUP, TestResult, in_fresh_namespace, install, scrape_metrics, start_operator, wait_until,
 };
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -36,14 +35,7 @@ async fn pod_updates_that_change_nothing_read_wake_no_reconcile() {
 
 async fn scenario(client: &Client, namespace: &str) -> TestResult {
     install(client, namespace, 4, "30s", &PODS, IP).await?;
-    let metrics_port = free_port()?;
-    let _operator = Running(
-        shardring_run(client, namespace, "operator-0", None)
-            .await?
-            .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
-            .args(["--endpoint-addr", "127.0.0.1:0"])
-            .spawn()?,
-    );
+    let (_operator, metrics_port) = start_operator(client, namespace).await?;
     let groups = Api::<ShardGroup>::namespaced(client.clone(), namespace);
     // Twice: the first spec change may be seen by the first publish itself,
     // whose own wake-ups (its annotations' echoes) trail it.

@@ -25,8 +25,8 @@ use shardring_e2e::namespace::{apply_crds, create_namespace};
 use shardring_e2e::published::assignment_document;
 
 use crate::kit_group::{
-    Running, TestResult, free_port, in_fresh_namespace, ready_pod, scrape_metrics, shardring_run,
-    wait_until, watch_owners_of,
+    Running, TestResult, in_fresh_namespace, ready_pod, scrape_metrics, start_operator, wait_until,
+    watch_owners_of,
 };
 
 /// A pool's shape: its groups, each group's partitions, its pods.
@@ -129,19 +129,6 @@ async fn install(
             .await?;
     }
     start_operator(client, namespace).await
-}
-
-/// `shardring run` for the namespace; its metrics port.
-async fn start_operator(client: &Client, namespace: &str) -> TestResult<(Running, u16)> {
-    let metrics_port = free_port()?;
-    let operator = Running(
-        shardring_run(client, namespace, "operator-0", None)
-            .await?
-            .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
-            .args(["--endpoint-addr", "127.0.0.1:0"])
-            .spawn()?,
-    );
-    Ok((operator, metrics_port))
 }
 
 /// Each group's document ConfigMap and its resourceVersion.

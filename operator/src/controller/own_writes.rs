@@ -162,11 +162,7 @@ impl OwnWrites {
         namespace: &str,
         name: &str,
     ) -> Flight {
-        let key = (
-            K::kind(&()).into_owned(),
-            namespace.to_owned(),
-            name.to_owned(),
-        );
+        let key = key_named::<K>(namespace, name);
         self.in_flight.lock().entry(key.clone()).or_default().writes += 1;
         Flight {
             own: self.clone(),
@@ -219,11 +215,7 @@ impl OwnWrites {
         namespace: &str,
         name: &str,
     ) -> Option<Duration> {
-        let key = (
-            K::kind(&()).into_owned(),
-            namespace.to_owned(),
-            name.to_owned(),
-        );
+        let key = key_named::<K>(namespace, name);
         self.versions
             .lock()
             .get(&key)
@@ -240,11 +232,7 @@ impl OwnWrites {
         namespace: &str,
         name: &str,
     ) -> bool {
-        let key = (
-            K::kind(&()).into_owned(),
-            namespace.to_owned(),
-            name.to_owned(),
-        );
+        let key = key_named::<K>(namespace, name);
         self.versions.lock().contains_key(&key)
     }
 
@@ -260,6 +248,14 @@ impl OwnWrites {
     fn pending(&self) -> usize {
         self.versions.lock().values().map(VecDeque::len).sum()
     }
+}
+
+fn key_named<K: Resource<DynamicType = ()>>(namespace: &str, name: &str) -> Key {
+    (
+        K::kind(&()).into_owned(),
+        namespace.to_owned(),
+        name.to_owned(),
+    )
 }
 
 fn key_of<K: Resource<DynamicType = ()>>(object: &K) -> Option<Key> {
