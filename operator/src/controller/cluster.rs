@@ -286,20 +286,20 @@ impl Apply for Reconcile<'_> {
             .stores
             .config_maps
             .get(&ObjectRef::new(&self.group.config_map_name()).within(&namespace));
-        let published = apply::publish_document(
+        // The wake-up for another change of the ConfigMap that the watch
+        // delivers while the write is on its way (held for the write).
+        let requests = self.ctx.pools.requests().clone();
+        let key = GroupKey::of(self.group);
+        let version = apply::publish_document(
             &self.ctx.client,
             self.group,
             write.encoded.clone(),
             base,
             observed.as_deref(),
             &self.ctx.writes.own,
+            move || requests.request(&key),
         )
         .await?;
-        if published.changed_meanwhile {
-            // The watch's wake-up for that change was held for the write.
-            self.ctx.pools.requests().request(&GroupKey::of(self.group));
-        }
-        let version = published.version;
         self.ctx.metrics.write("configmap");
         if let Some(ticket) = &self.pool_ticket {
             self.ctx.pools.document_out(ticket);

@@ -20,7 +20,8 @@
 //! ([`OwnWrites::begin`]); an event of the object that arrives while a
 //! write to it is on its way is held ([`OwnWrites::holds_while_in_flight`])
 //! and judged when the write's answer is in ([`Flight::land`]): the echo
-//! is spent, anything else asks its caller to wake the group after all.
+//! is spent, anything else wakes the group after all (so does a write
+//! that failed, for everything it held).
 //!
 //! One object can have several own writes whose echoes are still to come:
 //! the groups of a pool reconcile at once, and each writes its annotation
@@ -76,33 +77,49 @@ struct InFlight {
     arrived: Vec<String>,
 }
 
-/// A write on its way ([`OwnWrites::begin`]). Dropped without
-/// [`Flight::land`] (the write failed), the events it held are let go
-/// unjudged: the failed write's reconcile is retried, and that retry
-/// reads them.
-#[derive(Debug)]
+/// A write on its way ([`OwnWrites::begin`]), with what wakes the group
+/// when an event it held turns out to be someone else's change. Dropped
+/// without [`Flight::land`] (the write failed, or its reconcile was
+/// dropped), every event it held counts as such a change.
 #[must_use = "a write's flight ends with its answer (`land`)"]
 pub(crate) struct Flight {
     own: OwnWrites,
     key: Key,
-    landed: bool,
+    wake: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl std::fmt::Debug for Flight {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Flight")
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Flight {
     /// The write was answered with `written` (`None`: stored otherwise
-    /// than sent, so no echo of it is known). Whether an event of the
-    /// object held while it was on its way was not its echo: a change by
-    /// someone else, for which the caller must wake the group.
+    /// than sent, so no echo of it is known). Each event of the object held
+    /// while it was on its way is judged: its echo is spent, and anything
+    /// else wakes the group (once). Whether it did.
     pub(crate) fn land<K: Resource<DynamicType = ()>>(mut self, written: Option<&K>) -> bool {
         if let Some(written) = written {
             self.own.record(written);
         }
-        self.landed = true;
-        // Judge each (an echo spends its entry), then say whether any was
-        // someone else's.
+        self.end()
+    }
+
+    /// Ends the flight: judges what it held and wakes the group when any
+    /// of it was not an echo; whether it did.
+    fn end(&mut self) -> bool {
+        let Some(wake) = self.wake.take() else {
+            return false;
+        };
         let mut changed = false;
         for version in self.own.end_flight(&self.key) {
             changed |= !self.own.spend(&self.key, &version);
+        }
+        if changed {
+            wake();
         }
         changed
     }
@@ -110,9 +127,7 @@ impl Flight {
 
 impl Drop for Flight {
     fn drop(&mut self) {
-        if !self.landed {
-            self.own.end_flight(&self.key);
-        }
+        self.end();
     }
 }
 
@@ -156,18 +171,20 @@ impl OwnWrites {
     }
 
     /// Announces a write to the `K` named `name` in `namespace`, before it
-    /// is sent: its object's events are held until it lands.
+    /// is sent: its object's events are held until it lands, and `wake`
+    /// wakes the group then if one of them was someone else's change.
     pub(crate) fn begin<K: Resource<DynamicType = ()>>(
         &self,
         namespace: &str,
         name: &str,
+        wake: impl FnOnce() + Send + 'static,
     ) -> Flight {
         let key = key_named::<K>(namespace, name);
         self.in_flight.lock().entry(key.clone()).or_default().writes += 1;
         Flight {
             own: self.clone(),
             key,
-            landed: false,
+            wake: Some(Box::new(wake)),
         }
     }
 
@@ -296,19 +313,32 @@ mod tests {
         }
     }
 
+    /// A write to ConfigMap `doc` begun on `own`, and how many times it
+    /// woke the group.
+    fn begin(own: &OwnWrites) -> (Flight, Arc<std::sync::atomic::AtomicUsize>) {
+        let woken = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = Arc::clone(&woken);
+        let flight = own.begin::<ConfigMap>("ns", "doc", move || {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        });
+        (flight, woken)
+    }
+
+    fn times(woken: &std::sync::atomic::AtomicUsize) -> usize {
+        woken.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     #[test]
     fn an_echo_that_beats_its_answer_is_held_and_spent_when_the_write_lands() {
         let own = OwnWrites::default();
-        let flight = own.begin::<ConfigMap>("ns", "doc");
+        let (flight, woken) = begin(&own);
         // The watch delivers version 5 before the write's answer is in.
         assert!(!own.is_echo(&config_map("5")));
         assert!(own.holds_while_in_flight(&config_map("5")));
         // Another object's event is not held.
         assert!(!own.holds_while_in_flight(&pod("doc", "5")));
-        assert!(
-            !flight.land(Some(&config_map("5"))),
-            "its own echo: no wake"
-        );
+        assert!(!flight.land(Some(&config_map("5"))), "its own echo");
+        assert_eq!(times(&woken), 0);
         assert_eq!(own.pending(), 0, "the echo was spent");
         assert!(
             !own.holds_while_in_flight(&config_map("6")),
@@ -317,33 +347,42 @@ mod tests {
     }
 
     #[test]
-    fn a_change_held_during_a_write_asks_for_the_wake_it_was_held_from() {
+    fn a_change_held_during_a_write_wakes_the_group_when_it_lands() {
         let own = OwnWrites::default();
-        let flight = own.begin::<ConfigMap>("ns", "doc");
-        // Someone else's change lands just before the write.
+        let (flight, woken) = begin(&own);
+        // Someone else's change lands just before the write, and its echo.
         assert!(own.holds_while_in_flight(&config_map("4")));
+        assert!(own.holds_while_in_flight(&config_map("5")));
         assert!(flight.land(Some(&config_map("5"))));
-        // The write's own echo is still to come, and is one.
-        assert!(own.is_echo(&config_map("5")));
+        assert_eq!(times(&woken), 1, "once, for all it held");
+        assert_eq!(own.pending(), 0, "the echo among them was spent");
         // Stored otherwise than sent: nothing held is taken for its echo.
-        let flight = own.begin::<ConfigMap>("ns", "doc");
+        let (flight, woken) = begin(&own);
         assert!(own.holds_while_in_flight(&config_map("7")));
         assert!(flight.land::<ConfigMap>(None));
+        assert_eq!(times(&woken), 1);
+        // Nothing held: nothing to wake for.
+        let (flight, woken) = begin(&own);
+        assert!(!flight.land(Some(&config_map("9"))));
+        assert_eq!(times(&woken), 0);
     }
 
     #[test]
-    fn a_failed_write_lets_what_it_held_go_and_ends_its_flight() {
+    fn a_failed_write_wakes_the_group_for_what_it_held_and_ends_its_flight() {
         let own = OwnWrites::default();
-        let first = own.begin::<ConfigMap>("ns", "doc");
-        let second = own.begin::<ConfigMap>("ns", "doc");
+        let (first, first_woken) = begin(&own);
+        let (second, second_woken) = begin(&own);
         assert!(own.holds_while_in_flight(&config_map("4")));
         drop(first);
         // Still held while the other write is on its way; it judges them.
+        assert_eq!(times(&first_woken), 0);
         assert!(own.holds_while_in_flight(&config_map("5")));
         assert!(second.land(Some(&config_map("5"))), "4 was not its echo");
-        let failed = own.begin::<ConfigMap>("ns", "doc");
+        assert_eq!(times(&second_woken), 1);
+        let (failed, woken) = begin(&own);
         assert!(own.holds_while_in_flight(&config_map("8")));
         drop(failed);
+        assert_eq!(times(&woken), 1, "the failed write held a change");
         assert!(
             !own.holds_while_in_flight(&config_map("9")),
             "no flight left"

@@ -120,23 +120,17 @@ fn merged<V: Clone>(
     (!all.is_empty()).then_some(all)
 }
 
-/// What [`publish_document`] left.
-#[derive(Debug)]
-pub(crate) struct DocumentPublished {
-    /// The resourceVersion at which the API server stores exactly the
-    /// document sent (`None` when the stored content differs from it).
-    pub(crate) version: Option<String>,
-    /// An event of the ConfigMap held while the write was on its way was
-    /// someone else's change: the group must be woken for it.
-    pub(crate) changed_meanwhile: bool,
-}
-
 /// Publishes the document's ConfigMap, conditioned on `published`: a create
 /// when no ConfigMap was observed, else an update of `observed` carrying its
 /// resourceVersion. A 409 (or a 404 on the update) is
-/// [`ApplyError::ConfigMapConflict`]. The write is announced to `own`
-/// before it is sent, so its echo wakes nothing even when the watch
-/// delivers it before the answer.
+/// [`ApplyError::ConfigMapConflict`]. Returns the resourceVersion at which
+/// the API server stores exactly the document sent (`None` when the stored
+/// content differs from it).
+///
+/// The write is announced to `own` before it is sent, so its echo wakes
+/// nothing even when the watch delivers it before the answer; `wake` wakes
+/// the group for any other change of the ConfigMap the watch delivered
+/// meanwhile (see [`OwnWrites::begin`]).
 pub(crate) async fn publish_document(
     client: &Client,
     group: &ShardGroup,
@@ -144,7 +138,8 @@ pub(crate) async fn publish_document(
     published: &PublishedVersion,
     observed: Option<&ConfigMap>,
     own: &OwnWrites,
-) -> Result<DocumentPublished, ApplyError> {
+    wake: impl FnOnce() + Send + 'static,
+) -> Result<Option<String>, ApplyError> {
     let cm = encoded_config_map(group, encoded)?;
     let name = group.config_map_name();
     let api: Api<ConfigMap> =
@@ -153,7 +148,7 @@ pub(crate) async fn publish_document(
         field_manager: Some(MANAGER.into()),
         ..Default::default()
     };
-    let flight = own.begin::<ConfigMap>(&group.namespace().unwrap_or_default(), &name);
+    let flight = own.begin::<ConfigMap>(&group.namespace().unwrap_or_default(), &name, wake);
     let (sent, written) = match published {
         PublishedVersion::Absent => {
             let written = api.create(&params, &cm).await;
@@ -183,11 +178,8 @@ pub(crate) async fn publish_document(
     })?;
     let version = stored_as_sent(&sent, &written);
     // Its echo is what this reconcile wrote: no need to wake for it.
-    let changed_meanwhile = flight.land(version.is_some().then_some(&written));
-    Ok(DocumentPublished {
-        version,
-        changed_meanwhile,
-    })
+    flight.land(version.is_some().then_some(&written));
+    Ok(version)
 }
 
 /// The resourceVersion of `written` when its data keys hold exactly what
