@@ -134,18 +134,19 @@ impl Sim {
             .out_of_band_since
             .map_or(0, |t| self.world.now - sim_ms(t));
         let acts_within = CONFIRM_MS + DAMPING_MS + self.world.rules.max_refresh;
-        if outside_for > acts_within && self.band_reachable(g) == Some(false) {
+        if outside_for <= acts_within {
+            return;
+        }
+        if self.band_reachable(g) == Some(false) {
             // No placement of these loads meets the band: a pod is outside
             // for good whatever the plan does (see `band_reachable`).
             self.pool_notes.band_unreachable += 1;
             return;
         }
-        if outside_for > acts_within {
-            self.world.violate(format!(
-                "quiet: {label}{} pods outside the band for {outside_for} ms (load ÷ fair share {:?})",
-                throughput.out_of_band_pods, throughput.spread
-            ));
-        }
+        self.world.violate(format!(
+            "quiet: {label}{} pods outside the band for {outside_for} ms (load ÷ fair share {:?})",
+            throughput.out_of_band_pods, throughput.spread
+        ));
     }
 
     /// Whether any placement of the true loads of the throughput groups'
@@ -153,20 +154,13 @@ impl Sim {
     /// cannot tell).
     fn band_reachable(&self, g: usize) -> Option<bool> {
         let loads = self.world.loads.as_ref()?;
-        let mut rates = Vec::new();
-        for s in self.world.stream.iter() {
-            if !loads.reporting.contains(&s.group) {
-                continue;
-            }
-            // Readable as the quiet check counts them (`active_per_pod`).
-            let lease_table = self.world.sources[s.group].lease_table;
-            if lease_table
-                && (self.world.complete(&s.id) || !s.parents.iter().all(|p| self.world.complete(p)))
-            {
-                continue;
-            }
-            rates.push(*loads.rates.get(&s.id)?);
-        }
+        let rates = self
+            .world
+            .stream
+            .iter()
+            .filter(|s| loads.reporting.contains(&s.group) && self.world.to_be_read(s))
+            .map(|s| loads.rates.get(&s.id).copied())
+            .collect::<Option<Vec<f64>>>()?;
         let band = f64::from(
             self.op.groups[g]
                 .shard_group

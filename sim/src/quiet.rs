@@ -44,17 +44,12 @@ impl Sim {
         let Some(doc) = &self.op.groups[g].doc else {
             return Err(format!("{label}no document after quiescence"));
         };
-        let lease_table = self.world.sources[g].lease_table;
         let mut loads: BTreeMap<String, u64> = self
             .eligible_since()
             .map(|(p, _)| (p.name.clone(), 0))
             .collect();
         for s in self.world.stream.iter().filter(|s| s.group == g) {
-            if lease_table && self.world.complete(&s.id) {
-                continue;
-            }
-            let parents_done = !lease_table || s.parents.iter().all(|p| self.world.complete(p));
-            if !parents_done {
+            if !self.world.to_be_read(s) {
                 continue;
             }
             let Some(r) = doc.shards.get(&s.id) else {

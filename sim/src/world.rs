@@ -343,6 +343,14 @@ impl World {
             .is_some_and(|l| l.checkpoint == Checkpoint::End)
     }
 
+    /// Whether `shard` is one a consumer must read once the system is
+    /// quiet: with a lease table, not read to its end and its parents read
+    /// to theirs; without one, every shard.
+    pub fn to_be_read(&self, shard: &StreamShard) -> bool {
+        !self.sources[shard.group].lease_table
+            || (!self.complete(&shard.id) && shard.parents.iter().all(|p| self.complete(p)))
+    }
+
     /// Lands the lease writes that are due (conditional on ownership).
     pub fn land_lease_writes(&mut self) {
         let now = self.now;
