@@ -250,6 +250,16 @@ pub(crate) fn scrape_metrics(port: u16) -> Result<String, String> {
     Ok(body.to_owned())
 }
 
+/// The operator's `shardring_reconciles_total` from its `/metrics` on
+/// loopback port `port` (reconciles started so far), or what went wrong.
+pub(crate) fn reconciles_total(port: u16) -> Result<f64, String> {
+    let text = scrape_metrics(port)?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("shardring_reconciles_total "))
+        .and_then(|n| n.trim().parse().ok())
+        .ok_or_else(|| format!("no shardring_reconciles_total in /metrics:\n{text}"))
+}
+
 /// Creates pod `name` labelled `app=<app>` and marks it Ready at `ip` since
 /// `since`; returns its uid.
 pub(crate) async fn ready_pod(

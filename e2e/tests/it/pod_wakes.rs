@@ -19,7 +19,7 @@ use serde_json::json;
 use shardring_crds::ShardGroup;
 
 use crate::kit_group::{
-    GROUP, TestResult, in_fresh_namespace, install, scrape_metrics, start_operator, wait_until,
+    GROUP, TestResult, in_fresh_namespace, install, reconciles_total, start_operator, wait_until,
 };
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -103,9 +103,5 @@ async fn reconciled_spec(
         }
     })
     .await?;
-    let text = scrape_metrics(metrics_port)?;
-    text.lines()
-        .find_map(|line| line.strip_prefix("shardring_reconciles_total "))
-        .and_then(|n| n.trim().parse().ok())
-        .ok_or_else(|| format!("no shardring_reconciles_total in /metrics:\n{text}").into())
+    Ok(reconciles_total(metrics_port)?)
 }

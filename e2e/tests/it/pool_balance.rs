@@ -25,8 +25,8 @@ use shardring_e2e::namespace::{apply_crds, create_namespace};
 use shardring_e2e::published::assignment_document;
 
 use crate::kit_group::{
-    Running, TestResult, in_fresh_namespace, ready_pod, scrape_metrics, start_operator, wait_until,
-    watch_owners_of,
+    Running, TestResult, in_fresh_namespace, ready_pod, reconciles_total, scrape_metrics,
+    start_operator, wait_until, watch_owners_of,
 };
 
 /// A pool's shape: its groups, each group's partitions, its pods.
@@ -196,12 +196,7 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
         "the new operator to reconcile every group",
         WAIT,
         || async {
-            let text = scrape_metrics(metrics_port)?;
-            let reconciles: f64 = text
-                .lines()
-                .find_map(|line| line.strip_prefix("shardring_reconciles_total "))
-                .and_then(|n| n.trim().parse().ok())
-                .unwrap_or(0.0);
+            let reconciles = reconciles_total(metrics_port)?;
             if reconciles >= TWENTY.groups as f64 {
                 Ok(())
             } else {
