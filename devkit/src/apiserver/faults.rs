@@ -46,6 +46,20 @@ struct FailRule {
 pub(crate) struct Knobs {
     pub list_delay: Duration,
     pub request_delay: Duration,
+    /// Requests (method, or any when empty; a path part) whose answer is
+    /// held this long after the request took effect.
+    pub answer_delays: Vec<(String, String, Duration)>,
+}
+
+impl Knobs {
+    /// How long the answer to `method` on `path` is held after it took
+    /// effect: the first matching rule's delay.
+    pub fn answer_delay(&self, method: &str, path: &str) -> Option<Duration> {
+        self.answer_delays
+            .iter()
+            .find(|(m, part, _)| (m.is_empty() || m == method) && path.contains(part.as_str()))
+            .map(|(_, _, delay)| *delay)
+    }
 }
 
 /// Faults, pacing and the request log.
@@ -74,6 +88,7 @@ impl Faults {
             knobs: Mutex::new(Knobs {
                 list_delay: options.list_delay,
                 request_delay: options.request_delay,
+                answer_delays: Vec::new(),
             }),
             rules: Mutex::new(Vec::new()),
             log: Mutex::new(VecDeque::new()),

@@ -139,10 +139,15 @@ async fn process(shared: &Arc<Shared>, req: Req) -> Response<Body> {
             "dryRun is not supported by the mock API server",
         ));
     }
-    match handlers::dispatch(shared, req).await {
+    let answer_delay = shared.faults.knobs().answer_delay(&req.method, &req.path);
+    let resp = match handlers::dispatch(shared, req).await {
         Ok(resp) => resp,
         Err(e) => error_response(&e),
+    };
+    if let Some(delay) = answer_delay {
+        tokio::time::sleep(delay).await;
     }
+    resp
 }
 
 /// Accepts connections until the task is aborted; dropping the task drops

@@ -226,6 +226,24 @@ impl MockApiServer {
         self.shared.faults.set_knobs(|k| k.request_delay = delay);
     }
 
+    /// Holds the answers to requests with method `method` (any when empty)
+    /// whose path contains `path_contains` for `delay` after each took
+    /// effect: the write is stored and its watch events go out at once,
+    /// so watches see it before its writer hears back (as a busy API
+    /// server often does). A later call for the same requests replaces the
+    /// delay; `Duration::ZERO` ends it.
+    pub fn delay_answers(&self, method: &str, path_contains: &str, delay: Duration) {
+        let method = method.to_ascii_uppercase();
+        self.shared.faults.set_knobs(|k| {
+            k.answer_delays
+                .retain(|(m, part, _)| !(*m == method && part == path_contains));
+            if !delay.is_zero() {
+                k.answer_delays
+                    .push((method.clone(), path_contains.to_owned(), delay));
+            }
+        });
+    }
+
     /// Answers the next `count` requests with method `method` (any when
     /// empty) whose path contains `path_contains` with `status_code` and a
     /// Status body.
