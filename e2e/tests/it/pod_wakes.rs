@@ -7,6 +7,11 @@
 //! (`observedGeneration`), open and close the window. The operator's
 //! `shardring_reconciles_total` counts the reconciles in between: that one
 //! and at most one timer's, where every update woke one before.
+//!
+//! The same count over publishes that rewrite both pods' annotations
+//! (standbys switched on and off): the echoes of the operator's own
+//! annotation writes wake nothing, also when the watch delivers one before
+//! the write's answer.
 //! Without a cluster it prints `SKIPPED: ...` and passes.
 
 use std::net::{IpAddr, Ipv4Addr};
@@ -28,17 +33,72 @@ const PODS: [&str; 2] = ["c-0", "c-1"];
 /// Pod updates that change nothing read, sent in the window.
 const UPDATES: usize = 10;
 
+/// Publishes that rewrite every pod's annotation, in the second test.
+const TOGGLES: usize = 6;
+
 #[tokio::test]
 async fn pod_updates_that_change_nothing_read_wake_no_reconcile() {
     in_fresh_namespace("pod-wakes", "pod-wakes", scenario).await;
+}
+
+#[tokio::test]
+async fn the_echoes_of_a_publish_s_annotation_writes_wake_no_reconcile() {
+    in_fresh_namespace("pod-echoes", "pod-echoes", echoes).await;
+}
+
+async fn echoes(client: &Client, namespace: &str) -> TestResult {
+    install(client, namespace, 4, "30s", &PODS, IP).await?;
+    let (_operator, metrics_port) = start_operator(client, namespace).await?;
+    let groups = Api::<ShardGroup>::namespaced(client.clone(), namespace);
+    reconciled_spec(&groups, metrics_port, "31s").await?;
+    let before = reconciled_spec(&groups, metrics_port, "32s").await?;
+    let pods = Api::<Pod>::namespaced(client.clone(), namespace);
+    for i in 0..TOGGLES {
+        let standbys = (i + 1) % 2;
+        let patch = json!({ "spec": { "standbys": standbys } });
+        groups
+            .patch(GROUP, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        // Published, and both pods' views written.
+        wait_until("both pods' views written", WAIT, || async {
+            for pod in PODS {
+                let pod = pods.get(pod).await.map_err(|e| e.to_string())?;
+                let view = pod
+                    .metadata
+                    .annotations
+                    .unwrap_or_default()
+                    .remove(&format!("assignment.shardring.io/{GROUP}"))
+                    .ok_or("no view")?;
+                let view: serde_json::Value =
+                    serde_json::from_str(&view).map_err(|e| e.to_string())?;
+                let backs_up = view["standby"].as_array().is_some_and(|s| !s.is_empty());
+                if backs_up != (standbys == 1) {
+                    return Err(format!("{view}"));
+                }
+            }
+            Ok(())
+        })
+        .await?;
+    }
+    let after = reconciled_spec(&groups, metrics_port, "33s").await?;
+    let woken = after - before;
+    println!(
+        "pod echoes: {TOGGLES} publishes that rewrote both pods' views, {woken} reconciles (the closing spec change's included)"
+    );
+    assert!(
+        woken <= (TOGGLES + 2) as f64,
+        "{TOGGLES} publishes woke {woken} reconciles; want one each, the closing spec change's \
+         and at most one timer's: the echoes of its own annotation writes woke the group"
+    );
+    Ok(())
 }
 
 async fn scenario(client: &Client, namespace: &str) -> TestResult {
     install(client, namespace, 4, "30s", &PODS, IP).await?;
     let (_operator, metrics_port) = start_operator(client, namespace).await?;
     let groups = Api::<ShardGroup>::namespaced(client.clone(), namespace);
-    // Twice: the first spec change may be seen by the first publish itself,
-    // whose own wake-ups (its annotations' echoes) trail it.
+    // Twice: the first spec change may be seen by the first publish's own
+    // reconciles (the finalizer's, the first publish's).
     reconciled_spec(&groups, metrics_port, "31s").await?;
     let before = reconciled_spec(&groups, metrics_port, "32s").await?;
 

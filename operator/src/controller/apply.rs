@@ -46,7 +46,7 @@ pub use document::{document_config_map, update_body};
 pub use error::ApplyError;
 pub use names::MANAGER;
 pub(crate) use names::{GROUP_LABEL, MANAGED_BY, MANAGED_BY_LABEL};
-pub use pod_writes::{DEFAULT_WRITE_CONCURRENCY, PodWrites, WriteLimit};
+pub use pod_writes::{DEFAULT_WRITE_CONCURRENCY, PodWakes, PodWrites, WriteLimit};
 
 /// Server-side applies `status` on the ShardGroup's status subresource.
 pub async fn patch_status(

@@ -20,6 +20,7 @@ use std::future::ready;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use futures::channel::mpsc::UnboundedReceiver;
 use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
@@ -138,7 +139,8 @@ pub async fn run_controller(
         .filter(move |event| ready(pool_changes.wakes(event)))
         .touched_objects();
 
-    let write_limit = super::apply::WriteLimit::new(config.write_concurrency);
+    let (pod_wakes, held_pods) = super::apply::PodWakes::channel();
+    let write_limit = super::apply::WriteLimit::new(config.write_concurrency, pod_wakes);
     let departed = observe::departed::DepartureMemory::default();
     let pod_events = pod_watch(
         &client,
@@ -147,6 +149,7 @@ pub async fn run_controller(
         &pods,
         &departed,
         write_limit.own.clone(),
+        held_pods,
     );
 
     let documents = DocumentCache::default();
@@ -258,7 +261,9 @@ async fn shutdown_before_listed(
 /// The pod watch: pods cached as records in `pods` (the [`PodRecords`]),
 /// every event fed to the memory of departed pods, and the changed pods
 /// mapped to their groups unless the event is the echo of the operator's
-/// own annotation write or left the pod's record as it was.
+/// own annotation write or left the pod's record as it was. An update that
+/// arrives while an annotation write to its pod is on its way is held; the
+/// write sends it back through `held` when it was not the write's echo.
 ///
 /// Why the second: kubelet writes a starting pod's status four to six
 /// times (scheduled, initialized, IP, containers started, Ready), and a
@@ -272,8 +277,10 @@ fn pod_watch(
     pods: &PodRecords,
     departed: &observe::departed::DepartureMemory,
     own_writes: OwnWrites,
+    held: UnboundedReceiver<(String, String)>,
 ) -> impl Stream<Item = Result<CachedPod, watcher::Error>> + Send + 'static {
     let records = pods.clone();
+    let wake_records = pods.clone();
     // Whether the event now passing changed its pod's record: set where the
     // cache applies it (before the departure memory and the sync tracker
     // see it, as they need), read by the filter below for the same event
@@ -284,7 +291,7 @@ fn pod_watch(
     // a list at "0" is served whole from the API server's watch cache,
     // whatever the limit, and thousands of full pods in one response are
     // most of the operator's peak memory.
-    scoped_watcher::<CachedPod>(client, scope, watcher::Config::default())
+    let watched = scoped_watcher::<CachedPod>(client, scope, watcher::Config::default())
         .inspect(move |event| {
             if let Ok(event) = event {
                 changed.store(records.apply_watcher_event(event), Ordering::Relaxed);
@@ -295,9 +302,40 @@ fn pod_watch(
         .filter(move |event| {
             // Asked of every event: an echo spends its entry in `own_writes`.
             let echo = triggers::own_write_echo(&own_writes, event);
-            ready(event.is_err() || (!echo && changed_at_filter.load(Ordering::Relaxed)))
+            ready(
+                event.is_err()
+                    || (!echo
+                        && changed_at_filter.load(Ordering::Relaxed)
+                        && !triggers::held_for_own_write(&own_writes, event)),
+            )
         })
-        .touched_objects()
+        .touched_objects();
+    // The pods whose held events were someone else's change, as the pod
+    // cache has them now: the mapping to groups reads only their
+    // namespace, labels and shardring's annotations.
+    let redelivered = held.filter_map(move |(namespace, name)| {
+        ready(
+            wake_records
+                .get(&namespace, &name)
+                .map(|record| Ok(record_as_pod(&namespace, record))),
+        )
+    });
+    futures::stream::select(watched, redelivered)
+}
+
+/// A pod of the pod cache as the pod trigger's mapping to groups reads it.
+fn record_as_pod(namespace: &str, record: shardring_core::group_state::PodRecord) -> CachedPod {
+    CachedPod {
+        metadata: kube::api::ObjectMeta {
+            namespace: Some(namespace.to_owned()),
+            name: Some(record.name),
+            uid: Some(record.uid).filter(|uid| !uid.is_empty()),
+            labels: Some((*record.labels).clone()),
+            annotations: Some(record.annotations.into_iter().collect()),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
 }
 
 /// The watch of the ConfigMaps shardring manages: an update whose document

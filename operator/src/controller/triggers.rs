@@ -26,7 +26,10 @@
 //! * a pod wakes its groups unless it is the echo of the operator's own
 //!   annotation write: at exactly the version that write produced
 //!   ([`OwnWrites`]); the same holds for the document's ConfigMap, whose
-//!   echo can arrive before the written document is in the cache. A deleted
+//!   echo can arrive before the written document is in the cache. An
+//!   update that arrives while a write to its object is on its way is held
+//!   until the write's answer tells whether it was the echo (the watch can
+//!   beat the answer); one that was not wakes the groups then. A deleted
 //!   object always wakes them;
 //! * nor does a pod update that leaves the pod's record in the cache as it
 //!   was ([`PodRecords::apply_watcher_event`]): kubelet's status writes
@@ -94,10 +97,17 @@ pub(crate) fn own_write_echo_or_held(
     own: &OwnWrites,
     event: &Result<watcher::Event<ConfigMap>, watcher::Error>,
 ) -> bool {
-    match event {
-        Ok(watcher::Event::Apply(cm)) => own.is_echo(cm) || own.holds_while_in_flight(cm),
-        _ => own_write_echo(own, event),
-    }
+    own_write_echo(own, event) || held_for_own_write(own, event)
+}
+
+/// Whether `event` updates an object that one of the operator's writes is
+/// on its way to, and so is held until that write lands (see
+/// [`OwnWrites::begin`]): asked after [`own_write_echo`] said no.
+pub(crate) fn held_for_own_write<K: kube::Resource<DynamicType = ()>>(
+    own: &OwnWrites,
+    event: &Result<watcher::Event<K>, watcher::Error>,
+) -> bool {
+    matches!(event, Ok(watcher::Event::Apply(object)) if own.holds_while_in_flight(object))
 }
 
 /// Whether `event` is the echo of the operator's own write (to a pod or the

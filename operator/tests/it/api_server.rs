@@ -11,7 +11,11 @@
 //!   caches fill in: slowed lists keep every cache waiting on its list;
 //! - a shutdown before the ShardGroups' first list stops the controller at
 //!   once (kube's controller alone would wait forever for that list): a
-//!   list slowed far beyond the wait is still out when it comes.
+//!   list slowed far beyond the wait is still out when it comes;
+//! - with the answers to pod writes held back, so the watch delivers every
+//!   annotation write's echo before its answer, the echoes wake no
+//!   reconcile, and a change of a pod made while a write to it is on its
+//!   way is still acted on as soon as that write lands.
 //!
 //! That the binary turns ready as leader and as follower on a Lease is
 //! checked on the real control plane (the e2e crate's `leader_readiness`).
@@ -20,7 +24,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use shardring::controller::{Context, ControllerConfig, ControllerMetrics, run_controller};
 use shardring_devkit::apiserver::{MockApiServer, MockOptions};
 use shardring_devkit::fixtures;
@@ -119,8 +123,17 @@ async fn spawn_controller(
     mock: &MockApiServer,
     shutdown: &CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
+    spawn_controller_with(mock, shutdown, ControllerMetrics::default()).await
+}
+
+/// [`spawn_controller`], counting into `metrics`.
+async fn spawn_controller_with(
+    mock: &MockApiServer,
+    shutdown: &CancellationToken,
+    metrics: ControllerMetrics,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(run_controller(
-        Context::builder(mock.client().await, ControllerMetrics::default()).publish_events(None),
+        Context::builder(mock.client().await, metrics).publish_events(None),
         ControllerConfig {
             watch_nodes: false,
             ..ControllerConfig::default()
@@ -319,4 +332,204 @@ async fn a_shutdown_before_the_controller_starts_stops_at_once() {
         stopped_in < Duration::from_secs(5),
         "stopped in {stopped_in:?}"
     );
+}
+
+/// Each pod's view of group `g` in namespace `ns` as the mock stores it.
+fn views(mock: &MockApiServer, ns: &str) -> Vec<(String, Value)> {
+    mock.list("v1", "Pod", Some(ns))
+        .iter()
+        .map(|pod| {
+            let view = pod["metadata"]["annotations"]["assignment.shardring.io/g"]
+                .as_str()
+                .and_then(|v| serde_json::from_str(v).ok())
+                .unwrap_or(Value::Null);
+            (
+                pod["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                view,
+            )
+        })
+        .collect()
+}
+
+/// Merge-patches group `g`'s spec with `spec` through the API, as a user
+/// would: the new generation.
+async fn patch_spec(client: &kube::Client, ns: &str, spec: Value) -> Option<i64> {
+    use kube::api::{Api, Patch, PatchParams};
+    let groups: Api<shardring::crds::ShardGroup> = Api::namespaced(client.clone(), ns);
+    groups
+        .patch(
+            "g",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": spec })),
+        )
+        .await
+        .expect("the group's spec patched")
+        .metadata
+        .generation
+}
+
+/// [`patch_spec`], then waits until a reconcile has seen that generation
+/// (its status says so): the reconciles counted in `metrics` by then, that
+/// one included (they are counted as each starts).
+async fn reconciled_spec(
+    client: &kube::Client,
+    ns: &str,
+    spec: Value,
+    metrics: &ControllerMetrics,
+) -> u64 {
+    let generation = patch_spec(client, ns, spec).await;
+    let groups: kube::Api<shardring::crds::ShardGroup> = kube::Api::namespaced(client.clone(), ns);
+    let started = Instant::now();
+    loop {
+        let group = groups.get("g").await.expect("the group");
+        let observed = group.status.and_then(|s| s.observed_generation);
+        if observed == generation {
+            return metrics.reconciles.get();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "generation {generation:?} not reconciled; observed {observed:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Whether every pod's view has standbys (`true`) or none (`false`).
+fn every_view_has_standbys(mock: &MockApiServer, ns: &str, standbys: bool) -> Result<(), String> {
+    let views = views(mock, ns);
+    let done = views
+        .iter()
+        .all(|(_, view)| view["standby"].as_array().is_some_and(|s| !s.is_empty()) == standbys);
+    if done {
+        Ok(())
+    } else {
+        Err(format!("{views:?}"))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn echoes_that_beat_their_answers_wake_nothing_and_a_change_meanwhile_still_does() {
+    const NS: &str = "echo-0";
+    const HELD: Duration = Duration::from_millis(400);
+    let mock = MockApiServer::start(MockOptions::default()).await;
+    fixtures::populate(&mock, "echo", 1, 3, 6);
+    let shutdown = CancellationToken::new();
+    let metrics = ControllerMetrics::default();
+    let run = spawn_controller_with(&mock, &shutdown, metrics.clone()).await;
+    let client = mock.client().await;
+    wait_until("every pod's first view", Duration::from_secs(30), || {
+        every_view_has_standbys(&mock, NS, false)?;
+        match views(&mock, NS)
+            .iter()
+            .filter(|(_, v)| v.is_object())
+            .count()
+        {
+            3 => Ok(()),
+            n => Err(format!("{n} views")),
+        }
+    })
+    .await;
+    // From here every pod write's watch event goes out at once and its
+    // answer HELD later: each echo arrives before its write's answer.
+    mock.delay_answers("PATCH", "/pods/", HELD);
+    let answered = || mock.count("PATCH", "/pods/");
+
+    // 1. Publishes that rewrite every pod's view: one reconcile each, and
+    //    none for any of their echoes. Spec changes whose reconciles show
+    //    in the status open and close the window (twice to open it: the
+    //    first may be seen by the first publish's own reconciles).
+    reconciled_spec(
+        &client,
+        NS,
+        json!({ "handoff": { "drainTimeout": "31s" } }),
+        &metrics,
+    )
+    .await;
+    let before = reconciled_spec(
+        &client,
+        NS,
+        json!({ "handoff": { "drainTimeout": "32s" } }),
+        &metrics,
+    )
+    .await;
+    for standbys in [1, 0, 1] {
+        let writes = answered();
+        reconciled_spec(&client, NS, json!({ "standbys": standbys }), &metrics).await;
+        wait_until(
+            "three views written and answered",
+            Duration::from_secs(30),
+            || {
+                every_view_has_standbys(&mock, NS, standbys == 1)?;
+                match answered() - writes {
+                    n if n >= 3 => Ok(()),
+                    n => Err(format!("{n} answered")),
+                }
+            },
+        )
+        .await;
+    }
+    let after = reconciled_spec(
+        &client,
+        NS,
+        json!({ "handoff": { "drainTimeout": "33s" } }),
+        &metrics,
+    )
+    .await;
+    let woken = after - before;
+    assert!(
+        woken <= 4 + 1,
+        "3 publishes that rewrote three pods' views each took {woken} reconciles with the \
+         closing spec change's; want 4 and at most one timer's: their echoes woke the group"
+    );
+
+    // 2. A pod turns NotReady while the write of its view is on its way:
+    //    the event is held until the answer, and then wakes the group,
+    //    whose next document revokes that pod's shards. Nothing else would
+    //    wake it for minutes (a static group, no move in flight).
+    let c0_answers = || mock.count("PATCH", "/pods/c-0");
+    let c0_answered = c0_answers();
+    patch_spec(&client, NS, json!({ "standbys": 0 })).await;
+    wait_until("c-0's view written", Duration::from_secs(30), || {
+        let (_, view) = views(&mock, NS)
+            .into_iter()
+            .find(|(name, _)| name == "c-0")
+            .unwrap();
+        if view["standby"].as_array().is_none_or(Vec::is_empty) {
+            Ok(())
+        } else {
+            Err(view.to_string())
+        }
+    })
+    .await;
+    mock.update_status(
+        ("v1", "Pod"),
+        Some(NS),
+        "c-0",
+        json!({ "conditions": [
+            { "type": "Ready", "status": "False", "lastTransitionTime": "2026-01-01T00:00:01Z" }
+        ] }),
+    );
+    assert_eq!(
+        c0_answers(),
+        c0_answered,
+        "c-0 turned NotReady only after its write was answered: the test missed its window"
+    );
+    wait_until("c-0's shards revoked", Duration::from_secs(10), || {
+        let (_, view) = views(&mock, NS)
+            .into_iter()
+            .find(|(name, _)| name == "c-0")
+            .unwrap();
+        let revoking = view["revoking"].as_array().map_or(0, Vec::len);
+        if revoking > 0 && view["active"].as_array().is_none_or(Vec::is_empty) {
+            Ok(())
+        } else {
+            Err(view.to_string())
+        }
+    })
+    .await;
+    shutdown.cancel();
+    run.await.unwrap();
 }

@@ -20,6 +20,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
+
 use kube::api::{Api, Patch, PatchParams};
 use parking_lot::Mutex;
 use serde_json::json;
@@ -207,6 +209,14 @@ impl Drop for Release<'_> {
 
 /// One merge patch of `annotations` on `pod`, conditioned on its uid; a
 /// pod gone (404) or replaced ([`replaced`]) is skipped.
+///
+/// The write is announced to the pod watch before it is sent
+/// ([`OwnWrites::begin`]): its echo can come through the watch before the
+/// answer, and would otherwise wake every group of the pod for a reconcile
+/// that decides nothing (at 20,000 shards a whole plan, after nearly every
+/// publish on the real API server). An event of the pod held meanwhile that
+/// is not the echo goes back to the pod trigger through `limit`'s
+/// [`PodWakes`] when the write lands or fails.
 async fn patch(
     pods: &Api<CachedPod>,
     pod: &PodKey,
@@ -221,6 +231,13 @@ async fn patch(
         field_manager: Some(MANAGER.into()),
         ..Default::default()
     };
+    let wakes = limit.pod_wakes.clone();
+    let (namespace, name) = (pod.namespace.clone(), pod.name.clone());
+    let flight = limit
+        .own
+        .begin::<CachedPod>(&pod.namespace, &pod.name, move || {
+            wakes.wake(namespace, name);
+        });
     match pods
         .patch(
             &pod.name,
@@ -230,14 +247,38 @@ async fn patch(
         .await
     {
         Ok(written) => {
-            limit.own.record(&written);
+            flight.land(Some(&written));
             Ok(())
         }
         Err(kube::Error::Api(status)) if status.code == 404 || replaced(&status) => {
             tracing::debug!(pod = %pod.name, code = status.code, "pod gone or replaced before its annotation was written; skipped");
+            flight.land::<CachedPod>(None);
             Ok(())
         }
         Err(source) => Err(Arc::new(source)),
+    }
+}
+
+/// Where pod writes send the pods whose watch events they held and found
+/// to be someone else's change ([`OwnWrites::begin`]): the runner feeds
+/// them back into the pod trigger ([`PodWakes::channel`]), so their groups
+/// wake as the held event would have woken them. Without a channel (a
+/// context with no pod watch, which holds nothing) they go nowhere.
+#[derive(Debug, Clone, Default)]
+pub struct PodWakes(Option<UnboundedSender<(String, String)>>);
+
+impl PodWakes {
+    /// Wakes that arrive, as (namespace, name), at the receiver.
+    pub fn channel() -> (Self, UnboundedReceiver<(String, String)>) {
+        let (sender, receiver) = unbounded();
+        (Self(Some(sender)), receiver)
+    }
+
+    fn wake(&self, namespace: String, name: String) {
+        if let Some(sender) = &self.0 {
+            // The receiver is gone only when the controller stopped.
+            let _ = sender.unbounded_send((namespace, name));
+        }
     }
 }
 
@@ -260,25 +301,30 @@ pub struct WriteLimit {
     pub own: OwnWrites,
     /// The pod writes in flight and the keys waiting for them.
     pub(super) pods: PodWrites,
+    /// Where a write's held events that were not its echo go.
+    pod_wakes: PodWakes,
 }
 
 impl WriteLimit {
-    /// At most `concurrency` writes in flight (at least one).
-    pub fn new(concurrency: usize) -> Self {
+    /// At most `concurrency` writes in flight (at least one); the pod
+    /// events they hold that are not their echoes go to `pod_wakes`.
+    pub fn new(concurrency: usize, pod_wakes: PodWakes) -> Self {
         let concurrency = concurrency.max(1);
         Self {
             permits: Arc::new(Semaphore::new(concurrency)),
             concurrency,
             own: OwnWrites::default(),
             pods: PodWrites::default(),
+            pod_wakes,
         }
     }
 }
 
 impl Default for WriteLimit {
-    /// [`DEFAULT_WRITE_CONCURRENCY`] writes in flight.
+    /// [`DEFAULT_WRITE_CONCURRENCY`] writes in flight, and no pod watch
+    /// to wake.
     fn default() -> Self {
-        Self::new(DEFAULT_WRITE_CONCURRENCY)
+        Self::new(DEFAULT_WRITE_CONCURRENCY, PodWakes::default())
     }
 }
 
@@ -302,6 +348,77 @@ mod tests {
         .into_bytes()
     }
 
+    /// A pod event that arrives while its annotation write is on its way is
+    /// held: the write's own echo wakes nothing when the answer comes,
+    /// anything else is sent back to the pod trigger (also when the write
+    /// fails).
+    #[tokio::test]
+    async fn an_event_held_during_a_write_wakes_the_pod_only_when_it_was_not_the_echo() {
+        use futures::StreamExt;
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let client = Client::new(service, "ns");
+        let pods: Api<CachedPod> = Api::namespaced(client, "ns");
+        let (wakes, mut woken) = PodWakes::channel();
+        let (writes, limit, metrics) = (
+            PodWrites::default(),
+            WriteLimit::new(4, wakes),
+            ControllerMetrics::default(),
+        );
+        let cached = |version: &str| CachedPod {
+            metadata: kube::api::ObjectMeta {
+                namespace: Some("ns".into()),
+                name: Some("p".into()),
+                resource_version: Some(version.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let write = || {
+            let (writes, pods, limit, metrics) =
+                (writes.clone(), pods.clone(), limit.clone(), metrics.clone());
+            tokio::spawn(async move {
+                let target = Target {
+                    pods: &pods,
+                    namespace: "ns",
+                    name: "p",
+                    uid: Some("u"),
+                };
+                writes
+                    .write(target, "k", Some("v".into()), &limit, &metrics)
+                    .await
+            })
+        };
+        // The echo beats the answer: held, then spent.
+        let task = write();
+        let (_, send) = handle.next_request().await.expect("the write");
+        assert!(limit.own.holds_while_in_flight(&cached("2")));
+        send.send_response(Response::new(Body::from(pod_json("2"))));
+        task.await.expect("the task").expect("written");
+        // Someone else's change beats the answer: held, then woken for.
+        let task = write();
+        let (_, send) = handle.next_request().await.expect("the write");
+        assert!(limit.own.holds_while_in_flight(&cached("3")));
+        send.send_response(Response::new(Body::from(pod_json("4"))));
+        task.await.expect("the task").expect("written");
+        assert_eq!(
+            woken.next().await,
+            Some(("ns".to_owned(), "p".to_owned())),
+            "version 3 was not the write's echo"
+        );
+        // A failed write wakes for what it held.
+        let task = write();
+        let (_, send) = handle.next_request().await.expect("the write");
+        assert!(limit.own.holds_while_in_flight(&cached("5")));
+        send.send_error(std::io::Error::other("connection reset"));
+        assert!(task.await.expect("the task").is_err());
+        assert_eq!(woken.next().await, Some(("ns".to_owned(), "p".to_owned())));
+        // Nothing is held once no write is on its way, and nothing else was
+        // woken: the first write's echo was spent.
+        assert!(!limit.own.holds_while_in_flight(&cached("6")));
+        drop((writes, limit));
+        assert_eq!(woken.next().await, None);
+    }
+
     /// Keys asked for while a write to the pod is in flight go out in one
     /// write after it; every caller learns its outcome.
     #[tokio::test]
@@ -311,7 +428,7 @@ mod tests {
         let pods: Api<CachedPod> = Api::namespaced(client, "ns");
         let (writes, limit, metrics) = (
             PodWrites::default(),
-            WriteLimit::new(4),
+            WriteLimit::new(4, PodWakes::default()),
             ControllerMetrics::default(),
         );
         let write = |key: &'static str| {
