@@ -98,9 +98,25 @@ impl Broker {
         }
     }
 
-    /// Starts a fresh broker and waits until its management API answers.
+    /// Starts a fresh broker and waits until its management API answers,
+    /// on new ports when one it was given was taken between picking and
+    /// binding (the node then exits while starting): three tries.
     pub async fn start() -> Result<Self, BrokerError> {
         let script = Self::installed().ok_or(BrokerError::NotInstalled)?;
+        let mut failed = None;
+        for _ in 0..3 {
+            match Self::start_once(&script).await {
+                Ok(broker) => return Ok(broker),
+                Err(error @ BrokerError::NotInstalled) => return Err(error),
+                Err(error) => failed = Some(error),
+            }
+        }
+        Err(failed.expect("three tries made"))
+    }
+
+    /// [`Self::start`] on ports picked now.
+    async fn start_once(script: &Path) -> Result<Self, BrokerError> {
+        let script = script.to_path_buf();
         let ports = BrokerPorts {
             amqp: free_port()?,
             management: free_port()?,
@@ -200,7 +216,7 @@ impl Broker {
             {
                 return Err(self.failure(format!("exited with {status} while starting")));
             }
-            if admin.overview().await.is_ok() {
+            if admin.overview().await.is_ok() && self.listens_on_its_ports() {
                 return Ok(started.elapsed());
             }
             if Instant::now() >= deadline {
@@ -211,6 +227,20 @@ impl Broker {
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+
+    /// Whether the node itself listens on its AMQP and management ports:
+    /// another test's broker may have taken one between picking and binding,
+    /// and would answer the management API with the same default user.
+    /// Where `/proc` cannot be read, the answer of the management API is
+    /// the best available sign.
+    fn listens_on_its_ports(&self) -> bool {
+        let Some(pid) = self.pid() else {
+            return false;
+        };
+        [self.ports.amqp, self.ports.management]
+            .into_iter()
+            .all(|port| crate::listening::process_listens_on(pid, port).unwrap_or(true))
     }
 
     /// Stops the node gracefully (SIGTERM to its pid) and waits for it to
