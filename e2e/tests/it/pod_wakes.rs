@@ -24,7 +24,8 @@ use serde_json::json;
 use shardring_crds::ShardGroup;
 
 use crate::kit_group::{
-    GROUP, TestResult, in_fresh_namespace, install, reconciles_total, start_operator, wait_until,
+    GROUP, Running, TestResult, in_fresh_namespace, install, reconciles_total, start_operator,
+    wait_until,
 };
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -47,11 +48,7 @@ async fn the_echoes_of_a_publish_s_annotation_writes_wake_no_reconcile() {
 }
 
 async fn echoes(client: &Client, namespace: &str) -> TestResult {
-    install(client, namespace, 4, "30s", &PODS, IP).await?;
-    let (_operator, metrics_port) = start_operator(client, namespace).await?;
-    let groups = Api::<ShardGroup>::namespaced(client.clone(), namespace);
-    reconciled_spec(&groups, metrics_port, "31s").await?;
-    let before = reconciled_spec(&groups, metrics_port, "32s").await?;
+    let (_operator, metrics_port, groups, before) = open_window(client, namespace).await?;
     let pods = Api::<Pod>::namespaced(client.clone(), namespace);
     for i in 0..TOGGLES {
         let standbys = (i + 1) % 2;
@@ -93,14 +90,25 @@ async fn echoes(client: &Client, namespace: &str) -> TestResult {
     Ok(())
 }
 
-async fn scenario(client: &Client, namespace: &str) -> TestResult {
+/// Installs group `g` on [`PODS`], starts the operator and opens the
+/// counting window: the operator, its metrics port, the groups' API and
+/// the reconciles counted when the window opened.
+async fn open_window(
+    client: &Client,
+    namespace: &str,
+) -> TestResult<(Running, u16, Api<ShardGroup>, f64)> {
     install(client, namespace, 4, "30s", &PODS, IP).await?;
-    let (_operator, metrics_port) = start_operator(client, namespace).await?;
+    let (operator, metrics_port) = start_operator(client, namespace).await?;
     let groups = Api::<ShardGroup>::namespaced(client.clone(), namespace);
     // Twice: the first spec change may be seen by the first publish's own
     // reconciles (the finalizer's, the first publish's).
     reconciled_spec(&groups, metrics_port, "31s").await?;
     let before = reconciled_spec(&groups, metrics_port, "32s").await?;
+    Ok((operator, metrics_port, groups, before))
+}
+
+async fn scenario(client: &Client, namespace: &str) -> TestResult {
+    let (_operator, metrics_port, groups, before) = open_window(client, namespace).await?;
 
     let pods = Api::<Pod>::namespaced(client.clone(), namespace);
     for i in 0..UPDATES {

@@ -441,20 +441,9 @@ async fn echoes_that_beat_their_answers_wake_nothing_and_a_change_meanwhile_stil
     //    none for any of their echoes. Spec changes whose reconciles show
     //    in the status open and close the window (twice to open it: the
     //    first may be seen by the first publish's own reconciles).
-    reconciled_spec(
-        &client,
-        NS,
-        json!({ "handoff": { "drainTimeout": "31s" } }),
-        &metrics,
-    )
-    .await;
-    let before = reconciled_spec(
-        &client,
-        NS,
-        json!({ "handoff": { "drainTimeout": "32s" } }),
-        &metrics,
-    )
-    .await;
+    let drain = |timeout: &str| json!({ "handoff": { "drainTimeout": timeout } });
+    reconciled_spec(&client, NS, drain("31s"), &metrics).await;
+    let before = reconciled_spec(&client, NS, drain("32s"), &metrics).await;
     for standbys in [1, 0, 1] {
         let writes = answered();
         reconciled_spec(&client, NS, json!({ "standbys": standbys }), &metrics).await;
@@ -471,13 +460,7 @@ async fn echoes_that_beat_their_answers_wake_nothing_and_a_change_meanwhile_stil
         )
         .await;
     }
-    let after = reconciled_spec(
-        &client,
-        NS,
-        json!({ "handoff": { "drainTimeout": "33s" } }),
-        &metrics,
-    )
-    .await;
+    let after = reconciled_spec(&client, NS, drain("33s"), &metrics).await;
     let woken = after - before;
     assert!(
         woken <= 4 + 1,

@@ -348,6 +348,30 @@ mod tests {
         .into_bytes()
     }
 
+    /// A task writing annotation `key` = `value` of pod `ns/p` (uid `u`).
+    fn spawn_write(
+        writes: &PodWrites,
+        pods: &Api<CachedPod>,
+        limit: &WriteLimit,
+        metrics: &ControllerMetrics,
+        key: &'static str,
+        value: String,
+    ) -> tokio::task::JoinHandle<Result<(), ApplyError>> {
+        let (writes, pods, limit, metrics) =
+            (writes.clone(), pods.clone(), limit.clone(), metrics.clone());
+        tokio::spawn(async move {
+            let target = Target {
+                pods: &pods,
+                namespace: "ns",
+                name: "p",
+                uid: Some("u"),
+            };
+            writes
+                .write(target, key, Some(value), &limit, &metrics)
+                .await
+        })
+    }
+
     /// A pod event that arrives while its annotation write is on its way is
     /// held: the write's own echo wakes nothing when the answer comes,
     /// anything else is sent back to the pod trigger (also when the write
@@ -373,21 +397,7 @@ mod tests {
             },
             ..Default::default()
         };
-        let write = || {
-            let (writes, pods, limit, metrics) =
-                (writes.clone(), pods.clone(), limit.clone(), metrics.clone());
-            tokio::spawn(async move {
-                let target = Target {
-                    pods: &pods,
-                    namespace: "ns",
-                    name: "p",
-                    uid: Some("u"),
-                };
-                writes
-                    .write(target, "k", Some("v".into()), &limit, &metrics)
-                    .await
-            })
-        };
+        let write = || spawn_write(&writes, &pods, &limit, &metrics, "k", "v".into());
         // The echo beats the answer: held, then spent.
         let task = write();
         let (_, send) = handle.next_request().await.expect("the write");
@@ -432,20 +442,8 @@ mod tests {
             ControllerMetrics::default(),
         );
         let write = |key: &'static str| {
-            let (writes, pods, limit, metrics) =
-                (writes.clone(), pods.clone(), limit.clone(), metrics.clone());
-            tokio::spawn(async move {
-                let target = Target {
-                    pods: &pods,
-                    namespace: "ns",
-                    name: "p",
-                    uid: Some("u"),
-                };
-                let value = format!("{{\"epoch\":1,\"k\":\"{key}\"}}");
-                writes
-                    .write(target, key, Some(value), &limit, &metrics)
-                    .await
-            })
+            let value = format!("{{\"epoch\":1,\"k\":\"{key}\"}}");
+            spawn_write(&writes, &pods, &limit, &metrics, key, value)
         };
         let body = |request: Request<Body>| async move {
             let bytes = request.into_body().collect_bytes().await.expect("a body");
