@@ -276,10 +276,10 @@ fn key_named<K: Resource<DynamicType = ()>>(namespace: &str, name: &str) -> Key 
 }
 
 fn key_of<K: Resource<DynamicType = ()>>(object: &K) -> Option<Key> {
-    Some((
-        K::kind(&()).into_owned(),
-        object.namespace()?,
-        object.meta().name.clone()?,
+    let meta = object.meta();
+    Some(key_named::<K>(
+        meta.namespace.as_deref()?,
+        meta.name.as_deref()?,
     ))
 }
 
