@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use crate::crds::AssignmentDocument;
 use crate::crds::assignment::encoding;
 pub use crate::crds::assignment::encoding::{
-    DecodeError, EncodeCache, EncodeError, EncodedDocument,
+    Changes, DecodeError, EncodeCache, EncodeError, EncodedDocument,
 };
 
 /// Encodes a document for the ConfigMap's `data` / `binaryData`.
@@ -23,6 +23,18 @@ pub fn encode_with(
     cache: &mut EncodeCache,
 ) -> Result<EncodedDocument, EncodeError> {
     encoding::encode_with(doc, cache)
+}
+
+/// [`encode_with`], for a document that differs from the one `cache`
+/// encoded last only in what `changes` names: the chunks of JSON holding
+/// none of it are taken as they were, unwritten. The same bytes, given
+/// changes that name every record that differs.
+pub fn encode_changed(
+    doc: &AssignmentDocument,
+    cache: &mut EncodeCache,
+    changes: &Changes,
+) -> Result<EncodedDocument, EncodeError> {
+    encoding::encode_changed(doc, cache, changes)
 }
 
 /// Decodes the document of a ConfigMap written by [`encode`].

@@ -215,6 +215,9 @@ struct KnownDocument {
     /// once read: at 20,000 shards about 2 MiB, rebuilt by every plan
     /// before it was kept.
     previous: Option<Arc<engine::PreviousAssignment>>,
+    /// The encode cache's last encode is of it: the next document, built
+    /// from it, is encoded from its chunks and the [`codec::Changes`].
+    encoded: bool,
 }
 
 impl PlanMemory {
@@ -258,6 +261,11 @@ impl PlanMemory {
     /// Whether `published`'s pod lists are known to index its shards.
     fn knows_indexed(&mut self, published: Option<&Arc<AssignmentDocument>>) -> bool {
         published.is_some_and(|doc| self.known(doc).indexed)
+    }
+
+    /// Whether the encode cache's last encode is of `published`.
+    fn knows_encoded(&mut self, published: Option<&Arc<AssignmentDocument>>) -> bool {
+        published.is_some_and(|doc| self.known(doc).encoded)
     }
 }
 
@@ -380,20 +388,28 @@ fn plan_assignment(
     );
     document::add_lineage(&mut records, &obs.topology.lineage);
     let published_arc = obs.published.shared_document();
-    let doc = document::next_document(
+    let (doc, changes) = document::next_document(
         obs.group.qualified_name(),
         records,
         published,
         memory.knows_indexed(published_arc),
         kept_epoch,
     );
+    // Changes to the published document, which the encode may start from
+    // only when it is the one the cache encoded last.
+    let changes = changes.filter(|_| memory.knows_encoded(published_arc));
     let changed = matches!(doc, Cow::Owned(_));
     if !changed && let Some(published) = published_arc {
         // Borrowed: its pod lists were found to index its shards.
         memory.known(published).indexed = true;
     }
-    let (encoded, (annotation_writes, oversized)) =
-        encode_beside_annotations(&doc, changed, kept_epoch, obs, &mut memory.encoding);
+    let (encoded, (annotation_writes, oversized)) = encode_beside_annotations(
+        &doc,
+        changed,
+        kept_epoch,
+        obs,
+        (&mut memory.encoding, changes.as_ref()),
+    );
     let encoded = encoded.transpose()?;
 
     record_assignment(obs, outcome, topology, &output, &doc, changed);
@@ -441,8 +457,11 @@ fn plan_assignment(
         encoded,
     });
     if let Some(write) = &document_write {
-        // Built by `next_document`: its pod lists index its shards.
-        memory.known(&write.document).indexed = true;
+        // Built by `next_document`: its pod lists index its shards. And
+        // encoded last: the next document's encode starts from it.
+        let known = memory.known(&write.document);
+        known.indexed = true;
+        known.encoded = true;
     }
     let decision = Decision {
         document_write,
@@ -482,12 +501,14 @@ type Annotations = (Vec<AnnotationWrite>, Vec<document::Oversized>);
 /// The encoded document (when `changed`; `Err` when it cannot be published)
 /// and the annotation writes it calls for, the two computed at once for a
 /// large document. Either way the same result as one after the other.
+/// `encoding` is the group's encode cache, and the changes to the document
+/// it encoded last when `doc` is built from that one.
 fn encode_beside_annotations(
     doc: &AssignmentDocument,
     changed: bool,
     kept_epoch: u64,
     obs: &Observation,
-    cache: &mut codec::EncodeCache,
+    (cache, changes): (&mut codec::EncodeCache, Option<&codec::Changes>),
 ) -> (Option<Encoded>, Annotations) {
     let key = obs.group.annotation_key();
     let annotations = || {
@@ -498,11 +519,11 @@ fn encode_beside_annotations(
         }
     };
     if !changed || doc.shards.len() < ENCODE_BESIDE_SHARDS {
-        let encoded = changed.then(|| encode(doc, kept_epoch, cache));
+        let encoded = changed.then(|| encode(doc, kept_epoch, cache, changes));
         return (encoded, annotations());
     }
     std::thread::scope(|scope| {
-        let encoding = scope.spawn(|| encode(doc, kept_epoch, cache));
+        let encoding = scope.spawn(|| encode(doc, kept_epoch, cache, changes));
         let annotations = annotations();
         let encoded = encoding
             .join()
@@ -520,13 +541,19 @@ fn timing(obs: &Observation) -> handoff::Timing {
 }
 
 /// `doc` as the ConfigMap carries it, or the problem when it cannot be
-/// published (too large).
+/// published (too large); from the chunks of the document `cache` encoded
+/// last where `changes` to it are known.
 fn encode(
     doc: &AssignmentDocument,
     kept_epoch: u64,
     cache: &mut codec::EncodeCache,
+    changes: Option<&codec::Changes>,
 ) -> Result<codec::EncodedDocument, Problem> {
-    codec::encode_with(doc, cache).map_err(|error| Problem {
+    match changes {
+        Some(changes) => codec::encode_changed(doc, cache, changes),
+        None => codec::encode_with(doc, cache),
+    }
+    .map_err(|error| Problem {
         reason: error.reason(),
         message: format!("{error}; the last assignment (epoch {kept_epoch}) stays in place"),
         blocks_ready: true,

@@ -99,6 +99,37 @@ fn owned(records: &NextRecords<'_>) -> BTreeMap<String, ShardRecord> {
         .collect()
 }
 
+/// Changes, when given, are to `doc` and name every shard whose record
+/// and every pod whose lists differ between `doc` and `next` (an encode
+/// takes every chunk without one as `doc` had it).
+fn assert_changes_cover(
+    doc: &AssignmentDocument,
+    next: &AssignmentDocument,
+    changes: Option<&crate::codec::Changes>,
+) {
+    let Some(changes) = changes else { return };
+    assert_eq!(changes.base_epoch(), doc.epoch);
+    fn differing<V: PartialEq>(a: &BTreeMap<String, V>, b: &BTreeMap<String, V>) -> Vec<String> {
+        a.keys()
+            .chain(b.keys())
+            .filter(|key| a.get(*key) != b.get(*key))
+            .cloned()
+            .collect()
+    }
+    for pod in differing(&doc.pods, &next.pods) {
+        assert!(
+            changes.pods().contains(&pod),
+            "pod {pod} not in {changes:?}"
+        );
+    }
+    for shard in differing(&doc.shards, &next.shards) {
+        assert!(
+            changes.shards().contains(&shard),
+            "shard {shard} not in {changes:?}"
+        );
+    }
+}
+
 /// `next_document` decides as [`rebuilt`]: the same document, borrowed
 /// exactly when that one is (returned: whether it is).
 fn check(
@@ -111,14 +142,17 @@ fn check(
     // Told that the document indexes its shards (as the plan's memory
     // tells of one it built), it decides the same without checking.
     if indexes_its_shards(doc) {
-        let told = next_document(group.into(), self::records(doc, new), Some(doc), true, 9);
+        let (told, changes) =
+            next_document(group.into(), self::records(doc, new), Some(doc), true, 9);
         assert_eq!(told.as_ref(), expected.as_ref(), "{new:?}");
+        assert_changes_cover(doc, &told, changes.as_ref());
         assert_eq!(
             matches!(told, Cow::Borrowed(_)),
             matches!(expected, Cow::Borrowed(_))
         );
     }
-    let got = next_document(group.into(), records, Some(doc), false, 9);
+    let (got, changes) = next_document(group.into(), records, Some(doc), false, 9);
+    assert_changes_cover(doc, &got, changes.as_ref());
     let borrowed = matches!(got, Cow::Borrowed(_));
     assert_eq!(borrowed, matches!(expected, Cow::Borrowed(_)), "{new:?}");
     if borrowed {
@@ -237,7 +271,8 @@ fn pod_lists_that_do_not_index_the_shards_are_rewritten() {
                 Some(&doc),
                 false,
                 9
-            ),
+            )
+            .0,
             Cow::Owned(_)
         ));
     }
@@ -249,7 +284,8 @@ fn without_a_published_document_every_record_is_new() {
     let none = BTreeMap::new();
     let records = records(&doc, &none);
     let expected = rebuilt("prod/orders".into(), owned(&records), None, 9);
-    let got = next_document("prod/orders".into(), records, None, false, 9);
+    let (got, changes) = next_document("prod/orders".into(), records, None, false, 9);
+    assert!(changes.is_none());
     assert!(matches!(got, Cow::Owned(_)));
     assert_eq!(got, expected);
     assert_eq!(got.epoch, 10);

@@ -162,6 +162,45 @@ fn a_plan_with_the_groups_memory_decides_as_a_plan_without() {
     }
 }
 
+/// The same at the size where the document is gzip: each publish after the
+/// first is encoded from the chunks of the one before, told which records
+/// changed; its bytes are those of an encode from nothing (the plan
+/// without memory), for a pod joining, one leaving, the moves each starts
+/// completing, and several pods at once.
+#[test]
+fn a_plan_encoding_from_the_last_documents_chunks_encodes_as_one_from_nothing() {
+    let mut memory = plan::PlanMemory::default();
+    let mut obs = settle(observation(16_000, pods(1_000)));
+    obs.group.spec.rebalance.delay = "0s".into();
+    let (first, _) = plan::plan_with(&obs, &mut memory);
+    assert_eq!(first, plan(&obs));
+    obs = apply(obs, first);
+    let steps: Vec<fn(&mut shardring_core::Observation)> = vec![
+        |o| o.pods.push(pod_info("consumer-joined")),
+        |o| o.pods.retain(|p| p.name != "consumer-7"),
+        |o| {
+            o.pods.retain(|p| !p.name.ends_with("13"));
+            o.pods
+                .extend((0..5).map(|i| pod_info(&format!("wave-{i}"))));
+        },
+    ];
+    let mut gzipped = 0;
+    for (n, step) in steps.iter().enumerate() {
+        step(&mut obs);
+        for _ in 0..2 {
+            let (with_memory, _) = plan::plan_with(&obs, &mut memory);
+            assert_eq!(with_memory, plan(&obs), "step {n}");
+            gzipped += with_memory.document_write.as_ref().map_or(0, |write| {
+                usize::from(
+                    write.encoded.encoding == shardring_crds::assignment::encoding::Encoding::Gzip,
+                )
+            });
+            obs = later(apply(obs, with_memory), 31);
+        }
+    }
+    assert!(gzipped >= steps.len(), "{gzipped} gzip documents published");
+}
+
 /// The topology of `obs` read again: its shards in a new list, changed by
 /// `change`.
 fn reread(

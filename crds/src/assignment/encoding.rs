@@ -53,8 +53,8 @@ use std::io::Read as _;
 use flate2::read::GzDecoder;
 use k8s_openapi::ByteString;
 
-pub use self::chunks::{EncodeCache, RECORDS_PER_CHUNK};
-use self::chunks::{GzipChunks, write_chunks};
+pub use self::chunks::{Changes, EncodeCache, RECORDS_PER_CHUNK};
+use self::chunks::{GzipChunks, Span, write_chunks, write_laid_out};
 
 use super::{
     ASSIGNMENT_API_VERSION, ASSIGNMENT_KIND, AssignmentDocument, CONFIGMAP_GZIP_KEY, CONFIGMAP_KEY,
@@ -200,7 +200,7 @@ pub enum DecodeError {
 /// ranges if needed), or [`EncodeError::TooLarge`] when even that exceeds
 /// [`MAX_ENCODED_BYTES`]. The same bytes as [`encode_with`], without a cache.
 pub fn encode(document: &AssignmentDocument) -> Result<EncodedDocument, EncodeError> {
-    encode_chunked(document, None)
+    encode_chunked(document, None, None)
 }
 
 /// [`encode`], recompressing only the chunks of JSON that are not in
@@ -211,7 +211,25 @@ pub fn encode_with(
     cache: &mut EncodeCache,
 ) -> Result<EncodedDocument, EncodeError> {
     cache.begin_encode();
-    let encoded = encode_chunked(document, Some(cache));
+    let encoded = encode_chunked(document, Some(cache), None);
+    cache.end_encode();
+    encoded
+}
+
+/// [`encode_with`], for a document that differs from the one `cache`
+/// encoded last only in the epoch and the records `changes` names: the
+/// chunks of JSON that hold none of them are taken as they were, without
+/// writing their JSON. The result is exactly [`encode`]'s when `changes`
+/// is complete; when the cache's last encode is not of the document at
+/// `changes`' base epoch (of this group), or did not store it as gzip, it
+/// is [`encode_with`]'s.
+pub fn encode_changed(
+    document: &AssignmentDocument,
+    cache: &mut EncodeCache,
+    changes: &Changes,
+) -> Result<EncodedDocument, EncodeError> {
+    cache.begin_encode();
+    let encoded = encode_chunked(document, Some(cache), Some(changes));
     cache.end_encode();
     encoded
 }
@@ -219,10 +237,14 @@ pub fn encode_with(
 fn encode_chunked(
     document: &AssignmentDocument,
     mut cache: Option<&mut EncodeCache>,
+    changes: Option<&Changes>,
 ) -> Result<EncodedDocument, EncodeError> {
-    let (first, json_bytes) = first_pass(document, cache.as_deref_mut())?;
+    let (first, json_bytes, layout) = first_pass(document, cache.as_deref_mut(), changes)?;
     let gzip = match first {
         First::Plain { json, .. } => {
+            if let Some(cache) = cache {
+                cache.forget_spans();
+            }
             let json = String::from_utf8(json).expect("serde_json writes UTF-8");
             return Ok(EncodedDocument {
                 data: BTreeMap::from([(CONFIGMAP_KEY.to_owned(), json)]),
@@ -234,15 +256,25 @@ fn encode_chunked(
         }
         First::Gzip(gzip) => gzip.finish(),
     };
-    let mut encoded = gzipped(document, gzip, json_bytes, false, &mut cache)?;
+    if let Some(cache) = cache.as_deref_mut() {
+        // Kept only if the member stored is this one (see below).
+        cache.keep_spans(document, &layout);
+    }
+    drop(layout);
+    let (mut encoded, recompressed) = gzipped(document, gzip, json_bytes, false, &mut cache)?;
+    let mut first_member_stored = !recompressed;
     let has_ranges = document
         .shards
         .values()
         .any(|shard| shard.hash_key_range.is_some());
     if encoded.encoded_bytes() > MAX_ENCODED_BYTES && has_ranges {
         drop(encoded);
+        first_member_stored = false;
         let gzip = compressed(document, true, LEVELS[0], cache.as_deref_mut())?;
-        encoded = gzipped(document, gzip, json_bytes, true, &mut cache)?;
+        encoded = gzipped(document, gzip, json_bytes, true, &mut cache)?.0;
+    }
+    if !first_member_stored && let Some(cache) = cache {
+        cache.forget_spans();
     }
     let encoded_bytes = encoded.encoded_bytes();
     if encoded_bytes > MAX_ENCODED_BYTES {
@@ -265,14 +297,15 @@ fn encode_chunked(
 const LEVELS: [u32; 2] = [2, 6];
 
 /// `gzip` (the document at the first level) as stored, or compressed again
-/// at the next level when it does not fit but nearly does.
+/// at the next level when it does not fit but nearly does (then `true`).
 fn gzipped(
     document: &AssignmentDocument,
     mut gzip: Vec<u8>,
     json_bytes: usize,
     hash_key_ranges_omitted: bool,
     cache: &mut Option<&mut EncodeCache>,
-) -> Result<EncodedDocument, EncodeError> {
+) -> Result<(EncodedDocument, bool), EncodeError> {
+    let mut recompressed = false;
     for &level in &LEVELS[1..] {
         let stored = CONFIGMAP_GZIP_KEY.len() + gzip.len();
         // Fits, or so far over that a higher level (under 10% smaller)
@@ -281,6 +314,7 @@ fn gzipped(
             break;
         }
         drop(gzip);
+        recompressed = true;
         gzip = compressed(
             document,
             hash_key_ranges_omitted,
@@ -288,13 +322,14 @@ fn gzipped(
             cache.as_deref_mut(),
         )?;
     }
-    Ok(EncodedDocument {
+    let encoded = EncodedDocument {
         data: BTreeMap::new(),
         binary_data: BTreeMap::from([(CONFIGMAP_GZIP_KEY.to_owned(), ByteString(gzip))]),
         encoding: Encoding::Gzip,
         json_bytes,
         hash_key_ranges_omitted,
-    })
+    };
+    Ok((encoded, recompressed))
 }
 
 /// What the first pass over a document made of it.
@@ -338,20 +373,40 @@ impl<'c> First<'c> {
 
 /// Serializes `document` chunk by chunk: kept as JSON while it fits
 /// [`PLAIN_LIMIT_BYTES`], gzip-compressed at the first level past that,
-/// with the JSON's size. Why streamed: at 20,000 shards the JSON is several
-/// megabytes, and holding it beside the document and its gzip was the
-/// largest single allocation of a publish; one chunk is held at a time.
-fn first_pass<'c>(
-    document: &AssignmentDocument,
+/// with the JSON's size and where its chunks lie. Why streamed: at 20,000
+/// shards the JSON is several megabytes, and holding it beside the document
+/// and its gzip was the largest single allocation of a publish; one chunk
+/// is held at a time.
+///
+/// With `changes` to the document whose spans `cache` keeps (a gzip), it
+/// goes to gzip at once, taking the chunks no change touches as they were;
+/// should the document turn out small enough to be stored plain, whose JSON
+/// is needed whole, it is written again without them.
+fn first_pass<'c, 'd>(
+    document: &'d AssignmentDocument,
     cache: Option<&'c mut EncodeCache>,
-) -> Result<(First<'c>, usize), EncodeError> {
+    changes: Option<&'c Changes>,
+) -> Result<(First<'c>, usize, Vec<Option<Span<'d>>>), EncodeError> {
     let mut cache = cache;
+    if let Some(changes) = changes
+        && let Some(of_base) =
+            cache.take_if(|cache| cache.has_spans_of(&document.shard_group, changes.base_epoch()))
+    {
+        let mut gzip = GzipChunks::new(LEVELS[0], Some(of_base)).reusing(changes);
+        let (json_bytes, layout) = write_laid_out(document, false, &mut gzip)?;
+        if json_bytes > PLAIN_LIMIT_BYTES {
+            return Ok((First::Gzip(Box::new(gzip)), json_bytes, layout));
+        }
+        cache = gzip.into_cache();
+    }
     let mut first = First::Plain {
         json: Vec::new(),
         ends: Vec::new(),
     };
-    let json_bytes = write_chunks(document, false, &mut |chunk| first.chunk(chunk, &mut cache))?;
-    Ok((first, json_bytes))
+    let (json_bytes, layout) = write_laid_out(document, false, &mut |chunk: &[u8]| {
+        first.chunk(chunk, &mut cache)
+    })?;
+    Ok((first, json_bytes, layout))
 }
 
 /// `document` (without its ranges if `omit_hash_key_ranges`) as gzip at
@@ -363,9 +418,7 @@ fn compressed(
     cache: Option<&mut EncodeCache>,
 ) -> Result<Vec<u8>, EncodeError> {
     let mut gzip = GzipChunks::new(level, cache);
-    write_chunks(document, omit_hash_key_ranges, &mut |chunk| {
-        gzip.chunk(chunk)
-    })?;
+    write_chunks(document, omit_hash_key_ranges, &mut gzip)?;
     Ok(gzip.finish())
 }
 

@@ -26,6 +26,15 @@
 //!   no cache, unless two different chunks of equal length have equal
 //!   fingerprints (see [`Fingerprint`] for how unlikely).
 //!
+//! - The cache also keeps where each chunk of its last encode lies (its
+//!   section, first key, number of records and whether it starts or ends
+//!   its section, [`Span`]). An encode told what changed since that
+//!   document ([`Changes`]) takes every chunk whose span is the same and
+//!   holds no changed key as it was, without writing its JSON: a chunk's
+//!   JSON is a function of its span and its records alone. So a pod event
+//!   that changes a few records of 20,000 writes and hashes the JSON of a
+//!   few chunks, not of the whole document.
+//!
 //! Compared with one deflate over the whole JSON, a chunk starts without
 //! the dictionary of the bytes before it and carries its own block header
 //! and flush marker: at level 2, 1.1% more bytes at 20,000 shards on 5,000
@@ -37,7 +46,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasher as _;
 
-use flate2::{Compress, Compression, Crc, FlushCompress};
+use crc32fast::Hasher as Crc32;
+use flate2::{Compress, Compression, FlushCompress};
 use serde::Serialize;
 use xxhash_rust::xxh3::xxh3_128_with_seed;
 
@@ -64,6 +74,11 @@ pub struct EncodeCache {
     /// The seed of the fingerprints' XXH3, random per cache: which JSON
     /// collides cannot be chosen without knowing it.
     seed: u64,
+    /// Where the chunks of the last encode lie, when it was stored as gzip
+    /// at the first level with its ranges.
+    spans: Spans,
+    /// The chunks of the last gzip member finished, in order.
+    last_member: Vec<Fingerprint>,
 }
 
 impl Default for EncodeCache {
@@ -72,7 +87,141 @@ impl Default for EncodeCache {
             chunks: HashMap::new(),
             generation: 0,
             seed: std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64),
+            spans: Spans::default(),
+            last_member: Vec::new(),
         }
+    }
+}
+
+/// Where each chunk of records of one encoded document lies, by section
+/// and first key, with its fingerprint.
+#[derive(Clone, Default)]
+struct Spans {
+    /// The document they are of: its group and epoch.
+    of: Option<(String, u64)>,
+    pods: HashMap<String, SpanEntry>,
+    shards: HashMap<String, SpanEntry>,
+}
+
+impl Spans {
+    fn section(&self, section: Section) -> &HashMap<String, SpanEntry> {
+        match section {
+            Section::Pods => &self.pods,
+            Section::Shards => &self.shards,
+        }
+    }
+
+    /// The chunk kept for `span`, when one of the same span was encoded.
+    fn get(&self, span: &Span<'_>) -> Option<&SpanEntry> {
+        self.section(span.section)
+            .get(span.first_key)
+            .filter(|entry| {
+                entry.keys == span.keys
+                    && entry.starts_section == span.starts_section
+                    && entry.ends_section == span.next_key.is_none()
+            })
+    }
+}
+
+/// One chunk of the last encode: its span less its first key (the key it
+/// is kept under), and its fingerprint.
+#[derive(Debug, Clone, Copy)]
+struct SpanEntry {
+    keys: usize,
+    starts_section: bool,
+    ends_section: bool,
+    fingerprint: Fingerprint,
+}
+
+/// Which map of the document a chunk's records are from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Section {
+    Pods,
+    Shards,
+}
+
+/// Where a chunk of records lies in its section of the document: its
+/// first key, the first key of the section's next chunk (none: it ends the
+/// section), how many records it holds, and whether it starts the section
+/// (the first chunk of `shards` carries the text before them, the last the
+/// text after). A chunk's JSON is a function of its span and the records
+/// in it, nothing else.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Span<'d> {
+    section: Section,
+    first_key: &'d str,
+    next_key: Option<&'d str>,
+    keys: usize,
+    starts_section: bool,
+}
+
+/// What changed between the document an [`EncodeCache`] last encoded (the
+/// base) and the next one: the base's epoch, and the keys of the pods and
+/// shards whose records were changed, added or removed (the head, which
+/// holds the epoch, is always written anew).
+///
+/// Given to [`encode_changed`](super::encode_changed), which takes every
+/// chunk of the base that holds none of these keys as it was: a key left
+/// out makes its chunk keep the base's bytes, so the caller must know the
+/// list is complete (the plan step builds it from the records it put in
+/// place of the base's, and only for the base it encoded last).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Changes {
+    base_epoch: u64,
+    pods: Vec<String>,
+    shards: Vec<String>,
+}
+
+impl Changes {
+    /// The changes to the document at `base_epoch` that the cache encoded
+    /// last: the pods and the shards whose records differ (in any order,
+    /// repeats allowed).
+    pub fn new(
+        base_epoch: u64,
+        pods: impl IntoIterator<Item = String>,
+        shards: impl IntoIterator<Item = String>,
+    ) -> Self {
+        let sorted = |keys: &mut Vec<String>| {
+            keys.sort_unstable();
+            keys.dedup();
+        };
+        let mut pods: Vec<String> = pods.into_iter().collect();
+        let mut shards: Vec<String> = shards.into_iter().collect();
+        sorted(&mut pods);
+        sorted(&mut shards);
+        Self {
+            base_epoch,
+            pods,
+            shards,
+        }
+    }
+
+    /// The epoch of the document the changes are to.
+    pub fn base_epoch(&self) -> u64 {
+        self.base_epoch
+    }
+
+    /// The pods whose lists changed, sorted.
+    pub fn pods(&self) -> &[String] {
+        &self.pods
+    }
+
+    /// The shards whose records changed, sorted.
+    pub fn shards(&self) -> &[String] {
+        &self.shards
+    }
+
+    /// Whether a changed key lies within `span`: from its first key to
+    /// the next chunk's (or the section's end). A key removed there counts
+    /// as much as one changed or added.
+    fn touch(&self, span: &Span<'_>) -> bool {
+        let keys = match span.section {
+            Section::Pods => &self.pods,
+            Section::Shards => &self.shards,
+        };
+        let from = keys.partition_point(|key| key.as_str() < span.first_key);
+        keys.get(from)
+            .is_some_and(|key| span.next_key.is_none_or(|next| key.as_str() < next))
     }
 }
 
@@ -95,7 +244,63 @@ impl EncodeCache {
     /// and the map's empty slots (not the allocator's rounding).
     pub fn bytes(&self) -> usize {
         let deflate: usize = self.chunks.values().map(|chunk| chunk.deflate.len()).sum();
-        deflate + self.chunks.capacity() * size_of::<(Fingerprint, CachedChunk)>()
+        let spans: usize = [&self.spans.pods, &self.spans.shards]
+            .into_iter()
+            .map(|spans| {
+                spans.keys().map(String::len).sum::<usize>()
+                    + spans.capacity() * size_of::<(String, SpanEntry)>()
+            })
+            .sum();
+        deflate
+            + self.chunks.capacity() * size_of::<(Fingerprint, CachedChunk)>()
+            + spans
+            + self.last_member.capacity() * size_of::<Fingerprint>()
+    }
+
+    /// Whether the spans kept are those of the document of `shard_group`
+    /// at `epoch`: an encode of changes to it may take chunks as they were.
+    pub(super) fn has_spans_of(&self, shard_group: &str, epoch: u64) -> bool {
+        self.spans
+            .of
+            .as_ref()
+            .is_some_and(|(group, of)| group == shard_group && *of == epoch)
+    }
+
+    /// Keeps where the chunks of `document` lie, laid out as `layout` (one
+    /// entry per chunk of the member last finished, none for the head and
+    /// for a chunk of no records): the spans the next encode of changes to
+    /// it compares with.
+    pub(super) fn keep_spans(
+        &mut self,
+        document: &AssignmentDocument,
+        layout: &[Option<Span<'_>>],
+    ) {
+        self.forget_spans();
+        if layout.len() != self.last_member.len() {
+            return;
+        }
+        for (span, fingerprint) in layout.iter().zip(&self.last_member) {
+            let Some(span) = span else { continue };
+            let entry = SpanEntry {
+                keys: span.keys,
+                starts_section: span.starts_section,
+                ends_section: span.next_key.is_none(),
+                fingerprint: *fingerprint,
+            };
+            let spans = match span.section {
+                Section::Pods => &mut self.spans.pods,
+                Section::Shards => &mut self.spans.shards,
+            };
+            spans.insert(span.first_key.to_owned(), entry);
+        }
+        self.spans.of = Some((document.shard_group.clone(), document.epoch));
+    }
+
+    /// Forgets the spans kept: the last encode was not stored as the
+    /// first level's gzip with ranges, which is what an encode of changes
+    /// makes first.
+    pub(super) fn forget_spans(&mut self) {
+        self.spans = Spans::default();
     }
 
     /// Starts an encode: what it looks up or compresses is marked as its.
@@ -149,8 +354,20 @@ struct CachedChunk {
 pub(super) fn write_chunks(
     document: &AssignmentDocument,
     omit_hash_key_ranges: bool,
-    sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+    sink: &mut dyn ChunkSink,
 ) -> std::io::Result<usize> {
+    write_laid_out(document, omit_hash_key_ranges, sink).map(|(written, _)| written)
+}
+
+/// [`write_chunks`], with where each chunk lies (in order, one entry per
+/// chunk handed over or taken as it was; none for the head and for a chunk
+/// of no records). A chunk the sink takes unchanged ([`ChunkSink::unchanged`])
+/// is not written.
+pub(super) fn write_laid_out<'d>(
+    document: &'d AssignmentDocument,
+    omit_hash_key_ranges: bool,
+    sink: &mut dyn ChunkSink,
+) -> std::io::Result<(usize, Vec<Option<Span<'d>>>)> {
     // Every field, so that a field added to the document cannot be
     // forgotten here (the tests compare with `serde_json::to_vec`).
     let AssignmentDocument {
@@ -165,6 +382,7 @@ pub(super) fn write_chunks(
         chunk: Vec::with_capacity(CHUNK_BUFFER_BYTES),
         sink,
         written: 0,
+        layout: Vec::new(),
     };
     json.chunk.extend_from_slice(b"{\"apiVersion\":");
     json.value(api_version)?;
@@ -175,67 +393,128 @@ pub(super) fn write_chunks(
     json.chunk.extend_from_slice(b",\"epoch\":");
     json.value(epoch)?;
     json.chunk.extend_from_slice(b",\"pods\":{");
-    json.end_chunk()?;
-    json.entries(pods, |json, value| json.value(value))?;
-    json.end_chunk()?;
-    json.chunk.extend_from_slice(b"},\"shards\":{");
-    json.entries(shards, |json, record: &ShardRecord| {
-        if omit_hash_key_ranges && record.hash_key_range.is_some() {
-            let mut record = record.clone();
-            record.hash_key_range = None;
-            json.value(&record)
-        } else {
-            json.value(record)
-        }
+    json.end_chunk(None)?;
+    json.section(Section::Pods, pods, (b"", b""), |json, value| {
+        json.value(value)
     })?;
-    json.chunk.extend_from_slice(b"}}");
-    json.end_chunk()?;
-    Ok(json.written)
+    json.section(
+        Section::Shards,
+        shards,
+        (b"},\"shards\":{", b"}}"),
+        |json, record: &ShardRecord| {
+            if omit_hash_key_ranges && record.hash_key_range.is_some() {
+                let mut record = record.clone();
+                record.hash_key_range = None;
+                json.value(&record)
+            } else {
+                json.value(record)
+            }
+        },
+    )?;
+    Ok((json.written, json.layout))
+}
+
+/// Where the chunks of JSON go.
+pub(super) trait ChunkSink {
+    /// A complete chunk: of the records of `span`, or (none) of the
+    /// document's head or of no records.
+    fn json(&mut self, json: &[u8], span: Option<&Span<'_>>) -> std::io::Result<()>;
+
+    /// Takes the chunk of `span` as the last encode had it, when it is
+    /// known unchanged (its JSON then is not written): its JSON's length.
+    fn unchanged(&mut self, _span: &Span<'_>) -> Option<usize> {
+        None
+    }
+}
+
+impl<F: FnMut(&[u8]) -> std::io::Result<()>> ChunkSink for F {
+    fn json(&mut self, json: &[u8], _span: Option<&Span<'_>>) -> std::io::Result<()> {
+        self(json)
+    }
 }
 
 /// The first capacity of the chunk buffer: about two average chunks at
 /// 20,000 shards with their ranges (it grows to the largest chunk).
 const CHUNK_BUFFER_BYTES: usize = 64 * 1024;
 
-/// The chunk being written, and where complete chunks go.
-struct ChunkWriter<'s> {
+/// The chunk being written, where complete chunks go, and where each lay.
+struct ChunkWriter<'s, 'd> {
     chunk: Vec<u8>,
-    sink: &'s mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+    sink: &'s mut dyn ChunkSink,
     written: usize,
+    layout: Vec<Option<Span<'d>>>,
 }
 
-impl ChunkWriter<'_> {
+impl<'d> ChunkWriter<'_, 'd> {
     fn value<T: Serialize + ?Sized>(&mut self, value: &T) -> std::io::Result<()> {
         serde_json::to_writer(&mut self.chunk, value).map_err(std::io::Error::from)
     }
 
-    /// The entries of a map, each value written by `value`, each record
-    /// whose key is a boundary starting a chunk.
-    fn entries<V>(
+    /// The entries of a map between the section's `(before, after)` text,
+    /// each value written by `value`, each record whose key is a boundary
+    /// starting a chunk; a chunk the sink takes unchanged is skipped.
+    fn section<V>(
         &mut self,
-        map: &BTreeMap<String, V>,
+        section: Section,
+        map: &'d BTreeMap<String, V>,
+        (before, after): (&[u8], &[u8]),
         value: impl Fn(&mut Self, &V) -> std::io::Result<()>,
     ) -> std::io::Result<()> {
-        for (i, (key, record)) in map.iter().enumerate() {
-            if i > 0 {
-                if is_boundary(key) {
-                    self.end_chunk()?;
-                }
-                self.chunk.push(b',');
+        // Where each chunk starts: the first record, then each boundary.
+        let starts: Vec<(usize, &'d str)> = map
+            .keys()
+            .enumerate()
+            .filter(|(i, key)| *i == 0 || is_boundary(key))
+            .map(|(i, key)| (i, key.as_str()))
+            .collect();
+        if starts.is_empty() {
+            self.chunk.extend_from_slice(before);
+            self.chunk.extend_from_slice(after);
+            return self.end_chunk(None);
+        }
+        let mut entries = map.iter();
+        for (n, &(start, first_key)) in starts.iter().enumerate() {
+            let next = starts.get(n + 1);
+            let span = Span {
+                section,
+                first_key,
+                next_key: next.map(|&(_, key)| key),
+                keys: next.map_or(map.len(), |&(end, _)| end) - start,
+                starts_section: n == 0,
+            };
+            if let Some(len) = self.sink.unchanged(&span) {
+                entries.nth(span.keys - 1);
+                self.written += len;
+                self.layout.push(Some(span));
+                continue;
             }
-            self.value(key)?;
-            self.chunk.push(b':');
-            value(self, record)?;
+            if span.starts_section {
+                self.chunk.extend_from_slice(before);
+            }
+            for (i, (key, record)) in entries.by_ref().take(span.keys).enumerate() {
+                if i > 0 || !span.starts_section {
+                    self.chunk.push(b',');
+                }
+                self.value(key)?;
+                self.chunk.push(b':');
+                value(self, record)?;
+            }
+            if span.next_key.is_none() {
+                self.chunk.extend_from_slice(after);
+            }
+            self.end_chunk(Some(span))?;
         }
         Ok(())
     }
 
-    /// Ends the current chunk, unless it is empty: hands it to the sink.
-    fn end_chunk(&mut self) -> std::io::Result<()> {
+    /// Ends the current chunk, of `span`, unless it is empty: hands it to
+    /// the sink.
+    fn end_chunk(&mut self, span: Option<Span<'d>>) -> std::io::Result<()> {
         if !self.chunk.is_empty() {
             self.written += self.chunk.len();
-            (self.sink)(&self.chunk)?;
+            self.sink.json(&self.chunk, span.as_ref())?;
             self.chunk.clear();
+            self.layout.push(span);
         }
         Ok(())
     }
@@ -247,6 +526,9 @@ impl ChunkWriter<'_> {
 pub(super) struct GzipChunks<'c> {
     level: u32,
     cache: Option<&'c mut EncodeCache>,
+    /// What changed since the document the cache holds the spans of: its
+    /// chunks that none of it touches are taken as they were.
+    changes: Option<&'c Changes>,
     /// Without a cache, the member so far. With one, empty until
     /// [`finish`](Self::finish): the chunks' bytes are in the cache, and
     /// are copied once into a buffer of the member's exact size.
@@ -256,7 +538,9 @@ pub(super) struct GzipChunks<'c> {
     /// The deflate bytes of the chunk being compressed.
     scratch: Vec<u8>,
     deflate_bytes: usize,
-    crc: Crc,
+    /// The CRC-32 of the JSON so far, and its length.
+    crc: Crc32,
+    json_bytes: u64,
     compress: Option<Compress>,
 }
 
@@ -269,20 +553,35 @@ impl<'c> GzipChunks<'c> {
         Self {
             level,
             cache,
+            changes: None,
             gzip,
             fingerprints: Vec::new(),
             scratch: Vec::new(),
             deflate_bytes: 0,
-            crc: Crc::new(),
+            crc: Crc32::new(),
+            json_bytes: 0,
             compress: None,
         }
     }
 
+    /// This member, taking the chunks of the cache's spans that `changes`
+    /// leaves alone as they were (see [`ChunkSink::unchanged`]).
+    pub(super) fn reusing(mut self, changes: &'c Changes) -> Self {
+        self.changes = Some(changes);
+        self
+    }
+
+    /// The cache, given back unused by a member not finished.
+    pub(super) fn into_cache(self) -> Option<&'c mut EncodeCache> {
+        self.cache
+    }
+
     /// Appends a chunk of JSON.
     pub(super) fn chunk(&mut self, chunk: &[u8]) -> std::io::Result<()> {
-        let mut chunk_crc = Crc::new();
+        let mut chunk_crc = Crc32::new();
         chunk_crc.update(chunk);
         self.crc.combine(&chunk_crc);
+        self.json_bytes += chunk.len() as u64;
         let Some(cache) = self.cache.as_deref_mut() else {
             // Through the scratch buffer, not straight into the member:
             // the room a chunk's worst case needs (its JSON's size) would
@@ -295,7 +594,7 @@ impl<'c> GzipChunks<'c> {
         };
         let fingerprint = Fingerprint {
             level: self.level,
-            crc: chunk_crc.sum(),
+            crc: chunk_crc.finalize(),
             len: chunk.len(),
             hash: xxh3_128_with_seed(chunk, cache.seed),
         };
@@ -326,7 +625,7 @@ impl<'c> GzipChunks<'c> {
         GZIP_HEADER.len() + self.deflate_bytes + FINAL_EMPTY_BLOCK.len() + 8
     }
 
-    /// The whole member.
+    /// The whole member (the cache, if any, keeps its chunks' order).
     pub(super) fn finish(self) -> Vec<u8> {
         let len = self.len();
         let mut gzip = self.gzip;
@@ -336,12 +635,45 @@ impl<'c> GzipChunks<'c> {
             for fingerprint in &self.fingerprints {
                 gzip.extend_from_slice(&cache.chunks[fingerprint].deflate);
             }
+            cache.last_member = self.fingerprints;
         }
         gzip.extend_from_slice(&FINAL_EMPTY_BLOCK);
-        gzip.extend_from_slice(&self.crc.sum().to_le_bytes());
-        gzip.extend_from_slice(&self.crc.amount().to_le_bytes());
+        gzip.extend_from_slice(&self.crc.finalize().to_le_bytes());
+        // ISIZE: the JSON's length modulo 2^32 (RFC 1952).
+        let isize =
+            u32::try_from(self.json_bytes & u64::from(u32::MAX)).expect("masked to 32 bits");
+        gzip.extend_from_slice(&isize.to_le_bytes());
         debug_assert_eq!(gzip.len(), len);
         gzip
+    }
+}
+
+impl ChunkSink for GzipChunks<'_> {
+    fn json(&mut self, json: &[u8], _span: Option<&Span<'_>>) -> std::io::Result<()> {
+        self.chunk(json)
+    }
+
+    /// The chunk the cache's spans hold for `span`, at this level, when no
+    /// change touches it: every record in it is the one it encoded, in the
+    /// same place of its section, so its JSON is the one fingerprinted.
+    fn unchanged(&mut self, span: &Span<'_>) -> Option<usize> {
+        let changes = self.changes?;
+        let cache = self.cache.as_deref_mut()?;
+        let entry = *cache.spans.get(span)?;
+        if entry.fingerprint.level != self.level || changes.touch(span) {
+            return None;
+        }
+        let cached = cache.chunks.get_mut(&entry.fingerprint)?;
+        cached.used = cache.generation;
+        self.deflate_bytes += cached.deflate.len();
+        let len = entry.fingerprint.len;
+        self.crc.combine(&Crc32::new_with_initial_len(
+            entry.fingerprint.crc,
+            len as u64,
+        ));
+        self.json_bytes += len as u64;
+        self.fingerprints.push(entry.fingerprint);
+        Some(len)
     }
 }
 

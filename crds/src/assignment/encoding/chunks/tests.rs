@@ -7,7 +7,7 @@ use std::io::Read as _;
 use flate2::read::GzDecoder;
 
 use super::*;
-use crate::assignment::encoding::{Encoding, LEVELS, encode, encode_with};
+use crate::assignment::encoding::{Encoding, LEVELS, encode, encode_changed, encode_with};
 use crate::assignment::{ShardPhase, ShardRecord};
 
 /// A document of `shards` records owned round-robin by `pods` pods, with
@@ -49,7 +49,7 @@ fn document(epoch: u64, shards: &[(String, u8)], pods: usize) -> AssignmentDocum
 /// The chunks [`write_chunks`] hands over, checking the size it returns.
 fn chunks_of(document: &AssignmentDocument, omit_hash_key_ranges: bool) -> Vec<Vec<u8>> {
     let mut chunks = Vec::new();
-    let written = write_chunks(document, omit_hash_key_ranges, &mut |chunk| {
+    let written = write_chunks(document, omit_hash_key_ranges, &mut |chunk: &[u8]| {
         chunks.push(chunk.to_vec());
         Ok(())
     })
@@ -246,12 +246,17 @@ fn the_cache_keeps_only_the_last_encode() {
     assert_eq!(first.encoding, Encoding::Gzip);
     let chunks = cache.chunks();
     assert!(chunks > 100, "{chunks}");
-    // Each chunk's deflate bytes once, and no JSON: the gzip's size and
-    // the map's entries.
+    // Each chunk's deflate bytes once, and no JSON: the gzip's size, the
+    // map's entries, and where each chunk lies (its first key, at most
+    // 11 bytes here, and its entry; the member's order).
     let stored = first.binary_data[crate::assignment::CONFIGMAP_GZIP_KEY]
         .0
         .len();
-    let bound = stored + chunks * 2 * size_of::<(Fingerprint, CachedChunk)>();
+    let per_chunk = 2 * size_of::<(Fingerprint, CachedChunk)>()
+        + 2 * size_of::<(String, SpanEntry)>()
+        + 11
+        + size_of::<Fingerprint>();
+    let bound = stored + chunks * per_chunk;
     assert!(
         cache.bytes() <= bound,
         "{} bytes held for {stored} of gzip",
@@ -270,4 +275,210 @@ fn the_cache_keeps_only_the_last_encode() {
     // A small document is plain and leaves nothing behind.
     encode_with(&document(1, &[], 1), &mut cache).unwrap();
     assert_eq!(cache.chunks(), 0);
+}
+
+/// An edit of a document's records: a shard moved to another pod, given a
+/// standby, sent to revoke, added or removed (indices taken modulo the
+/// shards there are).
+#[derive(Debug, Clone)]
+enum Edit {
+    Move(usize, usize),
+    Standby(usize, usize),
+    Revoke(usize),
+    Add(String, u8),
+    Remove(usize),
+}
+
+fn edit() -> impl Strategy<Value = Edit> {
+    prop_oneof![
+        (any::<usize>(), 0usize..500).prop_map(|(i, pod)| Edit::Move(i, pod)),
+        (any::<usize>(), 0usize..500).prop_map(|(i, pod)| Edit::Standby(i, pod)),
+        any::<usize>().prop_map(Edit::Revoke),
+        ("[a-z0-9\"\\\\-]{1,12}", any::<u8>()).prop_map(|(id, shape)| Edit::Add(id, shape)),
+        any::<usize>().prop_map(Edit::Remove),
+    ]
+}
+
+/// `doc` with `edits` applied to its records, its pods reindexed.
+fn edited(doc: &AssignmentDocument, edits: &[Edit]) -> AssignmentDocument {
+    let mut next = doc.clone();
+    next.epoch += 1;
+    for edit in edits {
+        let nth = |next: &AssignmentDocument, i: usize| {
+            next.shards.keys().nth(i % next.shards.len()).cloned()
+        };
+        match edit {
+            Edit::Move(i, pod) | Edit::Standby(i, pod) if !next.shards.is_empty() => {
+                let id = nth(&next, *i).expect("not empty");
+                let record = next.shards.get_mut(&id).expect("listed");
+                let pod = format!("pod-\"{pod}\"\u{e9}");
+                if matches!(edit, Edit::Move(..)) {
+                    record.owner = Some(pod);
+                } else if record.owner.as_ref() != Some(&pod) {
+                    record.standbys = vec![pod];
+                }
+            }
+            Edit::Revoke(i) if !next.shards.is_empty() => {
+                let id = nth(&next, *i).expect("not empty");
+                next.shards.get_mut(&id).expect("listed").state = ShardPhase::Revoking;
+            }
+            Edit::Remove(i) if !next.shards.is_empty() => {
+                let id = nth(&next, *i).expect("not empty");
+                next.shards.remove(&id);
+            }
+            Edit::Add(id, shape) => {
+                let template = document(0, &[(id.clone(), *shape)], 3);
+                next.shards.extend(template.shards);
+            }
+            _ => {}
+        }
+    }
+    next.reindex_pods();
+    next.pods.retain(|_, lists| !lists.is_empty());
+    next
+}
+
+/// The keys whose values differ between `a` and `b`, or that only one has.
+fn differing<V: PartialEq>(a: &BTreeMap<String, V>, b: &BTreeMap<String, V>) -> Vec<String> {
+    a.keys()
+        .chain(b.keys())
+        .filter(|key| a.get(*key) != b.get(*key))
+        .cloned()
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+
+    /// An encode of changes to the cache's last document gives exactly the
+    /// bytes of a cold encode, whatever the changes: records moved, added
+    /// or removed (chunk boundaries come and go), pods gone or new; with a
+    /// list of changes longer than needed; and with the changes to another
+    /// document than the cache's (it then encodes it whole).
+    #[test]
+    fn an_encode_of_changes_is_exactly_a_cold_encode(
+        shards in 5_000usize..6_500,
+        steps in prop::collection::vec(prop::collection::vec(edit(), 1..8), 1..5),
+        extra in prop::collection::vec("[a-z0-9-]{1,12}", 0..3),
+    ) {
+        let ids: Vec<(String, u8)> =
+            (0..shards).map(|i| (format!("shard-{i:05}"), u8::try_from(i % 16).unwrap())).collect();
+        let mut doc = document(1, &ids, 500);
+        doc.pods.retain(|_, lists| !lists.is_empty());
+        let mut cache = EncodeCache::default();
+        prop_assert_eq!(encode_with(&doc, &mut cache).unwrap().encoding, Encoding::Gzip);
+        for (n, step) in steps.iter().enumerate() {
+            let next = edited(&doc, step);
+            let pods = differing(&doc.pods, &next.pods).into_iter().chain(extra.clone());
+            let shards = differing(&doc.shards, &next.shards).into_iter().chain(extra.clone());
+            // Every third step, changes to a document the cache did not encode.
+            let base = if n % 3 == 2 { doc.epoch + 7 } else { doc.epoch };
+            let changes = Changes::new(base, pods, shards);
+            let encoded = encode_changed(&next, &mut cache, &changes).unwrap();
+            prop_assert_eq!(&encoded, &encode(&next).unwrap());
+            prop_assert_eq!(inflated(&encoded.binary_data[crate::assignment::CONFIGMAP_GZIP_KEY].0), serde_json::to_vec(&next).unwrap());
+            doc = next;
+        }
+    }
+}
+
+/// A sink that counts the chunks whose JSON is written, passing everything
+/// on to a gzip member.
+struct Counting<'g, 'c> {
+    gzip: &'g mut GzipChunks<'c>,
+    written: usize,
+}
+
+impl ChunkSink for Counting<'_, '_> {
+    fn json(&mut self, json: &[u8], span: Option<&Span<'_>>) -> std::io::Result<()> {
+        self.written += 1;
+        self.gzip.json(json, span)
+    }
+
+    fn unchanged(&mut self, span: &Span<'_>) -> Option<usize> {
+        self.gzip.unchanged(span)
+    }
+}
+
+#[test]
+fn an_encode_of_one_changed_record_writes_the_json_of_its_chunks_only() {
+    let ids: Vec<(String, u8)> = (0..40_000).map(|i| (format!("shard-{i}"), 1)).collect();
+    let mut doc = document(1, &ids, 500);
+    doc.pods.retain(|_, lists| !lists.is_empty());
+    let mut cache = EncodeCache::default();
+    encode_with(&doc, &mut cache).unwrap();
+    let chunks = cache.chunks();
+    // One shard sent to revoke: its record, and its owner's lists.
+    let next = edited(&doc, &[Edit::Revoke(777)]);
+    let changes = Changes::new(
+        1,
+        differing(&doc.pods, &next.pods),
+        differing(&doc.shards, &next.shards),
+    );
+    assert_eq!(changes.pods.len() + changes.shards.len(), 2);
+    cache.begin_encode();
+    let mut gzip = GzipChunks::new(LEVELS[0], Some(&mut cache)).reusing(&changes);
+    let mut counting = Counting {
+        gzip: &mut gzip,
+        written: 0,
+    };
+    let (json_bytes, layout) = write_laid_out(&next, false, &mut counting).unwrap();
+    // The head, the owner's chunk of pods, the shard's chunk of shards.
+    assert_eq!(counting.written, 3, "of {chunks} chunks");
+    assert_eq!(layout.len(), chunks);
+    assert_eq!(json_bytes, serde_json::to_vec(&next).unwrap().len());
+    let member = gzip.finish();
+    cache.end_encode();
+    assert_eq!(inflated(&member), serde_json::to_vec(&next).unwrap());
+}
+
+/// A key that starts a chunk, made of `prefix` and a number.
+fn boundary_key(prefix: &str) -> String {
+    (0..)
+        .map(|n| format!("{prefix}{n}"))
+        .find(|key| is_boundary(key))
+        .expect("one in RECORDS_PER_CHUNK keys is a boundary")
+}
+
+#[test]
+fn a_chunk_added_before_or_after_a_section_changes_its_neighbour_too() {
+    let ids: Vec<(String, u8)> = (0..6_000).map(|i| (format!("shard-{i}"), 1)).collect();
+    let mut doc = document(1, &ids, 500);
+    // The sections' first keys start chunks of their own (as every key
+    // after them may).
+    doc.shards.insert(
+        boundary_key("b-"),
+        ShardRecord {
+            owner: Some(boundary_key("b-pod-")),
+            ..Default::default()
+        },
+    );
+    doc.reindex_pods();
+    doc.pods.retain(|_, lists| !lists.is_empty());
+    // A shard and an owner sorting before every other key, then after,
+    // each starting a chunk of its own: the chunk that started (ended) the
+    // section no longer does, and its bytes change though its records
+    // do not.
+    for (shard, pod) in [
+        (boundary_key("a-"), boundary_key("a-pod-")),
+        (boundary_key("z-"), boundary_key("z-pod-")),
+    ] {
+        let mut cache = EncodeCache::default();
+        encode_with(&doc, &mut cache).unwrap();
+        let mut next = doc.clone();
+        next.epoch += 1;
+        next.shards.insert(
+            shard.clone(),
+            ShardRecord {
+                owner: Some(pod.clone()),
+                ..Default::default()
+            },
+        );
+        next.reindex_pods();
+        let changes = Changes::new(1, [pod], [shard]);
+        assert_eq!(
+            encode_changed(&next, &mut cache, &changes).unwrap(),
+            encode(&next).unwrap()
+        );
+    }
 }
