@@ -43,7 +43,9 @@
 //! encode recompress only the chunks whose JSON changed: at 20,000 shards
 //! a pod event re-gzipped several megabytes of JSON, now the few chunks
 //! it touched. The bytes do not depend on the cache (`encoding/chunks.rs`
-//! says how).
+//! says how). Told which records changed since the cache's last document
+//! ([`encode_changed`], [`Changes`]), an encode does not even write the
+//! JSON of the chunks that hold none of them.
 
 mod chunks;
 

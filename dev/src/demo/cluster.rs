@@ -132,8 +132,10 @@ pub struct Cluster {
     pub pool: ConsumerPool,
     /// Pods by name.
     pub pods: BTreeMap<String, DemoPod>,
-    /// The published document (the ConfigMap's content).
-    pub published: Option<AssignmentDocument>,
+    /// The published document (the ConfigMap's content), shared with the
+    /// plan that wrote it, as the operator's cache keeps the document it
+    /// wrote (the group's plan memory knows it by that).
+    pub published: Option<Arc<AssignmentDocument>>,
     /// Record logs of every pod that ever ran, deleted ones included.
     pub record_logs: Vec<PathBuf>,
     /// The controller's memory of departed pods (what its pod watch saw

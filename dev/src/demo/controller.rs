@@ -29,7 +29,7 @@ use shardring_core::cycle::{self, cycle};
 use shardring_core::group_state::{TopologyMemory, TopologyRead};
 use shardring_core::leases::LeaseTable;
 use shardring_core::observation::{LeaseObservation, TopologyObservation};
-use shardring_core::plan::{Decision, DocumentWrite};
+use shardring_core::plan::{Decision, DocumentWrite, PlanMemory};
 use shardring_core::topology::{SourceError, Topology};
 use shardring_crds::{AssignmentDocument, ShardPhase};
 
@@ -55,6 +55,9 @@ pub struct Shared {
     pub plans: u64,
     /// The consumer endpoint the cycle publishes views into, if any.
     pub endpoint: Option<CycleEndpoint>,
+    /// What the controller's plans keep between them (a restarted
+    /// controller starts a new one).
+    pub plan_memory: PlanMemory,
     source_name: String,
 }
 
@@ -95,6 +98,7 @@ impl Shared {
             problems: Vec::new(),
             plans: 0,
             endpoint: None,
+            plan_memory: PlanMemory::default(),
             source_name,
         }
     }
@@ -186,7 +190,8 @@ impl Shared {
         let mut reconcile = self
             .cluster
             .reconcile(topology, leases)
-            .with_endpoint(self.endpoint.as_ref().map(|e| (&e.state, &e.metrics)));
+            .with_endpoint(self.endpoint.as_ref().map(|e| (&e.state, &e.metrics)))
+            .with_plan_memory(&mut self.plan_memory);
         let done = cycle::ready(cycle(&mut reconcile, now));
         self.plans += 1;
         let decision = match done.into_result() {
@@ -200,7 +205,7 @@ impl Shared {
         if let Some(DocumentWrite { document: doc, .. }) = &decision.document_write {
             self.published_at = Some(now);
             let events = diff(
-                previous.as_ref(),
+                previous.as_deref(),
                 doc,
                 &decision,
                 &self.cluster.pods,

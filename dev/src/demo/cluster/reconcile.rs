@@ -7,7 +7,10 @@
 //! by [`go_quote`]), the status, and last the consumer endpoint's views,
 //! when there is an endpoint.
 
+use std::sync::Arc;
+
 use jiff::Timestamp;
+use shardring_core::PlanMemory;
 use shardring_core::cycle::{Apply, Observe, Observed};
 use shardring_core::group_state::collect_pods;
 use shardring_core::load::LoadObservation;
@@ -36,6 +39,7 @@ impl Cluster {
             reads: Some((topology, leases)),
             endpoint: None,
             seen: None,
+            memory: None,
         }
     }
 
@@ -74,9 +78,9 @@ impl Cluster {
     }
 
     /// Stores the published document, also as a file beside the pods'.
-    fn publish(&mut self, doc: &AssignmentDocument) -> std::io::Result<()> {
-        self.published = Some(doc.clone());
-        let json = serde_json::to_vec_pretty(doc).map_err(std::io::Error::other)?;
+    fn publish(&mut self, doc: &Arc<AssignmentDocument>) -> std::io::Result<()> {
+        self.published = Some(Arc::clone(doc));
+        let json = serde_json::to_vec_pretty(doc.as_ref()).map_err(std::io::Error::other)?;
         shardring_consumer::view::file::write_atomically(&self.dir.join("assignment.json"), &json)
     }
 
@@ -126,6 +130,8 @@ pub struct Reconcile<'a> {
     endpoint: Option<(&'a EndpointState, &'a ControllerMetrics)>,
     /// What the observe half kept for serving views at the cycle's end.
     seen: Option<EndpointSeen>,
+    /// The controller's plan memory for the group, when it keeps one.
+    memory: Option<&'a mut PlanMemory>,
 }
 
 impl<'a> Reconcile<'a> {
@@ -139,6 +145,13 @@ impl<'a> Reconcile<'a> {
         self.endpoint = endpoint;
         self
     }
+
+    /// Plans with the group's `memory`, kept by the controller between its
+    /// cycles (as the operator keeps one per group).
+    pub fn with_plan_memory(mut self, memory: &'a mut PlanMemory) -> Self {
+        self.memory = Some(memory);
+        self
+    }
 }
 
 impl Observe for Reconcile<'_> {
@@ -147,7 +160,7 @@ impl Observe for Reconcile<'_> {
         let group = &self.cluster.group;
         let recorded = match self.endpoint {
             Some((endpoint, _)) => {
-                let published = self.cluster.published.as_ref();
+                let published = self.cluster.published.as_deref();
                 let loads =
                     endpoint_sync::observe_loads(&endpoint.loads, group, published, &leases, now);
                 (endpoint_sync::observe_releases(endpoint, group), loads)
@@ -164,6 +177,10 @@ impl Observe for Reconcile<'_> {
             // can land after a newer one, so there is no precondition.
             published: PublishedVersion::Absent,
         }
+    }
+
+    fn plan_memory(&mut self) -> Option<&mut PlanMemory> {
+        self.memory.as_deref_mut()
     }
 }
 

@@ -51,6 +51,10 @@ impl Stage {
             let departed = shardring::controller::observe::departed::DepartureMemory::default();
             departed.listed(Timestamp::now());
             state.cluster.departed = departed;
+            // Its plans start with no memory, from the document as it
+            // reads it from the ConfigMap (a copy of its own).
+            state.plan_memory = Default::default();
+            state.cluster.published = state.cluster.published.as_deref().cloned().map(Arc::new);
         }
         println!("  ! controller stopped; a new one starts from the published state");
         let source = source(&self.sdk, &self.kinesis_url, &self.dynamo_url);
