@@ -196,6 +196,27 @@ impl Changes {
         }
     }
 
+    /// The changes from `base` to `next` found by comparing every record
+    /// of both (a caller that knows what it changed names it with
+    /// [`new`](Self::new) instead, without the comparison).
+    pub fn between(base: &AssignmentDocument, next: &AssignmentDocument) -> Self {
+        fn differing<V: PartialEq>(
+            a: &BTreeMap<String, V>,
+            b: &BTreeMap<String, V>,
+        ) -> Vec<String> {
+            a.keys()
+                .chain(b.keys())
+                .filter(|key| a.get(*key) != b.get(*key))
+                .cloned()
+                .collect()
+        }
+        Self::new(
+            base.epoch,
+            differing(&base.pods, &next.pods),
+            differing(&base.shards, &next.shards),
+        )
+    }
+
     /// The epoch of the document the changes are to.
     pub fn base_epoch(&self) -> u64 {
         self.base_epoch

@@ -338,15 +338,6 @@ fn edited(doc: &AssignmentDocument, edits: &[Edit]) -> AssignmentDocument {
     next
 }
 
-/// The keys whose values differ between `a` and `b`, or that only one has.
-fn differing<V: PartialEq>(a: &BTreeMap<String, V>, b: &BTreeMap<String, V>) -> Vec<String> {
-    a.keys()
-        .chain(b.keys())
-        .filter(|key| a.get(*key) != b.get(*key))
-        .cloned()
-        .collect()
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(12))]
 
@@ -369,8 +360,9 @@ proptest! {
         prop_assert_eq!(encode_with(&doc, &mut cache).unwrap().encoding, Encoding::Gzip);
         for (n, step) in steps.iter().enumerate() {
             let next = edited(&doc, step);
-            let pods = differing(&doc.pods, &next.pods).into_iter().chain(extra.clone());
-            let shards = differing(&doc.shards, &next.shards).into_iter().chain(extra.clone());
+            let found = Changes::between(&doc, &next);
+            let pods = found.pods().iter().cloned().chain(extra.clone());
+            let shards = found.shards().iter().cloned().chain(extra.clone());
             // Every third step, changes to a document the cache did not encode.
             let base = if n % 3 == 2 { doc.epoch + 7 } else { doc.epoch };
             let changes = Changes::new(base, pods, shards);
@@ -410,11 +402,7 @@ fn an_encode_of_one_changed_record_writes_the_json_of_its_chunks_only() {
     let chunks = cache.chunks();
     // One shard sent to revoke: its record, and its owner's lists.
     let next = edited(&doc, &[Edit::Revoke(777)]);
-    let changes = Changes::new(
-        1,
-        differing(&doc.pods, &next.pods),
-        differing(&doc.shards, &next.shards),
-    );
+    let changes = Changes::between(&doc, &next);
     assert_eq!(changes.pods.len() + changes.shards.len(), 2);
     cache.begin_encode();
     let mut gzip = GzipChunks::new(LEVELS[0], Some(&mut cache)).reusing(&changes);
