@@ -216,7 +216,10 @@ struct KnownDocument {
     /// before it was kept.
     previous: Option<Arc<engine::PreviousAssignment>>,
     /// The encode cache's last encode is of it: the next document, built
-    /// from it, is encoded from its chunks and the [`codec::Changes`].
+    /// from it, is encoded from its chunks and the [`codec::Changes`]. (An
+    /// encode that failed since, of a document too large to publish, left
+    /// the cache with another document's chunks: the cache knows which
+    /// document's they are and then encodes the whole document.)
     encoded: bool,
 }
 
