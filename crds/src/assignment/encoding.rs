@@ -256,12 +256,12 @@ fn encode_chunked(
                 hash_key_ranges_omitted: false,
             });
         }
-        First::Gzip(gzip) => gzip.finish(),
+        First::Gzip(mut gzip) => {
+            // Kept only if the member stored is this one (see below).
+            gzip.keep_spans(document, &layout);
+            gzip.finish()
+        }
     };
-    if let Some(cache) = cache.as_deref_mut() {
-        // Kept only if the member stored is this one (see below).
-        cache.keep_spans(document, &layout);
-    }
     drop(layout);
     let (mut encoded, recompressed) = gzipped(document, gzip, json_bytes, false, &mut cache)?;
     let mut first_member_stored = !recompressed;

@@ -77,8 +77,6 @@ pub struct EncodeCache {
     /// Where the chunks of the last encode lie, when it was stored as gzip
     /// at the first level with its ranges.
     spans: Spans,
-    /// The chunks of the last gzip member finished, in order.
-    last_member: Vec<Fingerprint>,
 }
 
 impl Default for EncodeCache {
@@ -88,7 +86,6 @@ impl Default for EncodeCache {
             generation: 0,
             seed: std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64),
             spans: Spans::default(),
-            last_member: Vec::new(),
         }
     }
 }
@@ -272,10 +269,7 @@ impl EncodeCache {
                     + spans.capacity() * size_of::<(String, SpanEntry)>()
             })
             .sum();
-        deflate
-            + self.chunks.capacity() * size_of::<(Fingerprint, CachedChunk)>()
-            + spans
-            + self.last_member.capacity() * size_of::<Fingerprint>()
+        deflate + self.chunks.capacity() * size_of::<(Fingerprint, CachedChunk)>() + spans
     }
 
     /// Whether the spans kept are those of the document of `shard_group`
@@ -288,19 +282,18 @@ impl EncodeCache {
     }
 
     /// Keeps where the chunks of `document` lie, laid out as `layout` (one
-    /// entry per chunk of the member last finished, none for the head and
-    /// for a chunk of no records): the spans the next encode of changes to
-    /// it compares with.
-    pub(super) fn keep_spans(
+    /// entry per chunk of its member, whose fingerprints are `member`, none
+    /// for the head and for a chunk of no records): the spans the next
+    /// encode of changes to it compares with.
+    fn keep_spans(
         &mut self,
         document: &AssignmentDocument,
         layout: &[Option<Span<'_>>],
+        member: &[Fingerprint],
     ) {
         self.forget_spans();
-        if layout.len() != self.last_member.len() {
-            return;
-        }
-        for (span, fingerprint) in layout.iter().zip(&self.last_member) {
+        debug_assert_eq!(layout.len(), member.len(), "a span per chunk");
+        for (span, fingerprint) in layout.iter().zip(member) {
             let Some(span) = span else { continue };
             let entry = SpanEntry {
                 keys: span.keys,
@@ -437,9 +430,8 @@ pub(super) fn write_laid_out<'d>(
 
 /// Where the chunks of JSON go.
 pub(super) trait ChunkSink {
-    /// A complete chunk: of the records of `span`, or (none) of the
-    /// document's head or of no records.
-    fn json(&mut self, json: &[u8], span: Option<&Span<'_>>) -> std::io::Result<()>;
+    /// A complete chunk.
+    fn json(&mut self, json: &[u8]) -> std::io::Result<()>;
 
     /// Takes the chunk of `span` as the last encode had it, when it is
     /// known unchanged (its JSON then is not written): its JSON's length.
@@ -449,7 +441,7 @@ pub(super) trait ChunkSink {
 }
 
 impl<F: FnMut(&[u8]) -> std::io::Result<()>> ChunkSink for F {
-    fn json(&mut self, json: &[u8], _span: Option<&Span<'_>>) -> std::io::Result<()> {
+    fn json(&mut self, json: &[u8]) -> std::io::Result<()> {
         self(json)
     }
 }
@@ -533,7 +525,7 @@ impl<'d> ChunkWriter<'_, 'd> {
     fn end_chunk(&mut self, span: Option<Span<'d>>) -> std::io::Result<()> {
         if !self.chunk.is_empty() {
             self.written += self.chunk.len();
-            self.sink.json(&self.chunk, span.as_ref())?;
+            self.sink.json(&self.chunk)?;
             self.chunk.clear();
             self.layout.push(span);
         }
@@ -646,7 +638,19 @@ impl<'c> GzipChunks<'c> {
         GZIP_HEADER.len() + self.deflate_bytes + FINAL_EMPTY_BLOCK.len() + 8
     }
 
-    /// The whole member (the cache, if any, keeps its chunks' order).
+    /// Has the cache keep where this member's chunks lie in `document`,
+    /// laid out as `layout` (see [`write_laid_out`]).
+    pub(super) fn keep_spans(
+        &mut self,
+        document: &AssignmentDocument,
+        layout: &[Option<Span<'_>>],
+    ) {
+        if let Some(cache) = self.cache.as_deref_mut() {
+            cache.keep_spans(document, layout, &self.fingerprints);
+        }
+    }
+
+    /// The whole member.
     pub(super) fn finish(self) -> Vec<u8> {
         let len = self.len();
         let mut gzip = self.gzip;
@@ -656,7 +660,6 @@ impl<'c> GzipChunks<'c> {
             for fingerprint in &self.fingerprints {
                 gzip.extend_from_slice(&cache.chunks[fingerprint].deflate);
             }
-            cache.last_member = self.fingerprints;
         }
         gzip.extend_from_slice(&FINAL_EMPTY_BLOCK);
         gzip.extend_from_slice(&self.crc.finalize().to_le_bytes());
@@ -670,7 +673,7 @@ impl<'c> GzipChunks<'c> {
 }
 
 impl ChunkSink for GzipChunks<'_> {
-    fn json(&mut self, json: &[u8], _span: Option<&Span<'_>>) -> std::io::Result<()> {
+    fn json(&mut self, json: &[u8]) -> std::io::Result<()> {
         self.chunk(json)
     }
 
