@@ -354,6 +354,40 @@ pub(crate) async fn watch_owners_of(
     Ok((owners, watch))
 }
 
+/// The owner changes [`watch_owners`] has counted up to the documents as
+/// they are now. A read of a document can be ahead of the watch (the watch
+/// delivers it a moment later), so this waits until every active partition
+/// of a fresh list of the namespace's documents has the owner the watch
+/// last saw; call it once the documents have settled.
+pub(crate) async fn moves_up_to_now(
+    client: &Client,
+    namespace: &str,
+    owners: &Mutex<OwnerChanges>,
+) -> TestResult<usize> {
+    let config_maps = Api::<ConfigMap>::namespaced(client.clone(), namespace);
+    wait_until("the document watch to catch up", WATCH_WAIT, || async {
+        let listed = config_maps
+            .list(&kube::api::ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        let owners = owners.lock().expect("owners");
+        let behind = listed
+            .items
+            .iter()
+            .filter_map(|map| assignment_document(map).ok())
+            .flat_map(|doc| doc.pods.into_iter())
+            .flat_map(|(pod, entry)| entry.active.into_iter().map(move |s| (s, pod.clone())))
+            .filter(|(shard, pod)| owners.owner.get(shard) != Some(pod))
+            .count();
+        if behind == 0 {
+            Ok(owners.moves)
+        } else {
+            Err(format!("{behind} partitions not yet seen on their owner"))
+        }
+    })
+    .await
+}
+
 /// How long [`watch_owners_of`] waits for the documents.
 const WATCH_WAIT: Duration = Duration::from_secs(90);
 

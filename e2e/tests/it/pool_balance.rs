@@ -25,8 +25,8 @@ use shardring_e2e::namespace::{apply_crds, create_namespace};
 use shardring_e2e::published::assignment_document;
 
 use crate::kit_group::{
-    Running, TestResult, in_fresh_namespace, ready_pod, reconciles_total, scrape_metrics,
-    start_operator, wait_until, watch_owners_of,
+    Running, TestResult, in_fresh_namespace, moves_up_to_now, ready_pod, reconciles_total,
+    scrape_metrics, start_operator, wait_until, watch_owners_of,
 };
 
 /// A pool's shape: its groups, each group's partitions, its pods.
@@ -284,7 +284,7 @@ async fn rolling_deploy(client: &Client, namespace: &str) -> TestResult {
         wait_empty(client, namespace, &old).await?;
     }
     let totals = wait_balanced(client, namespace, &live, TWENTY).await?;
-    let moves = owners.lock().expect("owners").moves;
+    let moves = moves_up_to_now(client, namespace, &owners).await?;
     watch.abort();
     println!("pool rolling deploy: {moves} moves of {partitions} partitions; after it: {totals:?}");
     if moves != partitions {

@@ -36,8 +36,8 @@ use shardring_e2e::namespace::{apply_crds, create_namespace};
 use shardring_e2e::published::assignment_document;
 
 use crate::kit_group::{
-    Running, TestResult, free_port, in_fresh_namespace, ready_status, set_status, shardring_run,
-    wait_until, watch_owners_of,
+    Running, TestResult, free_port, in_fresh_namespace, moves_up_to_now, ready_status, set_status,
+    shardring_run, wait_until, watch_owners_of,
 };
 
 const SET: &str = "web";
@@ -87,11 +87,11 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
     // nothing to do (an unscheduled pod is deleted at once).
     kubelet.set_startup(Duration::from_secs(3));
     let (owners, watch) = watch_owners_of(client, namespace, SHARDS).await?;
-    let moved = || owners.lock().expect("owners").moves;
+    let moved = || moves_up_to_now(client, namespace, &owners);
 
     // The baseline: a rolling restart without the setting.
     rolling_restart(client, namespace, &all).await?;
-    let baseline = moved();
+    let baseline = moved().await?;
     println!("stable identity: rolling restart without identity: {baseline} moves of {SHARDS}");
     if baseline == 0 {
         return Err("the rolling restart without identity moved nothing: no baseline".into());
@@ -106,10 +106,10 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
             }}})),
         )
         .await?;
-    let before = moved();
+    let before = moved().await?;
     let started = Instant::now();
     rolling_restart(client, namespace, &all).await?;
-    let with_identity = moved() - before;
+    let with_identity = moved().await? - before;
     println!(
         "stable identity: rolling restart with identity: {with_identity} moves of {SHARDS} ({:.1} s)",
         started.elapsed().as_secs_f64()
@@ -120,7 +120,7 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
 
     // The same pod not Ready for a moment (its container restarted).
     let pods = Api::<Pod>::namespaced(client.clone(), namespace);
-    let before = moved();
+    let before = moved().await?;
     let flap = member(1);
     let since = jiff::Timestamp::now().to_string();
     set_status(&pods, &flap, not_ready_status(&since)).await?;
@@ -141,14 +141,14 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
     )
     .await?;
     wait_balanced(client, namespace, &all).await?;
-    let flap_moves = moved() - before;
+    let flap_moves = moved().await? - before;
     println!("stable identity: the same pod not Ready and back: {flap_moves} moves");
     if flap_moves != 0 {
         return Err(format!("{flap_moves} moves for a pod that came back").into());
     }
 
     // Scaled down: web-2 will not come back.
-    let before = moved();
+    let before = moved().await?;
     let started = Instant::now();
     sets.patch(
         SET,
@@ -159,7 +159,7 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
     let two: Vec<String> = (0..2).map(member).collect();
     wait_balanced(client, namespace, &two).await?;
     let took = started.elapsed();
-    let scale_moves = moved() - before;
+    let scale_moves = moved().await? - before;
     println!(
         "stable identity: scale 3 -> 2: {scale_moves} moves in {:.1} s (window {WINDOW_SECS} s)",
         took.as_secs_f64()
@@ -174,7 +174,7 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
     // A pod that does not come back Ready within the window.
     let gone = member(1);
     kubelet.withhold(&gone);
-    let before = moved();
+    let before = moved().await?;
     let started = Instant::now();
     pods.delete(&gone, &DeleteParams::default()).await?;
     let status = wait_until("web-1's partitions held", WAIT, || async {
@@ -205,7 +205,7 @@ async fn scenario(client: &Client, namespace: &str) -> TestResult {
     )
     .await?;
     let took = started.elapsed();
-    let expired_moves = moved() - before;
+    let expired_moves = moved().await? - before;
     println!(
         "stable identity: a pod that did not return: {expired_moves} moves after {:.1} s (window {WINDOW_SECS} s)",
         took.as_secs_f64()
