@@ -1,10 +1,12 @@
 //! The developer tooling's integration tests, in one test binary: the demo
 //! end to end (`demo_run`), the e2e suite's scenarios on the demo's embedded
 //! stage (`embedded_scenarios`), `shardring-dev plan` and `hash-keys`
-//! through the built binary (`cli_plan`), and the workspace's import circles
-//! (`import_circles`). Run one module with
+//! through the built binary (`cli_plan`), the workspace's import circles
+//! (`import_circles`) and the benchmarks doc's figures blocks
+//! (`bench_record`). Run one module with
 //! `cargo test -p shardring-dev --test it <module>::`.
 
+mod bench_record;
 mod cli_plan;
 mod demo_run;
 mod embedded_scenarios;
