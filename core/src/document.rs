@@ -66,6 +66,26 @@ impl NextRecord<'_> {
 /// The records of the next document by shard id: sorted, each id once.
 pub(crate) type NextRecords<'a> = Vec<(&'a str, NextRecord<'a>)>;
 
+/// A copy of a published document's records and pod lists, made before
+/// [`next_document`] needs it: the plan makes it on a thread of its own
+/// while the engine runs, when a plan is about to move shards of a large
+/// document, so that the next document patches it instead of copying
+/// 20,000 records after the engine.
+pub(crate) struct PublishedCopy {
+    shards: BTreeMap<String, ShardRecord>,
+    pods: BTreeMap<String, PodAssignment>,
+}
+
+impl PublishedCopy {
+    /// A copy of `doc`'s records and pod lists.
+    pub(crate) fn of(doc: &AssignmentDocument) -> Self {
+        Self {
+            shards: doc.shards.clone(),
+            pods: doc.pods.clone(),
+        }
+    }
+}
+
 /// The next document: `previous` itself (borrowed: nothing to write) when the
 /// content is unchanged, else the new content at `base_epoch + 1`.
 ///
@@ -85,12 +105,17 @@ pub(crate) type NextRecords<'a> = Vec<(&'a str, NextRecord<'a>)>;
 /// With a new document built from `previous`'s records and pod lists, the
 /// [`Changes`] to it: the shards whose records differ and the pods whose
 /// lists do (an encode of it then starts from `previous`'s chunks).
+///
+/// `copy`, a [`PublishedCopy`] of `previous` when the caller made one, is
+/// what a changed document is built from instead of a copy made here; the
+/// document is the same either way.
 pub(crate) fn next_document<'a>(
     shard_group: String,
     shards: NextRecords<'_>,
     previous: Option<&'a AssignmentDocument>,
     previous_indexed: bool,
     base_epoch: u64,
+    copy: Option<PublishedCopy>,
 ) -> (Cow<'a, AssignmentDocument>, Option<Changes>) {
     let Some(prev) = previous else {
         return (
@@ -148,7 +173,11 @@ pub(crate) fn next_document<'a>(
             _ => Some((*id, prev_record, record.get())),
         })
         .collect();
-    let pods = indexed().then(|| moved(&prev.pods, &changed));
+    let (mut records, copied_pods) = match copy {
+        Some(PublishedCopy { shards, pods }) => (shards, Some(pods)),
+        None => (prev.shards.clone(), None),
+    };
+    let pods = indexed().then(|| moved(copied_pods.unwrap_or_else(|| prev.pods.clone()), &changed));
     // Only what `moved` changed differs from the published pod lists (a
     // rebuilt index may differ anywhere).
     let changes = pods.is_some().then(|| {
@@ -161,7 +190,6 @@ pub(crate) fn next_document<'a>(
             changed.iter().map(|(id, ..)| (*id).to_owned()),
         )
     });
-    let mut records = prev.shards.clone();
     for ((slot, prev_record), (_, record)) in
         records.values_mut().zip(prev.shards.values()).zip(shards)
     {
@@ -189,10 +217,9 @@ pub(crate) fn next_document<'a>(
 /// [`AssignmentDocument::from_shards`] builds of the next records, pods
 /// left with nothing dropped.
 fn moved(
-    pods: &BTreeMap<String, PodAssignment>,
+    mut pods: BTreeMap<String, PodAssignment>,
     changed: &[(&str, &ShardRecord, &ShardRecord)],
 ) -> BTreeMap<String, PodAssignment> {
-    let mut pods = pods.clone();
     let position = |list: &[String], id: &str| list.binary_search_by(|at| at.as_str().cmp(id));
     for (id, before, _) in changed {
         for (pod, list) in listings(before) {

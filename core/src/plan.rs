@@ -13,10 +13,12 @@
 //! it and the engine run, `plan/hold.rs` the hold of a group's first
 //! publish, `plan/outcome.rs` what it reports into the status and Events,
 //! `plan/requeue.rs` when to look again, `plan/throughput.rs` the measured
-//! loads (`balance: throughput`, the scaling signal).
+//! loads (`balance: throughput`, the scaling signal), `plan/copy_ahead.rs`
+//! when the published document is copied beside the engine.
 
 #[cfg(test)]
 mod bookkeeping_tests;
+mod copy_ahead;
 mod eligible;
 mod hold;
 mod inputs;
@@ -30,7 +32,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use self::inputs::{Engined, Inputs, inputs, run_engine};
+use self::copy_ahead::copies_ahead;
+use self::inputs::{Engined, Inputs, inputs, pace, run_engine};
 use self::outcome::{
     moves_in_flight, note_oversized, protocol_status, published_message, record_assignment,
     stale_message,
@@ -40,7 +43,7 @@ use self::unpaced::{deferred_by_budget, rebalances_unpaced};
 use crate::codec;
 use crate::conditions::reason;
 use crate::crds::{AssignmentDocument, ShardGroupStatus};
-use crate::document::{self, AnnotationWrite};
+use crate::document::{self, AnnotationWrite, PublishedCopy};
 use crate::engine::{self, PlanInput, PlanOutput};
 use crate::events::EventNote;
 use crate::handoff;
@@ -360,44 +363,58 @@ fn plan_assignment(
         ));
     }
     let previous_doc = published.or(recovered.as_ref());
-    let Engined {
-        pacing,
-        output,
-        mut input,
-    } = run_engine(
-        obs,
-        pool,
-        pods,
-        topology,
-        previous_doc,
-        memory.engine_previous(obs, previous_doc),
-        &mut memory.engine,
-    )?;
-    outcome.deferred_moves = deferred_by_budget(&mut input, &mut memory.engine, &output);
+    let published_arc = obs.published.shared_document();
+    let pacing = pace(obs, &pods, previous_doc);
+    let copy_ahead = published.filter(|doc| copies_ahead(obs, &pacing, doc));
+    // The engine and the handoff step, with the published document copied
+    // beside them when the plan is about to move some of its shards.
+    let (
+        Engined {
+            pacing,
+            output,
+            input,
+        },
+        step,
+        (doc, changes),
+    ) = std::thread::scope(|scope| -> Result<_, Problem> {
+        let copy = copy_ahead.map(|doc| scope.spawn(move || PublishedCopy::of(doc)));
+        let mut engined = run_engine(
+            obs,
+            pool,
+            (pods, pacing),
+            topology,
+            memory.engine_previous(obs, previous_doc),
+            &mut memory.engine,
+        )?;
+        outcome.deferred_moves =
+            deferred_by_budget(&mut engined.input, &mut memory.engine, &engined.output);
+        let (step, mut records) = handoff::step(
+            obs,
+            timing(obs),
+            topology,
+            &engined.output,
+            previous_doc,
+            kept_epoch,
+            &identities,
+        );
+        document::add_lineage(&mut records, &obs.topology.lineage);
+        // A copy that failed is made again by `next_document`.
+        let copy = copy.and_then(|copying| copying.join().ok());
+        let next = document::next_document(
+            obs.group.qualified_name(),
+            records,
+            published,
+            memory.knows_indexed(published_arc),
+            kept_epoch,
+            copy,
+        );
+        Ok((engined, step, next))
+    })?;
     // The input (a copy of the topology and of the previous assignment) is
     // kept only while the rebalance delay may call for a second, unpaced
     // engine run: at 20,000 shards it is megabytes the rest of the plan
     // does not need.
     let mut input = pacing.next_change.is_some().then_some(input);
-
-    let (step, mut records) = handoff::step(
-        obs,
-        timing(obs),
-        topology,
-        &output,
-        previous_doc,
-        kept_epoch,
-        &identities,
-    );
-    document::add_lineage(&mut records, &obs.topology.lineage);
-    let published_arc = obs.published.shared_document();
-    let (doc, changes) = document::next_document(
-        obs.group.qualified_name(),
-        records,
-        published,
-        memory.knows_indexed(published_arc),
-        kept_epoch,
-    );
     // Changes to the published document, which the encode may start from
     // only when it is the one the cache encoded last.
     let changes = changes.filter(|_| memory.knows_encoded(published_arc));

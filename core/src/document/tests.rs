@@ -6,7 +6,9 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use super::{NextRecord, NextRecords, add_lineage, indexes_its_shards, next_document};
+use super::{
+    NextRecord, NextRecords, PublishedCopy, add_lineage, indexes_its_shards, next_document,
+};
 use crate::crds::{AssignmentDocument, Handoff, ShardPhase, ShardRecord};
 
 /// The next document as it was decided before records could be kept:
@@ -133,8 +135,14 @@ fn check(
     // Told that the document indexes its shards (as the plan's memory
     // tells of one it built), it decides the same without checking.
     if indexes_its_shards(doc) {
-        let (told, changes) =
-            next_document(group.into(), self::records(doc, new), Some(doc), true, 9);
+        let (told, changes) = next_document(
+            group.into(),
+            self::records(doc, new),
+            Some(doc),
+            true,
+            9,
+            None,
+        );
         assert_eq!(told.as_ref(), expected.as_ref(), "{new:?}");
         assert_changes_cover(doc, &told, changes.as_ref());
         assert_eq!(
@@ -142,7 +150,23 @@ fn check(
             matches!(expected, Cow::Borrowed(_))
         );
     }
-    let (got, changes) = next_document(group.into(), records, Some(doc), false, 9);
+    // Built from a copy made beforehand, the same document and changes.
+    let (copied, copied_changes) = next_document(
+        group.into(),
+        self::records(doc, new),
+        Some(doc),
+        indexes_its_shards(doc),
+        9,
+        Some(PublishedCopy::of(doc)),
+    );
+    assert_eq!(copied.as_ref(), expected.as_ref(), "{new:?}");
+    assert_changes_cover(doc, &copied, copied_changes.as_ref());
+    let (got, changes) = next_document(group.into(), records, Some(doc), false, 9, None);
+    assert_eq!(
+        changes.as_ref().map(|c| (c.pods(), c.shards())),
+        copied_changes.as_ref().map(|c| (c.pods(), c.shards())),
+        "{new:?}"
+    );
     assert_changes_cover(doc, &got, changes.as_ref());
     let borrowed = matches!(got, Cow::Borrowed(_));
     assert_eq!(borrowed, matches!(expected, Cow::Borrowed(_)), "{new:?}");
@@ -261,7 +285,8 @@ fn pod_lists_that_do_not_index_the_shards_are_rewritten() {
                 records(&doc, &none),
                 Some(&doc),
                 false,
-                9
+                9,
+                None
             )
             .0,
             Cow::Owned(_)
@@ -275,7 +300,7 @@ fn without_a_published_document_every_record_is_new() {
     let none = BTreeMap::new();
     let records = records(&doc, &none);
     let expected = rebuilt("prod/orders".into(), owned(&records), None, 9);
-    let (got, changes) = next_document("prod/orders".into(), records, None, false, 9);
+    let (got, changes) = next_document("prod/orders".into(), records, None, false, 9, None);
     assert!(changes.is_none());
     assert!(matches!(got, Cow::Owned(_)));
     assert_eq!(got, expected);

@@ -220,18 +220,14 @@ pub(super) struct Engined {
     pub(super) input: PlanInput,
 }
 
-/// Paces the optional moves and runs the engine on the pods and topology,
-/// with the previous assignment (`previous_doc`) as its starting point; a
-/// refused input is the problem that blocks the plan.
-pub(super) fn run_engine(
+/// How the optional moves of a plan on `pods` are paced (the rebalance
+/// delay, the move budget, throughput mode's damping), from the group's
+/// status and the previous assignment (`previous_doc`).
+pub(super) fn pace(
     obs: &Observation,
-    pool: &ConsumerPool,
-    pods: Vec<engine::Pod>,
-    topology: &Topology,
+    pods: &[engine::Pod],
     previous_doc: Option<&AssignmentDocument>,
-    previous: Arc<engine::PreviousAssignment>,
-    memory: &mut engine::EngineMemory,
-) -> Result<Engined, Problem> {
+) -> pacing::Pacing {
     let current = obs.group.status.clone().unwrap_or_default();
     let mut pacing = pacing::pace(
         &obs.group.spec.rebalance,
@@ -243,7 +239,21 @@ pub(super) fn run_engine(
             .map(|p| p.name.as_str()),
         obs.now,
     );
-    super::throughput::damp(obs, &mut pacing, &pods, previous_doc);
+    super::throughput::damp(obs, &mut pacing, pods, previous_doc);
+    pacing
+}
+
+/// Runs the engine on the pods and topology under `pacing`, with the
+/// previous assignment as its starting point; a refused input is the
+/// problem that blocks the plan.
+pub(super) fn run_engine(
+    obs: &Observation,
+    pool: &ConsumerPool,
+    (pods, pacing): (Vec<engine::Pod>, pacing::Pacing),
+    topology: &Topology,
+    previous: Arc<engine::PreviousAssignment>,
+    memory: &mut engine::EngineMemory,
+) -> Result<Engined, Problem> {
     let input = PlanInput {
         options: plan_options(obs, pool, &pacing),
         shards: Arc::clone(&topology.shards),
