@@ -15,7 +15,8 @@ bench (or per way of running one):
 
 `bench-record.py ID` runs the block's COMMAND from the repository's root
 (its output goes to the terminal as it comes), and when it succeeds puts
-in the block what it printed on stdout, verbatim, under a line with the
+in the block what it printed on stdout, verbatim but for the log records
+of an operator running in the bench's process, under a line with the
 date, the commit, whether the tree had changes, the command and the
 machine. `-- COMMAND ...` runs another command for the same block (a build
 without LTO, another binary, extra flags): the block then says that
@@ -45,6 +46,9 @@ OPEN = re.compile(r"^<!-- figures: ([a-z0-9-]+) \| (.+) -->$")
 CLOSE = "<!-- /figures -->"
 RECORDED = re.compile(r"^Recorded on (\d{4}-\d{2}-\d{2})")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# A log record of an operator running in the bench's process (tracing's
+# format): what it logged, not a figure.
+LOG = re.compile(r"^\d{4}-\d{2}-\d{2}T\S+Z\s+(TRACE|DEBUG|INFO|WARN|ERROR) ")
 
 
 class Block:
@@ -135,7 +139,9 @@ def run(command):
     captured = []
     for line in process.stdout:
         sys.stdout.write(line)
-        captured.append(ANSI.sub("", line.rstrip("\n")))
+        plain = ANSI.sub("", line.rstrip("\n"))
+        if not LOG.match(plain):
+            captured.append(plain)
     if process.wait() != 0:
         return None
     while captured and not captured[-1].strip():

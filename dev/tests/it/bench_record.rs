@@ -57,7 +57,7 @@ fn a_bench_is_recorded_into_its_block_and_a_failed_one_changes_nothing() {
         path,
         "demo",
         "--",
-        "printf '| a | b |\\n|---|---|\\n| 1 | 2 |\\n'",
+        "printf '| a | b |\\n2026-12-07T05:11:02.378676Z  WARN op: logged\\n|---|---|\\n| 1 | 2 |\\n'",
     ]) else {
         return;
     };
@@ -68,6 +68,7 @@ fn a_bench_is_recorded_into_its_block_and_a_failed_one_changes_nothing() {
         .nth(1)
         .and_then(|rest| rest.split("<!-- /figures -->").next())
         .expect("the demo block");
+    // The output verbatim, but for the log record between its lines.
     assert!(
         block.contains("```text\n| a | b |\n|---|---|\n| 1 | 2 |\n```"),
         "{after}"
