@@ -5,24 +5,11 @@
 //! saying so, without a Python interpreter, unless `SHARDRING_REQUIRE_TOOLS`
 //! is set (as CI sets it).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::PathBuf;
+use std::process::Output;
 
 fn script(args: &[&str]) -> Option<Output> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let python = std::env::var("SHARDRING_PYTHON").unwrap_or_else(|_| "python3".to_owned());
-    match Command::new(&python)
-        .arg(root.join("scripts/bench-record.py"))
-        .args(args)
-        .output()
-    {
-        Ok(output) => Some(output),
-        Err(error) if std::env::var_os("SHARDRING_REQUIRE_TOOLS").is_none() => {
-            eprintln!("SKIPPED: no Python interpreter ({python}: {error})");
-            None
-        }
-        Err(error) => panic!("{python}: {error}"),
-    }
+    crate::python_script("scripts/bench-record.py", args)
 }
 
 fn said(output: &Output) -> String {

@@ -5,25 +5,19 @@
 //! `SHARDRING_REQUIRE_TOOLS` is set (as CI sets it).
 
 use std::path::Path;
-use std::process::Command;
 
 #[test]
 fn no_import_circle_beyond_the_known_ones() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let python = std::env::var("SHARDRING_PYTHON").unwrap_or_else(|_| "python3".to_owned());
-    let output = match Command::new(&python)
-        .arg(root.join("scripts/import-circles.py"))
-        .arg("--allow")
-        .arg(root.join("scripts/import-circles.allow"))
-        .arg(&root)
-        .output()
-    {
-        Ok(output) => output,
-        Err(error) if std::env::var_os("SHARDRING_REQUIRE_TOOLS").is_none() => {
-            eprintln!("SKIPPED: no Python interpreter ({python}: {error})");
-            return;
-        }
-        Err(error) => panic!("{python}: {error}"),
+    let Some(output) = crate::python_script(
+        "scripts/import-circles.py",
+        &[
+            "--allow".as_ref(),
+            root.join("scripts/import-circles.allow").as_os_str(),
+            root.as_os_str(),
+        ],
+    ) else {
+        return;
     };
     assert!(
         output.status.success(),

@@ -17,3 +17,28 @@ mod import_circles;
 /// `embedded_scenarios` hold this while they run, since two stages at once
 /// starve each other on a small machine.
 static STAGE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Runs the repository's Python script `script` (a path from the root) with
+/// `args` under `SHARDRING_PYTHON` (default `python3`): its output, or
+/// `None`, saying `SKIPPED`, without an interpreter, unless
+/// `SHARDRING_REQUIRE_TOOLS` is set (as CI sets it), when that fails the
+/// test.
+fn python_script<S: AsRef<std::ffi::OsStr>>(
+    script: &str,
+    args: &[S],
+) -> Option<std::process::Output> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let python = std::env::var("SHARDRING_PYTHON").unwrap_or_else(|_| "python3".to_owned());
+    match std::process::Command::new(&python)
+        .arg(root.join(script))
+        .args(args)
+        .output()
+    {
+        Ok(output) => Some(output),
+        Err(error) if std::env::var_os("SHARDRING_REQUIRE_TOOLS").is_none() => {
+            eprintln!("SKIPPED: no Python interpreter ({python}: {error})");
+            None
+        }
+        Err(error) => panic!("{python}: {error}"),
+    }
+}
