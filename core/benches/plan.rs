@@ -10,8 +10,15 @@
 //!
 //!     cargo bench -p shardring-core --bench plan [-- --pods N --shards M --rounds R]
 //!
-//! `--only no-op|leave|join` times that one case alone, `rounds` times (to
-//! profile it: nothing else is planned in between, see `main`). Last, the encoding alone of the document a pod's joining
+//! The leave and join are timed three ways: with a memory that planned
+//! the observation before the event; with the memory of the plan that
+//! published the document (its encode cache warm); and with that memory
+//! after the cycle prepared the published document for the next plan
+//! (`PlanMemory::prepare`), the operator's path.
+//!
+//! `--only no-op|leave|join` times that one case alone, on the operator's
+//! path, `rounds` times (to profile it: nothing else is planned in between,
+//! see `main`). Last, the encoding alone of the document a pod's joining
 //! publishes: with no cache, with the cache of the document before it
 //! (as the group's memory holds it), and gzip over the whole JSON in one
 //! stream (as documents were compressed before chunks), with the sizes.
@@ -168,6 +175,9 @@ fn main() {
     let mut published_memory = PlanMemory::default();
     let (decision, _) = plan_with(&obs, &mut published_memory);
     obs = apply(obs, decision);
+    // And what the operator's cycle prepares once the document is out.
+    let mut prepared_memory = published_memory.clone();
+    prepared_memory.prepare(obs.published.shared_document().expect("published"));
     if let Some(case) = only() {
         // For a profiler: one case alone, `rounds` times, each on a copy of
         // the memory after the plan of the state before the event (made
@@ -180,7 +190,7 @@ fn main() {
             "join" => joined(obs.clone()),
             other => panic!("--only takes no-op, leave or join, not {other:?}"),
         };
-        let mut warm = published_memory.clone();
+        let mut warm = prepared_memory.clone();
         drop(plan_with(&obs, &mut warm));
         let times = (0..rounds)
             .map(|_| {
@@ -258,6 +268,8 @@ fn main() {
     let join_times = time(&joined(obs.clone()), &obs, rounds);
     let leave_warm = time_from(&left(obs.clone()), &obs, rounds, &published_memory);
     let join_warm = time_from(&joined(obs.clone()), &obs, rounds, &published_memory);
+    let leave_prepared = time_from(&left(obs.clone()), &obs, rounds, &prepared_memory);
+    let join_prepared = time_from(&joined(obs.clone()), &obs, rounds, &prepared_memory);
     let encoding = encode_alone(&obs, rounds);
     let leave_plain = time_without_memory(&left(obs.clone()), rounds);
     let join_plain = time_without_memory(&joined(obs), rounds);
@@ -273,6 +285,8 @@ fn main() {
         ("pod joins (balancing moves)", join_times),
         ("pod leaves, encode cache warm", leave_warm),
         ("pod joins, encode cache warm", join_warm),
+        ("pod leaves, memory prepared", leave_prepared),
+        ("pod joins, memory prepared", join_prepared),
         ("pod leaves, no memory, freed inside", leave_plain),
         ("pod joins, no memory, freed inside", join_plain),
     ] {

@@ -208,6 +208,13 @@ where
     // 20,000 shards: freed once the document is on its way, not before.
     let spent = (observation, leftovers);
     let stopped = apply(target, &decision, &published, &mut applied, spent).await;
+    // The document is out: what the next plan builds from it is prepared
+    // now, between events, rather than on the next event's path.
+    if let (Some(write), Some(_)) = (&decision.document_write, &applied.document)
+        && let Some(memory) = target.plan_memory()
+    {
+        memory.prepare(&write.document);
+    }
     Cycle {
         decision,
         applied,

@@ -67,10 +67,13 @@ impl NextRecord<'_> {
 pub(crate) type NextRecords<'a> = Vec<(&'a str, NextRecord<'a>)>;
 
 /// A copy of a published document's records and pod lists, made before
-/// [`next_document`] needs it: the plan makes it on a thread of its own
-/// while the engine runs, when a plan is about to move shards of a large
-/// document, so that the next document patches it instead of copying
-/// 20,000 records after the engine.
+/// [`next_document`] needs it, so that the next document patches it
+/// instead of copying 20,000 records after the engine: the group's plan
+/// memory prepares one once the document is published
+/// ([`PlanMemory::prepare`](crate::PlanMemory::prepare)), and a plan
+/// about to move shards without one makes it on a thread of its own while
+/// the engine runs.
+#[derive(Clone)]
 pub(crate) struct PublishedCopy {
     shards: BTreeMap<String, ShardRecord>,
     pods: BTreeMap<String, PodAssignment>,
@@ -83,6 +86,16 @@ impl PublishedCopy {
             shards: doc.shards.clone(),
             pods: doc.pods.clone(),
         }
+    }
+}
+
+impl std::fmt::Debug for PublishedCopy {
+    /// Its size: the records themselves are the published document's.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PublishedCopy")
+            .field("shards", &self.shards.len())
+            .field("pods", &self.pods.len())
+            .finish()
     }
 }
 
@@ -106,16 +119,17 @@ impl PublishedCopy {
 /// [`Changes`] to it: the shards whose records differ and the pods whose
 /// lists do (an encode of it then starts from `previous`'s chunks).
 ///
-/// `copy`, a [`PublishedCopy`] of `previous` when the caller made one, is
-/// what a changed document is built from instead of a copy made here; the
-/// document is the same either way.
+/// `copy`, a [`PublishedCopy`] of `previous` when the caller has one, is
+/// taken to build a changed document from instead of a copy made here (the
+/// document is the same either way); a document that is unchanged, or
+/// built anew, leaves it to the caller.
 pub(crate) fn next_document<'a>(
     shard_group: String,
     shards: NextRecords<'_>,
     previous: Option<&'a AssignmentDocument>,
     previous_indexed: bool,
     base_epoch: u64,
-    copy: Option<PublishedCopy>,
+    copy: &mut Option<PublishedCopy>,
 ) -> (Cow<'a, AssignmentDocument>, Option<Changes>) {
     let Some(prev) = previous else {
         return (
@@ -173,7 +187,7 @@ pub(crate) fn next_document<'a>(
             _ => Some((*id, prev_record, record.get())),
         })
         .collect();
-    let (mut records, copied_pods) = match copy {
+    let (mut records, copied_pods) = match copy.take() {
         Some(PublishedCopy { shards, pods }) => (shards, Some(pods)),
         None => (prev.shards.clone(), None),
     };

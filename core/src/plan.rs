@@ -224,6 +224,9 @@ struct KnownDocument {
     /// the cache with another document's chunks: the cache knows which
     /// document's they are and then encodes the whole document.)
     encoded: bool,
+    /// A copy of its records and pod lists for the next document to patch
+    /// ([`PlanMemory::prepare`]), until a plan takes it.
+    copy: Option<PublishedCopy>,
 }
 
 impl PlanMemory {
@@ -272,6 +275,34 @@ impl PlanMemory {
     /// Whether the encode cache's last encode is of `published`.
     fn knows_encoded(&mut self, published: Option<&Arc<AssignmentDocument>>) -> bool {
         published.is_some_and(|doc| self.known(doc).encoded)
+    }
+
+    /// Prepares, once `published` is out and before the next event, what
+    /// the next plan from it would otherwise build on the path from that
+    /// event to its document: the engine's view of its assignment, and a
+    /// copy of its records and pod lists for the next document to patch
+    /// (at 20,000 shards the copy alone is a fifth of a join's plan, and
+    /// on a busy machine its thread beside the engine slows both). Only
+    /// for a document of [`copy_ahead::COPY_AHEAD_SHARDS`] shards or more:
+    /// below that the plan builds both quicker than it keeps them. Nothing
+    /// decides differently for it.
+    pub fn prepare(&mut self, published: &Arc<AssignmentDocument>) {
+        if !copy_ahead::worth_preparing(published) {
+            return;
+        }
+        let known = self.known(published);
+        known
+            .previous
+            .get_or_insert_with(|| Arc::new(handoff::engine_previous(Some(published))));
+        if known.copy.is_none() {
+            known.copy = Some(PublishedCopy::of(published));
+        }
+    }
+
+    /// The copy of `published` [`Self::prepare`] made (or a plan left),
+    /// taken.
+    fn take_copy(&mut self, published: Option<&Arc<AssignmentDocument>>) -> Option<PublishedCopy> {
+        published.and_then(|doc| self.known(doc).copy.take())
     }
 }
 
@@ -365,9 +396,11 @@ fn plan_assignment(
     let previous_doc = published.or(recovered.as_ref());
     let published_arc = obs.published.shared_document();
     let pacing = pace(obs, &pods, previous_doc);
-    let copy_ahead = published.filter(|doc| copies_ahead(obs, &pacing, doc));
+    let prepared = memory.take_copy(published_arc);
+    let copy_ahead = published.filter(|doc| prepared.is_none() && copies_ahead(obs, &pacing, doc));
     // The engine and the handoff step, with the published document copied
-    // beside them when the plan is about to move some of its shards.
+    // beside them when the plan is about to move some of its shards and
+    // the memory had no copy prepared.
     let (
         Engined {
             pacing,
@@ -376,8 +409,9 @@ fn plan_assignment(
         },
         step,
         (doc, changes),
+        unused_copy,
     ) = std::thread::scope(|scope| -> Result<_, Problem> {
-        let copy = copy_ahead.map(|doc| scope.spawn(move || PublishedCopy::of(doc)));
+        let copying = copy_ahead.map(|doc| scope.spawn(move || PublishedCopy::of(doc)));
         let mut engined = run_engine(
             obs,
             pool,
@@ -399,17 +433,22 @@ fn plan_assignment(
         );
         document::add_lineage(&mut records, &obs.topology.lineage);
         // A copy that failed is made again by `next_document`.
-        let copy = copy.and_then(|copying| copying.join().ok());
+        let mut copy = prepared.or_else(|| copying.and_then(|copying| copying.join().ok()));
         let next = document::next_document(
             obs.group.qualified_name(),
             records,
             published,
             memory.knows_indexed(published_arc),
             kept_epoch,
-            copy,
+            &mut copy,
         );
-        Ok((engined, step, next))
+        Ok((engined, step, next, copy))
     })?;
+    // A copy the document was not built from is still one of the published
+    // document: kept for the plan that changes it.
+    if let (Some(copy), Some(published)) = (unused_copy, published_arc) {
+        memory.known(published).copy = Some(copy);
+    }
     // The input (a copy of the topology and of the previous assignment) is
     // kept only while the rebalance delay may call for a second, unpaced
     // engine run: at 20,000 shards it is megabytes the rest of the plan

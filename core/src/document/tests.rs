@@ -141,7 +141,7 @@ fn check(
             Some(doc),
             true,
             9,
-            None,
+            &mut None,
         );
         assert_eq!(told.as_ref(), expected.as_ref(), "{new:?}");
         assert_changes_cover(doc, &told, changes.as_ref());
@@ -151,17 +151,25 @@ fn check(
         );
     }
     // Built from a copy made beforehand, the same document and changes.
+    let mut copy = Some(PublishedCopy::of(doc));
     let (copied, copied_changes) = next_document(
         group.into(),
         self::records(doc, new),
         Some(doc),
         indexes_its_shards(doc),
         9,
-        Some(PublishedCopy::of(doc)),
+        &mut copy,
     );
     assert_eq!(copied.as_ref(), expected.as_ref(), "{new:?}");
+    // Taken exactly when the document is built from it: a changed document
+    // of the same shards.
+    assert_eq!(
+        copy.is_none(),
+        matches!(copied, Cow::Owned(_)) && copied.shards.keys().eq(doc.shards.keys()),
+        "{new:?}"
+    );
     assert_changes_cover(doc, &copied, copied_changes.as_ref());
-    let (got, changes) = next_document(group.into(), records, Some(doc), false, 9, None);
+    let (got, changes) = next_document(group.into(), records, Some(doc), false, 9, &mut None);
     assert_eq!(
         changes.as_ref().map(|c| (c.pods(), c.shards())),
         copied_changes.as_ref().map(|c| (c.pods(), c.shards())),
@@ -286,7 +294,7 @@ fn pod_lists_that_do_not_index_the_shards_are_rewritten() {
                 Some(&doc),
                 false,
                 9,
-                None
+                &mut None
             )
             .0,
             Cow::Owned(_)
@@ -300,7 +308,7 @@ fn without_a_published_document_every_record_is_new() {
     let none = BTreeMap::new();
     let records = records(&doc, &none);
     let expected = rebuilt("prod/orders".into(), owned(&records), None, 9);
-    let (got, changes) = next_document("prod/orders".into(), records, None, false, 9, None);
+    let (got, changes) = next_document("prod/orders".into(), records, None, false, 9, &mut None);
     assert!(changes.is_none());
     assert!(matches!(got, Cow::Owned(_)));
     assert_eq!(got, expected);
