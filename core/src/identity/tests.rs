@@ -3,7 +3,9 @@
 //! same pod again at a higher epoch), a scale-down and a Deployment's pod
 //! move at once, a pod that does not return loses its shards when the
 //! window ends, another pod of the name is not trusted without evidence,
-//! and a restarted operator keeps the deadline the document records.
+//! a restarted operator keeps the deadline the document records, and a
+//! pool's groups keep their deal through a restart under a name, planned
+//! with their memories (large ones prepared between plans) as without.
 
 use std::collections::BTreeMap;
 
@@ -14,7 +16,7 @@ use crate::crds::consumer_pool::IdentitySpec;
 use crate::crds::fixtures;
 use crate::departures::{Departure, Departures};
 use crate::observation::{Containers, Observation, Published, TopologyObservation};
-use crate::plan::{Decision, plan};
+use crate::plan::{Decision, PlanMemory, plan, plan_with};
 use crate::topology::Topology;
 
 fn t0() -> Timestamp {
@@ -89,9 +91,33 @@ fn observation(name: &str, count: u32, stable: bool) -> Observation {
 }
 
 /// Applies the plan of `obs` as the API server would.
-fn settle(mut obs: Observation) -> (Observation, Decision) {
-    let decision = plan(&obs);
+fn settle(obs: Observation) -> (Observation, Decision) {
+    settle_with(obs, None)
+}
+
+/// [`settle`], planned with the group's `memory` when there is one, as the
+/// operator's cycle plans: the decision must be the plan's without memory,
+/// and a document published is prepared for the next plan.
+fn settle_with(
+    mut obs: Observation,
+    mut memory: Option<&mut PlanMemory>,
+) -> (Observation, Decision) {
+    let decision = match memory.as_deref_mut() {
+        Some(memory) => {
+            let (decision, _) = plan_with(&obs, memory);
+            assert_eq!(
+                decision,
+                plan(&obs),
+                "the group's memory changed a decision"
+            );
+            decision
+        }
+        None => plan(&obs),
+    };
     if let Some(doc) = decision.document_write.clone().map(|w| w.document) {
+        if let Some(memory) = memory {
+            memory.prepare(&doc);
+        }
         obs.published = Published::from(doc);
     }
     for write in &decision.annotation_writes {
@@ -149,9 +175,19 @@ impl MoveCount {
 /// Plans at `now`, settles, and checks that no shard is active on two
 /// pods or on a pod that is not eligible.
 fn step(obs: Observation, now: Timestamp, moves: &mut MoveCount) -> (Observation, Decision) {
+    step_with(obs, now, moves, None)
+}
+
+/// [`step`], planned with the group's `memory` ([`settle_with`]).
+fn step_with(
+    obs: Observation,
+    now: Timestamp,
+    moves: &mut MoveCount,
+    memory: Option<&mut PlanMemory>,
+) -> (Observation, Decision) {
     let mut obs = obs;
     obs.now = now;
-    let (obs, decision) = settle(obs);
+    let (obs, decision) = settle_with(obs, memory);
     for (shard, reader) in readers(&obs) {
         let pod = obs.pods.iter().find(|p| p.name == reader);
         assert!(
@@ -466,12 +502,13 @@ fn a_restarted_operator_keeps_the_deadline_the_document_records() {
 
 /// Plans every group of one pool in turn at `now`, each with its row of the
 /// pool's deal, the waited-for pods dealt to as present over every group's
-/// document (as the operator's pool book does).
+/// document (as the operator's pool book does), and with its plan memory.
 fn plan_pool(
     book: &mut crate::pool::PoolBook,
     groups: &mut [Observation],
     now: Timestamp,
     moves: &mut [MoveCount],
+    memories: &mut [PlanMemory],
 ) {
     use crate::pool::{Peer, PoolPods};
     for i in 0..groups.len() {
@@ -500,7 +537,7 @@ fn plan_pool(
         let shared = book.share(&obs.group.qualified_name(), &pools, peers, now);
         let mut planned = obs.clone();
         planned.pool_share = shared.share;
-        groups[i] = step(planned, now, &mut moves[i]).0;
+        groups[i] = step_with(planned, now, &mut moves[i], Some(&mut memories[i])).0;
     }
 }
 
@@ -520,25 +557,53 @@ fn a_pool_of_several_groups_keeps_its_deal_while_a_pod_restarts_under_its_name()
     // 2 + 1 shards on 3 pods: the pool's deal gives each pod 1 in all, so
     // web-2's shard is a ⌈⌉ quota of its group that the deal must keep
     // for it while it is away.
-    let mut groups = vec![
-        observation("orders", 2, true),
-        observation("events", 1, true),
-    ];
+    let before = restart_in_a_pool(&[2, 1]);
+    assert!(
+        before.len() == 3 && before.values().all(|&n| n == 1),
+        "{before:?}"
+    );
+}
+
+/// The same with groups of 2,000 shards or more, whose memories prepare
+/// each document published for the next plan (the copy the next document
+/// patches): every decision is the plan's without memory.
+#[test]
+fn a_pool_of_large_groups_plans_a_restart_under_its_name_as_without_memory() {
+    let before = restart_in_a_pool(&[2_401, 2_000]);
+    let (fewest, most) = (before.values().min(), before.values().max());
+    assert!(
+        before.len() == 3
+            && most
+                .zip(fewest)
+                .is_some_and(|(most, fewest)| most - fewest <= 1),
+        "{before:?}"
+    );
+}
+
+/// A pool of two groups (`orders`, `events`) of `shards` shards each on StatefulSet `web`'s three
+/// pods, settled, then `web-2` restarted under its name (terminating,
+/// stopped, gone, back, Ready), each group planned with its memory: no
+/// shard of any group moves, the pool's totals stay, and every shard is
+/// active at the end. The totals before the restart.
+fn restart_in_a_pool(shards: &[u32]) -> BTreeMap<String, usize> {
+    let mut groups: Vec<Observation> = shards
+        .iter()
+        .enumerate()
+        .map(|(g, &count)| observation(["orders", "events"][g], count, true))
+        .collect();
     let mut book = crate::pool::PoolBook::default();
-    let mut moves: Vec<MoveCount> = (0..2).map(|_| MoveCount::default()).collect();
+    let mut moves: Vec<MoveCount> = groups.iter().map(|_| MoveCount::default()).collect();
+    let mut memories: Vec<PlanMemory> = groups.iter().map(|_| PlanMemory::default()).collect();
     for round in 0..3 {
         plan_pool(
             &mut book,
             &mut groups,
             t0() - secs(3_600 - round),
             &mut moves,
+            &mut memories,
         );
     }
     let before = pool_totals(&groups);
-    assert!(
-        before.len() == 3 && before.values().all(|&n| n == 1),
-        "{before:?}"
-    );
     let mut pods = groups[0].pods.clone();
     let at = |groups: &mut Vec<Observation>, pods: &[PodInfo], departed: Option<Departure>| {
         for obs in groups.iter_mut() {
@@ -552,10 +617,16 @@ fn a_pool_of_several_groups_keeps_its_deal_while_a_pod_restarts_under_its_name()
     pods[2].deletion_timestamp = Some(t0() + secs(30));
     pods[2].deletion_grace_seconds = Some(30);
     at(&mut groups, &pods, None);
-    plan_pool(&mut book, &mut groups, t0(), &mut moves);
+    plan_pool(&mut book, &mut groups, t0(), &mut moves, &mut memories);
     pods[2].containers = Containers::Stopped;
     at(&mut groups, &pods, None);
-    plan_pool(&mut book, &mut groups, t0() + secs(2), &mut moves);
+    plan_pool(
+        &mut book,
+        &mut groups,
+        t0() + secs(2),
+        &mut moves,
+        &mut memories,
+    );
     // Gone, then created again under its name, then Ready.
     let gone = pods.remove(2);
     let departure = Departure {
@@ -567,18 +638,36 @@ fn a_pool_of_several_groups_keeps_its_deal_while_a_pod_restarts_under_its_name()
         generated_name: false,
     };
     at(&mut groups, &pods, Some(departure));
-    plan_pool(&mut book, &mut groups, t0() + secs(3), &mut moves);
+    plan_pool(
+        &mut book,
+        &mut groups,
+        t0() + secs(3),
+        &mut moves,
+        &mut memories,
+    );
     let mut back = member(2, "uid-2-back");
     back.ready = false;
     back.ready_since = Some(t0() + secs(4));
     pods.push(back);
     at(&mut groups, &pods, None);
-    plan_pool(&mut book, &mut groups, t0() + secs(4), &mut moves);
+    plan_pool(
+        &mut book,
+        &mut groups,
+        t0() + secs(4),
+        &mut moves,
+        &mut memories,
+    );
     pods[2].ready = true;
     pods[2].ready_since = Some(t0() + secs(9));
     at(&mut groups, &pods, None);
     for later in [9, 10] {
-        plan_pool(&mut book, &mut groups, t0() + secs(later), &mut moves);
+        plan_pool(
+            &mut book,
+            &mut groups,
+            t0() + secs(later),
+            &mut moves,
+            &mut memories,
+        );
     }
     let moved: usize = moves.iter().map(|m| m.moves).sum();
     assert_eq!(moved, 0, "no shard of either group moved");
@@ -595,6 +684,7 @@ fn a_pool_of_several_groups_keeps_its_deal_while_a_pod_restarts_under_its_name()
                 .all(|r| r.state == ShardPhase::Active)
         );
     }
+    before
 }
 
 #[test]
