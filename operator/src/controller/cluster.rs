@@ -75,7 +75,9 @@ pub(crate) struct Reconcile<'a> {
 }
 
 /// How long a status write of bookkeeping only may wait for the writes
-/// that matter (the documents a pod event changed in a pool's groups).
+/// that matter (the documents a pod event changed in a pool's groups); a
+/// pool's status whose counts alone changed waits as long
+/// ([`super::pool_status`]).
 pub(crate) const STATUS_HOLD: Duration = Duration::from_secs(1);
 
 impl Drop for Reconcile<'_> {
@@ -439,20 +441,23 @@ impl Apply for Reconcile<'_> {
                 .throughput
                 .as_ref()
                 .and_then(|t| t.spread.clone());
-            let status = ctx.pools.status(&ctx.stores, &seen, &key, own, spread);
-            if let (Some(fewest), Some(most)) =
-                (status.fewest_shards_per_pod, status.most_shards_per_pod)
-            {
-                ctx.metrics
-                    .pool_spread(&key.namespace, &seen.name(), fewest, most);
-            }
-            if let Some(due) = ctx
-                .pools
-                .publish_status(&ctx.client, &seen, &key, status)
-                .await
-            {
-                self.status_held = Some(self.status_held.map_or(due, |held| held.min(due)));
-            }
+            // Computed in the pool's turn, from the documents its groups
+            // wrote so far. Counts alone that must wait are written by the
+            // pool's timer, not by a reconcile of this group requeued for
+            // them.
+            let status = || {
+                let status = ctx.pools.status(&ctx.stores, &seen, &key, own, spread);
+                if let (Some(fewest), Some(most)) =
+                    (status.fewest_shards_per_pod, status.most_shards_per_pod)
+                {
+                    ctx.metrics
+                        .pool_spread(&key.namespace, &seen.name(), fewest, most);
+                }
+                status
+            };
+            ctx.pools
+                .publish_status(&ctx.client, &ctx.leader, &seen, status)
+                .await;
         }
         self.steps.serve = self.lap();
     }

@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod observe;
 pub mod own_writes;
 pub mod pod_cache;
+mod pool_status;
 pub mod pools;
 mod precedence;
 pub mod reconcile;

@@ -5,9 +5,10 @@
 //! as soon as it went out, so a peer never deals from a document this
 //! operator has already replaced).
 //!
-//! It also writes each pool's status (its groups, shards, pods and the
+//! It also computes each pool's status (its groups, shards, pods and the
 //! fewest and most shards one Ready pod reads over all its groups) after a
-//! group's writes, when it changed ([`Pools::publish_status`]).
+//! group's writes ([`Pools::status`]), for [`super::pool_status`] to write
+//! when it changed ([`Pools::publish_status`]).
 //!
 //! A new deal that changes another group's row asks that group to
 //! reconcile ([`ReconcileRequests`]): a pod event wakes every group of the
@@ -21,10 +22,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use kube::api::{Api, Patch, PatchParams};
 use kube::core::DeserializeGuard;
 use kube::runtime::reflector::{self, Store};
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, ResourceExt};
 use parking_lot::Mutex;
 use shardring_core::identity::identities;
 use shardring_core::observation::{Observation, PodInfo, Published};
@@ -32,6 +32,7 @@ use shardring_core::pool::{Peer, PoolBook, PoolPods, domain_of, domains, readabl
 use shardring_core::pool_conditions::{PoolCounts, pool_conditions};
 
 use super::observe::Stores;
+use super::pool_status::{Leader, PoolStatusWrites};
 use super::precedence::{BookKey, Precedence};
 use crate::GroupKey;
 use crate::crds::shard_group::BalanceMode;
@@ -45,10 +46,10 @@ pub struct Pools {
     /// By namespace and the balance's pools (`a+b`).
     books: Arc<Mutex<HashMap<(String, String), PoolBook>>>,
     requests: ReconcileRequests,
-    /// The status last written per pool, and when: an unchanged one is not
-    /// written, and one whose counts alone changed at most once per
+    /// The pools' status writes: an unchanged status is not written, and
+    /// one whose counts alone changed at most once per
     /// [`super::cluster::STATUS_HOLD`].
-    written: Arc<Mutex<WrittenStatuses>>,
+    status_writes: PoolStatusWrites,
     /// The groups a new deal concerns reconcile before the others.
     precedence: Arc<Mutex<Precedence>>,
     /// Told when a group first in line has its document out or ends
@@ -95,20 +96,6 @@ fn freshest(stores: &Stores, member: &Member) -> Option<Arc<AssignmentDocument>>
     }
 }
 
-/// Each pool's (namespace, name) status last written.
-type WrittenStatuses = HashMap<(String, String), WrittenStatus>;
-
-/// A pool's status as last written, and when; and whether a group was
-/// asked to look again when the next write of counts alone is due.
-#[derive(Debug, Clone)]
-struct WrittenStatus {
-    status: ConsumerPoolStatus,
-    at: Instant,
-    /// The group asked to come back when a held write is due: the others
-    /// need not (on 50 groups, 50 requeued reconciles of which one wrote).
-    looks_again: Option<GroupKey>,
-}
-
 /// What a reconcile took from its balance's book: the book and the group,
 /// to give the group's turn back when the reconcile ends.
 #[derive(Debug, Clone)]
@@ -118,9 +105,6 @@ pub struct PoolTicket {
     /// When it was taken ([`Pools::shares_taken`]).
     seq: u64,
 }
-
-/// Field manager of the pool status writes.
-const POOL_MANAGER: &str = "shardring-pool";
 
 /// What a group's observe step saw of its pool, for the pool's status.
 #[derive(Debug, Clone)]
@@ -191,7 +175,7 @@ impl Pools {
             groups,
             books: Arc::default(),
             requests: ReconcileRequests::default(),
-            written: Arc::default(),
+            status_writes: PoolStatusWrites::default(),
             precedence: Arc::default(),
             documents_out: Arc::default(),
             shares_taken: Arc::default(),
@@ -458,9 +442,6 @@ impl Pools {
             }
         }
         self.wake(&wake);
-        // The pool's other groups are asked to reconcile below: the first
-        // to find its status held comes back when it is due instead.
-        release_looks_again(&mut self.written.lock(), &gone);
         let deferred = self.precedence.lock().forget(&gone);
         self.documents_out.notify_waiters();
         for deferred in deferred {
@@ -563,15 +544,9 @@ impl Pools {
         // the cache may not have the last write yet, and a transition time
         // taken from an older status would make an unchanged pool write.
         let (written, written_spread) = self
-            .written
-            .lock()
-            .get(&(namespace, seen.pool.name_any()))
-            .map(|w| {
-                (
-                    Some(w.status.conditions.clone()),
-                    w.status.load_spread.clone(),
-                )
-            })
+            .status_writes
+            .last_written(&(namespace, seen.pool.name_any()))
+            .map(|(conditions, spread)| (Some(conditions), spread))
             .unwrap_or_default();
         let load_spread = if seen.pooled_throughput {
             spread
@@ -602,106 +577,29 @@ impl Pools {
         }
     }
 
-    /// Writes `status` to the pool `seen` describes unless it is the one
-    /// last written (server-side apply of the status subresource, its own
-    /// field manager). A status whose conditions stay as they are (counts
-    /// changed: a pod event, a group's new document) is written at most once
-    /// per [`super::cluster::STATUS_HOLD`]: `Some` is how long until it is
-    /// due, for the caller to look again then, said to the first caller
-    /// only (any group's reconcile after that writes it). Best effort: a
-    /// failure is logged and the next group's writes try again.
+    /// Ends the timers of held pool statuses once the controller has
+    /// stopped ([`PoolStatusWrites::stop`]).
+    pub(crate) async fn stop_status_writes(&self) {
+        self.status_writes.stop().await;
+    }
+
+    /// Computes the status of the pool `seen` describes (`status`, in the
+    /// pool's turn) and writes it unless it is the one last written
+    /// ([`PoolStatusWrites::publish`]: a status whose counts alone changed
+    /// waits for the pool's timer). Best effort.
     pub(crate) async fn publish_status(
         &self,
         client: &Client,
+        leader: &Leader,
         seen: &PoolSeen,
-        group: &GroupKey,
-        status: ConsumerPoolStatus,
-    ) -> Option<std::time::Duration> {
-        let namespace = seen.pool.namespace().unwrap_or_default();
-        let name = seen.pool.name_any();
-        let key = (namespace.clone(), name.clone());
-        let now = Instant::now();
-        if let Some(written) = self.written.lock().get_mut(&key) {
-            if written.status == status {
-                return None;
-            }
-            let kinds = |s: &ConsumerPoolStatus| -> Vec<(String, String, String)> {
-                s.conditions
-                    .iter()
-                    .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()))
-                    .collect()
-            };
-            let left = super::cluster::STATUS_HOLD.checked_sub(now.duration_since(written.at));
-            if kinds(&written.status) == kinds(&status)
-                && let Some(left) = left.filter(|left| !left.is_zero())
-            {
-                // One group comes back when it is due (asked again at each
-                // of its reconciles, which may replace its requeue); once
-                // due, whichever group reconciles first writes it.
-                let looks_again = written.looks_again.get_or_insert_with(|| group.clone());
-                return (looks_again == group).then_some(left);
-            }
-        }
-        let body = serde_json::json!({
-            "apiVersion": ConsumerPool::api_version(&()),
-            "kind": ConsumerPool::kind(&()),
-            "status": status,
-        });
-        let api: Api<ConsumerPool> = Api::namespaced(client.clone(), &namespace);
-        let params = PatchParams::apply(POOL_MANAGER).force();
-        match api.patch_status(&name, &params, &Patch::Apply(&body)).await {
-            Ok(_) => {
-                self.written.lock().insert(
-                    key,
-                    WrittenStatus {
-                        status,
-                        at: now,
-                        looks_again: None,
-                    },
-                );
-            }
-            Err(error) => {
-                tracing::warn!(%error, pool = %name, "cannot write the ConsumerPool status");
-            }
-        }
-        None
-    }
-}
-
-/// `gone` was the group asked to come back when a held pool status is due:
-/// nobody is now, so the next group that finds the status held is.
-/// Without this a deleted group kept the task, and the held counts were
-/// written only at the pool's next change.
-fn release_looks_again(written: &mut WrittenStatuses, gone: &GroupKey) {
-    for status in written.values_mut() {
-        if status.looks_again.as_ref() == Some(gone) {
-            status.looks_again = None;
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn held(by: &str) -> WrittenStatus {
-        WrittenStatus {
-            status: ConsumerPoolStatus::default(),
-            at: Instant::now(),
-            looks_again: Some(GroupKey::new("ns", by)),
-        }
-    }
-
-    #[test]
-    fn a_deleted_group_no_longer_holds_the_task_of_writing_a_held_pool_status() {
-        let mut written: WrittenStatuses = HashMap::new();
-        written.insert(("ns".into(), "a".into()), held("g-1"));
-        written.insert(("ns".into(), "b".into()), held("g-2"));
-        release_looks_again(&mut written, &GroupKey::new("ns", "g-1"));
-        assert_eq!(written[&("ns".into(), "a".into())].looks_again, None);
-        assert_eq!(
-            written[&("ns".into(), "b".into())].looks_again,
-            Some(GroupKey::new("ns", "g-2"))
+        status: impl FnOnce() -> ConsumerPoolStatus,
+    ) {
+        let pool = (
+            seen.pool.namespace().unwrap_or_default(),
+            seen.pool.name_any(),
         );
+        self.status_writes
+            .publish(client, leader, &pool, status)
+            .await;
     }
 }

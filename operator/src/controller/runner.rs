@@ -202,6 +202,7 @@ pub async fn run_controller(
     };
     let (released, ca_changed) = endpoint_tasks;
     let reconcile_all = futures::stream::select(reconcile_all, ca_changed).boxed();
+    let pools = context.pools.clone();
     let running = controller
         .reconcile_on(released)
         .reconcile_on(redealt)
@@ -236,6 +237,10 @@ pub async fn run_controller(
             tracing::info!("shutdown before the ShardGroups were listed: nothing had started");
         }
     }
+    // Held pool statuses are not written once the controller is done, and
+    // one being written goes out before this returns (and a leader gives
+    // its Lease up).
+    pools.stop_status_writes().await;
     if let Some(task) = node_task {
         task.abort();
     }
