@@ -26,6 +26,7 @@ use super::Context;
 use super::apply::{self, ApplyError};
 use super::cached_pod::CachedPod;
 use super::endpoint_sync::{self, EndpointSeen};
+use super::groups::STATUS_HOLD;
 use super::observe::Reads;
 use crate::GroupKey;
 use crate::crds::{ShardGroup, ShardGroupStatus};
@@ -73,12 +74,6 @@ pub(crate) struct Reconcile<'a> {
     /// Elapsed since `started` when the last step ended.
     lap_from: Duration,
 }
-
-/// How long a status write of bookkeeping only may wait for the writes
-/// that matter (the documents a pod event changed in a pool's groups); a
-/// pool's status whose counts alone changed waits as long
-/// ([`super::pool_status`]).
-pub(crate) const STATUS_HOLD: Duration = Duration::from_secs(1);
 
 impl Drop for Reconcile<'_> {
     /// Gives the plan memory back to the group's state (unless the group

@@ -46,6 +46,12 @@ pub(crate) struct GroupState {
     pub(crate) status_held_since: Option<Instant>,
 }
 
+/// How long a status write of bookkeeping only may wait for the writes
+/// that matter (the documents a pod event changed in a pool's groups)
+/// ([`GroupTable::hold_status`]); a pool's status whose counts alone
+/// changed waits as long ([`super::pool_status`]).
+pub(crate) const STATUS_HOLD: Duration = Duration::from_secs(1);
+
 /// Every group's [`GroupState`]. Cheap to clone: clones share one table
 /// (the sources, the document cache and the registry each hold one).
 #[derive(Clone, Default)]

@@ -34,7 +34,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::cluster::STATUS_HOLD;
+use super::groups::STATUS_HOLD;
 use crate::crds::{ConsumerPool, ConsumerPoolStatus};
 
 /// Field manager of the pool status writes.

@@ -48,7 +48,7 @@ pub struct Pools {
     requests: ReconcileRequests,
     /// The pools' status writes: an unchanged status is not written, and
     /// one whose counts alone changed at most once per
-    /// [`super::cluster::STATUS_HOLD`].
+    /// [`super::groups::STATUS_HOLD`].
     status_writes: PoolStatusWrites,
     /// The groups a new deal concerns reconcile before the others.
     precedence: Arc<Mutex<Precedence>>,
