@@ -22,6 +22,7 @@ use super::{CacheSync, ControllerMetrics, GroupRegistry, Pools, Sources, Stores}
 use crate::clock::Clock;
 use crate::crds::ShardGroup;
 use crate::endpoint::{EndpointState, Loads};
+use crate::runtime::leader::LeaderGate;
 
 /// Everything a reconcile needs, shared by all reconciles. Built by
 /// [`Context::builder`].
@@ -42,7 +43,7 @@ pub struct Context {
     pub clock: Arc<dyn Clock>,
     /// Whether this replica may write (the leader); `None`: no election,
     /// it always may.
-    pub leader: Option<watch::Receiver<bool>>,
+    pub leader: LeaderGate,
     /// The bound on pod writes in flight, shared by every reconcile.
     pub writes: WriteLimit,
     /// Whether the caches hold complete lists. A context over stores its
@@ -83,7 +84,7 @@ impl Context {
     }
 
     pub(super) fn may_write(&self) -> bool {
-        self.leader.as_ref().is_none_or(|rx| *rx.borrow())
+        crate::runtime::leader::may_write(&self.leader)
     }
 }
 
@@ -98,7 +99,7 @@ pub struct ContextBuilder {
     sources: Option<Sources>,
     clock: Option<Arc<dyn Clock>>,
     reporter: Option<Reporter>,
-    leader: Option<watch::Receiver<bool>>,
+    leader: LeaderGate,
     endpoint: Option<EndpointState>,
     loads: Option<Arc<Loads>>,
     // The rest comes from the runner's watches (a context over stores its

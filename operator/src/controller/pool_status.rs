@@ -30,21 +30,18 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, Resource};
 use parking_lot::Mutex;
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::groups::STATUS_HOLD;
 use crate::crds::{ConsumerPool, ConsumerPoolStatus};
+use crate::runtime::leader::{LeaderGate, may_write};
 
 /// Field manager of the pool status writes.
 const POOL_MANAGER: &str = "shardring-pool";
 
 /// A pool: its namespace and name.
 pub(crate) type PoolKey = (String, String);
-
-/// Whether this replica may write (`None`: no election, it always may).
-pub(crate) type Leader = Option<watch::Receiver<bool>>;
 
 /// Each pool's status writes. Cheap to clone: clones share one table and
 /// its timers.
@@ -103,7 +100,7 @@ impl PoolStatusWrites {
     pub(crate) async fn publish(
         &self,
         client: &Client,
-        leader: &Leader,
+        leader: &LeaderGate,
         pool: &PoolKey,
         status: impl FnOnce() -> ConsumerPoolStatus,
     ) {
@@ -172,7 +169,7 @@ impl PoolStatusWrites {
         &self,
         mut after: Duration,
         client: &Client,
-        leader: &Leader,
+        leader: &LeaderGate,
         pool: &PoolKey,
     ) {
         loop {
@@ -251,16 +248,13 @@ fn same_conditions(a: &ConsumerPoolStatus, b: &ConsumerPoolStatus) -> bool {
     kinds(a) == kinds(b)
 }
 
-fn may_write(leader: &Leader) -> bool {
-    leader.as_ref().is_none_or(|rx| *rx.borrow())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use shardring_devkit::apiserver::{MockApiServer, MockOptions};
     use shardring_devkit::fixtures;
+    use tokio::sync::watch;
 
     const NS: &str = "held";
 
@@ -271,11 +265,15 @@ mod tests {
         }
     }
 
-    async fn mock_with_pool() -> MockApiServer {
+    /// A mock API server holding pool `p`, a client of it, the writes
+    /// under test and the pool's key.
+    async fn pool_on_a_mock() -> (MockApiServer, Client, PoolStatusWrites, PoolKey) {
         let mock = MockApiServer::start(MockOptions::default()).await;
         mock.create_many(fixtures::crds());
         mock.create_many(vec![fixtures::namespace(NS), fixtures::pool(NS, "p", "c")]);
-        mock
+        let client = mock.client().await;
+        let pool = (NS.to_owned(), "p".to_owned());
+        (mock, client, PoolStatusWrites::default(), pool)
     }
 
     fn stored_pods(mock: &MockApiServer) -> Option<u64> {
@@ -305,10 +303,7 @@ mod tests {
     /// again, is not written; a change of condition is written at once.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_burst_of_counts_is_written_once_when_due_and_a_new_condition_at_once() {
-        let mock = mock_with_pool().await;
-        let client = mock.client().await;
-        let writes = PoolStatusWrites::default();
-        let pool = (NS.to_owned(), "p".to_owned());
+        let (mock, client, writes, pool) = pool_on_a_mock().await;
         let written = Instant::now();
         writes.publish(&client, &None, &pool, counts(3)).await;
         assert_eq!((pool_writes(&mock), stored_pods(&mock)), (1, Some(3)));
@@ -350,10 +345,7 @@ mod tests {
     /// computed in its turn: the one computed last is the one left.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn statuses_offered_at_once_are_computed_in_turn_and_the_last_is_left() {
-        let mock = mock_with_pool().await;
-        let client = mock.client().await;
-        let writes = PoolStatusWrites::default();
-        let pool = (NS.to_owned(), "p".to_owned());
+        let (mock, client, writes, pool) = pool_on_a_mock().await;
         let computed = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let offers = (0..8).map(|_| {
             let (writes, client, pool, computed) = (
@@ -383,10 +375,7 @@ mod tests {
     /// does not wait for them to come due.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_stopped_controllers_held_counts_are_not_written() {
-        let mock = mock_with_pool().await;
-        let client = mock.client().await;
-        let writes = PoolStatusWrites::default();
-        let pool = (NS.to_owned(), "p".to_owned());
+        let (mock, client, writes, pool) = pool_on_a_mock().await;
         writes.publish(&client, &None, &pool, counts(3)).await;
         writes.publish(&client, &None, &pool, counts(4)).await;
         let stopping = Instant::now();
@@ -402,10 +391,7 @@ mod tests {
     /// A replica that stopped leading while counts were held writes none.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_replica_that_no_longer_leads_writes_no_held_counts() {
-        let mock = mock_with_pool().await;
-        let client = mock.client().await;
-        let writes = PoolStatusWrites::default();
-        let pool = (NS.to_owned(), "p".to_owned());
+        let (mock, client, writes, pool) = pool_on_a_mock().await;
         let (leads, leader) = watch::channel(true);
         let leader = Some(leader);
         writes.publish(&client, &leader, &pool, counts(3)).await;

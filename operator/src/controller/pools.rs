@@ -32,12 +32,13 @@ use shardring_core::pool::{Peer, PoolBook, PoolPods, domain_of, domains, readabl
 use shardring_core::pool_conditions::{PoolCounts, pool_conditions};
 
 use super::observe::Stores;
-use super::pool_status::{Leader, PoolStatusWrites};
+use super::pool_status::PoolStatusWrites;
 use super::precedence::{BookKey, Precedence};
 use crate::GroupKey;
 use crate::crds::shard_group::BalanceMode;
 use crate::crds::{AssignmentDocument, ConsumerPool, ConsumerPoolStatus, ShardGroup};
 use crate::endpoint::ReconcileRequests;
+use crate::runtime::leader::LeaderGate;
 
 /// Every balance's book, and the store of the groups that reference them.
 #[derive(Clone)]
@@ -590,7 +591,7 @@ impl Pools {
     pub(crate) async fn publish_status(
         &self,
         client: &Client,
-        leader: &Leader,
+        leader: &LeaderGate,
         seen: &PoolSeen,
         status: impl FnOnce() -> ConsumerPoolStatus,
     ) {

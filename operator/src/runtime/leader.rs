@@ -190,6 +190,16 @@ pub struct LeaderHandle {
     pub task: JoinHandle<Result<(), LeaderError>>,
 }
 
+/// What a writer checks before each write: the election's flag
+/// ([`LeaderHandle::is_leader`]), or `None` without an election (the
+/// replica always writes).
+pub type LeaderGate = Option<watch::Receiver<bool>>;
+
+/// Whether a writer behind `gate` may write now.
+pub fn may_write(gate: &LeaderGate) -> bool {
+    gate.as_ref().is_none_or(|rx| *rx.borrow())
+}
+
 /// Starts leader election with the system clock and no metrics.
 pub fn spawn(client: Client, config: LeaderConfig, shutdown: CancellationToken) -> LeaderHandle {
     LeaderElector::new(client, config).spawn(shutdown)
