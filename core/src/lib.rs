@@ -10,9 +10,10 @@
 //! of `balance: throughput` and the scaling signal ([`load`]), the one
 //! reconcile cycle ([`cycle()`]: observe → plan → apply through the
 //! [`Observe`] and [`Apply`] traits, writes in the contract's order) and
-//! when a group is reconciled again after it ([`retry`]), and the state
+//! when a group is reconciled again after it ([`retry`]), the state
 //! kept of each group between its reconciles, fed by events
-//! ([`group_state`]: the last good topology). What only the
+//! ([`group_state`]: the last good topology), and which watch events are
+//! the echoes of the operator's own writes ([`echoes`]). What only the
 //! core itself uses is `pub(crate)`: the public items are what the operator,
 //! the simulation, the demo and the tests call.
 //!
@@ -31,6 +32,7 @@ mod containers;
 pub mod cycle;
 pub mod departures;
 pub(crate) mod document;
+pub mod echoes;
 pub(crate) mod events;
 #[cfg(feature = "fixtures")]
 pub mod fixtures;

@@ -1,80 +1,29 @@
-//! The object versions the operator's own writes produced (pod annotations,
-//! the document's ConfigMap), so that their watch echoes wake no reconcile.
-//!
-//! Why: every write comes back through a watch as a modified object, and
-//! that event maps to the object's ShardGroup. At 5,000 pods a reconcile
-//! costs tens of milliseconds, and the echo of a churn event's own writes
-//! was a second, no-op reconcile that the next event had to wait behind. A
-//! watch event whose object is at exactly the resourceVersion the API server
-//! returned for the operator's write is that write: nothing else changed in
-//! it (every other change has its own version, and its own event, which
-//! still wakes the group). It is remembered as soon as the write returns,
-//! because the echo can arrive while the rest of the reconcile's writes are
-//! still going out. The caches apply the echo as any event; only the
-//! wake-up is skipped (see `triggers`).
-//!
-//! The watch can beat the write's answer: the echo then arrives before its
-//! version is known, and it woke a reconcile that decides nothing new (at
-//! 20,000 shards a whole plan, seen after most first publishes on the real
-//! API server). So a write is announced before it is sent
-//! ([`OwnWrites::begin`]); an event of the object that arrives while a
-//! write to it is on its way is held ([`OwnWrites::holds_while_in_flight`])
-//! and judged when the write's answer is in ([`Flight::land`]): the echo
-//! is spent, anything else wakes the group after all (so does a write
-//! that failed, for everything it held).
-//!
-//! One object can have several own writes whose echoes are still to come:
-//! the groups of a pool reconcile at once, and each writes its annotation
-//! on the pod that joined. Every such version is remembered, not only the
-//! last: when only the last was, the echo of each earlier write woke every
-//! group of the pool (on 50 groups, a round of 50 reconciles that change
-//! nothing per write, in the middle of the pod event's own).
+//! The operator's own writes (pod annotations, the document's ConfigMap)
+//! as its watches see them: the core's [`Echoes`] behind one lock shared by
+//! the watches and the writes, keyed by kind, namespace and name, on the
+//! operator's monotonic clock; and the [`Flight`] of each write, which
+//! wakes the object's group when an event held while it was on its way
+//! turns out to be someone else's change. The core's module says why
+//! echoes wake nothing and how they are told from changes; the caches
+//! apply an echo as any event, only the wake-up is skipped (see
+//! `triggers`).
 
-use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
 use kube::{Resource, ResourceExt};
+use shardring_core::echoes::{Answer, Echoes};
 
 /// (kind, namespace, name) of a written object.
 type Key = (String, String, String);
 
-/// Own writes to one object whose echoes may still come, at most this
-/// many (the oldest goes first): more than the groups that write one pod at
-/// once, and a bound on what echoes that never come (a watch that relisted
-/// past them) leave behind.
-const PENDING_PER_OBJECT: usize = 16;
-
-/// An object's writes whose echoes may still come: each one's
-/// resourceVersion and when it was written, oldest first.
-type Pending = VecDeque<(String, Instant)>;
-
-/// How long after a write the cache may still be taken to lag it
-/// ([`OwnWrites::awaits_echo`]): a watch delivers an echo in milliseconds,
-/// and one that never comes (a relist past it) must not hide the object's
-/// state for good.
-const ECHO_DUE: Duration = Duration::from_secs(10);
-
-/// The versions of each object's writes by this operator whose echoes have
-/// not arrived, oldest first. An entry goes when its echo or a later one
-/// arrives (a watch delivers an object's versions in order), when the
-/// object is deleted, or past [`PENDING_PER_OBJECT`]. Cheap to clone:
-/// clones share one memory.
+/// The echoes of the operator's own writes still to come, and its writes
+/// on their way. Cheap to clone: clones share one memory.
 #[derive(Debug, Clone, Default)]
 pub struct OwnWrites {
-    versions: Arc<Mutex<HashMap<Key, Pending>>>,
-    /// Writes sent and not yet answered, by object.
-    in_flight: Arc<Mutex<HashMap<Key, InFlight>>>,
-}
-
-/// The writes to one object on their way, and the versions of its events
-/// that arrived meanwhile (held until the last of those writes lands).
-#[derive(Debug, Default)]
-struct InFlight {
-    writes: usize,
-    arrived: Vec<String>,
+    echoes: Arc<Mutex<Echoes<Key, Instant>>>,
 }
 
 /// A write on its way ([`OwnWrites::begin`]), with what wakes the group
@@ -102,22 +51,16 @@ impl Flight {
     /// while it was on its way is judged: its echo is spent, and anything
     /// else wakes the group (once). Whether it did.
     pub(crate) fn land<K: Resource<DynamicType = ()>>(mut self, written: Option<&K>) -> bool {
-        if let Some(written) = written {
-            self.own.record(written);
-        }
-        self.end()
+        self.end(written.and_then(answer))
     }
 
     /// Ends the flight: judges what it held and wakes the group when any
     /// of it was not an echo; whether it did.
-    fn end(&mut self) -> bool {
+    fn end(&mut self, written: Option<Answer<Instant>>) -> bool {
         let Some(wake) = self.wake.take() else {
             return false;
         };
-        let mut changed = false;
-        for version in self.own.end_flight(&self.key) {
-            changed |= !self.own.spend(&self.key, &version);
-        }
+        let changed = self.own.echoes.lock().land(&self.key, written);
         if changed {
             wake();
         }
@@ -127,20 +70,15 @@ impl Flight {
 
 impl Drop for Flight {
     fn drop(&mut self) {
-        self.end();
+        self.end(None);
     }
 }
 
 impl OwnWrites {
     /// Remembers `written`, the object as the API server answered a write.
     pub fn record<K: Resource<DynamicType = ()>>(&self, written: &K) {
-        if let (Some(key), Some(version)) = (key_of(written), written.resource_version()) {
-            let mut versions = self.versions.lock();
-            let pending = versions.entry(key).or_default();
-            if pending.len() == PENDING_PER_OBJECT {
-                pending.pop_front();
-            }
-            pending.push_back((version, Instant::now()));
+        if let (Some(key), Some(answer)) = (key_of(written), answer(written)) {
+            self.echoes.lock().record(key, answer);
         }
     }
 
@@ -151,23 +89,7 @@ impl OwnWrites {
         let (Some(key), Some(version)) = (key_of(object), object.resource_version()) else {
             return false;
         };
-        self.spend(&key, &version)
-    }
-
-    /// [`Self::is_echo`] of `key` at `version`.
-    fn spend(&self, key: &Key, version: &str) -> bool {
-        let mut versions = self.versions.lock();
-        let Some(pending) = versions.get_mut(key) else {
-            return false;
-        };
-        let Some(at) = pending.iter().position(|(v, _)| v == version) else {
-            return false;
-        };
-        pending.drain(..=at);
-        if pending.is_empty() {
-            versions.remove(key);
-        }
-        true
+        self.echoes.lock().is_echo(&key, &version)
     }
 
     /// Announces a write to the `K` named `name` in `namespace`, before it
@@ -180,7 +102,7 @@ impl OwnWrites {
         wake: impl FnOnce() + Send + 'static,
     ) -> Flight {
         let key = key_named::<K>(namespace, name);
-        self.in_flight.lock().entry(key.clone()).or_default().writes += 1;
+        self.echoes.lock().begin(key.clone());
         Flight {
             own: self.clone(),
             key,
@@ -195,50 +117,20 @@ impl OwnWrites {
         let (Some(key), Some(version)) = (key_of(object), object.resource_version()) else {
             return false;
         };
-        match self.in_flight.lock().get_mut(&key) {
-            Some(flight) => {
-                flight.arrived.push(version);
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// One write to `key` landed (or failed): the events held for it, when
-    /// it was the last on its way.
-    fn end_flight(&self, key: &Key) -> Vec<String> {
-        let mut in_flight = self.in_flight.lock();
-        let Some(flight) = in_flight.get_mut(key) else {
-            return Vec::new();
-        };
-        flight.writes -= 1;
-        if flight.writes > 0 {
-            return Vec::new();
-        }
-        in_flight.remove(key).map(|f| f.arrived).unwrap_or_default()
+        self.echoes.lock().hold(&key, &version)
     }
 
     /// Whether a write to the `K` named `name` in `namespace` made in the
-    /// last [`ECHO_DUE`] has not come back through its watch: the cache
-    /// does not show it yet, and a decision to write it again would be
-    /// made from the state before it.
-    ///
-    /// `Some` is how long it may still be awaited: the caller that holds
-    /// back a write for it looks again then, since the echo may have come
-    /// before the write's answer was recorded (the watch can beat the
-    /// response), and then nothing else says it came.
+    /// last [`ECHO_DUE`](shardring_core::echoes::ECHO_DUE) has not come
+    /// back through its watch, and how long it may still be awaited
+    /// ([`Echoes::awaits_echo`]).
     pub(crate) fn awaits_echo<K: Resource<DynamicType = ()>>(
         &self,
         namespace: &str,
         name: &str,
     ) -> Option<Duration> {
         let key = key_named::<K>(namespace, name);
-        self.versions
-            .lock()
-            .get(&key)
-            .and_then(Pending::back)
-            .and_then(|(_, at)| ECHO_DUE.checked_sub(at.elapsed()))
-            .filter(|left| !left.is_zero())
+        self.echoes.lock().awaits_echo(&key, Instant::now())
     }
 
     /// Whether a write to the `K` named `name` in `namespace` is still
@@ -249,22 +141,32 @@ impl OwnWrites {
         namespace: &str,
         name: &str,
     ) -> bool {
-        let key = key_named::<K>(namespace, name);
-        self.versions.lock().contains_key(&key)
+        self.echoes.lock().unspent(&key_named::<K>(namespace, name))
     }
 
-    /// Forgets `object` (deleted: a same-named successor starts afresh).
+    /// Forgets the writes to `object`, deleted (not those to a successor of
+    /// its name: [`Echoes::forget`]).
     pub(crate) fn forget<K: Resource<DynamicType = ()>>(&self, object: &K) {
         if let Some(key) = key_of(object) {
-            self.versions.lock().remove(&key);
+            let uid = object.uid().unwrap_or_default();
+            self.echoes.lock().forget(&key, &uid);
         }
     }
 
     /// Writes whose echo has not arrived yet.
     #[cfg(test)]
     fn pending(&self) -> usize {
-        self.versions.lock().values().map(VecDeque::len).sum()
+        self.echoes.lock().pending()
     }
+}
+
+/// `written` as the API server answered a write of it, now.
+fn answer<K: Resource<DynamicType = ()>>(written: &K) -> Option<Answer<Instant>> {
+    Some(Answer {
+        version: written.resource_version()?,
+        uid: written.uid().unwrap_or_default(),
+        at: Instant::now(),
+    })
 }
 
 fn key_named<K: Resource<DynamicType = ()>>(namespace: &str, name: &str) -> Key {
@@ -289,6 +191,7 @@ mod tests {
     use crate::controller::CachedPod;
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::api::ObjectMeta;
+    use shardring_core::echoes::ECHO_DUE;
 
     fn meta(name: &str, version: &str) -> ObjectMeta {
         ObjectMeta {
@@ -429,41 +332,6 @@ mod tests {
         assert!(own.is_echo(&pod("a", "10")));
         // Seen once: a relist at the same version wakes the group again.
         assert!(!own.is_echo(&pod("a", "10")));
-        assert_eq!(own.pending(), 0);
-    }
-
-    #[test]
-    fn each_of_several_writes_to_one_object_is_an_echo_and_a_deletion_forgets() {
-        let own = OwnWrites::default();
-        // Three groups annotate one pod at once; a fourth change between
-        // them is somebody else's.
-        own.record(&pod("a", "10"));
-        own.record(&pod("a", "12"));
-        own.record(&pod("a", "13"));
-        assert!(own.is_echo(&pod("a", "10")));
-        assert!(!own.is_echo(&pod("a", "11")));
-        assert!(own.is_echo(&pod("a", "12")));
-        assert_eq!(own.pending(), 1);
-        own.forget(&pod("a", "13"));
-        assert_eq!(own.pending(), 0);
-        assert!(!own.is_echo(&pod("a", "13")));
-    }
-
-    #[test]
-    fn a_later_echo_spends_the_earlier_writes_and_the_pending_are_bounded() {
-        let own = OwnWrites::default();
-        own.record(&pod("a", "10"));
-        own.record(&pod("a", "12"));
-        // The watch relisted past 10: its echo never comes, 12's does.
-        assert!(own.is_echo(&pod("a", "12")));
-        assert_eq!(own.pending(), 0);
-        assert!(!own.is_echo(&pod("a", "10")));
-        for version in 0..2 * PENDING_PER_OBJECT {
-            own.record(&pod("b", &version.to_string()));
-        }
-        assert_eq!(own.pending(), PENDING_PER_OBJECT);
-        assert!(!own.is_echo(&pod("b", "0")), "the oldest went");
-        assert!(own.is_echo(&pod("b", &(2 * PENDING_PER_OBJECT - 1).to_string())));
         assert_eq!(own.pending(), 0);
     }
 }
