@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 pub use crate::counts::EventCounts;
 use crate::counts::PoolNotes;
-use crate::operator::{FaultCounts, Faults, Operator};
+use crate::operator::{FaultCounts, Faults, Operator, Verdicts};
 use crate::rng::Rng;
 use crate::sim::Sim;
 use crate::world::{Ms, Rules};
@@ -48,6 +48,8 @@ pub struct SeedOutcome {
     pub records: (u64, u64),
     /// Pool mode: what the standby checks judged and let pass.
     pub pool: PoolNotes,
+    /// How the operator's echo bookkeeping judged its watch events.
+    pub watch: Verdicts,
 }
 
 /// The return window of the seeds that hold for returning pods: shorter
@@ -111,6 +113,7 @@ pub(crate) const FAULTS: Faults = Faults {
     topology_fail: 0.05,
     topology_stale: 0.1,
     lease_fail: 0.05,
+    foreign_write: 0.05,
 };
 
 /// Half the StatefulSet seeds hold a departed pod's shards for its return
@@ -240,6 +243,7 @@ pub(crate) fn finish(seed: u64, sim: Sim) -> SeedOutcome {
         faults: sim.op.fired,
         records: (world.counts.records_read, world.counts.records_repeated),
         pool: sim.pool_notes,
+        watch: sim.op.watch.verdicts,
     }
 }
 
@@ -262,6 +266,8 @@ pub struct Summary {
     pub records: (u64, u64),
     /// Pool mode: what the standby checks judged and let pass.
     pub pool: PoolNotes,
+    /// How the watch events were judged, over every seed.
+    pub watch: Verdicts,
 }
 
 impl Summary {
@@ -305,7 +311,9 @@ impl Summary {
         f.lease_failed += o.faults.lease_failed;
         f.crashes += o.faults.crashes;
         f.watch_gaps += o.faults.watch_gaps;
+        f.foreign_writes += o.faults.foreign_writes;
         self.pool.add(&o.pool);
+        self.watch.add(o.watch);
         self.records.0 += o.records.0;
         self.records.1 += o.records.1;
     }

@@ -5,8 +5,10 @@
 //! act, records arrive, consumers run and the operator reconciles each
 //! group whose reconcile is due, one at a time.
 
+use std::collections::BTreeMap;
+
 use crate::counts::{EventCounts, PoolNotes};
-use crate::operator::Operator;
+use crate::operator::{Object, Operator, Watch};
 use crate::rng::Rng;
 use crate::world::{Ms, Rules, SimPod, Source, World};
 use shardring_core::observation::Containers;
@@ -34,9 +36,10 @@ pub struct Sim {
     /// How likely a StatefulSet pod removed after a graceful deletion comes
     /// back under its name.
     pub recreate: f64,
-    /// The pods as the operator's pod watch last saw them (its own
-    /// annotation writes aside): a change wakes a reconcile.
-    pub(crate) watched: Vec<WatchedPod>,
+    /// The pods as the API server last reported them to the pod watch
+    /// (the operator's own annotation writes aside, which report
+    /// themselves), by name: a change is an event of its pod.
+    pub(crate) watched: BTreeMap<String, WatchedPod>,
     /// When the quiet phase began (faults and events stopped).
     pub quiet_since: Option<Ms>,
     /// Pool mode: what the standby checks judged and let pass.
@@ -56,7 +59,6 @@ const WATCH_LATENCY_MS: Ms = 300;
 /// annotations the operator writes itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct WatchedPod {
-    name: String,
     uid: String,
     ready_since: Option<Ms>,
     deletion: Option<(Ms, i64)>,
@@ -81,7 +83,10 @@ impl Sim {
     /// A system with no pods or shards, with a source for each of `op`'s
     /// groups (its shard ids prefixed with the group's name when there are
     /// several).
-    pub fn new(seed: u64, rules: Rules, op: Operator) -> Self {
+    pub fn new(seed: u64, rules: Rules, mut op: Operator) -> Self {
+        // The watch draws from a stream of its own, so the run's main
+        // stream is drawn as it would be without it.
+        op.watch = Watch::new(seed ^ 0x3A7C_3A7C_3A7C_3A7C);
         let pooled = op.pooled();
         let sources = op
             .groups
@@ -105,7 +110,7 @@ impl Sim {
             next_uid: 0,
             statefulset: false,
             recreate: 0.0,
-            watched: Vec::new(),
+            watched: BTreeMap::new(),
             quiet_since: None,
             pool_notes: Default::default(),
             resting: false,
@@ -248,7 +253,7 @@ impl Sim {
         self.world.now += dt;
         let now = self.world.now;
         self.op.tick(now);
-        let landed = self.op.land(&mut self.world);
+        self.op.land(&mut self.world);
         let acked = self.op.receive_acks(&mut self.world);
         self.world.land_lease_writes();
         self.lifecycle();
@@ -258,17 +263,18 @@ impl Sim {
         self.world.run_consumers(&mut self.rng);
         self.world.report_loads();
         self.op.receive_loads(&mut self.world);
-        // The pod watch wakes every group; a group's ConfigMap and its
-        // endpoint's acknowledgements wake that group.
-        let watched = self.watched_pods();
-        let pods_changed = watched != self.watched;
+        // The pods' changes since the last watch point, then every event
+        // on its way reaches the operator: a pod's change wakes every
+        // group; a group's ConfigMap and its endpoint's acknowledgements
+        // wake that group.
+        self.report_pod_changes();
+        let woken = self.op.watch_point(&mut self.world);
         for g in 0..self.op.groups.len() {
-            if pods_changed || landed.contains(&g) || acked.contains(&g) {
+            if woken.pods || woken.documents.contains(&g) || acked.contains(&g) {
                 let latency = self.rng.range(10, WATCH_LATENCY_MS);
                 self.op.wake(g, now, latency);
             }
         }
-        self.watched = watched;
         if (0..self.world.nodes.len()).any(|n| self.world.partitioned(n)) {
             self.op.fault(now);
         }
@@ -292,20 +298,45 @@ impl Sim {
     }
 
     /// The pod objects as the pod watch reports them.
-    fn watched_pods(&self) -> Vec<WatchedPod> {
+    fn watched_pods(&self) -> BTreeMap<String, WatchedPod> {
         self.world
             .pods
             .iter()
             .filter(|p| p.object)
-            .map(|p| WatchedPod {
-                name: p.name.clone(),
-                uid: p.uid.clone(),
-                ready_since: p.ready_since,
-                deletion: p.deletion,
-                containers: p.containers,
-                scheduled: p.scheduled,
+            .map(|p| {
+                let watched = WatchedPod {
+                    uid: p.uid.clone(),
+                    ready_since: p.ready_since,
+                    deletion: p.deletion,
+                    containers: p.containers,
+                    scheduled: p.scheduled,
+                };
+                (p.name.clone(), watched)
             })
             .collect()
+    }
+
+    /// Reports each pod that changed since the last watch point to the
+    /// operator's pod watch, as an event at a version of its own: a pod
+    /// gone (or replaced by another of its name) as a deletion.
+    fn report_pod_changes(&mut self) {
+        let watched = self.watched_pods();
+        let before = std::mem::take(&mut self.watched);
+        for (name, pod) in &before {
+            if watched.get(name).is_none_or(|now| now.uid != pod.uid) {
+                let version = self.world.next_version();
+                self.op
+                    .watch
+                    .deleted(Object::Pod(name.clone()), &pod.uid, version);
+            }
+        }
+        for (name, pod) in &watched {
+            if before.get(name) != Some(pod) {
+                let version = self.world.next_version();
+                self.op.watch.changed(Object::Pod(name.clone()), version);
+            }
+        }
+        self.watched = watched;
     }
 
     /// Kubelet and node-controller behaviour.

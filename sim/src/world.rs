@@ -257,6 +257,8 @@ pub struct World {
     /// Load (`balance: throughput` runs only).
     pub loads: Option<loads::WorldLoads>,
     next_instance: u64,
+    /// The API server's last resourceVersion (of its pods).
+    resource_version: u64,
 }
 
 impl World {
@@ -277,6 +279,7 @@ impl World {
             counts: Counts::default(),
             loads: None,
             next_instance: 0,
+            resource_version: 0,
         }
     }
 
@@ -321,6 +324,14 @@ impl World {
     /// Whether node `n` is cut off.
     pub fn partitioned(&self, node: usize) -> bool {
         self.nodes[node].is_some_and(|until| until > self.now)
+    }
+
+    /// The resourceVersion of the next change to a pod (one counter for
+    /// all, as the API server's: a pod recreated under a name never
+    /// repeats a version of the pod before it).
+    pub fn next_version(&mut self) -> u64 {
+        self.resource_version += 1;
+        self.resource_version
     }
 
     /// A fresh process.

@@ -127,14 +127,20 @@ fn report(summary: &mut sim::Summary) {
     }
     let f = &summary.faults;
     println!(
-        "faults: failed writes {}, late writes {}, document writes refused by their precondition {}, failed topology reads {}, stale topology reads {}, failed lease scans {}, operator crashes {}",
+        "faults: failed writes {}, late writes {}, document writes refused by their precondition {}, failed topology reads {}, stale topology reads {}, failed lease scans {}, operator crashes {}, pods changed by another writer during an annotation write {}",
         f.writes_failed,
         f.writes_late,
         f.writes_refused,
         f.topology_failed,
         f.topology_stale,
         f.lease_failed,
-        f.crashes
+        f.crashes,
+        f.foreign_writes
+    );
+    let w = &summary.watch;
+    println!(
+        "watch events judged by the operator's echo bookkeeping: {} echoes of its own writes (woke nothing), {} held while a write to their object was on its way, {} changes (woke their groups)",
+        w.echoes, w.held, w.changes
     );
     println!(
         "records read {}, read again after a move or crash {}",

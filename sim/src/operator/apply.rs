@@ -5,12 +5,11 @@
 //! while its precondition holds, the others before the next reconcile. A
 //! document write whose precondition no longer holds is refused (409).
 
-use std::collections::BTreeSet;
-
-use super::clock::sim_ms;
+use super::clock::{sim_ms, ts};
 use super::group::{Group, Write};
 use super::process::Operator;
 use super::reconcile::Reconcile;
+use super::watch::Object;
 use crate::crds::{ShardGroupStatus, ShardPhase};
 use crate::rng::Rng;
 use crate::world::{Ms, World};
@@ -35,8 +34,69 @@ pub enum WriteError {
 
 impl Reconcile<'_> {
     /// One write through the faults: it fails, lands later, or is applied
-    /// now.
+    /// now. A write to a watched object (a pod's annotation, the document)
+    /// is announced to the watch first, and its answer lands there: the
+    /// events of the object that beat it are judged then.
     fn write(&mut self, write: Write) -> Result<(), WriteError> {
+        let Some(object) = watched(self.g, &write) else {
+            return self.send(write).map(|_| ());
+        };
+        let uid = match &write {
+            Write::Annotation(_, uid, _) => uid.clone(),
+            _ => String::new(),
+        };
+        let watch = &mut self.op.watch;
+        watch.begin(&object);
+        if matches!(object, Object::Pod(_)) {
+            let world = &mut *self.world;
+            if watch.meddle(&object, self.op.faults.foreign_write, || {
+                world.next_version()
+            }) {
+                self.op.fired.foreign_writes += 1;
+            }
+        }
+        let sent = self.send(write);
+        let now = ts(self.world.now);
+        // A relisting pod watch delivers nothing before the write's answer.
+        let races = !matches!(object, Object::Pod(_)) || self.op.watch_gap_until.is_none();
+        let watch = &mut self.op.watch;
+        let raced = if races {
+            watch.race_answer(&object)
+        } else {
+            Ok(())
+        };
+        let written = sent.as_ref().ok().copied().flatten();
+        let landed = raced.and_then(|()| watch.land((&object, &uid), written, now));
+        match landed {
+            Ok(true) => self.woken_by(&object),
+            Ok(false) => {}
+            Err(violation) => self.world.violate(violation),
+        }
+        sent.map(|_| ())
+    }
+
+    /// An event held while a write to `object` was on its way was a
+    /// change: it wakes the groups the object's watch wakes (this one after
+    /// its reconcile).
+    fn woken_by(&mut self, object: &Object) {
+        let groups = match object {
+            Object::Pod(_) => (0..self.op.groups.len()).collect(),
+            Object::Document(g) => vec![*g],
+        };
+        let now = self.world.now;
+        for h in groups {
+            if h == self.g {
+                self.op.groups[h].woken_during_reconcile = true;
+            } else {
+                let latency = self.op.watch.latency();
+                self.op.wake(h, now, latency);
+            }
+        }
+    }
+
+    /// Sends one write through the faults: the version it left its
+    /// watched object at, if it was applied to one.
+    fn send(&mut self, write: Write) -> Result<Option<u64>, WriteError> {
         let op = &mut *self.op;
         let now = self.world.now;
         if self.rng.chance(op.faults.write_fail) {
@@ -62,17 +122,33 @@ impl Reconcile<'_> {
             Write::Doc(doc, _) => Some(std::sync::Arc::new((**doc).clone())),
             _ => None,
         };
-        if op.commit(self.g, self.world, write) {
-            // The operator's memory keeps what it wrote, at its version.
-            if let Some(document) = document {
-                op.groups[self.g].wrote_document(document);
+        let object = watched(self.g, &write);
+        match op.commit(self.g, self.world, write) {
+            Ok(version) => {
+                // The operator's memory keeps what it wrote, at its version.
+                if let Some(document) = document {
+                    op.groups[self.g].wrote_document(document);
+                }
+                if let (Some(object), Some(version)) = (object, version) {
+                    op.watch.applied(&object, version);
+                }
+                Ok(version)
             }
-            Ok(())
-        } else {
-            // 409: nothing after the document goes out.
-            op.groups[self.g].fault(now);
-            Err(WriteError::Refused)
+            Err(refused) => {
+                // 409: nothing after the document goes out.
+                op.groups[self.g].fault(now);
+                Err(refused)
+            }
         }
+    }
+}
+
+/// The watched object `write` of group `g` changes, if any.
+fn watched(g: usize, write: &Write) -> Option<Object> {
+    match write {
+        Write::Doc(..) => Some(Object::Document(g)),
+        Write::Annotation(pod, ..) => Some(Object::Pod(pod.clone())),
+        Write::Status(_) => None,
     }
 }
 
@@ -147,24 +223,34 @@ impl Group {
 }
 
 impl Operator {
-    /// Lands late writes that are due; the groups whose document landed
-    /// (the ConfigMap watch sees a change the operator does not know).
-    pub fn land(&mut self, world: &mut World) -> BTreeSet<usize> {
+    /// Lands late writes that are due: their watch events are changes the
+    /// operator does not know (no answer told it their versions).
+    pub fn land(&mut self, world: &mut World) {
         let now = world.now;
-        let mut landed = BTreeSet::new();
         for g in 0..self.groups.len() {
             let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.groups[g].late)
                 .into_iter()
                 .partition(|(at, _)| *at <= now);
             self.groups[g].late = later;
             for (_, write) in due {
-                let is_document = matches!(write, Write::Doc(..));
-                if self.commit(g, world, write) && is_document {
-                    landed.insert(g);
-                }
+                self.commit_unanswered(g, world, write);
             }
         }
-        landed
+    }
+
+    /// Applies a write whose client gave up: its watch event, if it was
+    /// applied to a watched object; whether it was applied.
+    fn commit_unanswered(&mut self, g: usize, world: &mut World, write: Write) -> bool {
+        let object = watched(g, &write);
+        match self.commit(g, world, write) {
+            Ok(version) => {
+                if let (Some(object), Some(version)) = (object, version) {
+                    self.watch.applied_unanswered(object, version);
+                }
+                true
+            }
+            Err(_) => false,
+        }
     }
 
     /// A late document write of group `g` may land while its reconcile
@@ -181,20 +267,27 @@ impl Operator {
         };
         if rng.chance(0.5) {
             let (_, write) = self.groups[g].late.remove(i);
-            let landed = self.commit(g, world, write);
+            let landed = self.commit_unanswered(g, world, write);
             self.groups[g].landed_during_reconcile |= landed;
         }
     }
 
-    /// Applies one write of group `g` as the API server would; false when
-    /// the document's precondition refused it.
-    fn commit(&mut self, g: usize, world: &mut World, write: Write) -> bool {
+    /// Applies one write of group `g` as the API server would: the
+    /// resourceVersion it left a watched object at (`None`: a status, or an
+    /// annotation of a pod that is gone); refused when the document's
+    /// precondition does not hold.
+    fn commit(
+        &mut self,
+        g: usize,
+        world: &mut World,
+        write: Write,
+    ) -> Result<Option<u64>, WriteError> {
         let group = &mut self.groups[g];
         match write {
             Write::Doc(doc, base) => {
                 if base != group.doc_base() {
                     self.fired.writes_refused += 1;
-                    return false;
+                    return Err(WriteError::Refused);
                 }
                 if let Some(current) = &group.doc
                     && doc.epoch <= current.epoch
@@ -234,19 +327,22 @@ impl Operator {
                 group.doc = Some(*doc);
                 group.doc_version += 1;
                 group.writes.documents += 1;
+                Ok(Some(group.doc_version))
             }
             Write::Annotation(pod, uid, view) => {
-                if let Some(p) = world
+                group.writes.annotations += 1;
+                let Some(p) = world
                     .pods
                     .iter_mut()
                     .find(|p| p.object && p.name == pod && p.uid == uid)
-                {
-                    match view {
-                        Some(v) => p.annotations.insert(g, v.to_annotation()),
-                        None => p.annotations.remove(&g),
-                    };
-                }
-                group.writes.annotations += 1;
+                else {
+                    return Ok(None);
+                };
+                match view {
+                    Some(v) => p.annotations.insert(g, v.to_annotation()),
+                    None => p.annotations.remove(&g),
+                };
+                Ok(Some(world.next_version()))
             }
             Write::Status(status) => {
                 let before = group.status.as_ref().and_then(|s| s.last_pod_change);
@@ -260,9 +356,9 @@ impl Operator {
                     group.writes.statuses_beyond_move_log += 1;
                 }
                 group.status = Some(*status);
+                Ok(None)
             }
         }
-        true
     }
 }
 

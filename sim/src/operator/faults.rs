@@ -16,6 +16,9 @@ pub struct Faults {
     pub topology_stale: f64,
     /// The lease scan fails.
     pub lease_fail: f64,
+    /// Another writer changes a pod while an annotation write to it is on
+    /// its way (drawn from the watch's stream).
+    pub foreign_write: f64,
 }
 
 /// How often each fault fired.
@@ -38,4 +41,7 @@ pub struct FaultCounts {
     pub crashes: u64,
     /// Pod watch gaps (relists): departures in them are not seen.
     pub watch_gaps: u64,
+    /// Pods changed by another writer while an annotation write to them
+    /// was on its way.
+    pub foreign_writes: u64,
 }

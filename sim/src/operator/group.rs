@@ -55,6 +55,9 @@ pub struct Group {
     /// A late document write landed while a reconcile ran: its ConfigMap
     /// watch event wakes the next one.
     pub(super) landed_during_reconcile: bool,
+    /// An event held while one of its reconcile's writes was on its way
+    /// was a change: it wakes the next reconcile.
+    pub(super) woken_during_reconcile: bool,
     /// Failed reconciles in a row: the runtime's retry rule
     /// ([`shardring_core::retry`]) schedules the next one from them.
     pub(super) failures: Failures,
@@ -150,6 +153,7 @@ impl Group {
             last_owner: BTreeMap::new(),
             releases: BTreeMap::new(),
             landed_during_reconcile: false,
+            woken_during_reconcile: false,
             failures: Failures::default(),
             last_fault: Ms::MIN,
             blocked_without_pods: false,

@@ -35,9 +35,10 @@
 //! on, [`group`] one group's objects and memory, `faults` the fault
 //! probabilities and counts, `clock` the simulated clock's timestamps,
 //! `observe` the observe half, `apply` the apply half and the simulated API
-//! server's writes, `pool` the pool's balance. A file imports only from
-//! the files after it in this order: this one; `observe`, `apply`, `pool`;
-//! `reconcile`; `process`; `group`, `faults`, `clock`.
+//! server's writes, `pool` the pool's balance, `watch` the watches whose
+//! events the operator's real echo bookkeeping judges. A file imports only
+//! from the files after it in this order: this one; `observe`, `apply`,
+//! `pool`; `reconcile`; `process`; `group`, `faults`, `clock`, `watch`.
 
 mod apply;
 mod clock;
@@ -47,6 +48,7 @@ mod observe;
 mod pool;
 mod process;
 mod reconcile;
+mod watch;
 
 use std::collections::BTreeSet;
 
@@ -69,6 +71,7 @@ use self::observe::departure_of;
 pub use self::pool::BookAtRest;
 pub use self::process::Operator;
 use self::reconcile::Reconcile;
+pub use self::watch::{Object, Verdicts, Watch, Woken};
 
 /// How long the simulated operator remembers departed pods (shorter than
 /// the real operator's, so runs of a few simulated minutes see it expire).
@@ -99,6 +102,7 @@ impl Operator {
             departed: DepartureMemory::watched_from(Timestamp::MIN, retention()),
             watch_gap_until: None,
             book: PoolBook::default(),
+            watch: Watch::new(0),
         }
     }
 
@@ -155,6 +159,24 @@ impl Operator {
         group.next_reconcile = group.next_reconcile.min(now + latency);
     }
 
+    /// The watch point of a step: the events on their way reach the
+    /// operator (the pods' only once a relist is done; none while it is
+    /// down, as a new process lists everything), each judged by its echo
+    /// bookkeeping; what they woke. A wrong verdict is a violation.
+    pub fn watch_point(&mut self, world: &mut World) -> Woken {
+        if world.now < self.down_until {
+            self.watch.lost();
+            return Woken::default();
+        }
+        match self.watch.deliver(self.watch_gap_until.is_none()) {
+            Ok(woken) => woken,
+            Err(violation) => {
+                world.violate(violation);
+                Woken::default()
+            }
+        }
+    }
+
     /// A fault on the operator's side at `at` that concerns every group
     /// (see [`Group::last_fault`]).
     pub(crate) fn fault(&mut self, at: Ms) {
@@ -199,6 +221,7 @@ impl Operator {
         self.departed.listed(ts(self.down_until));
         self.watch_gap_until = None;
         self.book = PoolBook::default();
+        self.watch.restarted();
     }
 
     /// The pod watch expires and relists, done at `until`: departures
@@ -313,6 +336,10 @@ impl Operator {
         let landed_during_reconcile = std::mem::take(&mut group.landed_during_reconcile);
         if landed_during_reconcile {
             let latency = rng.range(10, 300);
+            self.wake(g, world.now, latency);
+        }
+        if std::mem::take(&mut self.groups[g].woken_during_reconcile) {
+            let latency = self.watch.latency();
             self.wake(g, world.now, latency);
         }
         let group = &mut self.groups[g];

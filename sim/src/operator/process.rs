@@ -2,11 +2,12 @@
 //! pool and groups, its faults, and its memory (departed pods, a relisting
 //! pod watch, the pool's balance), which a crash loses. What the process
 //! does with it (crashes, wake-ups, the reconcile and its halves, the
-//! pool's balance) builds on this file, which imports only `group` and
-//! `faults`.
+//! pool's balance) builds on this file, which imports only `group`,
+//! `faults` and `watch`.
 
 use super::faults::{FaultCounts, Faults};
 use super::group::Group;
+use super::watch::Watch;
 use crate::crds::ConsumerPool;
 use crate::world::Ms;
 use shardring_core::departures::DepartureMemory;
@@ -33,4 +34,7 @@ pub struct Operator {
     pub(super) watch_gap_until: Option<Ms>,
     /// The pool's balance (pool mode; lost in a crash).
     pub(super) book: PoolBook,
+    /// Its watches of pods and documents, and the echo bookkeeping that
+    /// judges their events (lost in a crash).
+    pub watch: Watch,
 }

@@ -28,6 +28,13 @@ fn pool_seeds_keep_every_invariant() {
     assert!(summary.events.force_deletes > 0 && summary.events.recreated > 0);
     assert!(summary.faults.crashes > 0 && summary.faults.writes_refused > 0);
     assert!(summary.pool.standby_spread_judged > 0, "{:?}", summary.pool);
+    // Every verdict of the operator's echo bookkeeping was reached (the
+    // groups of a pool write the same pods), and checked: echoes before
+    // and after their answers, another writer's change held during a
+    // write.
+    let w = summary.watch;
+    assert!(w.echoes > 0 && w.held > 0 && w.changes > 0, "{w:?}");
+    assert!(summary.faults.foreign_writes > 0);
 }
 
 #[test]

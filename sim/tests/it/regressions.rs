@@ -70,9 +70,12 @@
 //!   counted from the revoke, not from when it could have left.
 //!
 //! And seeds whose loads no placement fits within the band (the check let
-//! them pass only since it asks `band_reachable` first): 962984958 (six
-//! pods, twelve shards of 180–1,458 kB/s, a pod at 0.80 of its share) and
-//! 210002183 (a pod at 0.86).
+//! them pass only since it asks `band_reachable` first): 1377 (four such
+//! checks once quiet). 962984958 (six pods, twelve shards of 180–1,458
+//! kB/s, a pod at 0.80 of its share) and 210002183 (a pod at 0.86) were
+//! such seeds until the simulated watch began delivering the echoes of the
+//! operator's own writes (their runs took another course from there); they
+//! still keep every invariant.
 
 use shardring_sim::{self as sim, SimConfig};
 
@@ -110,6 +113,7 @@ fn pool_seeds_fresh_ranges_found_keep_every_invariant() {
     }
     for seed in [
         346, 422, 283717364, 7002073, 30006413, 60002942, 60005293, 20001175, 20004247, 210005030,
+        962984958, 210002183,
     ] {
         let outcome = sim::run_pool_load_seed(seed, SimConfig::default());
         assert_eq!(outcome.violation, None, "pool throughput seed {seed}");
@@ -118,13 +122,12 @@ fn pool_seeds_fresh_ranges_found_keep_every_invariant() {
 
 #[test]
 fn seeds_whose_loads_fit_no_placement_within_the_band_pass_and_say_so() {
-    for seed in [962984958, 210002183] {
-        let outcome = sim::run_pool_load_seed(seed, SimConfig::default());
-        assert_eq!(outcome.violation, None, "pool throughput seed {seed}");
-        assert!(
-            outcome.pool.band_unreachable > 0,
-            "seed {seed} passed without its band found unreachable: {:?}",
-            outcome.pool
-        );
-    }
+    let seed = 1377;
+    let outcome = sim::run_pool_load_seed(seed, SimConfig::default());
+    assert_eq!(outcome.violation, None, "pool throughput seed {seed}");
+    assert!(
+        outcome.pool.band_unreachable > 0,
+        "seed {seed} passed without its band found unreachable: {:?}",
+        outcome.pool
+    );
 }

@@ -26,6 +26,9 @@ fn a_thousand_seeds_keep_every_invariant() {
     assert!(summary.events.kills > 0 && summary.events.force_deletes > 0);
     assert!(summary.events.partitions > 0 && summary.events.splits > 0);
     assert!(summary.faults.crashes > 0 && summary.faults.writes_late > 0);
+    let w = summary.watch;
+    assert!(w.echoes > 0 && w.held > 0 && w.changes > 0, "{w:?}");
+    assert!(summary.faults.foreign_writes > 0);
     assert!(summary.handoffs.contains_key("lease_released"));
     assert!(summary.handoffs.contains_key("pod_gone"));
     assert!(summary.handoffs.contains_key("pod_stopped"));
