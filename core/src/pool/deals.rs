@@ -45,7 +45,8 @@ pub(super) struct DealBook {
 
 impl DealBook {
     /// The row of `group` in the deal over `from` (no row when fewer than
-    /// two groups take part, or `group` is not one of them). `holdings`
+    /// two groups take part, or `group` is not one of them: it still deals
+    /// again when the inputs changed, and says whom that woke). `holdings`
     /// reads what each pod holds of a group now, only when the deal must
     /// be made again.
     pub(super) fn row(
@@ -54,9 +55,14 @@ impl DealBook {
         from: DealtFrom,
         holdings: impl Fn(&str) -> BTreeMap<String, u64>,
     ) -> Row {
-        if from.groups.len() < 2 || !from.groups.iter().any(|(g, _, _)| g == group) {
+        if from.groups.len() < 2 {
             return Row::default();
         }
+        // A group outside the deal (another mode's) gets no row, but still
+        // deals again when the deal's inputs changed: a change only it saw
+        // (a returning pod's hold ending in its document) must wake the
+        // groups whose rows it changes.
+        let member = from.groups.iter().any(|(g, _, _)| g == group);
         let mut changed = Vec::new();
         let dealt = self.last.as_ref().is_none_or(|(last, _)| *last != from);
         if dealt {
@@ -71,12 +77,12 @@ impl DealBook {
         }
         let ceilings = self.last.as_ref().map(|(_, c)| c);
         Row {
-            pods: Some(
+            pods: member.then(|| {
                 ceilings
                     .and_then(|c| c.get(group))
                     .cloned()
-                    .unwrap_or_default(),
-            ),
+                    .unwrap_or_default()
+            }),
             changed,
             dealt,
         }

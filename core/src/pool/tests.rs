@@ -499,3 +499,40 @@ fn shards_held_for_a_returning_pod_are_dealt() {
     let shared = book.share(&name(0), &pools, peers, now());
     assert_eq!(shared.share.ceilings.expect("a row").len(), 3);
 }
+
+#[test]
+fn a_change_only_a_group_of_another_mode_sees_deals_again_and_wakes_the_others() {
+    // A pod leaves the deal's inputs, and the first to ask after it is a
+    // throughput group (as when a returning pod's hold ends in its own
+    // document): it gets no row, but the count groups whose rows the new
+    // deal changes are woken.
+    let pool = pool(0);
+    let returning = BTreeMap::new();
+    let (three, two) = (pods(3), pods(2));
+    let pools = |pods| {
+        [PoolPods {
+            pool: &pool,
+            pods,
+            returning: &returning,
+        }]
+    };
+    let throughput = Peer {
+        balance: BalanceMode::Throughput,
+        ..peer(&name(2), 1, None)
+    };
+    let peers = vec![peer(&name(0), 2, None), peer(&name(1), 2, None), throughput];
+    let mut book = PoolBook::default();
+    for g in 0..3 {
+        book.share(&name(g), &pools(&three), peers.clone(), now());
+    }
+    let row = |shared: &Shared| shared.share.ceilings.clone();
+    let before = book.share(&name(0), &pools(&three), peers.clone(), now());
+    assert!(before.changed.is_empty());
+    let seen = book.share(&name(2), &pools(&two), peers.clone(), now());
+    assert_eq!(row(&seen), None);
+    assert_eq!(seen.changed, vec![name(0), name(1)]);
+    // The count groups take the new rows without dealing again.
+    let after = book.share(&name(0), &pools(&two), peers, now());
+    assert!(after.changed.is_empty());
+    assert_ne!(row(&after), row(&before));
+}
