@@ -35,6 +35,8 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 use std::time::Duration;
 
+pub use crate::moment::Moment;
+
 /// Own writes to one object whose echoes may still come, at most this
 /// many (the oldest goes first): more than the groups that write one pod
 /// at once, and a bound on what echoes that never come (a watch that
@@ -46,25 +48,6 @@ pub const PENDING_PER_OBJECT: usize = 16;
 /// and one that never comes (a relist past it) must not hide the object's
 /// state for good.
 pub const ECHO_DUE: Duration = Duration::from_secs(10);
-
-/// A point in time, as the caller's clock gives it: a monotonic one in the
-/// operator, the simulated one in the simulation.
-pub trait Moment: Copy {
-    /// How long after `earlier` this is (zero if it is not after it).
-    fn since(self, earlier: Self) -> Duration;
-}
-
-impl Moment for std::time::Instant {
-    fn since(self, earlier: Self) -> Duration {
-        self.saturating_duration_since(earlier)
-    }
-}
-
-impl Moment for jiff::Timestamp {
-    fn since(self, earlier: Self) -> Duration {
-        Duration::try_from(self.duration_since(earlier)).unwrap_or_default()
-    }
-}
 
 /// The API server's answer to an own write: the object's resourceVersion
 /// and uid as written, and when the answer came.

@@ -13,7 +13,8 @@
 //! when a group is reconciled again after it ([`retry`]), the state
 //! kept of each group between its reconciles, fed by events
 //! ([`group_state`]: the last good topology), and which watch events are
-//! the echoes of the operator's own writes ([`echoes`]). What only the
+//! the echoes of the operator's own writes ([`echoes`]), on the caller's
+//! clock ([`moment`]). What only the
 //! core itself uses is `pub(crate)`: the public items are what the operator,
 //! the simulation, the demo and the tests call.
 //!
@@ -42,6 +43,7 @@ pub mod handoff;
 pub mod identity;
 pub mod leases;
 pub mod load;
+pub mod moment;
 pub mod observation;
 pub(crate) mod pacing;
 pub mod plan;

@@ -57,6 +57,9 @@ pub struct PoolNotes {
     /// period) let pass with pods outside the band because no placement
     /// of their loads meets it ([`crate::band_reachable`]).
     pub band_unreachable: u64,
+    /// Reconciles deferred behind the groups a new deal concerns (the
+    /// operator's precedence window).
+    pub deferred: u64,
 }
 
 impl PoolNotes {
@@ -68,5 +71,6 @@ impl PoolNotes {
         self.measured_statuses_at_rest += other.measured_statuses_at_rest;
         self.measured_documents_at_rest += other.measured_documents_at_rest;
         self.band_unreachable += other.band_unreachable;
+        self.deferred += other.deferred;
     }
 }

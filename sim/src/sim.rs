@@ -281,6 +281,10 @@ impl Sim {
         let mut reconciled = std::collections::BTreeSet::new();
         while let Some(g) = self.op.due(now, &reconciled) {
             reconciled.insert(g);
+            if self.op.defers(g, now) {
+                self.pool_notes.deferred += 1;
+                continue;
+            }
             let out_of_band_since = self.resting.then(|| self.out_of_band_since(g));
             let decision = self.op.reconcile(g, &mut self.world, &mut self.rng);
             if let Some(since) = out_of_band_since {

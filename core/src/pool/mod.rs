@@ -27,11 +27,13 @@
 //! each other's totals would flap), and a converged pool deals nothing and
 //! writes nothing. A book that was lost (a restart, a new leader) is
 //! rebuilt from the documents: at rest they are the deal, which deals back
-//! to itself.
+//! to itself. Which groups reconcile first after a new deal is
+//! [`precedence`]'s bookkeeping.
 
 mod deals;
 mod domain;
 mod peer;
+pub mod precedence;
 #[cfg(test)]
 mod tests;
 pub mod turn;

@@ -118,6 +118,12 @@ fn report(summary: &mut sim::Summary) {
             p.measured_documents_at_rest,
             p.measured_statuses_at_rest
         );
+        if p.deferred > 0 {
+            println!(
+                "pool: {} reconciles deferred behind the groups a new deal concerns",
+                p.deferred
+            );
+        }
         if p.band_unreachable > 0 {
             println!(
                 "load: {} band checks let pass with pods outside the band once quiet, where no placement of their loads meets it",

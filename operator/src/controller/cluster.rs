@@ -181,7 +181,7 @@ impl<'a> Reconcile<'a> {
 
     /// Waits, in a pool, until the other groups a new deal put first in
     /// line have their documents out: this group's bookkeeping must not
-    /// hold theirs up on the API server ([`super::precedence`]).
+    /// hold theirs up on the API server ([`shardring_core::pool::precedence`]).
     async fn documents_first(&self) {
         if let Some(ticket) = &self.pool_ticket {
             self.ctx.pools.documents_first(ticket).await;

@@ -24,7 +24,6 @@ pub mod own_writes;
 pub mod pod_cache;
 mod pool_status;
 pub mod pools;
-mod precedence;
 pub mod reconcile;
 pub mod runner;
 pub mod scope;

@@ -28,12 +28,12 @@ use kube::{Client, ResourceExt};
 use parking_lot::Mutex;
 use shardring_core::identity::identities;
 use shardring_core::observation::{Observation, PodInfo, Published};
+use shardring_core::pool::precedence::{BookKey, Precedence};
 use shardring_core::pool::{Peer, PoolBook, PoolPods, domain_of, domains, readable_in};
 use shardring_core::pool_conditions::{PoolCounts, pool_conditions};
 
 use super::observe::Stores;
 use super::pool_status::PoolStatusWrites;
-use super::precedence::{BookKey, Precedence};
 use crate::GroupKey;
 use crate::crds::shard_group::BalanceMode;
 use crate::crds::{AssignmentDocument, ConsumerPool, ConsumerPoolStatus, ShardGroup};
@@ -52,7 +52,7 @@ pub struct Pools {
     /// [`super::groups::STATUS_HOLD`].
     status_writes: PoolStatusWrites,
     /// The groups a new deal concerns reconcile before the others.
-    precedence: Arc<Mutex<Precedence>>,
+    precedence: Arc<Mutex<Precedence<Instant>>>,
     /// Told when a group first in line has its document out or ends
     /// ([`Pools::documents_first`]).
     documents_out: Arc<tokio::sync::Notify>,

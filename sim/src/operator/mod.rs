@@ -35,10 +35,11 @@
 //! on, [`group`] one group's objects and memory, `faults` the fault
 //! probabilities and counts, `clock` the simulated clock's timestamps,
 //! `observe` the observe half, `apply` the apply half and the simulated API
-//! server's writes, `pool` the pool's balance, `watch` the watches whose
-//! events the operator's real echo bookkeeping judges. A file imports only
-//! from the files after it in this order: this one; `observe`, `apply`,
-//! `pool`; `reconcile`; `process`; `group`, `faults`, `clock`, `watch`.
+//! server's writes, `pool` the pool's balance and which groups go first,
+//! `watch` the watches whose events the operator's real echo bookkeeping
+//! judges. A file imports only from the files after it in this order: this
+//! one; `observe`, `apply`, `pool`; `reconcile`; `process`; `group`,
+//! `faults`, `clock`, `watch`.
 
 mod apply;
 mod clock;
@@ -62,6 +63,7 @@ use shardring_core::departures::{CAPACITY, DepartureMemory};
 use shardring_core::load::LoadObservation;
 use shardring_core::plan::Decision;
 use shardring_core::pool::PoolBook;
+use shardring_core::pool::precedence::Precedence;
 
 pub use self::apply::WriteError;
 pub use self::clock::{sim_ms, ts};
@@ -102,6 +104,9 @@ impl Operator {
             departed: DepartureMemory::watched_from(Timestamp::MIN, retention()),
             watch_gap_until: None,
             book: PoolBook::default(),
+            precedence: Precedence::default(),
+            shares_taken: 0,
+            ticket: None,
             watch: Watch::new(0),
         }
     }
@@ -221,6 +226,9 @@ impl Operator {
         self.departed.listed(ts(self.down_until));
         self.watch_gap_until = None;
         self.book = PoolBook::default();
+        self.precedence = Precedence::default();
+        self.shares_taken = 0;
+        self.ticket = None;
         self.watch.restarted();
     }
 

@@ -8,19 +8,26 @@
 //! partition count; its measured loads, from its endpoint's book), the
 //! group itself from its observation ([`Peer::of`]), and the pods away
 //! that the pool waits for from every group's document
-//! ([`identities`]). The groups a new deal changed are woken; when the
-//! reconcile ends, its turn is given back and whom that concerns is woken.
+//! ([`identities`]). The groups a new deal changed are woken and go first:
+//! the operator's own precedence bookkeeping
+//! ([`Precedence`](shardring_core::pool::precedence::Precedence)) defers
+//! the pool's other groups' reconciles until they are done or its window
+//! closes. When the reconcile ends, its turn is given back and whom that
+//! concerns is woken.
 
 use std::collections::BTreeMap;
 
-use super::group::Group;
+use super::clock::ts;
+use super::group::{Group, NAMESPACE};
 use super::process::Operator;
 use crate::crds::AssignmentDocument;
 use crate::rng::Rng;
 use crate::world::{Ms, World};
+use shardring_core::GroupKey;
 use shardring_core::Observation;
 use shardring_core::identity::identities;
 use shardring_core::plan::Decision;
+use shardring_core::pool::precedence::BookKey;
 use shardring_core::pool::{Peer, PoolBook, PoolPods, measured_loads_of, readable_in};
 
 /// Longest a wake-up the pool's balance asks for takes to start a
@@ -39,11 +46,48 @@ pub enum BookAtRest {
 impl Operator {
     /// Sets `obs.pool_share` to group `g`'s share of the pool's balance,
     /// and wakes the groups whose rows a new deal changed.
+    /// As the operator's pools do, the groups a new deal concerns go first
+    /// ([`Precedence`](shardring_core::pool::precedence::Precedence)), and
+    /// the share this reconcile took is numbered for its end.
     pub(super) fn deal_into(&mut self, g: usize, obs: &mut Observation, now: Ms, rng: &mut Rng) {
         let mut book = std::mem::take(&mut self.book);
         let changed = self.share(&mut book, g, obs);
         self.book = book;
+        self.shares_taken += 1;
+        let seq = self.shares_taken;
+        let key = self.book_key();
+        self.precedence.first_in_line(&key, &changed, seq, ts(now));
+        self.precedence.started(&key, &self.groups[g].name(), seq);
+        self.ticket = Some(seq);
         self.wake_named(&changed, now, rng);
+    }
+
+    /// Whether group `g` defers the reconcile it starts at `now`, as the
+    /// operator's reconcile does: a window of groups first in line is open
+    /// and it is not one of them. Its next reconcile is then when the
+    /// window closes at the latest; the last group first in line to be done
+    /// wakes it sooner.
+    pub fn defers(&mut self, g: usize, now: Ms) -> bool {
+        if !self.pooled() {
+            return false;
+        }
+        let group = &self.groups[g];
+        let name = group.shard_group.metadata.name.clone().unwrap_or_default();
+        let key = GroupKey::new(NAMESPACE, name);
+        let pool = group.shard_group.spec.pool_ref.name.clone();
+        let Some(wait) = self.precedence.defer(&key, &pool, ts(now)) else {
+            return false;
+        };
+        let wait = Ms::try_from(wait.as_millis()).unwrap_or(Ms::MAX / 4);
+        self.groups[g].next_reconcile = now + wait.max(1);
+        true
+    }
+
+    /// The balance's key in the precedence's book: the namespace and the
+    /// one pool.
+    fn book_key(&self) -> BookKey {
+        let pool = self.pool.metadata.name.clone().unwrap_or_default();
+        (NAMESPACE.to_owned(), pool)
     }
 
     /// A plan of group `g` now, as its next reconcile would make it with no
@@ -109,8 +153,21 @@ impl Operator {
     /// (with whether it moved shards) and wakes whom that concerns.
     pub(super) fn pool_done(&mut self, g: usize, decision: &Decision, now: Ms, rng: &mut Rng) {
         let moved = decision.moves.required + decision.moves.optional > 0;
-        let wake = self.book.done(&self.groups[g].name(), moved);
+        let name = self.groups[g].name();
+        let wake = self.book.done(&name, moved);
         self.wake_named(&wake, now, rng);
+        // Its document is out (or it has none to write: the reconciles of
+        // the simulation never overlap, so none waits for another's), and
+        // the last group first in line to be done wakes the deferred ones.
+        if let Some(seq) = self.ticket.take() {
+            let deferred: Vec<String> = self
+                .precedence
+                .done(&self.book_key(), &name, seq)
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            self.wake_named(&deferred, now, rng);
+        }
     }
 
     /// Wakes each group of `names` (`namespace/name`) within a reconcile

@@ -35,6 +35,9 @@ fn pool_seeds_keep_every_invariant() {
     let w = summary.watch;
     assert!(w.echoes > 0 && w.held > 0 && w.changes > 0, "{w:?}");
     assert!(summary.faults.foreign_writes > 0);
+    // The operator's precedence deferred reconciles behind the groups a
+    // new deal concerned, and every invariant still held.
+    assert!(summary.pool.deferred > 0, "{:?}", summary.pool);
 }
 
 #[test]

@@ -65,6 +65,10 @@
 //!   giver short and the swap that then settled it, in one plan;
 //!   210005030: a pod 15% under for good before that move and swap as
 //!   well (its state not read);
+//!   8000552: a count deal whose inputs changed where only a throughput
+//!   group looked (a returning pod's hold ended in its document) woke no
+//!   count group until its 300 s requeue, so planning again once quiet
+//!   still changed a document;
 //!   30006413 (two readers, no lease table): a pod whose annotation never
 //!   showed its revoke was force-deleted during a relist, and its drain
 //!   counted from the revoke, not from when it could have left.
@@ -113,7 +117,7 @@ fn pool_seeds_fresh_ranges_found_keep_every_invariant() {
     }
     for seed in [
         346, 422, 283717364, 7002073, 30006413, 60002942, 60005293, 20001175, 20004247, 210005030,
-        962984958, 210002183,
+        962984958, 210002183, 8000552,
     ] {
         let outcome = sim::run_pool_load_seed(seed, SimConfig::default());
         assert_eq!(outcome.violation, None, "pool throughput seed {seed}");

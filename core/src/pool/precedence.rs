@@ -25,30 +25,42 @@
 //! nothing before their document, so no group waits on one that waits.
 //! The annotations do not wait: they are what a consumer reads.
 //!
-//! Pure bookkeeping: the caller wakes the groups it returns.
+//! Pure bookkeeping, with time an input ([`Moment`]): the caller wakes
+//! the groups it returns. The operator keeps one behind a lock beside its
+//! pools' books; the simulation one beside its own, and defers the same
+//! reconciles.
 
 use std::collections::{BTreeSet, HashMap};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::GroupKey;
+use crate::moment::Moment;
 
 /// The longest a window stays open, so the longest a group is deferred: a
 /// group first in line whose reconcile never ends (stuck on a write) holds
 /// nobody back longer than this.
-pub(crate) const WINDOW: Duration = Duration::from_secs(1);
+pub const WINDOW: Duration = Duration::from_secs(1);
 
 /// A balance's book: its namespace and its pools joined by `+`.
-pub(crate) type BookKey = (String, String);
+pub type BookKey = (String, String);
 
 /// The open windows, by the balance whose deal opened them.
-#[derive(Debug, Default)]
-pub(crate) struct Precedence {
-    windows: HashMap<BookKey, Window>,
+#[derive(Debug, Clone)]
+pub struct Precedence<T> {
+    windows: HashMap<BookKey, Window<T>>,
+}
+
+impl<T> Default for Precedence<T> {
+    fn default() -> Self {
+        Self {
+            windows: HashMap::new(),
+        }
+    }
 }
 
 /// One balance's groups first in line and the groups waiting for them.
-#[derive(Debug)]
-struct Window {
+#[derive(Debug, Clone)]
+struct Window<T> {
     /// Each group first in line (`namespace/name`), with the sequence
     /// number of the deal that put it there: only a reconcile that took its
     /// share after that deal is the one it waits for.
@@ -60,20 +72,14 @@ struct Window {
     /// under way and has not yet written its document (or found it has
     /// none to write).
     writing: HashMap<String, u64>,
-    until: Instant,
+    until: T,
 }
 
-impl Precedence {
+impl<T: Moment> Precedence<T> {
     /// Deal `seq` of `book` concerns `groups`: they go first (a window
     /// opens at `now`, or the open one takes them in, closing when it
     /// would have).
-    pub(crate) fn first_in_line(
-        &mut self,
-        book: &BookKey,
-        groups: &[String],
-        seq: u64,
-        now: Instant,
-    ) {
+    pub fn first_in_line(&mut self, book: &BookKey, groups: &[String], seq: u64, now: T) {
         if groups.is_empty() {
             return;
         }
@@ -81,7 +87,7 @@ impl Precedence {
             first: HashMap::new(),
             deferred: BTreeSet::new(),
             writing: HashMap::new(),
-            until: now + WINDOW,
+            until: now.after(WINDOW),
         });
         for group in groups {
             window.first.insert(group.clone(), seq);
@@ -91,7 +97,7 @@ impl Precedence {
     /// Whether `group` (of pool `pool`) defers the reconcile it starts at
     /// `now`, and for how long at most: when a window of its balance is
     /// open and it is not first in line there.
-    pub(crate) fn defer(&mut self, group: &GroupKey, pool: &str, now: Instant) -> Option<Duration> {
+    pub fn defer(&mut self, group: &GroupKey, pool: &str, now: T) -> Option<Duration> {
         self.windows.retain(|_, window| window.until > now);
         let own = group.to_string();
         let window = self
@@ -103,13 +109,13 @@ impl Precedence {
             return None;
         }
         window.deferred.insert(group.clone());
-        Some(window.until - now)
+        Some(window.until.since(now))
     }
 
     /// `group` took its share at `seq` for a reconcile now under way: when
     /// it is first in line since a deal at or before `seq`, the others'
     /// bookkeeping waits for its document.
-    pub(crate) fn started(&mut self, book: &BookKey, group: &str, seq: u64) {
+    pub fn started(&mut self, book: &BookKey, group: &str, seq: u64) {
         if let Some(window) = self.windows.get_mut(book)
             && window.first.get(group).is_some_and(|&marked| seq >= marked)
         {
@@ -119,7 +125,7 @@ impl Precedence {
 
     /// The reconcile of `group` that took its share at `seq` wrote its
     /// document, or has none to write.
-    pub(crate) fn document_out(&mut self, book: &BookKey, group: &str, seq: u64) {
+    pub fn document_out(&mut self, book: &BookKey, group: &str, seq: u64) {
         if let Some(window) = self.windows.get_mut(book)
             && window.writing.get(group) == Some(&seq)
         {
@@ -130,12 +136,7 @@ impl Precedence {
     /// Until when `group`'s status and Events wait at `now`: the window's
     /// end, while another group first in line in `book` is writing its
     /// document; `None` when they may go.
-    pub(crate) fn documents_pending(
-        &self,
-        book: &BookKey,
-        group: &str,
-        now: Instant,
-    ) -> Option<Instant> {
+    pub fn documents_pending(&self, book: &BookKey, group: &str, now: T) -> Option<T> {
         let window = self.windows.get(book)?;
         (window.until > now && window.writing.keys().any(|other| other != group))
             .then_some(window.until)
@@ -144,7 +145,7 @@ impl Precedence {
     /// `group`'s reconcile, which took its share at deal `seq`, is over:
     /// the groups to wake (the deferred ones, when it was the last first in
     /// line).
-    pub(crate) fn done(&mut self, book: &BookKey, group: &str, seq: u64) -> Vec<GroupKey> {
+    pub fn done(&mut self, book: &BookKey, group: &str, seq: u64) -> Vec<GroupKey> {
         let Some(window) = self.windows.get_mut(book) else {
             return Vec::new();
         };
@@ -158,7 +159,7 @@ impl Precedence {
     }
 
     /// `group` is deleted: it is first in line nowhere any more.
-    pub(crate) fn forget(&mut self, group: &GroupKey) -> Vec<GroupKey> {
+    pub fn forget(&mut self, group: &GroupKey) -> Vec<GroupKey> {
         let own = group.to_string();
         let books: Vec<BookKey> = self.windows.keys().cloned().collect();
         let mut wake = Vec::new();
@@ -191,6 +192,8 @@ fn of_balance(key: &BookKey, namespace: &str, pool: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Instant;
+
     use super::*;
 
     fn book() -> BookKey {
@@ -203,7 +206,7 @@ mod tests {
 
     #[test]
     fn the_others_of_the_balance_defer_until_the_first_in_line_are_done() {
-        let mut precedence = Precedence::default();
+        let mut precedence = Precedence::<Instant>::default();
         let t0 = Instant::now();
         precedence.first_in_line(&book(), &["ns/g-1".into(), "ns/g-2".into()], 7, t0);
         // First in line: never deferred.
@@ -238,7 +241,7 @@ mod tests {
 
     #[test]
     fn a_window_closes_on_its_own_after_at_most_its_length() {
-        let mut precedence = Precedence::default();
+        let mut precedence = Precedence::<Instant>::default();
         let t0 = Instant::now();
         precedence.first_in_line(&book(), &["ns/g-1".into()], 1, t0);
         // A second deal adds to the open window without extending it.
@@ -253,7 +256,7 @@ mod tests {
 
     #[test]
     fn bookkeeping_waits_for_the_documents_of_the_groups_under_way() {
-        let mut precedence = Precedence::default();
+        let mut precedence = Precedence::<Instant>::default();
         let t0 = Instant::now();
         precedence.first_in_line(
             &book(),
@@ -298,7 +301,7 @@ mod tests {
 
     #[test]
     fn a_deleted_group_first_in_line_holds_nobody_back() {
-        let mut precedence = Precedence::default();
+        let mut precedence = Precedence::<Instant>::default();
         let t0 = Instant::now();
         precedence.first_in_line(&book(), &["ns/g-1".into()], 1, t0);
         assert!(precedence.defer(&key("g-2"), "a", t0).is_some());
