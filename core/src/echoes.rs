@@ -231,7 +231,8 @@ impl<K: Hash + Eq + Clone, T: Moment> Echoes<K, T> {
     }
 
     /// Whether a write to `key` is on its way.
-    pub fn in_flight(&self, key: &K) -> bool {
+    #[cfg(test)]
+    fn in_flight(&self, key: &K) -> bool {
         self.in_flight.contains_key(key)
     }
 }

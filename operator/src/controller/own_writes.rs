@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use kube::{Resource, ResourceExt};
-use shardring_core::echoes::{Answer, Echoes};
+use shardring_core::echoes::{Answer, Echoes, Verdict};
 
 /// (kind, namespace, name) of a written object.
 type Key = (String, String, String);
@@ -108,6 +108,16 @@ impl OwnWrites {
             key,
             wake: Some(Box::new(wake)),
         }
+    }
+
+    /// The verdict on `object`'s event that changed what the cache keeps
+    /// of it ([`Echoes::judge`]): an echo is spent, an event during a
+    /// write to it is held.
+    pub(crate) fn judge<K: Resource<DynamicType = ()>>(&self, object: &K) -> Verdict {
+        let (Some(key), Some(version)) = (key_of(object), object.resource_version()) else {
+            return Verdict::Change;
+        };
+        self.echoes.lock().judge(&key, &version)
     }
 
     /// Whether `object`'s event is held for a write to it on its way (it

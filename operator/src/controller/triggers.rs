@@ -48,6 +48,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::DeserializeGuard;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
+use shardring_core::echoes::Verdict;
 
 use super::observe::documents::DocumentCache;
 use super::own_writes::OwnWrites;
@@ -97,7 +98,10 @@ pub(crate) fn own_write_echo_or_held(
     own: &OwnWrites,
     event: &Result<watcher::Event<ConfigMap>, watcher::Error>,
 ) -> bool {
-    own_write_echo(own, event) || held_for_own_write(own, event)
+    match event {
+        Ok(watcher::Event::Apply(config_map)) => own.judge(config_map) != Verdict::Change,
+        _ => own_write_echo(own, event),
+    }
 }
 
 /// Whether `event` updates an object that one of the operator's writes is

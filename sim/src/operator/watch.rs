@@ -215,7 +215,15 @@ impl Watch {
 
     /// Judges one event and checks the verdict against what it was.
     fn judge(&mut self, event: &Event) -> Result<Verdict, String> {
-        let verdict = self.echoes.judge(&event.object, &event.version);
+        let verdict = match &event.deleted {
+            // As the operator's watch does: a deletion forgets the deleted
+            // object's writes and always wakes (no echo, never held).
+            Some(uid) => {
+                self.echoes.forget(&event.object, uid);
+                Verdict::Change
+            }
+            None => self.echoes.judge(&event.object, &event.version),
+        };
         let own_answered = event.origin == (Origin::Own { answered: true });
         // The bookkeeping keeps the last PENDING_PER_OBJECT writes of an
         // object: the echo of one older than those wakes, as a relist
@@ -245,9 +253,6 @@ impl Watch {
             }
             Verdict::Change => {
                 self.verdicts.changes += 1;
-                if let Some(uid) = &event.deleted {
-                    self.echoes.forget(&event.object, uid);
-                }
                 if own_answered && remembered {
                     return Err(format!(
                         "the echo of the operator's answered write to {:?} at {} woke its groups",
