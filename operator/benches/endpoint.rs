@@ -20,7 +20,9 @@
 //! 2. **Load** at `--pods` pods (5,000) over 4 shards each: the operator's
 //!    RSS before any consumer asked and with every pod's long-poll open,
 //!    each read once the pages the operator freed were given back
-//!    (`SETTLE`);
+//!    (`SETTLE`), against the same figures of a plain hyper HTTPS server
+//!    in a process of its own holding as many long-polls (`plain_https`)
+//!    in the same run as the baseline;
 //!    responses written when one pod joins (per moved shard); requests/s of
 //!    immediate view requests with TokenReview cached, against a plain
 //!    hyper HTTPS server (hyper's HTTP/1 over rustls, a fixed answer) in
@@ -31,6 +33,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 mod common;
+mod plain_https;
 
 use parking_lot::Mutex;
 use std::process::{Child, Command, Stdio};
@@ -408,6 +411,7 @@ struct Load {
     join_responses: u64,
     reqs_per_sec: f64,
     baseline_reqs_per_sec: f64,
+    plain_polls: PlainPolls,
     bad_token_reviews: u64,
     bad_statuses: BTreeMap<u16, u64>,
 }
@@ -441,49 +445,19 @@ async fn load(pods: usize) -> Load {
             (name, client)
         })
         .collect();
-    let epochs: Vec<u64> = futures::stream::iter(clients.iter())
-        .map(|(_, c)| async move { first_view(c).await.view.epoch })
-        .buffered(64)
-        .collect()
-        .await;
-    let responses = Arc::new(AtomicU64::new(0));
-    let open = Arc::new(AtomicU64::new(0));
-    let stop = tokio_util::sync::CancellationToken::new();
-    for ((_, client), epoch) in clients.iter().zip(epochs) {
-        let (client, responses, open, stop) = (
-            client.clone(),
-            Arc::clone(&responses),
-            Arc::clone(&open),
-            stop.clone(),
-        );
-        tokio::spawn(async move {
-            let mut epoch = epoch;
-            open.fetch_add(1, Ordering::SeqCst);
-            while !stop.is_cancelled() {
-                let answer = tokio::select! {
-                    answer = client.view(NS, "g", epoch, Duration::from_secs(280)) => answer,
-                    () = stop.cancelled() => break,
-                };
-                if let Ok((view, _)) = answer {
-                    responses.fetch_add(1, Ordering::SeqCst);
-                    epoch = epoch.max(view.view.epoch);
-                }
-            }
-        });
-    }
-    wait_until("every long-poll open", Duration::from_secs(60), || {
-        (open.load(Ordering::SeqCst) == u64::try_from(pods).unwrap()).then_some(())
-    })
-    .await;
+    let (responses, stop) = open_long_polls(&clients).await;
     // The last request of each is in flight once the server counts it, well
     // within the settling time.
     let rss_polls = op.settled_rss().await;
     if std::env::args().any(|a| a == "--polls-only") {
-        println!(
-            "operator RSS before any request {rss_idle:.1} MiB, with {pods} long-polls open {rss_polls:.1} MiB"
-        );
         stop.cancel();
-        drop(op);
+        drop((clients, op));
+        let plain = plain_long_polls(&dir, pods).await;
+        println!(
+            "operator RSS before any request {rss_idle:.1} MiB, with {pods} long-polls open {rss_polls:.1} MiB (+{:.1} MiB)",
+            rss_polls - rss_idle
+        );
+        println!("{}", plain.line(pods, rss_polls - rss_idle));
         std::process::exit(0);
     }
 
@@ -516,7 +490,8 @@ async fn load(pods: usize) -> Load {
     })
     .await;
     let baseline_reqs_per_sec = baseline_throughput(&dir).await;
-    drop(op);
+    drop((clients, op));
+    let plain_polls = plain_long_polls(&dir, pods).await;
 
     // Bad tokens from one IP, default limits.
     let (bad_token_reviews, bad_statuses) = bad_tokens(&dir).await;
@@ -528,8 +503,101 @@ async fn load(pods: usize) -> Load {
         join_responses,
         reqs_per_sec,
         baseline_reqs_per_sec,
+        plain_polls,
         bad_token_reviews,
         bad_statuses,
+    }
+}
+
+/// Opens a long-poll on every client, each following its view from the
+/// one it gets at once, and returns once each has sent its first: a count
+/// of the answers they get after that, and the token that stops them.
+async fn open_long_polls(
+    clients: &[(String, EndpointClient)],
+) -> (Arc<AtomicU64>, tokio_util::sync::CancellationToken) {
+    let epochs: Vec<u64> = futures::stream::iter(clients.iter())
+        .map(|(_, c)| async move { first_view(c).await.view.epoch })
+        .buffered(64)
+        .collect()
+        .await;
+    let responses = Arc::new(AtomicU64::new(0));
+    let open = Arc::new(AtomicU64::new(0));
+    let stop = tokio_util::sync::CancellationToken::new();
+    for ((_, client), epoch) in clients.iter().zip(epochs) {
+        let (client, responses, open, stop) = (
+            client.clone(),
+            Arc::clone(&responses),
+            Arc::clone(&open),
+            stop.clone(),
+        );
+        tokio::spawn(async move {
+            let mut epoch = epoch;
+            open.fetch_add(1, Ordering::SeqCst);
+            while !stop.is_cancelled() {
+                let answer = tokio::select! {
+                    answer = client.view(NS, "g", epoch, Duration::from_secs(280)) => answer,
+                    () = stop.cancelled() => break,
+                };
+                if let Ok((view, _)) = answer {
+                    responses.fetch_add(1, Ordering::SeqCst);
+                    epoch = epoch.max(view.view.epoch);
+                }
+            }
+        });
+    }
+    wait_until("every long-poll open", Duration::from_secs(60), || {
+        (open.load(Ordering::SeqCst) == u64::try_from(clients.len()).unwrap()).then_some(())
+    })
+    .await;
+    (responses, stop)
+}
+
+/// The RSS a plain HTTPS server ([`plain_https`]) keeps before any request
+/// and with `polls` long-polls open, read as the operator's are.
+struct PlainPolls {
+    rss_idle: f64,
+    rss_polls: f64,
+}
+
+impl PlainPolls {
+    /// The baseline's line, with the operator's `added` MiB as a ratio.
+    fn line(&self, polls: usize, added: f64) -> String {
+        let plain = self.rss_polls - self.rss_idle;
+        format!(
+            "plain hyper server RSS before any request {:.1} MiB, with {polls} long-polls open {:.1} MiB (+{plain:.1} MiB); operator's added / plain's: {:.2}",
+            self.rss_idle,
+            self.rss_polls,
+            added / plain
+        )
+    }
+}
+
+/// The same clients' long-polls, `polls` of them, on a plain HTTPS server
+/// in a process of its own.
+async fn plain_long_polls(dir: &Path, polls: usize) -> PlainPolls {
+    let server = plain_https::PlainProcess::spawn(dir);
+    let rss = || async {
+        tokio::time::sleep(SETTLE).await;
+        common::status_mib(&server.pid(), "VmRSS:")
+    };
+    let rss_idle = rss().await;
+    let token = dir.join("plain-token");
+    std::fs::write(&token, "t").unwrap();
+    let clients: Vec<(String, EndpointClient)> = (0..polls)
+        .map(|i| {
+            let mut config =
+                EndpointConfig::new(format!("https://127.0.0.1:{}", server.plain.addr.port()));
+            config.token_file = token.clone();
+            config.ca_file = server.plain.ca.clone();
+            (format!("p-{i}"), EndpointClient::new(config).unwrap())
+        })
+        .collect();
+    let (_, stop) = open_long_polls(&clients).await;
+    let rss_polls = rss().await;
+    stop.cancel();
+    PlainPolls {
+        rss_idle,
+        rss_polls,
     }
 }
 
@@ -563,68 +631,18 @@ where
     count / 5.0
 }
 
-/// The same client and request loop against a plain hyper HTTPS server
-/// (in this process) that answers every request with a fixed view body.
+/// The same client and request loop against the plain HTTPS server
+/// ([`plain_https`], in this process), which answers each at once.
 async fn baseline_throughput(dir: &Path) -> f64 {
-    let certified = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
-    let ca = dir.join("baseline-ca.crt");
-    std::fs::write(&ca, certified.cert.pem()).unwrap();
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_no_client_auth()
-    .with_single_cert(
-        vec![certified.cert.der().clone()],
-        rustls::pki_types::PrivateKeyDer::Pkcs8(certified.signing_key.serialize_der().into()),
-    )
-    .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let body = bytes::Bytes::from(
-        serde_json::to_vec(&ViewResponse {
-            shard_group: format!("{NS}/g"),
-            pod: "c-0".into(),
-            ..ViewResponse::default()
-        })
-        .unwrap(),
-    );
-    let server = tokio::spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else {
-                return;
-            };
-            let (acceptor, body) = (acceptor.clone(), body.clone());
-            tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let service = hyper::service::service_fn(move |_req| {
-                    let body = body.clone();
-                    async move {
-                        Ok::<_, std::convert::Infallible>(
-                            http::Response::builder()
-                                .header("content-type", "application/json")
-                                .body(http_body_util::Full::new(body))
-                                .unwrap(),
-                        )
-                    }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
-                    .await;
-            });
-        }
-    });
+    let (plain, server) = plain_https::start(dir).await;
     let token = dir.join("baseline-token");
     std::fs::write(&token, "t").unwrap();
     let clients: Vec<(String, EndpointClient)> = (0..64)
         .map(|i| {
-            let mut config = EndpointConfig::new(format!("https://127.0.0.1:{}", addr.port()));
+            let mut config =
+                EndpointConfig::new(format!("https://127.0.0.1:{}", plain.addr.port()));
             config.token_file = token.clone();
-            config.ca_file = ca.clone();
+            config.ca_file = plain.ca.clone();
             (format!("b-{i}"), EndpointClient::new(config).unwrap())
         })
         .collect();
@@ -689,9 +707,17 @@ fn arg(name: &str) -> Option<String> {
         .and_then(|i| args.get(i + 1).cloned())
 }
 
+/// The binary allocates as `shardring` does (jemalloc, `.cargo/config.toml`'s
+/// settings): run as the plain server, its RSS is the operator's baseline.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     shardring::runtime::tls::install_crypto_provider();
+    if let Some(dir) = arg(plain_https::CHILD_ARG) {
+        plain_https::run_as_child(Path::new(&dir)).await;
+    }
     let drain = arg("--drain").unwrap_or_else(|| "30s".into());
     let pods: usize = arg("--pods").map_or(5000, |p| p.parse().expect("--pods N"));
     let only = arg("--only");
@@ -738,6 +764,7 @@ async fn main() {
             l.rss_polls,
             l.rss_polls - l.rss_idle
         );
+        println!("{}", l.plain_polls.line(l.polls, l.rss_polls - l.rss_idle));
         // Small counts convert exactly.
         #[allow(clippy::cast_precision_loss)]
         let per_move = l.join_responses as f64 / l.join_moves.max(1) as f64;
