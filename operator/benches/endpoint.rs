@@ -116,18 +116,19 @@ impl Operator {
         }
     }
 
-    fn status_mib(&self, field: &str) -> f64 {
-        common::status_mib(&self.child.id().to_string(), field)
-    }
-
     /// The operator's RSS once the pages it freed were given back: its
     /// jemalloc returns freed pages within `dirty_decay_ms` (5 s,
     /// `.cargo/config.toml`), so RSS read sooner still holds some of what
     /// the last work (a publish, 5,000 TLS handshakes) allocated and freed.
     async fn settled_rss(&self) -> f64 {
-        tokio::time::sleep(SETTLE).await;
-        self.status_mib("VmRSS:")
+        settled_rss(&self.child.id().to_string()).await
     }
+}
+
+/// Process `pid`'s RSS in MiB, read `SETTLE` from now.
+async fn settled_rss(pid: &str) -> f64 {
+    tokio::time::sleep(SETTLE).await;
+    common::status_mib(pid, "VmRSS:")
 }
 
 /// Polls `done` every 20 ms until it holds, failing after `timeout`.
@@ -576,11 +577,7 @@ impl PlainPolls {
 /// in a process of its own.
 async fn plain_long_polls(dir: &Path, polls: usize) -> PlainPolls {
     let server = plain_https::PlainProcess::spawn(dir);
-    let rss = || async {
-        tokio::time::sleep(SETTLE).await;
-        common::status_mib(&server.pid(), "VmRSS:")
-    };
-    let rss_idle = rss().await;
+    let rss_idle = settled_rss(&server.pid()).await;
     let token = dir.join("plain-token");
     std::fs::write(&token, "t").unwrap();
     let clients: Vec<(String, EndpointClient)> = (0..polls)
@@ -593,7 +590,7 @@ async fn plain_long_polls(dir: &Path, polls: usize) -> PlainPolls {
         })
         .collect();
     let (_, stop) = open_long_polls(&clients).await;
-    let rss_polls = rss().await;
+    let rss_polls = settled_rss(&server.pid()).await;
     stop.cancel();
     PlainPolls {
         rss_idle,

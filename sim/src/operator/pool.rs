@@ -71,11 +71,12 @@ impl Operator {
         if !self.pooled() {
             return false;
         }
-        let group = &self.groups[g];
-        let name = group.shard_group.metadata.name.clone().unwrap_or_default();
-        let key = GroupKey::new(NAMESPACE, name);
-        let pool = group.shard_group.spec.pool_ref.name.clone();
-        let Some(wait) = self.precedence.defer(&key, &pool, ts(now)) else {
+        let group = &self.groups[g].shard_group;
+        let key = GroupKey::of(group);
+        let Some(wait) = self
+            .precedence
+            .defer(&key, &group.spec.pool_ref.name, ts(now))
+        else {
             return false;
         };
         let wait = Ms::try_from(wait.as_millis()).unwrap_or(Ms::MAX / 4);
