@@ -291,12 +291,17 @@ impl PlanMemory {
             return;
         }
         let known = self.known(published);
-        known
-            .previous
-            .get_or_insert_with(|| Arc::new(handoff::engine_previous(Some(published))));
+        let previous = Arc::clone(
+            known
+                .previous
+                .get_or_insert_with(|| Arc::new(handoff::engine_previous(Some(published)))),
+        );
         if known.copy.is_none() {
             known.copy = Some(PublishedCopy::of(published));
         }
+        // Checked now that it is the engine's last output, which the next
+        // plan then patches: not on that plan's way.
+        self.engine.expect_previous(&previous);
     }
 
     /// The copy of `published` [`Self::prepare`] made (or a plan left),

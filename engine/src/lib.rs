@@ -16,6 +16,7 @@
 pub mod error;
 pub mod hash;
 pub mod hash_keys;
+mod last_plan;
 mod memory;
 pub mod model;
 mod output;
@@ -28,6 +29,7 @@ pub mod throughput;
 pub mod types;
 
 pub use error::PlanError;
+use last_plan::LastPlan;
 pub use memory::EngineMemory;
 pub use types::*;
 
@@ -43,12 +45,62 @@ pub fn plan(input: &PlanInput) -> Result<PlanOutput, PlanError> {
 
 /// [`plan`], on the ring and the shard table kept in `memory` by the
 /// caller's last plan (the same output: they are the ones [`plan`] builds,
-/// only found quicker), leaving this plan's there for the next.
+/// only found quicker), leaving this plan's there for the next; and, when
+/// this plan's previous assignment is the last plan's output, on that
+/// plan's owners and assignment ([`last_plan`]).
 pub fn plan_with(input: &PlanInput, memory: &mut EngineMemory) -> Result<PlanOutput, PlanError> {
-    let (table, rings) = memory.shard_table(input);
-    let model = model::Model::build(input, &table)?;
-    let ring = rings.ring_of(&model.pods);
+    planned(input, memory, true)
+}
+
+/// [`plan_with`] for a plan beside the caller's line of plans (the same
+/// input with other options, to learn what they would do): it uses the
+/// kept ring and shard table but neither builds on the last plan's owners
+/// nor leaves its own, so the next [`plan_with`] still builds on the last.
+pub fn plan_aside(input: &PlanInput, memory: &mut EngineMemory) -> Result<PlanOutput, PlanError> {
+    planned(input, memory, false)
+}
+
+fn planned(
+    input: &PlanInput,
+    memory: &mut EngineMemory,
+    in_line: bool,
+) -> Result<PlanOutput, PlanError> {
+    let (table, rings, last) = memory.shard_table(input);
+    let table_kept = matches!(table, std::borrow::Cow::Borrowed(_));
+    let mut previously = in_line
+        .then(|| last.take())
+        .flatten()
+        .filter(|l| table_kept && l.plans_again(input));
+    let kept_pods = rings.pods();
+    let mut patchable = false;
+    let model = model::Model::build_with(input, &table, |pods| {
+        let owners = previously.as_mut()?.kept_owners(input, kept_pods?, pods)?;
+        patchable = true;
+        Some(owners)
+    })?;
+    let (ring, generation) = rings.ring_of(&model.pods);
     let owners = owners::place(&model, &input.options, &ring);
     let standbys = standby::place(&model, &input.options, &ring, &owners.owner);
-    Ok(output::build(&model, &owners, &standbys))
+    let (output, same_as_previous) = match previously.filter(|_| patchable) {
+        Some(previously) => {
+            let (output, changed) = output::patch(&model, &owners, previously.assignment);
+            (output, !changed)
+        }
+        None => (output::build(&model, &owners, &standbys), false),
+    };
+    if in_line {
+        *last = generation.filter(|_| table_kept).and_then(|generation| {
+            let mut kept = LastPlan::of(input, generation, &owners.owner, &output.assignment)?;
+            if same_as_previous {
+                // Its assignment is still the previous one (a no-op plan,
+                // as a status write's echo makes): still checked.
+                kept.checked_against(&input.previous);
+            }
+            Some(kept)
+        });
+    }
+    if patchable {
+        memory.note_patched();
+    }
+    Ok(output)
 }

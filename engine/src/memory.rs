@@ -23,9 +23,10 @@
 use std::borrow::Cow;
 use std::sync::{Arc, Weak};
 
+use crate::last_plan::LastPlan;
 use crate::model::{PodRec, ShardTable};
 use crate::ring::Ring;
-use crate::types::{PlanInput, Shard};
+use crate::types::{PlanInput, PreviousAssignment, Shard};
 
 /// Fewer eligible pods than this are planned on a ring built afresh (cheap
 /// at that size) and nothing is kept: a thousand small groups keep no rings.
@@ -42,6 +43,12 @@ const MIN_SHARDS: usize = 1024;
 pub struct EngineMemory {
     kept: Option<Kept>,
     shards: Option<KeptShards>,
+    /// The last plan's owners and assignment, for the next to patch.
+    last: Option<LastPlan>,
+    /// Rings kept so far: numbers each kept ring's pods.
+    generations: u64,
+    /// Plans that built on the last plan's owners ([`Self::patched`]).
+    patched: u64,
 }
 
 /// A shard table and the list of shards it is of. A `Weak` pointer, so the
@@ -60,6 +67,9 @@ struct KeptShards {
 struct Kept {
     pods: Vec<String>,
     ring: Ring,
+    /// Which of the memory's kept rings this is (its pods' indices are the
+    /// ones a [`LastPlan`] points into).
+    generation: u64,
 }
 
 impl std::fmt::Debug for EngineMemory {
@@ -67,26 +77,39 @@ impl std::fmt::Debug for EngineMemory {
         f.debug_struct("EngineMemory")
             .field("pods", &self.kept.as_ref().map_or(0, |k| k.pods.len()))
             .field("shards", &self.shards.is_some())
+            .field("last", &self.last.is_some())
             .finish()
     }
 }
 
 impl EngineMemory {
-    /// The shard table of `input`, and the memory to find its ring in: the
+    /// The shard table of `input`, the memory to find its ring in and the
+    /// last plan's owners (to build on when the table is the kept one): the
     /// kept table when `input` plans the very shards it was built of (the
     /// same `Arc`) for the same consumer, else one built afresh (and kept
     /// when the list is long enough to be worth it).
     pub(crate) fn shard_table(
         &mut self,
         input: &PlanInput,
-    ) -> (Cow<'_, ShardTable>, RingMemoryRef<'_>) {
+    ) -> (
+        Cow<'_, ShardTable>,
+        RingMemoryRef<'_>,
+        &mut Option<LastPlan>,
+    ) {
         let reuse = self.keeps_shard_table_of(input);
-        let Self { kept, shards } = self;
+        let Self {
+            kept,
+            shards,
+            last,
+            generations,
+            patched: _,
+        } = self;
+        let rings = RingMemoryRef { kept, generations };
         if !reuse {
             *shards = None;
             let table = ShardTable::build(input);
             if input.shards.len() < MIN_SHARDS {
-                return (Cow::Owned(table), RingMemoryRef(kept));
+                return (Cow::Owned(table), rings, last);
             }
             *shards = Some(KeptShards {
                 of: Arc::downgrade(&input.shards),
@@ -94,7 +117,30 @@ impl EngineMemory {
             });
         }
         let table = &shards.as_ref().expect("kept above").table;
-        (Cow::Borrowed(table), RingMemoryRef(kept))
+        (Cow::Borrowed(table), rings, last)
+    }
+
+    /// How many plans on this memory built on the last plan's owners and
+    /// patched its assignment ([`crate::last_plan`]): the output is the
+    /// same either way, so only this (or the time a plan takes) tells.
+    pub fn patched(&self) -> u64 {
+        self.patched
+    }
+
+    /// Counts a plan that patched the last plan's assignment.
+    pub(crate) fn note_patched(&mut self) {
+        self.patched += 1;
+    }
+
+    /// Tells the memory the previous assignment its next plan will be
+    /// given (the caller's view of what it published), so that the check
+    /// that it is the last plan's output ([`crate::last_plan`]) is made now
+    /// rather than on the way to the next plan. Nothing decides differently
+    /// for it.
+    pub fn expect_previous(&mut self, previous: &Arc<PreviousAssignment>) {
+        if let Some(last) = &mut self.last {
+            last.expect_previous(previous);
+        }
     }
 
     /// Whether a plan of `input` would reuse the shard table kept here
@@ -110,35 +156,54 @@ impl EngineMemory {
     /// The ring of `pods` (see [`RingMemoryRef::ring_of`]).
     #[cfg(test)]
     fn ring_of(&mut self, pods: &[PodRec<'_>]) -> RingRef<'_> {
-        RingMemoryRef(&mut self.kept).ring_of(pods)
+        RingMemoryRef {
+            kept: &mut self.kept,
+            generations: &mut self.generations,
+        }
+        .ring_of(pods)
+        .0
     }
 }
 
 /// The ring part of an [`EngineMemory`], borrowed beside its shard table.
-pub(crate) struct RingMemoryRef<'a>(&'a mut Option<Kept>);
+pub(crate) struct RingMemoryRef<'a> {
+    kept: &'a mut Option<Kept>,
+    generations: &'a mut u64,
+}
 
 impl<'a> RingMemoryRef<'a> {
+    /// The kept ring's pods (sorted by name) and their generation.
+    pub(crate) fn pods(&self) -> Option<(&[String], u64)> {
+        self.kept
+            .as_ref()
+            .map(|k| (k.pods.as_slice(), k.generation))
+    }
+
     /// The ring of `pods` (eligible pods, sorted by name), kept for the
-    /// next plan when the pool is large enough to be worth it.
-    pub(crate) fn ring_of(self, pods: &[PodRec<'_>]) -> RingRef<'a> {
+    /// next plan when the pool is large enough to be worth it; and when it
+    /// is, the generation of the kept ring's pods (which are then `pods`).
+    pub(crate) fn ring_of(self, pods: &[PodRec<'_>]) -> (RingRef<'a>, Option<u64>) {
         if pods.len() < MIN_PODS {
-            *self.0 = None;
-            return RingRef::Built(Ring::build(pods));
+            *self.kept = None;
+            return (RingRef::Built(Ring::build(pods)), None);
         }
-        if !self.0.as_ref().is_some_and(|k| same_pods(&k.pods, pods)) {
+        if !self.kept.as_ref().is_some_and(|k| same_pods(&k.pods, pods)) {
             // Derived from the kept ring: linear in its points, and only the
             // pods new to it are hashed (all of them for another pool,
             // which is building afresh plus one pass).
-            let ring = match self.0.take() {
+            let ring = match self.kept.take() {
                 Some(k) => Ring::derive(&k.ring, &k.pods, pods),
                 None => Ring::build(pods),
             };
-            *self.0 = Some(Kept {
+            *self.generations += 1;
+            *self.kept = Some(Kept {
                 pods: pods.iter().map(|p| p.name.to_owned()).collect(),
                 ring,
+                generation: *self.generations,
             });
         }
-        RingRef::Kept(&self.0.as_ref().expect("kept above").ring)
+        let kept = self.kept.as_ref().expect("kept above");
+        (RingRef::Kept(&kept.ring), Some(kept.generation))
     }
 }
 

@@ -81,6 +81,18 @@ pub struct ShardRec<'a> {
     pub parents: &'a [u32],
 }
 
+/// A shard's previous owner as the caller's last plan kept it
+/// ([`Model::build_with`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeptOwner {
+    /// The previous assignment has no entry for the shard.
+    Unowned,
+    /// Its previous owner is eligible pod `e` of this plan.
+    Eligible(u32),
+    /// Its previous owner is not an eligible pod of this plan.
+    Gone,
+}
+
 /// The interned input.
 pub struct Model<'a> {
     /// Eligible pods (ready, not terminating), sorted by name.
@@ -111,6 +123,20 @@ impl<'a> Model<'a> {
     /// shards and consumer name ([`ShardTable::build`], or kept from an
     /// earlier plan on the same shards).
     pub fn build(input: &'a PlanInput, table: &'a ShardTable) -> Result<Self, PlanError> {
+        Self::build_with(input, table, |_| None)
+    }
+
+    /// [`Model::build`], with `kept` telling, once the eligible pods are
+    /// known, each shard's previous owner as it would be resolved by name
+    /// ([`KeptOwner`] per shard in the table's order), or `None` to resolve
+    /// them by name. Only the caller's last plan can tell
+    /// ([`crate::last_plan`]): the previous assignment is then its output,
+    /// and its owners are kept as pod indices.
+    pub(crate) fn build_with(
+        input: &'a PlanInput,
+        table: &'a ShardTable,
+        kept: impl FnOnce(&[PodRec<'a>]) -> Option<Vec<KeptOwner>>,
+    ) -> Result<Self, PlanError> {
         debug_assert!(table.fits(input), "a shard table of other shards");
         let consumer = input.options.consumer_name.as_bytes();
         let mut buf = Vec::with_capacity(128);
@@ -194,7 +220,12 @@ impl<'a> Model<'a> {
         if let Some(error) = &table.invalid {
             return Err(error.clone());
         }
+        let kept = kept(&pods);
+        debug_assert!(kept.as_ref().is_none_or(|k| k.len() == order.len()));
         let mut prev_iter = input.previous.iter().peekable();
+        // With owners kept, the previous entries are the kept owners', in
+        // the same (id) order: taken in turn, no id compared.
+        let mut prev_values = input.previous.values();
         let mut load_iter = input.loads.iter().peekable();
         let mut unmeasured = Vec::new();
         let mut shards = Vec::with_capacity(order.len());
@@ -217,7 +248,14 @@ impl<'a> Model<'a> {
             } else {
                 (weight, 0, 0)
             };
-            let previous = joined(&mut prev_iter, &shard.id);
+            let (previous, prev_owner) = match kept.as_deref() {
+                None => (joined(&mut prev_iter, &shard.id), NONE),
+                Some(kept) => match kept[at] {
+                    KeptOwner::Unowned => (None, NONE),
+                    KeptOwner::Eligible(e) => (prev_values.next(), e),
+                    KeptOwner::Gone => (prev_values.next(), NONE),
+                },
+            };
             let parents = table.parents_of(at);
             shards.push(ShardRec {
                 id: &shard.id,
@@ -227,7 +265,7 @@ impl<'a> Model<'a> {
                 shift,
                 class: table.class[at],
                 previous,
-                prev_owner: NONE,
+                prev_owner,
                 parents,
             });
         }
@@ -266,9 +304,11 @@ impl<'a> Model<'a> {
             }
             model.pool_load = pool_load;
         }
-        for at in 0..model.shards.len() {
-            if let Some(prev) = model.shards[at].previous {
-                model.shards[at].prev_owner = model.pod_index(prev.owner());
+        if kept.is_none() {
+            for at in 0..model.shards.len() {
+                if let Some(prev) = model.shards[at].previous {
+                    model.shards[at].prev_owner = model.pod_index(prev.owner());
+                }
             }
         }
         Ok(model)

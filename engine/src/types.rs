@@ -312,8 +312,12 @@ pub struct ShardAssignment {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PlanOutput {
-    /// Per shard (readable and pending): owner and standbys.
-    pub assignment: BTreeMap<String, ShardAssignment>,
+    /// Per shard (readable and pending): owner and standbys. Shared: the
+    /// caller's [`EngineMemory`](crate::EngineMemory) keeps it, and its next
+    /// plan of a pod change patches it in place once the caller has let go
+    /// of this output (at 20,000 shards building it anew was a fifth of a
+    /// plan).
+    pub assignment: Arc<BTreeMap<String, ShardAssignment>>,
     /// Shards waiting for an incomplete parent, sorted.
     pub pending: Vec<String>,
     /// Readable shards no eligible pod had room for, sorted.

@@ -91,8 +91,8 @@ fn assign(
             plan(&input)
                 .expect("plan")
                 .assignment
-                .into_iter()
-                .filter_map(|(id, a)| Some((id, a.owner?)))
+                .iter()
+                .filter_map(|(id, a)| Some((id.clone(), a.owner.clone()?)))
                 .collect()
         }
         Method::HashMod => shards

@@ -20,7 +20,7 @@ fn optional_moves_with(
     let paced = (input.options.rebalance, input.options.max_optional_moves);
     input.options.rebalance = rebalance;
     input.options.max_optional_moves = max_optional_moves;
-    let moves = engine::plan_with(input, memory)
+    let moves = engine::plan_aside(input, memory)
         .ok()
         .map(|o| o.optional_moves());
     (input.options.rebalance, input.options.max_optional_moves) = paced;

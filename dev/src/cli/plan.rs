@@ -113,7 +113,7 @@ pub fn table(input: &PlanInput, output: &PlanOutput) -> String {
             ))
         })
         .collect();
-    for (id, a) in &output.assignment {
+    for (id, a) in output.assignment.iter() {
         if let Some(owner) = &a.owner {
             *keyspace.entry(owner).or_default() += range_of.get(id.as_str()).copied().unwrap_or(0);
         }

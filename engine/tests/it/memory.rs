@@ -110,6 +110,126 @@ fn a_short_list_keeps_no_table() {
     assert!(!memory.keeps_shard_table_of(&input));
 }
 
+/// A pod change planned from the last plan's output builds on that plan's
+/// owners and patches its assignment, and gives the output of a plan
+/// without memory: a pod joining, a pod leaving, a pod terminating, a
+/// capacity changed, with counts, key ranges and a shard cap. Plans whose
+/// previous assignment is not the last output (a move held back by the
+/// caller), of another list or with standbys build it whole, as before.
+#[test]
+fn a_pod_change_from_the_last_output_is_patched() {
+    for balance in [Balance::Count, Balance::HashRange] {
+        let mut input = input(ranged_shards(SHARDS), pods(POOL));
+        input.options.balance = balance;
+        input.options.max_shards_per_pod = 9;
+        let mut memory = EngineMemory::default();
+        let mut out = as_fresh(&input, &mut memory);
+        assert_eq!(memory.patched(), 0, "nothing to build on yet");
+        let changes: [&dyn Fn(&mut PlanInput); 5] = [
+            &|input| input.pods.push(pod("joined-a")),
+            &|input| {
+                input.pods.remove(3);
+            },
+            &|input| input.pods[10].terminating = true,
+            &|input| input.pods[20].capacity = 3,
+            &|input| input.pods.push(pod("joined-b")),
+        ];
+        for (n, change) in changes.iter().enumerate() {
+            input.previous = previous_of(&out);
+            change(&mut input);
+            let before = memory.patched();
+            out = as_fresh(&input, &mut memory);
+            assert_eq!(memory.patched(), before + 1, "{balance:?}: change {n}");
+            if balance == Balance::Count {
+                assert!(out.moves > 0, "change {n} moves shards");
+            }
+        }
+        // The caller held one move back: the previous is not the output.
+        let mut held = (*previous_of(&out)).clone();
+        let (id, owner) = held
+            .iter()
+            .next()
+            .map(|(i, p)| (i.clone(), p.owner().to_owned()))
+            .unwrap();
+        let other = input
+            .pods
+            .iter()
+            .find(|p| p.name != owner && !p.terminating)
+            .unwrap()
+            .name
+            .clone();
+        held.insert(id, Previous::Owner(other));
+        input.previous = held.into();
+        input.pods.push(pod("joined-c"));
+        let before = memory.patched();
+        out = as_fresh(&input, &mut memory);
+        assert_eq!(memory.patched(), before, "{balance:?}: not the last output");
+        // From that output again: patched again.
+        input.previous = previous_of(&out);
+        input.pods.push(pod("joined-d"));
+        as_fresh(&input, &mut memory);
+        assert_eq!(
+            memory.patched(),
+            before + 1,
+            "{balance:?}: the last output again"
+        );
+    }
+}
+
+/// A plan aside (the same input with other options, as a caller asks what
+/// its pacing holds back, after its plan) neither builds on the last plan
+/// nor replaces it: the next plan in line still patches the last output.
+#[test]
+fn a_plan_aside_leaves_the_last_plan_to_build_on() {
+    let mut input = input(ranged_shards(SHARDS), pods(POOL));
+    input.options.max_optional_moves = Some(1);
+    let mut memory = EngineMemory::default();
+    let out = as_fresh(&input, &mut memory);
+    input.previous = previous_of(&out);
+    input.pods.push(pod("joined-a"));
+    let out = as_fresh(&input, &mut memory);
+    assert_eq!(memory.patched(), 1);
+    let mut unpaced = input.clone();
+    unpaced.options.max_optional_moves = None;
+    let aside = shardring_engine::plan_aside(&unpaced, &mut memory).expect("plannable");
+    assert_eq!(aside, plan(&unpaced).expect("plannable"));
+    assert_ne!(aside, out, "the budget held moves back");
+    assert_eq!(memory.patched(), 1);
+    input.previous = previous_of(&out);
+    input.pods.push(pod("joined-b"));
+    as_fresh(&input, &mut memory);
+    assert_eq!(memory.patched(), 2);
+}
+
+/// Standbys, another list and a memory's clone: built whole where the
+/// patch cannot apply, and a clone patches a copy of its own (the
+/// original's next plan is unchanged by the clone's).
+#[test]
+fn standbys_another_list_and_a_clone() {
+    let mut input = input(ranged_shards(SHARDS), pods(POOL));
+    input.options.standbys = 1;
+    let mut memory = EngineMemory::default();
+    let out = as_fresh(&input, &mut memory);
+    input.previous = previous_of(&out);
+    input.pods.push(pod("joined-a"));
+    let out = as_fresh(&input, &mut memory);
+    assert_eq!(memory.patched(), 0, "standbys");
+    input.options.standbys = 0;
+    input.previous = previous_of(&out);
+    let out = as_fresh(&input, &mut memory);
+    input.previous = previous_of(&out);
+    input.shards = Arc::new((*input.shards).clone());
+    let out = as_fresh(&input, &mut memory);
+    assert_eq!(memory.patched(), 0, "another list");
+    input.previous = previous_of(&out);
+    input.pods.remove(0);
+    let mut clone = memory.clone();
+    let from_clone = as_fresh(&input, &mut clone);
+    assert_eq!(clone.patched(), 1);
+    assert_eq!(as_fresh(&input, &mut memory), from_clone);
+    assert_eq!(memory.patched(), 1);
+}
+
 /// One change between two plans of the same caller.
 #[derive(Debug, Clone)]
 enum Step {

@@ -62,7 +62,7 @@ fn eligible(inp: &PlanInput) -> BTreeMap<&str, &Pod> {
 pub(crate) fn check_consistent(inp: &PlanInput, out: &PlanOutput) {
     let ok = eligible(inp);
     let mut counted: BTreeMap<&str, u64> = BTreeMap::new();
-    for (id, a) in &out.assignment {
+    for (id, a) in out.assignment.iter() {
         if let Some(owner) = &a.owner {
             assert!(
                 ok.contains_key(owner.as_str()),
@@ -304,7 +304,7 @@ proptest! {
         let total: u128 = weight.values().sum();
         let largest = weight.values().max().copied().unwrap_or(0);
         let mut held: BTreeMap<&str, u128> = BTreeMap::new();
-        for (id, a) in &out.assignment {
+        for (id, a) in out.assignment.iter() {
             *held.entry(a.owner.as_deref().unwrap()).or_default() += weight[id];
         }
         for w in held.values() {

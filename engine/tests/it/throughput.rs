@@ -83,7 +83,7 @@ fn bound(input: &PlanInput) -> u64 {
     let held = run(&with_rebalance(input.clone(), Rebalance::RequiredOnly));
     let band = f64::from(input.options.band_percent.unwrap_or(10)) / 100.0;
     let mut on: std::collections::BTreeMap<&str, Vec<u64>> = Default::default();
-    for (id, a) in &held.assignment {
+    for (id, a) in held.assignment.iter() {
         if let (Some(owner), Some(load)) = (&a.owner, input.loads.get(id)) {
             on.entry(owner).or_default().push(load.rate);
         }
@@ -338,7 +338,7 @@ fn the_band_the_budget_and_required_only_hold() {
 /// Most load per unit of capacity over the pods of `out`.
 fn most_per_capacity(inp: &PlanInput, out: &PlanOutput) -> f64 {
     let mut load: std::collections::BTreeMap<&str, f64> = Default::default();
-    for (id, a) in &out.assignment {
+    for (id, a) in out.assignment.iter() {
         if let Some(owner) = &a.owner {
             *load.entry(owner.as_str()).or_default() += inp.loads[id].rate as f64;
         }
