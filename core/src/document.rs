@@ -384,10 +384,23 @@ pub struct Oversized {
 /// A view over the annotation budget for `key` is not written (the API
 /// server would refuse the whole pod patch); it is returned in the second
 /// list so the status can say so, and every other pod still gets its view.
+#[cfg(test)]
 pub fn annotation_writes(
     doc: &AssignmentDocument,
     pods: &[PodInfo],
     key: &str,
+) -> (Vec<AnnotationWrite>, Vec<Oversized>) {
+    annotation_writes_with(doc, pods, key, None)
+}
+
+/// [`annotation_writes`], taking from `written` the annotations an earlier
+/// plan found written for lists `doc` did not change, and noting there the
+/// ones found written now.
+pub(crate) fn annotation_writes_with(
+    doc: &AssignmentDocument,
+    pods: &[PodInfo],
+    key: &str,
+    mut written: Option<&mut written::Lookup<'_>>,
 ) -> (Vec<AnnotationWrite>, Vec<Oversized>) {
     let mut writes = Vec::new();
     let mut oversized = Vec::new();
@@ -407,7 +420,18 @@ pub fn annotation_writes(
             .copied()
             .filter(|entry| pod.selected || !entry.revoking.is_empty());
         if let (Some(lists), Some(text)) = (wanted, pod.annotation.as_deref())
-            && written_for(text, lists, &mut canonical)
+            && match written.as_mut() {
+                Some(written) => {
+                    written.still_written(&pod.name, text) || {
+                        let found = written_for(text, lists, &mut canonical);
+                        if found {
+                            written.found(&pod.name, text);
+                        }
+                        found
+                    }
+                }
+                None => written_for(text, lists, &mut canonical),
+            }
         {
             debug_assert!(
                 serde_json::from_str::<CurrentLists<'_>>(text).is_ok_and(|view| same(
@@ -554,5 +578,6 @@ fn uid(pod: &PodInfo) -> Option<String> {
 
 #[cfg(test)]
 mod tests;
+pub(crate) mod written;
 #[cfg(test)]
 mod written_for_tests;

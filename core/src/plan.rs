@@ -26,6 +26,8 @@ mod outcome;
 mod requeue;
 pub(crate) mod throughput;
 mod unpaced;
+#[cfg(test)]
+mod written_tests;
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -43,6 +45,7 @@ use self::unpaced::{deferred_by_budget, rebalances_unpaced};
 use crate::codec;
 use crate::conditions::reason;
 use crate::crds::{AssignmentDocument, ShardGroupStatus};
+use crate::document::written::{self, WrittenAnnotations};
 use crate::document::{self, AnnotationWrite, PublishedCopy};
 use crate::engine::{self, PlanInput, PlanOutput};
 use crate::events::EventNote;
@@ -201,6 +204,8 @@ pub struct Moves {
 pub struct PlanMemory {
     engine: engine::EngineMemory,
     encoding: codec::EncodeCache,
+    /// The pods' annotations the last plan found written for their lists.
+    written: WrittenAnnotations,
     /// What it knows of the last document it published or planned from.
     known: KnownDocument,
 }
@@ -459,21 +464,33 @@ fn plan_assignment(
     // engine run: at 20,000 shards it is megabytes the rest of the plan
     // does not need.
     let mut input = pacing.next_change.is_some().then_some(input);
+    let changed = matches!(doc, Cow::Owned(_));
     // Changes to the published document, which the encode may start from
     // only when it is the one the cache encoded last.
-    let changes = changes.filter(|_| memory.knows_encoded(published_arc));
-    let changed = matches!(doc, Cow::Owned(_));
+    let encode_changes = changes
+        .as_ref()
+        .filter(|_| memory.knows_encoded(published_arc));
     if !changed && let Some(published) = published_arc {
         // Borrowed: its pod lists were found to index its shards.
         memory.known(published).indexed = true;
     }
+    // The pods whose lists the next document may change from the published
+    // one: the annotations found written for the others still are.
+    let lists_changed = match &changes {
+        _ if !changed => Some(&[][..]),
+        Some(changes) => Some(changes.pods()),
+        None => None,
+    };
+    let mut written = memory.written.lookup(published_arc, lists_changed);
     let (encoded, (annotation_writes, oversized)) = encode_beside_annotations(
         &doc,
         changed,
         kept_epoch,
         obs,
-        (&mut memory.encoding, changes.as_ref()),
+        (&mut memory.encoding, encode_changes),
+        &mut written,
     );
+    drop(written);
     let encoded = encoded.transpose()?;
 
     record_assignment(obs, outcome, topology, &output, &doc, changed);
@@ -519,6 +536,13 @@ fn plan_assignment(
     let document_write = encoded.map(|encoded| DocumentWrite {
         document: Arc::new(doc.into_owned()),
         encoded,
+    });
+    // The annotations were compared with the next document's lists: the
+    // published one, or the one to publish (none when it cannot be).
+    memory.written.found_in(match &document_write {
+        Some(write) => Some(&write.document),
+        None if changed => None,
+        None => published_arc,
     });
     if let Some(write) = &document_write {
         // Built by `next_document`: its pod lists index its shards. And
@@ -573,11 +597,12 @@ fn encode_beside_annotations(
     kept_epoch: u64,
     obs: &Observation,
     (cache, changes): (&mut codec::EncodeCache, Option<&codec::Changes>),
+    written: &mut written::Lookup<'_>,
 ) -> (Option<Encoded>, Annotations) {
     let key = obs.group.annotation_key();
-    let annotations = || {
+    let mut annotations = || {
         if obs.group.publishes_pod_annotations() {
-            document::annotation_writes(doc, &obs.pods, &key)
+            document::annotation_writes_with(doc, &obs.pods, &key, Some(written))
         } else {
             document::annotation_removals(&obs.pods)
         }
