@@ -52,6 +52,7 @@ use crate::events::EventNote;
 use crate::handoff;
 use crate::observation::{LeaseObservation, Observation};
 use crate::status::{self, Outcome, Problem};
+use crate::topology::Topology;
 
 pub use self::eligible::eligible;
 pub(crate) use self::inputs::engine_pods;
@@ -206,6 +207,9 @@ pub struct PlanMemory {
     encoding: codec::EncodeCache,
     /// The pods' annotations the last plan found written for their lists.
     written: WrittenAnnotations,
+    /// The topology's shards the last plan planned on, to read the next
+    /// published document's plain records against between events.
+    topology: Weak<Vec<engine::Shard>>,
     /// What it knows of the last document it published or planned from.
     known: KnownDocument,
 }
@@ -232,6 +236,10 @@ struct KnownDocument {
     /// A copy of its records and pod lists for the next document to patch
     /// ([`PlanMemory::prepare`]), until a plan takes it.
     copy: Option<PublishedCopy>,
+    /// Which of its records are not plain ([`handoff::PlainRecords`]), read
+    /// against the topology of the last plan: the step of a plan from it
+    /// looks only at those and at what the engine changed.
+    plain: Option<handoff::PlainRecords>,
 }
 
 impl PlanMemory {
@@ -307,6 +315,23 @@ impl PlanMemory {
         // Checked now that it is the engine's last output, which the next
         // plan then patches: not on that plan's way.
         self.engine.expect_previous(&previous);
+        if let Some(shards) = self.topology.upgrade() {
+            self.plain_records(published, &Topology { shards });
+        }
+    }
+
+    /// `published`'s plain records read against `topology` (read now
+    /// unless they were).
+    fn plain_records(
+        &mut self,
+        published: &Arc<AssignmentDocument>,
+        topology: &Topology,
+    ) -> Option<&handoff::PlainRecords> {
+        let known = self.known(published);
+        if !known.plain.as_ref().is_some_and(|p| p.of(topology)) {
+            known.plain = handoff::PlainRecords::read(published, topology);
+        }
+        known.plain.as_ref()
     }
 
     /// The copy of `published` [`Self::prepare`] made (or a plan left),
@@ -405,6 +430,13 @@ fn plan_assignment(
     }
     let previous_doc = published.or(recovered.as_ref());
     let published_arc = obs.published.shared_document();
+    memory.topology = Arc::downgrade(&topology.shards);
+    // The published document's plain records, when the engine plans from
+    // it: the step then skips them (cloned: a few ids, the records in
+    // flight).
+    let plain = published_arc
+        .and_then(|doc| memory.plain_records(doc, topology))
+        .cloned();
     let pacing = pace(obs, &pods, previous_doc);
     let prepared = memory.take_copy(published_arc);
     let copy_ahead = published.filter(|doc| prepared.is_none() && copies_ahead(obs, &pacing, doc));
@@ -432,6 +464,19 @@ fn plan_assignment(
         )?;
         outcome.deferred_moves =
             deferred_by_budget(&mut engined.input, &mut memory.engine, &engined.output);
+        let skips = plain
+            .as_ref()
+            .zip(published)
+            .and_then(|(plain, published)| {
+                handoff::skips(
+                    plain,
+                    published,
+                    topology,
+                    &engined.output,
+                    &identities,
+                    obs.group.spec.standbys,
+                )
+            });
         let (step, mut records) = handoff::step(
             obs,
             timing(obs),
@@ -440,6 +485,7 @@ fn plan_assignment(
             previous_doc,
             kept_epoch,
             &identities,
+            skips,
         );
         document::add_lineage(&mut records, &obs.topology.lineage);
         // A copy that failed is made again by `next_document`.

@@ -60,6 +60,7 @@
 mod bookkeeping;
 mod clocks;
 mod evidence;
+mod plain;
 mod recover;
 mod step;
 mod step_context;
@@ -68,6 +69,7 @@ mod tests;
 
 pub(crate) use bookkeeping::ProtocolStatus;
 pub(crate) use clocks::Timing;
+pub(crate) use plain::{PlainRecords, skips};
 pub use recover::UNKNOWN_READER;
 pub(crate) use recover::{recover_previous, revoke_unknown_readers, trusted_memory};
 pub(crate) use step::{engine_previous, step};

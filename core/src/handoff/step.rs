@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::clocks::{Timing, drain_clocks, graceful_pods, remembered_deliveries};
+use super::plain::Skips;
 use super::step_context::{Completed, Ctx, HandoffResult, HoldEnded, Revoke};
 use crate::crds::{AssignmentDocument, Handoff, HashKeyRange, ReturnHold, ShardPhase, ShardRecord};
 use crate::document::{NextRecord, NextRecords};
@@ -48,6 +49,11 @@ pub(crate) fn engine_previous(
 /// Runs the handoff step for one plan: its bookkeeping, and the shard
 /// records to publish (sorted by id, each id once), those equal to their
 /// published record borrowed from it.
+///
+/// With `skips` (of `published`, the document the engine planned from:
+/// [`super::skips`]), only the records they name are looked at; every other
+/// is a plain record the engine left where it was, kept as it is.
+#[allow(clippy::too_many_arguments)] // the step's inputs, each once
 pub(crate) fn step<'a>(
     obs: &Observation,
     timing: Timing,
@@ -56,6 +62,49 @@ pub(crate) fn step<'a>(
     published: Option<&'a AssignmentDocument>,
     kept_epoch: u64,
     identities: &Identities,
+    skips: Option<Skips<'a>>,
+) -> (HandoffResult, NextRecords<'a>) {
+    let skipped = skips.is_some();
+    let stepped = stepped(
+        obs, timing, topology, output, published, kept_epoch, identities, skips,
+    );
+    debug_assert!(
+        !skipped
+            || stepped
+                == stepped_all(
+                    obs, timing, topology, output, published, kept_epoch, identities
+                ),
+        "a step that skipped plain records differs from the whole step"
+    );
+    stepped
+}
+
+/// The whole step, looking at every record (what a step with skips must
+/// equal).
+fn stepped_all<'a>(
+    obs: &Observation,
+    timing: Timing,
+    topology: &'a Topology,
+    output: &PlanOutput,
+    published: Option<&'a AssignmentDocument>,
+    kept_epoch: u64,
+    identities: &Identities,
+) -> (HandoffResult, NextRecords<'a>) {
+    stepped(
+        obs, timing, topology, output, published, kept_epoch, identities, None,
+    )
+}
+
+#[allow(clippy::too_many_arguments)] // as `step`
+fn stepped<'a>(
+    obs: &Observation,
+    timing: Timing,
+    topology: &'a Topology,
+    output: &PlanOutput,
+    published: Option<&'a AssignmentDocument>,
+    kept_epoch: u64,
+    identities: &Identities,
+    skips: Option<Skips<'a>>,
 ) -> (HandoffResult, NextRecords<'a>) {
     let now = obs.now;
     let current = obs.group.status.clone().unwrap_or_default();
@@ -92,9 +141,35 @@ pub(crate) fn step<'a>(
     // without a map lookup per shard (at 20,000 shards the lookups and the
     // one-by-one inserts were a third of the plan), and the records come
     // out sorted, as the document lists them.
+    let mut records: NextRecords<'a> = Vec::with_capacity(topology.shards.len());
+    if let (Some(skips), Some(published)) = (skips, published) {
+        let mut check = skips.check.iter().peekable();
+        for ((id, previous), shard) in published.shards.iter().zip(skips.sorted) {
+            if !check.next_if(|c| std::ptr::eq(**c, id)).is_some() {
+                records.push((&shard.id, NextRecord::Kept(previous)));
+                continue;
+            }
+            let target = output.assignment.get(id);
+            let readable =
+                shard.state != ShardState::Complete && !pending.contains(shard.id.as_str());
+            let record = match target {
+                Some(target) if readable && ctx.stays_as(shard, previous, target) => {
+                    NextRecord::Kept(previous)
+                }
+                _ => NextRecord::New(ctx.record(
+                    shard,
+                    readable,
+                    target,
+                    Some(previous),
+                    &mut result,
+                )),
+            };
+            records.push((&shard.id, record));
+        }
+        return finish(&ctx, result, records);
+    }
     let mut assigned = SortedCursor::new(output.assignment.iter());
     let mut published_records = SortedCursor::new(published.into_iter().flat_map(|d| &d.shards));
-    let mut records: NextRecords<'a> = Vec::with_capacity(topology.shards.len());
     for shard in topology.sorted_by_id() {
         let target = assigned.get(&shard.id);
         let previous = published_records.get(&shard.id);
@@ -129,29 +204,49 @@ pub(crate) fn step<'a>(
             _ => records.push((&shard.id, record)),
         }
     }
-    if let Some(deadline) = identities.next_deadline() {
-        let wait = deadline.duration_since(now).unsigned_abs();
+    finish(&ctx, result, records)
+}
+
+/// The step's bookkeeping once every record is decided: when to look
+/// again for a hold's end, and the graceful pods and drain clocks of the
+/// pods that still hold revoking shards.
+fn finish<'a>(
+    ctx: &Ctx<'_>,
+    mut result: HandoffResult,
+    records: NextRecords<'a>,
+) -> (HandoffResult, NextRecords<'a>) {
+    if let Some(deadline) = ctx.identities.next_deadline() {
+        let wait = deadline.duration_since(ctx.obs.now).unsigned_abs();
         result.next_check = Some(result.next_check.map_or(wait, |w| w.min(wait)));
     }
+    // A record kept as published is `Active` without a handoff: only the
+    // new ones can be revoking.
+    let new_records = || {
+        records.iter().filter_map(|(_, r)| match r {
+            NextRecord::New(record) => Some(record),
+            NextRecord::Kept(_) => None,
+        })
+    };
     // Keep only the bookkeeping of pods that still hold revoking shards.
-    let holders: BTreeSet<&str> = records
-        .iter()
-        .map(|(_, r)| r.get())
+    let holders: BTreeSet<&str> = new_records()
         .filter(|r| r.state == ShardPhase::Revoking)
         .filter_map(|r| r.owner.as_deref())
         .collect();
-    result.graceful_pods = graceful
-        .into_iter()
+    result.graceful_pods = ctx
+        .graceful
+        .iter()
         .filter(|p| holders.contains(p.as_str()))
+        .cloned()
         .collect();
-    result.drain_deliveries = drain
-        .into_iter()
+    result.drain_deliveries = ctx
+        .drain
+        .iter()
         .filter(|(p, _)| holders.contains(p.as_str()))
+        .map(|(p, d)| (p.clone(), d.clone()))
         .collect();
     let revokes = || {
-        records
-            .iter()
-            .filter_map(|(_, r)| r.get().handoff.as_ref())
+        new_records()
+            .filter_map(|r| r.handoff.as_ref())
             .map(|h| h.since)
     };
     (result.oldest_revoke, result.youngest_revoke) = (revokes().min(), revokes().max());
@@ -210,7 +305,7 @@ fn return_hold(returning: &Returning) -> Box<ReturnHold> {
 }
 
 /// Whether a record's hash key range is the topology's.
-fn same_range(
+pub(super) fn same_range(
     record: Option<&HashKeyRange>,
     topology: Option<&crate::engine::HashKeyRange>,
 ) -> bool {

@@ -76,7 +76,7 @@ pub struct HoldEnded {
 }
 
 /// The result of the handoff step.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct HandoffResult {
     /// Handoffs completed in this plan.
     pub completed: Vec<Completed>,
