@@ -145,7 +145,7 @@ fn stepped<'a>(
     if let (Some(skips), Some(published)) = (skips, published) {
         let mut check = skips.check.iter().peekable();
         for ((id, previous), shard) in published.shards.iter().zip(skips.sorted) {
-            if !check.next_if(|c| std::ptr::eq(**c, id)).is_some() {
+            if check.next_if(|c| std::ptr::eq(**c, id)).is_none() {
                 records.push((&shard.id, NextRecord::Kept(previous)));
                 continue;
             }
