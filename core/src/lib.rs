@@ -62,5 +62,5 @@ pub use observation::{
     Containers, LeaseObservation, Observation, PodInfo, Published, PublishedVersion,
     TopologyObservation,
 };
-pub use plan::{Decision, Leftovers, PlanMemory, plan, plan_with};
+pub use plan::{Decision, Leftovers, PlanMemory, Shortcuts, plan, plan_with};
 pub use topology::{SourceError, Topology};

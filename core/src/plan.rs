@@ -58,6 +58,15 @@ pub use self::eligible::eligible;
 pub(crate) use self::inputs::engine_pods;
 pub use self::requeue::{EVIDENCE_POLL, IN_FLIGHT_POLL};
 
+/// How many plans on one [`PlanMemory`] took each of its shortcuts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Shortcuts {
+    /// The engine patched its last output.
+    pub engine_patched: u64,
+    /// The handoff step looked only at the records that are not plain.
+    pub step_skipped: u64,
+}
+
 /// What one reconcile should do.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
@@ -210,6 +219,9 @@ pub struct PlanMemory {
     /// The topology's shards the last plan planned on, to read the next
     /// published document's plain records against between events.
     topology: Weak<Vec<engine::Shard>>,
+    /// Plans whose handoff step looked only at the records that are not
+    /// plain ([`Self::shortcuts`]).
+    steps_skipped: u64,
     /// What it knows of the last document it published or planned from.
     known: KnownDocument,
 }
@@ -288,6 +300,17 @@ impl PlanMemory {
     /// Whether the encode cache's last encode is of `published`.
     fn knows_encoded(&mut self, published: Option<&Arc<AssignmentDocument>>) -> bool {
         published.is_some_and(|doc| self.known(doc).encoded)
+    }
+
+    /// How many plans on this memory took each shortcut: the engine
+    /// patched its last output, and the handoff step looked only at the
+    /// records that are not plain. The decisions are the same either way;
+    /// only these (and the time a plan takes) tell, for the operator's log.
+    pub fn shortcuts(&self) -> Shortcuts {
+        Shortcuts {
+            engine_patched: self.engine.patched(),
+            step_skipped: self.steps_skipped,
+        }
     }
 
     /// Prepares, once `published` is out and before the next event, what
@@ -443,6 +466,7 @@ fn plan_assignment(
     // The engine and the handoff step, with the published document copied
     // beside them when the plan is about to move some of its shards and
     // the memory had no copy prepared.
+    let mut skipped = false;
     let (
         Engined {
             pacing,
@@ -477,6 +501,7 @@ fn plan_assignment(
                     obs.group.spec.standbys,
                 )
             });
+        skipped = skips.is_some();
         let (step, mut records) = handoff::step(
             obs,
             timing(obs),
@@ -500,6 +525,7 @@ fn plan_assignment(
         );
         Ok((engined, step, next, copy))
     })?;
+    memory.steps_skipped += u64::from(skipped);
     // A copy the document was not built from is still one of the published
     // document: kept for the plan that changes it.
     if let (Some(copy), Some(published)) = (unused_copy, published_arc) {

@@ -148,6 +148,12 @@ impl<'a> Reconcile<'a> {
         self.status_held
     }
 
+    /// How many plans on the group's memory took each shortcut so far
+    /// (compared before and after a cycle: which this reconcile's took).
+    pub(crate) fn shortcuts(&self) -> shardring_core::Shortcuts {
+        self.plan_memory.shortcuts()
+    }
+
     /// The phases' times so far.
     pub(crate) fn timings(&self) -> Timings {
         Timings {

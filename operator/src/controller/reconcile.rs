@@ -162,8 +162,10 @@ pub(crate) async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result
     let read = started.elapsed();
     // Observe → plan → apply: the core's cycle, over this cluster.
     let mut cluster = cluster::Reconcile::new(group, ctx, topology, started);
+    let before = cluster.shortcuts();
     let done = shardring_core::cycle(&mut cluster, now).await;
     let timings = cluster.timings();
+    let after = cluster.shortcuts();
     let status_held = cluster.status_held();
     let (decision, _) = done.into_result()?;
     let document_bytes = match &decision.document_write {
@@ -189,6 +191,8 @@ pub(crate) async fn reconcile_group(group: &ShardGroup, ctx: &Context) -> Result
         serve_ms = timings.steps.serve.as_millis(),
         requeue_ms = requeue.as_millis(),
         plan_requeue_ms = decision.requeue_after.as_millis(),
+        engine_patched = after.engine_patched > before.engine_patched,
+        step_skipped = after.step_skipped > before.step_skipped,
         "reconciled"
     );
     Ok(Action::requeue(requeue))
