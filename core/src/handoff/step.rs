@@ -64,48 +64,6 @@ pub(crate) fn step<'a>(
     identities: &Identities,
     skips: Option<Skips<'a>>,
 ) -> (HandoffResult, NextRecords<'a>) {
-    let skipped = skips.is_some();
-    let stepped = stepped(
-        obs, timing, topology, output, published, kept_epoch, identities, skips,
-    );
-    debug_assert!(
-        !skipped
-            || stepped
-                == stepped_all(
-                    obs, timing, topology, output, published, kept_epoch, identities
-                ),
-        "a step that skipped plain records differs from the whole step"
-    );
-    stepped
-}
-
-/// The whole step, looking at every record (what a step with skips must
-/// equal).
-fn stepped_all<'a>(
-    obs: &Observation,
-    timing: Timing,
-    topology: &'a Topology,
-    output: &PlanOutput,
-    published: Option<&'a AssignmentDocument>,
-    kept_epoch: u64,
-    identities: &Identities,
-) -> (HandoffResult, NextRecords<'a>) {
-    stepped(
-        obs, timing, topology, output, published, kept_epoch, identities, None,
-    )
-}
-
-#[allow(clippy::too_many_arguments)] // as `step`
-fn stepped<'a>(
-    obs: &Observation,
-    timing: Timing,
-    topology: &'a Topology,
-    output: &PlanOutput,
-    published: Option<&'a AssignmentDocument>,
-    kept_epoch: u64,
-    identities: &Identities,
-    skips: Option<Skips<'a>>,
-) -> (HandoffResult, NextRecords<'a>) {
     let now = obs.now;
     let current = obs.group.status.clone().unwrap_or_default();
     let pods: BTreeMap<&str, &PodInfo> = obs.pods.iter().map(|p| (p.name.as_str(), p)).collect();
@@ -166,7 +124,24 @@ fn stepped<'a>(
             };
             records.push((&shard.id, record));
         }
-        return finish(&ctx, result, records);
+        let stepped = finish(&ctx, result, records);
+        // The whole step, looking at every record: what a step with skips
+        // must equal.
+        debug_assert!(
+            stepped
+                == step(
+                    obs,
+                    timing,
+                    topology,
+                    output,
+                    Some(published),
+                    kept_epoch,
+                    identities,
+                    None
+                ),
+            "a step that skipped plain records differs from the whole step"
+        );
+        return stepped;
     }
     let mut assigned = SortedCursor::new(output.assignment.iter());
     let mut published_records = SortedCursor::new(published.into_iter().flat_map(|d| &d.shards));
