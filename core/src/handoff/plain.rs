@@ -15,12 +15,10 @@
 
 use std::sync::{Arc, Weak};
 
-use crate::crds::{AssignmentDocument, ShardPhase};
+use crate::crds::{AssignmentDocument, HashKeyRange, ShardPhase};
 use crate::engine::{PlanOutput, Shard, ShardState};
 use crate::identity::Identities;
 use crate::topology::Topology;
-
-use super::step::same_range;
 
 /// The records of one published document that are not plain, read
 /// against one topology.
@@ -113,4 +111,16 @@ pub(crate) fn skips<'a>(
         check,
         sorted: topology.sorted_by_id(),
     })
+}
+
+/// Whether a record's hash key range is the topology's.
+pub(super) fn same_range(
+    record: Option<&HashKeyRange>,
+    topology: Option<&crate::engine::HashKeyRange>,
+) -> bool {
+    match (record, topology) {
+        (None, None) => true,
+        (Some(r), Some(t)) => r.start == t.start && r.end == t.end,
+        _ => false,
+    }
 }

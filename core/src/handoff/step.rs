@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::clocks::{Timing, drain_clocks, graceful_pods, remembered_deliveries};
-use super::plain::Skips;
+use super::plain::{Skips, same_range};
 use super::step_context::{Completed, Ctx, HandoffResult, HoldEnded, Revoke};
 use crate::crds::{AssignmentDocument, Handoff, HashKeyRange, ReturnHold, ShardPhase, ShardRecord};
 use crate::document::{NextRecord, NextRecords};
@@ -277,18 +277,6 @@ fn return_hold(returning: &Returning) -> Box<ReturnHold> {
         until: returning.until,
         uid: returning.uid.clone(),
     })
-}
-
-/// Whether a record's hash key range is the topology's.
-pub(super) fn same_range(
-    record: Option<&HashKeyRange>,
-    topology: Option<&crate::engine::HashKeyRange>,
-) -> bool {
-    match (record, topology) {
-        (None, None) => true,
-        (Some(r), Some(t)) => r.start == t.start && r.end == t.end,
-        _ => false,
-    }
 }
 
 /// A cursor over a map's entries in key order, asked for keys in ascending
