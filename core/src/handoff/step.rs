@@ -108,20 +108,7 @@ pub(crate) fn step<'a>(
                 continue;
             }
             let target = output.assignment.get(id);
-            let readable =
-                shard.state != ShardState::Complete && !pending.contains(shard.id.as_str());
-            let record = match target {
-                Some(target) if readable && ctx.stays_as(shard, previous, target) => {
-                    NextRecord::Kept(previous)
-                }
-                _ => NextRecord::New(ctx.record(
-                    shard,
-                    readable,
-                    target,
-                    Some(previous),
-                    &mut result,
-                )),
-            };
+            let record = ctx.next_record(shard, target, Some(previous), &pending, &mut result);
             records.push((&shard.id, record));
         }
         let stepped = finish(&ctx, result, records);
@@ -148,31 +135,7 @@ pub(crate) fn step<'a>(
     for shard in topology.sorted_by_id() {
         let target = assigned.get(&shard.id);
         let previous = published_records.get(&shard.id);
-        let readable = shard.state != ShardState::Complete && !pending.contains(shard.id.as_str());
-        // Most shards stay where they are: their published record is kept
-        // as it is, without building (and comparing) a copy of it.
-        let record = match (previous, target) {
-            (Some(previous), Some(target)) if readable && ctx.stays_as(shard, previous, target) => {
-                if cfg!(debug_assertions) {
-                    // What the step would have done, rebuilt: every test
-                    // and simulation checks the shortcut against it (the
-                    // record equal to the published one, nothing noted).
-                    let mut noted = HandoffResult::default();
-                    let rebuilt = ctx.record(shard, true, Some(target), Some(previous), &mut noted);
-                    assert_eq!(rebuilt, *previous, "shard {} kept", shard.id);
-                    assert!(
-                        noted.completed.is_empty()
-                            && noted.revokes_started == 0
-                            && noted.holds_ended.is_empty()
-                            && noted.next_check.is_none(),
-                        "shard {} kept: {noted:?}",
-                        shard.id
-                    );
-                }
-                NextRecord::Kept(previous)
-            }
-            _ => NextRecord::New(ctx.record(shard, readable, target, previous, &mut result)),
-        };
+        let record = ctx.next_record(shard, target, previous, &pending, &mut result);
         // A repeated id keeps its last record.
         match records.last_mut() {
             Some((id, last)) if *id == shard.id => *last = record,
@@ -309,6 +272,46 @@ impl<'a, V: 'a, I: Iterator<Item = (&'a String, &'a V)>> SortedCursor<'a, V, I> 
 }
 
 impl Ctx<'_> {
+    /// `shard`'s next record, from the engine's placement (`target`) and
+    /// its published record (`previous`): most shards stay where they are,
+    /// and their published record is kept as it is, without building (and
+    /// comparing) a copy of it.
+    fn next_record<'r>(
+        &self,
+        shard: &Shard,
+        target: Option<&ShardAssignment>,
+        previous: Option<&'r ShardRecord>,
+        pending: &BTreeSet<&str>,
+        result: &mut HandoffResult,
+    ) -> NextRecord<'r> {
+        let readable = shard.state != ShardState::Complete && !pending.contains(shard.id.as_str());
+        match (previous, target) {
+            (Some(previous), Some(target))
+                if readable && self.stays_as(shard, previous, target) =>
+            {
+                if cfg!(debug_assertions) {
+                    // What the step would have done, rebuilt: every test
+                    // and simulation checks the shortcut against it (the
+                    // record equal to the published one, nothing noted).
+                    let mut noted = HandoffResult::default();
+                    let rebuilt =
+                        self.record(shard, true, Some(target), Some(previous), &mut noted);
+                    assert_eq!(rebuilt, *previous, "shard {} kept", shard.id);
+                    assert!(
+                        noted.completed.is_empty()
+                            && noted.revokes_started == 0
+                            && noted.holds_ended.is_empty()
+                            && noted.next_check.is_none(),
+                        "shard {} kept: {noted:?}",
+                        shard.id
+                    );
+                }
+                NextRecord::Kept(previous)
+            }
+            _ => NextRecord::New(self.record(shard, readable, target, previous, result)),
+        }
+    }
+
     /// Whether the step leaves `shard`'s published record `previous` as it
     /// is: a readable shard the engine keeps on its active owner (`target`),
     /// nobody waited for, with the same standbys, parents and hash key
