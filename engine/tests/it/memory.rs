@@ -112,24 +112,38 @@ fn a_short_list_keeps_no_table() {
 
 /// A pod change planned from the last plan's output builds on that plan's
 /// owners and patches its assignment, and gives the output of a plan
-/// without memory: a pod joining, a pod leaving, a pod terminating, a
-/// capacity changed, with counts, key ranges and a shard cap. Plans whose
+/// without memory: a pod joining, a pod leaving, a pod coming back under
+/// its name, a pod terminating, a capacity changed, with counts, key ranges
+/// and a shard cap, alone and as a group of a pool. Plans whose
 /// previous assignment is not the last output (a move held back by the
 /// caller), of another list or with standbys build it whole, as before.
 #[test]
 fn a_pod_change_from_the_last_output_is_patched() {
-    for balance in [Balance::Count, Balance::HashRange] {
+    for (balance, pooled) in [
+        (Balance::Count, false),
+        (Balance::HashRange, false),
+        (Balance::Count, true),
+    ] {
         let mut input = input(ranged_shards(SHARDS), pods(POOL));
         input.options.balance = balance;
         input.options.max_shards_per_pod = 9;
+        if pooled {
+            // A group of a pool: the pool-wide deal gives some pods its
+            // ⌈⌉ quotas.
+            let dealt = input.pods.iter().step_by(3).map(|p| p.name.clone());
+            input.ceilings = Some(dealt.collect());
+        }
         let mut memory = EngineMemory::default();
         let mut out = as_fresh(&input, &mut memory);
         assert_eq!(memory.patched(), 0, "nothing to build on yet");
-        let changes: [&dyn Fn(&mut PlanInput); 5] = [
+        let changes: [&dyn Fn(&mut PlanInput); 7] = [
             &|input| input.pods.push(pod("joined-a")),
             &|input| {
                 input.pods.remove(3);
             },
+            &|input| input.pods.retain(|p| p.name != "joined-a"),
+            // The pod comes back under its name (a StatefulSet's).
+            &|input| input.pods.push(pod("joined-a")),
             &|input| input.pods[10].terminating = true,
             &|input| input.pods[20].capacity = 3,
             &|input| input.pods.push(pod("joined-b")),
