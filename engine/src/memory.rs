@@ -191,13 +191,16 @@ impl<'a> RingMemoryRef<'a> {
             // Derived from the kept ring: linear in its points, and only the
             // pods new to it are hashed (all of them for another pool,
             // which is building afresh plus one pass).
-            let ring = match self.kept.take() {
-                Some(k) => Ring::derive(&k.ring, &k.pods, pods),
-                None => Ring::build(pods),
+            let (ring, names) = match self.kept.take() {
+                Some(k) => (Ring::derive(&k.ring, &k.pods, pods), renamed(k.pods, pods)),
+                None => (
+                    Ring::build(pods),
+                    pods.iter().map(|p| p.name.to_owned()).collect(),
+                ),
             };
             *self.generations += 1;
             *self.kept = Some(Kept {
-                pods: pods.iter().map(|p| p.name.to_owned()).collect(),
+                pods: names,
                 ring,
                 generation: *self.generations,
             });
@@ -222,6 +225,27 @@ impl std::ops::Deref for RingRef<'_> {
             Self::Built(ring) => ring,
         }
     }
+}
+
+/// The names of `pods` (sorted), moving each from `kept` (the kept ring's
+/// pods, sorted) when it is there: a pod event changes one or two of
+/// thousands, and copying every name again was a heap allocation per pod.
+fn renamed(kept: Vec<String>, pods: &[PodRec<'_>]) -> Vec<String> {
+    let mut kept = kept.into_iter().peekable();
+    pods.iter()
+        .map(|pod| {
+            while let Some(name) = kept.peek() {
+                match name.as_str().cmp(pod.name) {
+                    std::cmp::Ordering::Less => {
+                        kept.next();
+                    }
+                    std::cmp::Ordering::Equal => return kept.next().expect("peeked above"),
+                    std::cmp::Ordering::Greater => break,
+                }
+            }
+            pod.name.to_owned()
+        })
+        .collect()
 }
 
 fn same_pods(kept: &[String], pods: &[PodRec<'_>]) -> bool {

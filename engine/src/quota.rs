@@ -131,7 +131,11 @@ pub fn apportion_preferring<K: Ord>(
     if left > 0 {
         let unpreferred = |i: usize| preferred.is_some_and(|p| !p[i]);
         let mut candidates: Vec<usize> = (0..weights.len()).filter(|&i| rem[i] > 0).collect();
-        candidates.sort_unstable_by(|&a, &b| {
+        // The order is total (the index breaks the last tie), so the `left`
+        // first candidates are one set, which a selection finds in linear
+        // time: their order among themselves does not matter.
+        let first = left.min(candidates.len());
+        let order = |&a: &usize, &b: &usize| {
             let gain_a = current[a] > quota[a];
             let gain_b = current[b] > quota[b];
             unpreferred(a)
@@ -140,8 +144,11 @@ pub fn apportion_preferring<K: Ord>(
                 .then(rem[b].cmp(&rem[a]))
                 .then(tiebreak[a].cmp(&tiebreak[b]))
                 .then(a.cmp(&b))
-        });
-        for &i in candidates.iter().take(left) {
+        };
+        if first < candidates.len() {
+            candidates.select_nth_unstable_by(first, order);
+        }
+        for &i in &candidates[..first] {
             quota[i] += 1;
         }
     }

@@ -148,22 +148,21 @@ pub fn collect_pods<'a>(
     annotation_key: &str,
     zone_of: impl Fn(&str) -> Option<String>,
 ) -> Vec<PodInfo> {
-    // Sized for every pod at once: most are the group's, and growing the
-    // vector of 5,000 by doubling copied it a dozen times.
-    let (least, most) = pods.size_hint();
-    let mut out: Vec<PodInfo> = Vec::with_capacity(most.unwrap_or(least));
-    out.extend(pods.filter_map(|pod| {
-        let selected = selects(pod);
-        let annotation = pod.annotation(annotation_key);
-        (selected || annotation.is_some())
-            .then(|| pod.info(selected, capacity_label, annotation, &zone_of))
-    }));
-    if out.len() < out.capacity() / 2 {
-        // A pool of a few of the namespace's pods: give the rest back.
-        out.shrink_to_fit();
-    }
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    out
+    // Sorted as references, then read into infos in order: sorting the
+    // infos themselves moved 5,000 structs of a few hundred bytes about,
+    // at 5,000 pods nearly as long as reading them (4.6 ms against 2.6).
+    let mut chosen: Vec<(&PodRecord, bool, Option<&str>)> = pods
+        .filter_map(|pod| {
+            let selected = selects(pod);
+            let annotation = pod.annotation(annotation_key);
+            (selected || annotation.is_some()).then_some((pod, selected, annotation))
+        })
+        .collect();
+    chosen.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+    chosen
+        .into_iter()
+        .map(|(pod, selected, annotation)| pod.info(selected, capacity_label, annotation, &zone_of))
+        .collect()
 }
 
 #[cfg(test)]
