@@ -118,9 +118,10 @@ fn left(mut obs: Observation) -> Observation {
     obs
 }
 
-/// `obs` with one more Ready pod: balancing moves start.
+/// `obs` with one more Ready pod: balancing moves start. In name order
+/// (after `p-00000`), as the operator observes pods.
 fn joined(mut obs: Observation) -> Observation {
-    obs.pods.push(pod("p-new"));
+    obs.pods.insert(1, pod("p-00000-new"));
     obs
 }
 
@@ -152,7 +153,8 @@ fn main() {
     let mut obs = Observation {
         group,
         pool: Some(fixtures::pool(NS, "consumers", &[], 0)),
-        pods: (0..pods).map(|i| pod(&format!("p-{i}"))).collect(),
+        // In name order, as the operator observes pods (`collect_pods`).
+        pods: (0..pods).map(|i| pod(&format!("p-{i:05}"))).collect(),
         topology: TopologyObservation {
             source: "static".into(),
             last_good: Some(std::sync::Arc::new(Topology::of_partitions(partitions))),

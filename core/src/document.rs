@@ -41,8 +41,10 @@ pub struct AnnotationWrite {
 pub(crate) enum NextRecord<'a> {
     /// The published record, unchanged.
     Kept(&'a ShardRecord),
-    /// A record built by this plan (which may still equal the published one).
-    New(ShardRecord),
+    /// A record built by this plan (which may still equal the published
+    /// one). Boxed: a plan keeps most records, and the vector of 20,000
+    /// slots each as large as a record was megabytes to fill per plan.
+    New(Box<ShardRecord>),
 }
 
 impl NextRecord<'_> {
@@ -58,7 +60,7 @@ impl NextRecord<'_> {
     pub(crate) fn into_owned(self) -> ShardRecord {
         match self {
             Self::Kept(record) => record.clone(),
-            Self::New(record) => record,
+            Self::New(record) => *record,
         }
     }
 }
@@ -157,7 +159,7 @@ pub(crate) fn next_document<'a>(
             .zip(prev.shards.values())
             .all(|((_, record), prev_record)| match record {
                 NextRecord::Kept(kept) => std::ptr::eq(*kept, prev_record) || *kept == prev_record,
-                NextRecord::New(record) => record == prev_record,
+                NextRecord::New(record) => **record == *prev_record,
             });
     if same_records
         && prev.shard_group == shard_group
@@ -210,7 +212,7 @@ pub(crate) fn next_document<'a>(
         match record {
             NextRecord::Kept(kept) if std::ptr::eq(kept, prev_record) => {}
             NextRecord::Kept(kept) => slot.clone_from(kept),
-            NextRecord::New(record) => *slot = record,
+            NextRecord::New(record) => *slot = *record,
         }
     }
     let doc = match pods {
@@ -361,10 +363,9 @@ pub(crate) fn add_lineage(shards: &mut NextRecords<'_>, lineage: &BTreeMap<Strin
         if !record.get().parents.is_empty() {
             continue;
         }
-        let mut new =
-            std::mem::replace(record, NextRecord::New(ShardRecord::default())).into_owned();
+        let mut new = std::mem::replace(record, NextRecord::New(Box::default())).into_owned();
         new.parents = parents.clone();
-        *record = NextRecord::New(new);
+        *record = NextRecord::New(Box::new(new));
     }
 }
 
@@ -393,6 +394,47 @@ pub fn annotation_writes(
     annotation_writes_with(doc, pods, key, None)
 }
 
+/// The document's lists of each pod, looked up in the order of a plan's
+/// pods: when those are sorted by name (as observed pods are), one walk
+/// beside the document's sorted map finds them all (a map lookup per pod
+/// compared names a dozen times each, and a hash map built per plan cost
+/// as much again); else each is looked up in the map.
+struct ListsByName<'a> {
+    doc: &'a AssignmentDocument,
+    walk: Option<std::iter::Peekable<std::collections::btree_map::Iter<'a, String, PodAssignment>>>,
+}
+
+impl<'a> ListsByName<'a> {
+    fn of(doc: &'a AssignmentDocument, pods: &[PodInfo]) -> Self {
+        let sorted = pods.is_sorted_by(|a, b| a.name < b.name);
+        Self {
+            doc,
+            walk: sorted.then(|| doc.pods.iter().peekable()),
+        }
+    }
+
+    /// `pod`'s lists; with a walk, asked in increasing name order.
+    fn get(&mut self, pod: &str) -> Option<&'a PodAssignment> {
+        let Some(walk) = &mut self.walk else {
+            return self.doc.pods.get(pod);
+        };
+        while let Some((name, lists)) = walk.peek() {
+            match name.as_str().cmp(pod) {
+                std::cmp::Ordering::Less => {
+                    walk.next();
+                }
+                std::cmp::Ordering::Equal => {
+                    let lists = *lists;
+                    walk.next();
+                    return Some(lists);
+                }
+                std::cmp::Ordering::Greater => return None,
+            }
+        }
+        None
+    }
+}
+
 /// [`annotation_writes`], taking from `written` the annotations an earlier
 /// plan found written for lists `doc` did not change, and noting there the
 /// ones found written now.
@@ -404,20 +446,13 @@ pub(crate) fn annotation_writes_with(
 ) -> (Vec<AnnotationWrite>, Vec<Oversized>) {
     let mut writes = Vec::new();
     let mut oversized = Vec::new();
-    // Hashed once: a lookup per pod in the sorted map compared names a
-    // dozen times each (most of this function at 5,000 pods).
-    let lists_of: HashMap<&str, &PodAssignment> = doc
-        .pods
-        .iter()
-        .map(|(name, lists)| (name.as_str(), lists))
-        .collect();
+    let mut lists_of = ListsByName::of(doc, pods);
     let mut canonical = Vec::new();
     for pod in pods {
         // A pod that left the pool keeps its view while it still has shards
         // to give back: it must see the revoke to stop reading them.
         let wanted = lists_of
-            .get(pod.name.as_str())
-            .copied()
+            .get(&pod.name)
             .filter(|entry| pod.selected || !entry.revoking.is_empty());
         if let (Some(lists), Some(text)) = (wanted, pod.annotation.as_deref())
             && match written.as_mut() {

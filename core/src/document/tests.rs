@@ -88,7 +88,7 @@ fn records<'a>(
     ids.into_iter()
         .filter_map(|id| match new.get(id) {
             Some(None) => None,
-            Some(Some(record)) => Some((id, NextRecord::New(record.clone()))),
+            Some(Some(record)) => Some((id, NextRecord::New(Box::new(record.clone())))),
             None => Some((id, NextRecord::Kept(&doc.shards[id]))),
         })
         .collect()

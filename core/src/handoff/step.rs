@@ -308,7 +308,9 @@ impl Ctx<'_> {
                 }
                 NextRecord::Kept(previous)
             }
-            _ => NextRecord::New(self.record(shard, readable, target, previous, result)),
+            _ => NextRecord::New(Box::new(
+                self.record(shard, readable, target, previous, result),
+            )),
         }
     }
 
