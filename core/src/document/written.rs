@@ -11,7 +11,6 @@
 //! (held weakly: the same address is the same document) and the pods the
 //! next document's changes name.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 
 use crate::crds::AssignmentDocument;
@@ -22,10 +21,19 @@ use crate::crds::AssignmentDocument;
 pub struct WrittenAnnotations {
     /// The document whose lists the texts were found written for.
     of: Weak<AssignmentDocument>,
-    /// Pod name -> its annotation text, and the plan that last found it.
-    texts: HashMap<String, (String, u64)>,
+    /// Per pod, sorted by name: its annotation text and the plan that
+    /// last found it. Sorted, not hashed: a plan asks for its pods in name
+    /// order, so each is found at the entry after the last one found.
+    texts: Vec<Written>,
     /// Plans that looked (numbers `texts`' entries, to drop pods gone).
     plans: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Written {
+    pod: String,
+    text: String,
+    seen: u64,
 }
 
 /// What a plan may take from [`WrittenAnnotations`]: the texts found
@@ -35,6 +43,11 @@ pub(crate) struct Lookup<'a> {
     written: &'a mut WrittenAnnotations,
     usable: bool,
     changed: &'a [String],
+    /// Where the next pod is looked for first: after the last one asked.
+    next: usize,
+    /// Pods found written that have no entry yet, entered once the plan
+    /// is done (in name order, as the plan asked).
+    added: Vec<Written>,
 }
 
 impl WrittenAnnotations {
@@ -63,6 +76,8 @@ impl WrittenAnnotations {
             written: self,
             usable,
             changed: changed.unwrap_or_default(),
+            next: 0,
+            added: Vec::new(),
         }
     }
 
@@ -78,6 +93,21 @@ impl WrittenAnnotations {
 }
 
 impl Lookup<'_> {
+    /// The entry of `pod`, or where it would go; the next pod is looked
+    /// for after it.
+    fn entry(&mut self, pod: &str) -> Result<usize, usize> {
+        let texts = &self.written.texts;
+        let at = match texts.get(self.next) {
+            Some(entry) if entry.pod == pod => Ok(self.next),
+            _ => texts.binary_search_by(|entry| entry.pod.as_str().cmp(pod)),
+        };
+        self.next = match at {
+            Ok(i) => i + 1,
+            Err(i) => i,
+        };
+        at
+    }
+
     /// Whether `pod`'s annotation `text` was found written for its lists,
     /// which the next document keeps as they were.
     pub(crate) fn still_written(&mut self, pod: &str, text: &str) -> bool {
@@ -90,9 +120,9 @@ impl Lookup<'_> {
             return false;
         }
         let plan = self.written.plans;
-        match self.written.texts.get_mut(pod) {
-            Some((kept, seen)) if kept == text => {
-                *seen = plan;
+        match self.entry(pod) {
+            Ok(i) if self.written.texts[i].text == text => {
+                self.written.texts[i].seen = plan;
                 true
             }
             _ => false,
@@ -103,27 +133,36 @@ impl Lookup<'_> {
     /// the next document.
     pub(crate) fn found(&mut self, pod: &str, text: &str) {
         let plan = self.written.plans;
-        match self.written.texts.get_mut(pod) {
-            Some((kept, seen)) => {
-                if kept != text {
-                    text.clone_into(kept);
+        match self.entry(pod) {
+            Ok(i) => {
+                let entry = &mut self.written.texts[i];
+                if entry.text != text {
+                    text.clone_into(&mut entry.text);
                 }
-                *seen = plan;
+                entry.seen = plan;
             }
-            None => {
-                self.written
-                    .texts
-                    .insert(pod.to_owned(), (text.to_owned(), plan));
-            }
+            Err(_) => self.added.push(Written {
+                pod: pod.to_owned(),
+                text: text.to_owned(),
+                seen: plan,
+            }),
         }
     }
 }
 
 impl Drop for Lookup<'_> {
     /// Forgets the pods this plan did not find written (gone, changed, or
-    /// no longer annotated).
+    /// no longer annotated), and enters the pods it found written anew.
     fn drop(&mut self) {
         let plan = self.written.plans;
-        self.written.texts.retain(|_, (_, seen)| *seen == plan);
+        let texts = &mut self.written.texts;
+        texts.retain(|entry| entry.seen == plan);
+        if !self.added.is_empty() {
+            texts.append(&mut self.added);
+            // Two sorted runs (the kept entries, the added ones): the sort
+            // merges them. A pod asked twice keeps one entry.
+            texts.sort_by(|a, b| a.pod.cmp(&b.pod));
+            texts.dedup_by(|later, earlier| later.pod == earlier.pod);
+        }
     }
 }
