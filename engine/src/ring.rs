@@ -69,42 +69,52 @@ impl Ring {
         }
         fresh.sort_unstable();
         // Kept points stay in (hash, pod) order: renumbering keeps the
-        // pods' order. A merge of the two sorted runs is the full sort.
-        let kept = previous
-            .points
-            .iter()
-            .zip(&previous.owner)
-            .filter_map(|(&hash, &o)| {
-                let p = renumber[o as usize];
-                (p != NONE).then_some((hash, p))
-            });
-        let mut nodes = Vec::with_capacity(pods.len() * VIRTUAL_NODES as usize);
+        // pods' order. A merge of the two sorted runs is the full sort,
+        // written straight into the ring's columns.
+        let total = pods.len() * VIRTUAL_NODES as usize;
+        let (mut points, mut owner) = (Vec::with_capacity(total), Vec::with_capacity(total));
         let mut fresh = fresh.into_iter().peekable();
-        for point in kept {
-            while let Some(&next) = fresh.peek()
-                && next < point
-            {
-                nodes.push(next);
-                fresh.next();
+        for (&hash, &o) in previous.points.iter().zip(&previous.owner) {
+            let p = renumber[o as usize];
+            if p == NONE {
+                continue;
             }
-            nodes.push(point);
+            while let Some((h, q)) = fresh.next_if(|&next| next < (hash, p)) {
+                points.push(h);
+                owner.push(q);
+            }
+            points.push(hash);
+            owner.push(p);
         }
-        nodes.extend(fresh);
-        Self::from_sorted(&nodes, pods.len())
+        for (h, q) in fresh {
+            points.push(h);
+            owner.push(q);
+        }
+        Self::from_columns(points, owner, pods.len())
     }
 
     /// The ring of sorted `(hash, pod)` points of `pods` pods.
     fn from_sorted(nodes: &[(u64, u32)], pods: usize) -> Self {
-        let mut by_pod = vec![0u32; nodes.len()];
+        Self::from_columns(
+            nodes.iter().map(|n| n.0).collect(),
+            nodes.iter().map(|n| n.1).collect(),
+            pods,
+        )
+    }
+
+    /// The ring of sorted points (`points[i]` owned by pod `owner[i]`) of
+    /// `pods` pods.
+    fn from_columns(points: Vec<u64>, owner: Vec<u32>, pods: usize) -> Self {
+        let mut by_pod = vec![0u32; owner.len()];
         let mut fill = vec![0u32; pods];
-        for (at, &(_, p)) in nodes.iter().enumerate() {
+        for (at, &p) in owner.iter().enumerate() {
             let p = p as usize;
             by_pod[p * VIRTUAL_NODES as usize + fill[p] as usize] = index(at);
             fill[p] += 1;
         }
         Ring {
-            points: nodes.iter().map(|n| n.0).collect(),
-            owner: nodes.iter().map(|n| n.1).collect(),
+            points,
+            owner,
             by_pod,
         }
     }
