@@ -54,7 +54,7 @@ const AUDIENCE: &str = "shardring.io";
 const SINCE: &str = "2026-01-01T00:00:00Z";
 /// How long RSS is left to settle before it is read: twice the operator's
 /// `dirty_decay_ms`.
-const SETTLE: Duration = Duration::from_secs(10);
+const SETTLE: Duration = Duration::from_secs(60);
 
 /// `shardring run`, killed when dropped.
 struct Operator {
@@ -117,7 +117,7 @@ impl Operator {
     }
 
     /// The operator's RSS once the pages it freed were given back: its
-    /// jemalloc returns freed pages within `dirty_decay_ms` (5 s,
+    /// jemalloc returns freed pages within `dirty_decay_ms` (30 s,
     /// `.cargo/config.toml`), so RSS read sooner still holds some of what
     /// the last work (a publish, 5,000 TLS handshakes) allocated and freed.
     async fn settled_rss(&self) -> f64 {

@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand};
 use shardring::cli;
 
 /// jemalloc, set up in `.cargo/config.toml` to keep one arena whose freed
-/// pages a background thread gives back within about five seconds. A reconcile
+/// pages a background thread gives back within about thirty seconds. A reconcile
 /// of a large group allocates and frees several MiB; with glibc's malloc the
 /// resident set kept that peak and grew with churn (docs/deploy.md, Memory;
 /// the figures are in docs/benchmarks.md).
