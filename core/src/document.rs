@@ -22,6 +22,7 @@ use crate::crds::assignment::{ASSIGNMENT_API_VERSION, ASSIGNMENT_KIND};
 use crate::crds::{AssignmentDocument, PodAssignment, PodView, ShardPhase, ShardRecord};
 
 use crate::observation::PodInfo;
+use crate::sorted_cursor::SortedCursor;
 
 /// One pod annotation to write: the new view, or `None` to remove it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -401,7 +402,13 @@ pub fn annotation_writes(
 /// as much again); else each is looked up in the map.
 struct ListsByName<'a> {
     doc: &'a AssignmentDocument,
-    walk: Option<std::iter::Peekable<std::collections::btree_map::Iter<'a, String, PodAssignment>>>,
+    walk: Option<
+        SortedCursor<
+            'a,
+            PodAssignment,
+            std::collections::btree_map::Iter<'a, String, PodAssignment>,
+        >,
+    >,
 }
 
 impl<'a> ListsByName<'a> {
@@ -409,29 +416,16 @@ impl<'a> ListsByName<'a> {
         let sorted = pods.is_sorted_by(|a, b| a.name < b.name);
         Self {
             doc,
-            walk: sorted.then(|| doc.pods.iter().peekable()),
+            walk: sorted.then(|| SortedCursor::new(doc.pods.iter())),
         }
     }
 
     /// `pod`'s lists; with a walk, asked in increasing name order.
     fn get(&mut self, pod: &str) -> Option<&'a PodAssignment> {
-        let Some(walk) = &mut self.walk else {
-            return self.doc.pods.get(pod);
-        };
-        while let Some((name, lists)) = walk.peek() {
-            match name.as_str().cmp(pod) {
-                std::cmp::Ordering::Less => {
-                    walk.next();
-                }
-                std::cmp::Ordering::Equal => {
-                    let lists = *lists;
-                    walk.next();
-                    return Some(lists);
-                }
-                std::cmp::Ordering::Greater => return None,
-            }
+        match &mut self.walk {
+            Some(walk) => walk.get(pod),
+            None => self.doc.pods.get(pod),
         }
-        None
     }
 }
 

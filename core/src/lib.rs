@@ -50,6 +50,7 @@ pub mod plan;
 pub mod pool;
 pub mod pool_conditions;
 pub mod retry;
+pub(crate) mod sorted_cursor;
 pub(crate) mod status;
 pub mod topology;
 

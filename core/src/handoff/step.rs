@@ -13,6 +13,7 @@ use crate::document::{NextRecord, NextRecords};
 use crate::engine::{PlanOutput, Previous, Shard, ShardAssignment, ShardState};
 use crate::identity::{Identities, Returning};
 use crate::observation::{Observation, PodInfo};
+use crate::sorted_cursor::SortedCursor;
 use crate::topology::Topology;
 
 /// The engine's view of the previous assignment: an `Active` shard is on its
@@ -240,35 +241,6 @@ fn return_hold(returning: &Returning) -> Box<ReturnHold> {
         until: returning.until,
         uid: returning.uid.clone(),
     })
-}
-
-/// A cursor over a map's entries in key order, asked for keys in ascending
-/// order: each entry is passed over once, whatever the number of asks.
-struct SortedCursor<'a, V: 'a, I: Iterator<Item = (&'a String, &'a V)>> {
-    entries: std::iter::Peekable<I>,
-}
-
-impl<'a, V: 'a, I: Iterator<Item = (&'a String, &'a V)>> SortedCursor<'a, V, I> {
-    fn new(entries: I) -> Self {
-        Self {
-            entries: entries.peekable(),
-        }
-    }
-
-    /// The value at `key`; keys asked must not decrease.
-    fn get(&mut self, key: &str) -> Option<&'a V> {
-        while let Some((at, value)) = self.entries.peek() {
-            match at.as_str().cmp(key) {
-                std::cmp::Ordering::Less => {
-                    self.entries.next();
-                }
-                // Not consumed: a repeated key is answered again.
-                std::cmp::Ordering::Equal => return Some(*value),
-                std::cmp::Ordering::Greater => return None,
-            }
-        }
-        None
-    }
 }
 
 impl Ctx<'_> {
