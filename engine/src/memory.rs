@@ -25,7 +25,7 @@ use std::sync::{Arc, Weak};
 
 use crate::last_plan::LastPlan;
 use crate::model::{PodRec, ShardTable};
-use crate::ring::Ring;
+use crate::ring::{Renumbering, Ring};
 use crate::types::{PlanInput, PreviousAssignment, Shard};
 
 /// Fewer eligible pods than this are planned on a ring built afresh (cheap
@@ -192,7 +192,13 @@ impl<'a> RingMemoryRef<'a> {
             // pods new to it are hashed (all of them for another pool,
             // which is building afresh plus one pass).
             let (ring, names) = match self.kept.take() {
-                Some(k) => (Ring::derive(&k.ring, &k.pods, pods), renamed(k.pods, pods)),
+                Some(k) => {
+                    let renumbering = Renumbering::of(&k.pods, pods);
+                    (
+                        Ring::derive(&k.ring, &renumbering, pods),
+                        renumbering.names(k.pods, pods),
+                    )
+                }
                 None => (
                     Ring::build(pods),
                     pods.iter().map(|p| p.name.to_owned()).collect(),
@@ -225,27 +231,6 @@ impl std::ops::Deref for RingRef<'_> {
             Self::Built(ring) => ring,
         }
     }
-}
-
-/// The names of `pods` (sorted), moving each from `kept` (the kept ring's
-/// pods, sorted) when it is there: a pod event changes one or two of
-/// thousands, and copying every name again was a heap allocation per pod.
-fn renamed(kept: Vec<String>, pods: &[PodRec<'_>]) -> Vec<String> {
-    let mut kept = kept.into_iter().peekable();
-    pods.iter()
-        .map(|pod| {
-            while let Some(name) = kept.peek() {
-                match name.as_str().cmp(pod.name) {
-                    std::cmp::Ordering::Less => {
-                        kept.next();
-                    }
-                    std::cmp::Ordering::Equal => return kept.next().expect("peeked above"),
-                    std::cmp::Ordering::Greater => break,
-                }
-            }
-            pod.name.to_owned()
-        })
-        .collect()
 }
 
 fn same_pods(kept: &[String], pods: &[PodRec<'_>]) -> bool {

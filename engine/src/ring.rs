@@ -30,39 +30,16 @@ impl Ring {
         Self::from_sorted(&nodes, pods.len())
     }
 
-    /// The ring of `pods` derived from `previous`, the ring of
-    /// `previous_pods` (both sorted by name): the points of pods in both are
-    /// kept (renumbered), those of pods gone dropped, and only the pods new
-    /// to the ring are hashed and merged in. The same ring as
-    /// [`Ring::build`] of `pods`, in time linear in the points.
-    pub fn derive(previous: &Ring, previous_pods: &[String], pods: &[PodRec<'_>]) -> Self {
-        // Old pod index → new (or NONE), and the pods without points yet.
-        let mut renumber = vec![NONE; previous_pods.len()];
-        let mut added = Vec::new();
-        let mut old = previous_pods.iter().enumerate().peekable();
-        for (p, pod) in pods.iter().enumerate() {
-            let mut kept = false;
-            while let Some(&(o, name)) = old.peek() {
-                match name.as_str().cmp(pod.name) {
-                    std::cmp::Ordering::Less => {
-                        old.next();
-                    }
-                    std::cmp::Ordering::Equal => {
-                        renumber[o] = index(p);
-                        kept = true;
-                        old.next();
-                        break;
-                    }
-                    std::cmp::Ordering::Greater => break,
-                }
-            }
-            if !kept {
-                added.push(p);
-            }
-        }
+    /// The ring of `pods` derived from `previous`, the ring of the pods
+    /// `renumbering` maps to `pods` (both sorted by name): the points of
+    /// pods in both are kept (renumbered), those of pods gone dropped, and
+    /// only the pods new to the ring are hashed and merged in. The same
+    /// ring as [`Ring::build`] of `pods`, in time linear in the points.
+    pub fn derive(previous: &Ring, renumbering: &Renumbering, pods: &[PodRec<'_>]) -> Self {
+        let Renumbering { renumber, added } = renumbering;
         let mut buf = Vec::with_capacity(64);
         let mut fresh: Vec<(u64, u32)> = Vec::with_capacity(added.len() * VIRTUAL_NODES as usize);
-        for &p in &added {
+        for &p in added {
             for i in 0..VIRTUAL_NODES {
                 fresh.push((vnode_hash(&mut buf, pods[p].name, i), index(p)));
             }
@@ -143,6 +120,66 @@ impl Ring {
     fn points_of(&self, pod: u32) -> &[u32] {
         let v = VIRTUAL_NODES as usize;
         &self.by_pod[pod as usize * v..(pod as usize + 1) * v]
+    }
+}
+
+/// How the pods of a kept ring map onto the pods of the next one (both
+/// sorted by name), found in one merge walk of the two lists: what
+/// [`Ring::derive`] renumbers the kept points by, and what the kept pod
+/// names move by ([`Renumbering::names`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Renumbering {
+    /// Old pod index → new (or `NONE` for a pod gone).
+    renumber: Vec<u32>,
+    /// The new pods that had no points yet.
+    added: Vec<usize>,
+}
+
+impl Renumbering {
+    /// The renumbering from `previous_pods` to `pods`.
+    pub fn of(previous_pods: &[String], pods: &[PodRec<'_>]) -> Self {
+        let mut renumber = vec![NONE; previous_pods.len()];
+        let mut added = Vec::new();
+        let mut old = previous_pods.iter().enumerate().peekable();
+        for (p, pod) in pods.iter().enumerate() {
+            let mut kept = false;
+            while let Some(&(o, name)) = old.peek() {
+                match name.as_str().cmp(pod.name) {
+                    std::cmp::Ordering::Less => {
+                        old.next();
+                    }
+                    std::cmp::Ordering::Equal => {
+                        renumber[o] = index(p);
+                        kept = true;
+                        old.next();
+                        break;
+                    }
+                    std::cmp::Ordering::Greater => break,
+                }
+            }
+            if !kept {
+                added.push(p);
+            }
+        }
+        Self { renumber, added }
+    }
+
+    /// The names of `pods`, each moved from `previous_pods` (the names
+    /// this renumbering was found from) when it is there: a pod event
+    /// changes one or two of thousands, and copying every name again was a
+    /// heap allocation per pod.
+    pub fn names(&self, previous_pods: Vec<String>, pods: &[PodRec<'_>]) -> Vec<String> {
+        let mut names: Vec<Option<String>> = vec![None; pods.len()];
+        for (name, &p) in previous_pods.into_iter().zip(&self.renumber) {
+            if p != NONE {
+                names[p as usize] = Some(name);
+            }
+        }
+        names
+            .into_iter()
+            .zip(pods)
+            .map(|(name, pod)| name.unwrap_or_else(|| pod.name.to_owned()))
+            .collect()
     }
 }
 
@@ -256,7 +293,7 @@ pub(crate) mod tests {
         for names in &cases {
             let pods = recs(names);
             assert_eq!(
-                Ring::derive(&previous, &base, &pods),
+                Ring::derive(&previous, &Renumbering::of(&base, &pods), &pods),
                 Ring::build(&pods),
                 "{} pods",
                 names.len()
@@ -264,7 +301,7 @@ pub(crate) mod tests {
             // And back.
             let from = Ring::build(&pods);
             assert_eq!(
-                Ring::derive(&from, names, &recs(&base)),
+                Ring::derive(&from, &Renumbering::of(names, &recs(&base)), &recs(&base)),
                 previous,
                 "back from {} pods",
                 names.len()
