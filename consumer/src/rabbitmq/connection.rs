@@ -11,6 +11,8 @@ use shardring_backoff::Backoff;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
+use super::deadline::{self, bounded};
+
 /// The backoff between connection attempts while the broker is away.
 const RECONNECT: Backoff = Backoff {
     base: Duration::from_millis(100),
@@ -60,7 +62,8 @@ impl Shared {
         }
         let properties =
             ConnectionProperties::default().with_connection_name(self.name.clone().into());
-        match Connection::connect(&self.url, properties).await {
+        let connecting = Connection::connect(&self.url, properties);
+        match bounded("connection.open", deadline::CONNECT, connecting).await {
             Ok(connection) => {
                 if state.failures > 0 {
                     tracing::info!(url = %redact(&self.url), attempts = state.failures + 1, "connected to the broker again");

@@ -16,10 +16,13 @@
 //! The worker keeps one connection ([`connection`]), opened again with
 //! backoff after the broker went away; a queue whose consumer ended (the
 //! broker restarted, the queue was deleted) is subscribed again on the next
-//! batch, as a new hold. [`log::QueueLog`] is the reference consumer's
+//! batch, as a new hold. Every call that waits on the broker has a
+//! deadline ([`deadline`]): lapin can leave one pending for ever when the
+//! connection dies under it. [`log::QueueLog`] is the reference consumer's
 //! handler, [`verdict`] the checker of its logs.
 
 mod connection;
+pub mod deadline;
 pub mod log;
 mod subscription;
 pub mod verdict;
@@ -273,9 +276,20 @@ impl<H: MessageHandler> PartitionHandler for QueueReader<H> {
             // An error leaves this and the later messages unacknowledged:
             // the release that follows puts them back in the queue.
             self.handler.handle(&queue_context, delivery).await?;
-            if let Err(error) = delivery.acker.ack(BasicAckOptions::default()).await {
-                self.end(context, &mut slot, Some(&format!("acknowledging: {error}")))
-                    .await;
+            let acked = deadline::bounded(
+                "basic.ack",
+                deadline::CALL,
+                delivery.acker.ack(BasicAckOptions::default()),
+            )
+            .await;
+            let lost = match acked {
+                Ok(true) => None,
+                // lapin sends nothing on a channel it knows is closed.
+                Ok(false) => Some("acknowledging: the queue's channel is closed".to_owned()),
+                Err(error) => Some(format!("acknowledging: {error}")),
+            };
+            if let Some(why) = lost {
+                self.end(context, &mut slot, Some(&why)).await;
                 return Ok(checkpoint);
             }
             checkpoint = Some(checkpoint_of(delivery));

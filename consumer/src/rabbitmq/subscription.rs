@@ -21,6 +21,8 @@ use lapin::options::{BasicConsumeOptions, BasicQosOptions};
 use lapin::types::FieldTable;
 use lapin::{Channel, Connection, Consumer};
 
+use super::deadline::{self, CallError, bounded};
+
 /// A queue being consumed.
 pub(crate) struct Subscription {
     channel: Channel,
@@ -59,17 +61,15 @@ pub(crate) fn next_session() -> u64 {
 
 impl Subscription {
     /// Consumes `queue` on a new channel of `connection`, at most
-    /// `prefetch` messages unacknowledged, as consumer `worker/session`.
+    /// `prefetch` messages unacknowledged, as consumer `worker/session`;
+    /// each call within [`deadline::CALL`].
     pub(crate) async fn open(
         connection: &Arc<Connection>,
         queue: &str,
         worker: &str,
         prefetch: u16,
-    ) -> Result<Self, lapin::Error> {
-        let channel = connection.create_channel().await?;
-        channel
-            .basic_qos(prefetch, BasicQosOptions::default())
-            .await?;
+    ) -> Result<Self, CallError> {
+        let channel = bounded("channel.open", deadline::CALL, connection.create_channel()).await?;
         let session = next_session();
         let tag = format!("{worker}/{session}");
         let options = BasicConsumeOptions {
@@ -77,15 +77,26 @@ impl Subscription {
             exclusive: true,
             ..BasicConsumeOptions::default()
         };
-        let consumed = channel
-            .basic_consume(
-                queue.into(),
-                tag.as_str().into(),
-                options,
-                FieldTable::default(),
+        let consumed = async {
+            bounded(
+                "basic.qos",
+                deadline::CALL,
+                channel.basic_qos(prefetch, BasicQosOptions::default()),
             )
-            .await;
-        match consumed {
+            .await?;
+            bounded(
+                "basic.consume",
+                deadline::CALL,
+                channel.basic_consume(
+                    queue.into(),
+                    tag.as_str().into(),
+                    options,
+                    FieldTable::default(),
+                ),
+            )
+            .await
+        };
+        match consumed.await {
             Ok(consumer) => Ok(Self {
                 channel,
                 consumer,
@@ -94,8 +105,10 @@ impl Subscription {
             }),
             Err(error) => {
                 // A refused consume closes the channel on the broker's side;
-                // close ours too.
-                let _ = channel.close(200, "consume refused".into()).await;
+                // close ours too (and a consume that timed out may yet be
+                // registered: the close cancels it).
+                let closing = channel.close(200, "consume refused".into());
+                let _ = bounded("channel.close", deadline::CALL, closing).await;
                 Err(error)
             }
         }
@@ -138,10 +151,12 @@ impl Subscription {
     }
 
     /// Gives the queue back: closes the channel (the consumer with it).
-    /// `true` when the broker confirmed the close, so every acknowledgement
-    /// sent before it is processed and the rest is back in the queue.
+    /// `true` when the broker confirmed the close within
+    /// [`deadline::CALL`], so every acknowledgement sent before it is
+    /// processed and the rest is back in the queue.
     pub(crate) async fn release(self) -> bool {
-        match self.channel.close(200, "released".into()).await {
+        let closing = self.channel.close(200, "released".into());
+        match bounded("channel.close", deadline::CALL, closing).await {
             Ok(()) => true,
             Err(error) => {
                 tracing::warn!(tag = %self.tag, %error, "closing the queue's channel failed: its last acknowledgements may not have reached the broker");

@@ -18,6 +18,7 @@ use lapin::Confirmation;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 use shardring_consumer::check::ProducedRecord;
+use shardring_consumer::rabbitmq::deadline::{self, bounded};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -102,15 +103,18 @@ impl Drop for QueueProducer {
 }
 
 async fn connect(url: &str) -> Option<(Connection, Channel)> {
-    let connection = Connection::connect(
-        url,
-        ConnectionProperties::default().with_connection_name("shardring producer".into()),
-    )
-    .await
-    .ok()?;
-    let channel = connection.create_channel().await.ok()?;
-    channel
-        .confirm_select(ConfirmSelectOptions::default())
+    let properties =
+        ConnectionProperties::default().with_connection_name("shardring producer".into());
+    let connecting = Connection::connect(url, properties);
+    let connection = bounded("connection.open", deadline::CONNECT, connecting)
+        .await
+        .ok()?;
+    let opening = connection.create_channel();
+    let channel = bounded("channel.open", deadline::CALL, opening)
+        .await
+        .ok()?;
+    let selecting = channel.confirm_select(ConfirmSelectOptions::default());
+    bounded("confirm.select", deadline::CALL, selecting)
         .await
         .ok()?;
     Some((connection, channel))
@@ -174,17 +178,20 @@ async fn publish(channel: &Channel, queue: &str, seq: u64) -> bool {
         ..BasicPublishOptions::default()
     };
     let body = format!("{queue} #{seq}");
-    let Ok(confirm) = channel
-        .basic_publish(
-            "".into(),
-            queue.into(),
-            options,
-            body.as_bytes(),
-            properties,
-        )
-        .await
-    else {
+    let publishing = channel.basic_publish(
+        "".into(),
+        queue.into(),
+        options,
+        body.as_bytes(),
+        properties,
+    );
+    // Bounded like the consumers' calls (see `deadline`): a publish or a
+    // confirm lapin never resolves would stop the producer for good.
+    let Ok(confirm) = bounded("basic.publish", deadline::CALL, publishing).await else {
         return false;
     };
-    matches!(confirm.await, Ok(Confirmation::Ack(None)))
+    matches!(
+        bounded("the publisher confirm", deadline::CALL, confirm).await,
+        Ok(Confirmation::Ack(None))
+    )
 }
