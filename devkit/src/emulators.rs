@@ -336,8 +336,13 @@ impl Emulator {
 
 impl Drop for Emulator {
     fn drop(&mut self) {
-        // Kill our own child by pid and reap it; the log stays for debugging.
+        // Kill our own child by pid and reap it; the log stays for a test
+        // that failed (it is dropped while the test panics), not after one
+        // that passed.
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_file(&self.log);
+        }
     }
 }

@@ -12,6 +12,7 @@
 //! self-signed Secret (which the replicas of every test share, as replicas
 //! do) live there, where the policy allows them.
 
+use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -199,7 +200,16 @@ pub fn token_kubeconfig(
     let path = std::env::temp_dir().join(format!("{tag}-operator.kubeconfig"));
     let text =
         serde_yaml::to_string(&config).map_err(|e| AccountError::Kubeconfig(e.to_string()))?;
-    std::fs::write(&path, text)?;
+    // It holds a ServiceAccount's token: readable by this user only.
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&path)?;
+    // (An older file of the same name keeps its mode through the open.)
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    std::io::Write::write_all(&mut file, text.as_bytes())?;
     Ok(path)
 }
 

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 
 use shardring_devkit::apiserver::{MockApiServer, MockOptions};
 use shardring_e2e::cluster::Cluster;
-use shardring_e2e::harness::Harness;
+use shardring_e2e::harness::{Harness, files_dir};
 use shardring_e2e::operator::OperatorMode;
 use shardring_e2e::scenarios::{self, ScenarioResult};
 
@@ -44,15 +44,26 @@ async fn run(
 ) {
     let _turn = crate::TURNS.write().await;
     let (_mock, cluster) = mock_cluster(scenario).await;
+    let kubeconfig_dir = cluster
+        .kubeconfig
+        .as_deref()
+        .and_then(std::path::Path::parent)
+        .map(PathBuf::from);
     let mut harness = Harness::start(cluster, mode, scenario, shards)
         .await
         .unwrap_or_else(|error| panic!("scenario {scenario} ({mode:?}) could not start: {error}"));
     let result = body(&mut harness).await;
+    let namespace = harness.namespace.clone();
     let cleanup = harness.cleanup().await;
     if let Err(error) = result {
         panic!("scenario {scenario} ({mode:?}) failed on the mock API server: {error}");
     }
     cleanup.unwrap_or_else(|error| panic!("cleanup of {scenario} failed: {error}"));
+    // The consumers' logs stay for a scenario that failed, not after a pass.
+    let _ = std::fs::remove_dir_all(files_dir(&namespace));
+    if let Some(dir) = kubeconfig_dir {
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
 
 /// Two in-process replicas elect a leader on the mock's Lease API; the

@@ -33,7 +33,7 @@ use shardring_devkit::broker::Broker;
 use shardring_devkit::wait::wait_for_every;
 use shardring_e2e::account;
 use shardring_e2e::cluster::{Cluster, cluster_or_skip};
-use shardring_e2e::harness::{HarnessError, NAME, STEP_TIMEOUT};
+use shardring_e2e::harness::{HarnessError, NAME, STEP_TIMEOUT, files_dir};
 use shardring_e2e::kit::KitTurn;
 use shardring_e2e::operator::OperatorMode;
 use shardring_e2e::queues::{QueueHarness, verdict};
@@ -71,6 +71,8 @@ async fn partition_queues_on_a_real_broker() {
     if let Err(error) = cleanup {
         panic!("e2e[rabbitmq] cleanup of namespace {namespace} failed: {error}");
     }
+    // The consumers' logs stay for a story that failed, not after a pass.
+    let _ = std::fs::remove_dir_all(files_dir(&namespace));
 }
 
 /// Prints a step with the story's clock, straight to stderr (a CI log

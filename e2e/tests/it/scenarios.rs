@@ -18,7 +18,7 @@ use shardring_e2e::Reachability;
 use shardring_e2e::account;
 use shardring_e2e::apiserver::api_server_restart;
 use shardring_e2e::cluster::{Cluster, cluster_or_skip, connect_with};
-use shardring_e2e::harness::Harness;
+use shardring_e2e::harness::{Harness, files_dir};
 use shardring_e2e::kit::{Kit, KitTurn};
 use shardring_e2e::operator::OperatorMode;
 use shardring_e2e::proxy::CountingProxy;
@@ -35,6 +35,8 @@ async fn conclude(harness: Harness, scenario: &str, result: ScenarioResult) {
     if let Err(error) = cleanup {
         panic!("e2e cleanup of {scenario} (namespace {namespace}) failed: {error}");
     }
+    // The consumers' logs stay for a scenario that failed, not after a pass.
+    let _ = std::fs::remove_dir_all(files_dir(&namespace));
 }
 
 /// Starts the harness for `scenario` on a `shards`-shard stream, or skips.

@@ -323,6 +323,10 @@ impl Endpoint {
 impl Drop for Endpoint {
     fn drop(&mut self) {
         self.stop.cancel();
+        // The certificates stay for a test that failed, not after one that passed.
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.tls_dir);
+        }
     }
 }
 
